@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.session import HeaderInit, SessionStore
+
+
+@pytest.fixture
+def header_init(tmp_path: Path) -> HeaderInit:
+    return HeaderInit(
+        cwd=str(tmp_path),
+        provider="openrouter",
+        model="test/model",
+        environment_identity=str(tmp_path),
+    )
+
+
+@pytest.fixture
+def session_path(tmp_path: Path) -> Path:
+    return tmp_path / "notebook.agent.jsonl"
+
+
+@pytest.fixture
+def store(session_path: Path, header_init: HeaderInit) -> Iterator[SessionStore]:
+    s = SessionStore.open(session_path, create=header_init)
+    yield s
+    s.close()
+
+
+# Hypothesis must not write its example database into the checkout (tests write only to
+# temporary directories); CI runs the same number of examples as a developer does.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "default",
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("default")

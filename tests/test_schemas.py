@@ -1,0 +1,68 @@
+"""schemas/session/*.schema.json are generated from the models and describe real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from tiny_agent_nb.session._schema import session_schemas
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = ROOT / "schemas" / "session"
+FIXTURES = SCHEMAS / "fixtures"
+
+
+@pytest.mark.parametrize("name", sorted(session_schemas()))
+def test_committed_schema_matches_the_models(name: str) -> None:
+    committed = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
+    assert committed == session_schemas()[name], (
+        f"schemas/session/{name} is stale: run `python scripts/generate_schemas.py`"
+    )
+
+
+def _valid_fixture_lines() -> list[tuple[str, int, bytes]]:
+    out = []
+    for expected_path in sorted(FIXTURES.glob("*.expected.json")):
+        if "summary" not in json.loads(expected_path.read_text()):
+            continue
+        name = expected_path.name.removesuffix(".expected.json")
+        raw = (FIXTURES / f"{name}.jsonl").read_bytes()
+        complete = raw[: raw.rfind(b"\n")].split(b"\n")
+        out.extend((name, number, line) for number, line in enumerate(complete, start=1))
+    return out
+
+
+def test_every_line_of_every_valid_fixture_matches_the_schemas() -> None:
+    header = jsonschema.Draft202012Validator(session_schemas()["header.schema.json"])
+    transaction = jsonschema.Draft202012Validator(session_schemas()["transaction.schema.json"])
+    lines = _valid_fixture_lines()
+    assert len(lines) > 100
+    for name, number, line in lines:
+        validator = header if number == 1 else transaction
+        errors = list(validator.iter_errors(json.loads(line)))
+        assert not errors, f"{name}.jsonl line {number}: {errors[0].message}"
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"kind":"gossip","seq":1}', "unknown kind"),
+        ("[]", "empty transaction"),
+        (
+            '{"kind":"entry","seq":1,"id":"01a22960-953c-7ca6-a2a1-d8dc8ae0f710","at":1,'
+            '"entry":{"type":"message","message":{"role":"user","content":"x"}},"extra":1}',
+            "unknown field",
+        ),
+        (
+            '{"kind":"entry","seq":1,"id":"01A22960-953C-7CA6-A2A1-D8DC8AE0F710","at":1,'
+            '"entry":{"type":"message","message":{"role":"user","content":"x"}}}',
+            "uppercase id",
+        ),
+    ],
+)
+def test_schema_rejects_malformed_transactions(line: str, why: str) -> None:
+    validator = jsonschema.Draft202012Validator(session_schemas()["transaction.schema.json"])
+    assert not validator.is_valid(json.loads(line)), why

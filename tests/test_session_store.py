@@ -1,0 +1,319 @@
+"""SessionStore behaviour in one process: create, commit, repair, refuse, observe."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.session import (
+    HeaderInit,
+    InvalidTransactionError,
+    NotASessionError,
+    SessionClosedError,
+    SessionStore,
+    load_session,
+    new_id,
+)
+from tiny_agent_nb.session import facts as f
+
+from scenario import BASH, DIGEST, READ_FILE, Run, complete_run
+
+
+def lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")
+
+
+def test_create_writes_one_header_line(session_path: Path, header_init: HeaderInit) -> None:
+    with SessionStore.open(session_path, create=header_init, clock=lambda: 1787371200000) as s:
+        assert s.created
+        header = s.header
+    raw = session_path.read_bytes()
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1
+    assert json.loads(raw) == {
+        "kind": "header",
+        "version": 2,
+        "id": header.id,
+        "createdAt": 1787371200000,
+        "cwd": header_init.cwd,
+        "provider": "openrouter",
+        "model": "test/model",
+        "environmentIdentity": header_init.environment_identity,
+    }
+    assert load_session(session_path).summary()["transactionCount"] == 0
+
+
+def test_open_without_create_refuses_missing_and_empty(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        SessionStore.open(tmp_path / "missing.jsonl")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(NotASessionError, match="empty"):
+        SessionStore.open(empty)
+    assert empty.read_bytes() == b""
+
+
+def test_writer_refuses_to_overwrite_a_file_that_is_not_a_session(
+    tmp_path: Path, header_init: HeaderInit
+) -> None:
+    other = tmp_path / "data.jsonl"
+    other.write_bytes(b'{"name":"not ours"}\n')
+    with pytest.raises(NotASessionError, match="line 1"):
+        SessionStore.open(other, create=header_init)
+    assert other.read_bytes() == b'{"name":"not ours"}\n'
+
+
+def test_commit_assigns_seq_ids_and_timestamps(session_path: Path, header_init: HeaderInit) -> None:
+    ticks = iter(range(1000, 2000))
+    with SessionStore.open(session_path, create=header_init, clock=lambda: next(ticks)) as s:
+        run = Run(environment=header_init.environment_identity)
+        first = s.commit(run.start("hello"))
+        second = s.commit(run.attempt())
+    assert [fact.seq for fact in first + second] == [1, 2, 3]
+    assert [fact.at for fact in first + second] == [1001, 1001, 1002]  # one clock read per commit
+    assert len({fact.id for fact in first + second}) == 3
+    written = lines(session_path)
+    assert written[1].startswith(b"[") and written[2].startswith(b"{")  # array vs bare fact
+    assert written[-1] == b""
+
+
+def test_reopen_continues_where_the_file_ends(session_path: Path, header_init: HeaderInit) -> None:
+    with SessionStore.open(session_path, create=header_init) as s:
+        complete_run(s)
+        before = s.load().summary()
+    with SessionStore.open(session_path, create=header_init) as s:  # create is ignored now
+        assert not s.created
+        assert s.load().summary() == before
+        run = complete_run(s)
+    state = load_session(session_path)
+    assert state.last_seq == 2 * before["lastSeq"]
+    assert state.operations[run.operation_id].status == "completed"
+
+
+def test_torn_tail_is_ignored_by_readers_and_cut_by_the_writer(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    with SessionStore.open(session_path, create=header_init) as s:
+        complete_run(s)
+        committed = s.load().summary()
+    torn = b'{"kind":"entry","seq":12,"id":"01a2'
+    with session_path.open("ab") as fh:
+        fh.write(torn)
+    damaged = session_path.read_bytes()
+
+    state = load_session(session_path)
+    assert state.torn_tail_bytes == len(torn)
+    assert {**state.summary(), "tornTailBytes": 0} == committed
+    assert session_path.read_bytes() == damaged  # readers never write
+
+    with SessionStore.open(session_path) as s:
+        assert s.repaired_tail_bytes == len(torn)
+        assert session_path.read_bytes() == damaged[: -len(torn)]
+        s.commit([f.user_message("after the crash")])
+    healed = load_session(session_path)
+    assert healed.torn_tail_bytes == 0
+    assert healed.last_seq == committed["lastSeq"] + 1
+    assert lines(session_path)[-2].startswith(b'{"kind":"entry","seq":12,')
+
+
+def test_torn_header_is_replaced_when_creating(session_path: Path, header_init: HeaderInit) -> None:
+    session_path.write_bytes(b'{"kind":"header","vers')
+    with pytest.raises(NotASessionError, match="torn"):
+        load_session(session_path)
+    with SessionStore.open(session_path, create=header_init) as s:
+        assert s.created
+    assert load_session(session_path).transaction_count == 0
+
+
+def test_power_durability_round_trips(session_path: Path, header_init: HeaderInit) -> None:
+    with SessionStore.open(session_path, create=header_init, durability="power") as s:
+        assert s.durability == "power"
+        complete_run(s)
+    assert load_session(session_path).operations
+
+
+def test_unknown_durability_is_refused(session_path: Path, header_init: HeaderInit) -> None:
+    with pytest.raises(ValueError, match="durability"):
+        SessionStore.open(session_path, create=header_init, durability="sometimes")  # type: ignore[arg-type]
+    assert not session_path.exists()
+
+
+def test_load_returns_a_snapshot(store: SessionStore) -> None:
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("one"))
+    snapshot = store.load()
+    store.commit(run.attempt())
+    assert snapshot.last_seq == 2 and len(snapshot.attempts) == 0
+    assert store.load().last_seq == 3
+
+
+def test_subscribers_see_committed_facts_in_order(store: SessionStore) -> None:
+    seen: list[int] = []
+    unsubscribe = store.subscribe(lambda committed: seen.extend(x.seq for x in committed))
+    store.subscribe(lambda committed: 1 / 0)  # a broken observer does not fail the commit
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("one"))
+    store.commit(run.attempt())
+    unsubscribe()
+    store.commit(run.answer("hi"))
+    assert seen == [1, 2, 3]
+    assert store.load().last_seq == 5
+
+
+def test_refused_transactions_are_not_observed(store: SessionStore) -> None:
+    seen: list[object] = []
+    store.subscribe(seen.append)
+    with pytest.raises(InvalidTransactionError):
+        store.commit([f.run_started(new_id(), new_id())])
+    assert seen == []
+
+
+def test_closed_store_refuses_work(session_path: Path, header_init: HeaderInit) -> None:
+    s = SessionStore.open(session_path, create=header_init)
+    s.close()
+    s.close()  # idempotent
+    with pytest.raises(SessionClosedError):
+        s.commit([f.user_message("late")])
+    with pytest.raises(SessionClosedError):
+        s.load()
+    assert "closed" in repr(s)
+
+
+# ------------------------------------------------------------- refused commits
+
+
+def _refusals(store: SessionStore) -> dict[str, tuple[str, list[object]]]:
+    """Transactions that break one rule each (and the reason expected), against a
+    session with one finished run and one open run that has a pending bash intent."""
+    env = store.header.environmentIdentity
+    done = complete_run(store)
+    run = Run(environment=env)
+    store.commit(run.start("second"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("c1", "bash", {"command": "ls"}), ("c2", "bash", {})]))
+    intent = run.intent("c1", BASH, {"command": "ls"})
+    store.commit([intent])
+    assert run.attempt_id is not None and intent.id is not None
+    bad_key = run.intent("c2", BASH, {})
+    object.__setattr__(bad_key.body, "replayKey", "sha256:" + "0" * 64)
+    reserved = intent.body.resultEntryId  # type: ignore[union-attr]
+    fresh = new_id()
+    return {
+        "empty": ("at least one fact", []),
+        "reused id": ("already used", [f.user_message("x", id=done.operation_id)]),
+        "not uuid7": (
+            "not a UUIDv7",
+            [f.user_message("x", id="01a22960-953b-4b8c-9834-3e442e43865b")],
+        ),
+        "second open operation": (
+            "still open",
+            [f.user_message("x", id=fresh), f.run_started(new_id(), fresh)],
+        ),
+        "attempt while tool pending": (
+            "without a result",
+            [
+                f.step_attempt(
+                    run.operation_id,
+                    step=2,
+                    attempt=1,
+                    provider="openrouter",
+                    model="test/model",
+                    configuration_digest=DIGEST,
+                )
+            ],
+        ),
+        "finish with pending intent": ("toolStarted without a result", run.finish()),
+        "second intent for one call": (
+            "already has toolStarted",
+            [run.intent("c1", BASH, {"command": "ls"})],
+        ),
+        "result for another call": (
+            "its toolStarted was for",
+            [
+                f.tool_result(
+                    tool_started_id=intent.id,
+                    result_entry_id=reserved,
+                    tool_call_id="c2",
+                    content="",
+                    outcome="completed",
+                )
+            ],
+        ),
+        "result with unreserved id": (
+            "is not the resultEntryId",
+            [
+                f.tool_result(
+                    tool_started_id=intent.id,
+                    result_entry_id=new_id(),
+                    tool_call_id="c1",
+                    content="",
+                    outcome="completed",
+                )
+            ],
+        ),
+        "usage on finished operation": (
+            "already completed",
+            [f.usage(tool_started_id=next(iter(store.load().tool_intents)))],
+        ),
+        "double usage": ("already has usage", [f.usage(attempt_id=run.attempt_id)]),
+        "abort of finished operation": (
+            "already completed",
+            [f.abort_requested(done.operation_id, "x")],
+        ),
+        "valid then invalid in one array": (
+            "fact 2 of the transaction",
+            [Run.result(intent, "ok"), f.usage(attempt_id=run.attempt_id)],
+        ),
+        "replay key mismatch": ("does not match", [bad_key]),
+        "tool name differs from call": (
+            "the tool call asked for",
+            [run.intent("c2", READ_FILE, {})],
+        ),
+        "unknown tool call": ("no tool call", [run.intent("c9", BASH, {})]),
+        "compaction through a record": (
+            "is no earlier entry",
+            [f.compaction("summary", run.attempt_id)],
+        ),
+    }
+
+
+def test_every_refused_commit_leaves_file_and_state_identical(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    with SessionStore.open(session_path, create=header_init) as s:
+        for name, (reason, transaction) in _refusals(s).items():
+            before_bytes = session_path.read_bytes()
+            before = s.load()
+            with pytest.raises(InvalidTransactionError) as info:
+                s.commit(transaction)  # type: ignore[arg-type]
+            assert "nothing written" in str(info.value), name
+            assert reason in str(info.value), (name, str(info.value))
+            after = s.load()
+            assert session_path.read_bytes() == before_bytes, name
+            assert after.summary() == before.summary(), name
+            assert after.tables == before.tables, name
+        # and the store still accepts the valid continuation
+        state = s.load()
+        intent = next(x for x in state.tool_intents.values() if x.status == "pending")
+        s.commit(
+            [
+                f.tool_result(
+                    tool_started_id=intent.id,
+                    result_entry_id=intent.result_entry_id,
+                    tool_call_id=intent.tool_call_id,
+                    content="ok",
+                    outcome="completed",
+                )
+            ]
+        )
+    assert load_session(session_path).tool_intents[intent.id].status == "completed"
+
+
+def test_commit_size_does_not_depend_on_history(store: SessionStore) -> None:
+    """A commit writes its own line only: the file grows by exactly that line."""
+    for _ in range(20):
+        complete_run(store)
+    size = store.path.stat().st_size
+    committed = store.commit([f.user_message("x" * 100)])
+    assert store.path.stat().st_size - size == len(committed[0].model_dump_json()) + 1

@@ -1,0 +1,96 @@
+"""The durable session store (DESIGN §2-5): the deep module everything else stands on.
+
+store = SessionStore.open(path, create=HeaderInit(...))
+committed = store.commit([facts.user_message("hi", id=entry_id), facts.run_started(...)])
+state = store.load()
+store.close()
+"""
+
+from . import _facts as facts
+from ._canonical import canonical_json, replay_key, sha256_digest
+from ._exceptions import (
+    InvalidTransactionError,
+    NotASessionError,
+    SessionClosedError,
+    SessionCorruptError,
+    SessionError,
+    SessionLockedError,
+)
+from ._facts import NewFact
+from ._ids import is_uuid7, new_id
+from ._models import (
+    FORMAT_VERSION,
+    AbortRequested,
+    AssistantEntry,
+    AssistantMessage,
+    AttemptError,
+    AttemptFailed,
+    CompactionEntry,
+    EntryFact,
+    Fact,
+    Header,
+    OperationFinished,
+    RecordFact,
+    RunStarted,
+    StepAttempt,
+    ToolCall,
+    ToolIdentity,
+    ToolMessage,
+    ToolResultEntry,
+    ToolStarted,
+    Usage,
+    UsageFact,
+    UserEntry,
+    UserMessage,
+)
+from ._state import Attempt, Operation, SessionState, ToolIntent, UsageTotals
+from ._store import Durability, HeaderInit, SessionStore, SessionWriteError, load_session
+
+__all__ = [
+    "FORMAT_VERSION",
+    "AbortRequested",
+    "AssistantEntry",
+    "AssistantMessage",
+    "Attempt",
+    "AttemptError",
+    "AttemptFailed",
+    "CompactionEntry",
+    "Durability",
+    "EntryFact",
+    "Fact",
+    "Header",
+    "HeaderInit",
+    "InvalidTransactionError",
+    "NewFact",
+    "NotASessionError",
+    "Operation",
+    "OperationFinished",
+    "RecordFact",
+    "RunStarted",
+    "SessionClosedError",
+    "SessionCorruptError",
+    "SessionError",
+    "SessionLockedError",
+    "SessionState",
+    "SessionStore",
+    "SessionWriteError",
+    "StepAttempt",
+    "ToolCall",
+    "ToolIdentity",
+    "ToolIntent",
+    "ToolMessage",
+    "ToolResultEntry",
+    "ToolStarted",
+    "Usage",
+    "UsageFact",
+    "UsageTotals",
+    "UserEntry",
+    "UserMessage",
+    "canonical_json",
+    "facts",
+    "is_uuid7",
+    "load_session",
+    "new_id",
+    "replay_key",
+    "sha256_digest",
+]

@@ -1,0 +1,77 @@
+"""Errors raised by the session store.
+
+SessionError
+├── NotASessionError        the file holds no session header (empty, torn header, other data)
+├── SessionCorruptError     a complete line is invalid: names the file, the line and the reason
+├── SessionLockedError      another writer holds the file (names its pid when the OS tells)
+├── InvalidTransactionError a commit was refused; nothing was written, nothing changed
+└── SessionClosedError      the store was closed
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SessionError(Exception):
+    """Base class of every error the session store raises."""
+
+
+class NotASessionError(SessionError):
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path} is not a tiny-agent-nb session: {reason}")
+
+
+class SessionCorruptError(SessionError):
+    """A complete line of the file is not a valid transaction.
+
+    The file is never modified by the reader that found this; `line` counts from 1
+    (the header is line 1).
+    """
+
+    def __init__(self, path: str | Path, line: int, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        super().__init__(
+            f"{self.path}, line {line}: {reason}. The file was not modified; "
+            f"`tiny-agent-nb inspect {self.path}` shows the damage."
+        )
+
+
+class SessionLockedError(SessionError):
+    def __init__(self, path: str | Path, holder_pid: int | None, *, in_process: bool) -> None:
+        self.path = str(path)
+        self.holder_pid = holder_pid
+        self.in_process = in_process
+        if in_process:
+            who = "another SessionStore in this process"
+        elif holder_pid is not None:
+            who = f"process {holder_pid}"
+        else:
+            who = "another process"
+        super().__init__(
+            f"{self.path} is open for writing by {who}. A session has one writer at a time: "
+            "close it there (or stop that kernel), or open this file read-only with load_session()."
+        )
+
+
+class InvalidTransactionError(SessionError):
+    """A commit broke the format or an invariant; nothing was written and state is unchanged.
+
+    `index` is the 0-based position of the offending fact (the message counts from 1).
+    """
+
+    def __init__(self, reason: str, *, index: int | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        where = f"fact {index + 1} of the transaction: " if index is not None else ""
+        super().__init__(f"transaction refused, nothing written: {where}{reason}")
+
+
+class SessionClosedError(SessionError):
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: this SessionStore is closed")

@@ -1,0 +1,245 @@
+"""Constructors for new facts: the one way the loop builds what it commits.
+
+A `NewFact` is a payload plus an optional reserved id; `SessionStore.commit` gives it
+its seq, timestamp and (unless reserved) id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._canonical import replay_key
+from ._ids import new_id
+from ._models import (
+    AbortRequested,
+    AssistantEntry,
+    AssistantMessage,
+    AttemptError,
+    AttemptErrorKind,
+    AttemptFailed,
+    CompactionEntry,
+    EntryFact,
+    Fact,
+    OperationFinished,
+    OperationOutcome,
+    RecordFact,
+    ReplayPolicy,
+    RunStarted,
+    StepAttempt,
+    ToolCall,
+    ToolIdentity,
+    ToolMessage,
+    ToolOutcome,
+    ToolResultEntry,
+    ToolStarted,
+    Usage,
+    UsageFact,
+    UserEntry,
+    UserMessage,
+)
+
+EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry
+RecordPayload = (
+    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NewFact:
+    body: EntryPayload | RecordPayload | Usage
+    id: str | None = None
+
+    def build(self, *, seq: int, fact_id: str, at: int) -> Fact:
+        # The payload was validated when it was constructed; the envelope fields are
+        # ours, so skip re-validating 1 KB of payload on the hot path.
+        body = self.body
+        if isinstance(body, Usage):
+            return UsageFact.model_construct(kind="usage", seq=seq, id=fact_id, at=at, usage=body)
+        if isinstance(body, UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry):
+            return EntryFact.model_construct(kind="entry", seq=seq, id=fact_id, at=at, entry=body)
+        return RecordFact.model_construct(kind="record", seq=seq, id=fact_id, at=at, record=body)
+
+
+# ---------------------------------------------------------------- entries
+
+
+def user_message(content: str, *, id: str | None = None) -> NewFact:
+    return NewFact(UserEntry(type="message", message=UserMessage(role="user", content=content)), id)
+
+
+def assistant_message(
+    attempt_id: str,
+    *,
+    content: str | None,
+    tool_calls: list[ToolCall] | tuple[ToolCall, ...] = (),
+    reasoning: str | None = None,
+    refusal: str | None = None,
+    finish_reason: str | None = "stop",
+    id: str | None = None,
+) -> NewFact:
+    message = AssistantMessage(
+        role="assistant",
+        content=content,
+        reasoning=reasoning,
+        refusal=refusal,
+        toolCalls=tuple(tool_calls),
+        finishReason=finish_reason,
+    )
+    return NewFact(AssistantEntry(type="message", attemptId=attempt_id, message=message), id)
+
+
+def tool_result(
+    *,
+    tool_started_id: str,
+    result_entry_id: str,
+    tool_call_id: str,
+    content: str,
+    outcome: ToolOutcome,
+    is_error: bool | None = None,
+) -> NewFact:
+    """The result entry of a toolStarted; its id is the intent's reserved resultEntryId.
+
+    `is_error` defaults to True for every outcome but completed and replayed.
+    """
+    if is_error is None:
+        is_error = outcome not in ("completed", "replayed")
+    message = ToolMessage(role="tool", toolCallId=tool_call_id, content=content, isError=is_error)
+    body = ToolResultEntry(
+        type="message", toolStartedId=tool_started_id, outcome=outcome, message=message
+    )
+    return NewFact(body, result_entry_id)
+
+
+def compaction(summary: str, through_entry_id: str) -> NewFact:
+    return NewFact(
+        CompactionEntry(type="compaction", summary=summary, throughEntryId=through_entry_id)
+    )
+
+
+# ---------------------------------------------------------------- records
+
+
+def run_started(operation_id: str, input_entry_id: str) -> NewFact:
+    return NewFact(
+        RunStarted(
+            type="runStarted",
+            operationId=operation_id,
+            operationKind="run",
+            inputEntryId=input_entry_id,
+        )
+    )
+
+
+def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
+    return NewFact(
+        RunStarted(
+            type="runStarted",
+            operationId=operation_id,
+            operationKind="resume",
+            inputEntryId=None,
+            resumesOperationId=resumes_operation_id,
+        )
+    )
+
+
+def step_attempt(
+    operation_id: str,
+    *,
+    step: int,
+    attempt: int,
+    provider: str,
+    model: str,
+    configuration_digest: str,
+    id: str | None = None,
+) -> NewFact:
+    body = StepAttempt(
+        type="stepAttempt",
+        operationId=operation_id,
+        step=step,
+        attempt=attempt,
+        provider=provider,
+        model=model,
+        configurationDigest=configuration_digest,
+    )
+    return NewFact(body, id)
+
+
+def attempt_failed(
+    attempt_id: str,
+    *,
+    kind: AttemptErrorKind,
+    message: str,
+    retryable: bool,
+    status: int | None = None,
+) -> NewFact:
+    error = AttemptError(kind=kind, message=message, status=status)
+    return NewFact(
+        AttemptFailed(type="attemptFailed", attemptId=attempt_id, error=error, retryable=retryable)
+    )
+
+
+def tool_started(
+    operation_id: str,
+    attempt_id: str,
+    tool_call_id: str,
+    *,
+    tool: ToolIdentity,
+    arguments: dict[str, Any],
+    replay_policy: ReplayPolicy,
+    environment_identity: str,
+    id: str | None = None,
+) -> NewFact:
+    """The intent, with a freshly reserved resultEntryId and its replayKey."""
+    body = ToolStarted(
+        type="toolStarted",
+        operationId=operation_id,
+        attemptId=attempt_id,
+        toolCallId=tool_call_id,
+        tool=tool,
+        arguments=arguments,
+        replayPolicy=replay_policy,
+        environmentIdentity=environment_identity,
+        resultEntryId=new_id(),
+        replayKey=replay_key(tool.model_dump(), arguments, environment_identity),
+    )
+    return NewFact(body, id if id is not None else new_id())
+
+
+def abort_requested(operation_id: str, reason: str) -> NewFact:
+    return NewFact(AbortRequested(type="abortRequested", operationId=operation_id, reason=reason))
+
+
+def operation_finished(
+    operation_id: str, outcome: OperationOutcome, detail: str | None = None
+) -> NewFact:
+    return NewFact(
+        OperationFinished(
+            type="operationFinished", operationId=operation_id, outcome=outcome, detail=detail
+        )
+    )
+
+
+# ---------------------------------------------------------------- usage
+
+
+def usage(
+    *,
+    attempt_id: str | None = None,
+    tool_started_id: str | None = None,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    reasoning_tokens: int = 0,
+    cached_input_tokens: int = 0,
+    cost: float | None = None,
+) -> NewFact:
+    body = Usage(
+        attemptId=attempt_id,
+        toolStartedId=tool_started_id,
+        inputTokens=input_tokens,
+        outputTokens=output_tokens,
+        reasoningTokens=reasoning_tokens,
+        cachedInputTokens=cached_input_tokens,
+        cost=cost,
+    )
+    return NewFact(body)

@@ -1,0 +1,96 @@
+"""Bytes <-> transactions: LF framing, the header line, torn tails (DESIGN §2, §3.4-5).
+
+A line is one transaction: a bare fact object or a non-empty array of facts. Bytes after
+the last LF are a torn tail left by a writer that died mid-append; they are never a
+transaction. A complete line that does not parse is corruption and is reported with its
+line number, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ._exceptions import NotASessionError, SessionCorruptError
+from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, HEADER_ADAPTER, Fact, Header
+from ._reducer import Violation, apply_transaction
+from ._state import SessionState
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where + ': ' if where else ''}{first['msg']}{more}"
+
+
+def split_complete(data: bytes) -> tuple[bytes, int]:
+    """The LF-terminated prefix (without its last LF) and the size of the torn tail."""
+    last_lf = data.rfind(b"\n")
+    if last_lf < 0:
+        return b"", len(data)
+    return data[:last_lf], len(data) - last_lf - 1
+
+
+def parse_header(path: str | Path, line: bytes) -> Header:
+    try:
+        raw = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise NotASessionError(path, "line 1 is not JSON") from None
+    if not isinstance(raw, dict) or raw.get("kind") != "header":
+        raise NotASessionError(path, 'line 1 is not a {"kind":"header"} object')
+    try:
+        return HEADER_ADAPTER.validate_json(line)
+    except ValidationError as exc:
+        raise SessionCorruptError(
+            path, 1, f"invalid header: {describe_validation_error(exc)}"
+        ) from None
+
+
+def parse_transaction(line: bytes) -> list[Fact]:
+    """Raises ValidationError; callers turn it into the error of their context."""
+    if line[:1] == b"[":
+        return FACT_LIST_ADAPTER.validate_json(line)
+    return [FACT_ADAPTER.validate_json(line)]
+
+
+def encode_transaction(facts: Sequence[Fact]) -> bytes:
+    if len(facts) == 1:
+        return FACT_ADAPTER.dump_json(facts[0]) + b"\n"
+    return FACT_LIST_ADAPTER.dump_json(list(facts)) + b"\n"
+
+
+def iter_lines(complete: bytes) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) for every line after the header."""
+    for offset, line in enumerate(complete.split(b"\n")[1:]):
+        yield offset + 2, line
+
+
+def reduce_bytes(path: str | Path, data: bytes) -> SessionState:
+    """The pure reduction of a whole file image into a SessionState."""
+    complete, torn = split_complete(data)
+    if not complete and not data.startswith(b"\n"):
+        reason = (
+            "the file is empty" if not data else f"the header line is torn ({torn} bytes, no LF)"
+        )
+        raise NotASessionError(path, reason)
+    header_line, _, _ = complete.partition(b"\n")
+    header = parse_header(path, header_line)
+    state = SessionState(str(path), header)
+    tables = state.tables
+    count = 0
+    for lineno, line in iter_lines(complete):
+        try:
+            facts = parse_transaction(line)
+            apply_transaction(tables, facts)
+        except ValidationError as exc:
+            raise SessionCorruptError(path, lineno, describe_validation_error(exc)) from None
+        except Violation as exc:
+            raise SessionCorruptError(path, lineno, str(exc)) from None
+        count += 1
+    state.transaction_count = count
+    state.torn_tail_bytes = torn
+    return state

@@ -1,0 +1,63 @@
+"""Single writer per session file (DESIGN §3.6).
+
+Two layers: a registry refuses a second writer in this process before the OS is asked,
+and `flock` refuses writers in other processes. flock (not POSIX `lockf`) because a POSIX
+lock is dropped when *any* descriptor of the file is closed by the process, which a
+read-only `load_session()` of the same file would do. The kernel releases a flock when its
+holder dies, so a lock left by a `kill -9`ed kernel is free again at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+from ._exceptions import SessionLockedError
+
+_registry_lock = threading.Lock()
+_registry: set[str] = set()
+
+
+def claim_in_process(key: str, path: str | Path) -> None:
+    with _registry_lock:
+        if key in _registry:
+            raise SessionLockedError(path, os.getpid(), in_process=True)
+        _registry.add(key)
+
+
+def release_in_process(key: str) -> None:
+    with _registry_lock:
+        _registry.discard(key)
+
+
+def lock_exclusive(fd: int, path: str | Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SessionLockedError(path, flock_holder(fd), in_process=False) from None
+
+
+def flock_holder(fd: int) -> int | None:
+    """The pid holding a flock on fd's file, read from /proc/locks (Linux); else None."""
+    st = os.fstat(fd)
+    wanted = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.replace("->", " ").split()
+        # "<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> <start> <end>"
+        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in line:
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            where = (int(major, 16), int(minor, 16), int(inode))
+            pid = int(fields[4])
+        except ValueError:
+            continue
+        if where == wanted:
+            return pid
+    return None

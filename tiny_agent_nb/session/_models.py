@@ -1,0 +1,298 @@
+"""Pydantic models of the session file (DESIGN §2): header, fact envelopes and payloads.
+
+Every model is strict, frozen and closed (unknown fields are rejected), so a line that
+validates here has exactly the shape the format promises. Cross-fact rules (seq, ids,
+references) live in `_reducer`; this module only knows what one line may look like.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    TypeAdapter,
+    model_validator,
+)
+
+from ._ids import UUID7_PATTERN
+
+FORMAT_VERSION = 2
+
+Id = Annotated[str, StringConstraints(pattern=UUID7_PATTERN)]
+Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+Count = Annotated[int, Field(ge=0)]
+JsonObject = dict[str, Any]
+
+
+def _omit_none(value: object) -> bool:
+    return value is None
+
+
+def _optional(**kwargs: Any) -> Any:
+    """A field that may be absent from the line; when unset it is not written at all."""
+    return Field(default=None, exclude_if=_omit_none, **kwargs)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# ---------------------------------------------------------------- header
+
+
+class Header(_Model):
+    kind: Literal["header"]
+    version: Literal[2]
+    id: Id
+    createdAt: Count
+    cwd: str
+    provider: str
+    model: str
+    environmentIdentity: str
+
+
+# ---------------------------------------------------------------- entries
+
+
+class UserMessage(_Model):
+    role: Literal["user"]
+    content: str
+
+
+class ToolCall(_Model):
+    id: Annotated[str, Field(min_length=1)]
+    name: str
+    arguments: JsonObject
+
+
+class AssistantMessage(_Model):
+    role: Literal["assistant"]
+    content: str | None
+    reasoning: str | None
+    refusal: str | None
+    toolCalls: tuple[ToolCall, ...]
+    finishReason: str | None
+
+
+ToolOutcome = Literal["completed", "error", "interrupted", "replayed", "denied"]
+
+
+class ToolMessage(_Model):
+    role: Literal["tool"]
+    toolCallId: str
+    content: str
+    isError: bool
+
+
+class UserEntry(_Model):
+    tag: ClassVar[str] = "user"
+    type: Literal["message"]
+    message: UserMessage
+
+
+class AssistantEntry(_Model):
+    """The settled answer of one stepAttempt (`attemptId` points back to it)."""
+
+    tag: ClassVar[str] = "assistant"
+    type: Literal["message"]
+    attemptId: Id
+    message: AssistantMessage
+
+
+class ToolResultEntry(_Model):
+    """The result of one toolStarted; its fact id is the intent's reserved resultEntryId."""
+
+    tag: ClassVar[str] = "tool"
+    type: Literal["message"]
+    toolStartedId: Id
+    outcome: ToolOutcome
+    message: ToolMessage
+
+
+class CompactionEntry(_Model):
+    tag: ClassVar[str] = "compaction"
+    type: Literal["compaction"]
+    summary: str
+    throughEntryId: Id
+
+
+def _entry_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if value.get("type") == "compaction":
+            return "compaction"
+        message = value.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        return role if isinstance(role, str) else None
+    tag = getattr(value, "tag", None)
+    return tag if isinstance(tag, str) else None
+
+
+EntryBody = Annotated[
+    Annotated[UserEntry, Tag("user")]
+    | Annotated[AssistantEntry, Tag("assistant")]
+    | Annotated[ToolResultEntry, Tag("tool")]
+    | Annotated[CompactionEntry, Tag("compaction")],
+    Discriminator(_entry_tag),
+]
+
+
+# ---------------------------------------------------------------- records
+
+
+class RunStarted(_Model):
+    type: Literal["runStarted"]
+    operationId: Id
+    operationKind: Literal["run", "resume"]
+    inputEntryId: Id | None
+    resumesOperationId: Id | None = _optional()
+
+    @model_validator(mode="after")
+    def _kind_matches_references(self) -> RunStarted:
+        if self.operationKind == "run":
+            if self.inputEntryId is None or self.resumesOperationId is not None:
+                raise ValueError("a 'run' names its inputEntryId and no resumesOperationId")
+        elif self.inputEntryId is not None or self.resumesOperationId is None:
+            raise ValueError("a 'resume' has inputEntryId null and names resumesOperationId")
+        return self
+
+
+class StepAttempt(_Model):
+    """One physical model request. The fact's own id is the attempt id."""
+
+    type: Literal["stepAttempt"]
+    operationId: Id
+    step: Annotated[int, Field(ge=1)]
+    attempt: Annotated[int, Field(ge=1)]
+    provider: str
+    model: str
+    configurationDigest: Digest
+
+
+AttemptErrorKind = Literal["http", "timeout", "network", "protocol", "aborted", "interrupted"]
+
+
+class AttemptError(_Model):
+    kind: AttemptErrorKind
+    message: str
+    status: int | None = _optional()
+
+
+class AttemptFailed(_Model):
+    type: Literal["attemptFailed"]
+    attemptId: Id
+    error: AttemptError
+    retryable: bool
+
+
+class ToolIdentity(_Model):
+    name: Annotated[str, Field(min_length=1)]
+    version: str
+    source: Annotated[str, StringConstraints(pattern=r"^(builtin|mcp:.+)$")]
+
+
+ReplayPolicy = Literal["safeRead", "never"]
+
+
+class ToolStarted(_Model):
+    """The intent: written before the tool's effect may happen."""
+
+    type: Literal["toolStarted"]
+    operationId: Id
+    attemptId: Id
+    toolCallId: str
+    tool: ToolIdentity
+    arguments: JsonObject
+    replayPolicy: ReplayPolicy
+    environmentIdentity: str
+    resultEntryId: Id
+    replayKey: Digest
+
+
+class AbortRequested(_Model):
+    type: Literal["abortRequested"]
+    operationId: Id
+    reason: str
+
+
+OperationOutcome = Literal["completed", "failed", "aborted", "interrupted", "stepLimit"]
+
+
+class OperationFinished(_Model):
+    type: Literal["operationFinished"]
+    operationId: Id
+    outcome: OperationOutcome
+    detail: str | None = _optional()
+
+
+RecordBody = Annotated[
+    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished,
+    Field(discriminator="type"),
+]
+
+
+# ---------------------------------------------------------------- usage
+
+
+class Usage(_Model):
+    """Tokens and cost of exactly one stepAttempt or one toolStarted."""
+
+    attemptId: Id | None = _optional()
+    toolStartedId: Id | None = _optional()
+    inputTokens: Count
+    outputTokens: Count
+    reasoningTokens: Count
+    cachedInputTokens: Count
+    cost: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Usage:
+        if (self.attemptId is None) == (self.toolStartedId is None):
+            raise ValueError("usage names exactly one of attemptId or toolStartedId")
+        return self
+
+    @property
+    def target_id(self) -> str:
+        target = self.attemptId if self.attemptId is not None else self.toolStartedId
+        assert target is not None
+        return target
+
+
+# ---------------------------------------------------------------- envelopes
+
+
+class EntryFact(_Model):
+    kind: Literal["entry"]
+    seq: Annotated[int, Field(ge=1)]
+    id: Id
+    at: Count
+    entry: EntryBody
+
+
+class RecordFact(_Model):
+    kind: Literal["record"]
+    seq: Annotated[int, Field(ge=1)]
+    id: Id
+    at: Count
+    record: RecordBody
+
+
+class UsageFact(_Model):
+    kind: Literal["usage"]
+    seq: Annotated[int, Field(ge=1)]
+    id: Id
+    at: Count
+    usage: Usage
+
+
+Fact = Annotated[EntryFact | RecordFact | UsageFact, Field(discriminator="kind")]
+FactList = Annotated[list[Fact], Field(min_length=1)]
+
+HEADER_ADAPTER: TypeAdapter[Header] = TypeAdapter(Header)
+FACT_ADAPTER: TypeAdapter[Fact] = TypeAdapter(Fact)
+FACT_LIST_ADAPTER: TypeAdapter[list[Fact]] = TypeAdapter(FactList)

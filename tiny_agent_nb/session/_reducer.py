@@ -1,0 +1,363 @@
+"""The pure reduction: one fact at a time, every invariant of DESIGN §3.
+
+`apply_fact` checks a fact against the tables and then records it there. On load it
+writes straight into the session's tables (a violation aborts the whole load). On
+commit it writes into a `TransactionView`, ChainMaps over the committed tables, which is
+merged only after every fact of the transaction passed and the line reached the file;
+that is what makes a refused commit change nothing, at a cost independent of history.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ._canonical import replay_key
+from ._models import (
+    AbortRequested,
+    AssistantEntry,
+    AttemptFailed,
+    CompactionEntry,
+    EntryFact,
+    Fact,
+    OperationFinished,
+    RecordFact,
+    RunStarted,
+    StepAttempt,
+    ToolResultEntry,
+    ToolStarted,
+    UsageFact,
+    UserEntry,
+)
+from ._state import Attempt, Operation, Tables, ToolIntent, UsageTotals
+
+
+class Violation(Exception):
+    """An invariant a fact breaks; the caller adds where (line or transaction index)."""
+
+
+def apply_transaction(tables: Tables, facts: Sequence[Fact]) -> None:
+    for index, fact in enumerate(facts):
+        try:
+            apply_fact(tables, fact)
+        except Violation as exc:
+            exc.args = (f"fact {index + 1} (seq {fact.seq}): {exc.args[0]}",)
+            raise
+
+
+def apply_fact(t: Tables, fact: Fact) -> None:
+    if fact.seq != t.last_seq + 1:
+        raise Violation(f"seq {fact.seq} should be {t.last_seq + 1}")
+    if isinstance(fact, EntryFact):
+        _apply_entry(t, fact)
+    elif isinstance(fact, RecordFact):
+        _apply_record(t, fact)
+    else:
+        _apply_usage(t, fact)
+    t.last_seq = fact.seq
+    t.facts.append(fact)
+
+
+def _claim_fact_id(t: Tables, fact_id: str) -> None:
+    if fact_id in t.ids:
+        raise Violation(f"id {fact_id} is already used")
+    t.ids[fact_id] = "fact"
+
+
+def _claim_fresh(t: Tables, new_id: str, role: str) -> None:
+    if new_id in t.ids:
+        raise Violation(f"{role} {new_id} is already used")
+
+
+def _open_operation(t: Tables, op_id: str, what: str) -> Operation:
+    op = t.operations.get(op_id)
+    if op is None:
+        raise Violation(f"{what} names unknown operation {op_id}")
+    if op.status != "open":
+        raise Violation(f"{what} references operation {op_id}, which is already {op.status}")
+    return op
+
+
+def _pending_attempt(t: Tables, attempt_id: str, what: str) -> tuple[Attempt, Operation]:
+    attempt = t.attempts.get(attempt_id)
+    if attempt is None:
+        raise Violation(f"{what} names unknown stepAttempt {attempt_id}")
+    if attempt.status != "pending":
+        raise Violation(
+            f"{what} answers stepAttempt {attempt_id}, which is already {attempt.status}"
+        )
+    return attempt, _open_operation(t, attempt.operation_id, what)
+
+
+# ---------------------------------------------------------------- entries
+
+
+def _apply_entry(t: Tables, fact: EntryFact) -> None:
+    body = fact.entry
+    if isinstance(body, ToolResultEntry):
+        _apply_tool_result(t, fact, body)  # claims its reserved id itself
+    else:
+        _claim_fact_id(t, fact.id)
+        if isinstance(body, AssistantEntry):
+            _apply_assistant(t, fact, body)
+        elif isinstance(body, CompactionEntry):
+            if body.throughEntryId not in t.entries:
+                raise Violation(
+                    f"compaction throughEntryId {body.throughEntryId} is no earlier entry"
+                )
+        else:
+            assert isinstance(body, UserEntry)
+    t.entries[fact.id] = fact
+
+
+def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
+    attempt, op = _pending_attempt(t, body.attemptId, "assistant entry")
+    calls = tuple((call.id, call.name) for call in body.message.toolCalls)
+    if len({call_id for call_id, _ in calls}) != len(calls):
+        raise Violation("assistant entry repeats a tool call id")
+    t.attempts[attempt.id] = replace(attempt, status="settled", entry_id=fact.id, tool_calls=calls)
+    t.operations[op.id] = replace(
+        op,
+        pending_attempts=op.pending_attempts - 1,
+        unanswered_tool_calls=op.unanswered_tool_calls + len(calls),
+    )
+
+
+def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> None:
+    intent = t.intents.get(body.toolStartedId)
+    if intent is None:
+        raise Violation(f"tool result names unknown toolStarted {body.toolStartedId}")
+    if intent.status != "pending":
+        raise Violation(f"toolStarted {intent.id} already has a result ({intent.status})")
+    if fact.id != intent.result_entry_id:
+        raise Violation(
+            f"tool result id {fact.id} is not the resultEntryId {intent.result_entry_id} "
+            "reserved by its toolStarted"
+        )
+    if body.message.toolCallId != intent.tool_call_id:
+        raise Violation(
+            f"tool result answers toolCallId {body.message.toolCallId!r}, "
+            f"its toolStarted was for {intent.tool_call_id!r}"
+        )
+    op = _open_operation(t, intent.operation_id, "tool result")
+    t.ids[fact.id] = "fact"
+    t.intents[intent.id] = replace(intent, status=body.outcome)
+    t.operations[op.id] = replace(
+        op,
+        pending_intents=op.pending_intents - 1,
+        unanswered_tool_calls=op.unanswered_tool_calls - 1,
+    )
+
+
+# ---------------------------------------------------------------- records
+
+
+def _apply_record(t: Tables, fact: RecordFact) -> None:
+    _claim_fact_id(t, fact.id)
+    body = fact.record
+    if isinstance(body, RunStarted):
+        _apply_run_started(t, fact, body)
+    elif isinstance(body, StepAttempt):
+        _apply_step_attempt(t, fact, body)
+    elif isinstance(body, AttemptFailed):
+        attempt, op = _pending_attempt(t, body.attemptId, "attemptFailed")
+        t.attempts[attempt.id] = replace(
+            attempt, status="failed", error=body.error, retryable=body.retryable
+        )
+        t.operations[op.id] = replace(op, pending_attempts=op.pending_attempts - 1)
+    elif isinstance(body, ToolStarted):
+        _apply_tool_started(t, fact, body)
+    elif isinstance(body, AbortRequested):
+        op = _open_operation(t, body.operationId, "abortRequested")
+        t.operations[op.id] = replace(op, aborted_reason=body.reason)
+    else:
+        assert isinstance(body, OperationFinished)
+        _apply_operation_finished(t, body)
+
+
+def _apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
+    if t.open_operation_id is not None:
+        raise Violation(
+            f"runStarted while operation {t.open_operation_id} is still open "
+            "(at most one operation is open at a time)"
+        )
+    _claim_fresh(t, body.operationId, "operationId")
+    if body.inputEntryId is not None:
+        entry = t.entries.get(body.inputEntryId)
+        if entry is None or not isinstance(entry.entry, UserEntry):
+            raise Violation(f"inputEntryId {body.inputEntryId} is no earlier user entry")
+        if body.inputEntryId in t.consumed_inputs:
+            raise Violation(
+                f"user entry {body.inputEntryId} is already the input of operation "
+                f"{t.consumed_inputs[body.inputEntryId]}"
+            )
+        t.consumed_inputs[body.inputEntryId] = body.operationId
+    if body.resumesOperationId is not None:
+        resumed = t.operations.get(body.resumesOperationId)
+        if resumed is None:
+            raise Violation(f"resumesOperationId {body.resumesOperationId} is no operation")
+        if resumed.status in ("open", "completed"):
+            raise Violation(
+                f"a resume continues an operation that did not complete; "
+                f"{resumed.id} is {resumed.status}"
+            )
+    t.ids[body.operationId] = "operation"
+    t.operations[body.operationId] = Operation(
+        id=body.operationId,
+        kind=body.operationKind,
+        status="open",
+        started_fact_id=fact.id,
+        input_entry_id=body.inputEntryId,
+        resumes_operation_id=body.resumesOperationId,
+    )
+    t.open_operation_id = body.operationId
+
+
+def _apply_step_attempt(t: Tables, fact: RecordFact, body: StepAttempt) -> None:
+    op = _open_operation(t, body.operationId, "stepAttempt")
+    if op.pending_attempts:
+        raise Violation(f"operation {op.id} already has a pending stepAttempt")
+    if op.unanswered_tool_calls:
+        raise Violation(
+            f"operation {op.id} has {op.unanswered_tool_calls} tool call(s) without a result; "
+            "every tool call needs a result before the next model attempt"
+        )
+    t.attempts[fact.id] = Attempt(
+        id=fact.id,
+        operation_id=op.id,
+        step=body.step,
+        attempt=body.attempt,
+        provider=body.provider,
+        model=body.model,
+        configuration_digest=body.configurationDigest,
+    )
+    t.operations[op.id] = replace(op, pending_attempts=1)
+
+
+def _apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
+    op = _open_operation(t, body.operationId, "toolStarted")
+    attempt = t.attempts.get(body.attemptId)
+    if attempt is None or attempt.status != "settled":
+        raise Violation(f"toolStarted attemptId {body.attemptId} is no settled stepAttempt")
+    if attempt.operation_id != op.id:
+        raise Violation(
+            f"toolStarted belongs to operation {op.id} but its stepAttempt "
+            f"{attempt.id} belongs to {attempt.operation_id}"
+        )
+    call_name = dict(attempt.tool_calls).get(body.toolCallId)
+    if call_name is None:
+        raise Violation(
+            f"toolStarted toolCallId {body.toolCallId!r} is no tool call of the assistant "
+            f"entry of stepAttempt {attempt.id}"
+        )
+    if call_name != body.tool.name:
+        raise Violation(
+            f"toolStarted runs {body.tool.name!r}; the tool call asked for {call_name!r}"
+        )
+    call_key = (attempt.id, body.toolCallId)
+    if call_key in t.intent_by_call:
+        raise Violation(
+            f"tool call {body.toolCallId!r} already has toolStarted {t.intent_by_call[call_key]}"
+        )
+    _claim_fresh(t, body.resultEntryId, "resultEntryId")
+    expected_key = replay_key(body.tool.model_dump(), body.arguments, body.environmentIdentity)
+    if body.replayKey != expected_key:
+        raise Violation(
+            f"replayKey {body.replayKey} does not match its tool, arguments and environment"
+        )
+    t.ids[body.resultEntryId] = "reserved"
+    t.intent_by_call[call_key] = fact.id
+    t.intents[fact.id] = ToolIntent(
+        id=fact.id,
+        operation_id=op.id,
+        attempt_id=attempt.id,
+        tool_call_id=body.toolCallId,
+        tool=body.tool,
+        arguments=body.arguments,
+        replay_policy=body.replayPolicy,
+        environment_identity=body.environmentIdentity,
+        replay_key=body.replayKey,
+        result_entry_id=body.resultEntryId,
+    )
+    t.operations[op.id] = replace(op, pending_intents=op.pending_intents + 1)
+
+
+def _apply_operation_finished(t: Tables, body: OperationFinished) -> None:
+    op = _open_operation(t, body.operationId, "operationFinished")
+    if op.pending_attempts:
+        raise Violation(f"operationFinished while operation {op.id} has a pending stepAttempt")
+    if op.pending_intents:
+        raise Violation(
+            f"operationFinished while operation {op.id} has {op.pending_intents} "
+            "toolStarted without a result"
+        )
+    t.operations[op.id] = replace(op, status=body.outcome, detail=body.detail)
+    t.open_operation_id = None
+
+
+# ---------------------------------------------------------------- usage
+
+
+def _apply_usage(t: Tables, fact: UsageFact) -> None:
+    _claim_fact_id(t, fact.id)
+    u = fact.usage
+    target = u.target_id
+    if u.attemptId is not None:
+        owner = t.attempts.get(target)
+        if owner is None:
+            raise Violation(f"usage names unknown stepAttempt {target}")
+        op_id = owner.operation_id
+    else:
+        intent = t.intents.get(target)
+        if intent is None:
+            raise Violation(f"usage names unknown toolStarted {target}")
+        op_id = intent.operation_id
+    if target in t.usage:
+        raise Violation(f"{target} already has usage {t.usage[target].id}")
+    _open_operation(t, op_id, "usage")
+    t.usage[target] = fact
+    t.totals.add(fact)
+
+
+# ---------------------------------------------------------------- transactions
+
+
+class TransactionView(Tables):
+    """Tables whose writes land in fresh dicts over the committed ones."""
+
+    def __init__(self, base: Tables) -> None:
+        super().__init__(
+            ids=ChainMap({}, base.ids),
+            entries=ChainMap({}, base.entries),
+            operations=ChainMap({}, base.operations),
+            attempts=ChainMap({}, base.attempts),
+            intents=ChainMap({}, base.intents),
+            intent_by_call=ChainMap({}, base.intent_by_call),
+            usage=ChainMap({}, base.usage),
+            consumed_inputs=ChainMap({}, base.consumed_inputs),
+            facts=[],
+            totals=UsageTotals(),
+            last_seq=base.last_seq,
+            open_operation_id=base.open_operation_id,
+        )
+        self._base = base
+
+    def merge(self) -> None:
+        base = self._base
+        for name in (
+            "ids",
+            "entries",
+            "operations",
+            "attempts",
+            "intents",
+            "intent_by_call",
+            "usage",
+            "consumed_inputs",
+        ):
+            overlay = getattr(self, name)
+            getattr(base, name).update(overlay.maps[0])
+        base.facts.extend(self.facts)
+        base.totals.merge(self.totals)
+        base.last_seq = self.last_seq
+        base.open_operation_id = self.open_operation_id

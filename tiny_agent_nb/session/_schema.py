@@ -1,0 +1,52 @@
+"""JSON Schemas of the file format, generated from the pydantic models.
+
+`schemas/session/*.schema.json` are these, committed; a test fails when they drift.
+Regenerate with `python scripts/generate_schemas.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ._models import FACT_ADAPTER, HEADER_ADAPTER, Fact, FactList
+
+_BASE = "https://github.com/tiny-agent-nb/tiny-agent-nb/schemas/session/"
+_TRANSACTION_ADAPTER: TypeAdapter[Any] = TypeAdapter(Fact | FactList)
+
+
+def _decorate(name: str, title: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": _BASE + name,
+        "title": title,
+        "description": description,
+        **{key: value for key, value in schema.items() if key not in ("title", "description")},
+    }
+
+
+def session_schemas() -> dict[str, dict[str, Any]]:
+    """File name -> schema, for header, fact and transaction (format version 2)."""
+    return {
+        "header.schema.json": _decorate(
+            "header.schema.json",
+            "tiny-agent-nb session header (v2)",
+            "Line 1 of a session file, and only line 1.",
+            HEADER_ADAPTER.json_schema(),
+        ),
+        "fact.schema.json": _decorate(
+            "fact.schema.json",
+            "tiny-agent-nb session fact (v2)",
+            "One entry, record or usage fact. Cross-fact invariants (seq, unique ids, "
+            "references) are not expressible here; see DESIGN.md section 3.",
+            FACT_ADAPTER.json_schema(),
+        ),
+        "transaction.schema.json": _decorate(
+            "transaction.schema.json",
+            "tiny-agent-nb session transaction (v2)",
+            "Every line after the header: one fact, or a non-empty array of facts "
+            "applied atomically.",
+            _TRANSACTION_ADAPTER.json_schema(),
+        ),
+    }

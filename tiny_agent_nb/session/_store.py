@@ -1,0 +1,362 @@
+"""SessionStore: the one writer of a session file, and `load_session` for readers.
+
+Durability (DESIGN §4): a commit is one `os.write` of the whole transaction line to an
+O_APPEND descriptor, so once `commit` returns the line survives a crash of this process
+(`kill -9`, OOM); `durability="power"` adds an fsync per commit (and of the directory
+when the file is created) so it also survives power loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ._exceptions import (
+    InvalidTransactionError,
+    NotASessionError,
+    SessionClosedError,
+    SessionError,
+)
+from ._facts import NewFact
+from ._framing import encode_transaction, reduce_bytes
+from ._ids import is_uuid7, new_id
+from ._lock import claim_in_process, lock_exclusive, release_in_process
+from ._models import Fact, Header
+from ._reducer import TransactionView, Violation, apply_fact
+from ._state import SessionState
+
+Durability = Literal["process", "power"]
+Subscriber = Callable[[Sequence[Fact]], None]
+Clock = Callable[[], int]
+
+log = logging.getLogger("tiny_agent_nb.session")
+
+
+def _epoch_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SessionWriteError(SessionError):
+    """The OS refused the write (disk full, quota, I/O error). Nothing was committed."""
+
+    def __init__(self, path: str, exc: OSError) -> None:
+        self.path = path
+        self.errno = exc.errno
+        super().__init__(
+            f"could not append to {path}: {exc.strerror or exc}. Nothing was committed and "
+            "the file was cut back to its last complete transaction."
+        )
+
+
+@dataclass(frozen=True)
+class HeaderInit:
+    """What a new session file's header says; id and createdAt are filled in."""
+
+    cwd: str
+    provider: str
+    model: str
+    environment_identity: str
+
+
+class _FifoLock:
+    """Commits are served in the order they arrived (a plain Lock makes no such promise)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+        self.owner: int | None = None
+
+    def __enter__(self) -> None:
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            while ticket != self._serving:
+                self._cond.wait()
+            self.owner = threading.get_ident()
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._cond:
+            self.owner = None
+            self._serving += 1
+            self._cond.notify_all()
+
+
+def load_session(path: str | Path) -> SessionState:
+    """Read-only load: takes no lock, never writes, ignores a torn tail."""
+    return reduce_bytes(path, Path(path).read_bytes())
+
+
+def _read_fd(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks: list[bytes] = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _fsync_dir(path: Path) -> None:
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class SessionStore:
+    """Open with `SessionStore.open(...)`; `commit`, `load`, `subscribe`, `close`."""
+
+    def __init__(
+        self,
+        *,
+        path: Path,
+        key: str,
+        fd: int,
+        state: SessionState,
+        size: int,
+        durability: Durability,
+        clock: Clock,
+    ) -> None:
+        self._path = path
+        self._key = key
+        self._fd: int | None = fd
+        self._state = state
+        self._size = size
+        self._durability = durability
+        self._clock = clock
+        self._fifo = _FifoLock()
+        self._subscribers: list[Subscriber] = []
+        self.repaired_tail_bytes = state.torn_tail_bytes
+        self.created = False
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        create: HeaderInit | None = None,
+        durability: Durability = "process",
+        *,
+        clock: Clock = _epoch_ms,
+    ) -> SessionStore:
+        """Open `path` as its only writer, repairing a torn tail.
+
+        With `create`, a missing file (or one holding only a torn header) becomes a new
+        session; an existing session is opened as it is.
+        """
+        if durability not in ("process", "power"):
+            raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
+        path = Path(path)
+        key = os.path.realpath(path)
+        claim_in_process(key, path)
+        try:
+            return cls._open_claimed(path, key, create, durability, clock)
+        except BaseException:
+            release_in_process(key)
+            raise
+
+    @classmethod
+    def _open_claimed(
+        cls,
+        path: Path,
+        key: str,
+        create: HeaderInit | None,
+        durability: Durability,
+        clock: Clock,
+    ) -> SessionStore:
+        existed = path.exists()
+        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            lock_exclusive(fd, path)
+            data = _read_fd(fd)
+            try:
+                state = reduce_bytes(path, data)
+            except NotASessionError:
+                if create is None or b"\n" in data:
+                    raise
+                # Empty, or a header torn by a writer that died while creating: start over.
+                state = cls._write_header(fd, path, create, durability, clock)
+                data = b""
+                created = True
+            else:
+                created = False
+                if state.torn_tail_bytes:
+                    # The previous writer died mid-append; its partial line was never
+                    # committed. Cut it so the next line starts on a clean boundary.
+                    os.ftruncate(fd, len(data) - state.torn_tail_bytes)
+                    if durability == "power":
+                        os.fsync(fd)
+            if created and not existed and durability == "power":
+                _fsync_dir(path)
+            store = cls(
+                path=path,
+                key=key,
+                fd=fd,
+                state=state,
+                size=os.fstat(fd).st_size,
+                durability=durability,
+                clock=clock,
+            )
+            store.created = created
+            return store
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @staticmethod
+    def _write_header(
+        fd: int, path: Path, create: HeaderInit, durability: Durability, clock: Clock
+    ) -> SessionState:
+        header = Header(
+            kind="header",
+            version=2,
+            id=new_id(),
+            createdAt=clock(),
+            cwd=create.cwd,
+            provider=create.provider,
+            model=create.model,
+            environmentIdentity=create.environment_identity,
+        )
+        os.ftruncate(fd, 0)
+        _write_all(fd, header.model_dump_json().encode("utf-8") + b"\n")
+        if durability == "power":
+            os.fsync(fd)
+        return SessionState(str(path), header)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def header(self) -> Header:
+        return self._state.header
+
+    @property
+    def durability(self) -> Durability:
+        return self._durability
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    # ------------------------------------------------------------------ commit
+    def commit(self, facts: Sequence[NewFact]) -> list[Fact]:
+        """Validate, append as one line, then apply. Returns the committed facts.
+
+        Refused transactions raise InvalidTransactionError and leave the file and the
+        state exactly as they were.
+        """
+        if self._fifo.owner == threading.get_ident():
+            raise SessionError("commit() called from inside a commit (e.g. by a subscriber)")
+        with self._fifo:
+            fd = self._require_open()
+            if not facts:
+                raise InvalidTransactionError("a transaction holds at least one fact")
+            view = TransactionView(self._state.tables)
+            at = self._clock()
+            built: list[Fact] = []
+            for index, new in enumerate(facts):
+                fact_id = new.id if new.id is not None else new_id()
+                if not is_uuid7(fact_id):
+                    raise InvalidTransactionError(f"id {fact_id!r} is not a UUIDv7", index=index)
+                fact = new.build(seq=view.last_seq + 1, fact_id=fact_id, at=at)
+                try:
+                    apply_fact(view, fact)
+                except Violation as exc:
+                    raise InvalidTransactionError(str(exc), index=index) from None
+                built.append(fact)
+            line = encode_transaction(built)
+            self._append(fd, line)
+            view.merge()
+            self._state.transaction_count += 1
+            self._size += len(line)
+            self._notify(built)
+            return built
+
+    def _append(self, fd: int, line: bytes) -> None:
+        try:
+            _write_all(fd, line)
+            if self._durability == "power":
+                os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, self._size)
+            except OSError:
+                # The file may now end in a partial line (a torn tail, which readers
+                # ignore), but appending after it would glue two transactions together.
+                self._close_fd()
+                log.exception("could not cut %s back after a failed write", self._path)
+            raise SessionWriteError(str(self._path), exc) from exc
+
+    # ------------------------------------------------------------------ reading
+    def load(self) -> SessionState:
+        """A snapshot of the session as committed so far (later commits don't change it)."""
+        with self._fifo:
+            self._require_open()
+            return self._state.copy()
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _notify(self, facts: list[Fact]) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(facts)
+            except Exception:
+                # The facts are already durable: a failing observer must not make the
+                # caller believe the commit failed.
+                log.exception("session subscriber %r failed", callback)
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        with self._fifo:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # also releases the flock
+            self._fd = None
+            release_in_process(self._key)
+
+    def _require_open(self) -> int:
+        if self._fd is None:
+            raise SessionClosedError(self._path)
+        return self._fd
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"lastSeq={self._state.last_seq}"
+        return f"<SessionStore {str(self._path)!r} {state} durability={self._durability}>"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """One os.write per transaction; loop only if the kernel accepted part of it."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
