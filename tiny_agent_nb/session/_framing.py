@@ -38,7 +38,7 @@ def split_complete(data: bytes) -> tuple[bytes, int]:
 def parse_header(path: str | Path, line: bytes) -> Header:
     try:
         raw = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # RecursionError: absurdly nested arrays
         raise NotASessionError(path, "line 1 is not JSON") from None
     if not isinstance(raw, dict) or raw.get("kind") != "header":
         raise NotASessionError(path, 'line 1 is not a {"kind":"header"} object')
