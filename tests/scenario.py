@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,7 @@ class Run:
     def answer(
         self,
         content: str | None,
-        calls: list[tuple[str, str, dict[str, Any]]] = (),
+        calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
         cost: float | None = 0.001,
     ) -> list[NewFact]:
         assert self.attempt_id is not None

@@ -66,9 +66,17 @@ class UserMessage(_Model):
 
 
 class ToolCall(_Model):
+    """One tool call of an assistant message; `arguments` is the parsed JSON object.
+
+    When the model sent arguments that are not a JSON object, `arguments` is `{}` and
+    `invalidArguments` keeps what was sent, so the loop answers with an error result
+    the model sees (never a crash, never a guess).
+    """
+
     id: Annotated[str, Field(min_length=1)]
     name: str
     arguments: JsonObject
+    invalidArguments: str | None = _optional()
 
 
 class AssistantMessage(_Model):

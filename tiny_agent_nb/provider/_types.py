@@ -1,0 +1,147 @@
+"""What the agent loop and a provider exchange. No HTTP here.
+
+The loop hands the provider pre-encoded wire messages (bytes of one OpenAI
+chat-completions message each, kept by the context projection so a step never
+re-encodes history) and tool schemas; one `Provider.complete` call is one physical HTTP
+request, i.e. one `stepAttempt`, and returns a `Completion` or raises `ProviderError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..session import AssistantMessage
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Where and how to ask. The API key and extra headers never reach a repr, a digest,
+    a log line or the session file."""
+
+    model: str
+    base_url: str = OPENROUTER_BASE_URL
+    provider: str = "openrouter"  # label written to the header and to each stepAttempt
+    api_key: str | None = field(default=None, repr=False)
+    api_key_source: str = "TINY_AGENT_API_KEY"  # named in error messages, never the value
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stream: bool = True
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0  # between two bytes of the response, not the whole answer
+    extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def sampling(self) -> dict[str, Any]:
+        params = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
+        return {k: v for k, v in params.items() if v is not None}
+
+    def digest_material(self) -> dict[str, Any]:
+        """What `configurationDigest` covers from the provider side: no secrets."""
+        return {
+            "provider": self.provider,
+            "baseUrl": self.base_url.rstrip("/"),
+            "model": self.model,
+            "sampling": self.sampling(),
+        }
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    """A tool as the model sees it (OpenAI `tools[]` entry) plus its version."""
+
+    name: str
+    version: str
+    description: str
+    parameters: Mapping[str, Any]
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """Usage of one physical request as the server reported it (None: not reported)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    message: AssistantMessage
+    usage: UsageReport | None  # None when the server sent no usage at all: unknown, not 0
+    model: str | None = None  # the model id the server says answered, if it says
+
+
+# ---------------------------------------------------------------- streaming events
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    index: int
+    id: str
+    name: str
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted
+
+
+# ---------------------------------------------------------------- errors
+
+ErrorKind = Literal["http", "timeout", "network", "protocol"]
+
+
+class ProviderError(Exception):
+    """A request that produced no usable answer.
+
+    `retryable` errors (429, 5xx, timeouts, dropped connections) are retried by the loop as
+    new attempts after `retry_after` seconds when the server said so. Others (400, 401, 402,
+    404, ...) fail the operation; `message` says what to do next.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ErrorKind,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind: ErrorKind = kind
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+
+    def __repr__(self) -> str:
+        return f"ProviderError({self.message!r}, kind={self.kind!r}, status={self.status!r})"

@@ -1,0 +1,98 @@
+"""The tool protocol: identity, argument model, replay policy, effect.
+
+A tool declares its arguments as a pydantic model (strict, closed), which gives the JSON
+Schema the model sees and the *effective* arguments (defaults filled in) recorded in
+`toolStarted`. `run` performs the effect and returns a `ToolOutput`; an exception from
+`run` becomes an error result the model sees. KeyboardInterrupt is the one exception a
+tool must let through (after stopping its effect: a bash tool kills its process group).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..provider import ToolSchema
+from ..session import ToolIdentity
+from ..session._models import ReplayPolicy
+
+DEFAULT_OUTPUT_LIMIT = 30_000  # characters of a result sent back to the model
+
+
+class ToolArguments(BaseModel):
+    """Base of every tool's argument model."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ToolArgumentError(Exception):
+    """The arguments do not fit the tool's schema; nothing ran."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may act on. `workspace` is the realpath of the root file tools are
+    confined to (its string is the session's environmentIdentity)."""
+
+    workspace: Path
+    namespace: dict[str, Any] | None = None  # the python tool's globals (the notebook's)
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    content: str
+    is_error: bool = False
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    source: ClassVar[str] = "builtin"
+    description: ClassVar[str]
+    replay_policy: ClassVar[ReplayPolicy]
+    Arguments: ClassVar[type[ToolArguments]]
+
+    @property
+    def identity(self) -> ToolIdentity:
+        return ToolIdentity(name=self.name, version=self.version, source=self.source)
+
+    def schema(self) -> ToolSchema:
+        parameters = self.Arguments.model_json_schema()
+        parameters.pop("title", None)
+        return ToolSchema(
+            name=self.name,
+            version=self.version,
+            description=self.description,
+            parameters=parameters,
+        )
+
+    def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Validated arguments with defaults filled in, as recorded in toolStarted."""
+        try:
+            parsed = self.Arguments.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            raise ToolArgumentError(f"invalid arguments for {self.name}: {problems}") from None
+        return parsed.model_dump(mode="json")
+
+    @abstractmethod
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        """Perform the effect with effective arguments."""
+
+
+def truncate(text: str, limit: int) -> str:
+    """Keep the head and tail of a long output, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters truncated ...]\n{text[-tail:]}"
