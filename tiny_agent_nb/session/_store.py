@@ -29,6 +29,7 @@ from ._ids import is_uuid7, new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header
 from ._reducer import TransactionView, Violation, apply_fact
+from ._signals import sigint_deferred
 from ._state import SessionState
 
 Durability = Literal["process", "power"]
@@ -71,21 +72,35 @@ class _FifoLock:
         self._cond = threading.Condition()
         self._next_ticket = 0
         self._serving = 0
+        self._abandoned: set[int] = set()
         self.owner: int | None = None
 
     def __enter__(self) -> None:
         with self._cond:
             ticket = self._next_ticket
             self._next_ticket += 1
-            while ticket != self._serving:
-                self._cond.wait()
+            try:
+                while ticket != self._serving:
+                    self._cond.wait()
+            except BaseException:
+                # Leaving the queue (an exception while waiting): give the ticket back,
+                # or every later commit would wait for it forever.
+                self._abandoned.add(ticket)
+                self._advance()
+                raise
             self.owner = threading.get_ident()
 
     def __exit__(self, *exc_info: object) -> None:
         with self._cond:
             self.owner = None
             self._serving += 1
-            self._cond.notify_all()
+            self._advance()
+
+    def _advance(self) -> None:
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+        self._cond.notify_all()
 
 
 def load_session(path: str | Path) -> SessionState:
@@ -137,6 +152,7 @@ class SessionStore:
         self._clock = clock
         self._fifo = _FifoLock()
         self._subscribers: list[Subscriber] = []
+        self._stale = False  # memory may lag the file after an interrupted commit
         self.repaired_tail_bytes = state.torn_tail_bytes
         self.created = False
 
@@ -261,8 +277,10 @@ class SessionStore:
         """
         if self._fifo.owner == threading.get_ident():
             raise SessionError("commit() called from inside a commit (e.g. by a subscriber)")
-        with self._fifo:
+        with sigint_deferred(), self._fifo:
             fd = self._require_open()
+            if self._stale:
+                self._resync(fd)
             if not facts:
                 raise InvalidTransactionError("a transaction holds at least one fact")
             view = TransactionView(self._state.tables)
@@ -279,12 +297,34 @@ class SessionStore:
                     raise InvalidTransactionError(str(exc), index=index) from None
                 built.append(fact)
             line = encode_transaction(built)
-            self._append(fd, line)
-            view.merge()
-            self._state.transaction_count += 1
-            self._size += len(line)
+            try:
+                self._append(fd, line)
+                view.merge()
+                self._state.transaction_count += 1
+                self._size += len(line)
+            except SessionWriteError:
+                raise
+            except BaseException:
+                # SIGINT is held back (see _signals), but another signal handler may raise
+                # here (a SIGTERM or SIGALRM handler), between the write and the merge.
+                # The file is the truth: cut any partial line and reduce it again.
+                self._stale = True
+                self._resync(fd)
+                raise
             self._notify(built)
             return built
+
+    def _resync(self, fd: int) -> None:
+        data = _read_fd(fd)
+        torn = len(data) - (data.rfind(b"\n") + 1)
+        if torn:
+            os.ftruncate(fd, len(data) - torn)
+            data = data[: len(data) - torn]
+        known = self._state.last_seq
+        self._state = reduce_bytes(self._path, data)
+        self._size = len(data)
+        self._stale = False
+        self._notify(self._state.facts[known:])
 
     def _append(self, fd: int, line: bytes) -> None:
         try:
@@ -304,8 +344,10 @@ class SessionStore:
     # ------------------------------------------------------------------ reading
     def load(self) -> SessionState:
         """A snapshot of the session as committed so far (later commits don't change it)."""
-        with self._fifo:
-            self._require_open()
+        with sigint_deferred(), self._fifo:
+            fd = self._require_open()
+            if self._stale:
+                self._resync(fd)
             return self._state.copy()
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -329,7 +371,7 @@ class SessionStore:
 
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
-        with self._fifo:
+        with sigint_deferred(), self._fifo:
             self._close_fd()
 
     def _close_fd(self) -> None:
