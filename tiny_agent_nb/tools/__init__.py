@@ -1,21 +1,49 @@
-"""Tools the agent can call: identity, replay policy, confinement to the workspace."""
+"""Tools the agent can call: identity, replay policy, confinement to the workspace.
+
+registry = builtin_registry()              # or .subset(["read_file", "grep"])
+tool = registry.get("read_file")
+arguments = tool.effective_arguments({"path": "setup.py"})   # recorded in toolStarted
+output = tool.run(arguments, ToolContext(workspace=Path(root).resolve()))
+"""
 
 from ._base import (
     DEFAULT_OUTPUT_LIMIT,
+    OutsideWorkspaceError,
     Tool,
     ToolArgumentError,
     ToolArguments,
     ToolContext,
+    ToolError,
     ToolOutput,
     truncate,
 )
+from ._bash import Bash
+from ._builtin import BuiltinTool
+from ._output import CappedOutput
+from ._python import Python
+from ._read import Grep, ListFiles, ReadFile
+from ._registry import ToolRegistry, builtin_registry
+from ._write import EditFile, WriteFile
 
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
+    "Bash",
+    "BuiltinTool",
+    "CappedOutput",
+    "EditFile",
+    "Grep",
+    "ListFiles",
+    "OutsideWorkspaceError",
+    "Python",
+    "ReadFile",
     "Tool",
     "ToolArgumentError",
     "ToolArguments",
     "ToolContext",
+    "ToolError",
     "ToolOutput",
+    "ToolRegistry",
+    "WriteFile",
+    "builtin_registry",
     "truncate",
 ]

@@ -5,6 +5,15 @@ Schema the model sees and the *effective* arguments (defaults filled in) recorde
 `toolStarted`. `run` performs the effect and returns a `ToolOutput`; an exception from
 `run` becomes an error result the model sees. KeyboardInterrupt is the one exception a
 tool must let through (after stopping its effect: a bash tool kills its process group).
+
+Exceptions (the message of each is written for the model, which reads it as the result):
+
+    ToolError                   the tool could not do what was asked
+      ToolArgumentError         the arguments do not fit the schema; nothing ran
+      OutsideWorkspaceError     a path leads outside the workspace; nothing was touched
+
+Built-in tools raise these (and let OSError out) from `execute`; `BuiltinTool.run`
+translates them, once, into `ToolOutput(is_error=True)`.
 """
 
 from __future__ import annotations
@@ -19,6 +28,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..provider import ToolSchema
 from ..session import ToolIdentity
 from ..session._models import ReplayPolicy
+from ._output import truncate
+
+__all__ = [  # truncate lives in _output; it stays importable from here
+    "DEFAULT_OUTPUT_LIMIT",
+    "OutsideWorkspaceError",
+    "Tool",
+    "ToolArgumentError",
+    "ToolArguments",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "truncate",
+]
 
 DEFAULT_OUTPUT_LIMIT = 30_000  # characters of a result sent back to the model
 
@@ -29,8 +51,17 @@ class ToolArguments(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class ToolArgumentError(Exception):
+class ToolError(Exception):
+    """The tool could not do what was asked; the message says why, for the model."""
+
+
+class ToolArgumentError(ToolError):
     """The arguments do not fit the tool's schema; nothing ran."""
+
+
+class OutsideWorkspaceError(ToolError):
+    """A path resolves (through `..`, an absolute form or a symlink) outside the
+    workspace the file tools are confined to; nothing was read or written."""
 
 
 @dataclass(frozen=True)
@@ -73,26 +104,19 @@ class Tool(ABC):
 
     def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments with defaults filled in, as recorded in toolStarted."""
+        return self.parse_arguments(arguments).model_dump(mode="json")
+
+    def parse_arguments(self, arguments: dict[str, Any]) -> ToolArguments:
+        """The arguments as the tool's model; ToolArgumentError when they do not fit."""
         try:
-            parsed = self.Arguments.model_validate(arguments)
+            return self.Arguments.model_validate(arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
             raise ToolArgumentError(f"invalid arguments for {self.name}: {problems}") from None
-        return parsed.model_dump(mode="json")
 
     @abstractmethod
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """Perform the effect with effective arguments."""
-
-
-def truncate(text: str, limit: int) -> str:
-    """Keep the head and tail of a long output, saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[... {cut} characters truncated ...]\n{text[-tail:]}"

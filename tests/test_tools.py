@@ -1,0 +1,200 @@
+"""The tool protocol as the agent loop uses it: registry, schemas, effective arguments,
+identities, output truncation."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tiny_agent_nb import tools
+from tiny_agent_nb.tools import (
+    CappedOutput,
+    ReadFile,
+    ToolArgumentError,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    builtin_registry,
+    truncate,
+)
+
+BUILTINS = ("bash", "edit_file", "grep", "list_files", "python", "read_file", "write_file")
+SAFE_READS = {"grep", "list_files", "read_file"}
+
+
+def test_exports_are_complete_and_public() -> None:
+    exported = set(tools.__all__)
+    assert all(hasattr(tools, name) for name in exported)
+    assert not [name for name in exported if name.startswith("_")]
+    public = {n for n in vars(tools) if not n.startswith("_")}
+    assert public - exported == set(), "public names missing from __all__"
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_builtin_registry_has_the_seven_tools() -> None:
+    registry = builtin_registry()
+    assert registry.names == BUILTINS
+    assert len(registry) == 7
+    assert [tool.name for tool in registry] == list(BUILTINS)
+    assert "bash" in registry
+    assert registry.get("nope") is None
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_builtin_identity_and_replay_policy(name: str) -> None:
+    tool = builtin_registry().get(name)
+    assert tool is not None
+    assert tool.identity.model_dump() == {"name": name, "version": "1", "source": "builtin"}
+    assert tool.replay_policy == ("safeRead" if name in SAFE_READS else "never")
+
+
+def test_schemas_are_sorted_whatever_the_registration_order() -> None:
+    forward = ToolRegistry(builtin_registry())
+    backward = ToolRegistry(reversed(list(builtin_registry())))
+    assert [s.name for s in backward.schemas()] == list(BUILTINS)
+    assert forward.schemas() == backward.schemas()
+
+
+def test_subset_keeps_the_named_tools() -> None:
+    subset = builtin_registry().subset(["read_file", "grep", "read_file"])
+    assert subset.names == ("grep", "read_file")
+    assert builtin_registry().subset([]).names == ()
+
+
+def test_subset_with_an_unknown_name_lists_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown tool") as raised:
+        builtin_registry().subset(["read_file", "rm_rf"])
+    assert "rm_rf" in str(raised.value)
+    assert "known tools: bash, edit_file, grep, list_files" in str(raised.value)
+
+
+def test_two_tools_with_one_name_are_refused() -> None:
+    with pytest.raises(ValueError, match="read_file"):
+        ToolRegistry([ReadFile(), ReadFile()])
+
+
+# ---------------------------------------------------------------- schemas
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_schema_is_a_closed_json_schema_object(name: str) -> None:
+    tool = builtin_registry().get(name)
+    assert tool is not None
+    schema = tool.schema()
+    assert schema.name == name
+    assert schema.version == "1"
+    assert len(schema.description) > 20
+    parameters = dict(schema.parameters)
+    jsonschema.Draft202012Validator.check_schema(parameters)
+    assert parameters["type"] == "object"
+    assert parameters["additionalProperties"] is False
+    assert set(parameters.get("required", ())) <= set(parameters["properties"])
+    for field, spec in parameters["properties"].items():
+        assert spec.get("description"), f"{name}.{field} has no description"
+    assert schema.wire()["function"]["name"] == name
+
+
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "read_file": {"path": "a.txt"},
+    "list_files": {},
+    "grep": {"pattern": "x"},
+    "write_file": {"path": "a", "content": ""},
+    "edit_file": {"path": "a", "old_string": "x", "new_string": "y"},
+    "bash": {"command": "true"},
+    "python": {"code": "1"},
+}
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_effective_arguments_satisfy_the_schema(name: str) -> None:
+    tool = builtin_registry().get(name)
+    assert tool is not None
+    effective = tool.effective_arguments(EXAMPLES[name])
+    jsonschema.validate(effective, dict(tool.schema().parameters))
+    assert tool.effective_arguments(effective) == effective  # recording is idempotent
+
+
+# ---------------------------------------------------------------- effective arguments
+
+
+def test_effective_arguments_fill_in_defaults() -> None:
+    registry = builtin_registry()
+    read, listing, bash = (
+        registry.get("read_file"),
+        registry.get("list_files"),
+        registry.get("bash"),
+    )
+    assert read and listing and bash
+    assert read.effective_arguments({"path": "a"}) == {"path": "a", "offset": 1, "limit": None}
+    assert listing.effective_arguments({}) == {"path": ".", "pattern": None, "recursive": False}
+    assert bash.effective_arguments({"command": "ls"}) == {"command": "ls", "timeout": 120.0}
+    assert bash.effective_arguments({"command": "ls", "timeout": 5})["timeout"] == 5.0
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "problem"),
+    [
+        ("read_file", {"path": "a", "mode": "r"}, "mode: Extra inputs are not permitted"),
+        ("read_file", {}, "path: Field required"),
+        ("read_file", {"path": "a", "offset": "3"}, "offset: Input should be a valid integer"),
+        ("read_file", {"path": "a", "offset": True}, "offset: Input should be a valid integer"),
+        ("read_file", {"path": "a", "offset": 0}, "offset: Input should be greater than"),
+        ("read_file", {"path": 7}, "path: Input should be a valid string"),
+        ("list_files", {"recursive": "yes"}, "recursive: Input should be a valid boolean"),
+        ("bash", {"command": "ls", "timeout": 0}, "timeout: Input should be greater than 0"),
+        ("edit_file", {"path": "a", "old_string": "x"}, "new_string: Field required"),
+    ],
+)
+def test_effective_arguments_reject_what_does_not_fit(
+    name: str, arguments: dict[str, Any], problem: str
+) -> None:
+    tool = builtin_registry().get(name)
+    assert tool is not None
+    with pytest.raises(ToolArgumentError, match=f"invalid arguments for {name}: ") as raised:
+        tool.effective_arguments(arguments)
+    assert problem in str(raised.value)
+
+
+def test_run_with_bad_arguments_is_an_error_result_not_an_exception(tmp_path: Path) -> None:
+    out = ReadFile().run({"path": "a", "bogus": 1}, ToolContext(workspace=tmp_path))
+    assert out.is_error
+    assert out.content.startswith("invalid arguments for read_file: bogus")
+
+
+# ---------------------------------------------------------------- output
+
+
+def test_truncate_keeps_head_and_tail() -> None:
+    assert truncate("abc", 3) == "abc"
+    assert truncate("0123456789", 6) == "0123\n[... 4 characters truncated ...]\n89"
+    assert truncate("0123456789", 0) == "\n[... 10 characters truncated ...]\n"
+
+
+@given(
+    text=st.text(max_size=300),
+    limit=st.integers(min_value=0, max_value=120),
+    cuts=st.lists(st.integers(min_value=0, max_value=1200), max_size=8),
+)
+def test_capped_output_equals_truncating_the_whole_stream(
+    text: str, limit: int, cuts: list[int]
+) -> None:
+    data = text.encode("utf-8")
+    capped = CappedOutput(limit)
+    # Arbitrary byte boundaries, including inside multi-byte characters.
+    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    for start, end in pairwise(bounds):
+        capped.feed(data[start:end])
+    assert capped.text() == truncate(text, limit)
+    assert capped.total == len(text)
+
+
+def test_tool_output_defaults_to_success() -> None:
+    assert ToolOutput("x") == ToolOutput("x", is_error=False)

@@ -1,0 +1,228 @@
+"""The bash tool with real subprocesses: output, exit codes, timeouts, interrupts.
+
+"Gone" means not running: a killed background job whose parent died is re-parented to
+init and stays a zombie until init reaps it, which some container inits never do. That
+zombie is no longer ours to reap; our own child (bash) must be reaped, and is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.tools import Bash, ToolContext, ToolOutput, _bash
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return Path(os.path.realpath(root))
+
+
+@pytest.fixture
+def context(workspace: Path) -> ToolContext:
+    return ToolContext(workspace=workspace)
+
+
+def bash(context: ToolContext, command: str, **arguments: object) -> ToolOutput:
+    tool = Bash()
+    return tool.run(tool.effective_arguments({"command": command, **arguments}), context)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel (a zombie then counts as running)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def live_group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def read_pids(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()]
+
+
+def test_output_and_exit_code(context: ToolContext) -> None:
+    out = bash(context, "echo hello")
+    assert out == ToolOutput("hello\n[exit code 0]", is_error=False)
+
+
+def test_a_failing_command_is_an_error_result_with_its_exit_code(context: ToolContext) -> None:
+    out = bash(context, "echo oops; exit 3")
+    assert out.is_error
+    assert out.content == "oops\n[exit code 3]"
+
+
+def test_stdout_and_stderr_are_interleaved(context: ToolContext) -> None:
+    assert bash(context, "echo a; echo b >&2; echo c").content == "a\nb\nc\n[exit code 0]"
+
+
+def test_runs_in_the_workspace_with_empty_stdin(workspace: Path, context: ToolContext) -> None:
+    # `cat` would wait forever on an inherited terminal; stdin is /dev/null instead.
+    out = bash(context, "pwd; cat")
+    assert out.content == f"{workspace}\n[exit code 0]"
+
+
+def test_no_output_and_death_by_signal(context: ToolContext) -> None:
+    out = bash(context, "kill -KILL $$")
+    assert out.is_error
+    assert out.content == "(no output)\n[killed by signal SIGKILL]"
+
+
+def test_output_is_capped_with_a_truncation_note(workspace: Path) -> None:
+    out = bash(ToolContext(workspace=workspace, output_limit=1000), "seq 1 200000")
+    assert not out.is_error
+    assert out.content.startswith("1\n2\n3\n")
+    assert "characters truncated ...]" in out.content
+    assert out.content.endswith("199999\n200000\n[exit code 0]")
+    assert len(out.content) < 1100
+
+
+def test_our_child_is_reaped(context: ToolContext) -> None:
+    bash(context, "true")
+    try:
+        reaped = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return  # no children at all
+    assert reaped == (0, 0), f"a zombie child was left behind: {reaped}"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path, context: ToolContext) -> None:
+    pidfile = tmp_path / "pids"
+    command = f"echo $$ > {shlex.quote(str(pidfile))}; sleep 100 & echo $! >> {pidfile}; sleep 100"
+    started = time.monotonic()
+    out = bash(context, command, timeout=0.5)
+    assert time.monotonic() - started < 10
+    assert out.is_error
+    assert "[timed out after 0.5 s; the command and its process group were killed]" in out.content
+    bash_pid, background = read_pids(pidfile)
+    assert wait_until(lambda: not running(background))
+    assert not running(bash_pid)
+    assert wait_until(lambda: not live_group_members(bash_pid))
+
+
+def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored(
+    tmp_path: Path, context: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_bash, "TERMINATE_GRACE", 0.2)
+    pidfile = tmp_path / "pids"
+    # `trap '' TERM` is inherited: neither bash nor its sleep will die of SIGTERM.
+    command = f"trap '' TERM; sleep 100 & echo $! > {shlex.quote(str(pidfile))}; sleep 100"
+    out = bash(context, command, timeout=0.3)
+    assert out.is_error
+    assert "timed out" in out.content
+    (background,) = read_pids(pidfile)
+    assert wait_until(lambda: not running(background))
+
+
+def test_output_written_before_the_timeout_is_kept(context: ToolContext) -> None:
+    out = bash(context, "echo started; sleep 100", timeout=0.5)
+    assert out.content.startswith("started\n[timed out after 0.5 s")
+
+
+def test_background_jobs_do_not_hold_the_result(tmp_path: Path, context: ToolContext) -> None:
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    out = bash(context, f"sleep 100 & echo $! > {shlex.quote(str(pidfile))}; echo done")
+    try:
+        assert time.monotonic() - started < 10
+        assert not out.is_error
+        assert out.content == (
+            "done\n[exit code 0]\n"
+            "[background processes still running; their later output is not captured]"
+        )
+    finally:
+        os.kill(read_pids(pidfile)[0], signal.SIGKILL)
+
+
+# The notebook's interrupt is SIGINT to the kernel, raised as KeyboardInterrupt in the
+# main thread: only a process of its own can show that, so the tool runs in a child.
+INTERRUPTED_CHILD = """
+import signal, sys
+from pathlib import Path
+from tiny_agent_nb.tools import Bash, ToolContext
+
+# A test run in the background inherits SIGINT ignored; the kernel would not have it so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+pidfile, workspace = sys.argv[1], sys.argv[2]
+command = (
+    f"echo $$ > {pidfile}.tmp; sleep 100 & echo $! >> {pidfile}.tmp; "
+    f"mv {pidfile}.tmp {pidfile}; wait"
+)
+try:
+    out = Bash().run({"command": command, "timeout": 60.0}, ToolContext(Path(workspace)))
+except KeyboardInterrupt:
+    print("KeyboardInterrupt propagated", flush=True)
+    sys.exit(130)
+print("returned", out, flush=True)
+"""
+
+
+def test_interrupt_kills_the_process_group_and_reraises(tmp_path: Path, workspace: Path) -> None:
+    pidfile = tmp_path / "pids"
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_CHILD, str(pidfile), str(workspace)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        started = wait_until(lambda: pidfile.exists() or child.poll() is not None, 30)
+        assert started and pidfile.exists(), child.communicate(timeout=10)
+        bash_pid, background = read_pids(pidfile)
+        assert running(background)
+
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, (stdout, stderr)
+    assert stdout.strip() == "KeyboardInterrupt propagated"
+    assert not running(bash_pid)
+    assert wait_until(lambda: not running(background))
+    assert wait_until(lambda: not live_group_members(bash_pid))

@@ -1,0 +1,99 @@
+"""The python tool (replay policy `never`): code run in the notebook's own namespace.
+
+It runs in the kernel process, so variables the agent defines are there for the user's
+next cell and the other way round. Like a REPL it shows the value of a final expression.
+An exception in the code is the code's failure, not the tool's: it comes back as an error
+result with the traceback, so the model can fix its code. KeyboardInterrupt is not
+caught: the notebook's interrupt stops the agent, not just this snippet.
+
+Only what goes through sys.stdout / sys.stderr is captured; a subprocess or C library
+writing to file descriptor 1 directly still prints to the kernel's own output.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import itertools
+import linecache
+import traceback
+from contextlib import redirect_stderr, redirect_stdout
+from types import TracebackType
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from ..session._models import ReplayPolicy
+from ._base import ToolArguments, ToolContext, ToolOutput
+from ._builtin import BuiltinTool
+from ._output import truncate
+
+_cell_numbers = itertools.count(1)
+
+
+class PythonArguments(ToolArguments):
+    code: str = Field(description="Python source to execute.")
+
+
+class Python(BuiltinTool[PythonArguments]):
+    name = "python"
+    description = (
+        "Execute Python code in the notebook's kernel and namespace: variables persist "
+        "between calls and are shared with the notebook's cells. The result is what the "
+        "code prints (stdout and stderr) followed by the repr of a final expression, as in "
+        "a REPL; an exception comes back with its traceback."
+    )
+    replay_policy: ClassVar[ReplayPolicy] = "never"
+    Arguments = PythonArguments
+
+    def execute(self, arguments: PythonArguments, context: ToolContext) -> ToolOutput:
+        namespace = context.namespace if context.namespace is not None else {"__name__": "__main__"}
+        filename = _remember_source(arguments.code)
+        captured = io.StringIO()  # one buffer: prints and warnings stay in the order they happened
+        is_error = False
+        with redirect_stdout(captured), redirect_stderr(captured):
+            try:
+                value = _run(arguments.code, filename, namespace)
+                if value is not None:
+                    captured.write(repr(value) + "\n")
+            except (Exception, SystemExit) as exc:  # SystemExit: exit() must not end the kernel
+                captured.write(
+                    "".join(traceback.format_exception(type(exc), exc, _user_frames(exc)))
+                )
+                is_error = True
+        text = captured.getvalue().rstrip("\n") or "(no output)"
+        return ToolOutput(truncate(text, context.output_limit), is_error=is_error)
+
+
+def _run(code: str, filename: str, namespace: dict[str, Any]) -> object:
+    """Execute `code`; the value of its last statement if that is an expression."""
+    # The builtin rather than ast.parse: a SyntaxError then carries no frame of the
+    # standard library, and its traceback is just the user's line and caret.
+    module = compile(code, filename, "exec", ast.PyCF_ONLY_AST)
+    assert isinstance(module, ast.Module)
+    last: ast.Expression | None = None
+    final = module.body[-1] if module.body else None
+    if isinstance(final, ast.Expr):
+        module.body.pop()
+        last = ast.Expression(final.value)
+    exec(compile(module, filename, "exec"), namespace)
+    if last is None:
+        return None
+    return eval(compile(last, filename, "eval"), namespace)
+
+
+def _remember_source(code: str) -> str:
+    """A distinct pseudo file name per call, registered with linecache, so tracebacks
+    show the offending line, even for a function defined in an earlier call."""
+    filename = f"<agent-python-{next(_cell_numbers)}>"
+    # mtime None marks it as not on disk: linecache.checkcache leaves such entries alone.
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    return filename
+
+
+def _user_frames(exc: BaseException) -> TracebackType | None:
+    """The traceback without this module's frames: the model should see its own code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return tb

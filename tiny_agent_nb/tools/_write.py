@@ -1,0 +1,105 @@
+"""The writing tools: write_file, edit_file (replay policy `never`).
+
+An edit whose effect may already have happened must not run twice, so after a crash the
+planner marks these interrupted rather than repeating them (DESIGN §6). edit_file
+therefore refuses anything ambiguous before touching the file: it writes exactly once
+or not at all.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from ..session._models import ReplayPolicy
+from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
+from ._builtin import BuiltinTool, display_path
+from ._paths import confine, workspace_root
+from ._read import looks_binary
+
+
+class WriteFileArguments(ToolArguments):
+    path: str = Field(description="File to write, relative to the workspace root.")
+    content: str = Field(description="The whole new content of the file.")
+
+
+class WriteFile(BuiltinTool[WriteFileArguments]):
+    name = "write_file"
+    description = (
+        "Create or overwrite a file in the workspace with the given content (UTF-8). "
+        "Missing parent directories are created. Prefer edit_file for changing part of a file."
+    )
+    replay_policy: ClassVar[ReplayPolicy] = "never"
+    Arguments = WriteFileArguments
+
+    def execute(self, arguments: WriteFileArguments, context: ToolContext) -> ToolOutput:
+        real = confine(arguments.path, context)
+        shown = display_path(real, workspace_root(context))
+        if real.is_dir():
+            raise ToolError(f"{shown}: is a directory; give the path of a file")
+        existed = real.exists()
+        # Every parent of a confined real path is inside the workspace too, so creating
+        # them cannot reach outside.
+        try:
+            real.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            # The OS names whichever component it tripped on; say what it means.
+            raise ToolError(f"{shown}: cannot be created, a parent on its path is a file") from None
+        data = arguments.content.encode("utf-8")
+        real.write_bytes(data)
+        verb = "overwrote" if existed else "created"
+        return ToolOutput(f"{verb} {shown}: wrote {len(data)} bytes")
+
+
+class EditFileArguments(ToolArguments):
+    path: str = Field(description="File to edit, relative to the workspace root.")
+    old_string: str = Field(
+        description="Exact text to replace; it must occur exactly once in the file "
+        "(include surrounding lines to make it unique)."
+    )
+    new_string: str = Field(description="Text to put in its place.")
+
+
+class EditFile(BuiltinTool[EditFileArguments]):
+    name = "edit_file"
+    description = (
+        "Replace one exact occurrence of old_string with new_string in a text file in the "
+        "workspace. If old_string occurs zero times or more than once, nothing is written."
+    )
+    replay_policy: ClassVar[ReplayPolicy] = "never"
+    Arguments = EditFileArguments
+
+    def execute(self, arguments: EditFileArguments, context: ToolContext) -> ToolOutput:
+        real = confine(arguments.path, context)
+        shown = display_path(real, workspace_root(context))
+        if real.is_dir():
+            raise ToolError(f"{shown}: is a directory; give the path of a file")
+        old, new = arguments.old_string, arguments.new_string
+        if not old:
+            raise ToolError("old_string is empty; give the exact text to replace")
+        if old == new:
+            raise ToolError("old_string and new_string are the same; nothing to change")
+        data = real.read_bytes()
+        if looks_binary(data):
+            raise ToolError(f"{shown}: binary file; edit_file only edits text")
+        try:
+            # Strict: a lossy decode would write replacement characters back to the file.
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{shown}: not valid UTF-8; edit_file only edits UTF-8 text") from None
+        count = text.count(old)
+        if count != 1:
+            found = "not found" if count == 0 else f"found {count} times"
+            hint = (
+                "read the file to copy the exact text"
+                if count == 0
+                else "include more surrounding text to make it unique"
+            )
+            raise ToolError(
+                f"{shown}: old_string {found}, must occur exactly once; {hint}. "
+                "Nothing was written."
+            )
+        line = text.count("\n", 0, text.index(old)) + 1
+        real.write_bytes(text.replace(old, new, 1).encode("utf-8"))
+        return ToolOutput(f"edited {shown}: replaced 1 occurrence at line {line}")
