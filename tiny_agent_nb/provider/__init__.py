@@ -1,5 +1,14 @@
-"""OpenAI-compatible chat-completions provider over httpx (OpenRouter by default)."""
+"""OpenAI-compatible chat-completions provider over httpx (OpenRouter by default).
 
+    with Provider(ProviderConfig(model="openai/gpt-4o-mini", api_key=key)) as provider:
+        completion = provider.complete(messages, tools, on_event=show)
+
+One `complete` is one HTTP request (one stepAttempt); failures raise `ProviderError`
+whose `retryable`/`retry_after` feed `backoff_delay` in the agent loop.
+"""
+
+from ._client import Provider
+from ._retry import backoff_delay
 from ._types import (
     OPENROUTER_BASE_URL,
     Completion,
@@ -16,6 +25,7 @@ from ._types import (
 __all__ = [
     "OPENROUTER_BASE_URL",
     "Completion",
+    "Provider",
     "ProviderConfig",
     "ProviderError",
     "ReasoningDelta",
@@ -24,4 +34,5 @@ __all__ = [
     "ToolCallStarted",
     "ToolSchema",
     "UsageReport",
+    "backoff_delay",
 ]

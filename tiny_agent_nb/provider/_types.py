@@ -89,6 +89,7 @@ class Completion:
     message: AssistantMessage
     usage: UsageReport | None  # None when the server sent no usage at all: unknown, not 0
     model: str | None = None  # the model id the server says answered, if it says
+    response_id: str | None = None  # the server's id of this answer (OpenRouter: "gen-...")
 
 
 # ---------------------------------------------------------------- streaming events
@@ -106,6 +107,10 @@ class ReasoningDelta:
 
 @dataclass(frozen=True)
 class ToolCallStarted:
+    """A tool call's name has arrived (its arguments are still streaming). `index` is the
+    call's position in the settled `message.toolCalls`; `id` is the one it settles with
+    (made up as `call_<hex>` when the server sends none)."""
+
     index: int
     id: str
     name: str
@@ -116,6 +121,9 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted
 
 # ---------------------------------------------------------------- errors
 
+# http: an error status, or an `error` object inside a 200 answer; timeout: no connection
+# or no byte in time; network: refused / reset / closed mid-answer; protocol: an answer
+# that is not a chat completion (HTML, broken JSON, no choice). See `_errors`.
 ErrorKind = Literal["http", "timeout", "network", "protocol"]
 
 

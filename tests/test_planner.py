@@ -1,0 +1,269 @@
+"""The planner, table-driven over every state a session file can be left in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.agent import abort_transaction, plan_recovery, resumable_operation
+from tiny_agent_nb.session import (
+    HeaderInit,
+    SessionState,
+    SessionStore,
+    ToolIdentity,
+    load_session,
+)
+from tiny_agent_nb.session import facts as f
+
+from scenario import BASH, READ_FILE, Run
+
+TOOLS = {"read_file": READ_FILE, "bash": BASH}
+
+
+@dataclass
+class Built:
+    store: SessionStore
+    run: Run
+    intents: dict[str, str]  # call id -> toolStarted id
+
+
+Scenario = Callable[[Built], None]
+
+
+def _start(b: Built) -> None:
+    b.store.commit(b.run.start("go"))
+
+
+def _attempt(b: Built) -> None:
+    b.store.commit(b.run.attempt())
+
+
+def _answer_calls(b: Built) -> None:
+    b.store.commit(
+        b.run.answer(
+            None,
+            [("r1", "read_file", {"path": "a.txt"}), ("b1", "bash", {"command": "touch x"})],
+        )
+    )
+
+
+def _intent(call_id: str) -> Scenario:
+    def step(b: Built) -> None:
+        tool, args = (
+            (READ_FILE, {"path": "a.txt"}) if call_id == "r1" else (BASH, {"command": "touch x"})
+        )
+        intent = b.run.intent(call_id, tool, args)
+        b.store.commit([intent])
+        assert intent.id is not None
+        b.intents[call_id] = intent.id
+
+    return step
+
+
+def _result(call_id: str) -> Scenario:
+    def step(b: Built) -> None:
+        intent = b.store.load().tool_intents[b.intents[call_id]]
+        b.store.commit(
+            [
+                f.tool_result(
+                    tool_started_id=intent.id,
+                    result_entry_id=intent.result_entry_id,
+                    tool_call_id=intent.tool_call_id,
+                    content="ok",
+                    outcome="completed",
+                )
+            ]
+        )
+
+    return step
+
+
+def _answer_text(b: Built) -> None:
+    b.store.commit(b.run.answer("done"))
+
+
+def _fail_attempt(b: Built) -> None:
+    assert b.run.attempt_id is not None
+    b.store.commit([f.attempt_failed(b.run.attempt_id, kind="http", message="503", retryable=True)])
+
+
+def _finish(b: Built) -> None:
+    b.store.commit(b.run.finish())
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    steps: tuple[Scenario, ...]
+    replay: tuple[str, ...] = ()  # call ids replayed
+    interrupt: tuple[str, ...] = ()  # call ids interrupted
+    failed_attempts: int = 0
+    open: bool = True
+
+
+CASES = [
+    Case("no operation", (), open=False),
+    Case("completed run", (_start, _attempt, _answer_text, _finish), open=False),
+    Case("killed right after runStarted", (_start,)),
+    Case("killed while the request was in flight", (_start, _attempt), failed_attempts=1),
+    Case("killed during a retry", (_start, _attempt, _fail_attempt, _attempt), failed_attempts=1),
+    Case("killed after the assistant entry, before any tool", (_start, _attempt, _answer_calls)),
+    Case(
+        "killed after a read intent, before its result",
+        (_start, _attempt, _answer_calls, _intent("r1")),
+        replay=("r1",),
+    ),
+    Case(
+        "killed after a bash intent, before its result",
+        (_start, _attempt, _answer_calls, _intent("r1"), _result("r1"), _intent("b1")),
+        interrupt=("b1",),
+    ),
+    Case(
+        "killed after every result, before the next attempt",
+        (
+            _start,
+            _attempt,
+            _answer_calls,
+            _intent("r1"),
+            _result("r1"),
+            _intent("b1"),
+            _result("b1"),
+        ),
+    ),
+    Case(
+        "killed during the next request",
+        (
+            _start,
+            _attempt,
+            _answer_calls,
+            _intent("r1"),
+            _result("r1"),
+            _intent("b1"),
+            _result("b1"),
+            _attempt,
+        ),
+        failed_attempts=1,
+    ),
+]
+
+
+def _build(tmp_path: Path, steps: tuple[Scenario, ...]) -> SessionState:
+    env = str(tmp_path)
+    init = HeaderInit(cwd=env, provider="openrouter", model="m", environment_identity=env)
+    with SessionStore.open(tmp_path / "s.jsonl", create=init) as store:
+        built = Built(store, Run(environment=env), {})
+        for step in steps:
+            step(built)
+        return store.load()
+
+
+def _call_ids(state: SessionState, intents: tuple[object, ...]) -> tuple[str, ...]:
+    return tuple(i.tool_call_id for i in intents)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_recovery_plan(tmp_path: Path, case: Case) -> None:
+    state = _build(tmp_path, case.steps)
+    plan = plan_recovery(state, TOOLS, str(tmp_path))
+    if not case.open:
+        assert plan is None
+        return
+    assert plan is not None
+    assert _call_ids(state, plan.replay) == case.replay
+    assert _call_ids(state, plan.interrupt) == case.interrupt
+    assert len(plan.fail) == case.failed_attempts
+    assert resumable_operation(state) == "open"
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.open], ids=[c.name for c in CASES if c.open]
+)
+def test_recovery_closes_the_operation_and_a_second_plan_is_empty(
+    tmp_path: Path, case: Case
+) -> None:
+    state = _build(tmp_path, case.steps)
+    plan = plan_recovery(state, TOOLS, str(tmp_path))
+    assert plan is not None
+    path = tmp_path / "s.jsonl"
+    with SessionStore.open(path) as store:
+        for intent in plan.replay:  # stand-in for running the read: the loop tests do it for real
+            store.commit(
+                [
+                    f.tool_result(
+                        tool_started_id=intent.id,
+                        result_entry_id=intent.result_entry_id,
+                        tool_call_id=intent.tool_call_id,
+                        content="replayed",
+                        outcome="replayed",
+                    )
+                ]
+            )
+        store.commit(plan.closing_transaction())
+    after = load_session(path)
+    op = after.operations[plan.operation.id]
+    assert op.status == "interrupted"
+    assert all(i.status != "pending" for i in after.tool_intents.values())
+    assert all(a.status != "pending" for a in after.attempts.values())
+    assert plan_recovery(after, TOOLS, str(tmp_path)) is None
+    assert resumable_operation(after) == op
+
+
+@pytest.mark.parametrize(
+    ("why", "tools", "environment"),
+    [
+        ("workspace moved", TOOLS, "/somewhere/else"),
+        (
+            "tool version changed",
+            {**TOOLS, "read_file": ToolIdentity(name="read_file", version="2", source="builtin")},
+            None,
+        ),
+        ("tool no longer registered", {"bash": BASH}, None),
+    ],
+)
+def test_read_is_not_replayed_when_identity_changed(
+    tmp_path: Path, why: str, tools: dict[str, ToolIdentity], environment: str | None
+) -> None:
+    state = _build(tmp_path, (_start, _attempt, _answer_calls, _intent("r1")))
+    plan = plan_recovery(state, tools, environment or str(tmp_path))
+    assert plan is not None
+    assert plan.replay == (), why
+    assert _call_ids(state, plan.interrupt) == ("r1",), why
+
+
+def test_abort_resolves_what_is_in_flight(tmp_path: Path) -> None:
+    state = _build(
+        tmp_path, (_start, _attempt, _answer_calls, _intent("r1"), _result("r1"), _intent("b1"))
+    )
+    op = state.open_operation
+    assert op is not None
+    transaction = abort_transaction(state, op.id, "KeyboardInterrupt")
+    kinds = [type(t.body).__name__ for t in transaction]
+    assert kinds == ["AbortRequested", "ToolResultEntry", "OperationFinished"]
+    with SessionStore.open(tmp_path / "s.jsonl") as store:
+        store.commit(transaction)
+        after = store.load()
+    assert after.operations[op.id].status == "aborted"
+    assert resumable_operation(after) == after.operations[op.id]
+    assert abort_transaction(after, op.id, "again") == []
+
+
+def test_abort_during_request_fails_the_attempt_as_aborted(tmp_path: Path) -> None:
+    state = _build(tmp_path, (_start, _attempt))
+    op = state.open_operation
+    assert op is not None
+    with SessionStore.open(tmp_path / "s.jsonl") as store:
+        store.commit(abort_transaction(state, op.id, "KeyboardInterrupt"))
+        after = store.load()
+    (attempt,) = after.attempts.values()
+    assert attempt.status == "failed" and attempt.error is not None
+    assert attempt.error.kind == "aborted"
+
+
+def test_nothing_to_resume_after_a_completed_run(tmp_path: Path) -> None:
+    assert resumable_operation(_build(tmp_path, ())) == "nothing"
+    (tmp_path / "done").mkdir()
+    done = _build(tmp_path / "done", (_start, _attempt, _answer_text, _finish))
+    assert resumable_operation(done) == "completed"

@@ -1,0 +1,404 @@
+"""Wire responses of different servers normalize to one canonical assistant message."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from tiny_agent_nb.provider import (
+    ProviderError,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallStarted,
+    UsageReport,
+)
+from tiny_agent_nb.provider._normalize import (
+    CompletionAssembler,
+    completion_from_response,
+    parse_arguments,
+    server_message,
+    usage_from_wire,
+)
+
+
+def chunk(
+    delta: Mapping[str, Any] | None = None, finish: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": dict(delta or {}), "finish_reason": finish}], **extra}
+
+
+def assemble(*chunks: Mapping[str, Any]) -> tuple[Any, list[Any]]:
+    assembler = CompletionAssembler()
+    events = [e for c in chunks for e in assembler.add_chunk(c)]
+    return assembler.result(), events
+
+
+# ---------------------------------------------------------------- arguments
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"path": "a.py"}', ({"path": "a.py"}, None)),
+        ("", ({}, None)),
+        ("  \n", ({}, None)),
+        (None, ({}, None)),
+        ({"already": "parsed"}, ({"already": "parsed"}, None)),
+        ('{"path": "a.py"', ({}, '{"path": "a.py"')),
+        ("[1, 2]", ({}, "[1, 2]")),
+        ("null", ({}, "null")),
+        ('{"x": NaN}', ({}, '{"x": NaN}')),
+        ("Infinity", ({}, "Infinity")),
+        ([1, 2], ({}, "[1, 2]")),
+    ],
+)
+def test_parse_arguments(raw: object, expected: tuple[dict[str, Any], str | None]) -> None:
+    assert parse_arguments(raw) == expected
+
+
+def test_absurdly_nested_arguments_are_invalid_not_a_crash() -> None:
+    raw = "[" * 200_000
+    assert parse_arguments(raw) == ({}, raw)
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    assert parse_arguments(deep) == ({}, deep)
+
+
+def test_split_surrogate_escapes_are_joined_in_arguments() -> None:
+    arguments, invalid = parse_arguments('{"emoji": "\\ud83d\\ude00", "lone": "\\ud83d"}')
+    assert invalid is None
+    assert arguments == {"emoji": "😀", "lone": "\ufffd"}
+
+
+# ---------------------------------------------------------------- usage
+
+
+def test_openrouter_usage_with_cost_and_details() -> None:
+    wire = {
+        "prompt_tokens": 1200,
+        "completion_tokens": 300,
+        "total_tokens": 1500,
+        "cost": 0.0021,
+        "is_byok": False,
+        "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 120},
+    }
+    assert usage_from_wire(wire) == UsageReport(1200, 300, 120, 1024, 0.0021)
+
+
+def test_byok_cost_adds_the_upstream_charge() -> None:
+    wire = {
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "cost": 0.0001,
+        "is_byok": True,
+        "cost_details": {"upstream_inference_cost": 0.002},
+    }
+    report = usage_from_wire(wire)
+    assert report is not None and report.cost == pytest.approx(0.0021)
+
+
+@pytest.mark.parametrize(
+    ("wire", "expected"),
+    [
+        (None, None),
+        ({}, None),
+        ("12", None),
+        ({"total_tokens": 5}, None),
+        ({"prompt_tokens": 3, "completion_tokens": 4}, UsageReport(3, 4)),
+        (
+            {"prompt_tokens": None, "completion_tokens": 4, "prompt_tokens_details": None},
+            UsageReport(0, 4),
+        ),
+        ({"input_tokens": 3, "output_tokens": 4}, UsageReport(3, 4)),
+        (
+            {"prompt_tokens": 9, "completion_tokens": 1, "prompt_cache_hit_tokens": 8},
+            UsageReport(9, 1, 0, 8),
+        ),
+        ({"prompt_tokens": "7", "completion_tokens": 2.0}, UsageReport(7, 2)),
+        ({"prompt_tokens": True, "completion_tokens": -3, "cost": -1}, UsageReport(0, 0)),
+        ({"prompt_tokens": 1, "completion_tokens": 1, "cost": "NaN"}, UsageReport(1, 1)),
+        ({"cost": 0.5}, UsageReport(cost=0.5)),
+    ],
+)
+def test_usage_shapes(wire: object, expected: UsageReport | None) -> None:
+    assert usage_from_wire(wire) == expected
+
+
+# ---------------------------------------------------------------- assembly
+
+
+def test_content_reasoning_and_refusal_are_concatenated() -> None:
+    completion, events = assemble(
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"reasoning": "think ", "reasoning_content": "think "}),  # both: counted once
+        chunk({"reasoning_content": "more"}),
+        chunk({"content": "Hel", "reasoning": None}),
+        chunk({"content": None}),
+        chunk({"content": [{"type": "text", "text": "lo"}]}),
+        chunk({"refusal": "no "}),
+        chunk({"refusal": "way"}),
+        chunk({}, "stop"),
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}},
+    )
+    m = completion.message
+    assert (m.content, m.reasoning, m.refusal, m.finishReason) == (
+        "Hello",
+        "think more",
+        "no way",
+        "stop",
+    )
+    assert events == [
+        ReasoningDelta("think "),
+        ReasoningDelta("more"),
+        TextDelta("Hel"),
+        TextDelta("lo"),
+    ]
+    assert completion.usage == UsageReport(5, 2)
+
+
+def test_empty_content_normalizes_to_none() -> None:
+    completion, _ = assemble(chunk({"role": "assistant", "content": ""}, "stop"))
+    assert completion.message.content is None and completion.message.reasoning is None
+
+
+def test_a_surrogate_pair_split_across_chunks_is_joined() -> None:
+    completion, events = assemble(
+        chunk({"content": "\ud83d"}), chunk({"content": "\ude00!"}, "stop")
+    )
+    assert completion.message.content == "😀!"
+    assert all("\ud83d" not in e.text for e in events)  # a display never sees a lone half
+
+
+def test_usage_in_every_chunk_keeps_the_last() -> None:
+    completion, _ = assemble(
+        chunk({"content": "a"}, usage={"prompt_tokens": 5, "completion_tokens": 1}),
+        chunk({"content": "b"}, usage={"prompt_tokens": 5, "completion_tokens": 2}),
+        chunk({}, "stop", usage=None),
+    )
+    assert completion.usage == UsageReport(5, 2)
+
+
+def test_other_choices_are_ignored() -> None:
+    completion, _ = assemble(
+        {
+            "choices": [
+                {"index": 1, "delta": {"content": "other"}},
+                {"index": 0, "delta": {"content": "mine"}},
+            ]
+        },
+        chunk({}, "stop"),
+    )
+    assert completion.message.content == "mine"
+
+
+def test_tool_calls_streamed_openai_style() -> None:
+    completion, events = assemble(
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "read", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"pa'}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 1, "id": "c2", "type": "function", "function": {"name": "bash"}}
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'th": "a"}'}}]}),
+        chunk({"tool_calls": [{"index": 1, "function": {"arguments": '{"command": "ls"}'}}]}),
+        chunk({}, "tool_calls"),
+    )
+    calls = completion.message.toolCalls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("c1", "read", {"path": "a"}),
+        ("c2", "bash", {"command": "ls"}),
+    ]
+    assert events == [ToolCallStarted(0, "c1", "read"), ToolCallStarted(1, "c2", "bash")]
+
+
+def test_parallel_calls_all_numbered_zero_are_told_apart_by_id() -> None:
+    completion, _ = assemble(
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c1", "function": {"name": "read", "arguments": "{}"}}
+                ]
+            }
+        ),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c2", "function": {"name": "bash", "arguments": "{"}}
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}),
+        chunk({}, "tool_calls"),
+    )
+    assert [(c.id, c.name, c.arguments) for c in completion.message.toolCalls] == [
+        ("c1", "read", {}),
+        ("c2", "bash", {}),
+    ]
+
+
+def test_calls_without_index_or_id_are_told_apart_by_name() -> None:
+    completion, _ = assemble(
+        chunk({"tool_calls": [{"function": {"name": "read", "arguments": '{"path":'}}]}),
+        chunk({"tool_calls": [{"function": {"arguments": '"a"}'}}]}),
+        chunk({"tool_calls": [{"function": {"name": "read", "arguments": '{"path": "b"}'}}]}),
+        chunk({}, "tool_calls"),
+    )
+    calls = completion.message.toolCalls
+    assert [c.arguments for c in calls] == [{"path": "a"}, {"path": "b"}]
+    assert calls[0].id != calls[1].id and all(c.id.startswith("call_") for c in calls)
+
+
+def test_a_missing_id_is_made_up_once_and_announced_with_it() -> None:
+    completion, events = assemble(
+        chunk({"tool_calls": [{"index": 0, "function": {"name": "read", "arguments": '{"a"'}}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "late", "function": {"arguments": ": 1}"}}]}),
+        chunk({}, "tool_calls"),
+    )
+    (call,) = completion.message.toolCalls
+    assert call.id.startswith("call_") and call.arguments == {"a": 1}
+    assert events == [ToolCallStarted(0, call.id, "read")]
+
+
+def test_whole_arguments_resent_after_streaming_are_not_doubled() -> None:
+    completion, _ = assemble(
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c1", "function": {"name": "read", "arguments": '{"a":'}}
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": " 1}"}}]}),
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c1", "function": {"name": "read", "arguments": '{"a": 1}'}}
+                ]
+            }
+        ),
+        chunk({}, "tool_calls"),
+    )
+    (call,) = completion.message.toolCalls
+    assert (call.name, call.arguments) == ("read", {"a": 1})
+
+
+def test_a_name_streamed_in_pieces_is_joined() -> None:
+    completion, _ = assemble(
+        chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "read_"}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"name": "file", "arguments": "{}"}}]}),
+        chunk({}, "tool_calls"),
+    )
+    assert completion.message.toolCalls[0].name == "read_file"
+
+
+def test_an_arguments_object_instead_of_a_string_is_accepted() -> None:
+    completion, _ = assemble(
+        chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c1", "function": {"name": "read", "arguments": {"a": 1}}}
+                ]
+            }
+        ),
+        chunk({}, "tool_calls"),
+    )
+    assert completion.message.toolCalls[0].arguments == {"a": 1}
+
+
+def test_an_error_object_in_a_chunk_raises() -> None:
+    assembler = CompletionAssembler()
+    assembler.add_chunk(chunk({"content": "partial"}))
+    with pytest.raises(ProviderError) as info:
+        assembler.add_chunk(
+            {"error": {"code": 502, "message": "Provider disconnected"}, "choices": []}
+        )
+    assert (info.value.status, info.value.retryable, info.value.kind) == (502, True, "http")
+
+
+def test_no_choice_at_all_is_a_protocol_error() -> None:
+    assembler = CompletionAssembler()
+    assembler.add_chunk({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0}})
+    with pytest.raises(ProviderError) as info:
+        assembler.result()
+    assert (info.value.kind, info.value.retryable) == ("protocol", True)
+
+
+def test_a_non_streamed_response() -> None:
+    body = {
+        "id": "gen-1",
+        "model": "deepseek/deepseek-r1",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "reasoning_content": "Need the file.",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "read", "arguments": '{"p": 1}'},
+                        },
+                        {
+                            "id": "c2",
+                            "type": "function",
+                            "function": {"name": "read", "arguments": '{"p": 2}'},
+                        },
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+    }
+    completion = completion_from_response(body)
+    m = completion.message
+    assert (m.content, m.reasoning, m.finishReason) == (None, "Need the file.", "tool_calls")
+    assert [(c.id, c.arguments) for c in m.toolCalls] == [("c1", {"p": 1}), ("c2", {"p": 2})]
+    assert (completion.model, completion.response_id) == ("deepseek/deepseek-r1", "gen-1")
+    assert completion.usage == UsageReport(10, 3)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"error": {"message": "bad model", "type": "invalid_request_error"}}, "bad model"),
+        ({"error": "model 'x' not found"}, "model 'x' not found"),
+        ({"object": "error", "message": "too long", "code": 400}, "too long"),
+        ({"detail": "Not Found"}, "Not Found"),
+        (
+            {"detail": [{"loc": ["body"], "msg": "field required"}]},
+            '[{"loc": ["body"], "msg": "field required"}]',
+        ),
+        (
+            {
+                "error": {
+                    "message": "Provider returned error",
+                    "metadata": {"raw": "quota", "provider_name": "Acme"},
+                }
+            },
+            "Provider returned error (Acme: quota)",
+        ),
+        ({"unrelated": 1}, None),
+        ([1], None),
+    ],
+)
+def test_server_message_shapes(body: object, expected: str | None) -> None:
+    assert server_message(body) == expected

@@ -1,0 +1,48 @@
+"""The agent: pure planner, context projection, and the loop that executes them.
+
+Nothing here imports IPython; the notebook layer is glue over this package.
+"""
+
+from ._context import NOT_STARTED, ContextProjection, wire_message
+from ._loop import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentError,
+    AgentLoop,
+    Approval,
+    ChatProvider,
+    LoopConfig,
+    LoopObserver,
+    RecoveryReport,
+    RunResult,
+)
+from ._planner import (
+    ABORTED_RESULT,
+    INTERRUPTED_RESULT,
+    Recovery,
+    abort_transaction,
+    can_replay,
+    plan_recovery,
+    resumable_operation,
+)
+
+__all__ = [
+    "ABORTED_RESULT",
+    "DEFAULT_SYSTEM_PROMPT",
+    "INTERRUPTED_RESULT",
+    "NOT_STARTED",
+    "AgentError",
+    "AgentLoop",
+    "Approval",
+    "ChatProvider",
+    "ContextProjection",
+    "LoopConfig",
+    "LoopObserver",
+    "Recovery",
+    "RecoveryReport",
+    "RunResult",
+    "abort_transaction",
+    "can_replay",
+    "plan_recovery",
+    "resumable_operation",
+    "wire_message",
+]

@@ -1,0 +1,147 @@
+"""The active context: what the model is sent, projected from entries as they commit.
+
+Each entry is encoded to wire JSON once, when it is committed, and kept; a request joins
+the kept bytes. So the cost of a step does not grow with the length of the history
+(beyond copying bytes), and a kernel that restarts rebuilds the same projection from the
+file.
+
+Two things are not entries but still reach the model:
+- the system prompt, first;
+- a tool call that never got a `toolStarted` (the kernel died, or the user interrupted,
+  before it began) is answered with a synthetic tool message saying it never ran — true
+  by construction, since intent is written before effect — because providers refuse a
+  conversation with an unanswered tool call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..session import (
+    AssistantEntry,
+    CompactionEntry,
+    EntryFact,
+    Fact,
+    SessionState,
+    ToolResultEntry,
+    UserEntry,
+)
+
+NOT_STARTED = (
+    "Not run: the session stopped before this tool call started, so it had no effect. "
+    "Call it again if it is still needed."
+)
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def wire_message(entry: EntryFact) -> dict[str, Any] | None:
+    """The OpenAI chat-completions message of one entry (None for compactions)."""
+    body = entry.entry
+    if isinstance(body, UserEntry):
+        return {"role": "user", "content": body.message.content}
+    if isinstance(body, AssistantEntry):
+        msg = body.message
+        # Servers differ on `content: null` beside tool calls; "" is accepted everywhere.
+        wire: dict[str, Any] = {"role": "assistant", "content": msg.content or msg.refusal or ""}
+        if msg.toolCalls:
+            wire["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        # Malformed arguments are not echoed back: some servers reject them.
+                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    },
+                }
+                for call in msg.toolCalls
+            ]
+        return wire
+    if isinstance(body, ToolResultEntry):
+        return {
+            "role": "tool",
+            "tool_call_id": body.message.toolCallId,
+            "content": body.message.content,
+        }
+    return None
+
+
+class ContextProjection:
+    """Encoded messages of the active context, maintained one committed fact at a time."""
+
+    def __init__(self, system_prompt: str | None) -> None:
+        self._system = (
+            [_encode({"role": "system", "content": system_prompt})] if system_prompt else []
+        )
+        self._messages: list[bytes] = []
+        self._entries: list[EntryFact] = []  # kept only to rebuild after a compaction
+        self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
+
+    @classmethod
+    def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
+        projection = cls(system_prompt)
+        projection.extend(state.entries.values())
+        return projection
+
+    def apply(self, facts: Sequence[Fact]) -> None:
+        """Store subscriber: project the entries among newly committed facts."""
+        self.extend(f for f in facts if isinstance(f, EntryFact))
+
+    def extend(self, entries: Iterable[EntryFact]) -> None:
+        for entry in entries:
+            self._add(entry)
+
+    def _add(self, entry: EntryFact) -> None:
+        body = entry.entry
+        if isinstance(body, CompactionEntry):
+            self._compact(entry, body)
+            return
+        self._entries.append(entry)
+        if isinstance(body, ToolResultEntry):
+            self._unanswered.pop(body.message.toolCallId, None)
+        else:
+            self._close_unanswered()
+        wire = wire_message(entry)
+        if wire is not None:
+            self._messages.append(_encode(wire))
+        if isinstance(body, AssistantEntry):
+            self._unanswered = {call.id: None for call in body.message.toolCalls}
+
+    def _close_unanswered(self) -> None:
+        for call_id in self._unanswered:
+            self._messages.append(_synthetic_result(call_id))
+        self._unanswered = {}
+
+    def _compact(self, entry: EntryFact, body: CompactionEntry) -> None:
+        ids = [e.id for e in self._entries]
+        if body.throughEntryId not in ids:
+            return  # already compacted away by a later checkpoint
+        keep = self._entries[ids.index(body.throughEntryId) + 1 :]
+        self._messages = [
+            _encode(
+                {
+                    "role": "user",
+                    "content": f"[Summary of the earlier conversation]\n{body.summary}",
+                }
+            )
+        ]
+        self._entries = []
+        self._unanswered = {}
+        self.extend(keep)
+
+    def messages(self) -> list[bytes]:
+        """System prompt, projected entries, and answers for never-started tool calls."""
+        pending = [_synthetic_result(call_id) for call_id in self._unanswered]
+        return [*self._system, *self._messages, *pending]
+
+    def unanswered_tool_calls(self) -> list[str]:
+        return list(self._unanswered)
+
+
+def _synthetic_result(call_id: str) -> bytes:
+    return _encode({"role": "tool", "tool_call_id": call_id, "content": NOT_STARTED})

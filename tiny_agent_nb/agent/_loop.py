@@ -1,0 +1,439 @@
+"""The agent loop: the imperative shell that talks to the model, runs tools and commits.
+
+Order of commits for one run (each line one transaction, each before its effect):
+
+    [user entry, runStarted]
+    stepAttempt                      -> HTTP request (one physical request)
+    [assistant entry, usage]         or attemptFailed (-> retry as a new stepAttempt)
+    toolStarted                      -> the tool's effect
+    tool result entry                (+ usage, for tools that report it)
+    ... next stepAttempt ...
+    operationFinished
+
+KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..provider import Completion, ProviderError, StreamEvent, ToolSchema, backoff_delay
+from ..session import (
+    NewFact,
+    OperationOutcome,
+    SessionState,
+    SessionStore,
+    ToolCall,
+    ToolIdentity,
+    ToolIntent,
+    ToolStarted,
+    new_id,
+    sha256_digest,
+)
+from ..session import facts as f
+from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
+from ._context import ContextProjection
+from ._planner import abort_transaction, plan_recovery, replayed_result, resumable_operation
+
+Approval = Literal["auto", "ask", "deny"]
+AskFn = Callable[[str, Mapping[str, Any]], bool]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent working inside a Jupyter notebook. Use the tools to inspect and "
+    "change files in the workspace and to run commands; keep answers short and concrete."
+)
+
+
+class ChatProvider(Protocol):
+    """What the loop needs from a provider (tiny_agent_nb.provider.Provider fits)."""
+
+    def complete(
+        self,
+        messages: Sequence[bytes],
+        tools: Sequence[ToolSchema],
+        *,
+        on_event: Callable[[StreamEvent], None] | None = None,
+    ) -> Completion: ...
+
+
+class LoopObserver:
+    """UI hooks; every method is optional. Facts themselves are observed on the store."""
+
+    def on_stream(self, event: StreamEvent) -> None: ...
+    def on_retry(self, error: ProviderError, delay: float) -> None: ...
+    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
+    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    provider: str
+    model: str
+    # ProviderConfig.digest_material(): what the configurationDigest covers, no secrets
+    provider_digest: Mapping[str, Any] = field(default_factory=dict)
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_steps: int = 25
+    max_attempts: int = 5  # physical requests per step, first one included
+    approval: Approval = "auto"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    operation_id: str
+    outcome: OperationOutcome
+    text: str | None = None  # the final assistant content
+    detail: str | None = None  # why it failed / stopped
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    operation_id: str
+    replayed: tuple[ToolIntent, ...]
+    interrupted: tuple[ToolIntent, ...]
+    failed_attempts: int
+
+
+class AgentError(Exception):
+    """A request the loop cannot serve (e.g. resume with nothing to resume)."""
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        store: SessionStore,
+        provider: ChatProvider,
+        tools: ToolRegistry,
+        context: ToolContext,
+        config: LoopConfig,
+        *,
+        ask: AskFn | None = None,
+        observer: LoopObserver | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store = store
+        self._provider = provider
+        self._tools = tools
+        self._context = context
+        self._config = config
+        self._ask = ask
+        self._observer = observer or LoopObserver()
+        self._sleep = sleep
+        self._schemas = tools.schemas()
+        self._environment = str(context.workspace)
+        self._digest = sha256_digest(
+            {
+                **config.provider_digest,
+                "systemPrompt": config.system_prompt,
+                "tools": [
+                    {"name": s.name, "version": s.version, "schema": dict(s.parameters)}
+                    for s in self._schemas
+                ],
+            }
+        )
+        self._projection = ContextProjection.from_state(store.load(), config.system_prompt)
+        self._unsubscribe = store.subscribe(self._projection.apply)
+
+    @property
+    def configuration_digest(self) -> str:
+        return self._digest
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    # ------------------------------------------------------------------ entry points
+    def run(self, prompt: str) -> RunResult:
+        self._require_idle()
+        entry_id, operation_id = new_id(), new_id()
+        self._store.commit(
+            [f.user_message(prompt, id=entry_id), f.run_started(operation_id, entry_id)]
+        )
+        return self._drive(operation_id)
+
+    def resume(self) -> RunResult:
+        """Continue the latest operation that was interrupted or aborted."""
+        self.recover()
+        target = resumable_operation(self._store.load())
+        if isinstance(target, str):
+            raise AgentError(
+                "nothing to resume: no run was interrupted"
+                if target != "open"
+                else "an operation is still open"
+            )
+        operation_id = new_id()
+        self._store.commit([f.resume_started(operation_id, target.id)])
+        return self._drive(operation_id)
+
+    def recover(self) -> RecoveryReport | None:
+        """Settle what a dead process left open (DESIGN §6). Idempotent."""
+        state = self._store.load()
+        plan = plan_recovery(state, self._tool_identities(), self._environment)
+        if plan is None:
+            return None
+        for intent in plan.replay:
+            tool = self._tools.get(intent.tool.name)
+            assert tool is not None  # can_replay checked the current identity
+            output = self._execute(tool, intent.arguments)
+            self._store.commit([replayed_result(intent, output.content, is_error=output.is_error)])
+        self._store.commit(plan.closing_transaction())
+        return RecoveryReport(
+            operation_id=plan.operation.id,
+            replayed=plan.replay,
+            interrupted=plan.interrupt,
+            failed_attempts=len(plan.fail),
+        )
+
+    # ------------------------------------------------------------------ the loop
+    def _drive(self, operation_id: str) -> RunResult:
+        try:
+            return self._steps(operation_id)
+        except KeyboardInterrupt:
+            reason = "interrupted by the user (KeyboardInterrupt)"
+            transaction = abort_transaction(self._store.load(), operation_id, reason)
+            if transaction:
+                self._store.commit(transaction)
+            raise
+
+    def _steps(self, operation_id: str) -> RunResult:
+        step = 0
+        while True:
+            step += 1
+            if step > self._config.max_steps:
+                detail = f"stopped after {self._config.max_steps} model steps (max_steps)"
+                return self._finish(operation_id, "stepLimit", detail=detail)
+            outcome = self._model_step(operation_id, step)
+            if isinstance(outcome, RunResult):
+                return outcome
+            attempt_id, completion = outcome
+            calls = completion.message.toolCalls
+            if not calls:
+                return self._finish(operation_id, "completed", text=completion.message.content)
+            for call in calls:
+                self._tool_step(operation_id, attempt_id, call)
+
+    def _model_step(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
+        """Attempts of one step until one settles; retryable failures become new attempts."""
+        for attempt in range(1, self._config.max_attempts + 1):
+            attempt_id = new_id()
+            self._store.commit(
+                [
+                    f.step_attempt(
+                        operation_id,
+                        step=step,
+                        attempt=attempt,
+                        provider=self._config.provider,
+                        model=self._config.model,
+                        configuration_digest=self._digest,
+                        id=attempt_id,
+                    )
+                ]
+            )
+            try:
+                completion = self._provider.complete(
+                    self._projection.messages(), self._schemas, on_event=self._observer.on_stream
+                )
+            except ProviderError as error:
+                failed = f.attempt_failed(
+                    attempt_id,
+                    kind=error.kind,
+                    message=error.message,
+                    retryable=error.retryable,
+                    status=error.status,
+                )
+                if not error.retryable or attempt == self._config.max_attempts:
+                    detail = (
+                        error.message
+                        if not error.retryable
+                        else (f"gave up after {attempt} attempts: {error.message}")
+                    )
+                    self._store.commit(
+                        [failed, f.operation_finished(operation_id, "failed", detail)]
+                    )
+                    return RunResult(operation_id, "failed", detail=detail)
+                self._store.commit([failed])
+                delay = backoff_delay(attempt, error.retry_after)
+                self._observer.on_retry(error, delay)
+                self._sleep(delay)
+                continue
+            self._store.commit(self._settle(attempt_id, completion))
+            return attempt_id, completion
+        raise AssertionError("unreachable: max_attempts >= 1")
+
+    @staticmethod
+    def _settle(attempt_id: str, completion: Completion) -> list[NewFact]:
+        m = completion.message
+        settled = f.assistant_message(
+            attempt_id,
+            content=m.content,
+            tool_calls=m.toolCalls,
+            reasoning=m.reasoning,
+            refusal=m.refusal,
+            finish_reason=m.finishReason,
+        )
+        u = completion.usage
+        if u is None:  # the server reported nothing: unknown, not zero
+            return [settled]
+        return [
+            settled,
+            f.usage(
+                attempt_id=attempt_id,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                reasoning_tokens=u.reasoning_tokens,
+                cached_input_tokens=u.cached_input_tokens,
+                cost=u.cost,
+            ),
+        ]
+
+    # ------------------------------------------------------------------ tools
+    def _tool_step(self, operation_id: str, attempt_id: str, call: ToolCall) -> None:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self._tools.names) or "none"
+            self._refuse(
+                operation_id,
+                attempt_id,
+                call,
+                f"Unknown tool {call.name!r}. Available tools: {known}.",
+            )
+            return
+        if call.invalidArguments is not None:
+            self._refuse(
+                operation_id,
+                attempt_id,
+                call,
+                f"The arguments of this {call.name} call are not a JSON object, so it did not run. "
+                f"Received: {call.invalidArguments[:500]}",
+                tool=tool,
+            )
+            return
+        try:
+            arguments = tool.effective_arguments(call.arguments)
+        except ToolArgumentError as exc:
+            self._refuse(operation_id, attempt_id, call, f"{exc}. The tool did not run.", tool=tool)
+            return
+        if tool.replay_policy == "never" and not self._approved(tool, arguments):
+            self._refuse(
+                operation_id,
+                attempt_id,
+                call,
+                f"The user did not allow this {tool.name} call; it did not run.",
+                tool=tool,
+                arguments=arguments,
+                outcome="denied",
+            )
+            return
+        intent = self._intent(
+            operation_id=operation_id,
+            attempt_id=attempt_id,
+            call=call,
+            identity=tool.identity,
+            arguments=arguments,
+            tool=tool,
+        )
+        self._store.commit([intent])
+        self._observer.on_tool_start(call, arguments)
+        output = self._execute(tool, arguments)
+        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
+        self._store.commit([self._result(intent, output.content, outcome, output.is_error)])
+        self._observer.on_tool_end(call, output, outcome)
+
+    def _approved(self, tool: Tool, arguments: Mapping[str, Any]) -> bool:
+        if self._config.approval == "auto":
+            return True
+        if self._config.approval == "deny" or self._ask is None:
+            return False
+        return self._ask(tool.name, arguments)
+
+    def _refuse(
+        self,
+        operation_id: str,
+        attempt_id: str,
+        call: ToolCall,
+        message: str,
+        *,
+        tool: Tool | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        outcome: Literal["error", "denied"] = "error",
+    ) -> None:
+        """Intent and result in one transaction: the tool provably did not run."""
+        identity = (
+            tool.identity
+            if tool
+            else ToolIdentity(name=call.name, version="unknown", source="builtin")
+        )
+        intent = self._intent(
+            operation_id=operation_id,
+            attempt_id=attempt_id,
+            call=call,
+            identity=identity,
+            arguments=dict(arguments or call.arguments),
+            tool=tool,
+        )
+        self._store.commit([intent, self._result(intent, message, outcome, True)])
+        self._observer.on_tool_end(call, ToolOutput(message, is_error=True), outcome)
+
+    def _intent(
+        self,
+        *,
+        operation_id: str,
+        attempt_id: str,
+        call: ToolCall,
+        identity: ToolIdentity,
+        arguments: Mapping[str, Any],
+        tool: Tool | None,
+    ) -> NewFact:
+        return f.tool_started(
+            operation_id,
+            attempt_id,
+            call.id,
+            tool=identity,
+            arguments=dict(arguments),
+            replay_policy=tool.replay_policy if tool else "never",
+            environment_identity=self._environment,
+        )
+
+    @staticmethod
+    def _result(intent: NewFact, content: str, outcome: Any, is_error: bool) -> NewFact:
+        body = intent.body
+        assert isinstance(body, ToolStarted) and intent.id is not None
+        return f.tool_result(
+            tool_started_id=intent.id,
+            result_entry_id=body.resultEntryId,
+            tool_call_id=body.toolCallId,
+            content=content,
+            outcome=outcome,
+            is_error=is_error,
+        )
+
+    def _execute(self, tool: Tool, arguments: Mapping[str, Any]) -> ToolOutput:
+        try:
+            return tool.run(dict(arguments), self._context)
+        except Exception as exc:  # a tool bug is a result the model sees, not a crash
+            return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+    # ------------------------------------------------------------------ helpers
+    def _finish(
+        self,
+        operation_id: str,
+        outcome: OperationOutcome,
+        *,
+        text: str | None = None,
+        detail: str | None = None,
+    ) -> RunResult:
+        self._store.commit([f.operation_finished(operation_id, outcome, detail)])
+        return RunResult(operation_id, outcome, text=text, detail=detail)
+
+    def _tool_identities(self) -> dict[str, ToolIdentity]:
+        return {
+            name: tool.identity for name in self._tools.names if (tool := self._tools.get(name))
+        }
+
+    def _require_idle(self) -> None:
+        state: SessionState = self._store.load()
+        if state.open_operation is not None:
+            raise AgentError(
+                f"operation {state.open_operation.id} is still open; recover() settles it first"
+            )

@@ -1,0 +1,290 @@
+"""`Provider`: one `complete` call = one HTTP POST to `{base_url}/chat/completions`.
+
+The request body is assembled from the caller's pre-encoded messages by byte
+concatenation, so history is never decoded or re-encoded (the bytes the session's
+projection produced are the bytes the server reads). The answer is read as SSE or JSON,
+whichever the server actually sent, and normalized by `_normalize`. Every failure leaves
+as one `ProviderError`; nothing else escapes except `KeyboardInterrupt` (and other
+`BaseException`s), which close the response on the way out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from .. import __version__
+from ._errors import ended_early, not_an_answer, status_error, transport_error
+from ._normalize import CompletionAssembler, completion_from_response, events_of
+from ._sse import SSEDecoder, SSEEvent
+from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, ToolSchema
+
+log = logging.getLogger(__name__)
+
+ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error response read for its message
+_HEADER_SAFE = re.compile(r"^[\x20-\x7e]*$")  # what h11 sends without quoting the value
+
+EventSink = Callable[[StreamEvent], None]
+
+
+def _ignore(event: StreamEvent) -> None:
+    pass
+
+
+def _dumps(value: Any) -> bytes:
+    # ASCII-only, compact, no NaN: the most conservative JSON every server parses.
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def request_body(
+    config: ProviderConfig, messages: Sequence[bytes], tools: Sequence[ToolSchema]
+) -> bytes:
+    """The POST body. `messages` are spliced in as they are: each must be one encoded
+    JSON object (checked only at its ends, to keep the splice O(1) per message)."""
+    for i, message in enumerate(messages):
+        if bytes(message[:1]) != b"{" or bytes(message[-1:]) != b"}":
+            raise ValueError(f"messages[{i}] is not an encoded JSON object")
+    parts = [b'{"model":', _dumps(config.model), b',"messages":[', b",".join(messages), b"]"]
+    if tools:  # OpenAI rejects `tools: []`
+        parts += [b',"tools":', _dumps([tool.wire() for tool in tools])]
+    if config.stream:
+        parts.append(b',"stream":true,"stream_options":{"include_usage":true}')
+    else:
+        parts.append(b',"stream":false')
+    for name, value in config.sampling().items():
+        parts += [b",", _dumps(name), b":", _dumps(value)]
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+class Provider:
+    """An OpenAI-compatible chat-completions endpoint (OpenRouter, vLLM, llama.cpp,
+    Ollama, ...). Tests inject an `httpx` transport instead of patching."""
+
+    def __init__(
+        self, config: ProviderConfig, *, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self._config = config
+        headers = {str(k).lower(): str(v) for k, v in config.extra_headers.items()}
+        key = (config.api_key or "").strip() or None  # an empty variable means "no key"
+        if key is not None:
+            # Checked here because h11 quotes a header it refuses in its error message.
+            if not _HEADER_SAFE.match(key) or " " in key:
+                raise ValueError(
+                    f"The API key from {config.api_key_source} holds characters an HTTP "
+                    "header cannot carry (a stray quote, space or line break?)."
+                )
+            headers["authorization"] = f"Bearer {key}"
+        for name, value in headers.items():
+            if not _HEADER_SAFE.match(value):
+                raise ValueError(f"The value of header {name!r} cannot be sent over HTTP.")
+        self._headers = headers
+        # Secrets scrubbed from every message we raise (a server may echo them back).
+        others = (v for k, v in headers.items() if k != "authorization" and len(v) >= 8)
+        self._secrets = tuple(s for s in (key, config.api_key, *others) if s)
+        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        self._client = httpx.Client(
+            transport=transport,
+            timeout=httpx.Timeout(
+                connect=config.connect_timeout,
+                read=config.read_timeout,
+                write=config.read_timeout,
+                pool=config.connect_timeout,
+            ),
+            follow_redirects=False,
+            headers={"user-agent": f"tiny-agent-nb/{__version__}"},
+        )
+
+    @property
+    def config(self) -> ProviderConfig:
+        return self._config
+
+    def __repr__(self) -> str:
+        return f"Provider(model={self._config.model!r}, base_url={self._config.base_url!r})"
+
+    def __enter__(self) -> Provider:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def complete(
+        self,
+        messages: Sequence[bytes],
+        tools: Sequence[ToolSchema],
+        *,
+        on_event: EventSink | None = None,
+    ) -> Completion:
+        """Ask once. Stream events go to `on_event` as they arrive; the settled answer is
+        returned. Raises `ProviderError` (see `_errors`) for anything else."""
+        body = request_body(self._config, messages, tools)
+        log.debug(
+            "POST %s: %d messages, %d tools, %d bytes, stream=%s",
+            self._url,
+            len(messages),
+            len(tools),
+            len(body),
+            self._config.stream,
+        )
+        try:
+            completion = self._post(body, on_event or _ignore)
+        except ProviderError as exc:
+            self._scrub(exc)
+            log.debug("request failed: %s (kind=%s, status=%s)", exc.message, exc.kind, exc.status)
+            raise
+        log.debug("answered: finish=%s usage=%s", completion.message.finishReason, completion.usage)
+        return completion
+
+    # ------------------------------------------------------------------ internals
+
+    def _scrub(self, exc: ProviderError) -> None:
+        text = exc.message
+        for secret in self._secrets:
+            text = _redact(text, secret)
+        exc.message = text
+        exc.args = (text,)
+
+    def _post(self, body: bytes, on_event: EventSink) -> Completion:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            **self._headers,
+        }
+        try:
+            with self._client.stream("POST", self._url, content=body, headers=headers) as response:
+                if not response.is_success:
+                    raw = _read_limited(response.iter_bytes(), ERROR_BODY_LIMIT)
+                    raise status_error(self._config, response.status_code, response.headers, raw)
+                return self._read_answer(response, on_event)
+        except httpx.InvalidURL as exc:
+            raise ProviderError(
+                f"The base URL {self._config.base_url!r} is not a valid URL.",
+                kind="network",
+                retryable=False,
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise transport_error(self._config, exc) from exc
+
+    def _read_answer(self, response: httpx.Response, on_event: EventSink) -> Completion:
+        content_type = response.headers.get("content-type", "").lower()
+        chunks = response.iter_bytes()
+        if "event-stream" in content_type:
+            return self._read_stream(chunks, on_event)
+        if "json" in content_type:
+            return self._read_json(b"".join(chunks), on_event, content_type)
+        # No or odd content type (some local servers): look at the first bytes.
+        first = next((chunk for chunk in chunks if chunk.strip()), b"")
+        start = first.lstrip()[:1]
+        if start == b"{":
+            return self._read_json(first + b"".join(chunks), on_event, content_type)
+        if start in (b"", b"<"):
+            what = "an empty body" if not start else "an HTML page"
+            raise not_an_answer(self._config, what, retryable=not start)
+        return self._read_stream(itertools.chain([first], chunks), on_event)
+
+    def _read_json(self, raw: bytes, on_event: EventSink, content_type: str) -> Completion:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            html = "html" in content_type or raw.lstrip()[:1] == b"<"
+            what = "an HTML page" if html else "a body that is not valid JSON"
+            raise not_an_answer(self._config, what, retryable=not html) from None
+        if not isinstance(body, dict):
+            raise not_an_answer(self._config, "JSON that is not an object", retryable=False)
+        completion = completion_from_response(body)
+        for event in events_of(completion):
+            on_event(event)
+        return completion
+
+    def _read_stream(self, chunks: Iterator[bytes], on_event: EventSink) -> Completion:
+        assembler = CompletionAssembler()
+        done = False
+        for event in _sse_events(chunks):
+            for chunk in self._chunks_of(event):
+                if chunk is None:
+                    done = True
+                    break
+                for stream_event in assembler.add_chunk(chunk):
+                    on_event(stream_event)
+            if done:
+                break
+        if assembler.saw_choice and not done and assembler.finish_reason is None:
+            raise ended_early(self._config)
+        return assembler.result()
+
+    def _chunks_of(self, event: SSEEvent) -> list[Mapping[str, Any] | None]:
+        """The JSON objects of one SSE event; None stands for `[DONE]`. A server that
+        separates events by single newlines yields several data lines in one event."""
+        data = event.data.strip()
+        if not data:
+            return []
+        if event.is_done:
+            return [None]
+        try:
+            values: list[object] = [json.loads(data)]
+        except ValueError:
+            values = []
+            for line in (line.strip() for line in data.splitlines()):
+                if line == "[DONE]":
+                    values.append(None)
+                elif line:
+                    try:
+                        values.append(json.loads(line))
+                    except ValueError:
+                        raise not_an_answer(
+                            self._config, "a stream event that is not JSON", retryable=True
+                        ) from None
+        out: list[Mapping[str, Any] | None] = []
+        for value in values:
+            if value is not None and not isinstance(value, dict):
+                raise not_an_answer(
+                    self._config, "a stream event that is not an object", retryable=True
+                )
+            if event.event == "error" and value is not None and "error" not in value:
+                out.append({"error": value})  # `event: error` with the error as the data
+            else:
+                out.append(value)
+        return out
+
+
+def _redact(text: str, secret: str) -> str:
+    text = text.replace(secret, "[redacted]")
+    # A quote truncated inside the secret leaves its first characters before the "…".
+    parts = text.split("…")
+    for i, part in enumerate(parts[:-1]):
+        for n in range(min(len(secret) - 1, len(part)), 3, -1):
+            if part.endswith(secret[:n]):
+                parts[i] = part[:-n] + "[redacted]"
+                break
+    return "…".join(parts)
+
+
+def _sse_events(chunks: Iterator[bytes]) -> Iterator[SSEEvent]:
+    decoder = SSEDecoder()
+    for chunk in chunks:
+        yield from decoder.feed(chunk)
+    yield from decoder.flush()
+
+
+def _read_limited(chunks: Iterator[bytes], limit: int) -> bytes:
+    out = bytearray()
+    for chunk in chunks:
+        out += chunk
+        if len(out) >= limit:
+            break
+    return bytes(out[:limit])

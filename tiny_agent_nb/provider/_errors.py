@@ -1,0 +1,184 @@
+"""Failed requests -> `ProviderError`, translated once at the HTTP boundary.
+
+    ProviderError(kind=...)
+      http      the server answered with an error status, or an `error` object in a 200
+      timeout   no connection / no byte within the configured timeout   (retryable)
+      network   connection refused, reset, or closed mid-answer         (retryable)
+      protocol  an answer that is not a chat completion (HTML, broken JSON, no choice)
+
+Every message says what happened and what to do next. None of them may contain the API
+key: the client scrubs each message once more before raising (a server may echo it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import httpx
+
+from ._normalize import server_message, truncate
+from ._retry import parse_retry_after
+from ._types import ProviderConfig, ProviderError
+
+# as the OpenAI SDK retries: timeouts, conflicts, rate limits, every 5xx (529: overloaded)
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def retry_after_of(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """`retry-after-ms` (OpenAI) is more precise than `Retry-After`; take it first."""
+    millis = parse_retry_after(headers.get("retry-after-ms"), now=now)
+    if millis is not None:
+        return millis / 1000.0
+    return parse_retry_after(headers.get("retry-after"), now=now)
+
+
+def _quoted(body: bytes, content_type: str) -> str:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    message = server_message(parsed)
+    if message:
+        return message
+    text = body.decode("utf-8", errors="replace").strip()
+    if not text:
+        return "no message"
+    if "html" in content_type or text.lstrip().startswith("<"):
+        return "an HTML page, not an API error"
+    return truncate(text, 200)
+
+
+def status_error(
+    config: ProviderConfig,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    now: float | None = None,
+) -> ProviderError:
+    said = _quoted(body, headers.get("content-type", ""))
+    where = config.base_url.rstrip("/")
+    retry_after = retry_after_of(headers, now=now)
+
+    def fail(message: str, *, retryable: bool = False) -> ProviderError:
+        return ProviderError(
+            message,
+            kind="http",
+            retryable=retryable,
+            status=status,
+            retry_after=retry_after if retryable else None,
+        )
+
+    if status in (401, 403):
+        if config.api_key is None:
+            return fail(
+                f"{where} requires an API key and none is set (HTTP {status}: {said}). "
+                f"Set {config.api_key_source} to a valid key."
+            )
+        return fail(
+            f"{where} refused the API key (HTTP {status}: {said}). "
+            f"Set {config.api_key_source} to a valid key."
+        )
+    if status == 402:
+        return fail(
+            f"No credits left for this request (HTTP 402: {said}). Add credits to the "
+            "account (OpenRouter: https://openrouter.ai/settings/credits), lower max_tokens, "
+            "or choose a free model."
+        )
+    if status == 404:
+        return fail(
+            f"Not found (HTTP 404: {said}). The model id {config.model!r} or the base URL "
+            f"{where} is probably wrong: check both (a model id looks like "
+            "'openai/gpt-4o-mini' on OpenRouter; the base URL ends before /chat/completions)."
+        )
+    if status == 429:
+        wait = f"after {retry_after:g}s" if retry_after is not None else "after a pause"
+        return fail(f"Rate limited (HTTP 429: {said}); retry {wait}.", retryable=True)
+    if status in RETRYABLE_STATUS or status >= 500:
+        what = "overloaded" if status in (503, 529) else "failed"
+        return fail(
+            f"The server {what} (HTTP {status}: {said}); the request can be retried.",
+            retryable=True,
+        )
+    if 300 <= status < 400:
+        return fail(
+            f"{where} answered with a redirect (HTTP {status}); "
+            "check the base URL (it should be the API root, e.g. .../api/v1)."
+        )
+    if status in (400, 413, 422):
+        return fail(f"The server rejected the request (HTTP {status}): {said}")
+    return fail(f"The request failed (HTTP {status}: {said}).")
+
+
+def transport_error(config: ProviderConfig, exc: httpx.HTTPError) -> ProviderError:
+    where = config.base_url.rstrip("/")
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return ProviderError(
+            f"Could not connect to {where} within {config.connect_timeout:g}s; the request "
+            "can be retried. Check the network and the base URL.",
+            kind="timeout",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderError(
+            f"{where} sent nothing for {config.read_timeout:g}s (read timeout); the request "
+            "can be retried. A slow model may need a longer read_timeout.",
+            kind="timeout",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return ProviderError(
+            f"The base URL {where!r} is not an http(s) URL; set it to the API root, "
+            "e.g. https://openrouter.ai/api/v1.",
+            kind="network",
+            retryable=False,
+        )
+    if isinstance(exc, httpx.ConnectError):
+        return ProviderError(
+            f"Could not connect to {where} ({type(exc).__name__}: {truncate(str(exc), 200)}); "
+            "the request can be retried. Is the server running and the base URL right?",
+            kind="network",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.DecodingError):
+        return ProviderError(
+            f"{where} sent a body that could not be decoded ({truncate(str(exc), 200)}); "
+            "the request can be retried.",
+            kind="protocol",
+            retryable=True,
+        )
+    if isinstance(exc, httpx.LocalProtocolError):
+        return ProviderError(
+            f"The request could not be sent to {where} ({truncate(str(exc), 200)}).",
+            kind="protocol",
+            retryable=False,
+        )
+    return ProviderError(
+        f"The connection to {where} broke before the answer was complete "
+        f"({type(exc).__name__}); the request can be retried.",
+        kind="network",
+        retryable=True,
+    )
+
+
+def ended_early(config: ProviderConfig) -> ProviderError:
+    return ProviderError(
+        f"The stream from {config.base_url.rstrip('/')} ended before the answer was "
+        "complete (no finish_reason, no [DONE]); the request can be retried.",
+        kind="network",
+        retryable=True,
+    )
+
+
+def not_an_answer(config: ProviderConfig, what: str, *, retryable: bool) -> ProviderError:
+    hint = (
+        "the request can be retried"
+        if retryable
+        else "check that the base URL is the API root of an OpenAI-compatible server"
+    )
+    return ProviderError(
+        f"{config.base_url.rstrip('/')} did not answer with a chat completion ({what}); {hint}.",
+        kind="protocol",
+        retryable=retryable,
+    )

@@ -1,0 +1,463 @@
+"""Wire chat-completions responses -> the canonical `AssistantMessage` + `UsageReport`.
+
+Servers that call themselves OpenAI-compatible differ in the details, so this module is
+liberal in what it accepts:
+
+- reasoning arrives as `reasoning` (OpenRouter, newer vLLM) or `reasoning_content`
+  (DeepSeek, vLLM, llama.cpp); a delta carrying both is counted once;
+- tool calls are assembled from deltas by `index` (id and name first, `arguments`
+  concatenated); a server that repeats id/name in every delta, sends a whole call at
+  once, omits `index`, or re-sends the complete arguments is understood as well;
+- `content: null` deltas, usage in every chunk (the last one wins), an empty `choices`
+  list in the final usage chunk, `finish_reason` in a chunk of its own;
+- usage without any numbers, or no usage at all, is `None` (unknown), never zero.
+
+Arguments that are not a JSON object never raise: the call keeps `arguments={}` and
+`invalidArguments=<what was sent>` so the loop can answer the model with an error.
+An `error` object inside a 200 response (OpenRouter reports upstream failures that way,
+even mid-stream) raises `ProviderError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..session import AssistantMessage, ToolCall
+from ._types import (
+    Completion,
+    ProviderError,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallStarted,
+    UsageReport,
+)
+
+MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Join surrogate pairs that were escaped separately (`"\\ud83d"` in one chunk,
+    `"\\ude00"` in the next) and replace lone halves, so the text can be written as UTF-8.
+    """
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- arguments
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJson(name)  # NaN / Infinity: valid Python, not JSON, not canonical
+
+
+def _clean_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k): _clean_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_value(v) for v in value]
+    return value
+
+
+def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
+    """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept."""
+    if isinstance(raw, Mapping):  # a server that sends the object itself
+        return _clean_value(dict(raw)), None
+    if raw is None:
+        return {}, None
+    if not isinstance(raw, str):
+        raw = json.dumps(raw)
+    text = clean_text(raw)
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return {}, text
+    if not isinstance(value, dict):
+        return {}, text
+    return _clean_value(value), None
+
+
+# ---------------------------------------------------------------- usage and errors
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and math.isfinite(value):
+        return max(int(value), 0)
+    return None
+
+
+def _money(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        amount = float(value)
+    except ValueError:
+        return None
+    return amount if math.isfinite(amount) and amount >= 0 else None
+
+
+def _get(obj: object, *path: str) -> object:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def usage_from_wire(usage: object) -> UsageReport | None:
+    """Normalize a `usage` object; None when it carries no token count or cost at all."""
+    if not isinstance(usage, Mapping):
+        return None
+    prompt = _count(usage.get("prompt_tokens"))
+    if prompt is None:
+        prompt = _count(usage.get("input_tokens"))
+    completion = _count(usage.get("completion_tokens"))
+    if completion is None:
+        completion = _count(usage.get("output_tokens"))
+    reasoning = _count(_get(usage, "completion_tokens_details", "reasoning_tokens"))
+    cached = _count(_get(usage, "prompt_tokens_details", "cached_tokens"))
+    if cached is None:  # DeepSeek's own names
+        cached = _count(usage.get("prompt_cache_hit_tokens"))
+    cost = _money(usage.get("cost"))
+    if cost is not None and usage.get("is_byok") is True:
+        # OpenRouter BYOK: `cost` is OpenRouter's fee; the provider bills the rest.
+        upstream = _money(_get(usage, "cost_details", "upstream_inference_cost"))
+        cost = cost + upstream if upstream is not None else cost
+    if prompt is None and completion is None and cost is None:
+        return None
+    return UsageReport(
+        input_tokens=prompt or 0,
+        output_tokens=completion or 0,
+        reasoning_tokens=reasoning or 0,
+        cached_input_tokens=cached or 0,
+        cost=cost,
+    )
+
+
+def server_message(body: object) -> str | None:
+    """The human message of an error body, in the shapes servers use:
+    `{"error": {"message"}}` (OpenAI, OpenRouter, llama.cpp), `{"error": "..."}` (Ollama),
+    `{"message"}` (vLLM), `{"detail"}` (FastAPI). OpenRouter's `metadata.raw` (the
+    upstream provider's own words) is appended."""
+    if not isinstance(body, Mapping):
+        return None
+    error = body.get("error")
+    if isinstance(error, str) and error.strip():
+        return truncate(error)
+    message = _get(error, "message") if isinstance(error, Mapping) else None
+    if not isinstance(message, str):
+        message = body.get("message")
+    if not isinstance(message, str):
+        detail = body.get("detail")
+        message = detail if isinstance(detail, str) else (json.dumps(detail) if detail else None)
+    if not isinstance(message, str) or not message.strip():
+        return None
+    raw = _get(error, "metadata", "raw")
+    provider = _get(error, "metadata", "provider_name")
+    if isinstance(raw, str) and raw.strip() and raw not in message:
+        message += f" ({provider}: {raw})" if isinstance(provider, str) else f" ({raw})"
+    return truncate(message)
+
+
+def _error_status(error: Mapping[str, Any]) -> int | None:
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+        return code
+    if isinstance(code, str) and code.isdigit() and 100 <= int(code) <= 599:
+        return int(code)
+    return None
+
+
+def error_in_body(body: Mapping[str, Any]) -> ProviderError:
+    """An `error` object inside a 200 response or stream: the upstream provider failed."""
+    error = body.get("error")
+    status = _error_status(error) if isinstance(error, Mapping) else None
+    retryable = status is None or status in (408, 429) or status >= 500
+    text = server_message(body) or "no message"
+    where = f" (code {status})" if status is not None else ""
+    advice = "the request can be retried" if retryable else "fix the request before retrying"
+    return ProviderError(
+        f"The provider reported an error in its response{where}: {text}; {advice}.",
+        kind="http",
+        retryable=retryable,
+        status=status,
+    )
+
+
+# ---------------------------------------------------------------- assembly
+
+
+def _text(value: object) -> str | None:
+    """A content field: a string, or a list of `{"type": "text", "text"}` parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = [p.get("text") for p in value if isinstance(p, Mapping)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return None
+
+
+def _reasoning(delta: Mapping[str, Any]) -> str | None:
+    value = _text(delta.get("reasoning"))
+    return value if value is not None else _text(delta.get("reasoning_content"))
+
+
+def _complete_object(text: str) -> bool:
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def _new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+@dataclass
+class _CallBuilder:
+    position: int
+    id: str = ""
+    id_made_up: bool = False
+    name: str = ""
+    pieces: list[str] = field(default_factory=list)  # joined lazily: `+=` would be quadratic
+    announced: bool = False
+
+    @property
+    def arguments(self) -> str:
+        if len(self.pieces) > 1:
+            self.pieces[:] = ["".join(self.pieces)]
+        return self.pieces[0] if self.pieces else ""
+
+    def _ends_an_object(self) -> bool:
+        for piece in reversed(self.pieces):
+            if piece.strip():
+                return piece.rstrip()[-1:] == "}"
+        return False
+
+    def add_arguments(self, piece: object) -> None:
+        if piece is None:
+            return
+        if not isinstance(piece, str):  # a whole object at once
+            self.pieces[:] = [json.dumps(piece)]
+            return
+        # Cheap tests first: parsing the text so far for every piece would make a long
+        # streamed argument (a whole file for write_file) quadratic.
+        if (
+            piece.lstrip()[:1] == "{"
+            and self._ends_an_object()
+            and (piece == self.arguments or _complete_object(piece))
+            and _complete_object(self.arguments)
+        ):
+            self.pieces[:] = [piece]  # the whole arguments re-sent, not a continuation
+            return
+        self.pieces.append(piece)
+
+    def build(self) -> ToolCall:
+        arguments, invalid = parse_arguments(self.arguments)
+        return ToolCall(
+            id=self.id or _new_call_id(),
+            name=clean_text(self.name),
+            arguments=arguments,
+            invalidArguments=invalid,
+        )
+
+
+@dataclass
+class CompletionAssembler:
+    """Folds the `chat.completion.chunk` objects of one stream into a `Completion`.
+
+    `add_chunk` returns the stream events the chunk produced, in order, for the caller to
+    show while the answer is still arriving.
+    """
+
+    _content: list[str] = field(default_factory=list)
+    _reasoning: list[str] = field(default_factory=list)
+    _refusal: list[str] = field(default_factory=list)
+    _calls: list[_CallBuilder] = field(default_factory=list)
+    _by_index: dict[int, _CallBuilder] = field(default_factory=dict)
+    _last_call: _CallBuilder | None = None
+    _usage: UsageReport | None = None
+    _model: str | None = None
+    _response_id: str | None = None
+    finish_reason: str | None = None
+    saw_choice: bool = False
+
+    def add_chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        if chunk.get("error") is not None:
+            raise error_in_body(chunk)
+        model, response_id = chunk.get("model"), chunk.get("id")
+        if isinstance(model, str) and model:
+            self._model = model
+        if isinstance(response_id, str) and response_id:
+            self._response_id = response_id
+        usage = usage_from_wire(chunk.get("usage"))
+        if usage is not None:  # some servers repeat (growing) usage in every chunk
+            self._usage = usage
+        events: list[StreamEvent] = []
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, Mapping) or choice.get("index", 0) not in (0, None):
+                continue  # we never ask for n > 1
+            self.saw_choice = True
+            delta = choice.get("delta")
+            if not isinstance(delta, Mapping):
+                delta = choice.get("message")  # a server answering a stream with whole messages
+            if isinstance(delta, Mapping):
+                self._add_delta(delta, events)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish_reason = reason
+        return events
+
+    def _add_delta(self, delta: Mapping[str, Any], events: list[StreamEvent]) -> None:
+        reasoning = _reasoning(delta)
+        if reasoning:
+            self._reasoning.append(reasoning)
+            events.append(ReasoningDelta(clean_text(reasoning)))
+        content = _text(delta.get("content"))
+        if content:
+            self._content.append(content)
+            events.append(TextDelta(clean_text(content)))
+        refusal = _text(delta.get("refusal"))
+        if refusal:
+            self._refusal.append(refusal)
+        calls = delta.get("tool_calls")
+        for wire in calls if isinstance(calls, list) else []:
+            if isinstance(wire, Mapping):
+                self._add_call_delta(wire, events)
+
+    def _builder_for(self, wire: Mapping[str, Any]) -> _CallBuilder:
+        index, call_id = wire.get("index"), wire.get("id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        if isinstance(index, int) and not isinstance(index, bool):
+            builder = self._by_index.get(index)
+            # Some servers number parallel calls all 0 but give each its own id.
+            if builder is not None and not (
+                call_id and builder.id and not builder.id_made_up and builder.id != call_id
+            ):
+                return builder
+            builder = self._new_builder()
+            self._by_index[index] = builder
+            return builder
+        if call_id:
+            for builder in self._calls:
+                if builder.id == call_id:
+                    return builder
+            return self._new_builder()
+        # Neither index nor id: a bare `arguments` piece continues the last call; a name
+        # starts a new one unless it repeats the name of a call still being streamed.
+        last = self._last_call
+        function = wire.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if last is None or (
+            isinstance(name, str)
+            and name
+            and (name != last.name or _complete_object(last.arguments))
+        ):
+            return self._new_builder()
+        return last
+
+    def _new_builder(self) -> _CallBuilder:
+        builder = _CallBuilder(position=len(self._calls))
+        self._calls.append(builder)
+        return builder
+
+    def _add_call_delta(self, wire: Mapping[str, Any], events: list[StreamEvent]) -> None:
+        builder = self._builder_for(wire)
+        self._last_call = builder
+        call_id = wire.get("id")
+        if isinstance(call_id, str) and call_id and not builder.id:
+            builder.id = call_id  # a made-up id, once announced, is kept: it must not change
+        function = wire.get("function")
+        if not isinstance(function, Mapping):
+            return
+        name = function.get("name")
+        if isinstance(name, str) and name and name != builder.name:
+            builder.name += name  # set once, or streamed in pieces by a few servers
+        builder.add_arguments(function.get("arguments"))
+        if builder.name and not builder.announced:
+            builder.announced = True
+            if not builder.id:
+                builder.id, builder.id_made_up = _new_call_id(), True
+            events.append(ToolCallStarted(builder.position, builder.id, clean_text(builder.name)))
+
+    def result(self) -> Completion:
+        if not self.saw_choice:
+            raise ProviderError(
+                "The server's answer held no choice (no message at all); the request can be "
+                "retried. If this repeats, the model may be unavailable at this provider.",
+                kind="protocol",
+                retryable=True,
+            )
+        calls = tuple(b.build() for b in self._calls if b.id or b.name or b.arguments.strip())
+        message = AssistantMessage(
+            role="assistant",
+            content=_joined(self._content),
+            reasoning=_joined(self._reasoning),
+            refusal=_joined(self._refusal),
+            toolCalls=calls,
+            finishReason=self.finish_reason,
+        )
+        return Completion(message, self._usage, self._model, self._response_id)
+
+
+def _joined(pieces: list[str]) -> str | None:
+    """Concatenated text, or None when nothing (or only "") arrived: a streamed answer and
+    the same answer non-streamed normalize to the same message."""
+    text = clean_text("".join(pieces))
+    return text or None
+
+
+def completion_from_response(body: Mapping[str, Any]) -> Completion:
+    """A non-streamed `chat.completion` object (also used when a server ignores
+    `stream: true` and answers with JSON)."""
+    assembler = CompletionAssembler()
+    assembler.add_chunk(body)
+    return assembler.result()
+
+
+def events_of(completion: Completion) -> list[StreamEvent]:
+    """The events a non-streamed answer would have produced, so the display is the same."""
+    message = completion.message
+    events: list[StreamEvent] = []
+    if message.reasoning:
+        events.append(ReasoningDelta(message.reasoning))
+    if message.content:
+        events.append(TextDelta(message.content))
+    events.extend(
+        ToolCallStarted(i, call.id, call.name) for i, call in enumerate(message.toolCalls)
+    )
+    return events
