@@ -1,9 +1,36 @@
 """tiny-agent-nb: durable agent notebooks.
 
-`%load_ext tiny_agent_nb` will register the `%%agent` magics (the notebook layer lands in
-a later issue). The session store lives in `tiny_agent_nb.session`.
+    %load_ext tiny_agent_nb
+    %%agent
+    Find why tests/test_parse.py fails and fix it.
+
+The session store is `tiny_agent_nb.session`; the loop `tiny_agent_nb.agent`.
 """
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
+
+_loaded: dict[int, Any] = {}
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext tiny_agent_nb`: register the magics, open this notebook's session."""
+    # Imported here: IPython and ipywidgets are needed only inside a shell.
+    from .notebook._magics import load  # noqa: PLC0415
+
+    if id(ipython) in _loaded:
+        return
+    _loaded[id(ipython)] = load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .notebook._magics import unload  # noqa: PLC0415
+
+    magics = _loaded.pop(id(ipython), None)
+    if magics is not None:
+        unload(ipython, magics)

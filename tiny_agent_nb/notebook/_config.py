@@ -1,0 +1,151 @@
+"""`TinyAgent`: the traitlets Configurable behind `%config TinyAgent.<trait> = ...`.
+
+Precedence: explicit configuration (`%config`, ipython_config.py) > environment
+variables > defaults. The API key is held in a `Secret` so `%config TinyAgent`, reprs and
+tracebacks show `Secret('****')`, never the key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from traitlets import Bool, Enum, Instance, Int, List, TraitType, Unicode, default, validate
+from traitlets.config import Configurable
+
+from ..provider import OPENROUTER_BASE_URL
+from ..tools import builtin_registry
+
+DEFAULT_MODEL = "deepseek/deepseek-v4-flash-0731"
+
+
+class Secret:
+    """A string that does not print itself."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('****')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+class SecretTrait(TraitType[Secret | None, Secret | str | None]):
+    default_value = None
+    allow_none = True
+    info_text = "an API key (shown as Secret('****'))"
+
+    def validate(self, obj: Any, value: Any) -> Secret | None:
+        if value is None or isinstance(value, Secret):
+            return value
+        if isinstance(value, str):
+            return Secret(value.strip()) if value.strip() else None
+        self.error(obj, value)
+        return None  # unreachable: error() raises
+
+
+class TinyAgent(Configurable):
+    """Durable agent notebooks: model endpoint, tools, approval and session file."""
+
+    model = Unicode(
+        help="Model id, e.g. deepseek/deepseek-v4-flash-0731 (env TINY_AGENT_MODEL)."
+    ).tag(config=True)
+    base_url = Unicode(
+        help="OpenAI-compatible endpoint (env TINY_AGENT_BASE_URL); OpenRouter by default. "
+        "Local: http://127.0.0.1:8080/v1 (llama.cpp), http://127.0.0.1:11434/v1 (Ollama), "
+        "http://127.0.0.1:8000/v1 (vLLM)."
+    ).tag(config=True)
+    api_key = SecretTrait(
+        help="API key (env TINY_AGENT_API_KEY, else OPENROUTER_API_KEY). A local server needs none."
+    ).tag(config=True)
+    provider = Unicode(
+        help="Label written to the session file: 'openrouter' for OpenRouter, "
+        "else 'openai-compatible'."
+    ).tag(config=True)
+    max_steps = Int(25, help="Model steps per run before it stops with outcome stepLimit.").tag(
+        config=True
+    )
+    approve = Enum(
+        ["auto", "ask", "deny"],
+        default_value="auto",
+        help="Tools that change things (write_file, edit_file, bash, python): run (auto), "
+        "ask first (ask), or refuse (deny). Reads always run.",
+    ).tag(config=True)
+    tools = List(Unicode(), help="Tools the agent may use (default: all built-ins).").tag(
+        config=True
+    )
+    session_path = Unicode(
+        None, allow_none=True, help="Session file; default: beside the notebook (NAME.agent.jsonl)."
+    ).tag(config=True)
+    workspace = Unicode(help="Directory the file tools act on (default: the kernel's cwd).").tag(
+        config=True
+    )
+    durability = Enum(
+        ["process", "power"],
+        default_value="process",
+        help="process: survives kernel crashes; power: also fsync every commit (power loss).",
+    ).tag(config=True)
+    system_prompt = Unicode(None, allow_none=True, help="Replaces the default system prompt.").tag(
+        config=True
+    )
+    stream = Bool(True, help="Stream answers as they are produced.").tag(config=True)
+    request_timeout = Int(120, help="Seconds to wait for the next byte of a model response.").tag(
+        config=True
+    )
+    extra = Instance(dict, args=(), help="Extra sampling parameters (temperature, top_p...).").tag(
+        config=True
+    )
+
+    @default("model")
+    def _default_model(self) -> str:
+        return os.environ.get("TINY_AGENT_MODEL") or DEFAULT_MODEL
+
+    @default("base_url")
+    def _default_base_url(self) -> str:
+        return os.environ.get("TINY_AGENT_BASE_URL") or OPENROUTER_BASE_URL
+
+    @default("api_key")
+    def _default_api_key(self) -> Secret | None:
+        for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"):
+            if os.environ.get(name, "").strip():
+                return Secret(os.environ[name].strip())
+        return None
+
+    @default("provider")
+    def _default_provider(self) -> str:
+        return "openrouter" if "openrouter.ai" in self.base_url else "openai-compatible"
+
+    @default("tools")
+    def _default_tools(self) -> list[str]:
+        return list(builtin_registry().names)
+
+    @default("workspace")
+    def _default_workspace(self) -> str:
+        return str(Path.cwd())
+
+    @validate("max_steps")
+    def _positive_steps(self, proposal: Any) -> int:
+        value = int(proposal["value"])
+        if value < 1:
+            raise ValueError("max_steps must be at least 1")
+        return value
+
+    def api_key_source(self) -> str:
+        """Where the key was (or would be) found, for error messages: never the key."""
+        for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"):
+            if os.environ.get(name, "").strip():
+                return name
+        return "TINY_AGENT_API_KEY or OPENROUTER_API_KEY (or %config TinyAgent.api_key)"

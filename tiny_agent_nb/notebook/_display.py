@@ -1,0 +1,89 @@
+"""What a `%%agent` cell shows while it runs: streamed text, tool lines, final markdown.
+
+In a Jupyter kernel the answer is one display that updates in place (markdown); in a
+terminal the text is printed as it arrives.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from IPython.display import Markdown, display  # type: ignore[attr-defined]
+
+from ..agent import LoopObserver
+from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
+from ..session import ToolCall
+from ..timeline import short_arguments
+from ..tools import ToolOutput
+
+UPDATE_INTERVAL = 0.1
+
+MARKS = {"completed": "✓", "error": "✗", "denied": "⊘", "interrupted": "⚠", "replayed": "↻"}
+
+
+class CellDisplay(LoopObserver):
+    def __init__(self, *, rich: bool) -> None:
+        self._rich = rich
+        self._text = ""
+        self._handle: Any = None
+        self._last = 0.0
+        self._thinking_shown = False
+
+    def on_stream(self, event: StreamEvent) -> None:
+        if isinstance(event, ReasoningDelta):
+            if not self._thinking_shown:
+                self._thinking_shown = True
+                print("… thinking", flush=True)
+            return
+        if not isinstance(event, TextDelta):
+            return
+        self._text += event.text
+        if not self._rich:
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+            return
+        now = time.monotonic()
+        if self._handle is None:
+            self._handle = display(Markdown(self._text), display_id=True)
+            self._last = now
+        elif now - self._last >= UPDATE_INTERVAL:
+            self._handle.update(Markdown(self._text))
+            self._last = now
+
+    def on_retry(self, error: ProviderError, delay: float) -> None:
+        print(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt", flush=True)
+
+    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        self._end_text()
+        print(f"→ {call.name} {short_arguments(dict(arguments))}", flush=True)
+
+    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
+        first = output.content.strip().splitlines()[:1]
+        detail = f" — {first[0][:100]}" if first and outcome != "completed" else ""
+        print(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}", flush=True)
+
+    def _end_text(self) -> None:
+        """A tool line closes the current paragraph of streamed text."""
+        if self._text and self._handle is not None:
+            self._handle.update(Markdown(self._text))
+        elif self._text and not self._rich:
+            print(flush=True)
+        self._text = ""
+        self._handle = None
+
+    def finish(self, final: str | None) -> None:
+        """Render the final answer as markdown (once, complete)."""
+        if self._rich:
+            if self._handle is not None:
+                self._handle.update(Markdown(self._text or final or ""))
+            elif final:
+                display(Markdown(final))
+        elif self._text:
+            print(flush=True)
+        elif final:
+            print(final, flush=True)
+        self._text = ""
+        self._handle = None

@@ -1,0 +1,65 @@
+"""Which session file belongs to this notebook (DESIGN §7).
+
+Resolution order: explicit (`%agent session PATH` / `TinyAgent.session_path`) →
+Jupyter's `JPY_SESSION_NAME` → VS Code's `__vsc_ipynb_file__` → `./agent-session.jsonl`.
+A notebook `analysis.ipynb` gets `analysis.agent.jsonl` beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FALLBACK = "agent-session.jsonl"
+
+
+@dataclass(frozen=True)
+class SessionLocation:
+    path: Path
+    source: str  # explicit | JPY_SESSION_NAME | __vsc_ipynb_file__ | default
+
+
+def session_file_for(notebook: Path) -> Path:
+    return notebook.with_name(f"{notebook.stem}.agent.jsonl")
+
+
+def _notebook_path(value: str, cwd: Path) -> Path | None:
+    if not value.endswith(".ipynb"):
+        return None  # a console or an opaque session id, not a notebook
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return path
+    # Some servers give the path relative to their root, not to the kernel; the kernel
+    # runs in the notebook's directory, so the name is what locates it.
+    return cwd / path.name
+
+
+def resolve_session_path(
+    *,
+    explicit: str | None,
+    environ: Mapping[str, str],
+    user_ns: Mapping[str, Any],
+    cwd: Path,
+) -> SessionLocation:
+    if explicit:
+        return SessionLocation((cwd / Path(explicit).expanduser()).absolute(), "explicit")
+    jpy = _notebook_path(environ.get("JPY_SESSION_NAME", ""), cwd)
+    if jpy is not None:
+        return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME")
+    vsc = user_ns.get("__vsc_ipynb_file__")
+    if isinstance(vsc, str):
+        notebook = _notebook_path(vsc, cwd)
+        if notebook is not None:
+            return SessionLocation(session_file_for(notebook), "__vsc_ipynb_file__")
+    return SessionLocation(cwd / FALLBACK, "default")
+
+
+def next_archive_path(path: Path) -> Path:
+    """`analysis.agent.jsonl` → the first free `analysis.agent.<n>.jsonl` (n from 1)."""
+    stem = path.name.removesuffix(".jsonl")
+    n = 1
+    while (candidate := path.with_name(f"{stem}.{n}.jsonl")).exists():
+        n += 1
+    return candidate

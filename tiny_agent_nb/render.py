@@ -1,0 +1,159 @@
+"""Render a Timeline as HTML (widget and static fallback) or text (terminal, CLI).
+
+Statuses carry the same words everywhere, as CSS classes `tan-<status>` and a
+`data-status` attribute in HTML, so a reader, a stylesheet and a browser test all see
+`completed`, `interrupted`, `replayed`, ... exactly as the file says.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime, timezone
+
+from .timeline import RunRow, Timeline, Totals, shorten
+
+STYLE = """<style>
+.tan-timeline{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4}
+.tan-timeline .tan-head{margin:2px 0 6px;color:#555}
+.tan-timeline details{margin:2px 0 2px 0;border-left:3px solid #ccc;padding-left:6px}
+.tan-timeline summary{cursor:pointer}
+.tan-timeline .tan-badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:11px;
+ font-weight:600;color:#fff;background:#888;margin-right:4px}
+.tan-timeline .tan-completed,.tan-timeline .tan-settled{background:#2e7d32}
+.tan-timeline .tan-replayed{background:#00796b}
+.tan-timeline .tan-error,.tan-timeline .tan-failed{background:#c62828}
+.tan-timeline .tan-interrupted{background:#ef6c00}
+.tan-timeline .tan-aborted,.tan-timeline .tan-stepLimit{background:#6d4c41}
+.tan-timeline .tan-denied{background:#6a1b9a}
+.tan-timeline .tan-pending,.tan-timeline .tan-open{background:#1565c0}
+.tan-timeline pre{white-space:pre-wrap;max-height:16em;overflow:auto;background:#f6f6f6;
+ padding:4px;margin:2px 0}
+.tan-timeline .tan-muted{color:#777}
+.tan-timeline .tan-scripted{background:#fff3cd;padding:2px 6px;border-radius:4px}
+</style>"""
+
+
+def money(cost: float | None, unpriced: int = 0) -> str:
+    if cost is None:
+        return "cost unknown"
+    text = f"${cost:.6f}".rstrip("0").rstrip(".") if cost else "$0"
+    return f"{text} (+{unpriced} unpriced)" if unpriced else text
+
+
+def when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _badge(status: str) -> str:
+    s = html.escape(status)
+    return f'<span class="tan-badge tan-{s}" data-status="{s}">{s}</span>'
+
+
+def _totals_line(t: Totals) -> str:
+    return (
+        f"{t.runs} run(s), {t.attempts} attempt(s), {t.tool_intents} tool call(s) · "
+        f"{t.input_tokens} in / {t.output_tokens} out tokens · {money(t.cost, t.unpriced)}"
+    )
+
+
+def timeline_html(t: Timeline, *, scripted: bool = False) -> str:
+    e = html.escape
+    parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}">']
+    banner = (
+        ' <span class="tan-scripted">offline demo model (scripted, not a real LLM)</span>'
+        if scripted
+        else ""
+    )
+    parts.append(
+        f'<div class="tan-head"><b>Agent timeline</b> · {e(t.provider)} / {e(t.model)}{banner}'
+        f"<br>{e(_totals_line(t.totals))}"
+        + (f" · page {t.page + 1} of {t.pages}" if t.pages > 1 else "")
+        + (f" · {t.torn_tail_bytes} torn bytes ignored" if t.torn_tail_bytes else "")
+        + "</div>"
+    )
+    if not t.runs:
+        parts.append('<div class="tan-muted">No runs yet.</div>')
+    for run in t.runs:
+        parts.append(_run_html(run))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _run_html(run: RunRow) -> str:
+    e = html.escape
+    title = e(run.prompt or ("resume" if run.kind == "resume" else "(no prompt)"))
+    out = [
+        f'<details class="tan-run" data-run="{e(run.id)}" data-status="{e(run.status)}" open>'
+        f"<summary>{_badge(run.status)} <b>{e(run.kind)}</b> {title} "
+        f'<span class="tan-muted">· {run.input_tokens} in / {run.output_tokens} out · '
+        f"{money(run.cost)} · {e(when(run.started_at)) if run.started_at else ''}</span></summary>"
+    ]
+    if run.detail:
+        out.append(f'<div class="tan-muted">{e(run.detail)}</div>')
+    if run.hidden_attempts:
+        out.append(f'<div class="tan-muted">{run.hidden_attempts} earlier attempts not shown</div>')
+    for a in run.attempts:
+        tokens = (
+            f"{a.input_tokens} in / {a.output_tokens} out"
+            if a.input_tokens is not None
+            else "usage unknown"
+        )
+        latency = f" · {a.latency_ms} ms" if a.latency_ms is not None else ""
+        error = f" · {e(shorten(a.error, 200))}" if a.error else ""
+        out.append(
+            f'<div class="tan-attempt" data-status="{e(a.status)}">{_badge(a.status)} '
+            f"step {a.step}.{a.attempt} {e(a.model)} · {tokens} · {money(a.cost)}"
+            f"{latency}{error}</div>"
+        )
+    if run.hidden_tools:
+        out.append(f'<div class="tan-muted">{run.hidden_tools} earlier tool calls not shown</div>')
+    for tool in run.tools:
+        result = (
+            f"<div>result:</div><pre>{e(tool.result)}</pre>"
+            if tool.result is not None
+            else '<div class="tan-muted">no result: the effect may have happened</div>'
+        )
+        out.append(
+            f'<details class="tan-tool" data-tool="{e(tool.name)}" data-status="{e(tool.status)}">'
+            f"<summary>{_badge(tool.status)} <code>{e(tool.name)}</code> {e(tool.summary)} "
+            f'<span class="tan-muted">({e(tool.replay_policy)})</span></summary>'
+            f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
+        )
+    out.append("</details>")
+    return "".join(out)
+
+
+COLORS = {
+    "completed": "32", "settled": "32", "replayed": "36", "error": "31", "failed": "31",
+    "interrupted": "33", "aborted": "35", "stepLimit": "35", "denied": "35",
+    "pending": "34", "open": "34",
+}  # fmt: skip
+
+
+def timeline_text(t: Timeline, *, color: bool = False, scripted: bool = False) -> str:
+    def status(s: str) -> str:
+        label = f"{s:<11}"
+        return f"\x1b[{COLORS.get(s, '0')}m{label}\x1b[0m" if color else label
+
+    lines = [
+        f"Agent timeline · {t.provider} / {t.model}"
+        + (" · OFFLINE DEMO MODEL (scripted, not a real LLM)" if scripted else ""),
+        _totals_line(t.totals) + (f" · page {t.page + 1} of {t.pages}" if t.pages > 1 else ""),
+    ]
+    if t.torn_tail_bytes:
+        lines.append(f"{t.torn_tail_bytes} torn bytes after the last complete line (ignored)")
+    for run in t.runs:
+        lines.append("")
+        lines.append(
+            f"{status(run.status)} {run.kind:<6} {shorten(run.prompt or '(resume)', 60)}  "
+            f"[{run.input_tokens} in / {run.output_tokens} out, {money(run.cost)}]"
+        )
+        if run.detail:
+            lines.append(f"    {shorten(run.detail, 100)}")
+        for a in run.attempts:
+            latency = f" {a.latency_ms} ms" if a.latency_ms is not None else ""
+            error = f" — {shorten(a.error, 70)}" if a.error else ""
+            lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
+        for tool in run.tools:
+            lines.append(f"  tool    {status(tool.status)} {tool.name} {tool.summary}")
+    return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""The timeline model: runs → attempts → tool intents → usage, from a SessionState.
+
+One pure pass over the facts builds the rows that the widget, the static HTML fallback,
+the plain-text repr and `tiny-agent-nb timeline` all render, so they never disagree.
+Payload is bounded: a page of runs, and within a run only the latest rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .session import (
+    AssistantEntry,
+    AttemptFailed,
+    EntryFact,
+    RecordFact,
+    SessionState,
+    StepAttempt,
+    ToolResultEntry,
+    UserEntry,
+)
+
+PAGE_SIZE = 20  # runs per page
+ROWS_PER_RUN = 60  # attempts (and, separately, tool intents) shown per run
+PREVIEW = 160  # characters of a prompt, argument summary or result preview
+
+
+def shorten(text: str, limit: int = PREVIEW) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cap(text: str, limit: int) -> str:
+    """Cut without reflowing (for JSON and outputs shown in full in a details pane)."""
+    return (
+        text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters)"
+    )
+
+
+def short_arguments(arguments: dict[str, Any], limit: int = 80) -> str:
+    """`command='ls -la'`-style summary: what a user recognises at a glance."""
+    parts = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items()]
+    return shorten(", ".join(parts), limit)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    id: str
+    step: int
+    attempt: int
+    status: str  # settled | failed | interrupted | aborted | pending
+    model: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cost: float | None
+    latency_ms: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    id: str
+    name: str
+    summary: str  # short arguments
+    arguments: str  # full arguments, JSON (capped)
+    replay_policy: str
+    status: str  # pending | completed | error | interrupted | replayed | denied
+    result: str | None  # preview of the result content
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    kind: str  # run | resume
+    status: str  # open | completed | failed | aborted | interrupted | stepLimit
+    prompt: str | None
+    started_at: int
+    detail: str | None
+    attempts: tuple[AttemptRow, ...]
+    tools: tuple[ToolRow, ...]
+    hidden_attempts: int
+    hidden_tools: int
+    cost: float | None
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Totals:
+    runs: int
+    attempts: int
+    tool_intents: int
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cached_input_tokens: int
+    cost: float | None
+    unpriced: int  # usage facts with unknown cost
+
+
+@dataclass(frozen=True)
+class Timeline:
+    session_id: str
+    path: str
+    model: str
+    provider: str
+    runs: tuple[RunRow, ...]  # the current page, oldest first
+    page: int
+    pages: int
+    totals: Totals
+    torn_tail_bytes: int
+
+
+def _attempt_status(state: SessionState, attempt_id: str) -> str:
+    a = state.attempts[attempt_id]
+    if a.status == "failed" and a.error is not None and a.error.kind in ("interrupted", "aborted"):
+        return a.error.kind
+    return a.status
+
+
+def build_timeline(
+    state: SessionState, *, page: int | None = None, page_size: int = PAGE_SIZE
+) -> Timeline:
+    """Rows for one page of runs (default: the last page, where new runs appear)."""
+    operations = list(state.operations.values())
+    pages = max(1, -(-len(operations) // page_size))
+    page = pages - 1 if page is None else min(max(page, 0), pages - 1)
+    shown = operations[page * page_size : (page + 1) * page_size]
+    wanted = {op.id for op in shown}
+
+    started: dict[str, int] = {}
+    settled: dict[str, int] = {}
+    run_at: dict[str, int] = {}
+    for fact in state.facts:
+        if isinstance(fact, RecordFact):
+            body = fact.record
+            if isinstance(body, StepAttempt):
+                if body.operationId in wanted:
+                    started[fact.id] = fact.at
+            elif isinstance(body, AttemptFailed):
+                settled[body.attemptId] = fact.at
+            elif body.type == "runStarted":
+                run_at[body.operationId] = fact.at
+        elif isinstance(fact, EntryFact) and isinstance(fact.entry, AssistantEntry):
+            settled[fact.entry.attemptId] = fact.at
+
+    attempts_by_op: dict[str, list[AttemptRow]] = {op_id: [] for op_id in wanted}
+    for a in state.attempts.values():
+        if a.operation_id not in wanted:
+            continue
+        u = state.usage.get(a.id)
+        end = settled.get(a.id)
+        attempts_by_op[a.operation_id].append(
+            AttemptRow(
+                id=a.id,
+                step=a.step,
+                attempt=a.attempt,
+                status=_attempt_status(state, a.id),
+                model=a.model,
+                input_tokens=u.usage.inputTokens if u else None,
+                output_tokens=u.usage.outputTokens if u else None,
+                cost=u.usage.cost if u else None,
+                latency_ms=end - started[a.id] if end is not None and a.id in started else None,
+                error=a.error.message if a.error else None,
+            )
+        )
+    tools_by_op: dict[str, list[ToolRow]] = {op_id: [] for op_id in wanted}
+    for i in state.tool_intents.values():
+        if i.operation_id not in wanted:
+            continue
+        result = state.entries.get(i.result_entry_id)
+        content = (
+            result.entry.message.content
+            if result is not None and isinstance(result.entry, ToolResultEntry)
+            else None
+        )
+        tools_by_op[i.operation_id].append(
+            ToolRow(
+                id=i.id,
+                name=i.tool.name,
+                summary=short_arguments(i.arguments),
+                arguments=cap(json.dumps(i.arguments, ensure_ascii=False, indent=1), 4000),
+                replay_policy=i.replay_policy,
+                status=i.status,
+                result=cap(content, 2000) if content is not None else None,
+            )
+        )
+
+    runs = []
+    for op in shown:
+        entry = state.entries.get(op.input_entry_id) if op.input_entry_id else None
+        prompt = (
+            shorten(entry.entry.message.content)
+            if entry is not None and isinstance(entry.entry, UserEntry)
+            else None
+        )
+        attempts = attempts_by_op[op.id]
+        tools = tools_by_op[op.id]
+        costs = [a.cost for a in attempts if a.cost is not None]
+        runs.append(
+            RunRow(
+                id=op.id,
+                kind=op.kind,
+                status=op.status,
+                prompt=prompt,
+                started_at=run_at.get(op.id, 0),
+                detail=op.detail or op.aborted_reason,
+                attempts=tuple(attempts[-ROWS_PER_RUN:]),
+                tools=tuple(tools[-ROWS_PER_RUN:]),
+                hidden_attempts=max(0, len(attempts) - ROWS_PER_RUN),
+                hidden_tools=max(0, len(tools) - ROWS_PER_RUN),
+                cost=round(sum(costs), 12) if costs else None,
+                input_tokens=sum(a.input_tokens or 0 for a in attempts),
+                output_tokens=sum(a.output_tokens or 0 for a in attempts),
+            )
+        )
+    t = state.totals
+    return Timeline(
+        session_id=state.header.id,
+        path=state.path,
+        model=state.header.model,
+        provider=state.header.provider,
+        runs=tuple(runs),
+        page=page,
+        pages=pages,
+        totals=Totals(
+            runs=len(operations),
+            attempts=len(state.attempts),
+            tool_intents=len(state.tool_intents),
+            input_tokens=t.input_tokens,
+            output_tokens=t.output_tokens,
+            reasoning_tokens=t.reasoning_tokens,
+            cached_input_tokens=t.cached_input_tokens,
+            cost=t.known_cost,
+            unpriced=t.unpriced,
+        ),
+        torn_tail_bytes=state.torn_tail_bytes,
+    )
