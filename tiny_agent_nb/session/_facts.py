@@ -51,14 +51,14 @@ class NewFact:
     id: str | None = None
 
     def build(self, *, seq: int, fact_id: str, at: int) -> Fact:
-        # The payload was validated when it was constructed; the envelope fields are
-        # ours, so skip re-validating 1 KB of payload on the hot path.
+        # The payload is a validated model instance, which pydantic passes through
+        # without re-validating; only the envelope fields are checked here.
         body = self.body
         if isinstance(body, Usage):
-            return UsageFact.model_construct(kind="usage", seq=seq, id=fact_id, at=at, usage=body)
+            return UsageFact(kind="usage", seq=seq, id=fact_id, at=at, usage=body)
         if isinstance(body, UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry):
-            return EntryFact.model_construct(kind="entry", seq=seq, id=fact_id, at=at, entry=body)
-        return RecordFact.model_construct(kind="record", seq=seq, id=fact_id, at=at, record=body)
+            return EntryFact(kind="entry", seq=seq, id=fact_id, at=at, entry=body)
+        return RecordFact(kind="record", seq=seq, id=fact_id, at=at, record=body)
 
 
 # ---------------------------------------------------------------- entries

@@ -1,17 +1,16 @@
 """The pure reduction: one fact at a time, every invariant of DESIGN §3.
 
-`apply_fact` checks a fact against the tables and then records it there. On load it
-writes straight into the session's tables (a violation aborts the whole load). On
-commit it writes into a `TransactionView`, ChainMaps over the committed tables, which is
-merged only after every fact of the transaction passed and the line reached the file;
-that is what makes a refused commit change nothing, at a cost independent of history.
+`apply_fact` checks a fact against the tables and then records it there (each check
+reads only what the fact references, so its cost is independent of history). On load
+it writes straight into the session's tables (a violation aborts the whole load). On
+commit the tables log every write (`Tables.put`), so the store rolls the transaction
+back exactly when a later fact is refused or the write fails: a refused commit changes
+nothing.
 """
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ._canonical import replay_key
 from ._models import (
@@ -30,7 +29,7 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._state import Attempt, Operation, Tables, ToolIntent, UsageTotals
+from ._state import Attempt, Operation, Tables, ToolIntent
 
 
 class Violation(Exception):
@@ -62,7 +61,7 @@ def apply_fact(t: Tables, fact: Fact) -> None:
 def _claim_fact_id(t: Tables, fact_id: str) -> None:
     if fact_id in t.ids:
         raise Violation(f"id {fact_id} is already used")
-    t.ids[fact_id] = "fact"
+    t.put(t.ids, fact_id, "fact")
 
 
 def _claim_fresh(t: Tables, new_id: str, role: str) -> None:
@@ -108,7 +107,7 @@ def _apply_entry(t: Tables, fact: EntryFact) -> None:
                 )
         else:
             assert isinstance(body, UserEntry)
-    t.entries[fact.id] = fact
+    t.put(t.entries, fact.id, fact)
 
 
 def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
@@ -116,11 +115,18 @@ def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
     calls = tuple((call.id, call.name) for call in body.message.toolCalls)
     if len({call_id for call_id, _ in calls}) != len(calls):
         raise Violation("assistant entry repeats a tool call id")
-    t.attempts[attempt.id] = replace(attempt, status="settled", entry_id=fact.id, tool_calls=calls)
-    t.operations[op.id] = replace(
-        op,
-        pending_attempts=op.pending_attempts - 1,
-        unanswered_tool_calls=op.unanswered_tool_calls + len(calls),
+    t.put(
+        t.attempts,
+        attempt.id,
+        attempt._replace(status="settled", entry_id=fact.id, tool_calls=calls),
+    )
+    t.put(
+        t.operations,
+        op.id,
+        op._replace(
+            pending_attempts=op.pending_attempts - 1,
+            unanswered_tool_calls=op.unanswered_tool_calls + len(calls),
+        ),
     )
 
 
@@ -141,12 +147,15 @@ def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> Non
             f"its toolStarted was for {intent.tool_call_id!r}"
         )
     op = _open_operation(t, intent.operation_id, "tool result")
-    t.ids[fact.id] = "fact"
-    t.intents[intent.id] = replace(intent, status=body.outcome)
-    t.operations[op.id] = replace(
-        op,
-        pending_intents=op.pending_intents - 1,
-        unanswered_tool_calls=op.unanswered_tool_calls - 1,
+    t.put(t.ids, fact.id, "fact")
+    t.put(t.intents, intent.id, intent._replace(status=body.outcome))
+    t.put(
+        t.operations,
+        op.id,
+        op._replace(
+            pending_intents=op.pending_intents - 1,
+            unanswered_tool_calls=op.unanswered_tool_calls - 1,
+        ),
     )
 
 
@@ -162,15 +171,17 @@ def _apply_record(t: Tables, fact: RecordFact) -> None:
         _apply_step_attempt(t, fact, body)
     elif isinstance(body, AttemptFailed):
         attempt, op = _pending_attempt(t, body.attemptId, "attemptFailed")
-        t.attempts[attempt.id] = replace(
-            attempt, status="failed", error=body.error, retryable=body.retryable
+        t.put(
+            t.attempts,
+            attempt.id,
+            attempt._replace(status="failed", error=body.error, retryable=body.retryable),
         )
-        t.operations[op.id] = replace(op, pending_attempts=op.pending_attempts - 1)
+        t.put(t.operations, op.id, op._replace(pending_attempts=op.pending_attempts - 1))
     elif isinstance(body, ToolStarted):
         _apply_tool_started(t, fact, body)
     elif isinstance(body, AbortRequested):
         op = _open_operation(t, body.operationId, "abortRequested")
-        t.operations[op.id] = replace(op, aborted_reason=body.reason)
+        t.put(t.operations, op.id, op._replace(aborted_reason=body.reason))
     else:
         assert isinstance(body, OperationFinished)
         _apply_operation_finished(t, body)
@@ -192,7 +203,7 @@ def _apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
                 f"user entry {body.inputEntryId} is already the input of operation "
                 f"{t.consumed_inputs[body.inputEntryId]}"
             )
-        t.consumed_inputs[body.inputEntryId] = body.operationId
+        t.put(t.consumed_inputs, body.inputEntryId, body.operationId)
     if body.resumesOperationId is not None:
         resumed = t.operations.get(body.resumesOperationId)
         if resumed is None:
@@ -202,14 +213,18 @@ def _apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
                 f"a resume continues an operation that did not complete; "
                 f"{resumed.id} is {resumed.status}"
             )
-    t.ids[body.operationId] = "operation"
-    t.operations[body.operationId] = Operation(
-        id=body.operationId,
-        kind=body.operationKind,
-        status="open",
-        started_fact_id=fact.id,
-        input_entry_id=body.inputEntryId,
-        resumes_operation_id=body.resumesOperationId,
+    t.put(t.ids, body.operationId, "operation")
+    t.put(
+        t.operations,
+        body.operationId,
+        Operation(
+            id=body.operationId,
+            kind=body.operationKind,
+            status="open",
+            started_fact_id=fact.id,
+            input_entry_id=body.inputEntryId,
+            resumes_operation_id=body.resumesOperationId,
+        ),
     )
     t.open_operation_id = body.operationId
 
@@ -223,16 +238,20 @@ def _apply_step_attempt(t: Tables, fact: RecordFact, body: StepAttempt) -> None:
             f"operation {op.id} has {op.unanswered_tool_calls} tool call(s) without a result; "
             "every tool call needs a result before the next model attempt"
         )
-    t.attempts[fact.id] = Attempt(
-        id=fact.id,
-        operation_id=op.id,
-        step=body.step,
-        attempt=body.attempt,
-        provider=body.provider,
-        model=body.model,
-        configuration_digest=body.configurationDigest,
+    t.put(
+        t.attempts,
+        fact.id,
+        Attempt(
+            id=fact.id,
+            operation_id=op.id,
+            step=body.step,
+            attempt=body.attempt,
+            provider=body.provider,
+            model=body.model,
+            configuration_digest=body.configurationDigest,
+        ),
     )
-    t.operations[op.id] = replace(op, pending_attempts=1)
+    t.put(t.operations, op.id, op._replace(pending_attempts=1))
 
 
 def _apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
@@ -266,21 +285,25 @@ def _apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
         raise Violation(
             f"replayKey {body.replayKey} does not match its tool, arguments and environment"
         )
-    t.ids[body.resultEntryId] = "reserved"
-    t.intent_by_call[call_key] = fact.id
-    t.intents[fact.id] = ToolIntent(
-        id=fact.id,
-        operation_id=op.id,
-        attempt_id=attempt.id,
-        tool_call_id=body.toolCallId,
-        tool=body.tool,
-        arguments=body.arguments,
-        replay_policy=body.replayPolicy,
-        environment_identity=body.environmentIdentity,
-        replay_key=body.replayKey,
-        result_entry_id=body.resultEntryId,
+    t.put(t.ids, body.resultEntryId, "reserved")
+    t.put(t.intent_by_call, call_key, fact.id)
+    t.put(
+        t.intents,
+        fact.id,
+        ToolIntent(
+            id=fact.id,
+            operation_id=op.id,
+            attempt_id=attempt.id,
+            tool_call_id=body.toolCallId,
+            tool=body.tool,
+            arguments=body.arguments,
+            replay_policy=body.replayPolicy,
+            environment_identity=body.environmentIdentity,
+            replay_key=body.replayKey,
+            result_entry_id=body.resultEntryId,
+        ),
     )
-    t.operations[op.id] = replace(op, pending_intents=op.pending_intents + 1)
+    t.put(t.operations, op.id, op._replace(pending_intents=op.pending_intents + 1))
 
 
 def _apply_operation_finished(t: Tables, body: OperationFinished) -> None:
@@ -292,7 +315,7 @@ def _apply_operation_finished(t: Tables, body: OperationFinished) -> None:
             f"operationFinished while operation {op.id} has {op.pending_intents} "
             "toolStarted without a result"
         )
-    t.operations[op.id] = replace(op, status=body.outcome, detail=body.detail)
+    t.put(t.operations, op.id, op._replace(status=body.outcome, detail=body.detail))
     t.open_operation_id = None
 
 
@@ -316,48 +339,5 @@ def _apply_usage(t: Tables, fact: UsageFact) -> None:
     if target in t.usage:
         raise Violation(f"{target} already has usage {t.usage[target].id}")
     _open_operation(t, op_id, "usage")
-    t.usage[target] = fact
+    t.put(t.usage, target, fact)
     t.totals.add(fact)
-
-
-# ---------------------------------------------------------------- transactions
-
-
-class TransactionView(Tables):
-    """Tables whose writes land in fresh dicts over the committed ones."""
-
-    def __init__(self, base: Tables) -> None:
-        super().__init__(
-            ids=ChainMap({}, base.ids),
-            entries=ChainMap({}, base.entries),
-            operations=ChainMap({}, base.operations),
-            attempts=ChainMap({}, base.attempts),
-            intents=ChainMap({}, base.intents),
-            intent_by_call=ChainMap({}, base.intent_by_call),
-            usage=ChainMap({}, base.usage),
-            consumed_inputs=ChainMap({}, base.consumed_inputs),
-            facts=[],
-            totals=UsageTotals(),
-            last_seq=base.last_seq,
-            open_operation_id=base.open_operation_id,
-        )
-        self._base = base
-
-    def merge(self) -> None:
-        base = self._base
-        for name in (
-            "ids",
-            "entries",
-            "operations",
-            "attempts",
-            "intents",
-            "intent_by_call",
-            "usage",
-            "consumed_inputs",
-        ):
-            overlay = getattr(self, name)
-            getattr(base, name).update(overlay.maps[0])
-        base.facts.extend(self.facts)
-        base.totals.merge(self.totals)
-        base.last_seq = self.last_seq
-        base.open_operation_id = self.open_operation_id

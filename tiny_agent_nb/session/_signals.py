@@ -9,31 +9,47 @@ delivers it, to whatever handler was installed, the moment the commit is done.
 
 from __future__ import annotations
 
+# signal.signal() converts handlers to and from enums on every call (~3 µs each);
+# _signal.signal is the same call without that, and this runs twice per commit.
+import _signal  # type: ignore[import-not-found]
 import os
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
+from types import FrameType, TracebackType
 
 
-@contextmanager
-def sigint_deferred() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield  # Python delivers signals to the main thread only
-        return
-    received: list[FrameType | None] = []
+class sigint_deferred:
+    """Hold SIGINT back on the main thread; deliver it to the previous handler on exit."""
 
-    def hold(signum: int, frame: FrameType | None) -> None:
-        received.append(frame)
+    __slots__ = ("_active", "_previous", "_received")
 
-    previous = signal.signal(signal.SIGINT, hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received:
+    def __init__(self) -> None:
+        self._active = threading.get_ident() == _MAIN_THREAD_ID
+        self._previous: object = None
+        self._received: list[FrameType | None] = []
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self._received.append(frame)
+
+    def __enter__(self) -> None:
+        if self._active:  # Python runs signal handlers on the main thread only
+            self._previous = _signal.signal(signal.SIGINT, self._hold)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._active:
+            return
+        previous = self._previous
+        _signal.signal(signal.SIGINT, previous)
+        if self._received:
             if callable(previous):
-                previous(signal.SIGINT, received[0])
+                previous(signal.SIGINT, self._received[0])
             elif previous == signal.SIG_DFL:
                 os.kill(os.getpid(), signal.SIGINT)
+
+
+_MAIN_THREAD_ID = threading.main_thread().ident

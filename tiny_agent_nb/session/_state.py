@@ -1,15 +1,17 @@
 """SessionState: what a session file says, reduced into lookup tables.
 
-The tables are plain dicts of small frozen records. The reducer replaces a record when
-its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
-copy and a snapshot never changes under its reader.
+The tables are plain dicts of small immutable records (NamedTuples: `_replace` costs a
+quarter of `dataclasses.replace`, and this is the commit path). The reducer replaces a
+record when its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
+copy, a snapshot never changes under its reader, and undoing a write is putting the
+old record back.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._models import (
     AttemptError,
@@ -27,10 +29,11 @@ OperationStatus = Literal["open"] | OperationOutcome
 AttemptStatus = Literal["pending", "settled", "failed"]
 IntentStatus = Literal["pending"] | ToolOutcome
 IdRole = Literal["fact", "operation", "reserved"]
+K = TypeVar("K")
+V = TypeVar("V")
 
 
-@dataclass(frozen=True, slots=True)
-class Operation:
+class Operation(NamedTuple):
     id: str
     kind: Literal["run", "resume"]
     status: OperationStatus
@@ -47,8 +50,7 @@ class Operation:
     detail: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(NamedTuple):
     id: str
     operation_id: str
     step: int
@@ -63,8 +65,7 @@ class Attempt:
     retryable: bool | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolIntent:
+class ToolIntent(NamedTuple):
     id: str
     operation_id: str
     attempt_id: str
@@ -100,14 +101,16 @@ class UsageTotals:
             self.cost += u.cost
             self.priced += 1
 
-    def merge(self, other: UsageTotals) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.reasoning_tokens += other.reasoning_tokens
-        self.cached_input_tokens += other.cached_input_tokens
-        self.cost += other.cost
-        self.priced += other.priced
-        self.unpriced += other.unpriced
+    def copy(self) -> UsageTotals:
+        return UsageTotals(
+            self.input_tokens,
+            self.output_tokens,
+            self.reasoning_tokens,
+            self.cached_input_tokens,
+            self.cost,
+            self.priced,
+            self.unpriced,
+        )
 
     @property
     def known_cost(self) -> float | None:
@@ -126,23 +129,64 @@ class UsageTotals:
         }
 
 
+_MISSING: Any = object()
+
+
+@dataclass(slots=True)
+class Savepoint:
+    last_seq: int
+    open_operation_id: str | None
+    facts: int
+    totals: UsageTotals
+
+
 @dataclass(slots=True)
 class Tables:
-    """Everything the invariants need. The reducer writes through this; a transaction
-    being checked gets a Tables of ChainMaps layered over the committed one."""
+    """Everything the invariants need, written by the reducer.
 
-    ids: MutableMapping[str, IdRole] = field(default_factory=dict)
-    entries: MutableMapping[str, EntryFact] = field(default_factory=dict)
-    operations: MutableMapping[str, Operation] = field(default_factory=dict)
-    attempts: MutableMapping[str, Attempt] = field(default_factory=dict)
-    intents: MutableMapping[str, ToolIntent] = field(default_factory=dict)
-    intent_by_call: MutableMapping[tuple[str, str], str] = field(default_factory=dict)
-    usage: MutableMapping[str, UsageFact] = field(default_factory=dict)  # target id -> usage
-    consumed_inputs: MutableMapping[str, str] = field(default_factory=dict)
+    During a commit every write through `put` is logged, so a transaction that fails
+    half-way (a refused fact, a failed write) is rolled back exactly; on load nothing is
+    logged (a failure discards the whole state anyway).
+    """
+
+    ids: dict[str, IdRole] = field(default_factory=dict)
+    entries: dict[str, EntryFact] = field(default_factory=dict)
+    operations: dict[str, Operation] = field(default_factory=dict)
+    attempts: dict[str, Attempt] = field(default_factory=dict)
+    intents: dict[str, ToolIntent] = field(default_factory=dict)
+    intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
+    usage: dict[str, UsageFact] = field(default_factory=dict)  # target id -> usage
+    consumed_inputs: dict[str, str] = field(default_factory=dict)
     facts: list[Fact] = field(default_factory=list)
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0
     open_operation_id: str | None = None
+    undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
+
+    def put(self, table: dict[K, V], key: K, value: V) -> None:
+        undo = self.undo
+        if undo is not None:
+            undo.append((table, key, table.get(key, _MISSING)))
+        table[key] = value
+
+    def begin(self) -> Savepoint:
+        self.undo = []
+        return Savepoint(self.last_seq, self.open_operation_id, len(self.facts), self.totals.copy())
+
+    def commit(self) -> None:
+        self.undo = None
+
+    def rollback(self, savepoint: Savepoint) -> None:
+        for table, key, old in reversed(self.undo or ()):
+            if old is _MISSING:
+                del table[key]
+            else:
+                table[key] = old
+        self.undo = None
+        self.last_seq = savepoint.last_seq
+        self.open_operation_id = savepoint.open_operation_id
+        del self.facts[savepoint.facts :]
+        self.totals = savepoint.totals
 
 
 class SessionState:
@@ -170,23 +214,23 @@ class SessionState:
         return self.tables.facts
 
     @property
-    def entries(self) -> MutableMapping[str, EntryFact]:
+    def entries(self) -> Mapping[str, EntryFact]:
         return self.tables.entries
 
     @property
-    def operations(self) -> MutableMapping[str, Operation]:
+    def operations(self) -> Mapping[str, Operation]:
         return self.tables.operations
 
     @property
-    def attempts(self) -> MutableMapping[str, Attempt]:
+    def attempts(self) -> Mapping[str, Attempt]:
         return self.tables.attempts
 
     @property
-    def tool_intents(self) -> MutableMapping[str, ToolIntent]:
+    def tool_intents(self) -> Mapping[str, ToolIntent]:
         return self.tables.intents
 
     @property
-    def usage(self) -> MutableMapping[str, UsageFact]:
+    def usage(self) -> Mapping[str, UsageFact]:
         return self.tables.usage
 
     @property
@@ -205,7 +249,7 @@ class SessionState:
             usage=dict(t.usage),
             consumed_inputs=dict(t.consumed_inputs),
             facts=list(t.facts),
-            totals=UsageTotals(**{f: getattr(t.totals, f) for f in UsageTotals.__slots__}),
+            totals=t.totals.copy(),
             last_seq=t.last_seq,
             open_operation_id=t.open_operation_id,
         )

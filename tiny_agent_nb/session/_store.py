@@ -28,9 +28,9 @@ from ._framing import encode_transaction, reduce_bytes
 from ._ids import is_uuid7, new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header
-from ._reducer import TransactionView, Violation, apply_fact
+from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
-from ._state import SessionState
+from ._state import SessionState, Tables
 
 Durability = Literal["process", "power"]
 Subscriber = Callable[[Sequence[Fact]], None]
@@ -283,36 +283,43 @@ class SessionStore:
                 self._resync(fd)
             if not facts:
                 raise InvalidTransactionError("a transaction holds at least one fact")
-            view = TransactionView(self._state.tables)
-            at = self._clock()
-            built: list[Fact] = []
-            for index, new in enumerate(facts):
-                fact_id = new.id if new.id is not None else new_id()
-                if not is_uuid7(fact_id):
-                    raise InvalidTransactionError(f"id {fact_id!r} is not a UUIDv7", index=index)
-                fact = new.build(seq=view.last_seq + 1, fact_id=fact_id, at=at)
-                try:
-                    apply_fact(view, fact)
-                except Violation as exc:
-                    raise InvalidTransactionError(str(exc), index=index) from None
-                built.append(fact)
-            line = encode_transaction(built)
+            tables = self._state.tables
+            savepoint = tables.begin()
             try:
+                built = self._apply(tables, facts)
+                line = encode_transaction(built)
                 self._append(fd, line)
-                view.merge()
-                self._state.transaction_count += 1
-                self._size += len(line)
-            except SessionWriteError:
+            except (InvalidTransactionError, SessionWriteError):
+                tables.rollback(savepoint)
                 raise
             except BaseException:
                 # SIGINT is held back (see _signals), but another signal handler may raise
-                # here (a SIGTERM or SIGALRM handler), between the write and the merge.
+                # anywhere here (a SIGTERM or SIGALRM handler), even after the write.
                 # The file is the truth: cut any partial line and reduce it again.
+                tables.rollback(savepoint)
                 self._stale = True
                 self._resync(fd)
                 raise
+            tables.commit()
+            self._state.transaction_count += 1
+            self._size += len(line)
             self._notify(built)
             return built
+
+    def _apply(self, tables: Tables, facts: Sequence[NewFact]) -> list[Fact]:
+        at = self._clock()
+        built: list[Fact] = []
+        for index, new in enumerate(facts):
+            fact_id = new.id if new.id is not None else new_id()
+            if new.id is not None and not is_uuid7(fact_id):
+                raise InvalidTransactionError(f"id {fact_id!r} is not a UUIDv7", index=index)
+            fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
+            try:
+                apply_fact(tables, fact)
+            except Violation as exc:
+                raise InvalidTransactionError(str(exc), index=index) from None
+            built.append(fact)
+        return built
 
     def _resync(self, fd: int) -> None:
         data = _read_fd(fd)
