@@ -317,3 +317,12 @@ def test_commit_size_does_not_depend_on_history(store: SessionStore) -> None:
     size = store.path.stat().st_size
     committed = store.commit([f.user_message("x" * 100)])
     assert store.path.stat().st_size - size == len(committed[0].model_dump_json()) + 1
+
+
+def test_a_subscriber_may_read_the_state_it_is_told_about(store: SessionStore) -> None:
+    seen: list[int] = []
+    store.subscribe(lambda committed: seen.append(store.load().last_seq))
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("one"))
+    store.commit(run.attempt())
+    assert seen == [2, 3]

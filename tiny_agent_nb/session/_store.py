@@ -351,6 +351,10 @@ class SessionStore:
     # ------------------------------------------------------------------ reading
     def load(self) -> SessionState:
         """A snapshot of the session as committed so far (later commits don't change it)."""
+        if self._fifo.owner == threading.get_ident():
+            # Called by a subscriber during our own commit: the lock is ours already.
+            self._require_open()
+            return self._state.copy()
         with sigint_deferred(), self._fifo:
             fd = self._require_open()
             if self._stale:

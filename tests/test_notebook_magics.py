@@ -1,0 +1,203 @@
+"""The magics in an in-process IPython shell, against the loopback OpenAI server.
+
+(Real kernels, SIGKILL and nbclient are in test_notebook_kernel.py / test_notebooks.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from tiny_agent_nb.notebook import TimelineWidget, fill_prompt
+from tiny_agent_nb.session import load_session
+
+from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply, usage
+
+KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
+) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TINY_AGENT_BASE_URL", server.base_url)
+    monkeypatch.setenv("TINY_AGENT_MODEL", "test/model")
+    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "analysis.ipynb"))
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    yield sh
+    sh.run_line_magic("unload_ext", "tiny_agent_nb")
+    InteractiveShell.clear_instance()
+
+
+def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    result = shell.run_cell(code)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, out
+    return out.out + out.err
+
+
+def test_load_ext_creates_the_session_beside_the_notebook(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert "new session analysis.agent.jsonl (beside this notebook)" in out
+    assert (tmp_path / "analysis.agent.jsonl").exists()
+
+
+def test_a_cell_runs_a_tool_streams_and_fills_variables(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(
+        tool_calls_reply(tool_call("b1", "bash", {"command": "echo ran >> marker.txt"})),
+        text_reply("Appended **once**.", usage=usage(30, 4, cost=0.002)),
+    )
+    run(shell, "n = 3", capsys)
+    out = run(shell, '%%agent\nAppend to the marker {n} times, json stays {"a": 1}', capsys)
+    assert "→ bash" in out and "✓ bash completed" in out and "Appended **once**." in out
+    sent = server.requests[0].body["messages"][-1]["content"]
+    assert sent == 'Append to the marker 3 times, json stays {"a": 1}'
+    assert (tmp_path / "marker.txt").read_text() == "ran\n"
+    state = load_session(tmp_path / "analysis.agent.jsonl")
+    assert [o.status for o in state.operations.values()] == ["completed"]
+    status = run(shell, "%agent status", capsys)
+    assert "latest   run completed" in status
+    usage_out = run(shell, "%agent usage", capsys)
+    assert "$0.002" in usage_out
+
+
+def test_bad_arguments_are_usage_errors_not_tracebacks(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    for code in (
+        "%agent bogus",
+        "%agent",
+        "%%agent status\nhi",
+        "%%agent --max-steps 0\nhi",
+        "%agent status extra",
+    ):
+        result = shell.run_cell(code)
+        out = capsys.readouterr()
+        assert result.error_in_exec is not None, code
+        assert type(result.error_in_exec).__name__ == "UsageError", code
+        assert "Traceback" not in out.out + out.err, code
+
+
+def test_help_is_the_docstring(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    out = run(shell, "%agent help", capsys)
+    assert "%agent resume" in out and "--approve" in out
+
+
+def test_provider_errors_are_one_readable_line(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(error_reply(404, "No endpoints found for test/model."))
+    out = run(shell, "%%agent\nhi", capsys)
+    assert "✗ The run failed:" in out and "test/model" in out
+    assert "Traceback" not in out
+
+
+def test_missing_key_for_openrouter_commits_nothing(
+    shell: InteractiveShell,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("TINY_AGENT_API_KEY")
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.delenv("TINY_AGENT_BASE_URL")
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    out = run(shell, "%%agent\nhi", capsys)
+    assert "no API key for OpenRouter" in out and "OPENROUTER_API_KEY" in out
+    assert load_session(tmp_path / "analysis.agent.jsonl").last_seq == 0
+
+
+def test_the_key_never_shows(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(error_reply(401, "invalid key"), text_reply("ok"))
+    out = run(shell, "%%agent\none", capsys) + run(shell, "%%agent\ntwo", capsys)
+    config = run(shell, "%config TinyAgent", capsys)
+    assert "Current: Secret('****')" in config
+    out += config + run(shell, "%agent status", capsys)
+    assert KEY not in out
+    assert KEY not in (tmp_path / "analysis.agent.jsonl").read_text()
+    assert server.requests[1].headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_new_keeps_the_old_conversation_and_session_switches(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(text_reply("first"))
+    run(shell, "%%agent\nhello", capsys)
+    out = run(shell, "%agent new", capsys)
+    assert "analysis.agent.1.jsonl" in out
+    assert load_session(tmp_path / "analysis.agent.1.jsonl").operations
+    assert not load_session(tmp_path / "analysis.agent.jsonl").operations
+    out = run(shell, "%agent session elsewhere/other.jsonl", capsys)
+    assert "new session other.jsonl" in out
+    assert run(shell, "%agent session", capsys).strip().endswith("elsewhere/other.jsonl")
+
+
+def test_each_cell_continues_the_conversation(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(text_reply("first answer"), text_reply("second answer"))
+    run(shell, "%%agent\nfirst question", capsys)
+    run(shell, "%%agent\nsecond question", capsys)
+    roles = [(m["role"], m["content"]) for m in server.requests[1].body["messages"][1:]]
+    assert roles == [
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question"),
+    ]
+
+
+def test_timeline_widget_follows_commits(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, "%agent timeline", capsys)
+    magics = shell.magics_manager.registry["AgentMagics"]
+    (widget,) = magics.widgets
+    assert isinstance(widget, TimelineWidget)
+    assert "No runs yet" in widget._repr_mimebundle_()["text/html"]
+    server.enqueue(tool_calls_reply(tool_call("r1", "list_files", {})), text_reply("done"))
+    run(shell, "%%agent\nlist", capsys)
+    bundle = widget._repr_mimebundle_()
+    assert 'data-status="completed"' in bundle["text/html"]
+    assert 'data-tool="list_files"' in bundle["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "completed" in bundle["text/plain"]
+
+
+def test_fill_prompt_leaves_unknown_names_and_escapes() -> None:
+    ns = {"x": 1}
+    assert fill_prompt("{x} {y} {{x}} {'k': 1}", ns) == "1 {y} {x} {'k': 1}"
