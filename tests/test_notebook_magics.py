@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from tiny_agent_nb.notebook import TimelineWidget, fill_prompt
 from tiny_agent_nb.session import load_session
 
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply, usage
+from scenario import Run
 
 KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
 
@@ -201,3 +203,21 @@ def test_timeline_widget_follows_commits(
 def test_fill_prompt_leaves_unknown_names_and_escapes() -> None:
     ns = {"x": 1}
     assert fill_prompt("{x} {y} {{x}} {'k': 1}", ns) == "1 {y} {x} {'k': 1}"
+
+
+def test_timeline_draws_facts_committed_just_before_a_long_wait(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A burst of commits inside the throttle interval is still drawn shortly after."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, "%agent timeline", capsys)
+    magics = shell.magics_manager.registry["AgentMagics"]
+    (widget,) = magics.widgets
+    store = magics.runtime.require_store()
+    steps = Run(environment=str(tmp_path))
+    store.commit(steps.start("long job"))  # a milestone: drawn at once
+    store.commit(steps.attempt())  # within the interval: drawn by the trailing render
+    deadline = time.monotonic() + 5
+    while 'data-status="pending"' not in widget._repr_mimebundle_()["text/html"]:
+        assert time.monotonic() < deadline, "the pending attempt was never drawn"
+        time.sleep(0.01)

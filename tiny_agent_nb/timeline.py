@@ -41,7 +41,9 @@ def cap(text: str, limit: int) -> str:
 
 def short_arguments(arguments: dict[str, Any], limit: int = 80) -> str:
     """`command='ls -la'`-style summary: what a user recognises at a glance."""
-    parts = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items()]
+    parts = [
+        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items() if v is not None
+    ]
     return shorten(", ".join(parts), limit)
 
 

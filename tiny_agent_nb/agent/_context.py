@@ -1,9 +1,10 @@
 """The active context: what the model is sent, projected from entries as they commit.
 
-Each entry is encoded to wire JSON once, when it is committed, and kept; a request joins
-the kept bytes. So the cost of a step does not grow with the length of the history
-(beyond copying bytes), and a kernel that restarts rebuilds the same projection from the
-file.
+Each entry is encoded to wire JSON once, when it is committed, and kept in a few
+comma-joined runs (`_Runs`, merged like a binary counter: O(log n) runs, each byte copied
+O(log n) times in its life). A request sends those runs as they are, so the cost of a
+step does not grow with the length of the history, and a kernel that restarts rebuilds
+the same projection from the file.
 
 Two things are not entries but still reach the model:
 - the system prompt, first;
@@ -71,6 +72,24 @@ def wire_message(entry: EntryFact) -> dict[str, Any] | None:
     return None
 
 
+class _Runs:
+    """Encoded messages, kept as a few comma-joined runs of doubling length."""
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[int, bytes]] = []  # (level, run); levels strictly decrease
+
+    def append(self, message: bytes) -> None:
+        level, run = 0, message
+        while self._runs and self._runs[-1][0] == level:
+            _, earlier = self._runs.pop()
+            run = earlier + b"," + run
+            level += 1
+        self._runs.append((level, run))
+
+    def parts(self) -> list[bytes]:
+        return [run for _, run in self._runs]
+
+
 class ContextProjection:
     """Encoded messages of the active context, maintained one committed fact at a time."""
 
@@ -78,7 +97,7 @@ class ContextProjection:
         self._system = (
             [_encode({"role": "system", "content": system_prompt})] if system_prompt else []
         )
-        self._messages: list[bytes] = []
+        self._messages = _Runs()
         self._entries: list[EntryFact] = []  # kept only to rebuild after a compaction
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
 
@@ -122,22 +141,18 @@ class ContextProjection:
         if body.throughEntryId not in ids:
             return  # already compacted away by a later checkpoint
         keep = self._entries[ids.index(body.throughEntryId) + 1 :]
-        self._messages = [
-            _encode(
-                {
-                    "role": "user",
-                    "content": f"[Summary of the earlier conversation]\n{body.summary}",
-                }
-            )
-        ]
+        summary = f"[Summary of the earlier conversation]\n{body.summary}"
+        self._messages = _Runs()
+        self._messages.append(_encode({"role": "user", "content": summary}))
         self._entries = []
         self._unanswered = {}
         self.extend(keep)
 
     def messages(self) -> list[bytes]:
-        """System prompt, projected entries, and answers for never-started tool calls."""
+        """System prompt, projected entries, and answers for never-started tool calls, as
+        encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
         pending = [_synthetic_result(call_id) for call_id in self._unanswered]
-        return [*self._system, *self._messages, *pending]
+        return [*self._system, *self._messages.parts(), *pending]
 
     def unanswered_tool_calls(self) -> list[str]:
         return list(self._unanswered)

@@ -24,7 +24,6 @@ from ..provider import Completion, ProviderError, StreamEvent, ToolSchema, backo
 from ..session import (
     NewFact,
     OperationOutcome,
-    SessionState,
     SessionStore,
     ToolCall,
     ToolIdentity,
@@ -432,8 +431,6 @@ class AgentLoop:
         }
 
     def _require_idle(self) -> None:
-        state: SessionState = self._store.load()
-        if state.open_operation is not None:
-            raise AgentError(
-                f"operation {state.open_operation.id} is still open; recover() settles it first"
-            )
+        op = self._store.open_operation()
+        if op is not None:
+            raise AgentError(f"operation {op.id} is still open; recover() settles it first")

@@ -7,6 +7,8 @@ terminal IPython show the same timeline without a widget frontend.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..render import timeline_html, timeline_text
-from ..session import Fact, RecordFact, SessionState
+from ..session import Fact, RecordFact, SessionError, SessionState
 from ..timeline import Timeline, build_timeline
 
 REFRESH_INTERVAL = 0.25  # seconds between two renders while facts stream in
@@ -34,6 +36,8 @@ class TimelineWidget(widgets.VBox):
         self._page: int | None = None  # None: follow the last page
         self._last_render = float("-inf")
         self._timeline: Timeline | None = None
+        self._render_lock = threading.Lock()
+        self._trailing: threading.Timer | None = None
         self._html = widgets.HTML()
         self._prev = widgets.Button(description="◀ older", layout=widgets.Layout(width="auto"))
         self._next = widgets.Button(description="newer ▶", layout=widgets.Layout(width="auto"))
@@ -51,6 +55,10 @@ class TimelineWidget(widgets.VBox):
         return self._timeline
 
     def refresh(self) -> None:
+        with self._render_lock:
+            self._render()
+
+    def _render(self) -> None:
         timeline = build_timeline(self._load_state(), page=self._page)
         self._timeline = timeline
         self._html.value = timeline_html(timeline, scripted=self._scripted)
@@ -61,13 +69,26 @@ class TimelineWidget(widgets.VBox):
         self._last_render = self._clock()
 
     def on_commit(self, facts: Sequence[Fact]) -> None:
-        """Store subscriber. Renders at most every REFRESH_INTERVAL, but always when a
-        run starts or finishes, so the last state of a run is never left unrendered."""
+        """Store subscriber. Renders at once when a run starts or finishes or when the
+        last render is older than REFRESH_INTERVAL; otherwise once more when the interval
+        is over, so the facts committed just before a long model call or tool are drawn
+        while it runs, not after."""
         milestone = any(
             isinstance(f, RecordFact) and f.record.type in ("runStarted", "operationFinished")
             for f in facts
         )
-        if milestone or self._clock() - self._last_render >= REFRESH_INTERVAL:
+        waited = self._clock() - self._last_render
+        if milestone or waited >= REFRESH_INTERVAL:
+            self.refresh()
+        elif self._trailing is None:
+            self._trailing = threading.Timer(REFRESH_INTERVAL - waited, self._render_late)
+            self._trailing.daemon = True
+            self._trailing.start()
+
+    def _render_late(self) -> None:
+        self._trailing = None
+        # The session may have been closed or switched meanwhile: nothing left to draw.
+        with contextlib.suppress(SessionError):
             self.refresh()
 
     def _turn(self, delta: int) -> None:

@@ -43,15 +43,23 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
-def request_body(
+def request_parts(
     config: ProviderConfig, messages: Sequence[bytes], tools: Sequence[ToolSchema]
-) -> bytes:
-    """The POST body. `messages` are spliced in as they are: each must be one encoded
-    JSON object (checked only at its ends, to keep the splice O(1) per message)."""
+) -> list[bytes]:
+    """The POST body as pieces, sent one after the other without being joined.
+
+    Each item of `messages` is one encoded JSON object, or several already joined by
+    commas (the context projection keeps its history in a few such runs), so a request
+    copies no history: only the pieces' ends are checked.
+    """
+    parts = [b'{"model":', _dumps(config.model), b',"messages":[']
     for i, message in enumerate(messages):
         if bytes(message[:1]) != b"{" or bytes(message[-1:]) != b"}":
             raise ValueError(f"messages[{i}] is not an encoded JSON object")
-    parts = [b'{"model":', _dumps(config.model), b',"messages":[', b",".join(messages), b"]"]
+        if i:
+            parts.append(b",")
+        parts.append(message)
+    parts.append(b"]")
     if tools:  # OpenAI rejects `tools: []`
         parts += [b',"tools":', _dumps([tool.wire() for tool in tools])]
     if config.stream:
@@ -61,7 +69,14 @@ def request_body(
     for name, value in config.sampling().items():
         parts += [b",", _dumps(name), b":", _dumps(value)]
     parts.append(b"}")
-    return b"".join(parts)
+    return parts
+
+
+def request_body(
+    config: ProviderConfig, messages: Sequence[bytes], tools: Sequence[ToolSchema]
+) -> bytes:
+    """The whole POST body in one piece (what `request_parts` sends)."""
+    return b"".join(request_parts(config, messages, tools))
 
 
 class Provider:
@@ -132,17 +147,18 @@ class Provider:
     ) -> Completion:
         """Ask once. Stream events go to `on_event` as they arrive; the settled answer is
         returned. Raises `ProviderError` (see `_errors`) for anything else."""
-        body = request_body(self._config, messages, tools)
+        body = request_parts(self._config, messages, tools)
+        size = sum(len(part) for part in body)
         log.debug(
-            "POST %s: %d messages, %d tools, %d bytes, stream=%s",
+            "POST %s: %d message runs, %d tools, %d bytes, stream=%s",
             self._url,
             len(messages),
             len(tools),
-            len(body),
+            size,
             self._config.stream,
         )
         try:
-            completion = self._post(body, on_event or _ignore)
+            completion = self._post(body, size, on_event or _ignore)
         except ProviderError as exc:
             self._scrub(exc)
             log.debug("request failed: %s (kind=%s, status=%s)", exc.message, exc.kind, exc.status)
@@ -159,14 +175,19 @@ class Provider:
         exc.message = text
         exc.args = (text,)
 
-    def _post(self, body: bytes, on_event: EventSink) -> Completion:
+    def _post(self, body: list[bytes], size: int, on_event: EventSink) -> Completion:
+        # An explicit Content-Length makes httpx send the pieces as one plain body (not
+        # chunked), without joining a history of megabytes into a new buffer per step.
         headers = {
             "content-type": "application/json",
             "accept": "application/json",
+            "content-length": str(size),
             **self._headers,
         }
         try:
-            with self._client.stream("POST", self._url, content=body, headers=headers) as response:
+            with self._client.stream(
+                "POST", self._url, content=iter(body), headers=headers
+            ) as response:
                 if not response.is_success:
                     raw = _read_limited(response.iter_bytes(), ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)

@@ -30,7 +30,7 @@ from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
-from ._state import SessionState, Tables
+from ._state import Operation, SessionState, Tables
 
 Durability = Literal["process", "power"]
 Subscriber = Callable[[Sequence[Fact]], None]
@@ -360,6 +360,14 @@ class SessionStore:
             if self._stale:
                 self._resync(fd)
             return self._state.copy()
+
+    def open_operation(self) -> Operation | None:
+        """The operation still open, if any (cheaper than `load()`: no snapshot)."""
+        if self._fifo.owner == threading.get_ident():
+            return self._state.open_operation
+        with sigint_deferred(), self._fifo:
+            self._require_open()
+            return self._state.open_operation
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""

@@ -1,0 +1,468 @@
+"""The notebook surface in a real browser: JupyterLab + headless Chromium + a real kernel.
+
+A loopback OpenAI-compatible server plays the model (a tool call, then an answer, for
+every `%%agent` cell). JupyterLab serves a temporary copy of notebooks/quickstart.ipynb
+(or, until that exists, an equivalent notebook written here), its kernels pointed at the
+loopback server through TINY_AGENT_BASE_URL / TINY_AGENT_MODEL. Chromium runs every cell
+through the Run menu, then the tests read what a user would see: the ipywidgets timeline
+rendered by the widget manager (not the static HTML fallback), with its run, attempt and
+tool statuses, and no widget error. Screenshots go to test-artifacts/ (or
+$TINY_AGENT_ARTIFACTS).
+
+Needs /usr/bin/chromium (Debian's `chromium` package; `playwright install` is not used).
+Without it the tests are skipped, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from browser_helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    REPO,
+    JupyterLab,
+    artifacts_dir,
+    in_ci,
+)
+
+from openai_server import MODEL, OpenAIServer, Reply, text_reply, tool_call, tool_calls_reply
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+except ImportError:  # a test extra; _require() decides between skip and fail
+    sync_playwright = None
+    PlaywrightTimeout = TimeoutError
+
+QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
+STEP_TIMEOUT_MS = 60_000  # generous for a loaded CI machine; a healthy run needs seconds
+WIDGET_ERRORS = ("Error displaying widget", "Failed to load model class", "Model class")
+
+# Every code prompt shows an execution count and the kernel is idle, or the run stopped
+# (no cell still queued) after at least one cell ran: an error must not cost a timeout.
+RUN_FINISHED_JS = """() => {
+  const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')];
+  const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+  if (!prompts.length || !indicator || indicator.dataset.status !== 'idle') return false;
+  const counted = prompts.filter(p => /\\[\\d+\\]/.test(p.textContent)).length;
+  const queued = prompts.some(p => p.textContent.includes('*'));
+  return counted === prompts.length || (counted > 0 && !queued);
+}"""
+
+
+def _require(condition: bool, reason: str) -> None:
+    if condition:
+        return
+    if in_ci():
+        pytest.fail(f"{reason}; CI=true, so the browser test must run", pytrace=False)
+    pytest.skip(reason)
+
+
+# ---------------------------------------------------------------- the notebook
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _code_cell(n: int, source: str) -> dict[str, Any]:
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": f"cell-{n}",
+        "metadata": {},
+        "outputs": [],
+        "source": source,
+    }
+
+
+FALLBACK_NOTEBOOK: dict[str, Any] = {
+    "cells": [
+        _code_cell(n, source)
+        for n, source in enumerate(
+            [
+                "%load_ext tiny_agent_nb",
+                "%%agent\nList the files in this directory and say what you see.",
+                "%agent timeline",
+                "%agent usage",
+            ]
+        )
+    ],
+    "metadata": {},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+
+
+def prepare_notebook(root: Path) -> tuple[Path, dict[str, Any]]:
+    """A clean copy in `root`: outputs, execution counts and saved widget state removed
+    (stale outputs would fake a result or show "model not found"), python3 kernel."""
+    if QUICKSTART.exists():
+        notebook = json.loads(QUICKSTART.read_text(encoding="utf-8"))
+        target = root / QUICKSTART.name
+    else:
+        notebook = copy.deepcopy(FALLBACK_NOTEBOOK)
+        target = root / "quickstart-fallback.ipynb"
+    for cell in notebook["cells"]:
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    metadata = notebook.setdefault("metadata", {})
+    metadata.pop("widgets", None)
+    metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    target.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    return target, notebook
+
+
+def agent_cells(notebook: dict[str, Any]) -> list[str]:
+    return [
+        _source(c)
+        for c in notebook["cells"]
+        if c.get("cell_type") == "code" and _source(c).lstrip().startswith("%%agent")
+    ]
+
+
+def scripted_run(n: int, cell: str) -> tuple[str, list[Reply]]:
+    """One tool call the cell allows (list_files, else bash), then a text answer."""
+    options = cell.lstrip().splitlines()[0]
+    allowed = re.search(r"--tools[= ]+(\S+)", options)
+    tools = allowed.group(1).split(",") if allowed else ["list_files"]
+    if "list_files" in tools:
+        name, arguments = "list_files", {"path": "."}
+    elif "bash" in tools:
+        name, arguments = "bash", {"command": f"echo browser-test-{n}"}
+    else:
+        pytest.fail(f"cannot script a tool call for {options!r}: allow list_files or bash")
+    return name, [
+        tool_calls_reply(tool_call(f"call_{n}", name, arguments)),
+        text_reply(f"Scripted answer {n}: the {name} call went through."),
+    ]
+
+
+# ---------------------------------------------------------------- the session
+
+
+@dataclass
+class LabSession:
+    page: Any
+    server: OpenAIServer
+    lab: JupyterLab
+    root: Path
+    notebook: Path
+    cells: list[str]
+    tools: list[str]
+    artifacts: Path
+    timings: dict[str, float] = field(default_factory=dict)
+    console: list[str] = field(default_factory=list)
+
+    def screenshot(self, name: str, selector: str | None = None) -> Path:
+        path = self.artifacts / name
+        if selector is None:
+            self.page.screenshot(path=str(path))
+        else:
+            self.page.locator(selector).last.screenshot(path=str(path))
+        print(f"screenshot: {path}")
+        return path
+
+    def notebook_text(self) -> str:
+        return str(self.page.locator(".jp-Notebook").inner_text())
+
+    def widget(self) -> Any:
+        # the live view only: the widget manager's VBox, not the text/html fallback
+        return self.page.locator(".jupyter-widgets.tan-timeline-widget").last
+
+
+@pytest.fixture(scope="module")
+def lab_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabSession]:
+    _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
+    _require(sync_playwright is not None, "the playwright package is not installed")
+
+    base = tmp_path_factory.mktemp("browser")
+    root = base / "root"
+    root.mkdir()
+    notebook_path, notebook = prepare_notebook(root)
+    cells = agent_cells(notebook)
+    assert cells, f"{notebook_path.name} has no %%agent cell to test"
+    artifacts = artifacts_dir()
+    started = time.monotonic()
+
+    with ExitStack() as stack:
+        server = stack.enter_context(OpenAIServer())
+        tools = []
+        for n, cell in enumerate(cells):
+            name, replies = scripted_run(n, cell)
+            tools.append(name)
+            server.enqueue(*replies)
+        lab = stack.enter_context(
+            JupyterLab(
+                root,
+                base / "jupyter",
+                env={
+                    "TINY_AGENT_BASE_URL": server.base_url,
+                    "TINY_AGENT_MODEL": MODEL,
+                    "TINY_AGENT_API_KEY": None,
+                    "OPENROUTER_API_KEY": None,
+                    "JPY_SESSION_NAME": None,
+                },
+                log_path=artifacts / "browser-jupyterlab.log",
+            )
+        )
+        playwright = stack.enter_context(sync_playwright())
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        stack.callback(browser.close)
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page.set_default_timeout(STEP_TIMEOUT_MS)
+        session = LabSession(
+            page, server, lab, root, notebook_path, cells, tools, artifacts=artifacts
+        )
+        session.timings["jupyterlab_and_browser_up"] = time.monotonic() - started
+        page.on("console", lambda m: _record_console(session, m.type, m.text))
+        page.on("pageerror", lambda e: session.console.append(f"pageerror: {e}"))
+        origin = "notebooks/quickstart.ipynb" if QUICKSTART.exists() else "fallback notebook"
+        print(f"notebook: {notebook_path.name} ({origin})")
+        try:
+            _open_and_run_all(session)
+        except Exception:
+            session.screenshot("browser-failure.png")
+            raise
+        yield session
+        (artifacts / "browser-timings.json").write_text(
+            json.dumps({k: round(v, 2) for k, v in session.timings.items()}, indent=1),
+            encoding="utf-8",
+        )
+        print("timings (s):", {k: round(v, 2) for k, v in session.timings.items()})
+        if session.console:
+            print("browser console errors/warnings:\n  " + "\n  ".join(session.console))
+
+
+def _record_console(session: LabSession, kind: str, text: str) -> None:
+    if kind in ("error", "warning"):
+        session.console.append(f"{kind}: {text}")
+
+
+def _wait_for_kernel(lab: JupyterLab, timeout: float) -> None:
+    """The server's view: a kernel with the browser's websocket attached, idle."""
+    deadline = time.monotonic() + timeout
+    kernels: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        kernels = httpx.get(lab.url("api/kernels"), timeout=5).json()
+        if any(k["connections"] >= 1 and k["execution_state"] == "idle" for k in kernels):
+            return
+        time.sleep(0.2)  # polling interval
+    raise AssertionError(f"no idle, connected kernel in {timeout}s: {kernels}")
+
+
+def _open_and_run_all(s: LabSession) -> None:
+    page, t0 = s.page, time.monotonic()
+    page.goto(s.lab.url(f"lab/tree/{s.notebook.name}"))
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+    s.timings["notebook_open"] = time.monotonic() - t0
+    _wait_for_kernel(s.lab, STEP_TIMEOUT_MS / 1000)
+    page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
+    s.timings["kernel_ready"] = time.monotonic() - t0
+    assert not page.locator(".jp-Dialog").count(), "a dialog is in the way: " + (
+        page.locator(".jp-Dialog").first.inner_text()
+    )
+
+    t1 = time.monotonic()
+    page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+    page.locator('.lm-Menu-item[data-command="runmenu:run-all"]').click()
+    page.wait_for_function(RUN_FINISHED_JS)
+    s.timings["run_all_cells"] = time.monotonic() - t1
+    prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
+    assert all(re.search(r"\[\d+\]", p) for p in prompts), (
+        f"not every cell ran (prompts {prompts}); the notebook shows:\n{s.notebook_text()}"
+    )
+
+
+# ---------------------------------------------------------------- the tests
+
+
+@contextmanager
+def screenshot_on_failure(s: LabSession, name: str) -> Iterator[None]:
+    try:
+        yield
+    except (KernelStalled, WidgetStale):
+        raise  # diagnosed, with its own screenshot
+    except BaseException:
+        s.screenshot(name)
+        raise
+
+
+def test_run_all_renders_the_timeline_widget(lab_session: LabSession) -> None:
+    with screenshot_on_failure(lab_session, "browser-timeline-failure.png"):
+        _check_timeline(lab_session)
+
+
+def _check_timeline(s: LabSession) -> None:
+    text = s.notebook_text()
+    for problem in WIDGET_ERRORS:
+        assert problem not in text, f"{problem!r} is shown in the notebook:\n{text}"
+    assert not [c for c in s.console if "widget" in c.lower() or "model class" in c.lower()], (
+        s.console
+    )
+
+    widget = s.widget()
+    widget.wait_for(state="visible")
+    widget.locator(".tan-timeline .tan-run").first.wait_for(state="visible")
+    k = len(s.cells)
+
+    runs = widget.locator(".tan-run")
+    run_statuses = [runs.nth(i).get_attribute("data-status") for i in range(runs.count())]
+    attempts = widget.locator(".tan-attempt")
+    attempt_statuses = [
+        attempts.nth(i).get_attribute("data-status") for i in range(attempts.count())
+    ]
+    tools = widget.locator(".tan-tool")
+    tool_rows = [
+        (tools.nth(i).get_attribute("data-tool"), tools.nth(i).get_attribute("data-status"))
+        for i in range(tools.count())
+    ]
+    badges = widget.locator(".tan-badge").all_inner_texts()
+    print(f"runs {run_statuses}; attempts {attempt_statuses}; tools {tool_rows}; badges {badges}")
+
+    assert run_statuses == ["completed"] * k
+    assert attempt_statuses == ["settled"] * (2 * k)  # tool call, then the answer
+    assert tool_rows == [(name, "completed") for name in s.tools]
+    # the badges are what the user reads, and the data-status agrees with them
+    assert sorted(badges) == sorted(["completed"] * (2 * k) + ["settled"] * (2 * k))
+    head = widget.locator(".tan-head").inner_text()
+    assert f"{k} run(s), {2 * k} attempt(s), {k} tool call(s)" in head, head
+    assert f"{24 * k} in / {10 * k} out tokens" in head, head
+
+    # the widget's stylesheet applies: a completed badge is green, not the grey default
+    color = widget.locator('.tan-run > summary .tan-badge[data-status="completed"]').first
+    assert color.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(46, 125, 50)"
+
+    # the tool really ran in the notebook's directory (list_files shows the notebook)
+    if s.tools[0] == "list_files":
+        widget.locator(".tan-tool").first.locator("summary").click()
+        result = widget.locator(".tan-tool").first.locator("pre").last
+        result.wait_for(state="visible")
+        assert s.notebook.name in result.inner_text()
+
+    # what the %%agent cell itself showed: the tool line and the streamed answer
+    assert f"✓ {s.tools[0]} completed" in s.notebook_text()
+    assert "Scripted answer 0: the" in s.notebook_text()
+    if any(_source_is(c, "%agent usage") for c in _notebook_cells(s.notebook)):
+        assert f"total  {24 * k} in, {10 * k} out" in s.notebook_text()
+
+    # the session file sits beside the notebook (JPY_SESSION_NAME), one request per step
+    assert (s.root / f"{s.notebook.stem}.agent.jsonl").exists()
+    assert [r.status for r in s.server.requests] == [200] * (2 * k)
+
+    widget.scroll_into_view_if_needed()
+    s.screenshot("browser-timeline.png")
+    s.screenshot("browser-timeline-widget.png", ".jupyter-widgets.tan-timeline-widget")
+
+
+def _notebook_cells(path: Path) -> list[str]:
+    return [_source(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+
+
+def _source_is(source: str, line: str) -> bool:
+    return source.strip() == line
+
+
+class KernelStalled(AssertionError):
+    """The `%%agent` cell run below a live timeline committed its start, then froze."""
+
+
+def _diagnose_stall(s: LabSession, k: int) -> None:
+    """No model request came: KernelStalled when the file shows the known deadlock's
+    signature (the new run's runStarted is the last line, nothing after it), else a
+    plain failure."""
+    s.screenshot("browser-live-stalled.png")
+    lines = (s.root / f"{s.notebook.stem}.agent.jsonl").read_text(encoding="utf-8").splitlines()
+    started = sum('"type":"runStarted"' in line for line in lines)
+    detail = (
+        f"the new %%agent cell sent no model request in 15 s; {started} runStarted in the "
+        f"session file; its last line: {lines[-1][:300]}\n"
+        f"notebook:\n{s.notebook_text()[-1200:]}"
+    )
+    if started == k + 1 and '"type":"runStarted"' in lines[-1]:
+        raise KernelStalled(detail)
+    raise AssertionError(detail)
+
+
+class WidgetStale(AssertionError):
+    """The session file holds the tool's result, the widget still does not show it."""
+
+
+def _diagnose_stale(s: LabSession) -> None:
+    s.screenshot("browser-live-stale.png")
+    text = (s.root / f"{s.notebook.stem}.agent.jsonl").read_text(encoding="utf-8")
+    shown = s.widget().inner_text()
+    detail = (
+        "while the model's answer was held (10 s), the widget did not show the run open "
+        "with its bash tool completed and a pending attempt; it shows:\n" + shown
+    )
+    if '"toolCallId":"call_live"' in text:  # committed, so the widget is behind the file
+        raise WidgetStale(detail)
+    raise AssertionError(detail + "\n(and the session file has no result for call_live)")
+
+
+def test_timeline_widget_updates_live_during_a_run(lab_session: LabSession) -> None:
+    """A new `%%agent` cell below the timeline: the widget shows the run open with its
+    tool done while the model is still answering, then completed."""
+    with screenshot_on_failure(lab_session, "browser-live-failure.png"):
+        _check_live_update(lab_session)
+
+
+def _check_live_update(s: LabSession) -> None:
+    page = s.page
+    k = len(s.cells)
+    before = len(s.server.requests)
+    answer = threading.Event()
+    s.server.enqueue(
+        tool_calls_reply(tool_call("call_live", "bash", {"command": "echo live-update"})),
+        text_reply("Scripted live answer.", hold=answer),
+    )
+    t0 = time.monotonic()
+    try:
+        page.locator(".jp-Notebook .jp-Cell").last.locator(".jp-InputArea-prompt").click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("b")  # insert a cell below, then edit it
+        page.keyboard.press("Enter")
+        page.keyboard.type("%%agent\nSay hello with bash.")
+        page.keyboard.press("Shift+Enter")
+        try:
+            s.server.wait_for_requests(before + 1, timeout=15)
+        except TimeoutError:
+            _diagnose_stall(s, k)
+        s.server.wait_for_requests(before + 2, timeout=30)  # the answer, held
+        # the run is open, its tool done, the model's second step in flight
+        live = (
+            '.tan-run[data-status="open"]',
+            '.tan-tool[data-tool="bash"][data-status="completed"]',
+            '.tan-attempt[data-status="pending"]',
+        )
+        try:
+            for selector in live:
+                s.widget().locator(selector).wait_for(state="visible", timeout=10_000)
+        except PlaywrightTimeout:
+            _diagnose_stale(s)
+        s.timings["live_open_seen"] = time.monotonic() - t0
+        s.screenshot("browser-live-open.png", ".jupyter-widgets.tan-timeline-widget")
+    finally:
+        answer.set()
+    widget = s.widget()
+    widget.locator(f'.tan-run[data-status="completed"] >> nth={k}').wait_for(state="visible")
+    s.timings["live_completed_seen"] = time.monotonic() - t0
+    statuses = widget.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
+    assert statuses == ["completed"] * (k + 1)
+    assert "Scripted live answer." in s.notebook_text()
+    s.screenshot("browser-live-completed.png", ".jupyter-widgets.tan-timeline-widget")

@@ -1,0 +1,72 @@
+"""The context projection: what the model is sent, built incrementally."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tiny_agent_nb.agent import NOT_STARTED, ContextProjection
+from tiny_agent_nb.session import SessionStore
+from tiny_agent_nb.session import facts as f
+
+from scenario import BASH, Run, complete_run
+
+
+def decode(parts: list[bytes]) -> list[dict[str, object]]:
+    return json.loads(b"[" + b",".join(parts) + b"]")  # type: ignore[no-any-return]
+
+
+def test_incremental_projection_equals_a_rebuild_from_the_file(store: SessionStore) -> None:
+    live = ContextProjection("be brief")
+    store.subscribe(live.apply)
+    for _ in range(37):
+        complete_run(store)
+    rebuilt = ContextProjection.from_state(store.load(), "be brief")
+    assert decode(live.messages()) == decode(rebuilt.messages())
+    messages = decode(live.messages())
+    assert messages[0] == {"role": "system", "content": "be brief"}
+    assert len(messages) == 1 + 37 * 4  # user, assistant call, tool result, answer
+    assert len(live.messages()) <= 1 + 8  # history is kept in O(log n) runs
+
+
+def test_never_started_tool_calls_are_answered_before_the_next_message(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    projection = ContextProjection(None)
+    store.subscribe(projection.apply)
+    run = Run(environment=str(tmp_path))
+    store.commit(run.start("two commands"))
+    store.commit(run.attempt())
+    store.commit(
+        run.answer(None, [("c1", "bash", {"command": "a"}), ("c2", "bash", {"command": "b"})])
+    )
+    intent = run.intent("c1", BASH, {"command": "a"})
+    store.commit([intent, Run.result(intent, "done")])
+    store.commit(
+        [
+            f.abort_requested(run.operation_id, "Ctrl-C"),
+            f.operation_finished(run.operation_id, "aborted"),
+        ]
+    )
+    pending = decode(projection.messages())
+    assert pending[-1] == {"role": "tool", "tool_call_id": "c2", "content": NOT_STARTED}
+    store.commit([f.user_message("next question")])
+    after = decode(projection.messages())
+    roles = [(m["role"], m.get("tool_call_id")) for m in after]
+    assert roles == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "c1"),
+        ("tool", "c2"),
+        ("user", None),
+    ]
+
+
+def test_compaction_replaces_what_it_summarizes(store: SessionStore) -> None:
+    complete_run(store, "first")
+    through = list(store.load().entries)[-1]
+    store.commit([f.compaction("they listed files", through)])
+    complete_run(store, "second")
+    messages = decode(ContextProjection.from_state(store.load(), None).messages())
+    assert messages[0]["content"] == "[Summary of the earlier conversation]\nthey listed files"
+    assert messages[1] == {"role": "user", "content": "second"}
