@@ -373,3 +373,25 @@ def test_api_key_never_reaches_the_session_file(server: OpenAIServer, harness: H
     assert KEY not in repr(harness.provider) and KEY not in json.dumps(
         load_session(harness.path).summary()
     )
+
+
+def test_resume_after_the_final_answer_was_saved_does_not_ask_again(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    """Killed between the final assistant entry and operationFinished."""
+    h = Harness(server, workspace)
+    try:
+        run = Run(environment=str(workspace))
+        h.store.commit(run.start("what is 2+2"))
+        h.store.commit(run.attempt())
+        h.store.commit(run.answer("4"))
+        result = h.loop.resume()
+        assert (result.outcome, result.text) == ("completed", "4")
+        assert server.requests == []
+        ops = list(load_session(h.path).operations.values())
+        assert [(o.kind, o.status) for o in ops] == [
+            ("run", "interrupted"),
+            ("resume", "completed"),
+        ]
+    finally:
+        h.close()

@@ -404,3 +404,17 @@ def test_a_path_through_the_parent_that_comes_back_inside_is_fine(
     (workspace / "a.txt").write_text("x\n")
     inside = f"../{workspace.name}/a.txt"
     assert call(context, "read_file", path=inside).content == "[a.txt: 1 lines]\nx"
+
+
+def test_reads_never_block_on_a_named_pipe(tmp_path: Path) -> None:
+    """A FIFO would make read_file/grep (and their replay after a crash) wait forever."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "notes.txt").write_text("needle\n")
+    context = ToolContext(workspace=tmp_path.resolve())
+    tools = builtin_registry()
+    read = tools.get("read_file").run({"path": "pipe"}, context)  # type: ignore[union-attr]
+    assert read.is_error and "not a regular file" in read.content
+    grep = tools.get("grep").run({"pattern": "needle"}, context)  # type: ignore[union-attr]
+    assert not grep.is_error and "notes.txt:1: needle" in grep.content
+    direct = tools.get("grep").run({"pattern": "x", "path": "pipe"}, context)  # type: ignore[union-attr]
+    assert direct.is_error and "not a regular file" in direct.content

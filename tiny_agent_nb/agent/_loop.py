@@ -22,8 +22,10 @@ from typing import Any, Literal, Protocol
 
 from ..provider import Completion, ProviderError, StreamEvent, ToolSchema, backoff_delay
 from ..session import (
+    AssistantEntry,
     NewFact,
     OperationOutcome,
+    SessionState,
     SessionStore,
     ToolCall,
     ToolIdentity,
@@ -162,6 +164,19 @@ class AgentLoop:
                 else "an operation is still open"
             )
         operation_id = new_id()
+        answer = _final_answer(self._store.load())
+        if answer is not None:
+            # Killed after the final answer was saved but before the run was marked
+            # finished: the answer is complete, asking the model again would only make
+            # it continue its own last message.
+            detail = "the interrupted run had already given its final answer"
+            self._store.commit(
+                [
+                    f.resume_started(operation_id, target.id),
+                    f.operation_finished(operation_id, "completed", detail),
+                ]
+            )
+            return RunResult(operation_id, "completed", text=answer, detail=detail)
         self._store.commit([f.resume_started(operation_id, target.id)])
         return self._drive(operation_id)
 
@@ -434,3 +449,13 @@ class AgentLoop:
         op = self._store.open_operation()
         if op is not None:
             raise AgentError(f"operation {op.id} is still open; recover() settles it first")
+
+
+def _final_answer(state: SessionState) -> str | None:
+    """The content of the last entry when it is an assistant answer with no tool calls."""
+    if not state.entries:
+        return None
+    last = list(state.entries.values())[-1].entry
+    if isinstance(last, AssistantEntry) and not last.message.toolCalls:
+        return last.message.content or ""
+    return None

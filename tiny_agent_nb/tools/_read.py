@@ -53,6 +53,11 @@ class ReadFileArguments(ToolArguments):
     limit: int | None = Field(None, ge=1, description="How many lines to show (default: all).")
 
 
+# Opening a named pipe waits for a writer that may never come: a read-only tool must
+# never block, above all when it is replayed while a notebook loads its session.
+_NOT_REGULAR = "{}: not a regular file (a pipe, socket or device); not read, it could block"
+
+
 class ReadFile(BuiltinTool[ReadFileArguments]):
     name = "read_file"
     description = (
@@ -67,6 +72,8 @@ class ReadFile(BuiltinTool[ReadFileArguments]):
         shown = display_path(real, workspace_root(context))
         if real.is_dir():
             raise ToolError(f"{shown}: is a directory; use list_files to see what it holds")
+        if real.exists() and not real.is_file():
+            raise ToolError(_NOT_REGULAR.format(shown))
         data = real.read_bytes()
         if looks_binary(data):
             raise ToolError(
@@ -191,8 +198,12 @@ class Grep(BuiltinTool[GrepArguments]):
                 if e.kind == "file"
                 and (arguments.glob is None or fnmatchcase(e.path.name, arguments.glob))
             ]
-        else:
+        elif top.is_file():
             files = [top]
+        else:
+            raise ToolError(_NOT_REGULAR.format(display_path(top, root)))
+        # A pipe, socket or device would block the read (and a replay after a crash).
+        files = [f for f in files if f.is_file()]
         matches: list[str] = []
         unreadable = 0
         for file in files:
