@@ -126,6 +126,7 @@ def test_missing_key_for_openrouter_commits_nothing(
     monkeypatch.delenv("TINY_AGENT_API_KEY")
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
     monkeypatch.delenv("TINY_AGENT_BASE_URL")
+    monkeypatch.setenv("TINY_AGENT_DEMO", "0")  # no offline demo model to fall back on
     run(shell, "%load_ext tiny_agent_nb", capsys)
     out = run(shell, "%%agent\nhi", capsys)
     assert "no API key for OpenRouter" in out and "OPENROUTER_API_KEY" in out
@@ -221,3 +222,28 @@ def test_timeline_draws_facts_committed_just_before_a_long_wait(
     while 'data-status="pending"' not in widget._repr_mimebundle_()["text/html"]:
         assert time.monotonic() < deadline, "the pending attempt was never drawn"
         time.sleep(0.01)
+
+
+def test_without_key_or_server_the_offline_demo_model_runs_and_says_so(
+    shell: InteractiveShell,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("TINY_AGENT_API_KEY")
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.delenv("TINY_AGENT_BASE_URL")
+    out = run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert "OFFLINE DEMO MODEL (SCRIPTED, NOT A REAL LLM)" in out
+    out = run(shell, "%%agent\nPlease run\n```bash\necho demo >> marker.txt\n```", capsys)
+    assert "(offline demo model (scripted, not a real LLM))" in out
+    assert "→ bash" in out and "✓ bash completed" in out
+    assert (tmp_path / "marker.txt").read_text() == "demo\n"
+    state = load_session(tmp_path / "analysis.agent.jsonl")
+    assert state.header.provider == "offline-demo"
+    assert {a.provider for a in state.attempts.values()} == {"offline-demo"}
+    run(shell, "%agent timeline", capsys)
+    (widget,) = shell.magics_manager.registry["AgentMagics"].widgets
+    assert (
+        "offline demo model (scripted, not a real LLM)" in widget._repr_mimebundle_()["text/html"]
+    )

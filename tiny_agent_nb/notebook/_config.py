@@ -14,7 +14,7 @@ from typing import Any
 from traitlets import Bool, Enum, Instance, Int, List, TraitType, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ..provider import OPENROUTER_BASE_URL
+from ..provider import DEMO_PROVIDER, OPENROUTER_BASE_URL
 from ..tools import builtin_registry
 
 DEFAULT_MODEL = "deepseek/deepseek-v4-flash-0731"
@@ -102,6 +102,10 @@ class TinyAgent(Configurable):
         config=True
     )
     stream = Bool(True, help="Stream answers as they are produced.").tag(config=True)
+    demo = Bool(
+        help="With no API key and no base URL configured, use the offline demo model "
+        "(scripted, not a real LLM; env TINY_AGENT_DEMO=0 turns it off)."
+    ).tag(config=True)
     request_timeout = Int(120, help="Seconds to wait for the next byte of a model response.").tag(
         config=True
     )
@@ -124,8 +128,18 @@ class TinyAgent(Configurable):
                 return Secret(os.environ[name].strip())
         return None
 
+    @default("demo")
+    def _default_demo(self) -> bool:
+        return os.environ.get("TINY_AGENT_DEMO", "1").strip().lower() not in ("0", "false", "no")
+
+    def demo_mode(self) -> bool:
+        """No key and the default (OpenRouter) endpoint: nothing real to talk to."""
+        return self.demo and self.api_key is None and self.base_url == OPENROUTER_BASE_URL
+
     @default("provider")
     def _default_provider(self) -> str:
+        if self.demo_mode():
+            return DEMO_PROVIDER
         return "openrouter" if "openrouter.ai" in self.base_url else "openai-compatible"
 
     @default("tools")

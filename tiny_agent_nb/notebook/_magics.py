@@ -13,6 +13,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ..provider import DEMO_LABEL, DEMO_PROVIDER
 from ..render import money
 from ..timeline import short_arguments
 from ._config import TinyAgent
@@ -102,6 +103,8 @@ class AgentMagics(Magics):
         self.runtime.check_ready()
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
+        if self.runtime.config.demo_mode() and args.model is None:
+            print(f"({DEMO_LABEL})")
         try:
             result = self.runtime.run(
                 prompt,
@@ -171,7 +174,7 @@ class AgentMagics(Magics):
 
     def _cmd_timeline(self) -> None:
         store = self.runtime.require_store()
-        widget = TimelineWidget(store.load)
+        widget = TimelineWidget(store.load, scripted=store.header.provider == DEMO_PROVIDER)
         store.subscribe(widget.on_commit)
         self.widgets.append(widget)
         display(widget)

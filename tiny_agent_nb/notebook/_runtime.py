@@ -7,19 +7,27 @@ failure becomes a `NotebookError` with one readable message.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..agent import (
     DEFAULT_SYSTEM_PROMPT,
     AgentError,
     AgentLoop,
+    ChatProvider,
     LoopConfig,
     LoopObserver,
     RecoveryReport,
     RunResult,
 )
-from ..provider import Provider, ProviderConfig
+from ..provider import (
+    DEMO_LABEL,
+    DEMO_MODEL,
+    DEMO_PROVIDER,
+    DemoProvider,
+    Provider,
+    ProviderConfig,
+)
 from ..render import money
 from ..session import (
     Durability,
@@ -36,6 +44,13 @@ from ._config import TinyAgent
 from ._paths import SessionLocation, next_archive_path
 
 AskFn = Callable[[str, object], bool]
+
+
+DEMO_NOTE = (
+    f"No API key and no base URL configured: using the {DEMO_LABEL.upper()}. It runs the "
+    "```bash blocks of your prompt and reports; set OPENROUTER_API_KEY or "
+    "TinyAgent.base_url for a real model."
+)
 
 
 class NotebookError(Exception):
@@ -55,7 +70,8 @@ class OpenReport:
         s = self.state
         where = self.location.path.name
         if self.created:
-            return f"tiny-agent-nb: new session {where} ({_source(self.location)})."
+            head = f"tiny-agent-nb: new session {where} ({_source(self.location)})."
+            return "\n".join([head, *(f"  {note}" for note in self.notes)])
         cost = money(s.totals.known_cost, s.totals.unpriced)
         lines = [
             f"tiny-agent-nb: session {where} ({_source(self.location)}) — "
@@ -110,10 +126,11 @@ class NotebookAgent:
     def open(self, location: SessionLocation) -> OpenReport:
         self.close()
         self.location = location
+        demo = self.config.demo_mode()
         init = HeaderInit(
             cwd=str(Path.cwd()),
-            provider=self.config.provider,
-            model=self.config.model,
+            provider=DEMO_PROVIDER if demo else self.config.provider,
+            model=DEMO_MODEL if demo else self.config.model,
             environment_identity=str(self.workspace()),
         )
         location.path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,12 +158,14 @@ class NotebookAgent:
             ) from None
         self.store = store
         recovery = self._loop().recover()
+        notes = [DEMO_NOTE] if demo else []
         return OpenReport(
             location=location,
             created=store.created,
             repaired_tail_bytes=store.repaired_tail_bytes,
             state=store.load(),
             recovery=recovery,
+            notes=notes,
         )
 
     def close(self) -> None:
@@ -222,6 +241,10 @@ class NotebookAgent:
     ) -> AgentLoop:
         store = self.require_store()
         provider_config = self.provider_config(model)
+        provider: ChatProvider = Provider(provider_config)
+        if self.config.demo_mode() and model is None:
+            provider = DemoProvider()
+            provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         registry = builtin_registry()
         try:
             registry = registry.subset(tools or self.config.tools)
@@ -237,7 +260,7 @@ class NotebookAgent:
         )
         return AgentLoop(
             store,
-            Provider(provider_config),
+            provider,
             registry,
             ToolContext(workspace=self.workspace(), namespace=self.namespace),
             config,
@@ -263,6 +286,8 @@ class NotebookAgent:
 
     def check_ready(self) -> None:
         """Refuse early (nothing committed) when a run cannot possibly succeed."""
+        if self.config.demo_mode():
+            return
         if "openrouter.ai" in self.config.base_url and self.config.api_key is None:
             raise NotebookError(
                 "tiny-agent-nb: no API key for OpenRouter. Set OPENROUTER_API_KEY (or "

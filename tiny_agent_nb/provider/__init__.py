@@ -8,6 +8,7 @@ whose `retryable`/`retry_after` feed `backoff_delay` in the agent loop.
 """
 
 from ._client import Provider
+from ._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROVIDER, DemoProvider
 from ._retry import backoff_delay
 from ._types import (
     OPENROUTER_BASE_URL,
@@ -23,8 +24,12 @@ from ._types import (
 )
 
 __all__ = [
+    "DEMO_LABEL",
+    "DEMO_MODEL",
+    "DEMO_PROVIDER",
     "OPENROUTER_BASE_URL",
     "Completion",
+    "DemoProvider",
     "Provider",
     "ProviderConfig",
     "ProviderError",
