@@ -236,7 +236,7 @@ def test_without_key_or_server_the_offline_demo_model_runs_and_says_so(
     out = run(shell, "%load_ext tiny_agent_nb", capsys)
     assert "OFFLINE DEMO MODEL (SCRIPTED, NOT A REAL LLM)" in out
     out = run(shell, "%%agent\nPlease run\n```bash\necho demo >> marker.txt\n```", capsys)
-    assert "(offline demo model (scripted, not a real LLM))" in out
+    assert "[offline demo model (scripted, not a real LLM)]" in out
     assert "→ bash" in out and "✓ bash completed" in out
     assert (tmp_path / "marker.txt").read_text() == "demo\n"
     state = load_session(tmp_path / "analysis.agent.jsonl")

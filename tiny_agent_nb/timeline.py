@@ -200,7 +200,13 @@ def build_timeline(
         )
         attempts = attempts_by_op[op.id]
         tools = tools_by_op[op.id]
-        costs = [a.cost for a in attempts if a.cost is not None]
+        # The run's ledger: its attempts' usage and its tools' usage (MCP tools report some).
+        ledger = [
+            state.usage[target].usage
+            for target in (*(a.id for a in attempts), *(t.id for t in tools))
+            if target in state.usage
+        ]
+        costs = [u.cost for u in ledger if u.cost is not None]
         runs.append(
             RunRow(
                 id=op.id,
@@ -214,8 +220,8 @@ def build_timeline(
                 hidden_attempts=max(0, len(attempts) - ROWS_PER_RUN),
                 hidden_tools=max(0, len(tools) - ROWS_PER_RUN),
                 cost=round(sum(costs), 12) if costs else None,
-                input_tokens=sum(a.input_tokens or 0 for a in attempts),
-                output_tokens=sum(a.output_tokens or 0 for a in attempts),
+                input_tokens=sum(u.inputTokens for u in ledger),
+                output_tokens=sum(u.outputTokens for u in ledger),
             )
         )
     t = state.totals

@@ -104,7 +104,7 @@ class AgentMagics(Magics):
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
         if self.runtime.config.demo_mode() and args.model is None:
-            print(f"({DEMO_LABEL})")
+            print(f"[{DEMO_LABEL}]")
         try:
             result = self.runtime.run(
                 prompt,
@@ -158,7 +158,7 @@ class AgentMagics(Magics):
         open_op = state.open_operation
         latest = list(state.operations.values())[-1] if state.operations else None
         print(f"session  {store.path}")
-        print(f"model    {self.runtime.config.provider} / {self.runtime.config.model}")
+        print(f"model    {state.header.provider} / {state.header.model} (this session's header)")
         print(f"runs     {len(state.operations)}; facts {state.last_seq}")
         if open_op is not None:
             print(f"running  {open_op.id}")

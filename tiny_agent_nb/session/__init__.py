@@ -44,6 +44,7 @@ from ._models import (
     UserEntry,
     UserMessage,
 )
+from ._salvage import salvage
 from ._state import Attempt, Operation, SessionState, ToolIntent, UsageTotals
 from ._store import Durability, HeaderInit, SessionStore, SessionWriteError, load_session
 
@@ -94,5 +95,6 @@ __all__ = [
     "load_session",
     "new_id",
     "replay_key",
+    "salvage",
     "sha256_digest",
 ]

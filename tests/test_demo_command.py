@@ -1,0 +1,50 @@
+"""The README's main command: `tiny-agent-nb demo`, as a newcomer runs it (no key)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tiny_agent_nb.session import load_session
+
+
+def test_demo_kills_a_kernel_mid_tool_and_resumes_with_the_offline_model(tmp_path: Path) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "TINY_AGENT_BASE_URL",
+            "TINY_AGENT_API_KEY",
+            "OPENROUTER_API_KEY",
+            "TINY_AGENT_MODEL",
+        )
+    }
+    env["NO_COLOR"] = "1"
+    work = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "tiny_agent_nb", "demo", "--dir", str(work)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "OFFLINE DEMO MODEL (scripted, not a real LLM)" in out
+    assert "the kernel died here" in out
+    assert "interrupted: it may have run; it was not run again" in out
+    assert (work / "marker.txt").read_text().splitlines() == ["ran"]  # ran once, never again
+    state = load_session(work / "crash-and-resume.agent.jsonl")
+    assert state.header.provider == "offline-demo"
+    assert [(o.kind, o.status) for o in state.operations.values()] == [
+        ("run", "interrupted"),
+        ("resume", "completed"),
+    ]
+    assert [(i.tool.name, i.status) for i in state.tool_intents.values()] == [
+        ("bash", "interrupted")
+    ]
+    assert "interrupted run" in out and "completed   resume" in out  # the printed timeline

@@ -1,0 +1,131 @@
+"""Salvage: the longest prefix of a damaged session file that loads, and what it leaves.
+
+A reader never skips a damaged complete line (DESIGN §3.5), so one bad line makes the
+whole file unloadable. `salvage` finds the longest prefix of whole lines that reduces
+without error -- with the very same parse and apply steps as `load_session`, so the
+prefix is exactly what a load would have accepted -- and says precisely what stays
+behind: the first bad line and why, the complete lines after it, and the torn tail.
+
+It is pure: bytes in, a result out. Writing the prefix anywhere is the caller's business
+(`tiny-agent-nb salvage` writes a new file; the damaged original is never touched).
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ._framing import (
+    describe_validation_error,
+    iter_lines,
+    parse_transaction,
+    reduce_bytes,
+    split_complete,
+)
+from ._reducer import Violation, apply_transaction
+
+
+@dataclass(frozen=True)
+class SalvageResult:
+    """What `salvage` kept and what it left behind; all sizes in bytes.
+
+    `kept_bytes + bad_line_bytes + bytes_after + torn_tail_bytes == source_bytes`.
+    """
+
+    path: str
+    data: bytes  # the salvaged prefix: whole LF-terminated lines, header first
+    lines: int  # lines kept, the header included
+    source_bytes: int  # size of the input
+    bad_line: int | None  # 1-based number of the first line that does not load
+    reason: str | None  # why it does not load (the error `load_session` gives)
+    bad_line_bytes: int  # size of the bad line, its LF included
+    lines_after: int  # complete lines after the bad line (not copied, whatever they hold)
+    bytes_after: int  # their size, LFs included
+    torn_tail_bytes: int  # bytes after the last LF (never copied)
+
+    @property
+    def kept_bytes(self) -> int:
+        return len(self.data)
+
+    @property
+    def transactions(self) -> int:
+        """Transactions kept: every kept line but the header."""
+        return self.lines - 1
+
+    @property
+    def left_behind_bytes(self) -> int:
+        return self.source_bytes - self.kept_bytes
+
+    @property
+    def complete(self) -> bool:
+        """True when every complete line was kept (a torn tail is never a line)."""
+        return self.bad_line is None
+
+
+def salvage(data: bytes, path: str | Path) -> SalvageResult:
+    """The longest prefix of whole lines of `data` that loads, and what it leaves behind.
+
+    Raises NotASessionError when there is no complete header line, and
+    SessionCorruptError (line 1) when the header is invalid: nothing can be salvaged.
+    `path` only names the file in errors and in the result.
+    """
+    enabled = gc.isenabled()
+    gc.disable()  # as reduce_bytes does: the tables grow without forming cycles
+    try:
+        return _salvage(data, path)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _salvage(data: bytes, path: str | Path) -> SalvageResult:
+    complete, torn = split_complete(data)
+    header_end = data.find(b"\n") + 1
+    # The header line alone, reduced exactly as a load reduces it: the same
+    # NotASessionError / SessionCorruptError(line 1) when it is missing or invalid.
+    state = reduce_bytes(path, data[:header_end] if header_end else data)
+    tables = state.tables
+    kept_end = header_end  # offset just after the last kept LF
+    lines = 1
+    for lineno, line in iter_lines(complete):
+        try:
+            apply_transaction(tables, parse_transaction(line))
+        except ValidationError as exc:
+            reason = describe_validation_error(exc)
+        except Violation as exc:
+            reason = str(exc)
+        else:
+            kept_end += len(line) + 1
+            lines += 1
+            continue
+        # `complete` has no final LF; every line in it is followed by one in `data`.
+        bad_line_bytes = len(line) + 1
+        after = kept_end + bad_line_bytes  # where the lines after the bad one start
+        rest = len(complete) + 1 - after  # their bytes, each with its LF
+        return SalvageResult(
+            path=str(path),
+            data=data[:kept_end],
+            lines=lines,
+            source_bytes=len(data),
+            bad_line=lineno,
+            reason=reason,
+            bad_line_bytes=bad_line_bytes,
+            lines_after=complete.count(b"\n", after) + 1 if rest else 0,
+            bytes_after=rest,
+            torn_tail_bytes=torn,
+        )
+    return SalvageResult(
+        path=str(path),
+        data=data[:kept_end],
+        lines=lines,
+        source_bytes=len(data),
+        bad_line=None,
+        reason=None,
+        bad_line_bytes=0,
+        lines_after=0,
+        bytes_after=0,
+        torn_tail_bytes=torn,
+    )
