@@ -72,8 +72,10 @@ class TinyAgent(Configurable):
         help="API key (env TINY_AGENT_API_KEY, else OPENROUTER_API_KEY). A local server needs none."
     ).tag(config=True)
     provider = Unicode(
-        help="Label written to the session file: 'openrouter' for OpenRouter, "
-        "else 'openai-compatible'."
+        "",
+        help="Label written to the session file (default: 'openrouter' for OpenRouter, "
+        "else 'openai-compatible'; derived at each run, so a later %config of base_url "
+        "is labelled right).",
     ).tag(config=True)
     max_steps = Int(25, help="Model steps per run before it stops with outcome stepLimit.").tag(
         config=True
@@ -136,8 +138,10 @@ class TinyAgent(Configurable):
         """No key and the default (OpenRouter) endpoint: nothing real to talk to."""
         return self.demo and self.api_key is None and self.base_url == OPENROUTER_BASE_URL
 
-    @default("provider")
-    def _default_provider(self) -> str:
+    def provider_label(self) -> str:
+        """The provider written to stepAttempts: explicit, else from the current endpoint."""
+        if self.provider:
+            return self.provider
         if self.demo_mode():
             return DEMO_PROVIDER
         return "openrouter" if "openrouter.ai" in self.base_url else "openai-compatible"

@@ -150,7 +150,9 @@ class AgentMagics(Magics):
         getattr(self, f"_cmd_{command}")(*rest)
 
     def _cmd_help(self) -> None:
-        print(AgentMagics.agent.__doc__)
+        # magic_arguments appends its usage to the docstring after a reST "::" marker.
+        doc = AgentMagics.agent.__doc__ or ""
+        print("\n".join(line for line in doc.splitlines() if line.strip() != "::"))
 
     def _cmd_status(self) -> None:
         store = self.runtime.require_store()
@@ -174,7 +176,9 @@ class AgentMagics(Magics):
 
     def _cmd_timeline(self) -> None:
         store = self.runtime.require_store()
-        widget = TimelineWidget(store.load, scripted=store.header.provider == DEMO_PROVIDER)
+        state = store.load()
+        providers = {a.provider for a in state.attempts.values()} or {state.header.provider}
+        widget = TimelineWidget(store.load, scripted=DEMO_PROVIDER in providers)
         store.subscribe(widget.on_commit)
         self.widgets.append(widget)
         display(widget)

@@ -121,15 +121,25 @@ class NotebookAgent:
         self.namespace = namespace
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
+        self.open_error: str | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
+        try:
+            report = self._open(location)
+        except NotebookError as exc:
+            self.open_error = str(exc)
+            raise
+        self.open_error = None
+        return report
+
+    def _open(self, location: SessionLocation) -> OpenReport:
         self.close()
         self.location = location
         demo = self.config.demo_mode()
         init = HeaderInit(
             cwd=str(Path.cwd()),
-            provider=DEMO_PROVIDER if demo else self.config.provider,
+            provider=self.config.provider_label(),
             model=DEMO_MODEL if demo else self.config.model,
             environment_identity=str(self.workspace()),
         )
@@ -184,7 +194,10 @@ class NotebookAgent:
 
     def require_store(self) -> SessionStore:
         if self.store is None:
-            raise NotebookError("tiny-agent-nb: no session is open. Use `%agent session PATH`.")
+            # Repeat why the last open failed (e.g. the file is in use by another kernel).
+            raise NotebookError(
+                self.open_error or "tiny-agent-nb: no session is open. Use `%agent session PATH`."
+            )
         return self.store
 
     def _require_location(self) -> SessionLocation:
@@ -274,7 +287,7 @@ class NotebookAgent:
         return ProviderConfig(
             model=model or c.model,
             base_url=c.base_url,
-            provider=c.provider,
+            provider=c.provider_label(),
             api_key=key,
             api_key_source=c.api_key_source(),
             stream=c.stream,

@@ -1,0 +1,315 @@
+"""Real Jupyter kernels for the notebook tests, and a notebook runner that survives a
+kernel death.
+
+    kernel = Kernel.start(cwd=workspace, env=kernel_env(workspace, base_url=server.base_url))
+    run = kernel.execute("%load_ext tiny_agent_nb")
+    assert "new session analysis.agent.jsonl" in run.stdout
+    kernel.shutdown()
+
+`Kernel` wraps jupyter_client's `KernelManager` and a `BlockingKernelClient`; `execute`
+collects what the cell sent on iopub (stream text, errors, rich displays) and the
+execute reply's pager payloads (`%%agent?` answers with a payload, not with output).
+
+`run_notebook` (tiny_agent_nb.demo, also behind `tiny-agent-nb demo`) executes a
+notebook with nbclient cell by cell. A cell tagged `kernel-dies` is expected to kill its
+own kernel: the runner then restarts the kernel (as JupyterLab does when a kernel dies)
+and goes on with the next cell. As a command:
+
+    python tests/kernel_helpers.py notebooks/crash-and-resume.ipynb [-o OUT.ipynb]
+
+runs the notebook in its own directory, with `JPY_SESSION_NAME` set to the notebook (so
+the session file is `<name>.agent.jsonl` beside it, as under Jupyter) and the model
+endpoint from the environment (`TINY_AGENT_BASE_URL`, `TINY_AGENT_MODEL`, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty
+from typing import IO, Any
+
+import nbformat
+from jupyter_client.blocking import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+from jupyter_core.paths import jupyter_runtime_dir
+
+from tiny_agent_nb.demo import run_notebook
+
+KERNEL_NAME = "python3"
+STARTUP_TIMEOUT = 60.0
+EXECUTE_TIMEOUT = 60.0
+
+# Variables a test kernel must not inherit from the developer's shell: the endpoint, the
+# model and the keys are set per test, and the notebook name decides the session file.
+SCRUBBED = (
+    "TINY_AGENT_BASE_URL",
+    "TINY_AGENT_MODEL",
+    "TINY_AGENT_API_KEY",
+    "OPENROUTER_API_KEY",
+    "TINY_AGENT_DEMO",
+    "JPY_SESSION_NAME",
+)
+
+
+def wait_until(
+    condition: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, what: str = ""
+) -> Any:
+    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"not true after {timeout}s: {what or condition}")
+        time.sleep(interval)
+
+
+def kernel_env(
+    home: Path,
+    *,
+    base_url: str | None,
+    notebook: Path | None = None,
+    model: str | None = "test/model",
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a test kernel: this process's, minus endpoint/keys, with the
+    loopback endpoint, the notebook name, and IPython/Jupyter state kept under `home`."""
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    env["IPYTHONDIR"] = str(home / ".ipython")
+    env["JUPYTER_RUNTIME_DIR"] = str(home / ".jupyter-runtime")
+    env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    if base_url is not None:
+        env["TINY_AGENT_BASE_URL"] = base_url
+    if model is not None:
+        env["TINY_AGENT_MODEL"] = model
+    if notebook is not None:
+        env["JPY_SESSION_NAME"] = str(notebook)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Execution:
+    """What one execute request produced."""
+
+    msg_id: str
+    stdout: str = ""
+    stderr: str = ""
+    error: dict[str, Any] | None = None  # the iopub `error` content: ename, evalue, traceback
+    displays: list[dict[str, Any]] = field(default_factory=list)  # display/result mimebundles
+    pages: list[str] = field(default_factory=list)  # pager payloads (e.g. `%%agent?`)
+    reply: dict[str, Any] | None = None  # the execute_reply content
+    finished: bool = False  # the kernel went idle for this request
+
+    def __iter__(self) -> Any:
+        """`stdout, stderr, error, displays = kernel.execute(code)`."""
+        return iter((self.stdout, self.stderr, self.error, self.displays))
+
+
+class Kernel:
+    """One real IPython kernel process, started in `cwd` with `env`."""
+
+    def __init__(self, km: KernelManager, kc: BlockingKernelClient, log: IO[bytes]) -> None:
+        self.km = km
+        self.kc = kc
+        self._log = log
+
+    @classmethod
+    def start(cls, *, cwd: Path, env: Mapping[str, str]) -> Kernel:
+        """Start a kernel; its connection file and its own stdout/stderr (`kernel-*.log`)
+        go to `JUPYTER_RUNTIME_DIR` of `env`."""
+        runtime = Path(env.get("JUPYTER_RUNTIME_DIR") or cwd)
+        runtime.mkdir(parents=True, exist_ok=True)
+        name = f"kernel-{uuid.uuid4().hex[:12]}"
+        km = KernelManager(kernel_name=KERNEL_NAME, connection_file=str(runtime / f"{name}.json"))
+        log = (runtime / f"{name}.log").open("wb")
+        km.start_kernel(cwd=str(cwd), env=dict(env), stdout=log, stderr=log)
+        kc = km.blocking_client()
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=STARTUP_TIMEOUT)
+        except BaseException:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+            log.close()
+            raise
+        return cls(km, kc, log)
+
+    @property
+    def log_text(self) -> str:
+        """What the kernel process itself wrote to stdout/stderr (not cell output)."""
+        self._log.flush()
+        return Path(self._log.name).read_text(encoding="utf-8", errors="replace")
+
+    @property
+    def pid(self) -> int:
+        """The kernel process itself (jupyter_client 8: the provisioner launched it)."""
+        pid = getattr(self.km.provisioner, "pid", None)
+        assert isinstance(pid, int), "the kernel has no local process"
+        return pid
+
+    def is_alive(self) -> bool:
+        return bool(self.km.is_alive())
+
+    # ---------------------------------------------------------------- execution
+    def send(self, code: str) -> Execution:
+        """Start executing `code`; `collect` gathers its output."""
+        return Execution(msg_id=self.kc.execute(code, allow_stdin=False, stop_on_error=False))
+
+    def collect(
+        self, run: Execution, timeout: float = EXECUTE_TIMEOUT, *, until_dead: bool = False
+    ) -> Execution:
+        """Read iopub messages of `run` until the kernel is idle again (or, with
+        `until_dead`, until the kernel process is gone)."""
+        deadline = time.monotonic() + timeout
+        while not run.finished:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no idle status in {timeout}s; so far: {run!r}")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=min(remaining, 0.2))
+            except Empty:
+                if not self.is_alive():
+                    if until_dead:
+                        return run
+                    raise AssertionError(
+                        f"the kernel died during {run!r}; its log:\n{self.log_text}"
+                    ) from None
+                continue
+            if msg["parent_header"].get("msg_id") == run.msg_id:
+                _absorb(run, msg)
+        if not until_dead:
+            run.reply = self._reply(run.msg_id, deadline)
+            for payload in run.reply.get("payload", []):
+                if payload.get("source") == "page":
+                    run.pages.append(payload["data"].get("text/plain", ""))
+        return run
+
+    def execute(self, code: str, timeout: float = EXECUTE_TIMEOUT) -> Execution:
+        return self.collect(self.send(code), timeout)
+
+    def _reply(self, msg_id: str, deadline: float) -> dict[str, Any]:
+        while True:
+            msg = self.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 0.1))
+            if msg["parent_header"].get("msg_id") == msg_id:
+                content: dict[str, Any] = msg["content"]
+                return content
+
+    # ---------------------------------------------------------------- lifecycle
+    def interrupt(self) -> None:
+        self.km.interrupt_kernel()
+
+    def sigkill(self, timeout: float = 30.0) -> None:
+        """SIGKILL the kernel process, like the OOM killer, and wait until it is gone."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        wait_until(lambda: not self.is_alive(), timeout, what="kernel process gone")
+
+    def shutdown(self) -> None:
+        self.kc.stop_channels()
+        if self.is_alive():
+            self.km.shutdown_kernel(now=True)
+        else:
+            self.km.cleanup_resources()
+        self._log.close()
+
+
+def _absorb(run: Execution, msg: dict[str, Any]) -> None:
+    kind, content = msg["header"]["msg_type"], msg["content"]
+    if kind == "stream":
+        if content["name"] == "stdout":
+            run.stdout += content["text"]
+        else:
+            run.stderr += content["text"]
+    elif kind == "error":
+        run.error = content
+    elif kind in ("display_data", "update_display_data", "execute_result"):
+        run.displays.append(content["data"])
+    elif kind == "status" and content["execution_state"] == "idle":
+        run.finished = True
+
+
+def stray_commands(directory: Path, exclude: Sequence[int] = ()) -> list[int]:
+    """Commands working in `directory` that lead a session of their own, apart from
+    `exclude`. The bash tool starts every command that way, so once the kernels are
+    accounted for these are commands a killed kernel left running (its `sleep 60`)."""
+    found = []
+    target = directory.resolve()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in exclude:
+            continue
+        pid = int(entry.name)
+        try:
+            cwd = (entry / "cwd").resolve(strict=True)
+            if (cwd == target or target in cwd.parents) and os.getsid(pid) == pid:
+                found.append(pid)
+        except (OSError, RuntimeError):
+            continue  # gone meanwhile, or not ours to inspect
+    return found
+
+
+def stop_commands(pids: Sequence[int], timeout: float = 10.0) -> None:
+    """SIGKILL each command's process group (by id) and wait until they are gone."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    wait_until(lambda: not any(_running(pid) for pid in pids), timeout, what=f"{pids} stopped")
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has stopped; its reaper is not us
+
+
+# -------------------------------------------------------------------- notebooks
+
+
+def notebook_env(notebook: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["JPY_SESSION_NAME"] = str(notebook.resolve())
+    return env
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run a notebook, restarting dead kernels.")
+    parser.add_argument("notebook", type=Path)
+    parser.add_argument("-o", "--output", type=Path, help="write the executed notebook here")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
+    args = parser.parse_args(argv)
+    path: Path = args.notebook.resolve()
+    notebook = nbformat.read(path, as_version=4)
+    run = run_notebook(
+        notebook,
+        cwd=path.parent,
+        env=notebook_env(path),
+        timeout=args.timeout,
+        connection_dir=Path(jupyter_runtime_dir()),
+    )
+    for index, cell in enumerate(run.notebook.cells):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            text = output.get("text") or data.get("text/markdown") or data.get("text/plain", "")
+            if text:
+                print(text, end="" if text.endswith("\n") else "\n")
+        if index in run.restarts:
+            print(f"-- the kernel died in cell {index}, as that cell intends; restarted it")
+    if args.output is not None:
+        nbformat.write(run.notebook, args.output)
+    print(f"-- ran {path.name} in {run.seconds:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

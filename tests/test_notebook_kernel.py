@@ -1,0 +1,312 @@
+"""The notebook surface in real IPython kernels (jupyter_client), against a scripted
+OpenAI-compatible server on loopback.
+
+Every kernel runs in a workspace under tmp_path with `JPY_SESSION_NAME` naming
+`analysis.ipynb` there, so its session file is `analysis.agent.jsonl` beside it, as
+under Jupyter. The kernel crash is a real SIGKILL of the kernel process in the middle
+of a bash tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.session import load_session
+
+from kernel_helpers import (
+    Execution,
+    Kernel,
+    kernel_env,
+    stop_commands,
+    stray_commands,
+    wait_until,
+)
+from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+
+NOTEBOOK = "analysis.ipynb"
+SESSION = "analysis.agent.jsonl"
+SLEEPER = "echo ran >> marker.txt; sleep 60"
+INTERRUPTED_LINE = "⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.\n"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+StartKernel = Callable[..., Kernel]
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def start_kernel(tmp_path: Path, workspace: Path, server: OpenAIServer) -> Iterator[StartKernel]:
+    """Start kernels on the workspace's analysis.ipynb; all are shut down afterwards,
+    and any command a killed kernel left running is stopped."""
+    started: list[Kernel] = []
+
+    def start(**env_options: object) -> Kernel:
+        options = {"base_url": server.base_url, **env_options}
+        env = kernel_env(tmp_path, notebook=workspace / NOTEBOOK, **options)  # type: ignore[arg-type]
+        kernel = Kernel.start(cwd=workspace, env=env)
+        started.append(kernel)
+        return kernel
+
+    yield start
+    for kernel in started:
+        kernel.shutdown()
+    stop_commands(stray_commands(workspace))
+
+
+def load(kernel: Kernel) -> str:
+    run = kernel.execute("%load_ext tiny_agent_nb")
+    assert_clean(run)
+    return run.stdout
+
+
+def assert_clean(run: Execution) -> None:
+    """No error, no traceback, nothing on stderr."""
+    assert run.error is None, run.error
+    assert run.stderr == "", run.stderr
+    assert run.reply is not None and run.reply["status"] == "ok", run.reply
+    assert "Traceback" not in run.stdout
+
+
+def markdown(run: Execution) -> str:
+    """The final state of the streamed answer (the last markdown display)."""
+    texts = [d["text/markdown"] for d in run.displays if "text/markdown" in d]
+    assert texts, run
+    return texts[-1]
+
+
+def transactions(session: Path) -> list[list[dict[str, object]]]:
+    """The session file's lines as transactions (a lone fact is a transaction of one)."""
+    out = []
+    for line in session.read_text(encoding="utf-8").splitlines()[1:]:
+        parsed = json.loads(line)
+        out.append(parsed if isinstance(parsed, list) else [parsed])
+    return out
+
+
+def test_kill_mid_tool_then_recover_and_resume(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    answer = "The command was interrupted by the crash; I will not run it again."
+    server.enqueue(
+        tool_calls_reply(tool_call("call_sleep", "bash", {"command": SLEEPER})),
+        text_reply(answer),
+    )
+    marker, session = workspace / "marker.txt", workspace / SESSION
+
+    first = start_kernel()
+    assert load(first) == f"tiny-agent-nb: new session {SESSION} (beside this notebook).\n"
+    run = first.send("%%agent\nRun the slow command.")
+    wait_until(lambda: marker.exists() and marker.read_text() == "ran\n", what="marker written")
+    first.sigkill()
+    first.collect(run, until_dead=True, timeout=10)
+    assert not run.finished
+
+    # The command outlived its kernel (bash runs in a session of its own): the tool was
+    # mid-run when the kernel died. Stop it, so that it cannot write anything later.
+    sleeping = stray_commands(workspace)
+    assert len(sleeping) == 1, sleeping
+    stop_commands(sleeping)
+
+    # What the dead kernel left: an open run and a tool intent without a result.
+    state = load_session(session)
+    assert state.open_operation is not None
+    assert [(i.tool.name, i.status) for i in state.tool_intents.values()] == [("bash", "pending")]
+
+    second = start_kernel()
+    assert load(second) == (
+        f"tiny-agent-nb: session {SESSION} (beside this notebook) — 1 run(s), cost unknown.\n"
+        "  The previous kernel stopped during a run; it is now marked interrupted.\n"
+        f"  ⚠ bash command={json.dumps(SLEEPER)}, timeout=120.0 — interrupted: "
+        "it may have run; it was not run again.\n"
+        "  `%agent resume` continues the interrupted run.\n"
+    )
+
+    resumed = second.execute("%agent resume")
+    assert_clean(resumed)
+    assert resumed.stdout == ""
+    assert markdown(resumed) == answer
+
+    # The request after the crash is a conversation a strict provider accepts (200),
+    # ending with the bash call and its interrupted result.
+    assert len(server.requests) == 2
+    request = server.requests[1]
+    assert request.status == 200, request.problem
+    call, result = request.body["messages"][-2:]
+    assert call["role"] == "assistant"
+    assert [c["id"] for c in call["tool_calls"]] == ["call_sleep"]
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_sleep"
+    assert result["content"].startswith("Interrupted: the process stopped after this tool started")
+
+    assert marker.read_text() == "ran\n"  # the command ran exactly once
+    state = load_session(session)
+    assert [(op.kind, op.status) for op in state.operations.values()] == [
+        ("run", "interrupted"),
+        ("resume", "completed"),
+    ]
+    assert [i.status for i in state.tool_intents.values()] == ["interrupted"]
+
+
+def test_second_kernel_on_the_same_notebook_is_refused(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    first = start_kernel()
+    load(first)
+    session = workspace / SESSION
+    before = session.read_bytes()
+
+    second = start_kernel()
+    message = load(second)
+    assert message == (
+        f"tiny-agent-nb: {SESSION} is in use by process {first.pid}; this kernel will not "
+        "write to it. Stop that kernel, or use `%agent session OTHER.jsonl`.\n"
+    )
+
+    # The refused kernel does not write, and sends nothing to the model.
+    run = second.execute("%%agent\nAre you there?")
+    assert_clean(run)
+    assert run.stdout.count("\n") == 1 and run.stdout.startswith("tiny-agent-nb: ")
+    assert server.requests == []
+    assert session.read_bytes() == before
+
+    # The first kernel is unaffected.
+    server.enqueue(text_reply("Here."))
+    run = first.execute("%%agent\nAre you there?")
+    assert_clean(run)
+    assert markdown(run) == "Here."
+
+
+def test_help_and_bad_arguments(start_kernel: StartKernel, server: OpenAIServer) -> None:
+    kernel = start_kernel()
+    load(kernel)
+
+    asked = kernel.execute("%%agent?")
+    assert_clean(asked)
+    (page,) = asked.pages
+    page = ANSI.sub("", page)
+    assert "Run a prompt through the durable agent loop" in page
+    assert "%agent resume        continue the latest interrupted or aborted run" in page
+
+    helped = kernel.execute("%agent help")
+    assert_clean(helped)
+    assert "%%agent [--model M] [--max-steps N] [--tools a,b]" in helped.stdout
+    assert "%agent timeline      live timeline widget" in helped.stdout
+
+    bad = {
+        "%%agent --max-steps x\nhello": "UsageError: argument --max-steps: invalid int value: 'x'",
+        "%%agent --max-steps 0\nhello": "UsageError: --max-steps must be at least 1",
+        "%%agent --approve maybe\nhello": "UsageError: argument --approve: invalid choice",
+        "%%agent\n   ": "UsageError: %%agent needs a prompt in the cell body",
+        "%agent bogus": "UsageError: unknown command 'bogus'",
+        "%agent status now": "UsageError: %agent status takes no argument",
+    }
+    for code, expected in bad.items():
+        run = kernel.execute(code)
+        assert run.error is None, (code, run.error)  # no traceback: IPython's usage error
+        assert run.reply is not None and run.reply["ename"] == "UsageError", (code, run.reply)
+        assert run.stderr.startswith(expected), (code, run.stderr)
+        assert run.stderr.count("\n") == 1, (code, run.stderr)
+        assert run.stdout == ""
+    assert server.requests == []
+
+
+def test_interrupt_during_model_request_records_the_abort(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(text_reply("never delivered", hold=True))
+    kernel = start_kernel()
+    load(kernel)
+
+    run = kernel.send("%%agent\nTake your time.")
+    server.wait_for_requests(1)  # the kernel is now waiting for the held reply
+    kernel.interrupt()
+    kernel.collect(run)
+    assert_clean(run)
+    assert run.stdout == INTERRUPTED_LINE
+    server.release()
+
+    # One transaction: abort requested, the attempt failed as aborted, the run aborted.
+    last = transactions(workspace / SESSION)[-1]
+    records = [fact["record"] for fact in last]
+    assert [r["type"] for r in records] == ["abortRequested", "attemptFailed", "operationFinished"]
+    assert records[1]["error"]["kind"] == "aborted"
+    assert records[2]["outcome"] == "aborted"
+    state = load_session(workspace / SESSION)
+    (operation,) = state.operations.values()
+    assert operation.status == "aborted"
+    (attempt,) = state.attempts.values()
+    assert attempt.error is not None and attempt.error.kind == "aborted"
+
+    # ... and `%agent resume` continues it.
+    server.enqueue(text_reply("Done after all."))
+    resumed = kernel.execute("%agent resume")
+    assert_clean(resumed)
+    assert markdown(resumed) == "Done after all."
+    assert server.requests[-1].status == 200
+    assert [op.status for op in load_session(workspace / SESSION).operations.values()] == [
+        "aborted",
+        "completed",
+    ]
+
+
+def test_prompt_variables_come_from_the_user_namespace(
+    start_kernel: StartKernel, server: OpenAIServer
+) -> None:
+    server.enqueue(text_reply("Three facts."))
+    kernel = start_kernel()
+    load(kernel)
+    assert_clean(kernel.execute("topic = 'durable notebooks'\ncount = 3"))
+
+    run = kernel.execute(
+        "%%agent\nWrite {count} facts about {topic}; keep {unknown} and {{braces}} as they are."
+    )
+    assert_clean(run)
+    assert markdown(run) == "Three facts."
+    (request,) = server.requests
+    prompt = "Write 3 facts about durable notebooks; keep {unknown} and {braces} as they are."
+    assert request.body["messages"][-1] == {"role": "user", "content": prompt}
+
+
+def test_missing_api_key_for_default_openrouter_is_one_readable_message(
+    start_kernel: StartKernel, workspace: Path
+) -> None:
+    # No TINY_AGENT_BASE_URL, no key: the default endpoint is OpenRouter, and with the
+    # offline demo model turned off there is nothing to talk to. Should a request escape
+    # anyway, the proxy variables send it to a closed loopback port, not outside.
+    dead = "http://127.0.0.1:9"
+    proxies = {name: dead for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")}
+    extra = {**proxies, "NO_PROXY": "", "no_proxy": "", "TINY_AGENT_DEMO": "0"}
+    kernel = start_kernel(base_url=None, extra=extra)
+    assert load(kernel) == f"tiny-agent-nb: new session {SESSION} (beside this notebook).\n"
+    session = workspace / SESSION
+    before = session.read_bytes()
+
+    for code in ("%%agent\nHello?", "%agent resume"):
+        run = kernel.execute(code)
+        assert_clean(run)
+        assert run.stdout.startswith(
+            "tiny-agent-nb: no API key for OpenRouter. Set OPENROUTER_API_KEY (or "
+            "TINY_AGENT_API_KEY) and restart the kernel"
+        ), run.stdout
+        assert run.stdout.count("\n") == 1
+    assert session.read_bytes() == before  # nothing committed
+    assert load_session(session).operations == {}
+
+    status = kernel.execute("%agent status")
+    assert_clean(status)
+    assert "model    openrouter / test/model" in status.stdout
