@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from browser_helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -36,7 +37,6 @@ from browser_helpers import (
     artifacts_dir,
     in_ci,
 )
-
 from openai_server import MODEL, OpenAIServer, Reply, text_reply, tool_call, tool_calls_reply
 
 try:
