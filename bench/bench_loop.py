@@ -73,6 +73,7 @@ from typing import Any, ClassVar
 
 import httpx
 import pydantic
+from _report import Row  # bench/ is on sys.path when a script here runs
 
 import tiny_agent_nb
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
@@ -563,20 +564,6 @@ def us(seconds: float) -> str:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:,.2f} ms"
-
-
-@dataclass
-class Row:
-    metric: str
-    ours: str
-    raw: str
-    ratio: float | None
-    target: float | None
-
-    def verdict(self) -> str:
-        if self.ratio is None or self.target is None:
-            return "info"
-        return "PASS" if self.ratio <= self.target else "FAIL"
 
 
 @dataclass

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
+from _report import Row  # bench/ is on sys.path when a script here runs
 
 from tiny_agent_nb.session import (
     AssistantEntry,
@@ -405,20 +406,6 @@ def ms(seconds: float) -> str:
 
 def us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f} µs"
-
-
-@dataclass
-class Row:
-    metric: str
-    ours: str
-    raw: str
-    ratio: float | None
-    target: float | None
-
-    def verdict(self) -> str:
-        if self.ratio is None or self.target is None:
-            return "info"
-        return "PASS" if self.ratio <= self.target else "FAIL"
 
 
 @dataclass
