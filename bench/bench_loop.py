@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import itertools
 import json
 import os
@@ -73,7 +72,7 @@ from typing import Any, ClassVar
 
 import httpx
 import pydantic
-from _report import Row  # bench/ is on sys.path when a script here runs
+from _report import GcClock, Row, settle  # bench/ is on sys.path when a script here runs
 
 import tiny_agent_nb
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
@@ -407,35 +406,6 @@ class Bench:
     def fresh_path(self, stem: str) -> Path:
         self.serial += 1
         return self.workdir / f"{stem}-{self.serial}.jsonl"
-
-
-def settle() -> None:
-    """Start every timed section from the same heap: no garbage left by the last one."""
-    gc.collect()
-
-
-class GcClock:
-    """Wall time spent in the cyclic garbage collector while it is entered (cProfile
-    charges a collection to whatever call happened to allocate)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._since = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._since = time.perf_counter()
-        else:
-            self.seconds += time.perf_counter() - self._since
-
-    def __enter__(self) -> GcClock:
-        settle()
-        self.seconds = 0.0
-        gc.callbacks.append(self)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        gc.callbacks.remove(self)
 
 
 @dataclass

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import json
 import os
 import platform
@@ -53,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-from _report import Row  # bench/ is on sys.path when a script here runs
+from _report import GcClock, Row  # bench/ is on sys.path when a script here runs
 
 from tiny_agent_nb.session import (
     AssistantEntry,
@@ -292,38 +291,6 @@ class Bench:
             environment_identity=self.environment,
         )
         return SessionStore.open(path, create=create, durability=durability)  # type: ignore[arg-type]
-
-
-def settle() -> None:
-    """Start every timed section from the same heap: no garbage left by the last one."""
-    gc.collect()
-
-
-class GcClock:
-    """Wall time spent in the cyclic garbage collector while it is entered.
-
-    cProfile charges a collection to whatever call happened to allocate, so this is
-    the only honest way to say how much of a run was GC.
-    """
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._since = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._since = time.perf_counter()
-        else:
-            self.seconds += time.perf_counter() - self._since
-
-    def __enter__(self) -> GcClock:
-        settle()
-        self.seconds = 0.0
-        gc.callbacks.append(self)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        gc.callbacks.remove(self)
 
 
 @dataclass
