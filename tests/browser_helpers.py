@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,8 +45,10 @@ def in_ci() -> bool:
 
 
 def artifacts_dir() -> Path:
-    """`$TINY_AGENT_ARTIFACTS`, else `test-artifacts/` at the repository root (gitignored)."""
-    path = Path(os.environ.get("TINY_AGENT_ARTIFACTS") or REPO / "test-artifacts")
+    """`$TINY_AGENT_ARTIFACTS`, else `tiny-agent-nb-artifacts/` in the temp directory
+    (tests write only to temporary directories; CI can point this anywhere it keeps)."""
+    default = Path(tempfile.gettempdir()) / "tiny-agent-nb-artifacts"
+    path = Path(os.environ.get("TINY_AGENT_ARTIFACTS") or default)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -6,8 +6,8 @@ every `%%agent` cell). JupyterLab serves a temporary copy of notebooks/quickstar
 loopback server through TINY_AGENT_BASE_URL / TINY_AGENT_MODEL. Chromium runs every cell
 through the Run menu, then the tests read what a user would see: the ipywidgets timeline
 rendered by the widget manager (not the static HTML fallback), with its run, attempt and
-tool statuses, and no widget error. Screenshots go to test-artifacts/ (or
-$TINY_AGENT_ARTIFACTS).
+tool statuses, and no widget error. Screenshots go to $TMPDIR/tiny-agent-nb-artifacts/
+(or $TINY_AGENT_ARTIFACTS); each path is printed.
 
 Needs /usr/bin/chromium (Debian's `chromium` package; `playwright install` is not used).
 Without it the tests are skipped, except under CI=true, where they fail.
