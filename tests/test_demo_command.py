@@ -23,6 +23,8 @@ def test_demo_kills_a_kernel_mid_tool_and_resumes_with_the_offline_model(tmp_pat
         )
     }
     env["NO_COLOR"] = "1"
+    env["IPYTHONDIR"] = str(tmp_path / ".ipython")  # the kernel's history stays in tmp
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / ".jupyter-runtime")
     work = tmp_path / "demo"
     done = subprocess.run(
         [sys.executable, "-m", "tiny_agent_nb", "demo", "--dir", str(work)],

@@ -32,6 +32,7 @@ def shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
 ) -> Iterator[InteractiveShell]:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))  # history stays in tmp
     monkeypatch.setenv("TINY_AGENT_BASE_URL", server.base_url)
     monkeypatch.setenv("TINY_AGENT_MODEL", "test/model")
     monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
