@@ -1,0 +1,84 @@
+"""`tiny-agent-nb`: look at session files outside Jupyter.
+
+    tiny-agent-nb inspect FILE [--json]
+    tiny-agent-nb timeline FILE [--page N | --all] [--json]
+    tiny-agent-nb usage FILE [--json]
+    tiny-agent-nb salvage FILE --out NEW [--json]
+    tiny-agent-nb demo [--dir DIR]
+
+No subcommand ever writes FILE: they read it through `load_session` (or, for `salvage`,
+the same parse and apply steps), which takes no lock and never writes, so it is safe to
+point them at a file a running kernel is appending to, or at a damaged file you want to
+keep exactly as it is. Only `salvage` writes, and only the new file NEW.
+
+Exit codes: 0 the file is a session (salvage: something was salvaged into NEW); 2 bad
+usage (argparse; a page that does not exist; salvage's NEW already exists or is FILE);
+3 the file is corrupt (a complete line is invalid: the error names the line; salvage:
+the header itself is invalid, nothing to salvage); 4 the file holds no session (empty,
+torn header, other data) or cannot be read (missing, unreadable); 5 salvage could not
+write NEW.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+from ._common import OFFLINE_DEMO_PROVIDER, Command
+from ._demo import _configure_demo, run_demo
+from ._inspect import _configure_inspect, run_inspect
+from ._salvage import _configure_salvage, run_salvage
+from ._timeline import _configure_timeline, run_timeline
+from ._usage import _configure_usage, run_usage
+
+__all__ = ["COMMANDS", "OFFLINE_DEMO_PROVIDER", "Command", "build_parser", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tiny-agent-nb` script and `python -m tiny_agent_nb`."""
+    args = build_parser().parse_args(argv)
+    command: Command = COMMANDS[args.command]
+    return command.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tiny-agent-nb",
+        description="Read tiny-agent-nb session files (JSONL) without modifying them.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=command.help, description=command.help)
+        command.configure(sub)
+    return parser
+
+
+COMMANDS: dict[str, Command] = {
+    "demo": Command(
+        help="run notebooks/crash-and-resume.ipynb headless: a kernel killed mid-tool, "
+        "then resumed; prints the timeline",
+        configure=_configure_demo,
+        run=run_demo,
+    ),
+    "inspect": Command(
+        help="summarize a session file: operations, tool intents, usage, damage",
+        configure=_configure_inspect,
+        run=run_inspect,
+    ),
+    "timeline": Command(
+        help="the notebook's timeline as a table: runs, attempts, tool intents, usage",
+        configure=_configure_timeline,
+        run=run_timeline,
+    ),
+    "usage": Command(
+        help="tokens and cost per run, and the totals (unknown cost is never shown as 0)",
+        configure=_configure_usage,
+        run=run_usage,
+    ),
+    "salvage": Command(
+        help="copy the longest loadable prefix of a damaged session into a new file",
+        configure=_configure_salvage,
+        run=run_salvage,
+    ),
+}

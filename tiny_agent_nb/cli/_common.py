@@ -1,0 +1,146 @@
+"""What every subcommand shares: exit codes, reading a file, errors, formatting."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from ..session import (
+    NotASessionError,
+    SessionCorruptError,
+    SessionState,
+    load_session,
+)
+
+EXIT_OK = 0
+EXIT_USAGE = 2  # argparse's own code for bad arguments
+EXIT_CORRUPT = 3
+EXIT_NOT_A_SESSION = 4
+EXIT_WRITE_FAILED = 5
+
+# The provider of the offline demo model: its answers are scripted, not an LLM's, and the
+# timeline says so, as the widget does. (provider.DEMO_PROVIDER; not imported, so that the
+# CLI does not load the HTTP client.)
+OFFLINE_DEMO_PROVIDER = "offline-demo"
+
+OPEN_OPERATION = "open — the kernel stopped during this run"
+PENDING_NEVER = "effect may have happened; not re-run"
+# A pending safeRead intent is replayed on resume when its replayKey still matches the
+# workspace (DESIGN §6); saying "not re-run" would be wrong for it.
+PENDING_SAFE_READ = "read-only; replayed on resume if the workspace is unchanged"
+ARGUMENTS_WIDTH = 100
+
+
+# ---------------------------------------------------------------- subcommand registry
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its help line, how it adds its arguments, and what it runs."""
+
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+class _Failed(Exception):
+    """A read failed in a way the user can meet; carries the exit code and messages."""
+
+    def __init__(self, code: int, message: str, error: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.error = error
+
+
+def _report_failure(failed: _Failed, *, as_json: bool) -> int:
+    """The message on stderr (and with --json, {"error": ...} on stdout); the exit code."""
+    _print_err(failed.message)
+    if as_json:
+        _print_json({"error": failed.error})
+    return failed.code
+
+
+def _read(path: str) -> SessionState:
+    """load_session, with its errors turned into what the user reads."""
+    try:
+        return load_session(path)
+    except SessionCorruptError as exc:
+        raise _Failed(EXIT_CORRUPT, _corrupt_message(exc), _corrupt_error(exc)) from exc
+    except NotASessionError as exc:
+        raise _not_a_session(exc) from exc
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _not_a_session(exc: NotASessionError, also: str = "") -> _Failed:
+    message = (
+        f"error: {_safe(exc.path)} is not a tiny-agent-nb session: {_safe(exc.reason)}.\n"
+        f"The file was not modified.{also}"
+    )
+    error = {"type": "NotASessionError", "path": exc.path, "reason": exc.reason}
+    return _Failed(EXIT_NOT_A_SESSION, message, error)
+
+
+def _unreadable(path: str, exc: OSError) -> _Failed:
+    reason = exc.strerror or str(exc)
+    message = f"error: cannot read {_safe(path)}: {_safe(reason)}."
+    error = {"type": type(exc).__name__, "path": path, "reason": reason}
+    return _Failed(EXIT_NOT_A_SESSION, message, error)
+
+
+def _corrupt_message(exc: SessionCorruptError) -> str:
+    where = f"{_safe(exc.path)}, line {exc.line}"
+    if exc.line == 1:
+        intact = "The header itself is invalid, so nothing in the file can be trusted."
+    else:
+        intact = (
+            f"The lines before line {exc.line} load cleanly, but a damaged complete line is "
+            f"never skipped: no kernel will open this file until line {exc.line} is repaired."
+        )
+    return (
+        f"error: {where}: {_safe(exc.reason)}\n"
+        f"The file was not modified. {intact}\nKeep a copy before changing anything."
+    )
+
+
+def _corrupt_error(exc: SessionCorruptError) -> dict[str, Any]:
+    return {"type": "SessionCorruptError", "path": exc.path, "line": exc.line, "reason": exc.reason}
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def _usd(cost: float) -> str:
+    """Sub-cent costs are common, so keep up to 6 decimals but at least 2."""
+    text = f"{cost:.6f}".rstrip("0")
+    whole, _, frac = text.partition(".")
+    return f"${whole}.{frac:0<2}"
+
+
+def _iso_time(epoch_ms: int) -> str:
+    try:
+        moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=epoch_ms)
+    except OverflowError:
+        return f"{epoch_ms} (epoch ms, out of range)"
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _safe(text: str) -> str:
+    """Strings come from the file: escape control characters so they can't drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _print_json(value: dict[str, Any]) -> None:
+    print(json.dumps(value, indent=1, ensure_ascii=False))
+
+
+def _print_err(message: str) -> None:
+    print(message, file=sys.stderr)

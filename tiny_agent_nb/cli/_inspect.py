@@ -1,0 +1,150 @@
+"""`tiny-agent-nb inspect FILE`: the summary of a session file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Iterator
+
+from ..session import (
+    SessionState,
+    ToolIntent,
+    UsageTotals,
+)
+from ._common import (
+    ARGUMENTS_WIDTH,
+    EXIT_OK,
+    OPEN_OPERATION,
+    PENDING_NEVER,
+    PENDING_SAFE_READ,
+    _Failed,
+    _iso_time,
+    _print_json,
+    _read,
+    _report_failure,
+    _safe,
+    _usd,
+)
+
+# ---------------------------------------------------------------- inspect
+
+
+def _configure_inspect(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a session file (*.jsonl)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"summary": ...} (the fixtures\' shape) instead of a report',
+    )
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    path: str = args.file
+    try:
+        state = _read(path)
+    except _Failed as failed:
+        return _report_failure(failed, as_json=args.json)
+    if args.json:
+        _print_json({"summary": state.summary()})
+    else:
+        print("\n".join(render_report(state)))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- the report
+
+
+def render_report(state: SessionState) -> list[str]:
+    """The human-readable report of `inspect`, one string per line."""
+    return [
+        *_header_lines(state),
+        "",
+        *_operation_lines(state),
+        _attempt_line(state),
+        *_intent_lines(state),
+        _usage_line(state),
+        *_torn_tail_lines(state),
+    ]
+
+
+def _header_lines(state: SessionState) -> Iterator[str]:
+    h = state.header
+    yield f"session      {h.id} (format v{h.version})"
+    yield f"file         {_safe(state.path)}"
+    yield f"created at   {_iso_time(h.createdAt)}"
+    yield f"provider     {_safe(h.provider)} / {_safe(h.model)}"
+    yield f"cwd          {_safe(h.cwd)}"
+    yield f"transactions {state.transaction_count} (lastSeq {state.last_seq})"
+
+
+def _operation_lines(state: SessionState) -> Iterator[str]:
+    operations = list(state.operations.values())
+    yield f"operations   {len(operations)}"
+    for op in operations:
+        if op.status == "open":
+            yield f"  ! {op.id}  {op.kind:<6}  {OPEN_OPERATION}"
+        else:
+            note = op.detail or op.aborted_reason
+            suffix = f" ({_safe(note)})" if note else ""
+            yield f"    {op.id}  {op.kind:<6}  {op.status}{suffix}"
+    if state.open_operation is not None:
+        yield "    (if a kernel still has this file open, the run may still be in progress)"
+
+
+def _attempt_line(state: SessionState) -> str:
+    counts = Counter(a.status for a in state.attempts.values())
+    by_status = ", ".join(f"{counts[s]} {s}" for s in ("settled", "failed", "pending") if counts[s])
+    total = sum(counts.values())
+    return f"attempts     {total}" + (f" ({by_status})" if by_status else "")
+
+
+def _intent_lines(state: SessionState) -> Iterator[str]:
+    intents = list(state.tool_intents.values())
+    yield f"tool intents {len(intents)}"
+    width = max((len(_safe(i.tool.name)) for i in intents), default=0)
+    for intent in intents:
+        yield from _intent(intent, width)
+
+
+def _intent(intent: ToolIntent, width: int) -> Iterator[str]:
+    name = f"{_safe(intent.tool.name):<{width}}  {intent.replay_policy:<8}"
+    if intent.status != "pending":
+        yield f"    {name}  {intent.status}"
+        return
+    why = PENDING_SAFE_READ if intent.replay_policy == "safeRead" else PENDING_NEVER
+    yield f"  ! {name}  pending — {why}"
+    # What may have run is what the user has to go and check.
+    arguments = json.dumps(intent.arguments, ensure_ascii=False)
+    if len(arguments) > ARGUMENTS_WIDTH:
+        arguments = arguments[: ARGUMENTS_WIDTH - 1] + "…"
+    yield f"      arguments {_safe(arguments)}"
+
+
+def _usage_line(state: SessionState) -> str:
+    t = state.totals
+    tokens = (
+        f"{t.input_tokens} input, {t.output_tokens} output, {t.reasoning_tokens} reasoning, "
+        f"{t.cached_input_tokens} cached input tokens"
+    )
+    return f"usage        {tokens}; cost {_cost(t)}"
+
+
+def _cost(t: UsageTotals) -> str:
+    cost = t.known_cost
+    if cost is None:
+        return "unknown (the provider reported no cost)"
+    if t.priced and t.unpriced:
+        records = t.priced + t.unpriced
+        return f"at least {_usd(cost)} ({t.unpriced} of {records} usage records have no cost)"
+    return _usd(cost)
+
+
+def _torn_tail_lines(state: SessionState) -> Iterator[str]:
+    n = state.torn_tail_bytes
+    if n > 0:
+        noun = "byte" if n == 1 else "bytes"
+        yield (
+            f"torn tail    {n} {noun} after the last complete line (a write cut short by a "
+            "crash); ignored, a writer will cut them on open"
+        )

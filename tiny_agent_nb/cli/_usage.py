@@ -1,0 +1,167 @@
+"""`tiny-agent-nb usage FILE`: tokens and cost per run, and the totals."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..session import (
+    SessionState,
+    UsageTotals,
+)
+from ._common import EXIT_OK, _Failed, _print_json, _read, _report_failure, _safe, _usd
+from ._inspect import _cost
+
+# ---------------------------------------------------------------- usage
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """The usage ledger of one run: every usage fact of its attempts and tool intents."""
+
+    number: int  # 1-based, in file order
+    operation_id: str
+    kind: str
+    status: str
+    totals: UsageTotals
+    unreported_attempts: int  # pending attempts with no usage: tokens and cost unknown
+
+
+def usage_by_run(state: SessionState) -> list[RunUsage]:
+    """Per-run sums of the usage ledger; together they are exactly `state.totals`."""
+    totals = {op_id: UsageTotals() for op_id in state.operations}
+    for target, fact in state.usage.items():
+        attempt = state.attempts.get(target)
+        owner = attempt.operation_id if attempt else state.tool_intents[target].operation_id
+        totals[owner].add(fact)
+    unreported: Counter[str] = Counter(
+        a.operation_id
+        for a in state.attempts.values()
+        if a.status == "pending" and a.id not in state.usage
+    )
+    return [
+        RunUsage(n, op.id, op.kind, op.status, totals[op.id], unreported[op.id])
+        for n, op in enumerate(state.operations.values(), start=1)
+    ]
+
+
+def _configure_usage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a session file (*.jsonl)")
+    parser.add_argument(
+        "--json", action="store_true", help='print {"usage": ...} instead of a table'
+    )
+
+
+def run_usage(args: argparse.Namespace) -> int:
+    path: str = args.file
+    try:
+        state = _read(path)
+    except _Failed as failed:
+        return _report_failure(failed, as_json=args.json)
+    runs = usage_by_run(state)
+    if args.json:
+        _print_json({"usage": usage_json(state, runs)})
+    else:
+        print("\n".join(render_usage(state, runs)))
+    return EXIT_OK
+
+
+def _usage_record(t: UsageTotals) -> dict[str, Any]:
+    return {**t.summary(), "usageRecords": t.priced + t.unpriced, "unpricedRecords": t.unpriced}
+
+
+def usage_json(state: SessionState, runs: list[RunUsage]) -> dict[str, Any]:
+    """`cost` is null when no usage record reports one (unknown, never 0); with
+    `unpricedRecords` > 0 and a number, it is a lower bound."""
+    return {
+        "sessionId": state.header.id,
+        "runs": [
+            {
+                "operationId": r.operation_id,
+                "kind": r.kind,
+                "status": r.status,
+                **_usage_record(r.totals),
+                "unreportedAttempts": r.unreported_attempts,
+            }
+            for r in runs
+        ],
+        "totals": _usage_record(state.totals),
+    }
+
+
+USAGE_COLUMNS = ("input", "output", "reasoning", "cached")
+
+
+def render_usage(state: SessionState, runs: list[RunUsage]) -> list[str]:
+    """The table of `usage`: one row per run, then the totals and what the marks mean."""
+    rows = [
+        [
+            str(r.number),
+            r.kind,
+            r.status,
+            *_token_cells(r.totals),
+            _short_cost(r.totals),
+            r.operation_id,
+        ]
+        for r in runs
+    ]
+    total = ["", "total", "", *_token_cells(state.totals), _short_cost(state.totals), ""]
+    head = ["#", "kind", "status", *USAGE_COLUMNS, "cost", "operation"]
+    table = [head, *rows, total]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    right = {0, 3, 4, 5, 6}  # numbers
+
+    def line(cells: list[str]) -> str:
+        text = "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        return text.rstrip()
+
+    lines = [
+        f"usage of {_safe(state.path)}: {len(runs)} run(s), "
+        f"{state.totals.priced + state.totals.unpriced} usage record(s)",
+        "",
+        line(head),
+        *(line(row) for row in rows),
+        line(total),
+        "",
+        f"total cost   {_cost(state.totals)}",
+    ]
+    lines.extend(_usage_notes(runs))
+    return lines
+
+
+def _token_cells(t: UsageTotals) -> list[str]:
+    return [
+        str(t.input_tokens),
+        str(t.output_tokens),
+        str(t.reasoning_tokens),
+        str(t.cached_input_tokens),
+    ]
+
+
+def _short_cost(t: UsageTotals) -> str:
+    cost = t.known_cost
+    if cost is None:
+        return "unknown"
+    if t.unpriced:
+        return f"≥{_usd(cost)}"
+    return _usd(cost)
+
+
+def _usage_notes(runs: list[RunUsage]) -> Iterator[str]:
+    if any(r.totals.known_cost is None for r in runs):
+        yield "unknown      the provider reported no cost for that run's usage (not counted as $0)"
+    if any(r.totals.priced and r.totals.unpriced for r in runs):
+        yield "≥            a lower bound: some usage records of that run report no cost"
+    for r in runs:
+        if r.unreported_attempts:
+            yield (
+                f"run {r.number}      {r.unreported_attempts} attempt(s) still pending, with no "
+                "usage record (in flight, or cut off when the kernel stopped): their tokens "
+                "and cost were never reported and are not counted"
+            )
