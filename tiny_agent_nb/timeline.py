@@ -12,12 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .session import (
-    AssistantEntry,
-    AttemptFailed,
-    EntryFact,
-    RecordFact,
     SessionState,
-    StepAttempt,
     ToolResultEntry,
     UserEntry,
 )
@@ -132,28 +127,11 @@ def build_timeline(
     shown = operations[page * page_size : (page + 1) * page_size]
     wanted = {op.id for op in shown}
 
-    started: dict[str, int] = {}
-    settled: dict[str, int] = {}
-    run_at: dict[str, int] = {}
-    for fact in state.facts:
-        if isinstance(fact, RecordFact):
-            body = fact.record
-            if isinstance(body, StepAttempt):
-                if body.operationId in wanted:
-                    started[fact.id] = fact.at
-            elif isinstance(body, AttemptFailed):
-                settled[body.attemptId] = fact.at
-            elif body.type == "runStarted":
-                run_at[body.operationId] = fact.at
-        elif isinstance(fact, EntryFact) and isinstance(fact.entry, AssistantEntry):
-            settled[fact.entry.attemptId] = fact.at
-
     attempts_by_op: dict[str, list[AttemptRow]] = {op_id: [] for op_id in wanted}
     for a in state.attempts.values():
         if a.operation_id not in wanted:
             continue
         u = state.usage.get(a.id)
-        end = settled.get(a.id)
         attempts_by_op[a.operation_id].append(
             AttemptRow(
                 id=a.id,
@@ -164,7 +142,7 @@ def build_timeline(
                 input_tokens=u.usage.inputTokens if u else None,
                 output_tokens=u.usage.outputTokens if u else None,
                 cost=u.usage.cost if u else None,
-                latency_ms=end - started[a.id] if end is not None and a.id in started else None,
+                latency_ms=a.ended_at - a.started_at if a.ended_at is not None else None,
                 error=a.error.message if a.error else None,
             )
         )
@@ -213,7 +191,7 @@ def build_timeline(
                 kind=op.kind,
                 status=op.status,
                 prompt=prompt,
-                started_at=run_at.get(op.id, 0),
+                started_at=op.started_at,
                 detail=op.detail or op.aborted_reason,
                 attempts=tuple(attempts[-ROWS_PER_RUN:]),
                 tools=tuple(tools[-ROWS_PER_RUN:]),

@@ -100,6 +100,7 @@ def _reduce(path: str | Path, data: bytes) -> SessionState:
         try:
             facts = parse_transaction(line)
             apply_transaction(tables, facts)
+            tables.lines.append(line)
         except ValidationError as exc:
             raise SessionCorruptError(path, lineno, describe_validation_error(exc)) from None
         except Violation as exc:

@@ -55,7 +55,6 @@ def apply_fact(t: Tables, fact: Fact) -> None:
     else:
         _apply_usage(t, fact)
     t.last_seq = fact.seq
-    t.facts.append(fact)
 
 
 def _claim_fact_id(t: Tables, fact_id: str) -> None:
@@ -118,7 +117,7 @@ def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
     t.put(
         t.attempts,
         attempt.id,
-        attempt._replace(status="settled", entry_id=fact.id, tool_calls=calls),
+        attempt._replace(status="settled", entry_id=fact.id, tool_calls=calls, ended_at=fact.at),
     )
     t.put(
         t.operations,
@@ -174,7 +173,9 @@ def _apply_record(t: Tables, fact: RecordFact) -> None:
         t.put(
             t.attempts,
             attempt.id,
-            attempt._replace(status="failed", error=body.error, retryable=body.retryable),
+            attempt._replace(
+                status="failed", error=body.error, retryable=body.retryable, ended_at=fact.at
+            ),
         )
         t.put(t.operations, op.id, op._replace(pending_attempts=op.pending_attempts - 1))
     elif isinstance(body, ToolStarted):
@@ -224,6 +225,7 @@ def _apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
             started_fact_id=fact.id,
             input_entry_id=body.inputEntryId,
             resumes_operation_id=body.resumesOperationId,
+            started_at=fact.at,
         ),
     )
     t.open_operation_id = body.operationId
@@ -249,6 +251,7 @@ def _apply_step_attempt(t: Tables, fact: RecordFact, body: StepAttempt) -> None:
             provider=body.provider,
             model=body.model,
             configuration_digest=body.configurationDigest,
+            started_at=fact.at,
         ),
     )
     t.put(t.operations, op.id, op._replace(pending_attempts=1))

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._models import (
+    FACT_ADAPTER,
+    FACT_LIST_ADAPTER,
     AttemptError,
     EntryFact,
     Fact,
@@ -48,6 +50,7 @@ class Operation(NamedTuple):
     unanswered_tool_calls: int = 0
     aborted_reason: str | None = None
     detail: str | None = None
+    started_at: int = 0  # epoch ms of its runStarted
 
 
 class Attempt(NamedTuple):
@@ -63,6 +66,8 @@ class Attempt(NamedTuple):
     tool_calls: tuple[tuple[str, str], ...] = ()  # (toolCallId, name) of the settled entry
     error: AttemptError | None = None
     retryable: bool | None = None
+    started_at: int = 0  # epoch ms of the stepAttempt
+    ended_at: int | None = None  # of the settled entry or attemptFailed
 
 
 class ToolIntent(NamedTuple):
@@ -136,7 +141,6 @@ _MISSING: Any = object()
 class Savepoint:
     last_seq: int
     open_operation_id: str | None
-    facts: int
     totals: UsageTotals
 
 
@@ -157,7 +161,10 @@ class Tables:
     intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
     usage: dict[str, UsageFact] = field(default_factory=dict)  # target id -> usage
     consumed_inputs: dict[str, str] = field(default_factory=dict)
-    facts: list[Fact] = field(default_factory=list)
+    # The transaction lines as written. Bytes are invisible to the cyclic GC, so history
+    # is kept here rather than as ~7 tracked objects per fact: record facts are not kept
+    # as objects at all (the tables above hold what the invariants and views need).
+    lines: list[bytes] = field(default_factory=list)
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0
     open_operation_id: str | None = None
@@ -171,7 +178,7 @@ class Tables:
 
     def begin(self) -> Savepoint:
         self.undo = []
-        return Savepoint(self.last_seq, self.open_operation_id, len(self.facts), self.totals.copy())
+        return Savepoint(self.last_seq, self.open_operation_id, self.totals.copy())
 
     def commit(self) -> None:
         self.undo = None
@@ -185,7 +192,6 @@ class Tables:
         self.undo = None
         self.last_seq = savepoint.last_seq
         self.open_operation_id = savepoint.open_operation_id
-        del self.facts[savepoint.facts :]
         self.totals = savepoint.totals
 
 
@@ -211,7 +217,9 @@ class SessionState:
 
     @property
     def facts(self) -> list[Fact]:
-        return self.tables.facts
+        """Every committed fact, decoded from the transaction lines: O(history), for tools
+        and tests; the views above are what a running notebook reads."""
+        return facts_of(self.tables.lines)
 
     @property
     def entries(self) -> Mapping[str, EntryFact]:
@@ -248,7 +256,7 @@ class SessionState:
             intent_by_call=dict(t.intent_by_call),
             usage=dict(t.usage),
             consumed_inputs=dict(t.consumed_inputs),
-            facts=list(t.facts),
+            lines=list(t.lines),
             totals=t.totals.copy(),
             last_seq=t.last_seq,
             open_operation_id=t.open_operation_id,
@@ -292,3 +300,13 @@ class SessionState:
             f"<SessionState {self.path!r} lastSeq={self.last_seq} "
             f"transactions={self.transaction_count} operations={len(self.operations)}>"
         )
+
+
+def facts_of(lines: list[bytes]) -> list[Fact]:
+    facts: list[Fact] = []
+    for line in lines:
+        if line[:1] == b"[":
+            facts.extend(FACT_LIST_ADAPTER.validate_json(line))
+        else:
+            facts.append(FACT_ADAPTER.validate_json(line))
+    return facts

@@ -301,6 +301,7 @@ class SessionStore:
                 self._resync(fd)
                 raise
             tables.commit()
+            tables.lines.append(line)
             self._state.transaction_count += 1
             self._size += len(line)
             self._notify(built)
