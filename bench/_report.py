@@ -1,10 +1,15 @@
-"""What the benchmark scripts share: a row of the results table, GC accounting."""
+"""What the benchmark scripts share: a result row, GC accounting, what was measured."""
 
 from __future__ import annotations
 
 import gc
+import subprocess
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import tiny_agent_nb
 
 
 @dataclass
@@ -51,3 +56,28 @@ class GcClock:
 
     def __exit__(self, *exc_info: object) -> None:
         gc.callbacks.remove(self)
+
+
+def revision() -> str:
+    """The git commit measured, and whether the work tree differed from it."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], check=False, cwd=root, capture_output=True)
+        return done.stdout.decode(errors="replace").strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--", "tiny_agent_nb")
+    except OSError:
+        return "(no git)"
+    if not head:
+        return "(not a git checkout)"
+    package = Path(tiny_agent_nb.__file__).resolve().parent
+    if package != root / "tiny_agent_nb":
+        return f"(checkout at {head}; tiny_agent_nb imported from {package})"
+    return f"{head}{' + uncommitted changes in tiny_agent_nb/' if dirty else ''}"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

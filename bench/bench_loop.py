@@ -59,22 +59,25 @@ import pstats
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 import pydantic
-from _report import GcClock, Row, settle  # bench/ is on sys.path when a script here runs
+from _report import (  # bench/ is on sys.path when a script here runs
+    GcClock,
+    Row,
+    now,
+    revision,
+    settle,
+)
 
-import tiny_agent_nb
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
 from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent, ToolSchema
 from tiny_agent_nb.session import Fact, HeaderInit, NewFact, SessionState, SessionStore
@@ -865,9 +868,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         workspace = Path(tmp, "work")
         workspace.mkdir()
         bench = Bench(Path(tmp), workspace.resolve())
-        print(f"# tiny-agent-nb agent loop overhead benchmark, {_now()}\n")
+        print(f"# tiny-agent-nb agent loop overhead benchmark, {now()}\n")
         print(
-            f"tiny-agent-nb {_revision()}, python {platform.python_version()}, "
+            f"tiny-agent-nb {revision()}, python {platform.python_version()}, "
             f"pydantic {pydantic.VERSION}, httpx {httpx.__version__}, "
             f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
             f"load average {os.getloadavg()[0]:.2f}, files in {tmp}\n"
@@ -911,31 +914,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.profile:
             profile(bench, json_histories, steps, repeats)
     return 0
-
-
-def _revision() -> str:
-    """The git commit measured, and whether the work tree differed from it."""
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], check=False, cwd=root, capture_output=True)
-        return done.stdout.decode(errors="replace").strip()
-
-    try:
-        head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "tiny_agent_nb")
-    except OSError:
-        return "(no git)"
-    if not head:
-        return "(not a git checkout)"
-    package = Path(tiny_agent_nb.__file__).resolve().parent
-    if package != root / "tiny_agent_nb":
-        return f"(checkout at {head}; tiny_agent_nb imported from {package})"
-    return f"{head}{' + uncommitted changes in tiny_agent_nb/' if dirty else ''}"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 if __name__ == "__main__":

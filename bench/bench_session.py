@@ -41,18 +41,16 @@ import platform
 import pstats
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pydantic
-from _report import GcClock, Row  # bench/ is on sys.path when a script here runs
+from _report import GcClock, Row, now, revision  # bench/ is on sys.path when a script here runs
 
 from tiny_agent_nb.session import (
     AssistantEntry,
@@ -732,9 +730,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-session-", dir=args.dir) as tmp:
         bench = Bench(Path(tmp), os.path.realpath(tmp))
-        print(f"# tiny-agent-nb session store benchmark, {_now()}\n")
+        print(f"# tiny-agent-nb session store benchmark, {now()}\n")
         print(
-            f"tiny-agent-nb {_revision()}, python {platform.python_version()}, "
+            f"tiny-agent-nb {revision()}, python {platform.python_version()}, "
             f"pydantic {pydantic.VERSION}, {platform.system()} {platform.machine()}, "
             f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, files in {tmp}\n"
         )
@@ -776,28 +774,6 @@ def _describe(prep: Prepared, ours: list[CommitRun], raw: list[CommitRun]) -> No
         f"{store_bytes / 1e6:.2f} MB ({store_bytes / prep.facts:,.0f} B/fact), "
         f"the raw baseline {raw_bytes / 1e6:.2f} MB"
     )
-
-
-def _revision() -> str:
-    """The git commit measured, and whether the work tree differed from it."""
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], check=False, cwd=root, capture_output=True)
-        return done.stdout.decode(errors="replace").strip()
-
-    try:
-        head = git("rev-parse", "--short", "HEAD")
-        dirty = git("status", "--porcelain", "--", "tiny_agent_nb")
-    except OSError:
-        return "(no git)"
-    if not head:
-        return "(not a git checkout)"
-    return f"{head}{' + uncommitted changes in tiny_agent_nb/' if dirty else ''}"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 if __name__ == "__main__":

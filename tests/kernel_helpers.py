@@ -41,7 +41,7 @@ from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
-from tiny_agent_nb.demo import run_notebook
+from tiny_agent_nb.demo import cell_text, run_notebook
 
 KERNEL_NAME = "python3"
 STARTUP_TIMEOUT = 60.0
@@ -298,11 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         connection_dir=Path(jupyter_runtime_dir()),
     )
     for index, cell in enumerate(run.notebook.cells):
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            text = output.get("text") or data.get("text/markdown") or data.get("text/plain", "")
-            if text:
-                print(text, end="" if text.endswith("\n") else "\n")
+        print(cell_text(cell), end="")
         if index in run.restarts:
             print(f"-- the kernel died in cell {index}, as that cell intends; restarted it")
     if args.output is not None:

@@ -95,7 +95,6 @@ def _reduce(path: str | Path, data: bytes) -> SessionState:
     header = parse_header(path, header_line)
     state = SessionState(str(path), header)
     tables = state.tables
-    count = 0
     for lineno, line in iter_lines(complete):
         try:
             facts = parse_transaction(line)
@@ -105,7 +104,5 @@ def _reduce(path: str | Path, data: bytes) -> SessionState:
             raise SessionCorruptError(path, lineno, describe_validation_error(exc)) from None
         except Violation as exc:
             raise SessionCorruptError(path, lineno, str(exc)) from None
-        count += 1
-    state.transaction_count = count
     state.torn_tail_bytes = torn
     return state

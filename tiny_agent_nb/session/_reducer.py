@@ -222,7 +222,6 @@ def _apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
             id=body.operationId,
             kind=body.operationKind,
             status="open",
-            started_fact_id=fact.id,
             input_entry_id=body.inputEntryId,
             resumes_operation_id=body.resumesOperationId,
             started_at=fact.at,

@@ -39,7 +39,6 @@ class Operation(NamedTuple):
     id: str
     kind: Literal["run", "resume"]
     status: OperationStatus
-    started_fact_id: str
     input_entry_id: str | None
     resumes_operation_id: str | None
     pending_attempts: int = 0
@@ -202,10 +201,14 @@ class SessionState:
         self.path = path
         self.header = header
         self.tables = tables if tables is not None else Tables()
-        self.transaction_count = 0
         self.torn_tail_bytes = 0
 
     # -- views -------------------------------------------------------------
+    @property
+    def transaction_count(self) -> int:
+        """Lines after the header: one per committed transaction."""
+        return len(self.tables.lines)
+
     @property
     def last_seq(self) -> int:
         return self.tables.last_seq
@@ -262,7 +265,6 @@ class SessionState:
             open_operation_id=t.open_operation_id,
         )
         state = SessionState(self.path, self.header, tables)
-        state.transaction_count = self.transaction_count
         state.torn_tail_bytes = self.torn_tail_bytes
         return state
 

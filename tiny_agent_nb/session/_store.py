@@ -302,7 +302,6 @@ class SessionStore:
                 raise
             tables.commit()
             tables.lines.append(line)
-            self._state.transaction_count += 1
             self._size += len(line)
             self._notify(built)
             return built

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 from ._base import Tool, ToolArguments, ToolContext, ToolError, ToolOutput
+from ._paths import confine, workspace_root
 
 ArgumentsT = TypeVar("ArgumentsT", bound=ToolArguments)
 
@@ -66,3 +67,13 @@ def display_path(path: str | Path, workspace: Path) -> str:
     except ValueError:
         return str(path)
     return relative.as_posix() or "."
+
+
+def file_target(path: str, context: ToolContext, *, if_directory: str) -> tuple[Path, str]:
+    """The confined real path of a file argument and how to show it; a directory is
+    refused with `if_directory` as the advice."""
+    real = confine(path, context)
+    shown = display_path(real, workspace_root(context))
+    if real.is_dir():
+        raise ToolError(f"{shown}: is a directory; {if_directory}")
+    return real, shown

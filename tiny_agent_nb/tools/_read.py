@@ -17,7 +17,7 @@ from pydantic import Field
 
 from ..session._models import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
-from ._builtin import BuiltinTool, display_path
+from ._builtin import BuiltinTool, display_path, file_target
 from ._output import truncate
 from ._paths import Entry, confine, walk, workspace_root
 
@@ -68,10 +68,9 @@ class ReadFile(BuiltinTool[ReadFileArguments]):
     Arguments = ReadFileArguments
 
     def execute(self, arguments: ReadFileArguments, context: ToolContext) -> ToolOutput:
-        real = confine(arguments.path, context)
-        shown = display_path(real, workspace_root(context))
-        if real.is_dir():
-            raise ToolError(f"{shown}: is a directory; use list_files to see what it holds")
+        real, shown = file_target(
+            arguments.path, context, if_directory="use list_files to see what it holds"
+        )
         if real.exists() and not real.is_file():
             raise ToolError(_NOT_REGULAR.format(shown))
         data = real.read_bytes()

@@ -14,8 +14,7 @@ from pydantic import Field
 
 from ..session._models import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
-from ._builtin import BuiltinTool, display_path
-from ._paths import confine, workspace_root
+from ._builtin import BuiltinTool, file_target
 from ._read import looks_binary
 
 
@@ -34,10 +33,7 @@ class WriteFile(BuiltinTool[WriteFileArguments]):
     Arguments = WriteFileArguments
 
     def execute(self, arguments: WriteFileArguments, context: ToolContext) -> ToolOutput:
-        real = confine(arguments.path, context)
-        shown = display_path(real, workspace_root(context))
-        if real.is_dir():
-            raise ToolError(f"{shown}: is a directory; give the path of a file")
+        real, shown = file_target(arguments.path, context, if_directory="give the path of a file")
         existed = real.exists()
         # Every parent of a confined real path is inside the workspace too, so creating
         # them cannot reach outside.
@@ -71,10 +67,7 @@ class EditFile(BuiltinTool[EditFileArguments]):
     Arguments = EditFileArguments
 
     def execute(self, arguments: EditFileArguments, context: ToolContext) -> ToolOutput:
-        real = confine(arguments.path, context)
-        shown = display_path(real, workspace_root(context))
-        if real.is_dir():
-            raise ToolError(f"{shown}: is a directory; give the path of a file")
+        real, shown = file_target(arguments.path, context, if_directory="give the path of a file")
         old, new = arguments.old_string, arguments.new_string
         if not old:
             raise ToolError("old_string is empty; give the exact text to replace")
