@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -326,3 +327,59 @@ def test_a_subscriber_may_read_the_state_it_is_told_about(store: SessionStore) -
     store.commit(run.start("one"))
     store.commit(run.attempt())
     assert seen == [2, 3]
+
+
+
+def test_entries_read_back_as_committed_from_any_position_in_a_line(
+    store: SessionStore,
+) -> None:
+    """Entries are kept as (line, position) slots and decoded when read."""
+    run = Run(environment=store.header.environmentIdentity)
+    committed = [store.commit(run.start("ünïcode prompt")), store.commit(run.attempt())]
+    committed.append(store.commit(run.answer(None, [("call_1", "bash", {"command": "ls"})])))
+    intent = run.intent("call_1", BASH, {"command": "ls"})
+    committed.append(store.commit([intent]))
+    committed.append(store.commit([Run.result(intent, "out")]))
+    result_id = committed[-1][0].id
+    # A compaction second in its line, after a user entry.
+    committed.append(store.commit([f.user_message("next"), f.compaction("summary", result_id)]))
+    expected = {fact.id: fact for tx in committed for fact in tx if fact.kind == "entry"}
+    assert len(expected) == 5
+
+    for state in (store.load(), load_session(store.path)):
+        assert list(state.entries) == list(expected)
+        assert dict(state.entries.items()) == expected
+        assert state.entries.last() == committed[-1][1]
+        assert state.entries.type_of(result_id) == "toolResult"
+        assert state.entries.type_of(committed[0][0].id) == "user"
+        assert state.entries.type_of(committed[2][0].id) == "assistant"
+        assert state.entries.type_of("no-such-id") is None
+        assert "no-such-id" not in state.entries
+        with pytest.raises(KeyError):
+            state.entries["no-such-id"]
+
+
+def test_a_snapshot_keeps_its_entries_when_later_commits_arrive(store: SessionStore) -> None:
+    first = store.commit([f.user_message("one")])[0]
+    snapshot = store.load()
+    store.commit([f.user_message("two")])
+    assert list(snapshot.entries.values()) == [first]
+    assert len(store.load().entries) == 2
+
+
+def test_state_keeps_history_as_bytes_not_as_objects(store: SessionStore) -> None:
+    """What the store keeps per fact must not grow the cyclic GC's heap much: a kernel
+    with a long session would pay for every kept object on every full collection (kept
+    pydantic facts were ~5 tracked objects per fact)."""
+    for _ in range(3):  # warm-up: first-use caches of pydantic, re, json
+        complete_run(store)
+    gc.collect()
+    before = len(gc.get_objects())
+    facts_before = store.load().last_seq
+    for _ in range(60):
+        complete_run(store)
+    gc.collect()
+    kept = len(gc.get_objects()) - before
+    facts = store.load().last_seq - facts_before
+    assert facts > 500
+    assert kept / facts < 1.0, f"{kept} tracked objects kept for {facts} facts"

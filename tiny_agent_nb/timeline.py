@@ -139,9 +139,9 @@ def build_timeline(
                 attempt=a.attempt,
                 status=_attempt_status(state, a.id),
                 model=a.model,
-                input_tokens=u.usage.inputTokens if u else None,
-                output_tokens=u.usage.outputTokens if u else None,
-                cost=u.usage.cost if u else None,
+                input_tokens=u.inputTokens if u else None,
+                output_tokens=u.outputTokens if u else None,
+                cost=u.cost if u else None,
                 latency_ms=a.ended_at - a.started_at if a.ended_at is not None else None,
                 error=a.error.message if a.error else None,
             )
@@ -180,7 +180,7 @@ def build_timeline(
         tools = tools_by_op[op.id]
         # The run's ledger: its attempts' usage and its tools' usage (MCP tools report some).
         ledger = [
-            state.usage[target].usage
+            state.usage[target]
             for target in (*(a.id for a in attempts), *(t.id for t in tools))
             if target in state.usage
         ]

@@ -453,9 +453,10 @@ class AgentLoop:
 
 def _final_answer(state: SessionState) -> str | None:
     """The content of the last entry when it is an assistant answer with no tool calls."""
-    if not state.entries:
+    last_entry = state.entries.last()
+    if last_entry is None:
         return None
-    last = list(state.entries.values())[-1].entry
+    last = last_entry.entry
     if isinstance(last, AssistantEntry) and not last.message.toolCalls:
         return last.message.content or ""
     return None

@@ -188,7 +188,7 @@ class AgentMagics(Magics):
         t = state.totals
         for op in state.operations.values():
             ids = [a.id for a in state.attempts.values() if a.operation_id == op.id]
-            usages = [state.usage[i].usage for i in ids if i in state.usage]
+            usages = [state.usage[i] for i in ids if i in state.usage]
             costs = [u.cost for u in usages if u.cost is not None]
             cost = money(round(sum(costs), 12)) if costs else "cost unknown"
             tokens = sum(u.inputTokens for u in usages), sum(u.outputTokens for u in usages)

@@ -6,12 +6,16 @@ import hashlib
 import json
 from typing import Any
 
+# json.dumps builds a new encoder whenever an option differs from the defaults; every
+# toolStarted is checked against its replayKey on commit and on load, so build it once.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
 
 def canonical_json(value: Any) -> str:
     """Keys sorted, no whitespace, UTF-8 text, NaN/Infinity refused."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
 
 
 def sha256_digest(value: Any) -> str:

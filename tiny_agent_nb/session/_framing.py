@@ -59,9 +59,13 @@ def parse_transaction(line: bytes) -> list[Fact]:
 
 
 def encode_transaction(facts: Sequence[Fact]) -> bytes:
+    # Each model's own serializer: the same bytes as the union adapters, without the
+    # per-call union dispatch (a third of the encoding time of a two-fact array).
     if len(facts) == 1:
-        return FACT_ADAPTER.dump_json(facts[0]) + b"\n"
-    return FACT_LIST_ADAPTER.dump_json(list(facts)) + b"\n"
+        fact = facts[0]
+        return fact.__pydantic_serializer__.to_json(fact) + b"\n"
+    parts = [fact.__pydantic_serializer__.to_json(fact) for fact in facts]
+    return b"".join((b"[", b",".join(parts), b"]\n"))
 
 
 def iter_lines(complete: bytes) -> Iterator[tuple[int, bytes]]:
@@ -72,8 +76,8 @@ def iter_lines(complete: bytes) -> Iterator[tuple[int, bytes]]:
 
 def reduce_bytes(path: str | Path, data: bytes) -> SessionState:
     """The pure reduction of a whole file image into a SessionState."""
-    # Reducing allocates ~10 long-lived objects per fact; with the cyclic GC on, the
-    # collector rescans the growing heap again and again (half of a 100k-fact load).
+    # Each line becomes a dozen pydantic objects that die young, plus about one kept
+    # record per fact; the young collections they trigger cost ~15% of a 100k-fact load.
     # Nothing made here forms a cycle worth collecting mid-load.
     enabled = gc.isenabled()
     gc.disable()

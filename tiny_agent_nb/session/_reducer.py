@@ -29,7 +29,7 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._state import Attempt, Operation, Tables, ToolIntent
+from ._state import Attempt, EntryType, Operation, Tables, ToolIntent
 
 
 class Violation(Exception):
@@ -39,17 +39,19 @@ class Violation(Exception):
 def apply_transaction(tables: Tables, facts: Sequence[Fact]) -> None:
     for index, fact in enumerate(facts):
         try:
-            apply_fact(tables, fact)
+            apply_fact(tables, fact, index)
         except Violation as exc:
             exc.args = (f"fact {index + 1} (seq {fact.seq}): {exc.args[0]}",)
             raise
 
 
-def apply_fact(t: Tables, fact: Fact) -> None:
+def apply_fact(t: Tables, fact: Fact, position: int) -> None:
+    """Check and record `fact`, the `position`-th fact of the transaction whose line will
+    be `t.lines[len(t.lines)]` (the caller appends the line once all its facts apply)."""
     if fact.seq != t.last_seq + 1:
         raise Violation(f"seq {fact.seq} should be {t.last_seq + 1}")
     if isinstance(fact, EntryFact):
-        _apply_entry(t, fact)
+        _apply_entry(t, fact, position)
     elif isinstance(fact, RecordFact):
         _apply_record(t, fact)
     else:
@@ -91,22 +93,27 @@ def _pending_attempt(t: Tables, attempt_id: str, what: str) -> tuple[Attempt, Op
 # ---------------------------------------------------------------- entries
 
 
-def _apply_entry(t: Tables, fact: EntryFact) -> None:
+def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
     body = fact.entry
+    entry_type: EntryType
     if isinstance(body, ToolResultEntry):
         _apply_tool_result(t, fact, body)  # claims its reserved id itself
+        entry_type = "toolResult"
     else:
         _claim_fact_id(t, fact.id)
         if isinstance(body, AssistantEntry):
             _apply_assistant(t, fact, body)
+            entry_type = "assistant"
         elif isinstance(body, CompactionEntry):
             if body.throughEntryId not in t.entries:
                 raise Violation(
                     f"compaction throughEntryId {body.throughEntryId} is no earlier entry"
                 )
+            entry_type = "compaction"
         else:
             assert isinstance(body, UserEntry)
-    t.put(t.entries, fact.id, fact)
+            entry_type = "user"
+    t.put(t.entries, fact.id, (len(t.lines), position, entry_type))
 
 
 def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
@@ -197,7 +204,7 @@ def _apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
     _claim_fresh(t, body.operationId, "operationId")
     if body.inputEntryId is not None:
         entry = t.entries.get(body.inputEntryId)
-        if entry is None or not isinstance(entry.entry, UserEntry):
+        if entry is None or entry[2] != "user":
             raise Violation(f"inputEntryId {body.inputEntryId} is no earlier user entry")
         if body.inputEntryId in t.consumed_inputs:
             raise Violation(
@@ -339,7 +346,7 @@ def _apply_usage(t: Tables, fact: UsageFact) -> None:
             raise Violation(f"usage names unknown toolStarted {target}")
         op_id = intent.operation_id
     if target in t.usage:
-        raise Violation(f"{target} already has usage {t.usage[target].id}")
+        raise Violation(f"{target} already has usage (one usage fact per attempt or tool)")
     _open_operation(t, op_id, "usage")
-    t.put(t.usage, target, fact)
-    t.totals.add(fact)
+    t.put(t.usage, target, u)
+    t.add_usage(u)

@@ -5,11 +5,16 @@ quarter of `dataclasses.replace`, and this is the commit path). The reducer repl
 record when its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
 copy, a snapshot never changes under its reader, and undoing a write is putting the
 old record back.
+
+History itself stays as the transaction lines' bytes. Entries are found through an
+`EntrySlot` (line, position, type) and decoded when read: a kept pydantic fact is ~10
+objects the cyclic GC rescans for the life of the kernel and a second copy of its text;
+bytes and tuples of atoms are neither.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -24,13 +29,18 @@ from ._models import (
     ReplayPolicy,
     ToolIdentity,
     ToolOutcome,
-    UsageFact,
+    Usage,
 )
 
 OperationStatus = Literal["open"] | OperationOutcome
 AttemptStatus = Literal["pending", "settled", "failed"]
 IntentStatus = Literal["pending"] | ToolOutcome
 IdRole = Literal["fact", "operation", "reserved"]
+EntryType = Literal["user", "assistant", "toolResult", "compaction"]
+# (index in `Tables.lines`, position in that transaction, entry type). A plain tuple of
+# atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
+# does).
+EntrySlot = tuple[int, int, EntryType]
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -93,8 +103,7 @@ class UsageTotals:
     priced: int = 0  # usage facts that reported a cost
     unpriced: int = 0  # usage facts whose cost is unknown (null)
 
-    def add(self, fact: UsageFact) -> None:
-        u = fact.usage
+    def add(self, u: Usage) -> None:
         self.input_tokens += u.inputTokens
         self.output_tokens += u.outputTokens
         self.reasoning_tokens += u.reasoningTokens
@@ -136,11 +145,10 @@ class UsageTotals:
 _MISSING: Any = object()
 
 
-@dataclass(slots=True)
-class Savepoint:
+class Savepoint(NamedTuple):
     last_seq: int
     open_operation_id: str | None
-    totals: UsageTotals
+    totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
 
 
 @dataclass(slots=True)
@@ -153,16 +161,14 @@ class Tables:
     """
 
     ids: dict[str, IdRole] = field(default_factory=dict)
-    entries: dict[str, EntryFact] = field(default_factory=dict)
+    entries: dict[str, EntrySlot] = field(default_factory=dict)
     operations: dict[str, Operation] = field(default_factory=dict)
     attempts: dict[str, Attempt] = field(default_factory=dict)
     intents: dict[str, ToolIntent] = field(default_factory=dict)
     intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
-    usage: dict[str, UsageFact] = field(default_factory=dict)  # target id -> usage
+    usage: dict[str, Usage] = field(default_factory=dict)  # target id -> its usage
     consumed_inputs: dict[str, str] = field(default_factory=dict)
-    # The transaction lines as written. Bytes are invisible to the cyclic GC, so history
-    # is kept here rather than as ~7 tracked objects per fact: record facts are not kept
-    # as objects at all (the tables above hold what the invariants and views need).
+    # The transaction lines as written (without LF), the only copy of history's content.
     lines: list[bytes] = field(default_factory=list)
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0
@@ -175,9 +181,19 @@ class Tables:
             undo.append((table, key, table.get(key, _MISSING)))
         table[key] = value
 
+    def add_usage(self, usage: Usage) -> None:
+        if self.undo is None:
+            self.totals.add(usage)
+        else:
+            # Copy on write, so a rollback only has to put the savepoint's object back
+            # and a commit without usage copies nothing.
+            totals = self.totals.copy()
+            totals.add(usage)
+            self.totals = totals
+
     def begin(self) -> Savepoint:
         self.undo = []
-        return Savepoint(self.last_seq, self.open_operation_id, self.totals.copy())
+        return Savepoint(self.last_seq, self.open_operation_id, self.totals)
 
     def commit(self) -> None:
         self.undo = None
@@ -225,8 +241,9 @@ class SessionState:
         return facts_of(self.tables.lines)
 
     @property
-    def entries(self) -> Mapping[str, EntryFact]:
-        return self.tables.entries
+    def entries(self) -> EntryView:
+        """Entries in commit order; each is decoded from its line when read."""
+        return EntryView(self.tables.entries, self.tables.lines)
 
     @property
     def operations(self) -> Mapping[str, Operation]:
@@ -241,7 +258,8 @@ class SessionState:
         return self.tables.intents
 
     @property
-    def usage(self) -> Mapping[str, UsageFact]:
+    def usage(self) -> Mapping[str, Usage]:
+        """The usage of each stepAttempt or toolStarted that reported one, by its id."""
         return self.tables.usage
 
     @property
@@ -304,11 +322,57 @@ class SessionState:
         )
 
 
+def decode_line(line: bytes) -> list[Fact]:
+    """The facts of one transaction line (raises pydantic's ValidationError)."""
+    if line[:1] == b"[":
+        return FACT_LIST_ADAPTER.validate_json(line)
+    return [FACT_ADAPTER.validate_json(line)]
+
+
 def facts_of(lines: list[bytes]) -> list[Fact]:
     facts: list[Fact] = []
     for line in lines:
-        if line[:1] == b"[":
-            facts.extend(FACT_LIST_ADAPTER.validate_json(line))
-        else:
-            facts.append(FACT_ADAPTER.validate_json(line))
+        facts.extend(decode_line(line))
     return facts
+
+
+class EntryView(Mapping[str, EntryFact]):
+    """`SessionState.entries`: a read-only mapping that decodes entries on access.
+
+    Lines were validated when they were committed or loaded, so decoding one cannot fail.
+    """
+
+    __slots__ = ("_lines", "_slots")
+
+    def __init__(self, slots: dict[str, EntrySlot], lines: list[bytes]) -> None:
+        self._slots = slots
+        self._lines = lines
+
+    def __getitem__(self, entry_id: str) -> EntryFact:
+        line, position, _ = self._slots[entry_id]
+        return _as_entry(decode_line(self._lines[line])[position])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._slots)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._slots
+
+    def type_of(self, entry_id: str) -> EntryType | None:
+        """The entry's type without decoding it (None: no such entry)."""
+        slot = self._slots.get(entry_id)
+        return None if slot is None else slot[2]
+
+    def last(self) -> EntryFact | None:
+        """The most recent entry (cheap: one line is decoded)."""
+        if not self._slots:
+            return None
+        return self[next(reversed(self._slots))]
+
+
+def _as_entry(fact: Fact) -> EntryFact:
+    assert isinstance(fact, EntryFact)  # a slot only ever points at an entry fact
+    return fact

@@ -315,7 +315,7 @@ class SessionStore:
                 raise InvalidTransactionError(f"id {fact_id!r} is not a UUIDv7", index=index)
             fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
             try:
-                apply_fact(tables, fact)
+                apply_fact(tables, fact, index)
             except Violation as exc:
                 raise InvalidTransactionError(str(exc), index=index) from None
             built.append(fact)
