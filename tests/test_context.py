@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -70,3 +71,20 @@ def test_compaction_replaces_what_it_summarizes(store: SessionStore) -> None:
     messages = decode(ContextProjection.from_state(store.load(), None).messages())
     assert messages[0]["content"] == "[Summary of the earlier conversation]\nthey listed files"
     assert messages[1] == {"role": "user", "content": "second"}
+
+
+def test_the_projection_keeps_encoded_messages_not_entry_objects(store: SessionStore) -> None:
+    """A kernel runs with the projection alive: kept EntryFacts would be ~10 objects each
+    for the cyclic GC to rescan on every full collection, for the whole history."""
+    for _ in range(60):
+        complete_run(store)
+    state = store.load()
+    assert len(state.entries) == 240
+    gc.collect()
+    before = len(gc.get_objects())
+    projection = ContextProjection.from_state(state, "be brief")
+    gc.collect()
+    gc.collect()  # a tuple is untracked once its inner tuples were, one pass later
+    kept = len(gc.get_objects()) - before
+    assert len(decode(projection.messages())) == 1 + 240
+    assert kept < 30, f"the projection of 240 entries keeps {kept} tracked objects"

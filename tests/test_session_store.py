@@ -329,7 +329,6 @@ def test_a_subscriber_may_read_the_state_it_is_told_about(store: SessionStore) -
     assert seen == [2, 3]
 
 
-
 def test_entries_read_back_as_committed_from_any_position_in_a_line(
     store: SessionStore,
 ) -> None:

@@ -90,6 +90,23 @@ class _Runs:
         return [run for _, run in self._runs]
 
 
+# What the projection keeps of one entry: (entry id, encoded wire message, the tool call
+# ids it opens (assistant) or the one it answers (tool result)). A tuple of atoms: the
+# cyclic GC stops tracking it, where a kept EntryFact is ~10 tracked objects.
+_Projected = tuple[str, bytes, tuple[str, ...], tuple[str, ...]]
+
+
+def _project(entry: EntryFact) -> _Projected:
+    body = entry.entry
+    wire = wire_message(entry)
+    assert wire is not None  # compactions are handled before projecting
+    if isinstance(body, AssistantEntry):
+        return entry.id, _encode(wire), tuple(c.id for c in body.message.toolCalls), ()
+    if isinstance(body, ToolResultEntry):
+        return entry.id, _encode(wire), (), (body.message.toolCallId,)
+    return entry.id, _encode(wire), (), ()
+
+
 class ContextProjection:
     """Encoded messages of the active context, maintained one committed fact at a time."""
 
@@ -98,7 +115,7 @@ class ContextProjection:
             [_encode({"role": "system", "content": system_prompt})] if system_prompt else []
         )
         self._messages = _Runs()
-        self._entries: list[EntryFact] = []  # kept only to rebuild after a compaction
+        self._entries: list[_Projected] = []  # kept only to rebuild after a compaction
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
 
     @classmethod
@@ -118,26 +135,28 @@ class ContextProjection:
     def _add(self, entry: EntryFact) -> None:
         body = entry.entry
         if isinstance(body, CompactionEntry):
-            self._compact(entry, body)
-            return
-        self._entries.append(entry)
-        if isinstance(body, ToolResultEntry):
-            self._unanswered.pop(body.message.toolCallId, None)
+            self._compact(body)
+        else:
+            self._append(_project(entry))
+
+    def _append(self, projected: _Projected) -> None:
+        self._entries.append(projected)
+        _, message, opens, answers = projected
+        if answers:
+            self._unanswered.pop(answers[0], None)
         else:
             self._close_unanswered()
-        wire = wire_message(entry)
-        if wire is not None:
-            self._messages.append(_encode(wire))
-        if isinstance(body, AssistantEntry):
-            self._unanswered = {call.id: None for call in body.message.toolCalls}
+        self._messages.append(message)
+        if opens:
+            self._unanswered = dict.fromkeys(opens)
 
     def _close_unanswered(self) -> None:
         for call_id in self._unanswered:
             self._messages.append(_synthetic_result(call_id))
         self._unanswered = {}
 
-    def _compact(self, entry: EntryFact, body: CompactionEntry) -> None:
-        ids = [e.id for e in self._entries]
+    def _compact(self, body: CompactionEntry) -> None:
+        ids = [projected[0] for projected in self._entries]
         if body.throughEntryId not in ids:
             return  # already compacted away by a later checkpoint
         keep = self._entries[ids.index(body.throughEntryId) + 1 :]
@@ -146,7 +165,8 @@ class ContextProjection:
         self._messages.append(_encode({"role": "user", "content": summary}))
         self._entries = []
         self._unanswered = {}
-        self.extend(keep)
+        for projected in keep:
+            self._append(projected)
 
     def messages(self) -> list[bytes]:
         """System prompt, projected entries, and answers for never-started tool calls, as
