@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 import uuid
 
@@ -37,3 +38,25 @@ def test_ids_sort_in_creation_order_and_are_unique() -> None:
     # on time and then order randomly, which a tight loop can hit, so allow a few.
     inversions = sum(a > b for a, b in itertools.pairwise(burst))
     assert inversions < len(burst) // 100
+
+
+def test_a_forked_child_does_not_repeat_the_parents_random_bits() -> None:
+    """Random bits are drawn from a buffer; a child must not inherit the unused rest."""
+    new_id()  # the buffer is filled and partly used in this process
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next ids and leave without running any cleanup
+        os.close(read_end)
+        os.write(write_end, "\n".join(new_id() for _ in range(50)).encode())
+        os._exit(0)
+    os.close(write_end)
+    parent = [new_id() for _ in range(50)]
+    with os.fdopen(read_end, "rb") as pipe:
+        child = pipe.read().decode().split("\n")
+    os.waitpid(pid, 0)
+    assert len(child) == 50
+
+    def random_part(value: str) -> str:
+        return value[-12:]  # the last 48 of rand_b's 62 random bits
+
+    assert not {random_part(v) for v in parent} & {random_part(v) for v in child}

@@ -51,14 +51,19 @@ class NewFact:
     id: str | None = None
 
     def build(self, *, seq: int, fact_id: str, at: int) -> Fact:
-        # The payload is a validated model instance, which pydantic passes through
-        # without re-validating; only the envelope fields are checked here.
+        # The payload is a validated model instance: pydantic does not validate its
+        # fields again (it does rerun model-level `after` validators such as Usage's
+        # one-target check); the envelope fields are checked here.
         body = self.body
         if isinstance(body, Usage):
             return UsageFact(kind="usage", seq=seq, id=fact_id, at=at, usage=body)
-        if isinstance(body, UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry):
+        if isinstance(body, _ENTRY_PAYLOADS):
             return EntryFact(kind="entry", seq=seq, id=fact_id, at=at, entry=body)
         return RecordFact(kind="record", seq=seq, id=fact_id, at=at, record=body)
+
+
+# A tuple, not `A | B`: the union would be rebuilt on every call of this commit path.
+_ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry)
 
 
 # ---------------------------------------------------------------- entries

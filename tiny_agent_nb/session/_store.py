@@ -72,23 +72,31 @@ class _FifoLock:
         self._cond = threading.Condition()
         self._next_ticket = 0
         self._serving = 0
+        self._waiting = 0  # threads inside _wait_for: nobody to wake is the common case
         self._abandoned: set[int] = set()
         self.owner: int | None = None
 
     def __enter__(self) -> None:
         with self._cond:
             ticket = self._next_ticket
-            self._next_ticket += 1
-            try:
-                while ticket != self._serving:
-                    self._cond.wait()
-            except BaseException:
-                # Leaving the queue (an exception while waiting): give the ticket back,
-                # or every later commit would wait for it forever.
-                self._abandoned.add(ticket)
-                self._advance()
-                raise
+            self._next_ticket = ticket + 1
+            if ticket != self._serving:
+                self._wait_for(ticket)
             self.owner = threading.get_ident()
+
+    def _wait_for(self, ticket: int) -> None:
+        self._waiting += 1
+        try:
+            while ticket != self._serving:
+                self._cond.wait()
+        except BaseException:
+            # Leaving the queue (an exception while waiting): give the ticket back,
+            # or every later commit would wait for it forever.
+            self._abandoned.add(ticket)
+            self._advance()
+            raise
+        finally:
+            self._waiting -= 1
 
     def __exit__(self, *exc_info: object) -> None:
         with self._cond:
@@ -97,10 +105,12 @@ class _FifoLock:
             self._advance()
 
     def _advance(self) -> None:
-        while self._serving in self._abandoned:
-            self._abandoned.discard(self._serving)
-            self._serving += 1
-        self._cond.notify_all()
+        if self._abandoned:
+            while self._serving in self._abandoned:
+                self._abandoned.discard(self._serving)
+                self._serving += 1
+        if self._waiting:
+            self._cond.notify_all()
 
 
 def load_session(path: str | Path) -> SessionState:
@@ -310,8 +320,10 @@ class SessionStore:
         at = self._clock()
         built: list[Fact] = []
         for index, new in enumerate(facts):
-            fact_id = new.id if new.id is not None else new_id()
-            if new.id is not None and not is_uuid7(fact_id):
+            fact_id = new.id
+            if fact_id is None:
+                fact_id = new_id()
+            elif not is_uuid7(fact_id):
                 raise InvalidTransactionError(f"id {fact_id!r} is not a UUIDv7", index=index)
             fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
             try:
@@ -417,7 +429,8 @@ class SessionStore:
 
 def _write_all(fd: int, data: bytes) -> None:
     """One os.write per transaction; loop only if the kernel accepted part of it."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    written = os.write(fd, data)
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
