@@ -184,6 +184,31 @@ def test_each_cell_continues_the_conversation(
     ]
 
 
+def test_the_context_follows_the_session_across_cells_and_starts_over_on_new(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One projection is kept per open session (a cell does not rebuild it from the
+    file); it takes each cell's system prompt and is dropped with the session."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(text_reply("a1"), text_reply("a2"), text_reply("b1"))
+    run(shell, "%%agent\nq1", capsys)
+    run(shell, "%config TinyAgent.system_prompt = 'be terse'", capsys)
+    run(shell, "%%agent\nq2", capsys)
+    second = server.requests[1].body["messages"]
+    assert second[0] == {"role": "system", "content": "be terse"}
+    assert [(m["role"], m["content"]) for m in second[1:]] == [
+        ("user", "q1"),
+        ("assistant", "a1"),
+        ("user", "q2"),
+    ]
+    run(shell, "%agent new", capsys)
+    run(shell, "%%agent\nq3", capsys)
+    assert server.requests[2].body["messages"] == [
+        {"role": "system", "content": "be terse"},
+        {"role": "user", "content": "q3"},
+    ]
+
+
 def test_timeline_widget_follows_commits(
     shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

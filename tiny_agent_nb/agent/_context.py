@@ -111,9 +111,8 @@ class ContextProjection:
     """Encoded messages of the active context, maintained one committed fact at a time."""
 
     def __init__(self, system_prompt: str | None) -> None:
-        self._system = (
-            [_encode({"role": "system", "content": system_prompt})] if system_prompt else []
-        )
+        self._system: list[bytes] = []
+        self.set_system_prompt(system_prompt)
         self._messages = _Runs()
         self._entries: list[_Projected] = []  # kept only to rebuild after a compaction
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
@@ -123,6 +122,12 @@ class ContextProjection:
         projection = cls(system_prompt)
         projection.extend(state.entries.values())
         return projection
+
+    def set_system_prompt(self, system_prompt: str | None) -> None:
+        """The first message of every request (not an entry: it may change between runs)."""
+        self._system = (
+            [_encode({"role": "system", "content": system_prompt})] if system_prompt else []
+        )
 
     def apply(self, facts: Sequence[Fact]) -> None:
         """Store subscriber: project the entries among newly committed facts."""

@@ -113,7 +113,11 @@ class AgentLoop:
         ask: AskFn | None = None,
         observer: LoopObserver | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        projection: ContextProjection | None = None,
     ) -> None:
+        """`projection`: a context projection the caller keeps following this store across
+        loops (a notebook does, so a cell does not re-encode the whole history); without
+        one the loop rebuilds it from the file and follows the store until `close()`."""
         self._store = store
         self._provider = provider
         self._tools = tools
@@ -134,8 +138,13 @@ class AgentLoop:
                 ],
             }
         )
-        self._projection = ContextProjection.from_state(store.load(), config.system_prompt)
-        self._unsubscribe = store.subscribe(self._projection.apply)
+        self._unsubscribe: Callable[[], None] = _nothing
+        if projection is None:
+            projection = ContextProjection.from_state(store.load(), config.system_prompt)
+            self._unsubscribe = store.subscribe(projection.apply)
+        else:
+            projection.set_system_prompt(config.system_prompt)
+        self._projection = projection
 
     @property
     def configuration_digest(self) -> str:
@@ -449,6 +458,10 @@ class AgentLoop:
         op = self._store.open_operation()
         if op is not None:
             raise AgentError(f"operation {op.id} is still open; recover() settles it first")
+
+
+def _nothing() -> None:
+    pass
 
 
 def _final_answer(state: SessionState) -> str | None:

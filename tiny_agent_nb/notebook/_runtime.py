@@ -15,6 +15,7 @@ from ..agent import (
     AgentError,
     AgentLoop,
     ChatProvider,
+    ContextProjection,
     LoopConfig,
     LoopObserver,
     RecoveryReport,
@@ -122,6 +123,10 @@ class NotebookAgent:
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
         self.open_error: str | None = None
+        # Built once per open session and kept current by its subscription, so a cell
+        # does not decode and re-encode the whole history before its first request.
+        self._context: ContextProjection | None = None
+        self._unfollow_context: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -179,9 +184,20 @@ class NotebookAgent:
         )
 
     def close(self) -> None:
+        if self._unfollow_context is not None:
+            self._unfollow_context()
+        self._context = self._unfollow_context = None
         if self.store is not None:
             self.store.close()
             self.store = None
+
+    def context(self) -> ContextProjection:
+        """What the model is sent, followed for the open session across cells."""
+        store = self.require_store()
+        if self._context is None:
+            self._context = ContextProjection.from_state(store.load(), None)
+            self._unfollow_context = store.subscribe(self._context.apply)
+        return self._context
 
     def new(self) -> tuple[Path, OpenReport]:
         """Keep the current file under the next free `<stem>.agent.<n>.jsonl`; start fresh."""
@@ -279,6 +295,7 @@ class NotebookAgent:
             config,
             ask=ask,
             observer=observer,
+            projection=self.context(),
         )
 
     def provider_config(self, model: str | None = None) -> ProviderConfig:
