@@ -6,7 +6,7 @@ failure becomes a `NotebookError` with one readable message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from ..provider import (
 from ..render import money
 from ..session import (
     Durability,
+    Fact,
     HeaderInit,
     NotASessionError,
     SessionCorruptError,
@@ -184,9 +185,7 @@ class NotebookAgent:
         )
 
     def close(self) -> None:
-        if self._unfollow_context is not None:
-            self._unfollow_context()
-        self._context = self._unfollow_context = None
+        self._forget_context()
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -195,9 +194,25 @@ class NotebookAgent:
         """What the model is sent, followed for the open session across cells."""
         store = self.require_store()
         if self._context is None:
-            self._context = ContextProjection.from_state(store.load(), None)
-            self._unfollow_context = store.subscribe(self._context.apply)
+            context = ContextProjection.from_state(store.load(), None)
+
+            def follow(facts: Sequence[Fact]) -> None:
+                try:
+                    context.apply(facts)
+                except Exception:
+                    # Out of step with the file from here on: the next cell rebuilds it
+                    # from the file instead of sending a conversation with a hole in it.
+                    self._forget_context()
+                    raise
+
+            self._context = context
+            self._unfollow_context = store.subscribe(follow)
         return self._context
+
+    def _forget_context(self) -> None:
+        if self._unfollow_context is not None:
+            self._unfollow_context()
+        self._context = self._unfollow_context = None
 
     def new(self) -> tuple[Path, OpenReport]:
         """Keep the current file under the next free `<stem>.agent.<n>.jsonl`; start fresh."""
