@@ -18,6 +18,9 @@ from __future__ import annotations
 import copy
 import json
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -186,26 +189,31 @@ class LabSession:
 
 
 @pytest.fixture(scope="module")
-def lab_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabSession]:
+def browser() -> Iterator[Any]:
+    """One Chromium for the module: Playwright's sync API allows one instance per thread."""
     _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
     _require(sync_playwright is not None, "the playwright package is not installed")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
-    base = tmp_path_factory.mktemp("browser")
-    root = base / "root"
-    root.mkdir()
-    notebook_path, notebook = prepare_notebook(root)
-    cells = agent_cells(notebook)
-    assert cells, f"{notebook_path.name} has no %%agent cell to test"
+
+@contextmanager
+def _lab(
+    base: Path,
+    notebook_path: Path,
+    cells: list[str],
+    tools: list[str],
+    server: OpenAIServer,
+    browser: Any,
+) -> Iterator[LabSession]:
+    """JupyterLab serving `notebook_path`'s directory, Chromium on it, the notebook open
+    and every cell run (Run > Run All Cells)."""
+    root = notebook_path.parent
     artifacts = artifacts_dir()
     started = time.monotonic()
-
     with ExitStack() as stack:
-        server = stack.enter_context(OpenAIServer())
-        tools = []
-        for n, cell in enumerate(cells):
-            name, replies = scripted_run(n, cell)
-            tools.append(name)
-            server.enqueue(*replies)
         lab = stack.enter_context(
             JupyterLab(
                 root,
@@ -217,13 +225,11 @@ def lab_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabSession
                     "OPENROUTER_API_KEY": None,
                     "JPY_SESSION_NAME": None,
                 },
-                log_path=artifacts / "browser-jupyterlab.log",
+                log_path=artifacts / f"browser-jupyterlab-{notebook_path.stem}.log",
             )
         )
-        playwright = stack.enter_context(sync_playwright())
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        stack.callback(browser.close)
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        stack.callback(page.close)
         page.set_default_timeout(STEP_TIMEOUT_MS)
         session = LabSession(
             page, server, lab, root, notebook_path, cells, tools, artifacts=artifacts
@@ -231,21 +237,40 @@ def lab_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabSession
         session.timings["jupyterlab_and_browser_up"] = time.monotonic() - started
         page.on("console", lambda m: _record_console(session, m.type, m.text))
         page.on("pageerror", lambda e: session.console.append(f"pageerror: {e}"))
-        origin = "notebooks/quickstart.ipynb" if QUICKSTART.exists() else "fallback notebook"
-        print(f"notebook: {notebook_path.name} ({origin})")
         try:
             _open_and_run_all(session)
         except Exception:
-            session.screenshot("browser-failure.png")
+            session.screenshot(f"browser-failure-{notebook_path.stem}.png")
             raise
         yield session
-        (artifacts / "browser-timings.json").write_text(
-            json.dumps({k: round(v, 2) for k, v in session.timings.items()}, indent=1),
-            encoding="utf-8",
-        )
-        print("timings (s):", {k: round(v, 2) for k, v in session.timings.items()})
         if session.console:
             print("browser console errors/warnings:\n  " + "\n  ".join(session.console))
+
+
+@pytest.fixture(scope="module")
+def lab_session(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[LabSession]:
+    base = tmp_path_factory.mktemp("browser")
+    root = base / "root"
+    root.mkdir()
+    notebook_path, notebook = prepare_notebook(root)
+    cells = agent_cells(notebook)
+    assert cells, f"{notebook_path.name} has no %%agent cell to test"
+    origin = "notebooks/quickstart.ipynb" if QUICKSTART.exists() else "fallback notebook"
+    print(f"notebook: {notebook_path.name} ({origin})")
+
+    with OpenAIServer() as server:
+        tools = []
+        for n, cell in enumerate(cells):
+            name, replies = scripted_run(n, cell)
+            tools.append(name)
+            server.enqueue(*replies)
+        with _lab(base, notebook_path, cells, tools, server, browser) as session:
+            yield session
+            timings = {k: round(v, 2) for k, v in session.timings.items()}
+            (session.artifacts / "browser-timings.json").write_text(
+                json.dumps(timings, indent=1), encoding="utf-8"
+            )
+            print("timings (s):", timings)
 
 
 def _record_console(session: LabSession, kind: str, text: str) -> None:
@@ -466,3 +491,85 @@ def _check_live_update(s: LabSession) -> None:
     assert statuses == ["completed"] * (k + 1)
     assert "Scripted live answer." in s.notebook_text()
     s.screenshot("browser-live-completed.png", ".jupyter-widgets.tan-timeline-widget")
+
+
+# ---------------------------------------------------------------- after a kernel died
+
+# What a kernel killed inside a bash call leaves behind: the run open, the call's intent
+# committed, its effect done (marker.txt), no result. The writer really is SIGKILLed
+# while holding the session (tests/test_agent_crash.py kills real loops at every step).
+DYING_WRITER = """
+import os, signal, sys
+from pathlib import Path
+root, tests = Path(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, tests)
+from scenario import BASH, Run
+from tiny_agent_nb.session import HeaderInit, SessionStore
+init = HeaderInit(cwd=str(root), provider="openrouter", model=sys.argv[3],
+                  environment_identity=str(root))
+store = SessionStore.open(root / "recovery.agent.jsonl", create=init)
+run = Run(environment=str(root))
+command = {"command": "echo ran >> marker.txt"}
+store.commit(run.start("Append a line to marker.txt with bash."))
+store.commit(run.attempt())
+store.commit(run.answer(None, [("call_1", "bash", command)]))
+store.commit([run.intent("call_1", BASH, command)])
+with open(root / "marker.txt", "a") as marker:
+    marker.write("ran\\n")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.fixture(scope="module")
+def recovery_session(
+    tmp_path_factory: pytest.TempPathFactory, browser: Any
+) -> Iterator[LabSession]:
+    base = tmp_path_factory.mktemp("browser-recovery")
+    root = base / "root"
+    root.mkdir()
+    died = subprocess.run(
+        [sys.executable, "-c", DYING_WRITER, str(root), str(REPO / "tests"), MODEL],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    notebook = {
+        "cells": [_code_cell(0, "%load_ext tiny_agent_nb"), _code_cell(1, "%agent timeline")],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = root / "recovery.ipynb"
+    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    with OpenAIServer() as server, _lab(base, path, [], [], server, browser) as session:
+        yield session
+
+
+def test_a_tool_cut_short_by_a_dead_kernel_shows_as_interrupted(
+    recovery_session: LabSession,
+) -> None:
+    """The next kernel's `%load_ext` settles the dead kernel's run; the widget shows the
+    bash call interrupted, and the call was not run again."""
+    s = recovery_session
+    with screenshot_on_failure(s, "browser-recovery-failure.png"):
+        text = s.notebook_text()
+        assert "The previous kernel stopped during a run; it is now marked interrupted." in text
+        assert "it may have run; it was not run again." in text
+        widget = s.widget()
+        widget.locator('.tan-run[data-status="interrupted"]').wait_for(state="visible")
+        runs = widget.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
+        tools = widget.locator(".tan-tool").evaluate_all(
+            "ts => ts.map(t => [t.dataset.tool, t.dataset.status])"
+        )
+        assert runs == ["interrupted"]
+        assert tools == [["bash", "interrupted"]]
+        badge = widget.locator('.tan-tool .tan-badge[data-status="interrupted"]').first
+        assert badge.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(239, 108, 0)"
+    assert (s.root / "marker.txt").read_text() == "ran\n"  # once: before the kernel died
+    assert s.server.requests == []  # settling a dead kernel's run asks no model
+    widget.scroll_into_view_if_needed()
+    s.screenshot("browser-recovery.png")
+    s.screenshot("browser-recovery-cells.png", ".jp-NotebookPanel .jp-WindowedPanel-viewport")
