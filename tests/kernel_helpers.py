@@ -15,7 +15,7 @@ notebook with nbclient cell by cell. A cell tagged `kernel-dies` is expected to 
 own kernel: the runner then restarts the kernel (as JupyterLab does when a kernel dies)
 and goes on with the next cell. As a command:
 
-    python tests/kernel_helpers.py notebooks/crash-and-resume.ipynb [-o OUT.ipynb]
+    python tests/kernel_helpers.py tiny_agent_nb/examples/crash-and-resume.ipynb [-o OUT.ipynb]
 
 runs the notebook in its own directory, with `JPY_SESSION_NAME` set to the notebook (so
 the session file is `<name>.agent.jsonl` beside it, as under Jupyter) and the model

@@ -1,7 +1,7 @@
 """The notebook surface in a real browser: JupyterLab + headless Chromium + a real kernel.
 
 A loopback OpenAI-compatible server plays the model (a tool call, then an answer, for
-every `%%agent` cell). JupyterLab serves a temporary copy of notebooks/quickstart.ipynb
+every `%%agent` cell). JupyterLab serves a temporary copy of tiny_agent_nb/examples/quickstart.ipynb
 (or, until that exists, an equivalent notebook written here), its kernels pointed at the
 loopback server through TINY_AGENT_BASE_URL / TINY_AGENT_MODEL. Chromium runs every cell
 through the Run menu, then the tests read what a user would see: the ipywidgets timeline
@@ -49,7 +49,7 @@ except ImportError:  # a test extra; _require() decides between skip and fail
     sync_playwright = None
     PlaywrightTimeout = TimeoutError
 
-QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
+QUICKSTART = REPO / "tiny_agent_nb" / "examples" / "quickstart.ipynb"
 STEP_TIMEOUT_MS = 60_000  # generous for a loaded CI machine; a healthy run needs seconds
 WIDGET_ERRORS = ("Error displaying widget", "Failed to load model class", "Model class")
 
@@ -255,7 +255,7 @@ def lab_session(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Itera
     notebook_path, notebook = prepare_notebook(root)
     cells = agent_cells(notebook)
     assert cells, f"{notebook_path.name} has no %%agent cell to test"
-    origin = "notebooks/quickstart.ipynb" if QUICKSTART.exists() else "fallback notebook"
+    origin = "examples/quickstart.ipynb" if QUICKSTART.exists() else "fallback notebook"
     print(f"notebook: {notebook_path.name} ({origin})")
 
     with OpenAIServer() as server:

@@ -29,7 +29,7 @@ from tiny_agent_nb.session import load_session
 from kernel_helpers import kernel_env
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "tiny_agent_nb" / "examples"
 CRASH_COMMAND = "echo ran >> marker.txt; kill -9 $PPID"
 DATA_COMMAND = "cat numbers.csv"
 DEMO_NOTE = "No API key and no base URL configured: using the OFFLINE DEMO MODEL"
@@ -60,7 +60,7 @@ class Executed:
 
 
 def execute(name: str, tmp_path: Path, server: OpenAIServer | None) -> Executed:
-    """Run notebooks/NAME in a copy under tmp_path; the kernel is told the copy's path,
+    """Run examples/NAME in a copy under tmp_path; the kernel is told the copy's path,
     so the session file is the copy's NAME.agent.jsonl. Without a server: nothing is
     configured (no endpoint, no model, no key)."""
     workdir = tmp_path / "nb"

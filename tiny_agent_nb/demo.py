@@ -1,4 +1,4 @@
-"""`tiny-agent-nb demo`: run notebooks/crash-and-resume.ipynb headless, end to end.
+"""`tiny-agent-nb demo`: run examples/crash-and-resume.ipynb headless, end to end.
 
 A real kernel runs the notebook with nbclient. The cell tagged `kernel-dies` makes the
 agent's bash tool kill its own kernel mid-tool (a real death: the intent is committed,
@@ -14,13 +14,13 @@ TINY_AGENT_BASE_URL pointing at a local OpenAI-compatible server, it uses that m
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -116,14 +116,10 @@ def cell_text(cell: Any) -> str:
     return "".join(parts)
 
 
-def find_notebook() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "notebooks" / NOTEBOOK, here / "notebooks" / NOTEBOOK):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError(
-        f"{NOTEBOOK} not found beside the package; run from a clone of the repository"
-    )
+def example_notebook(name: str) -> bytes:
+    """An example notebook shipped in the package (`tiny_agent_nb/examples/`), so the
+    demo runs from any install, not only from a clone."""
+    return (resources.files("tiny_agent_nb") / "examples" / name).read_bytes()
 
 
 def main(directory: Path | None = None, *, color: bool | None = None) -> int:
@@ -133,11 +129,10 @@ def main(directory: Path | None = None, *, color: bool | None = None) -> int:
     from .session import load_session  # noqa: PLC0415
     from .timeline import build_timeline  # noqa: PLC0415
 
-    source = find_notebook()
     work = directory or Path(tempfile.mkdtemp(prefix="tiny-agent-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     path = work / NOTEBOOK
-    shutil.copyfile(source, path)
+    path.write_bytes(example_notebook(NOTEBOOK))
     env = dict(os.environ)
     env["JPY_SESSION_NAME"] = str(path)  # the session file goes beside the notebook
     real = (

@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS: dict[str, Command] = {
     "demo": Command(
-        help="run notebooks/crash-and-resume.ipynb headless: a kernel killed mid-tool, "
+        help="run the crash-and-resume example notebook headless: a kernel killed mid-tool, "
         "then resumed; prints the timeline",
         configure=_configure_demo,
         run=run_demo,

@@ -1,0 +1,105 @@
+"""The wheel, built offline from a copy of the source: what an install outside a clone gets."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy: an in-tree build would leave build/ and *.egg-info in the clone.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(
+        REPO / "tiny_agent_nb",
+        source / "tiny_agent_nb",
+        ignore=shutil.ignore_patterns("__pycache__", "*.agent*.jsonl"),
+    )
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(out),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (path,) = out.glob("tiny_agent_nb-*.whl")
+    return path
+
+
+def test_the_wheel_ships_the_example_notebooks_and_type_marker(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for shipped in (
+        "tiny_agent_nb/examples/crash-and-resume.ipynb",
+        "tiny_agent_nb/examples/quickstart.ipynb",
+        "tiny_agent_nb/examples/README.md",
+        "tiny_agent_nb/py.typed",
+        "tiny_agent_nb/session/_store.py",
+    ):
+        assert shipped in names
+    assert not [n for n in names if n.startswith(("tests/", "bench/"))]
+
+
+def test_the_installed_demo_finds_its_notebook_without_the_clone(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """`tiny-agent-nb demo` after `pip install tiny-agent-nb[demo]`: the notebook comes
+    from the installed package, not from a repository beside it."""
+    site = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+    )
+    probe = (
+        "import json, sys, tiny_agent_nb, tiny_agent_nb.demo as d; "
+        "assert tiny_agent_nb.__file__.startswith(sys.argv[1]), tiny_agent_nb.__file__; "
+        "cells = json.loads(d.example_notebook(d.NOTEBOOK))['cells']; "
+        "print(sum('kernel-dies' in c['metadata'].get('tags', []) for c in cells))"
+    )
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(site)!r}); " + probe,
+            str(site),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "1"  # the one cell whose kernel dies
