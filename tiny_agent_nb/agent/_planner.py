@@ -69,7 +69,7 @@ def can_replay(intent: ToolIntent, tools: Mapping[str, ToolIdentity], environmen
     current = tools.get(intent.tool.name)
     if current is None:
         return False
-    key = replay_key(current.model_dump(), intent.arguments, environment)
+    key = replay_key(current, intent.arguments, environment)
     return key == intent.replay_key
 
 

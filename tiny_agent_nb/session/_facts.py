@@ -206,7 +206,7 @@ def tool_started(
         replayPolicy=replay_policy,
         environmentIdentity=environment_identity,
         resultEntryId=new_id(),
-        replayKey=replay_key(tool.model_dump(), arguments, environment_identity),
+        replayKey=replay_key(tool, arguments, environment_identity),
     )
     return NewFact(body, id if id is not None else new_id())
 

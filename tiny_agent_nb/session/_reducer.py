@@ -289,7 +289,7 @@ def _apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
             f"tool call {body.toolCallId!r} already has toolStarted {t.intent_by_call[call_key]}"
         )
     _claim_fresh(t, body.resultEntryId, "resultEntryId")
-    expected_key = replay_key(body.tool.model_dump(), body.arguments, body.environmentIdentity)
+    expected_key = replay_key(body.tool, body.arguments, body.environmentIdentity)
     if body.replayKey != expected_key:
         raise Violation(
             f"replayKey {body.replayKey} does not match its tool, arguments and environment"

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pydantic import ValidationError
+
 from ._exceptions import (
     InvalidTransactionError,
     NotASessionError,
@@ -24,7 +26,7 @@ from ._exceptions import (
     SessionError,
 )
 from ._facts import NewFact
-from ._framing import encode_transaction, reduce_bytes
+from ._framing import describe_validation_error, encode_transaction, reduce_bytes
 from ._ids import is_uuid7, new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header
@@ -320,12 +322,16 @@ class SessionStore:
         at = self._clock()
         built: list[Fact] = []
         for index, new in enumerate(facts):
-            fact_id = new.id
-            if fact_id is None:
-                fact_id = new_id()
-            elif not is_uuid7(fact_id):
-                raise InvalidTransactionError(f"id {fact_id!r} is not a UUIDv7", index=index)
-            fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
+            fact_id = new.id if new.id is not None else new_id()
+            try:
+                # The envelope model checks a reserved id's UUIDv7 pattern; nothing else
+                # in it can be wrong (seq, at and the validated payload come from here).
+                fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
+            except ValidationError as exc:
+                reason = describe_validation_error(exc)
+                if not is_uuid7(fact_id):
+                    reason = f"id {fact_id!r} is not a UUIDv7"
+                raise InvalidTransactionError(reason, index=index) from None
             try:
                 apply_fact(tables, fact, index)
             except Violation as exc:
