@@ -44,8 +44,8 @@ from ._models import (
     UserEntry,
     UserMessage,
 )
-from ._salvage import salvage
-from ._state import Attempt, Operation, SessionState, ToolIntent, UsageTotals
+from ._salvage import SalvageResult, salvage
+from ._state import Attempt, EntryView, Operation, SessionState, ToolIntent, UsageTotals
 from ._store import Durability, HeaderInit, SessionStore, SessionWriteError, load_session
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "CompactionEntry",
     "Durability",
     "EntryFact",
+    "EntryView",
     "Fact",
     "Header",
     "HeaderInit",
@@ -70,6 +71,7 @@ __all__ = [
     "OperationOutcome",
     "RecordFact",
     "RunStarted",
+    "SalvageResult",
     "SessionClosedError",
     "SessionCorruptError",
     "SessionError",
