@@ -14,15 +14,17 @@ import errno
 import gc
 import itertools
 import json
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.session import Fact, SessionStore, UserEntry, load_session
+from tiny_agent_nb.session import Fact, HeaderInit, SessionStore, UserEntry, load_session
 from tiny_agent_nb.session import facts as f
 
 CHILD = Path(__file__).parent / "children" / "write_fail.py"
@@ -165,3 +167,63 @@ def content_of(fact: Fact) -> str:
     body = getattr(fact, "entry", None)
     assert isinstance(body, UserEntry)
     return body.message.content
+
+
+class LeftTheQueue(Exception):
+    """Raised by a SIGALRM handler in the main thread while its commit waits its turn."""
+
+
+def test_a_commit_that_leaves_the_queue_gives_its_turn_back(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    """A signal handler may raise while a commit waits for the one ahead of it (SIGINT is
+    held back, other signals are not). That commit writes nothing, and the commits after
+    it are served: its ticket does not stay in the queue for ever.
+
+    Everything that could wait for ever runs in the main thread under an alarm, and the
+    store is closed only on success: a turn never given back fails this test instead of
+    hanging the suite."""
+    store = SessionStore.open(session_path, create=header_init)
+    busy, release = threading.Event(), threading.Event()
+
+    def hold_first_commit(facts: Sequence[Fact]) -> None:
+        if not busy.is_set():
+            busy.set()
+            assert release.wait(TIMEOUT_S)
+
+    unsubscribe = store.subscribe(hold_first_commit)
+    holder = threading.Thread(target=store.commit, args=([f.user_message("holder")],))
+    holder.start()
+    assert busy.wait(TIMEOUT_S)
+    # The alarm fires while this commit waits behind the holder.
+    with pytest.raises(LeftTheQueue), alarm(0.2):
+        store.commit([f.user_message("gave up")])
+    release.set()
+    holder.join(TIMEOUT_S)
+    unsubscribe()
+
+    try:
+        with alarm(TIMEOUT_S):
+            store.commit([f.user_message("after")])
+    except LeftTheQueue:
+        pytest.fail("the next commit waited for the abandoned turn")
+    contents = [content_of(fact) for fact in load_session(session_path).facts]
+    assert contents == ["holder", "after"]
+    assert store.load().summary() == load_session(session_path).summary()
+    store.close()
+
+
+@contextmanager
+def alarm(seconds: float) -> Iterator[None]:
+    """Raise LeftTheQueue in the main thread after `seconds`, unless the block ends first."""
+
+    def leave(signum: int, frame: object) -> None:
+        raise LeftTheQueue
+
+    previous = signal.signal(signal.SIGALRM, leave)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
