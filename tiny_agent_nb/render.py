@@ -7,8 +7,10 @@ Statuses carry the same words everywhere, as CSS classes `tan-<status>` and a
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from datetime import datetime, timezone
+from typing import Any
 
 from .timeline import RunRow, Timeline, Totals, shorten
 
@@ -130,7 +132,35 @@ COLORS = {
 }  # fmt: skip
 
 
+def printable(text: str) -> str:
+    """Strings come from the session file (a prompt, a model's tool arguments, an error):
+    control characters are written as escapes so they cannot drive a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _printable_timeline(value: Any) -> Any:
+    """Every string of a timeline through `printable`; whitespace (a prompt's newlines)
+    becomes a space first, since the text view is one line per row anyway."""
+    if isinstance(value, str):
+        if value.isprintable():
+            return value
+        return printable("".join(" " if c.isspace() else c for c in value))
+    if isinstance(value, tuple):
+        return tuple(_printable_timeline(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            f.name: _printable_timeline(getattr(value, f.name)) for f in dataclasses.fields(value)
+        }
+        return dataclasses.replace(value, **changes)
+    return value
+
+
 def timeline_text(t: Timeline, *, color: bool = False, scripted: bool = False) -> str:
+    """The timeline for a terminal (the CLI, the demo, the widget's text/plain fallback)."""
+    t = _printable_timeline(t)
+
     def status(s: str) -> str:
         label = f"{s:<11}"
         return f"\x1b[{COLORS.get(s, '0')}m{label}\x1b[0m" if color else label

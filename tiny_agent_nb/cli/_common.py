@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..render import printable
 from ..session import (
     NotASessionError,
     SessionCorruptError,
@@ -131,16 +132,12 @@ def _iso_time(epoch_ms: int) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _safe(text: str) -> str:
-    """Strings come from the file: escape control characters so they can't drive the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _print_json(value: dict[str, Any]) -> None:
     print(json.dumps(value, indent=1, ensure_ascii=False))
 
 
 def _print_err(message: str) -> None:
     print(message, file=sys.stderr)
+
+
+_safe = printable  # every string from the file goes through it before printing

@@ -73,7 +73,7 @@ def run_timeline(args: argparse.Namespace) -> int:
         _print_json({"timeline": timeline_json(timeline)})
         return EXIT_OK
     scripted = state.header.provider == OFFLINE_DEMO_PROVIDER
-    print(timeline_text(_escaped(timeline), color=_use_color(sys.stdout), scripted=scripted))
+    print(timeline_text(timeline, color=_use_color(sys.stdout), scripted=scripted))
     for line in _hidden_rows_lines(timeline):
         print(line)
     return EXIT_OK
@@ -107,33 +107,6 @@ def _use_color(stream: TextIO) -> bool:
         return stream.isatty()
     except ValueError:  # closed
         return False
-
-
-def _escaped(t: Timeline) -> Timeline:
-    """The timeline with every string from the file made safe for a terminal.
-
-    timeline_text prints prompts, tool names, arguments and errors as they are; a control
-    character in them must not drive the terminal. Whitespace (a prompt's newlines)
-    becomes a space, which timeline_text collapses anyway; other control characters are
-    escaped as `_safe` does.
-    """
-    escaped: Timeline = _escape_strings(t)
-    return escaped
-
-
-def _escape_strings(value: Any) -> Any:
-    if isinstance(value, str):
-        if value.isprintable():
-            return value
-        return _safe("".join(" " if c.isspace() else c for c in value))
-    if isinstance(value, tuple):
-        return tuple(_escape_strings(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {
-            f.name: _escape_strings(getattr(value, f.name)) for f in dataclasses.fields(value)
-        }
-        return dataclasses.replace(value, **changes)
-    return value
 
 
 def _hidden_rows_lines(t: Timeline) -> Iterator[str]:

@@ -1,0 +1,32 @@
+"""The text view of the timeline is safe for a terminal wherever it is printed (the CLI,
+`tiny-agent-nb demo`, the widget's text/plain fallback): strings come from the file."""
+
+from __future__ import annotations
+
+from tiny_agent_nb.render import timeline_text
+from tiny_agent_nb.session import SessionStore
+from tiny_agent_nb.timeline import build_timeline
+
+from scenario import BASH, Run
+
+
+def test_timeline_text_escapes_control_characters_in_prompts_arguments_and_errors(
+    store: SessionStore,
+) -> None:
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("clear \x1b[2J the\nscreen"))
+    store.commit(run.attempt())
+    command = {"command": "printf '\x1b]0;pwned\x07'"}
+    store.commit(run.answer(None, [("call_1", "bash", command)]))
+    intent = run.intent("call_1", BASH, command)
+    store.commit([intent, Run.result(intent, "ok")])
+    store.commit(run.finish())
+
+    for color in (False, True):
+        text = timeline_text(build_timeline(store.load()), color=color)
+        controls = {c for c in text if not c.isprintable() and c != "\n"}
+        # colour codes are the renderer's own (ESC [ n m), never the file's
+        assert controls <= ({"\x1b"} if color else set()), controls
+        assert "\x07" not in text
+        assert "clear \\x1b[2J the screen" in text
+        assert "pwned" in text  # the tool's arguments are shown, escaped
