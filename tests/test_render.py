@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tiny_agent_nb.render import timeline_text
 from tiny_agent_nb.session import SessionStore
-from tiny_agent_nb.timeline import build_timeline
+from tiny_agent_nb.timeline import ROWS_PER_RUN, build_timeline
 
 from scenario import BASH, Run
 
@@ -30,3 +30,23 @@ def test_timeline_text_escapes_control_characters_in_prompts_arguments_and_error
         assert "\x07" not in text
         assert "clear \\x1b[2J the screen" in text
         assert "pwned" in text  # the tool's arguments are shown, escaped
+
+
+def test_a_long_run_shows_its_latest_tool_rows_and_counts_all_of_its_cost(
+    store: SessionStore,
+) -> None:
+    steps = ROWS_PER_RUN + 2
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("many tool calls"))
+    for n in range(steps):
+        store.commit(run.attempt())
+        store.commit(run.answer(None, [(f"call_{n}", "bash", {"command": f"echo {n}"})]))
+        intent = run.intent(f"call_{n}", BASH, {"command": f"echo {n}"})
+        store.commit([intent, Run.result(intent, f"out-{n}")])
+    store.commit(run.finish())
+
+    (row,) = build_timeline(store.load()).runs
+    assert row.hidden_tools == 2 and len(row.tools) == ROWS_PER_RUN
+    assert [t.result for t in row.tools] == [f"out-{n}" for n in range(2, steps)]
+    assert row.hidden_attempts == 2
+    assert row.cost == round(steps * 0.001, 12)  # hidden rows' usage still counts

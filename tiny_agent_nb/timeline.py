@@ -13,6 +13,7 @@ from typing import Any
 
 from .session import (
     SessionState,
+    ToolIntent,
     ToolResultEntry,
     UserEntry,
 )
@@ -117,6 +118,24 @@ def _attempt_status(state: SessionState, attempt_id: str) -> str:
     return a.status
 
 
+def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
+    result = state.entries.get(i.result_entry_id)
+    content = (
+        result.entry.message.content
+        if result is not None and isinstance(result.entry, ToolResultEntry)
+        else None
+    )
+    return ToolRow(
+        id=i.id,
+        name=i.tool.name,
+        summary=short_arguments(i.arguments),
+        arguments=cap(json.dumps(i.arguments, ensure_ascii=False, indent=1), 4000),
+        replay_policy=i.replay_policy,
+        status=i.status,
+        result=cap(content, 2000) if content is not None else None,
+    )
+
+
 def build_timeline(
     state: SessionState, *, page: int | None = None, page_size: int = PAGE_SIZE
 ) -> Timeline:
@@ -146,27 +165,12 @@ def build_timeline(
                 error=a.error.message if a.error else None,
             )
         )
-    tools_by_op: dict[str, list[ToolRow]] = {op_id: [] for op_id in wanted}
+    # Intents first, rows later: a row decodes the intent's result entry from its line,
+    # and only the last ROWS_PER_RUN of a run are shown.
+    intents_by_op: dict[str, list[ToolIntent]] = {op_id: [] for op_id in wanted}
     for i in state.tool_intents.values():
-        if i.operation_id not in wanted:
-            continue
-        result = state.entries.get(i.result_entry_id)
-        content = (
-            result.entry.message.content
-            if result is not None and isinstance(result.entry, ToolResultEntry)
-            else None
-        )
-        tools_by_op[i.operation_id].append(
-            ToolRow(
-                id=i.id,
-                name=i.tool.name,
-                summary=short_arguments(i.arguments),
-                arguments=cap(json.dumps(i.arguments, ensure_ascii=False, indent=1), 4000),
-                replay_policy=i.replay_policy,
-                status=i.status,
-                result=cap(content, 2000) if content is not None else None,
-            )
-        )
+        if i.operation_id in wanted:
+            intents_by_op[i.operation_id].append(i)
 
     runs = []
     for op in shown:
@@ -177,11 +181,11 @@ def build_timeline(
             else None
         )
         attempts = attempts_by_op[op.id]
-        tools = tools_by_op[op.id]
+        intents = intents_by_op[op.id]
         # The run's ledger: its attempts' usage and its tools' usage (MCP tools report some).
         ledger = [
             state.usage[target]
-            for target in (*(a.id for a in attempts), *(t.id for t in tools))
+            for target in (*(a.id for a in attempts), *(i.id for i in intents))
             if target in state.usage
         ]
         costs = [u.cost for u in ledger if u.cost is not None]
@@ -194,9 +198,9 @@ def build_timeline(
                 started_at=op.started_at,
                 detail=op.detail or op.aborted_reason,
                 attempts=tuple(attempts[-ROWS_PER_RUN:]),
-                tools=tuple(tools[-ROWS_PER_RUN:]),
+                tools=tuple(_tool_row(state, i) for i in intents[-ROWS_PER_RUN:]),
                 hidden_attempts=max(0, len(attempts) - ROWS_PER_RUN),
-                hidden_tools=max(0, len(tools) - ROWS_PER_RUN),
+                hidden_tools=max(0, len(intents) - ROWS_PER_RUN),
                 cost=round(sum(costs), 12) if costs else None,
                 input_tokens=sum(u.inputTokens for u in ledger),
                 output_tokens=sum(u.outputTokens for u in ledger),
