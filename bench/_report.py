@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import statistics
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +26,29 @@ class Row:
         if self.ratio is None or self.target is None:
             return "info"
         return "PASS" if self.ratio <= self.target else "FAIL"
+
+
+def spread(values: Sequence[float], unit: Callable[[float], str]) -> str:
+    """min / median / max: the noise of a repeated measurement, made visible."""
+    return " / ".join(unit(v) for v in (min(values), statistics.median(values), max(values)))
+
+
+def print_rows(rows: Sequence[Row]) -> None:
+    print("| metric | tiny-agent-nb | raw baseline | ratio | target | result |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = "—" if r.ratio is None else f"{r.ratio:.2f}x"
+        target = "—" if r.target is None else f"≤ {r.target:g}"
+        print(f"| {r.metric} | {r.ours} | {r.raw} | {ratio} | {target} | {r.verdict()} |")
+
+
+def print_spreads(spreads: Sequence[tuple[str, str, str]]) -> None:
+    print("Every repeated run (min / median / max):")
+    print()
+    print("| measurement | tiny-agent-nb | raw baseline |")
+    print("|---|---|---|")
+    for name, ours, raw in spreads:
+        print(f"| {name} | {ours} | {raw} |")
 
 
 def settle() -> None:

@@ -74,8 +74,11 @@ from _report import (  # bench/ is on sys.path when a script here runs
     GcClock,
     Row,
     now,
+    print_rows,
+    print_spreads,
     revision,
     settle,
+    spread,
 )
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
@@ -545,18 +548,13 @@ class Report:
     spreads: list[tuple[str, str, str]] = field(default_factory=list)
     parts: list[tuple[str, ...]] = field(default_factory=list)
 
-    def add_spread(
+    def addspread(
         self, name: str, ours: list[float], raw: list[float] | None, unit: Callable = us
     ) -> None:
-        self.spreads.append((name, _spread(ours, unit), _spread(raw, unit) if raw else "—"))
+        self.spreads.append((name, spread(ours, unit), spread(raw, unit) if raw else "—"))
 
     def print(self) -> None:
-        print("| metric | tiny-agent-nb | raw baseline | ratio | target | result |")
-        print("|---|---|---|---|---|---|")
-        for r in self.rows:
-            ratio = "—" if r.ratio is None else f"{r.ratio:.2f}x"
-            target = "—" if r.target is None else f"≤ {r.target:g}"
-            print(f"| {r.metric} | {r.ours} | {r.raw} | {ratio} | {target} | {r.verdict()} |")
+        print_rows(self.rows)
         print()
         print("Where the loop overhead of one step goes (median over repeats of each part's")
         print("per-step median; the parts need not add up to the total exactly):")
@@ -570,16 +568,7 @@ class Report:
         for part in self.parts:
             print("| " + " | ".join(part) + " |")
         print()
-        print("Every repeated run (min / median / max):")
-        print()
-        print("| measurement | tiny-agent-nb | raw baseline |")
-        print("|---|---|---|")
-        for name, ours, raw in self.spreads:
-            print(f"| {name} | {ours} | {raw} |")
-
-
-def _spread(values: list[float], unit: Callable[[float], str]) -> str:
-    return " / ".join(unit(v) for v in (min(values), statistics.median(values), max(values)))
+        print_spreads(self.spreads)
 
 
 def label(n: int) -> str:
@@ -684,29 +673,29 @@ def report_variant(report: Report, small: Measured, large: Measured) -> float:
                 f"{faults:,.0f}",
             )
         )
-        report.add_spread(
+        report.addspread(
             f"{name} {label(h.steps)}: overhead per step (p50 of a run)",
             [r.p50(lambda s: s.overhead) for r in m.runs],
             [statistics.median(d) for d in m.raw],
         )
-        report.add_spread(
+        report.addspread(
             f"{name} {label(h.steps)}: overhead per step in CPU time (p50 of a run)",
             [r.p50(cpu) for r in m.runs],
             None,
         )
-        report.add_spread(
+        report.addspread(
             f"{name} {label(h.steps)}: model (handler) time per step",
             [r.p50(lambda s: s.model) for r in m.runs],
             None,
         )
-        report.add_spread(
+        report.addspread(
             f"{name} {label(h.steps)}: whole run of {len(m.runs[0].steps) + 2} model steps, "
             "overhead",
             [r.total.overhead for r in m.runs],
             None,
             ms,
         )
-        report.add_spread(
+        report.addspread(
             f"{name} {label(h.steps)}: cyclic GC during that run",
             [r.gc_seconds for r in m.runs],
             None,
@@ -747,17 +736,17 @@ def report_variant(report: Report, small: Measured, large: Measured) -> float:
             None,
         )
     )
-    report.add_spread(
+    report.addspread(
         f"{name} {label(small.history.steps)}: one-step run() overhead",
         [r.probe.overhead for r in small.runs],
         None,
     )
-    report.add_spread(
+    report.addspread(
         f"{name} {label(large.history.steps)}: one-step run() overhead",
         [r.probe.overhead for r in large.runs],
         None,
     )
-    report.add_spread(
+    report.addspread(
         f"{name} {label(large.history.steps)}: `store.load()` in run() (snapshot copy)",
         [r.probe.load for r in large.runs],
         None,

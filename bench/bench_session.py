@@ -53,7 +53,15 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-from _report import GcClock, Row, now, revision  # bench/ is on sys.path when a script here runs
+from _report import (  # bench/ is on sys.path when a script here runs
+    GcClock,
+    Row,
+    now,
+    print_rows,
+    print_spreads,
+    revision,
+    spread,
+)
 
 from tiny_agent_nb.session import (
     AssistantEntry,
@@ -381,29 +389,15 @@ class Report:
     rows: list[Row] = field(default_factory=list)
     spreads: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def add_spread(
+    def addspread(
         self, name: str, ours: list[float], raw: list[float], unit: Callable[[float], str] = ms
     ) -> None:
-        self.spreads.append((name, _spread(ours, unit), _spread(raw, unit)))
+        self.spreads.append((name, spread(ours, unit), spread(raw, unit)))
 
     def print(self) -> None:
-        print("| metric | tiny-agent-nb | raw baseline | ratio | target | result |")
-        print("|---|---|---|---|---|---|")
-        for r in self.rows:
-            ratio = "—" if r.ratio is None else f"{r.ratio:.2f}x"
-            target = "—" if r.target is None else f"≤ {r.target:g}"
-            print(f"| {r.metric} | {r.ours} | {r.raw} | {ratio} | {target} | {r.verdict()} |")
+        print_rows(self.rows)
         print()
-        print("Every repeated run (min / median / max):")
-        print()
-        print("| measurement | tiny-agent-nb | raw baseline |")
-        print("|---|---|---|")
-        for name, ours, raw in self.spreads:
-            print(f"| {name} | {ours} | {raw} |")
-
-
-def _spread(values: list[float], unit: Callable[[float], str]) -> str:
-    return " / ".join(unit(v) for v in (min(values), statistics.median(values), max(values)))
+        print_spreads(self.spreads)
 
 
 def label(n: int) -> str:
@@ -470,19 +464,19 @@ def commit_rows(prep: Prepared, ours: list[CommitRun], raw: list[CommitRun], rep
     t_raw = min(r.seconds for r in raw)
     n_tx = prep.tx_count
     name = f"commit {label(prep.facts)} facts"
-    report.add_spread(name, [r.seconds for r in ours], [r.seconds for r in raw])
-    report.add_spread(
+    report.addspread(name, [r.seconds for r in ours], [r.seconds for r in raw])
+    report.addspread(
         f"{name}, per-tx p50",
         [statistics.median(r.deltas) for r in ours],
         [statistics.median(r.deltas) for r in raw],
         us,
     )
-    report.add_spread(
+    report.addspread(
         f"{name}, of which cyclic GC",
         [r.gc_seconds for r in ours],
         [r.gc_seconds for r in raw],
     )
-    report.add_spread(
+    report.addspread(
         f"{name}, slowest single tx",
         [max(r.deltas) for r in ours],
         [max(r.deltas) for r in raw],
@@ -541,11 +535,11 @@ def measure_resume(prep: Prepared, repeats: int, report: Report) -> list[Row]:
             torn.write(TORN_TAIL)
         opens.append(timed(open_repaired))
     name = label(prep.facts)
-    report.add_spread(f"load_session {name}", [t for t, _ in loads], [t for t, _ in raws])
-    report.add_spread(
+    report.addspread(f"load_session {name}", [t for t, _ in loads], [t for t, _ in raws])
+    report.addspread(
         f"load_session {name}, of which cyclic GC", [g for _, g in loads], [g for _, g in raws]
     )
-    report.add_spread(
+    report.addspread(
         f"SessionStore.open {name} + repair", [t for t, _ in opens], [t for t, _ in raws]
     )
     t_load, t_raw, t_open = (min(t for t, _ in x) for x in (loads, raws, opens))
@@ -623,11 +617,11 @@ def measure_power(bench: Bench, count: int, repeats: int, report: Report) -> Row
     prep.facts, prep.tx_count = fact_count(prep.transactions), count
     rounds = [interleaved_power(bench, prep, raw_first=bool(r % 2)) for r in range(repeats)]
     ratios = [ours / raw for ours, raw in rounds]
-    report.add_spread(
+    report.addspread(
         f"power: commit {count} tx, interleaved", [o for o, _ in rounds], [r for _, r in rounds]
     )
     report.spreads.append(
-        (f"power: ratio per round ({repeats} rounds)", _spread(ratios, lambda x: f"{x:.2f}x"), "")
+        (f"power: ratio per round ({repeats} rounds)", spread(ratios, lambda x: f"{x:.2f}x"), "")
     )
     o_med = statistics.median(o for o, _ in rounds)
     r_med = statistics.median(r for _, r in rounds)
@@ -685,11 +679,11 @@ def measure_incremental(bench: Bench, n_facts: int, repeats: int, report: Report
         for store_side in (True, False) if round_ % 2 == 0 else (False, True):
             (ours if store_side else raw).append(incremental_commits(bench, n_facts, store_side))
     name = f"commit {label(n_facts)} facts built between commits"
-    report.add_spread(name, [r.seconds for r in ours], [r.seconds for r in raw])
-    report.add_spread(
+    report.addspread(name, [r.seconds for r in ours], [r.seconds for r in raw])
+    report.addspread(
         f"{name}, GC during the loop", [r.gc_seconds for r in ours], [r.gc_seconds for r in raw]
     )
-    report.add_spread(
+    report.addspread(
         f"{name}, slowest single tx", [max(r.deltas) for r in ours], [max(r.deltas) for r in raw]
     )
     t_ours = min(r.seconds for r in ours)

@@ -7,6 +7,15 @@ import pytest
 
 from tiny_agent_nb.session import HeaderInit, SessionStore
 
+from openai_server import OpenAIServer
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    """The loopback OpenAI-compatible server; tests enqueue its replies."""
+    with OpenAIServer() as s:
+        yield s
+
 
 @pytest.fixture
 def header_init(tmp_path: Path) -> HeaderInit:

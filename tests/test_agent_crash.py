@@ -520,12 +520,6 @@ POINTS: dict[str, Callable[[Bench], Expect]] = {
 
 
 @pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
 def bench(server: OpenAIServer, tmp_path: Path) -> Iterator[Bench]:
     b = Bench(server, tmp_path)
     yield b

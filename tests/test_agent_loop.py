@@ -50,12 +50,6 @@ class Interrupting(Tool):
 
 
 @pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "work"
     root.mkdir()

@@ -22,12 +22,6 @@ KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
 
 
 @pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
 def shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
 ) -> Iterator[InteractiveShell]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,12 +38,6 @@ NOWHERE = {
     "NO_PROXY": "",
     "no_proxy": "",
 }
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 @dataclass

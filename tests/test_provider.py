@@ -50,12 +50,6 @@ READ = ToolSchema(
 )
 
 
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
 def provider_for(server: OpenAIServer, **config: Any) -> Provider:
     config.setdefault("model", "test/model")
     return Provider(ProviderConfig(base_url=server.base_url, **config))

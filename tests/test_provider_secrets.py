@@ -7,7 +7,7 @@ import logging
 import socket
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -46,12 +46,6 @@ SCENARIOS: dict[str, Callable[[], Reply]] = {
     "dropped stream": lambda: drop_reply("partial answer", after=3),
     "read timeout": lambda: text_reply("late", hold=threading.Event()),
 }
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 def assert_no_key(*texts: str) -> None:

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +46,6 @@ def tool(call_id: str) -> dict[str, Any]:
 
 def body(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"model": "m", "messages": list(messages), **extra}
-
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 # ---------------------------------------------------------------- validation
