@@ -13,10 +13,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from tiny_agent_nb.notebook import TimelineWidget, fill_prompt
-from tiny_agent_nb.session import load_session
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+from tiny_agent_nb.session import facts as f
 
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply, usage
-from scenario import Run
+from scenario import BASH, Run
 
 KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
 
@@ -267,3 +268,28 @@ def test_without_key_or_server_the_offline_demo_model_runs_and_says_so(
     assert (
         "offline demo model (scripted, not a real LLM)" in widget._repr_mimebundle_()["text/html"]
     )
+
+
+def test_usage_per_run_counts_the_tools_usage_too(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run's line in `%agent usage` sums its whole ledger, tools' usage included (an MCP
+    tool may report some), so the runs add up to the total line."""
+    path = tmp_path / "with-tool-usage.agent.jsonl"
+    init = HeaderInit(cwd=str(tmp_path), provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        operation = Run(environment="/w")
+        store.commit(operation.start("q"))
+        store.commit(operation.attempt())
+        store.commit(operation.answer(None, [("c1", "bash", {"command": "ls"})], cost=0.25))
+        intent = operation.intent("c1", BASH, {"command": "ls"})
+        assert intent.id is not None
+        spent = f.usage(tool_started_id=intent.id, input_tokens=7, output_tokens=3, cost=0.5)
+        store.commit([intent, spent, Run.result(intent, "out")])
+        store.commit(operation.finish())
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, f"%agent session {path}", capsys)
+    out = run(shell, "%agent usage", capsys)
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["run", "completed", "107", "in", "13", "out", "$0.75"]
+    assert lines[-1].startswith("total  107 in, 13 out")

@@ -32,11 +32,7 @@ class RunUsage:
 
 def usage_by_run(state: SessionState) -> list[RunUsage]:
     """Per-run sums of the usage ledger; together they are exactly `state.totals`."""
-    totals = {op_id: UsageTotals() for op_id in state.operations}
-    for target, usage in state.usage.items():
-        attempt = state.attempts.get(target)
-        owner = attempt.operation_id if attempt else state.tool_intents[target].operation_id
-        totals[owner].add(usage)
+    totals = state.usage_by_operation()
     unreported: Counter[str] = Counter(
         a.operation_id
         for a in state.attempts.values()

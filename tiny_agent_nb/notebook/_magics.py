@@ -186,13 +186,13 @@ class AgentMagics(Magics):
     def _cmd_usage(self) -> None:
         state = self.runtime.require_store().load()
         t = state.totals
-        for op in state.operations.values():
-            ids = [a.id for a in state.attempts.values() if a.operation_id == op.id]
-            usages = [state.usage[i] for i in ids if i in state.usage]
-            costs = [u.cost for u in usages if u.cost is not None]
-            cost = money(round(sum(costs), 12)) if costs else "cost unknown"
-            tokens = sum(u.inputTokens for u in usages), sum(u.outputTokens for u in usages)
-            print(f"{op.kind:<6} {op.status:<11} {tokens[0]:>8} in {tokens[1]:>7} out  {cost}")
+        for op_id, run in state.usage_by_operation().items():
+            op = state.operations[op_id]
+            cost = money(run.known_cost) if run.priced else "cost unknown"
+            print(
+                f"{op.kind:<6} {op.status:<11} {run.input_tokens:>8} in "
+                f"{run.output_tokens:>7} out  {cost}"
+            )
         print(
             f"total  {t.input_tokens} in, {t.output_tokens} out, {t.reasoning_tokens} reasoning, "
             f"{t.cached_input_tokens} cached · {money(t.known_cost, t.unpriced)}"

@@ -266,6 +266,17 @@ class SessionState:
     def totals(self) -> UsageTotals:
         return self.tables.totals
 
+    def usage_by_operation(self) -> dict[str, UsageTotals]:
+        """The usage ledger summed per operation (attempts' and tool intents' usage), in
+        file order; together the sums are exactly `totals`."""
+        t = self.tables
+        by_operation = {op_id: UsageTotals() for op_id in t.operations}
+        for target, usage in t.usage.items():
+            attempt = t.attempts.get(target)
+            owner = attempt.operation_id if attempt else t.intents[target].operation_id
+            by_operation[owner].add(usage)
+        return by_operation
+
     def copy(self) -> SessionState:
         t = self.tables
         tables = Tables(
