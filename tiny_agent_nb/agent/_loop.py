@@ -165,7 +165,8 @@ class AgentLoop:
     def resume(self) -> RunResult:
         """Continue the latest operation that was interrupted or aborted."""
         self.recover()
-        target = resumable_operation(self._store.load())
+        state = self._store.load()
+        target = resumable_operation(state)
         if isinstance(target, str):
             raise AgentError(
                 "nothing to resume: no run was interrupted"
@@ -173,7 +174,7 @@ class AgentLoop:
                 else "an operation is still open"
             )
         operation_id = new_id()
-        answer = _final_answer(self._store.load())
+        answer = _final_answer(state)
         if answer is not None:
             # Killed after the final answer was saved but before the run was marked
             # finished: the answer is complete, asking the model again would only make
