@@ -81,7 +81,7 @@ def _read(path: str) -> SessionState:
 
 def _not_a_session(exc: NotASessionError, also: str = "") -> _Failed:
     message = (
-        f"error: {_safe(exc.path)} is not a tiny-agent-nb session: {_safe(exc.reason)}.\n"
+        f"error: {printable(exc.path)} is not a tiny-agent-nb session: {printable(exc.reason)}.\n"
         f"The file was not modified.{also}"
     )
     error = {"type": "NotASessionError", "path": exc.path, "reason": exc.reason}
@@ -90,13 +90,13 @@ def _not_a_session(exc: NotASessionError, also: str = "") -> _Failed:
 
 def _unreadable(path: str, exc: OSError) -> _Failed:
     reason = exc.strerror or str(exc)
-    message = f"error: cannot read {_safe(path)}: {_safe(reason)}."
+    message = f"error: cannot read {printable(path)}: {printable(reason)}."
     error = {"type": type(exc).__name__, "path": path, "reason": reason}
     return _Failed(EXIT_NOT_A_SESSION, message, error)
 
 
 def _corrupt_message(exc: SessionCorruptError) -> str:
-    where = f"{_safe(exc.path)}, line {exc.line}"
+    where = f"{printable(exc.path)}, line {exc.line}"
     if exc.line == 1:
         intact = "The header itself is invalid, so nothing in the file can be trusted."
     else:
@@ -105,7 +105,7 @@ def _corrupt_message(exc: SessionCorruptError) -> str:
             f"never skipped: no kernel will open this file until line {exc.line} is repaired."
         )
     return (
-        f"error: {where}: {_safe(exc.reason)}\n"
+        f"error: {where}: {printable(exc.reason)}\n"
         f"The file was not modified. {intact}\nKeep a copy before changing anything."
     )
 
@@ -138,6 +138,3 @@ def _print_json(value: dict[str, Any]) -> None:
 
 def _print_err(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-_safe = printable  # every string from the file goes through it before printing

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 
+from ..render import printable
 from ..session import (
     SessionState,
     ToolIntent,
@@ -23,7 +24,6 @@ from ._common import (
     _print_json,
     _read,
     _report_failure,
-    _safe,
     _usd,
 )
 
@@ -71,10 +71,10 @@ def render_report(state: SessionState) -> list[str]:
 def _header_lines(state: SessionState) -> Iterator[str]:
     h = state.header
     yield f"session      {h.id} (format v{h.version})"
-    yield f"file         {_safe(state.path)}"
+    yield f"file         {printable(state.path)}"
     yield f"created at   {_iso_time(h.createdAt)}"
-    yield f"provider     {_safe(h.provider)} / {_safe(h.model)}"
-    yield f"cwd          {_safe(h.cwd)}"
+    yield f"provider     {printable(h.provider)} / {printable(h.model)}"
+    yield f"cwd          {printable(h.cwd)}"
     yield f"transactions {state.transaction_count} (lastSeq {state.last_seq})"
 
 
@@ -86,7 +86,7 @@ def _operation_lines(state: SessionState) -> Iterator[str]:
             yield f"  ! {op.id}  {op.kind:<6}  {OPEN_OPERATION}"
         else:
             note = op.detail or op.aborted_reason
-            suffix = f" ({_safe(note)})" if note else ""
+            suffix = f" ({printable(note)})" if note else ""
             yield f"    {op.id}  {op.kind:<6}  {op.status}{suffix}"
     if state.open_operation is not None:
         yield "    (if a kernel still has this file open, the run may still be in progress)"
@@ -102,13 +102,13 @@ def _attempt_line(state: SessionState) -> str:
 def _intent_lines(state: SessionState) -> Iterator[str]:
     intents = list(state.tool_intents.values())
     yield f"tool intents {len(intents)}"
-    width = max((len(_safe(i.tool.name)) for i in intents), default=0)
+    width = max((len(printable(i.tool.name)) for i in intents), default=0)
     for intent in intents:
         yield from _intent(intent, width)
 
 
 def _intent(intent: ToolIntent, width: int) -> Iterator[str]:
-    name = f"{_safe(intent.tool.name):<{width}}  {intent.replay_policy:<8}"
+    name = f"{printable(intent.tool.name):<{width}}  {intent.replay_policy:<8}"
     if intent.status != "pending":
         yield f"    {name}  {intent.status}"
         return
@@ -118,7 +118,7 @@ def _intent(intent: ToolIntent, width: int) -> Iterator[str]:
     arguments = json.dumps(intent.arguments, ensure_ascii=False)
     if len(arguments) > ARGUMENTS_WIDTH:
         arguments = arguments[: ARGUMENTS_WIDTH - 1] + "…"
-    yield f"      arguments {_safe(arguments)}"
+    yield f"      arguments {printable(arguments)}"
 
 
 def _usage_line(state: SessionState) -> str:

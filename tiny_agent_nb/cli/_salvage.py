@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..render import printable
 from ..session import (
     NotASessionError,
     SessionCorruptError,
@@ -27,7 +28,6 @@ from ._common import (
     _not_a_session,
     _print_json,
     _report_failure,
-    _safe,
     _unreadable,
 )
 
@@ -73,12 +73,12 @@ def _salvage_file(source: str, out: str) -> SalvageResult:
     try:
         return salvage(data, source)
     except NotASessionError as exc:
-        raise _not_a_session(exc, f" Nothing was written to {_safe(out)}.") from exc
+        raise _not_a_session(exc, f" Nothing was written to {printable(out)}.") from exc
     except SessionCorruptError as exc:  # the header (line 1) itself is invalid
         message = (
-            f"error: {_safe(exc.path)}, line {exc.line}: {_safe(exc.reason)}\n"
+            f"error: {printable(exc.path)}, line {exc.line}: {printable(exc.reason)}\n"
             "The header is invalid, so nothing in the file can be salvaged. "
-            f"The file was not modified; nothing was written to {_safe(out)}."
+            f"The file was not modified; nothing was written to {printable(out)}."
         )
         raise _Failed(EXIT_CORRUPT, message, _corrupt_error(exc)) from exc
 
@@ -91,12 +91,12 @@ def _refuse_existing(source: str, out: str) -> None:
     except OSError:
         same = False
     if same:
-        why = f"it is {_safe(source)} itself: salvage never changes FILE in place"
+        why = f"it is {printable(source)} itself: salvage never changes FILE in place"
         reason = "NEW is FILE"
     else:
         why = "it already exists, and salvage never overwrites a file"
         reason = "NEW exists"
-    message = f"error: refusing to write {_safe(out)}: {why}. Choose a new path for --out."
+    message = f"error: refusing to write {printable(out)}: {why}. Choose a new path for --out."
     raise _Failed(EXIT_USAGE, message, {"type": "OutputExists", "path": out, "reason": reason})
 
 
@@ -148,8 +148,8 @@ def _verify(tmp: str, out: Path, result: SalvageResult) -> SessionState:
             state.path = str(out)
             return state
         reason = f"it holds {state.transaction_count} transactions, not {result.transactions}"
-    message = f"error: the salvaged copy does not load as it should ({_safe(reason)}); nothing "
-    message += f"was written to {_safe(str(out))}."
+    message = f"error: the salvaged copy does not load as it should ({printable(reason)}); nothing "
+    message += f"was written to {printable(str(out))}."
     raise _Failed(EXIT_WRITE_FAILED, message, {"type": "VerifyFailed", "reason": reason})
 
 
@@ -168,13 +168,15 @@ def _publish(tmp: str, out: Path) -> None:
 
 
 def _exists_now(out: Path) -> _Failed:
-    message = f"error: refusing to write {_safe(str(out))}: it was created meanwhile."
+    message = f"error: refusing to write {printable(str(out))}: it was created meanwhile."
     return _Failed(EXIT_USAGE, message, {"type": "OutputExists", "path": str(out)})
 
 
 def _unwritable(out: Path, exc: OSError) -> _Failed:
     reason = exc.strerror or str(exc)
-    message = f"error: cannot write {_safe(str(out))}: {_safe(reason)}. Nothing was written."
+    message = (
+        f"error: cannot write {printable(str(out))}: {printable(reason)}. Nothing was written."
+    )
     return _Failed(EXIT_WRITE_FAILED, message, {"type": type(exc).__name__, "reason": reason})
 
 
@@ -215,9 +217,9 @@ def salvage_json(result: SalvageResult, out: str, state: SessionState) -> dict[s
 
 def render_salvage(result: SalvageResult, out: str, state: SessionState) -> list[str]:
     """The report of `salvage`: what NEW holds, and exactly what stayed behind in FILE."""
-    source = _safe(result.path)
+    source = printable(result.path)
     lines = [
-        f"salvaged     lines 1-{result.lines} of {source} into {_safe(out)}: the header and "
+        f"salvaged     lines 1-{result.lines} of {source} into {printable(out)}: the header and "
         f"{result.transactions} transaction(s), {_bytes(result.kept_bytes)} (lastSeq "
         f"{state.last_seq})",
     ]
@@ -227,7 +229,7 @@ def render_salvage(result: SalvageResult, out: str, state: SessionState) -> list
         bad = result.bad_line
         lines.append(
             f"left behind  line {bad} ({_bytes(result.bad_line_bytes)}): "
-            f"{_safe(result.reason or '')}"
+            f"{printable(result.reason or '')}"
         )
         if result.lines_after:
             last = bad + result.lines_after

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ..render import timeline_text
+from ..render import printable, timeline_text
 from ..timeline import PAGE_SIZE, ROWS_PER_RUN, Timeline, build_timeline
 from ._common import (
     EXIT_OK,
@@ -19,7 +19,6 @@ from ._common import (
     _print_json,
     _read,
     _report_failure,
-    _safe,
 )
 
 # ---------------------------------------------------------------- timeline
@@ -64,7 +63,7 @@ def run_timeline(args: argparse.Namespace) -> int:
         if args.page is not None and args.page > timeline.pages:
             runs = len(state.operations)
             message = (
-                f"error: there is no page {args.page}: {_safe(path)} holds {runs} run(s), "
+                f"error: there is no page {args.page}: {printable(path)} holds {runs} run(s), "
                 f"{timeline.pages} page(s) of up to {PAGE_SIZE}."
             )
             error = {"type": "PageOutOfRange", "page": args.page, "pages": timeline.pages}

@@ -8,11 +8,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..render import printable
 from ..session import (
     SessionState,
     UsageTotals,
 )
-from ._common import EXIT_OK, _Failed, _print_json, _read, _report_failure, _safe, _usd
+from ._common import EXIT_OK, _Failed, _print_json, _read, _report_failure, _usd
 from ._inspect import _cost
 
 # ---------------------------------------------------------------- usage
@@ -118,7 +119,7 @@ def render_usage(state: SessionState, runs: list[RunUsage]) -> list[str]:
         return text.rstrip()
 
     lines = [
-        f"usage of {_safe(state.path)}: {len(runs)} run(s), "
+        f"usage of {printable(state.path)}: {len(runs)} run(s), "
         f"{state.totals.priced + state.totals.unpriced} usage record(s)",
         "",
         line(head),
