@@ -37,7 +37,7 @@ from ..session import (
 from ..session import facts as f
 from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
 from ._context import ContextProjection
-from ._planner import abort_transaction, plan_recovery, replayed_result, resumable_operation
+from ._planner import abort_transaction, intent_result, plan_recovery, resumable_operation
 
 Approval = Literal["auto", "ask", "deny"]
 AskFn = Callable[[str, Mapping[str, Any]], bool]
@@ -200,7 +200,9 @@ class AgentLoop:
             tool = self._tools.get(intent.tool.name)
             assert tool is not None  # can_replay checked the current identity
             output = self._execute(tool, intent.arguments)
-            self._store.commit([replayed_result(intent, output.content, is_error=output.is_error)])
+            self._store.commit(
+                [intent_result(intent, output.content, "replayed", is_error=output.is_error)]
+            )
         self._store.commit(plan.closing_transaction())
         return RecoveryReport(
             operation_id=plan.operation.id,

@@ -48,7 +48,7 @@ class Recovery:
     def closing_transaction(self) -> list[NewFact]:
         """Everything but the replays, committed as one transaction after them."""
         return [
-            *(_interrupted_result(i, INTERRUPTED_RESULT) for i in self.interrupt),
+            *(intent_result(i, INTERRUPTED_RESULT, "interrupted") for i in self.interrupt),
             *(
                 f.attempt_failed(
                     a.id,
@@ -107,7 +107,7 @@ def abort_transaction(state: SessionState, operation_id: str, reason: str) -> li
             if a.operation_id == operation_id and a.status == "pending"
         ),
         *(
-            _interrupted_result(i, ABORTED_RESULT)
+            intent_result(i, ABORTED_RESULT, "interrupted")
             for i in state.tool_intents.values()
             if i.operation_id == operation_id and i.status == "pending"
         ),
@@ -130,22 +130,19 @@ def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     return "completed"
 
 
-def _interrupted_result(intent: ToolIntent, text: str) -> NewFact:
-    return f.tool_result(
-        tool_started_id=intent.id,
-        result_entry_id=intent.result_entry_id,
-        tool_call_id=intent.tool_call_id,
-        content=text,
-        outcome="interrupted",
-    )
-
-
-def replayed_result(intent: ToolIntent, content: str, *, is_error: bool) -> NewFact:
+def intent_result(
+    intent: ToolIntent,
+    content: str,
+    outcome: Literal["interrupted", "replayed"],
+    *,
+    is_error: bool | None = None,
+) -> NewFact:
+    """The result entry answering a recorded intent (a synthetic or a replayed one)."""
     return f.tool_result(
         tool_started_id=intent.id,
         result_entry_id=intent.result_entry_id,
         tool_call_id=intent.tool_call_id,
         content=content,
-        outcome="replayed",
+        outcome=outcome,
         is_error=is_error,
     )
