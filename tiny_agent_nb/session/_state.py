@@ -168,7 +168,8 @@ class Tables:
     intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)  # target id -> its usage
     consumed_inputs: dict[str, str] = field(default_factory=dict)
-    # The transaction lines as written (without LF), the only copy of history's content.
+    # The transaction lines, the only copy of history's content: as split from the file
+    # on load, as written (LF included, not worth a copy to cut) on commit.
     lines: list[bytes] = field(default_factory=list)
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0
