@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
-from ._common import OFFLINE_DEMO_PROVIDER, Command
+from ._common import OFFLINE_DEMO_PROVIDER, Command, _Failed, _report_failure
 from ._demo import _configure_demo, run_demo
 from ._inspect import _configure_inspect, run_inspect
 from ._salvage import _configure_salvage, run_salvage
@@ -38,7 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tiny-agent-nb` script and `python -m tiny_agent_nb`."""
     args = build_parser().parse_args(argv)
     command: Command = COMMANDS[args.command]
-    return command.run(args)
+    try:
+        return command.run(args)
+    except _Failed as failed:  # raised by any command: one way to report it
+        return _report_failure(failed, as_json=getattr(args, "json", False))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,11 +19,9 @@ from ._common import (
     OPEN_OPERATION,
     PENDING_NEVER,
     PENDING_SAFE_READ,
-    _Failed,
     _iso_time,
     _print_json,
     _read,
-    _report_failure,
     _usd,
 )
 
@@ -41,10 +39,7 @@ def _configure_inspect(parser: argparse.ArgumentParser) -> None:
 
 def run_inspect(args: argparse.Namespace) -> int:
     path: str = args.file
-    try:
-        state = _read(path)
-    except _Failed as failed:
-        return _report_failure(failed, as_json=args.json)
+    state = _read(path)
     if args.json:
         _print_json({"summary": state.summary()})
     else:

@@ -27,7 +27,6 @@ from ._common import (
     _Failed,
     _not_a_session,
     _print_json,
-    _report_failure,
     _unreadable,
 )
 
@@ -52,11 +51,8 @@ def _configure_salvage(parser: argparse.ArgumentParser) -> None:
 def run_salvage(args: argparse.Namespace) -> int:
     source: str = args.file
     out: str = args.out
-    try:
-        result = _salvage_file(source, out)
-        state = _write_new(Path(out), result, _mode_of(source))
-    except _Failed as failed:
-        return _report_failure(failed, as_json=args.json)
+    result = _salvage_file(source, out)
+    state = _write_new(Path(out), result, _mode_of(source))
     if args.json:
         _print_json({"salvage": salvage_json(result, out, state)})
     else:

@@ -18,7 +18,6 @@ from ._common import (
     _Failed,
     _print_json,
     _read,
-    _report_failure,
 )
 
 # ---------------------------------------------------------------- timeline
@@ -52,10 +51,7 @@ def _configure_timeline(parser: argparse.ArgumentParser) -> None:
 
 def run_timeline(args: argparse.Namespace) -> int:
     path: str = args.file
-    try:
-        state = _read(path)
-    except _Failed as failed:
-        return _report_failure(failed, as_json=args.json)
+    state = _read(path)
     if args.all:
         timeline = build_timeline(state, page=0, page_size=max(1, len(state.operations)))
     else:
@@ -67,7 +63,7 @@ def run_timeline(args: argparse.Namespace) -> int:
                 f"{timeline.pages} page(s) of up to {PAGE_SIZE}."
             )
             error = {"type": "PageOutOfRange", "page": args.page, "pages": timeline.pages}
-            return _report_failure(_Failed(EXIT_USAGE, message, error), as_json=args.json)
+            raise _Failed(EXIT_USAGE, message, error)
     if args.json:
         _print_json({"timeline": timeline_json(timeline)})
         return EXIT_OK

@@ -13,7 +13,7 @@ from ..session import (
     SessionState,
     UsageTotals,
 )
-from ._common import EXIT_OK, _Failed, _print_json, _read, _report_failure, _usd
+from ._common import EXIT_OK, _print_json, _read, _usd
 from ._inspect import _cost
 
 # ---------------------------------------------------------------- usage
@@ -54,10 +54,7 @@ def _configure_usage(parser: argparse.ArgumentParser) -> None:
 
 def run_usage(args: argparse.Namespace) -> int:
     path: str = args.file
-    try:
-        state = _read(path)
-    except _Failed as failed:
-        return _report_failure(failed, as_json=args.json)
+    state = _read(path)
     runs = usage_by_run(state)
     if args.json:
         _print_json({"usage": usage_json(state, runs)})
