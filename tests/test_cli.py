@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -105,7 +106,8 @@ def test_completed_run_reports_operation_status_and_cost(
     assert code == 0
     assert err == ""
     assert state.header.id in out
-    assert "completed" in out
+    (operation,) = state.operations.values()
+    assert f"    {operation.id}  run     completed" in out
     assert "cost $0.002" in out  # two attempts at $0.001
     assert "read_file  safeRead  completed" in out
     assert f"transactions {state.transaction_count} (lastSeq {state.last_seq})" in out
@@ -384,8 +386,10 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert exc_info.value.code == 0
     out = capsys.readouterr().out
-    for name in COMMANDS:
-        assert name in out
+    # each command's own row: its name, then its help text (the names alone also occur
+    # in the usage line and in other commands' help)
+    listed = re.findall(r"^    (\w+)\s{2,}\S", out, re.MULTILINE)
+    assert listed == ["demo", "inspect", "timeline", "usage", "salvage"] == list(COMMANDS)
 
 
 # ---------------------------------------------------------------- as a real process

@@ -62,12 +62,18 @@ def test_a_cell_runs_a_tool_streams_and_fills_variables(
 ) -> None:
     run(shell, "%load_ext tiny_agent_nb", capsys)
     server.enqueue(
-        tool_calls_reply(tool_call("b1", "bash", {"command": "echo ran >> marker.txt"})),
+        tool_calls_reply(
+            tool_call("b1", "bash", {"command": "echo ran >> marker.txt"}),
+            content="Appending now.",
+        ),
         text_reply("Appended **once**.", usage=usage(30, 4, cost=0.002)),
     )
     run(shell, "n = 3", capsys)
     out = run(shell, '%%agent\nAppend to the marker {n} times, json stays {"a": 1}', capsys)
     assert "→ bash" in out and "✓ bash completed" in out and "Appended **once**." in out
+    # Text of a tool-calling step is shown only as it streams (the final answer is the
+    # only one printed at the end), and before the tool's line.
+    assert out.index("Appending now.") < out.index("→ bash")
     sent = server.requests[0].body["messages"][-1]["content"]
     assert sent == 'Append to the marker 3 times, json stays {"a": 1}'
     assert (tmp_path / "marker.txt").read_text() == "ran\n"
@@ -109,7 +115,8 @@ def test_provider_errors_are_one_readable_line(
     run(shell, "%load_ext tiny_agent_nb", capsys)
     server.enqueue(error_reply(404, "No endpoints found for test/model."))
     out = run(shell, "%%agent\nhi", capsys)
-    assert "✗ The run failed:" in out and "test/model" in out
+    assert out.count("\n") == 1 and out.startswith("✗ The run failed:")
+    assert "The model id 'test/model'" in out  # our explanation, not only the server's words
     assert "Traceback" not in out
 
 
@@ -185,10 +192,13 @@ def test_the_context_follows_the_session_across_cells_and_starts_over_on_new(
     """One projection is kept per open session (a cell does not rebuild it from the
     file); it takes each cell's system prompt and is dropped with the session."""
     run(shell, "%load_ext tiny_agent_nb", capsys)
+    runtime = shell.magics_manager.registry["AgentMagics"].runtime
     server.enqueue(text_reply("a1"), text_reply("a2"), text_reply("b1"))
     run(shell, "%%agent\nq1", capsys)
+    followed = runtime.context()
     run(shell, "%config TinyAgent.system_prompt = 'be terse'", capsys)
     run(shell, "%%agent\nq2", capsys)
+    assert runtime.context() is followed  # the same projection served both cells
     second = server.requests[1].body["messages"]
     assert second[0] == {"role": "system", "content": "be terse"}
     assert [(m["role"], m["content"]) for m in second[1:]] == [
@@ -197,6 +207,7 @@ def test_the_context_follows_the_session_across_cells_and_starts_over_on_new(
         ("user", "q2"),
     ]
     run(shell, "%agent new", capsys)
+    assert runtime.context() is not followed
     run(shell, "%%agent\nq3", capsys)
     assert server.requests[2].body["messages"] == [
         {"role": "system", "content": "be terse"},

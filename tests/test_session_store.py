@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from tiny_agent_nb.session import (
+    Durability,
     HeaderInit,
     InvalidTransactionError,
     NotASessionError,
@@ -127,10 +129,30 @@ def test_torn_header_is_replaced_when_creating(session_path: Path, header_init: 
     assert load_session(session_path).transaction_count == 0
 
 
-def test_power_durability_round_trips(session_path: Path, header_init: HeaderInit) -> None:
-    with SessionStore.open(session_path, create=header_init, durability="power") as s:
-        assert s.durability == "power"
-        complete_run(s)
+@pytest.mark.parametrize(("durability", "per_commit"), [("power", 1), ("process", 0)])
+def test_power_durability_syncs_every_commit(
+    session_path: Path,
+    header_init: HeaderInit,
+    monkeypatch: pytest.MonkeyPatch,
+    durability: Durability,
+    per_commit: int,
+) -> None:
+    """Only the OS can tell whether data reached the disk, so count what is asked of it."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with SessionStore.open(session_path, create=header_init, durability=durability) as s:
+        assert s.durability == durability
+        created = len(synced)  # power: the new file's header, and its directory
+        assert created == 2 * per_commit
+        for _ in range(3):
+            complete_run(s)  # 8 commits each
+        assert len(synced) - created == 3 * 8 * per_commit
     assert load_session(session_path).operations
 
 
@@ -178,7 +200,8 @@ def test_closed_store_refuses_work(session_path: Path, header_init: HeaderInit) 
         s.commit([f.user_message("late")])
     with pytest.raises(SessionClosedError):
         s.load()
-    assert "closed" in repr(s)
+    # (the path in the repr holds the test's name, which says "closed" too)
+    assert repr(s).endswith(" closed durability=process>")
 
 
 # ------------------------------------------------------------- refused commits

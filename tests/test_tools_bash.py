@@ -100,7 +100,17 @@ def test_stdout_and_stderr_are_interleaved(context: ToolContext) -> None:
 
 def test_runs_in_the_workspace_with_empty_stdin(workspace: Path, context: ToolContext) -> None:
     # `cat` would wait forever on an inherited terminal; stdin is /dev/null instead.
-    out = bash(context, "pwd; cat")
+    # pytest's own stdin is already empty, so give this process one that never ends (a
+    # pipe whose write end stays open), as a kernel's can be: inherited, it would block.
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    os.dup2(read_end, 0)
+    try:
+        out = bash(context, "pwd; cat", timeout=5)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
     assert out.content == f"{workspace}\n[exit code 0]"
 
 
