@@ -7,7 +7,7 @@ store.close()
 """
 
 from . import _facts as facts
-from ._canonical import canonical_json, replay_key, sha256_digest
+from ._canonical import MAX_JSON_DEPTH, canonical_json, json_depth, replay_key, sha256_digest
 from ._exceptions import (
     InvalidTransactionError,
     NotASessionError,
@@ -50,6 +50,7 @@ from ._store import Durability, HeaderInit, SessionStore, SessionWriteError, loa
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_JSON_DEPTH",
     "AbortRequested",
     "AssistantEntry",
     "AssistantMessage",
@@ -94,6 +95,7 @@ __all__ = [
     "canonical_json",
     "facts",
     "is_uuid7",
+    "json_depth",
     "load_session",
     "new_id",
     "replay_key",

@@ -8,6 +8,31 @@ from typing import Any
 
 from ._models import ToolIdentity
 
+# The deepest nesting of arrays and objects a fact may hold (arguments the model chose
+# included). One limit, checked on commit and on load, so the store never writes a line
+# its own reader refuses; a producer (the provider's tool-call parser) checks it first
+# and turns an over-deep value into an error the model sees.
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in `value` (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
 # json.dumps builds a new encoder whenever an option differs from the defaults; every
 # toolStarted is checked against its replayKey on commit and on load, so build it once.
 _CANONICAL = json.JSONEncoder(
