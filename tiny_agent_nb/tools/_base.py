@@ -78,6 +78,9 @@ class ToolContext:
 class ToolOutput:
     content: str
     is_error: bool = False
+    # The tool stopped at its time limit: what it would have found is unknown. A replay
+    # that times out is recorded as interrupted, not as replayed (DESIGN §6).
+    timed_out: bool = False
 
 
 class Tool(ABC):
