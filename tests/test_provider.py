@@ -607,6 +607,7 @@ def test_keyboard_interrupt_in_on_event_propagates_and_closes_the_response(
 @pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="signals go to main"
 )
+@pytest.mark.usefixtures("sigint_raises")
 def test_keyboard_interrupt_while_blocked_reading_propagates(server: OpenAIServer) -> None:
     held = threading.Event()
     server.enqueue(
