@@ -7,7 +7,7 @@ failure becomes a `NotebookError` with one readable message.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..agent import (
@@ -18,7 +18,6 @@ from ..agent import (
     ContextProjection,
     LoopConfig,
     LoopObserver,
-    RecoveryReport,
     RunResult,
 )
 from ..provider import (
@@ -29,7 +28,7 @@ from ..provider import (
     Provider,
     ProviderConfig,
 )
-from ..render import money
+from ..render import printable
 from ..session import (
     Durability,
     Fact,
@@ -37,13 +36,12 @@ from ..session import (
     NotASessionError,
     SessionCorruptError,
     SessionLockedError,
-    SessionState,
     SessionStore,
 )
-from ..timeline import short_arguments
 from ..tools import ToolContext, builtin_registry
 from ._config import TinyAgent
 from ._paths import SessionLocation, next_archive_path
+from ._report import OpenReport
 
 AskFn = Callable[[str, object], bool]
 
@@ -57,64 +55,6 @@ DEMO_NOTE = (
 
 class NotebookError(Exception):
     """Something the user must act on; the message says what and how."""
-
-
-@dataclass
-class OpenReport:
-    location: SessionLocation
-    created: bool
-    repaired_tail_bytes: int
-    state: SessionState
-    recovery: RecoveryReport | None
-    notes: list[str] = field(default_factory=list)
-
-    def text(self) -> str:
-        s = self.state
-        where = self.location.path.name
-        if self.created:
-            head = f"tiny-agent-nb: new session {where} ({_source(self.location)})."
-            return "\n".join([head, *(f"  {note}" for note in self.notes)])
-        cost = money(s.totals.known_cost, s.totals.unpriced)
-        lines = [
-            f"tiny-agent-nb: session {where} ({_source(self.location)}) — "
-            f"{len(s.operations)} run(s), {cost}."
-        ]
-        if self.repaired_tail_bytes:
-            lines.append(
-                f"  Dropped {self.repaired_tail_bytes} torn bytes: an append cut short when the "
-                "kernel died (never committed)."
-            )
-        r = self.recovery
-        if r is not None:
-            lines.append(
-                "  The previous kernel stopped during a run; it is now marked interrupted."
-            )
-            for intent in r.interrupted:
-                lines.append(
-                    f"  ⚠ {intent.tool.name} {short_arguments(intent.arguments)} — interrupted: "
-                    "it may have run; it was not run again."
-                )
-            for intent in r.replayed:
-                summary = short_arguments(intent.arguments)
-                lines.append(f"  ↻ {intent.tool.name} {summary} — replayed (read-only)")
-            if r.failed_attempts:
-                lines.append(
-                    f"  {r.failed_attempts} model request(s) in flight were marked interrupted."
-                )
-        latest = list(s.operations.values())[-1] if s.operations else None
-        if latest is not None and latest.status in ("interrupted", "aborted"):
-            lines.append("  `%agent resume` continues the interrupted run.")
-        lines.extend(f"  {note}" for note in self.notes)
-        return "\n".join(lines)
-
-
-def _source(location: SessionLocation) -> str:
-    return {
-        "explicit": "set explicitly",
-        "JPY_SESSION_NAME": "beside this notebook",
-        "__vsc_ipynb_file__": "beside this notebook (VS Code)",
-        "default": "no notebook name known; in the current directory",
-    }[location.source]
 
 
 class NotebookAgent:
@@ -293,7 +233,7 @@ class NotebookAgent:
         try:
             registry = registry.subset(tools or self.config.tools)
         except ValueError as exc:
-            raise NotebookError(f"tiny-agent-nb: {exc}") from None
+            raise NotebookError(f"tiny-agent-nb: {printable(str(exc))}") from None
         config = LoopConfig(
             provider=provider_config.provider,
             model=provider_config.model,

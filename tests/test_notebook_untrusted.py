@@ -1,0 +1,111 @@
+"""What the model, its tools, the session file and the environment hand the notebook is
+untrusted: it cannot drive the user's terminal, hide part of what the user approves,
+move another kernel's live file or wedge the session (issue 9).
+
+The magics run in an in-process IPython shell against the loopback OpenAI server, as
+in test_notebook_magics.py; the other kernel of the lock test is a real child process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from tiny_agent_nb.session import HeaderInit, SessionStore
+
+from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
+from scenario import BASH, Run
+
+KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
+SESSION = "analysis.agent.jsonl"
+HOLDER = Path(__file__).parent / "children" / "hold_lock.py"
+# What a terminal acts on or hides: ESC and CSI sequences, OSC 52 (clipboard), BEL, CR,
+# C1's single-byte CSI, DEL, a bidi override and a zero-width space.
+HOSTILE = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\r\x9b31m\x7f\u202e\u200b"
+
+
+@pytest.fixture
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
+) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))  # history stays in tmp
+    monkeypatch.setenv("TINY_AGENT_BASE_URL", server.base_url)
+    monkeypatch.setenv("TINY_AGENT_MODEL", "test/model")
+    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "analysis.ipynb"))
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    yield sh
+    sh.run_line_magic("unload_ext", "tiny_agent_nb")
+    InteractiveShell.clear_instance()
+
+
+def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    result = shell.run_cell(code)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, out
+    assert "Traceback" not in out.out + out.err, out
+    return out.out + out.err
+
+
+def controls(text: str) -> set[str]:
+    """Characters of `text` that a terminal would act on or that would hide text."""
+    return {c for c in text if not c.isprintable() and c not in "\n\t"}
+
+
+# ---------------------------------------------------------------- terminal (item 4)
+
+
+def test_model_text_tool_names_tool_output_and_server_errors_cannot_drive_the_terminal(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(
+        error_reply(503, f"overloaded {HOSTILE}", headers={"retry-after": "0"}),
+        tool_calls_reply(
+            tool_call("b1", "bash", {"command": f"printf '{HOSTILE} failed'; exit 3"}),
+            tool_call("u1", f"ls{HOSTILE}", {}),
+            content=f"Checking {HOSTILE}now.",
+        ),
+        text_reply(f"Done {HOSTILE}.\r\nSecond\tline."),
+    )
+    out = run(shell, "%%agent\ngo", capsys)
+    assert controls(out) == set()
+    escaped = "\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\r\\x9b31m\\x7f\\u202e\\u200b"
+    osc_and_clear = "\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J"
+    assert f"(HTTP 503: overloaded {osc_and_clear}" in out  # the retry line quotes the server
+    assert f"Checking {escaped}now." in out  # streamed text
+    assert "→ bash command=" in out
+    assert f"✗ bash error — {osc_and_clear}\n" in out  # the first line of the tool's output
+    assert f"✗ ls{escaped} error" in out  # a tool name the model made up
+    assert f"Done {escaped}.\nSecond\tline." in out  # lines and tabs are kept
+
+
+def test_status_and_the_load_report_escape_what_the_session_file_says(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session file is data: its header, a run's detail and a tool call's arguments are
+    shown escaped by `%load_ext` (the recovery report) and `%agent status`."""
+    path = tmp_path / SESSION
+    init = HeaderInit(
+        cwd=str(tmp_path),
+        provider=f"p{HOSTILE}",
+        model=f"m{HOSTILE}",
+        environment_identity=str(tmp_path),
+    )
+    with SessionStore.open(path, create=init) as store:
+        steps = Run(environment=str(tmp_path))
+        store.commit(steps.start("q"))
+        store.commit(steps.attempt())
+        arguments = {"command": f"echo {HOSTILE}"}
+        store.commit(steps.answer(None, [("c1", "bash", arguments)]))
+        store.commit([steps.intent("c1", BASH, arguments)])  # the kernel died here
+    report = run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert "⚠ bash command=" in report and "— interrupted" in report
+    status = run(shell, "%agent status", capsys)
+    assert "model    p\\x1b]52;c;" in status and "⚠ bash command=" in status
+    assert controls(report + status) == set()
