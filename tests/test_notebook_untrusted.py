@@ -8,13 +8,14 @@ in test_notebook_magics.py; the other kernel of the lock test is a real child pr
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from tiny_agent_nb.session import HeaderInit, SessionStore
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
 from scenario import BASH, Run
@@ -55,6 +56,95 @@ def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) 
 def controls(text: str) -> set[str]:
     """Characters of `text` that a terminal would act on or that would hide text."""
     return {c for c in text if not c.isprintable() and c not in "\n\t"}
+
+
+class Answers:
+    """`input` as the user at the keyboard: gives the scripted answers in turn and keeps
+    what the terminal showed before each question."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str], *answers: str) -> None:
+        self._capsys = capsys
+        self._answers = list(answers)
+        self.shown: list[str] = []
+
+    def __call__(self, prompt: str = "") -> str:
+        self.shown.append(self._capsys.readouterr().out + prompt)
+        return self._answers.pop(0)
+
+
+# ---------------------------------------------------------------- approval (item 2)
+
+
+def test_approval_shows_the_whole_command_and_a_refusal_runs_nothing(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    command = "echo '" + "a long and harmless looking message " * 6 + "' ; touch PWNED"
+    server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
+    server.enqueue(text_reply("Not run."))
+    answers = Answers(capsys, "n")
+    monkeypatch.setattr(builtins, "input", answers)
+    run(shell, "%%agent --approve ask\nsay something", capsys)
+    (shown,) = answers.shown
+    assert command in shown  # all of it, the part that does harm included
+    assert shown.rstrip().endswith("Allow bash? [y/N]")
+    assert not (tmp_path / "PWNED").exists()
+    (intent,) = load_session(tmp_path / SESSION).tool_intents.values()
+    assert intent.status == "denied"
+
+
+def test_approval_makes_characters_that_hide_text_visible(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`\\r` and an erase-line escape would print `echo safe` over `touch PWNED`."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    command = f"touch PWNED #{HOSTILE}\recho safe"
+    server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
+    server.enqueue(text_reply("Not run."))
+    answers = Answers(capsys, "no")
+    monkeypatch.setattr(builtins, "input", answers)
+    run(shell, "%%agent --approve ask\ngo", capsys)
+    (shown,) = answers.shown
+    assert controls(shown) == set()
+    line = next(line for line in shown.splitlines() if "command:" in line)
+    assert line == (
+        "  command: touch PWNED #\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\r\\x9b31m\\x7f\\u202e\\u200b"
+        "\\recho safe"
+    )
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_long_write_shows_its_size_head_and_tail_and_v_shows_all_of_it(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    content = "".join(f"line {n}\n" for n in range(1000)).replace("line 500", "import os")
+    call = tool_call("w1", "write_file", {"path": "big.py", "content": content})
+    server.enqueue(tool_calls_reply(call), text_reply("Written."))
+    answers = Answers(capsys, "v", "y")
+    monkeypatch.setattr(builtins, "input", answers)
+    run(shell, "%%agent --approve ask\nwrite it", capsys)
+    short, whole = answers.shown
+    assert "  path: big.py" in short and "  path: big.py" in whole
+    assert f"content: ({len(content)} characters, 1001 lines)" in short
+    assert "line 0" in short and "line 999" in short and "import os" not in short
+    assert "characters not shown (answer v to see all)" in short
+    assert short.rstrip().endswith("Allow write_file? [y/N/v]")
+    assert all(f"│ {line}\n" in whole for line in content.splitlines())
+    assert whole.rstrip().endswith("Allow write_file? [y/N]")
+    assert (tmp_path / "big.py").read_text() == content
 
 
 # ---------------------------------------------------------------- terminal (item 4)

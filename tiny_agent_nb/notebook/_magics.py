@@ -16,6 +16,7 @@ from IPython.display import display
 from ..provider import DEMO_LABEL, DEMO_PROVIDER
 from ..render import money, printable
 from ..timeline import short_arguments
+from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
 from ._paths import resolve_session_path
@@ -129,13 +130,11 @@ class AgentMagics(Magics):
             print(f"⏸ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
 
     def _ask(self, tool: str, arguments: object) -> bool:
-        summary = short_arguments(dict(arguments)) if isinstance(arguments, Mapping) else ""
         try:
-            answer = input(f"Allow {tool} {summary}? [y/N] ")
+            return ask_approval(tool, arguments if isinstance(arguments, Mapping) else {}, input)
         except (StdinNotImplementedError, EOFError):
-            print(f"(no way to ask here: {tool} was not allowed)")
+            print(f"(no way to ask here: {printable(tool)} was not allowed)")
             return False
-        return answer.strip().lower() in ("y", "yes")
 
     # ------------------------------------------------------------------ line
     def _command(self, args: Any) -> None:
