@@ -199,3 +199,26 @@ def test_status_and_the_load_report_escape_what_the_session_file_says(
     status = run(shell, "%agent status", capsys)
     assert "model    p\\x1b]52;c;" in status and "⚠ bash command=" in status
     assert controls(report + status) == set()
+
+
+# ---------------------------------------------------------------- bad input (item 14)
+
+
+@pytest.mark.parametrize("key", ["sk-or-v1 with a space", "sk-or-v1-line\nbreak"])
+def test_a_malformed_api_key_loads_and_the_run_names_the_variable_to_fix(
+    key: str,
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TINY_AGENT_API_KEY", key)
+    loaded = run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert f"new session {SESSION}" in loaded
+    out = run(shell, "%%agent\nhello", capsys)
+    assert out.count("\n") == 1 and out.startswith("tiny-agent-nb: "), out
+    assert "TINY_AGENT_API_KEY" in out
+    assert key not in out and key.split(maxsplit=1)[0] not in out
+    assert server.requests == []
+    assert load_session(tmp_path / SESSION).last_seq == 0

@@ -18,12 +18,14 @@ from ..agent import (
     ContextProjection,
     LoopConfig,
     LoopObserver,
+    RecoveryReport,
     RunResult,
 )
 from ..provider import (
     DEMO_LABEL,
     DEMO_MODEL,
     DEMO_PROVIDER,
+    Completion,
     DemoProvider,
     Provider,
     ProviderConfig,
@@ -55,6 +57,16 @@ DEMO_NOTE = (
 
 class NotebookError(Exception):
     """Something the user must act on; the message says what and how."""
+
+
+class _NoModel:
+    """The provider of a loop that only recovers: recovery asks no model."""
+
+    def complete(self, *args: object, **kwargs: object) -> Completion:
+        raise AssertionError("recovery asks no model")
+
+
+_NO_MODEL = _NoModel()
 
 
 class NotebookAgent:
@@ -113,7 +125,7 @@ class NotebookAgent:
                 "untouched. Choose another file with `%agent session PATH`."
             ) from None
         self.store = store
-        recovery = self._loop().recover()
+        recovery = self._recover()
         notes = [DEMO_NOTE] if demo else []
         return OpenReport(
             location=location,
@@ -123,6 +135,11 @@ class NotebookAgent:
             recovery=recovery,
             notes=notes,
         )
+
+    def _recover(self) -> RecoveryReport | None:
+        """Settle what a dead kernel left open. It asks no model, so it runs even when
+        no provider can be built (a malformed API key is reported by the first run)."""
+        return self._loop(provider=_NO_MODEL).recover()
 
     def close(self) -> None:
         self._forget_context()
@@ -222,13 +239,15 @@ class NotebookAgent:
         max_steps: int | None = None,
         tools: list[str] | None = None,
         approve: str | None = None,
+        provider: ChatProvider | None = None,
     ) -> AgentLoop:
         store = self.require_store()
         provider_config = self.provider_config(model)
-        provider: ChatProvider = Provider(provider_config)
         if self.config.demo_mode() and model is None:
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
+        elif provider is None:
+            provider = self._provider(provider_config)
         registry = builtin_registry()
         try:
             registry = registry.subset(tools or self.config.tools)
@@ -252,6 +271,16 @@ class NotebookAgent:
             observer=observer,
             projection=self.context(),
         )
+
+    def _provider(self, config: ProviderConfig) -> Provider:
+        try:
+            return Provider(config)
+        except ValueError as exc:
+            # The provider names the variable and never the key (a header it refuses).
+            raise NotebookError(
+                f"tiny-agent-nb: {exc} Nothing was sent and nothing was recorded: fix it and "
+                "restart the kernel, or `%config TinyAgent.api_key = '...'`."
+            ) from None
 
     def provider_config(self, model: str | None = None) -> ProviderConfig:
         c = self.config
