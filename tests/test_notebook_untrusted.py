@@ -9,6 +9,9 @@ in test_notebook_magics.py; the other kernel of the lock test is a real child pr
 from __future__ import annotations
 
 import builtins
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,7 +204,71 @@ def test_status_and_the_load_report_escape_what_the_session_file_says(
     assert controls(report + status) == set()
 
 
+# ---------------------------------------------------------------- the lock (item 11)
+
+
+def test_new_in_a_kernel_refused_the_file_leaves_the_other_kernels_file_alone(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / SESSION
+    holder = subprocess.Popen(
+        [sys.executable, str(HOLDER), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().startswith("ready ")
+        before = path.read_bytes()
+        refused = run(shell, "%load_ext tiny_agent_nb", capsys)
+        assert f"is in use by process {holder.pid}" in refused
+        out = run(shell, "%agent new", capsys)
+        assert out == (
+            f"tiny-agent-nb: {SESSION} is in use by process {holder.pid}; this kernel will not "
+            "write to it. Stop that kernel, or use `%agent session OTHER.jsonl`.\n"
+        )
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == [SESSION]
+    finally:
+        holder.communicate("")  # EOF: the holder closes its store and exits
+    assert holder.returncode == 0
+    # Once the other kernel is gone, `%agent new` works here.
+    out = run(shell, "%agent new", capsys)
+    assert "Kept the previous conversation as analysis.agent.1.jsonl." in out
+    assert (tmp_path / "analysis.agent.1.jsonl").read_bytes() == before
+
+
 # ---------------------------------------------------------------- bad input (item 14)
+
+
+def test_session_on_a_directory_fifo_or_device_keeps_the_current_session(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    (tmp_path / "a-directory").mkdir()
+    os.mkfifo(tmp_path / "a-fifo")
+    (tmp_path / "a-file").write_text("not a directory")
+    refusals = {
+        "a-directory": "is a directory, not a session file",
+        "a-fifo": "is a named pipe (FIFO), not a session file",
+        "/dev/null": "is a device, not a session file",
+        "a-file/inside.jsonl": "cannot open",
+    }
+    for target, reason in refusals.items():
+        out = run(shell, f"%agent session {target}", capsys)
+        assert out.count("\n") == 1 and reason in out, out
+        assert out.rstrip().endswith(f"This kernel still writes to {SESSION}."), out
+    assert run(shell, "%agent session", capsys).strip() == str(tmp_path / SESSION)
+    # Naming the session it has is not a switch: it stays open (not refused as in use).
+    again = run(shell, f"%agent session {SESSION}", capsys)
+    assert again.startswith(f"tiny-agent-nb: session {SESSION} (set explicitly) — 0 run(s)")
+    server.enqueue(text_reply("Still here."))
+    assert "Still here." in run(shell, "%%agent\nhello", capsys)
+    assert [o.status for o in load_session(tmp_path / SESSION).operations.values()] == ["completed"]
 
 
 @pytest.mark.parametrize("key", ["sk-or-v1 with a space", "sk-or-v1-line\nbreak"])
