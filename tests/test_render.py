@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tiny_agent_nb.render import timeline_text
+from tiny_agent_nb.render import printable, timeline_text
 from tiny_agent_nb.session import SessionStore
 from tiny_agent_nb.timeline import ROWS_PER_RUN, build_timeline
 
@@ -50,3 +50,13 @@ def test_a_long_run_shows_its_latest_tool_rows_and_counts_all_of_its_cost(
     assert [t.result for t in row.tools] == [f"out-{n}" for n in range(2, steps)]
     assert row.hidden_attempts == 2
     assert row.cost == round(steps * 0.001, 12)  # hidden rows' usage still counts
+
+
+def test_printable_text_keeps_its_lines_and_tabs_and_shows_every_other_control() -> None:
+    """Streamed model text keeps its layout; C0, C1 (the one-byte CSI `\x9b`), DEL, a
+    lone CR, bidi overrides and zero-width characters are shown as escapes."""
+    text = "one\r\ntwo\tcols\rover \x1b[2J\x9b2J\x7f\x85\u202e\u200b\u2028end\n"
+    shown = printable(text, keep_lines=True)
+    assert shown == "one\ntwo\tcols\\rover \\x1b[2J\\x9b2J\\x7f\\x85\\u202e\\u200b\\u2028end\n"
+    assert printable(text).startswith("one\\r\\ntwo\\tcols\\rover")  # one line, all shown
+    assert printable(shown, keep_lines=True) == shown  # escaping twice changes nothing

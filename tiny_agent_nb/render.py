@@ -132,11 +132,21 @@ COLORS = {
 }  # fmt: skip
 
 
-def printable(text: str) -> str:
-    """Strings come from the session file (a prompt, a model's tool arguments, an error):
-    control characters are written as escapes so they cannot drive a terminal."""
+def printable(text: str, *, keep_lines: bool = False) -> str:
+    """Untrusted text for a terminal (a prompt, a model's tool arguments or answer, a tool's
+    output, a server's error): every character that is not printable is written as its
+    escape, so none can drive the terminal (C0 and C1 controls such as ESC and CSI `\x9b`,
+    DEL) or hide what is shown (a `\r`, bidi overrides like U+202E, zero-width characters).
+
+    `keep_lines` keeps line breaks (`\n`, and `\r\n` read as one) and tabs, for text read
+    as a whole (a streamed answer, a command to approve); without it a value stays on its
+    line."""
     if text.isprintable():
         return text
+    if keep_lines:
+        text = text.replace("\r\n", "\n")
+        kept = ("\n", "\t")
+        return "".join(c if c.isprintable() or c in kept else repr(c)[1:-1] for c in text)
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 

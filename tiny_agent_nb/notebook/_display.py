@@ -15,6 +15,7 @@ from IPython.display import Markdown, display  # type: ignore[attr-defined]
 
 from ..agent import LoopObserver
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
+from ..render import printable
 from ..session import ToolCall
 from ..timeline import short_arguments
 from ..tools import ToolOutput
@@ -42,7 +43,7 @@ class CellDisplay(LoopObserver):
             return
         self._text += event.text
         if not self._rich:
-            sys.stdout.write(event.text)
+            sys.stdout.write(printable(event.text, keep_lines=True))
             sys.stdout.flush()
             return
         now = time.monotonic()
@@ -54,16 +55,19 @@ class CellDisplay(LoopObserver):
             self._last = now
 
     def on_retry(self, error: ProviderError, delay: float) -> None:
-        print(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt", flush=True)
+        print(
+            f"↺ {printable(error.message)} — retrying in {delay:.0f}s as a new attempt", flush=True
+        )
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
-        print(f"→ {call.name} {short_arguments(dict(arguments))}", flush=True)
+        summary = short_arguments(dict(arguments))
+        print(f"→ {printable(call.name)} {printable(summary)}", flush=True)
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
         first = output.content.strip().splitlines()[:1]
-        detail = f" — {first[0][:100]}" if first and outcome != "completed" else ""
-        print(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}", flush=True)
+        detail = f" — {printable(first[0][:100])}" if first and outcome != "completed" else ""
+        print(f"{MARKS.get(outcome, '·')} {printable(call.name)} {outcome}{detail}", flush=True)
 
     def _end_text(self) -> None:
         """A tool line closes the current paragraph of streamed text."""
@@ -84,6 +88,6 @@ class CellDisplay(LoopObserver):
         elif self._text:
             print(flush=True)
         elif final:
-            print(final, flush=True)
+            print(printable(final, keep_lines=True), flush=True)
         self._text = ""
         self._handle = None

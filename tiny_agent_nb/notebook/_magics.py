@@ -14,8 +14,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ..provider import DEMO_LABEL, DEMO_PROVIDER
-from ..render import money
+from ..render import money, printable
 from ..timeline import short_arguments
+from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
 from ._paths import resolve_session_path
@@ -122,19 +123,18 @@ class AgentMagics(Magics):
         finally:
             self._refresh_widgets()
         view.finish(result.text if result.outcome == "completed" else None)
+        detail = printable(result.detail or "")
         if result.outcome == "failed":
-            print(f"✗ The run failed: {result.detail}")
+            print(f"✗ The run failed: {detail}")
         elif result.outcome == "stepLimit":
-            print(f"⏸ {result.detail}. `%agent resume` is not needed: send a new prompt to go on.")
+            print(f"⏸ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
 
     def _ask(self, tool: str, arguments: object) -> bool:
-        summary = short_arguments(dict(arguments)) if isinstance(arguments, Mapping) else ""
         try:
-            answer = input(f"Allow {tool} {summary}? [y/N] ")
+            return ask_approval(tool, arguments if isinstance(arguments, Mapping) else {}, input)
         except (StdinNotImplementedError, EOFError):
-            print(f"(no way to ask here: {tool} was not allowed)")
+            print(f"(no way to ask here: {printable(tool)} was not allowed)")
             return False
-        return answer.strip().lower() in ("y", "yes")
 
     # ------------------------------------------------------------------ line
     def _command(self, args: Any) -> None:
@@ -159,19 +159,22 @@ class AgentMagics(Magics):
         state = store.load()
         open_op = state.open_operation
         latest = list(state.operations.values())[-1] if state.operations else None
-        print(f"session  {store.path}")
-        print(f"model    {state.header.provider} / {state.header.model} (this session's header)")
+        header = state.header
+        print(f"session  {printable(str(store.path))}")
+        model = f"{printable(header.provider)} / {printable(header.model)}"
+        print(f"model    {model} (this session's header)")
         print(f"runs     {len(state.operations)}; facts {state.last_seq}")
         if open_op is not None:
             print(f"running  {open_op.id}")
         elif latest is not None:
             print(
                 f"latest   {latest.kind} {latest.status}"
-                + (f" — {latest.detail}" if latest.detail else "")
+                + (f" — {printable(latest.detail)}" if latest.detail else "")
             )
         interrupted = [i for i in state.tool_intents.values() if i.status == "interrupted"]
         for intent in interrupted[-5:]:
-            print(f"  ⚠ {intent.tool.name} {short_arguments(intent.arguments)} — interrupted")
+            summary = printable(short_arguments(intent.arguments))
+            print(f"  ⚠ {printable(intent.tool.name)} {summary} — interrupted")
         print(f"cost     {money(state.totals.known_cost, state.totals.unpriced)}")
 
     def _cmd_timeline(self) -> None:
@@ -212,18 +215,19 @@ class AgentMagics(Magics):
         view.finish(result.text if result.outcome == "completed" else None)
         if result.outcome != "completed":
             print(
-                f"Resume ended: {result.outcome}" + (f" — {result.detail}" if result.detail else "")
+                f"Resume ended: {result.outcome}"
+                + (f" — {printable(result.detail)}" if result.detail else "")
             )
 
     def _cmd_new(self) -> None:
         archived, report = self.runtime.new()
-        print(f"Kept the previous conversation as {archived.name}.")
+        print(f"Kept the previous conversation as {printable(archived.name)}.")
         print(report.text())
 
     def _cmd_session(self, path: str | None = None) -> None:
         if path is None:
             store = self.runtime.require_store()
-            print(store.path)
+            print(printable(str(store.path)))
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         print(self.runtime.open(location).text())

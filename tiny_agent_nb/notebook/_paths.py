@@ -7,6 +7,7 @@ A notebook `analysis.ipynb` gets `analysis.agent.jsonl` beside it.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,3 +64,20 @@ def next_archive_path(path: Path) -> Path:
     while (candidate := path.with_name(f"{stem}.{n}.jsonl")).exists():
         n += 1
     return candidate
+
+
+def not_a_file(path: Path) -> str | None:
+    """What `path` is when it exists but cannot hold a session (`a directory`, ...)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # missing (it will be created) or unreadable (opening says why)
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"

@@ -6,8 +6,9 @@ failure becomes a `NotebookError` with one readable message.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..agent import (
@@ -25,11 +26,12 @@ from ..provider import (
     DEMO_LABEL,
     DEMO_MODEL,
     DEMO_PROVIDER,
+    Completion,
     DemoProvider,
     Provider,
     ProviderConfig,
 )
-from ..render import money
+from ..render import printable
 from ..session import (
     Durability,
     Fact,
@@ -37,13 +39,12 @@ from ..session import (
     NotASessionError,
     SessionCorruptError,
     SessionLockedError,
-    SessionState,
     SessionStore,
 )
-from ..timeline import short_arguments
 from ..tools import ToolContext, builtin_registry
 from ._config import TinyAgent
-from ._paths import SessionLocation, next_archive_path
+from ._paths import SessionLocation, next_archive_path, not_a_file
+from ._report import OpenReport
 
 AskFn = Callable[[str, object], bool]
 
@@ -59,62 +60,72 @@ class NotebookError(Exception):
     """Something the user must act on; the message says what and how."""
 
 
-@dataclass
-class OpenReport:
-    location: SessionLocation
-    created: bool
-    repaired_tail_bytes: int
-    state: SessionState
-    recovery: RecoveryReport | None
-    notes: list[str] = field(default_factory=list)
+class _NoModel:
+    """The provider of a loop that only recovers: recovery asks no model."""
 
-    def text(self) -> str:
-        s = self.state
-        where = self.location.path.name
-        if self.created:
-            head = f"tiny-agent-nb: new session {where} ({_source(self.location)})."
-            return "\n".join([head, *(f"  {note}" for note in self.notes)])
-        cost = money(s.totals.known_cost, s.totals.unpriced)
-        lines = [
-            f"tiny-agent-nb: session {where} ({_source(self.location)}) — "
-            f"{len(s.operations)} run(s), {cost}."
-        ]
-        if self.repaired_tail_bytes:
-            lines.append(
-                f"  Dropped {self.repaired_tail_bytes} torn bytes: an append cut short when the "
-                "kernel died (never committed)."
-            )
-        r = self.recovery
-        if r is not None:
-            lines.append(
-                "  The previous kernel stopped during a run; it is now marked interrupted."
-            )
-            for intent in r.interrupted:
-                lines.append(
-                    f"  ⚠ {intent.tool.name} {short_arguments(intent.arguments)} — interrupted: "
-                    "it may have run; it was not run again."
-                )
-            for intent in r.replayed:
-                summary = short_arguments(intent.arguments)
-                lines.append(f"  ↻ {intent.tool.name} {summary} — replayed (read-only)")
-            if r.failed_attempts:
-                lines.append(
-                    f"  {r.failed_attempts} model request(s) in flight were marked interrupted."
-                )
-        latest = list(s.operations.values())[-1] if s.operations else None
-        if latest is not None and latest.status in ("interrupted", "aborted"):
-            lines.append("  `%agent resume` continues the interrupted run.")
-        lines.extend(f"  {note}" for note in self.notes)
-        return "\n".join(lines)
+    def complete(self, *args: object, **kwargs: object) -> Completion:
+        raise AssertionError("recovery asks no model")
 
 
-def _source(location: SessionLocation) -> str:
-    return {
-        "explicit": "set explicitly",
-        "JPY_SESSION_NAME": "beside this notebook",
-        "__vsc_ipynb_file__": "beside this notebook (VS Code)",
-        "default": "no notebook name known; in the current directory",
-    }[location.source]
+_NO_MODEL = _NoModel()
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _refuse_non_file(path: Path) -> None:
+    """Refuse a directory, FIFO, device or socket before opening it: reading a FIFO
+    would block the kernel, writing a header to /dev/null would lose it."""
+    kind = not_a_file(path)
+    if kind is not None:
+        raise NotebookError(
+            f"tiny-agent-nb: {printable(str(path))} is {kind}, not a session file; it was left "
+            "untouched. Choose a file with `%agent session PATH`."
+        )
+
+
+def _store_error(path: Path, exc: Exception) -> NotebookError:
+    """The store's refusal to open `path`, as one line that says what to do."""
+    name = printable(path.name)
+    if isinstance(exc, SessionLockedError):
+        who = f"process {exc.holder_pid}" if exc.holder_pid else "another kernel"
+        if exc.in_process:
+            who = "this kernel already (another open session object)"
+        return NotebookError(
+            f"tiny-agent-nb: {name} is in use by {who}; this kernel will not write to it. "
+            "Stop that kernel, or use `%agent session OTHER.jsonl`."
+        )
+    if isinstance(exc, SessionCorruptError):
+        where = printable(exc.path)
+        return NotebookError(
+            f"tiny-agent-nb: {where} line {exc.line} is damaged ({printable(exc.reason)}). "
+            f"Nothing was changed. Inspect it with `tiny-agent-nb inspect {where}`, or start a "
+            "fresh session with `%agent new`."
+        )
+    if isinstance(exc, NotASessionError):
+        return NotebookError(
+            f"tiny-agent-nb: {printable(exc.path)} is not a session file "
+            f"({printable(exc.reason)}); it was left untouched. Choose another file with "
+            "`%agent session PATH`."
+        )
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return NotebookError(
+        f"tiny-agent-nb: cannot open {printable(str(path))} ({printable(reason)}); it was "
+        "left untouched. Choose another file with `%agent session PATH`."
+    )
+
+
+def _claim_for_archive(path: Path) -> SessionStore | None:
+    """Take the writer's lock on `path` before `%agent new` moves it. A damaged file is
+    moved without it: no writer can hold a file the store refuses to read."""
+    _refuse_non_file(path)
+    try:
+        return SessionStore.open(path)
+    except (SessionCorruptError, NotASessionError):
+        return None
+    except (SessionLockedError, OSError) as exc:
+        raise _store_error(path, exc) from None
 
 
 class NotebookAgent:
@@ -131,58 +142,65 @@ class NotebookAgent:
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
+        """Switch to `location`. The new file is opened (and locked) before the current
+        session is closed: if it is refused, this kernel keeps the session it had."""
+        current = self.store
+        if current is not None and _same_file(current.path, location.path):
+            # Already ours: reopening would close it first, for nothing.
+            self.location = location
+            return self._report(location, current, None, just_opened=False)
         try:
-            report = self._open(location)
+            store = self._open_store(location)
         except NotebookError as exc:
+            if current is not None:
+                kept = printable(current.path.name)
+                raise NotebookError(f"{exc} This kernel still writes to {kept}.") from None
+            # Nothing to fall back on: remember where (so `%agent new` can start afresh
+            # there) and why (repeated by the next cell instead of a vaguer error).
+            self.location = location
             self.open_error = str(exc)
             raise
-        self.open_error = None
-        return report
-
-    def _open(self, location: SessionLocation) -> OpenReport:
         self.close()
-        self.location = location
-        demo = self.config.demo_mode()
+        self.store, self.location, self.open_error = store, location, None
+        return self._report(location, store, self._recover(), just_opened=True)
+
+    def _report(
+        self,
+        location: SessionLocation,
+        store: SessionStore,
+        recovery: RecoveryReport | None,
+        *,
+        just_opened: bool,
+    ) -> OpenReport:
+        return OpenReport(
+            location=location,
+            created=store.created and just_opened,
+            repaired_tail_bytes=store.repaired_tail_bytes if just_opened else 0,
+            state=store.load(),
+            recovery=recovery,
+            notes=[DEMO_NOTE] if self.config.demo_mode() else [],
+        )
+
+    def _open_store(self, location: SessionLocation) -> SessionStore:
+        path = location.path
         init = HeaderInit(
             cwd=str(Path.cwd()),
             provider=self.config.provider_label(),
-            model=DEMO_MODEL if demo else self.config.model,
+            model=DEMO_MODEL if self.config.demo_mode() else self.config.model,
             environment_identity=str(self.workspace()),
         )
-        location.path.parent.mkdir(parents=True, exist_ok=True)
+        durability: Durability = "power" if self.config.durability == "power" else "process"
+        _refuse_non_file(path)
         try:
-            durability: Durability = "power" if self.config.durability == "power" else "process"
-            store = SessionStore.open(location.path, create=init, durability=durability)
-        except SessionLockedError as exc:
-            who = f"process {exc.holder_pid}" if exc.holder_pid else "another kernel"
-            if exc.in_process:
-                who = "this kernel already (another open session object)"
-            raise NotebookError(
-                f"tiny-agent-nb: {location.path.name} is in use by {who}; this kernel will not "
-                "write to it. Stop that kernel, or use `%agent session OTHER.jsonl`."
-            ) from None
-        except SessionCorruptError as exc:
-            raise NotebookError(
-                f"tiny-agent-nb: {exc.path} line {exc.line} is damaged ({exc.reason}). Nothing was "
-                f"changed. Inspect it with `tiny-agent-nb inspect {exc.path}`, or start a fresh "
-                "session with `%agent new`."
-            ) from None
-        except NotASessionError as exc:
-            raise NotebookError(
-                f"tiny-agent-nb: {exc.path} is not a session file ({exc.reason}); it was left "
-                "untouched. Choose another file with `%agent session PATH`."
-            ) from None
-        self.store = store
-        recovery = self._loop().recover()
-        notes = [DEMO_NOTE] if demo else []
-        return OpenReport(
-            location=location,
-            created=store.created,
-            repaired_tail_bytes=store.repaired_tail_bytes,
-            state=store.load(),
-            recovery=recovery,
-            notes=notes,
-        )
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return SessionStore.open(path, create=init, durability=durability)
+        except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
+            raise _store_error(path, exc) from None
+
+    def _recover(self) -> RecoveryReport | None:
+        """Settle what a dead kernel left open. It asks no model, so it runs even when
+        no provider can be built (a malformed API key is reported by the first run)."""
+        return self._loop(provider=_NO_MODEL).recover()
 
     def close(self) -> None:
         self._forget_context()
@@ -215,12 +233,29 @@ class NotebookAgent:
         self._context = self._unfollow_context = None
 
     def new(self) -> tuple[Path, OpenReport]:
-        """Keep the current file under the next free `<stem>.agent.<n>.jsonl`; start fresh."""
+        """Keep the current file under the next free `<stem>.agent.<n>.jsonl`; start fresh.
+
+        The file is renamed only while this kernel holds its lock: a kernel that was
+        refused the file must not move it from under the kernel writing to it."""
         location = self._require_location()
+        path = location.path
+        held = self.store
+        if held is None and (path.exists() or path.is_symlink()):
+            held = _claim_for_archive(path)
+        archived = next_archive_path(path)
+        try:
+            if path.exists() or path.is_symlink():
+                path.rename(archived)
+        except OSError as exc:
+            raise NotebookError(
+                f"tiny-agent-nb: could not keep {printable(path.name)} as "
+                f"{printable(archived.name)} ({printable(exc.strerror or str(exc))}); nothing "
+                "was changed."
+            ) from None
+        finally:
+            if held is not None and held is not self.store:
+                held.close()
         self.close()
-        archived = next_archive_path(location.path)
-        if location.path.exists():
-            location.path.rename(archived)
         return archived, self.open(location)
 
     def require_store(self) -> SessionStore:
@@ -282,18 +317,20 @@ class NotebookAgent:
         max_steps: int | None = None,
         tools: list[str] | None = None,
         approve: str | None = None,
+        provider: ChatProvider | None = None,
     ) -> AgentLoop:
         store = self.require_store()
         provider_config = self.provider_config(model)
-        provider: ChatProvider = Provider(provider_config)
         if self.config.demo_mode() and model is None:
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
+        elif provider is None:
+            provider = self._provider(provider_config)
         registry = builtin_registry()
         try:
             registry = registry.subset(tools or self.config.tools)
         except ValueError as exc:
-            raise NotebookError(f"tiny-agent-nb: {exc}") from None
+            raise NotebookError(f"tiny-agent-nb: {printable(str(exc))}") from None
         config = LoopConfig(
             provider=provider_config.provider,
             model=provider_config.model,
@@ -312,6 +349,16 @@ class NotebookAgent:
             observer=observer,
             projection=self.context(),
         )
+
+    def _provider(self, config: ProviderConfig) -> Provider:
+        try:
+            return Provider(config)
+        except ValueError as exc:
+            # The provider names the variable and never the key (a header it refuses).
+            raise NotebookError(
+                f"tiny-agent-nb: {exc} Nothing was sent and nothing was recorded: fix it and "
+                "restart the kernel, or `%config TinyAgent.api_key = '...'`."
+            ) from None
 
     def provider_config(self, model: str | None = None) -> ProviderConfig:
         c = self.config

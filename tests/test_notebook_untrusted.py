@@ -1,0 +1,291 @@
+"""What the model, its tools, the session file and the environment hand the notebook is
+untrusted: it cannot drive the user's terminal, hide part of what the user approves,
+move another kernel's live file or wedge the session (issue 9).
+
+The magics run in an in-process IPython shell against the loopback OpenAI server, as
+in test_notebook_magics.py; the other kernel of the lock test is a real child process.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+
+from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
+from scenario import BASH, Run
+
+KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
+SESSION = "analysis.agent.jsonl"
+HOLDER = Path(__file__).parent / "children" / "hold_lock.py"
+# What a terminal acts on or hides: ESC and CSI sequences, OSC 52 (clipboard), BEL, CR,
+# C1's single-byte CSI, DEL, a bidi override and a zero-width space.
+HOSTILE = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\r\x9b31m\x7f\u202e\u200b"
+
+
+@pytest.fixture
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
+) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))  # history stays in tmp
+    monkeypatch.setenv("TINY_AGENT_BASE_URL", server.base_url)
+    monkeypatch.setenv("TINY_AGENT_MODEL", "test/model")
+    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "analysis.ipynb"))
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    yield sh
+    sh.run_line_magic("unload_ext", "tiny_agent_nb")
+    InteractiveShell.clear_instance()
+
+
+def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    result = shell.run_cell(code)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, out
+    assert "Traceback" not in out.out + out.err, out
+    return out.out + out.err
+
+
+def controls(text: str) -> set[str]:
+    """Characters of `text` that a terminal would act on or that would hide text."""
+    return {c for c in text if not c.isprintable() and c not in "\n\t"}
+
+
+class Answers:
+    """`input` as the user at the keyboard: gives the scripted answers in turn and keeps
+    what the terminal showed before each question."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str], *answers: str) -> None:
+        self._capsys = capsys
+        self._answers = list(answers)
+        self.shown: list[str] = []
+
+    def __call__(self, prompt: str = "") -> str:
+        self.shown.append(self._capsys.readouterr().out + prompt)
+        return self._answers.pop(0)
+
+
+# ---------------------------------------------------------------- approval (item 2)
+
+
+def test_approval_shows_the_whole_command_and_a_refusal_runs_nothing(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    command = "echo '" + "a long and harmless looking message " * 6 + "' ; touch PWNED"
+    server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
+    server.enqueue(text_reply("Not run."))
+    answers = Answers(capsys, "n")
+    monkeypatch.setattr(builtins, "input", answers)
+    run(shell, "%%agent --approve ask\nsay something", capsys)
+    (shown,) = answers.shown
+    assert command in shown  # all of it, the part that does harm included
+    assert shown.rstrip().endswith("Allow bash? [y/N]")
+    assert not (tmp_path / "PWNED").exists()
+    (intent,) = load_session(tmp_path / SESSION).tool_intents.values()
+    assert intent.status == "denied"
+
+
+def test_approval_makes_characters_that_hide_text_visible(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`\\r` and an erase-line escape would print `echo safe` over `touch PWNED`."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    command = f"touch PWNED #{HOSTILE}\recho safe"
+    server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
+    server.enqueue(text_reply("Not run."))
+    answers = Answers(capsys, "no")
+    monkeypatch.setattr(builtins, "input", answers)
+    run(shell, "%%agent --approve ask\ngo", capsys)
+    (shown,) = answers.shown
+    assert controls(shown) == set()
+    line = next(line for line in shown.splitlines() if "command:" in line)
+    assert line == (
+        "  command: touch PWNED #\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\r\\x9b31m\\x7f\\u202e\\u200b"
+        "\\recho safe"
+    )
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_long_write_shows_its_size_head_and_tail_and_v_shows_all_of_it(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    content = "".join(f"line {n}\n" for n in range(1000)).replace("line 500", "import os")
+    call = tool_call("w1", "write_file", {"path": "big.py", "content": content})
+    server.enqueue(tool_calls_reply(call), text_reply("Written."))
+    answers = Answers(capsys, "v", "y")
+    monkeypatch.setattr(builtins, "input", answers)
+    run(shell, "%%agent --approve ask\nwrite it", capsys)
+    short, whole = answers.shown
+    assert "  path: big.py" in short and "  path: big.py" in whole
+    assert f"content: ({len(content)} characters, 1001 lines)" in short
+    assert "line 0" in short and "line 999" in short and "import os" not in short
+    assert "characters not shown (answer v to see all)" in short
+    assert short.rstrip().endswith("Allow write_file? [y/N/v]")
+    assert all(f"│ {line}\n" in whole for line in content.splitlines())
+    assert whole.rstrip().endswith("Allow write_file? [y/N]")
+    assert (tmp_path / "big.py").read_text() == content
+
+
+# ---------------------------------------------------------------- terminal (item 4)
+
+
+def test_model_text_tool_names_tool_output_and_server_errors_cannot_drive_the_terminal(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(
+        error_reply(503, f"overloaded {HOSTILE}", headers={"retry-after": "0"}),
+        tool_calls_reply(
+            tool_call("b1", "bash", {"command": f"printf '{HOSTILE} failed'; exit 3"}),
+            tool_call("u1", f"ls{HOSTILE}", {}),
+            content=f"Checking {HOSTILE}now.",
+        ),
+        text_reply(f"Done {HOSTILE}.\r\nSecond\tline."),
+    )
+    out = run(shell, "%%agent\ngo", capsys)
+    assert controls(out) == set()
+    escaped = "\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\r\\x9b31m\\x7f\\u202e\\u200b"
+    osc_and_clear = "\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J"
+    assert f"(HTTP 503: overloaded {osc_and_clear}" in out  # the retry line quotes the server
+    assert f"Checking {escaped}now." in out  # streamed text
+    assert "→ bash command=" in out
+    assert f"✗ bash error — {osc_and_clear}\n" in out  # the first line of the tool's output
+    assert f"✗ ls{escaped} error" in out  # a tool name the model made up
+    assert f"Done {escaped}.\nSecond\tline." in out  # lines and tabs are kept
+
+
+def test_status_and_the_load_report_escape_what_the_session_file_says(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session file is data: its header, a run's detail and a tool call's arguments are
+    shown escaped by `%load_ext` (the recovery report) and `%agent status`."""
+    path = tmp_path / SESSION
+    init = HeaderInit(
+        cwd=str(tmp_path),
+        provider=f"p{HOSTILE}",
+        model=f"m{HOSTILE}",
+        environment_identity=str(tmp_path),
+    )
+    with SessionStore.open(path, create=init) as store:
+        steps = Run(environment=str(tmp_path))
+        store.commit(steps.start("q"))
+        store.commit(steps.attempt())
+        arguments = {"command": f"echo {HOSTILE}"}
+        store.commit(steps.answer(None, [("c1", "bash", arguments)]))
+        store.commit([steps.intent("c1", BASH, arguments)])  # the kernel died here
+    report = run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert "⚠ bash command=" in report and "— interrupted" in report
+    status = run(shell, "%agent status", capsys)
+    assert "model    p\\x1b]52;c;" in status and "⚠ bash command=" in status
+    assert controls(report + status) == set()
+
+
+# ---------------------------------------------------------------- the lock (item 11)
+
+
+def test_new_in_a_kernel_refused_the_file_leaves_the_other_kernels_file_alone(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / SESSION
+    holder = subprocess.Popen(
+        [sys.executable, str(HOLDER), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().startswith("ready ")
+        before = path.read_bytes()
+        refused = run(shell, "%load_ext tiny_agent_nb", capsys)
+        assert f"is in use by process {holder.pid}" in refused
+        out = run(shell, "%agent new", capsys)
+        assert out == (
+            f"tiny-agent-nb: {SESSION} is in use by process {holder.pid}; this kernel will not "
+            "write to it. Stop that kernel, or use `%agent session OTHER.jsonl`.\n"
+        )
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == [SESSION]
+    finally:
+        holder.communicate("")  # EOF: the holder closes its store and exits
+    assert holder.returncode == 0
+    # Once the other kernel is gone, `%agent new` works here.
+    out = run(shell, "%agent new", capsys)
+    assert "Kept the previous conversation as analysis.agent.1.jsonl." in out
+    assert (tmp_path / "analysis.agent.1.jsonl").read_bytes() == before
+
+
+# ---------------------------------------------------------------- bad input (item 14)
+
+
+def test_session_on_a_directory_fifo_or_device_keeps_the_current_session(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    (tmp_path / "a-directory").mkdir()
+    os.mkfifo(tmp_path / "a-fifo")
+    (tmp_path / "a-file").write_text("not a directory")
+    refusals = {
+        "a-directory": "is a directory, not a session file",
+        "a-fifo": "is a named pipe (FIFO), not a session file",
+        "/dev/null": "is a device, not a session file",
+        "a-file/inside.jsonl": "cannot open",
+    }
+    for target, reason in refusals.items():
+        out = run(shell, f"%agent session {target}", capsys)
+        assert out.count("\n") == 1 and reason in out, out
+        assert out.rstrip().endswith(f"This kernel still writes to {SESSION}."), out
+    assert run(shell, "%agent session", capsys).strip() == str(tmp_path / SESSION)
+    # Naming the session it has is not a switch: it stays open (not refused as in use).
+    again = run(shell, f"%agent session {SESSION}", capsys)
+    assert again.startswith(f"tiny-agent-nb: session {SESSION} (set explicitly) — 0 run(s)")
+    server.enqueue(text_reply("Still here."))
+    assert "Still here." in run(shell, "%%agent\nhello", capsys)
+    assert [o.status for o in load_session(tmp_path / SESSION).operations.values()] == ["completed"]
+
+
+@pytest.mark.parametrize("key", ["sk-or-v1 with a space", "sk-or-v1-line\nbreak"])
+def test_a_malformed_api_key_loads_and_the_run_names_the_variable_to_fix(
+    key: str,
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TINY_AGENT_API_KEY", key)
+    loaded = run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert f"new session {SESSION}" in loaded
+    out = run(shell, "%%agent\nhello", capsys)
+    assert out.count("\n") == 1 and out.startswith("tiny-agent-nb: "), out
+    assert "TINY_AGENT_API_KEY" in out
+    assert key not in out and key.split(maxsplit=1)[0] not in out
+    assert server.requests == []
+    assert load_session(tmp_path / SESSION).last_seq == 0

@@ -1,0 +1,65 @@
+"""What `--approve ask` shows before a tool that changes things runs.
+
+The user approves exactly what will run: every argument in full, with its control
+characters made visible (`render.printable`), so a `\\r`, an ANSI escape, a bidi override
+or a zero-width character cannot hide part of a command. Only text a tool writes as data
+(a file's new content) may be too long to read at a prompt: it is shown as its size, head
+and tail, and answering `v` shows all of it and asks again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+
+from ..render import printable
+
+# Arguments that are data written to a file, not what runs or where: the only ones that
+# may be shortened (a command, code or path is always shown whole).
+WRITTEN = frozenset({"content", "old_string", "new_string"})
+LONG = 3000  # characters of a written value shown without asking for `v`
+HEAD_LINES, HEAD_CHARS = 15, 1500
+TAIL_LINES, TAIL_CHARS = 8, 800
+GUTTER = "    │ "  # marks the lines of a multi-line value, so none can pass for ours
+
+
+def approval_text(tool: str, arguments: Mapping[str, object], *, whole: bool) -> tuple[str, bool]:
+    """The lines shown before asking, and whether a written value was shortened."""
+    out = [f"{printable(tool)} wants to run with:"]
+    shortened = False
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        name = printable(str(key))
+        shown = printable(text, keep_lines=True)
+        if "\n" not in shown and (len(text) <= LONG or key not in WRITTEN or whole):
+            out.append(f"  {name}: {shown}")
+            continue
+        out.append(f"  {name}: ({len(text)} characters, {text.count(chr(10)) + 1} lines)")
+        if len(text) > LONG and key in WRITTEN and not whole:
+            # Cut the raw text, then escape each part: an escape is never cut in two.
+            head = "\n".join(text.split("\n")[:HEAD_LINES])[:HEAD_CHARS]
+            tail = "\n".join(text.split("\n")[-TAIL_LINES:])[-TAIL_CHARS:]
+            hidden = len(text) - len(head) - len(tail)
+            if hidden > 0:
+                shown = (
+                    f"{printable(head, keep_lines=True)}\n"
+                    f"… {hidden} characters not shown (answer v to see all) …\n"
+                    f"{printable(tail, keep_lines=True)}"
+                )
+                shortened = True
+        out.extend(GUTTER + line for line in shown.split("\n"))
+    return "\n".join(out), shortened
+
+
+def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str], str]) -> bool:
+    """Show the call, then ask `read` (the kernel's `input`); only `y`/`yes` allows it."""
+    whole = False
+    while True:
+        text, shortened = approval_text(tool, arguments, whole=whole)
+        print(text, flush=True)
+        choices = "y/N/v" if shortened else "y/N"
+        answer = read(f"Allow {printable(tool)}? [{choices}] ").strip().lower()
+        if shortened and answer in ("v", "view"):
+            whole = True
+            continue
+        return answer in ("y", "yes")

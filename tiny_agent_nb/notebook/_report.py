@@ -1,0 +1,75 @@
+"""What `%load_ext`, `%agent session` and `%agent new` say about the session they opened.
+
+Tool names and arguments come from the file: each goes through `render.printable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..agent import RecoveryReport
+from ..render import money, printable
+from ..session import SessionState, ToolIntent
+from ..timeline import short_arguments
+from ._paths import SessionLocation
+
+
+@dataclass
+class OpenReport:
+    location: SessionLocation
+    created: bool
+    repaired_tail_bytes: int
+    state: SessionState
+    recovery: RecoveryReport | None
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        s = self.state
+        where = printable(self.location.path.name)
+        if self.created:
+            head = f"tiny-agent-nb: new session {where} ({_source(self.location)})."
+            return "\n".join([head, *(f"  {note}" for note in self.notes)])
+        cost = money(s.totals.known_cost, s.totals.unpriced)
+        lines = [
+            f"tiny-agent-nb: session {where} ({_source(self.location)}) — "
+            f"{len(s.operations)} run(s), {cost}."
+        ]
+        if self.repaired_tail_bytes:
+            lines.append(
+                f"  Dropped {self.repaired_tail_bytes} torn bytes: an append cut short when the "
+                "kernel died (never committed)."
+            )
+        r = self.recovery
+        if r is not None:
+            lines.append(
+                "  The previous kernel stopped during a run; it is now marked interrupted."
+            )
+            for intent in r.interrupted:
+                lines.append(
+                    f"  ⚠ {_call(intent)} — interrupted: it may have run; it was not run again."
+                )
+            for intent in r.replayed:
+                lines.append(f"  ↻ {_call(intent)} — replayed (read-only)")
+            if r.failed_attempts:
+                lines.append(
+                    f"  {r.failed_attempts} model request(s) in flight were marked interrupted."
+                )
+        latest = list(s.operations.values())[-1] if s.operations else None
+        if latest is not None and latest.status in ("interrupted", "aborted"):
+            lines.append("  `%agent resume` continues the interrupted run.")
+        lines.extend(f"  {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+def _call(intent: ToolIntent) -> str:
+    """A recorded tool call on one line; both parts come from the file."""
+    return f"{printable(intent.tool.name)} {printable(short_arguments(intent.arguments))}"
+
+
+def _source(location: SessionLocation) -> str:
+    return {
+        "explicit": "set explicitly",
+        "JPY_SESSION_NAME": "beside this notebook",
+        "__vsc_ipynb_file__": "beside this notebook (VS Code)",
+        "default": "no notebook name known; in the current directory",
+    }[location.source]
