@@ -12,8 +12,11 @@ liberal in what it accepts:
   list in the final usage chunk, `finish_reason` in a chunk of its own;
 - usage without any numbers, or no usage at all, is `None` (unknown), never zero.
 
-Arguments that are not a JSON object never raise: the call keeps `arguments={}` and
-`invalidArguments=<what was sent>` so the loop can answer the model with an error.
+Arguments that are not a JSON object, or nest deeper than the session file allows
+(`MAX_JSON_DEPTH`), never raise: the call keeps `arguments={}` and
+`invalidArguments=<what was sent>` (cut to `INVALID_ARGUMENTS_LIMIT` characters) so the loop
+can answer the model with an error. Every text the model chose is made valid UTF-8 (a lone
+surrogate escape becomes U+FFFD), so the assistant entry can always be written.
 An `error` object inside a 200 response (OpenRouter reports upstream failures that way,
 even mid-stream) raises `ProviderError`.
 """
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..session import AssistantMessage, ToolCall
+from ..session import MAX_JSON_DEPTH, AssistantMessage, ToolCall, json_depth
 from ._types import (
     Completion,
     ProviderError,
@@ -40,6 +43,9 @@ from ._types import (
 )
 
 MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
+# Characters of unusable arguments kept in the session file: enough to see what went
+# wrong, while a model's broken 10 MB write_file call does not land in every later read.
+INVALID_ARGUMENTS_LIMIT = 16 * 1024
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -70,6 +76,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def _clean_value(value: Any) -> Any:
+    """`value` with every string made valid UTF-8; only called on values no deeper than
+    MAX_JSON_DEPTH, so the recursion is bounded."""
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, dict):
@@ -79,23 +87,43 @@ def _clean_value(value: Any) -> Any:
     return value
 
 
+def _encoded(value: object) -> str:
+    """JSON text of a value a server sent already decoded; `repr` where JSON cannot say it
+    (nested past the encoder's recursion limit)."""
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        return truncate(repr(value)[:INVALID_ARGUMENTS_LIMIT], INVALID_ARGUMENTS_LIMIT)
+
+
+def _kept(text: str) -> str:
+    """Unusable arguments as kept in `invalidArguments`: cut, saying how much there was."""
+    if len(text) <= INVALID_ARGUMENTS_LIMIT:
+        return text
+    return text[:INVALID_ARGUMENTS_LIMIT] + f"… [cut: {len(text)} characters in all]"
+
+
 def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
     """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept."""
     if isinstance(raw, Mapping):  # a server that sends the object itself
+        if json_depth(raw) > MAX_JSON_DEPTH:
+            return {}, _kept(clean_text(_encoded(raw)))
         return _clean_value(dict(raw)), None
     if raw is None:
         return {}, None
     if not isinstance(raw, str):
-        raw = json.dumps(raw)
+        raw = _encoded(raw)
     text = clean_text(raw)
     if not text.strip():
         return {}, None
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
-        return {}, text
-    if not isinstance(value, dict):
-        return {}, text
+        return {}, _kept(text)
+    # Deeper than the session file may hold: the store would refuse the entry, so the
+    # model is told instead (and its answer can still be committed).
+    if not isinstance(value, dict) or json_depth(value) > MAX_JSON_DEPTH:
+        return {}, _kept(text)
     return _clean_value(value), None
 
 
@@ -180,7 +208,7 @@ def server_message(body: object) -> str | None:
         message = body.get("message")
     if not isinstance(message, str):
         detail = body.get("detail")
-        message = detail if isinstance(detail, str) else (json.dumps(detail) if detail else None)
+        message = detail if isinstance(detail, str) else (_encoded(detail) if detail else None)
     if not isinstance(message, str) or not message.strip():
         return None
     raw = _get(error, "metadata", "raw")
@@ -238,7 +266,7 @@ def _complete_object(text: str) -> bool:
         return False
     try:
         return isinstance(json.loads(text), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -271,7 +299,7 @@ class _CallBuilder:
         if piece is None:
             return
         if not isinstance(piece, str):  # a whole object at once
-            self.pieces[:] = [json.dumps(piece)]
+            self.pieces[:] = [_encoded(piece)]
             return
         # Cheap tests first: parsing the text so far for every piece would make a long
         # streamed argument (a whole file for write_file) quadratic.
@@ -288,7 +316,7 @@ class _CallBuilder:
     def build(self) -> ToolCall:
         arguments, invalid = parse_arguments(self.arguments)
         return ToolCall(
-            id=self.id or _new_call_id(),
+            id=clean_text(self.id) or _new_call_id(),
             name=clean_text(self.name),
             arguments=arguments,
             invalidArguments=invalid,
@@ -320,9 +348,9 @@ class CompletionAssembler:
             raise error_in_body(chunk)
         model, response_id = chunk.get("model"), chunk.get("id")
         if isinstance(model, str) and model:
-            self._model = model
+            self._model = clean_text(model)
         if isinstance(response_id, str) and response_id:
-            self._response_id = response_id
+            self._response_id = clean_text(response_id)
         usage = usage_from_wire(chunk.get("usage"))
         if usage is not None:  # some servers repeat (growing) usage in every chunk
             self._usage = usage
@@ -339,7 +367,7 @@ class CompletionAssembler:
                 self._add_delta(delta, events)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
-                self.finish_reason = reason
+                self.finish_reason = clean_text(reason)
         return events
 
     def _add_delta(self, delta: Mapping[str, Any], events: list[StreamEvent]) -> None:
@@ -412,7 +440,8 @@ class CompletionAssembler:
             builder.announced = True
             if not builder.id:
                 builder.id, builder.id_made_up = _new_call_id(), True
-            events.append(ToolCallStarted(builder.position, builder.id, clean_text(builder.name)))
+            shown_id, shown_name = clean_text(builder.id), clean_text(builder.name)
+            events.append(ToolCallStarted(builder.position, shown_id, shown_name))
 
     def result(self) -> Completion:
         if not self.saw_choice:
