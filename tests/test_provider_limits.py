@@ -5,75 +5,22 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from misbehaving_server import MisbehavingServer, Script, forever, once
 
-from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
-from tiny_agent_nb.provider._types import ATTEMPT_TIMEOUT, MAX_RESPONSE_BYTES
+from tiny_agent_nb.provider import (
+    ATTEMPT_TIMEOUT,
+    MAX_RESPONSE_BYTES,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+)
 
 USER = b'{"role":"user","content":"hi"}'
 EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"la "}}]}\n\n'
-
-# What the server writes: an iterator of (bytes, seconds to wait before writing them).
-Script = Callable[[], Iterator[tuple[bytes, float]]]
-
-
-class MisbehavingServer:
-    """A loopback HTTP server whose body is whatever `script` yields, for as long as it
-    yields and the client listens (close-delimited: no length, no chunking)."""
-
-    def __init__(self, script: Script, *, status: int = 200, content_type: str) -> None:
-        self.stop = threading.Event()
-        self.client_gone = threading.Event()
-        self.bytes_sent = 0
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length") or 0))
-                self.send_response(status)
-                self.send_header("content-type", content_type)
-                self.send_header("connection", "close")
-                self.end_headers()
-                try:
-                    for data, pause in script():
-                        if pause and outer.stop.wait(pause):
-                            return
-                        self.wfile.write(data)
-                        self.wfile.flush()
-                        outer.bytes_sent += len(data)
-                except OSError:  # the client hung up: what every test here waits for
-                    outer.client_gone.set()
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> MisbehavingServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
-
-
-def forever(data: bytes, pause: float = 0.0) -> Script:
-    return lambda: ((data, pause) for _ in itertools.count())
 
 
 def ask(server: MisbehavingServer, **config: Any) -> tuple[ProviderError, float]:
@@ -175,7 +122,7 @@ def test_an_answer_just_under_the_limits_is_read_whole() -> None:
         b"data: [DONE]\n\n",
     ]
     body = b"".join(events)
-    with MisbehavingServer(lambda: iter([(body, 0.0)]), content_type="text/event-stream") as s:
+    with MisbehavingServer(once(body), content_type="text/event-stream") as s:
         config = ProviderConfig(model="m", base_url=s.base_url, max_response_bytes=len(body))
         with Provider(config) as provider:
             completion = provider.complete([USER], [])
@@ -184,15 +131,13 @@ def test_an_answer_just_under_the_limits_is_read_whole() -> None:
 
 def test_a_stream_event_nested_past_the_decoder_is_a_protocol_error_not_a_crash() -> None:
     deep = b"data: " + b"[" * 100_000 + b"\n\n"
-    with MisbehavingServer(lambda: iter([(deep, 0.0)]), content_type="text/event-stream") as s:
+    with MisbehavingServer(once(deep), content_type="text/event-stream") as s:
         error, _ = ask(s)
     assert error.kind == "protocol" and "nested too deeply" in error.message
-    with MisbehavingServer(lambda: iter([(deep[6:], 0.0)]), content_type="application/json") as s:
+    with MisbehavingServer(once(deep[6:]), content_type="application/json") as s:
         error, _ = ask(s, stream=False)
     assert error.kind == "protocol"
     body = json.dumps({"error": {"message": "x"}}).encode()[:-1] + b"," + b'"d":' + b"[" * 100_000
-    with MisbehavingServer(
-        lambda: iter([(body, 0.0)]), status=400, content_type="application/json"
-    ) as s:
+    with MisbehavingServer(once(body), status=400, content_type="application/json") as s:
         error, _ = ask(s)
     assert error.kind == "http" and error.status == 400
