@@ -18,13 +18,14 @@ from tiny_agent_nb.provider import (
     UsageReport,
 )
 from tiny_agent_nb.provider._normalize import (
-    INVALID_ARGUMENTS_LIMIT,
+    MAX_TOOL_CALLS,
     CompletionAssembler,
     completion_from_response,
     parse_arguments,
     server_message,
     usage_from_wire,
 )
+from tiny_agent_nb.provider._text import INVALID_ARGUMENTS_LIMIT
 from tiny_agent_nb.session import MAX_JSON_DEPTH, canonical_json
 
 from openai_server import OpenAIServer, raw_reply
@@ -512,3 +513,19 @@ def test_a_non_streamed_answer_with_lone_surrogates_is_valid_utf8(server: OpenAI
         completion = provider.complete([b'{"role":"user","content":"hi"}'], [])
     canonical_json(completion.message.model_dump()).encode("utf-8")
     assert completion.message.toolCalls[0].id == "call_\ufffd"
+
+
+def test_an_answer_with_more_tool_calls_than_max_tool_calls_is_refused_whole() -> None:
+    def calls(n: int) -> dict[str, Any]:
+        wire = [
+            {"index": i, "id": f"c{i}", "function": {"name": "read_file", "arguments": "{}"}}
+            for i in range(n)
+        ]
+        return chunk({"tool_calls": wire}, "tool_calls")
+
+    completion, _ = assemble(calls(MAX_TOOL_CALLS))
+    assert len(completion.message.toolCalls) == MAX_TOOL_CALLS
+    with pytest.raises(ProviderError) as info:
+        assemble(calls(100_000))
+    assert (info.value.kind, info.value.retryable) == ("protocol", False)
+    assert f"more than {MAX_TOOL_CALLS} tool calls" in info.value.message

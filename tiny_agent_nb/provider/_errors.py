@@ -20,8 +20,9 @@ from collections.abc import Mapping
 
 import httpx
 
-from ._normalize import server_message, truncate
+from ._normalize import server_message
 from ._retry import parse_retry_after
+from ._text import truncate
 from ._types import ProviderConfig, ProviderError
 
 # as the OpenAI SDK retries: timeouts, conflicts, rate limits, every 5xx (529: overloaded)

@@ -12,11 +12,9 @@ liberal in what it accepts:
   list in the final usage chunk, `finish_reason` in a chunk of its own;
 - usage without any numbers, or no usage at all, is `None` (unknown), never zero.
 
-Arguments that are not a JSON object, or nest deeper than the session file allows
-(`MAX_JSON_DEPTH`), never raise: the call keeps `arguments={}` and
-`invalidArguments=<what was sent>` (cut to `INVALID_ARGUMENTS_LIMIT` characters) so the loop
-can answer the model with an error. Every text the model chose is made valid UTF-8 (a lone
-surrogate escape becomes U+FFFD), so the assistant entry can always be written.
+Arguments that are not a usable JSON object never raise (see `_text.parse_arguments`),
+and every text the model chose is made valid UTF-8, so the assistant entry can always be
+written.
 An `error` object inside a 200 response (OpenRouter reports upstream failures that way,
 even mid-stream) raises `ProviderError`.
 """
@@ -25,13 +23,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..session import MAX_JSON_DEPTH, AssistantMessage, ToolCall, json_depth
+from ..session import AssistantMessage, ToolCall
+from ._text import clean_text, encoded, parse_arguments, truncate
 from ._types import (
     Completion,
     ProviderError,
@@ -42,90 +40,10 @@ from ._types import (
     UsageReport,
 )
 
-MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
-# Characters of unusable arguments kept in the session file: enough to see what went
-# wrong, while a model's broken 10 MB write_file call does not land in every later read.
-INVALID_ARGUMENTS_LIMIT = 16 * 1024
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def clean_text(text: str) -> str:
-    """Join surrogate pairs that were escaped separately (`"\\ud83d"` in one chunk,
-    `"\\ude00"` in the next) and replace lone halves, so the text can be written as UTF-8.
-    """
-    if not _SURROGATE.search(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# ---------------------------------------------------------------- arguments
-
-
-class _NotJson(ValueError):
-    pass
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NotJson(name)  # NaN / Infinity: valid Python, not JSON, not canonical
-
-
-def _clean_value(value: Any) -> Any:
-    """`value` with every string made valid UTF-8; only called on values no deeper than
-    MAX_JSON_DEPTH, so the recursion is bounded."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(k): _clean_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean_value(v) for v in value]
-    return value
-
-
-def _encoded(value: object) -> str:
-    """JSON text of a value a server sent already decoded; `repr` where JSON cannot say it
-    (nested past the encoder's recursion limit)."""
-    try:
-        return json.dumps(value)
-    except (ValueError, TypeError, RecursionError):
-        return truncate(repr(value)[:INVALID_ARGUMENTS_LIMIT], INVALID_ARGUMENTS_LIMIT)
-
-
-def _kept(text: str) -> str:
-    """Unusable arguments as kept in `invalidArguments`: cut, saying how much there was."""
-    if len(text) <= INVALID_ARGUMENTS_LIMIT:
-        return text
-    return text[:INVALID_ARGUMENTS_LIMIT] + f"… [cut: {len(text)} characters in all]"
-
-
-def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
-    """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept."""
-    if isinstance(raw, Mapping):  # a server that sends the object itself
-        if json_depth(raw) > MAX_JSON_DEPTH:
-            return {}, _kept(clean_text(_encoded(raw)))
-        return _clean_value(dict(raw)), None
-    if raw is None:
-        return {}, None
-    if not isinstance(raw, str):
-        raw = _encoded(raw)
-    text = clean_text(raw)
-    if not text.strip():
-        return {}, None
-    try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return {}, _kept(text)
-    # Deeper than the session file may hold: the store would refuse the entry, so the
-    # model is told instead (and its answer can still be committed).
-    if not isinstance(value, dict) or json_depth(value) > MAX_JSON_DEPTH:
-        return {}, _kept(text)
-    return _clean_value(value), None
-
+# Tool calls one answer may hold. Within max_response_bytes a 45-byte call delta could
+# make a million, each a builder in memory and an entry in the file; parallel calls of a
+# real model number a few dozen.
+MAX_TOOL_CALLS = 256
 
 # ---------------------------------------------------------------- usage and errors
 
@@ -208,7 +126,7 @@ def server_message(body: object) -> str | None:
         message = body.get("message")
     if not isinstance(message, str):
         detail = body.get("detail")
-        message = detail if isinstance(detail, str) else (_encoded(detail) if detail else None)
+        message = detail if isinstance(detail, str) else (encoded(detail) if detail else None)
     if not isinstance(message, str) or not message.strip():
         return None
     raw = _get(error, "metadata", "raw")
@@ -299,7 +217,7 @@ class _CallBuilder:
         if piece is None:
             return
         if not isinstance(piece, str):  # a whole object at once
-            self.pieces[:] = [_encoded(piece)]
+            self.pieces[:] = [encoded(piece)]
             return
         # Cheap tests first: parsing the text so far for every piece would make a long
         # streamed argument (a whole file for write_file) quadratic.
@@ -419,6 +337,13 @@ class CompletionAssembler:
         return last
 
     def _new_builder(self) -> _CallBuilder:
+        if len(self._calls) >= MAX_TOOL_CALLS:
+            raise ProviderError(
+                f"The answer held more than {MAX_TOOL_CALLS} tool calls (a model stuck in a "
+                "loop?), so it was dropped and none of them ran. Ask for fewer steps at a time.",
+                kind="protocol",
+                retryable=False,
+            )
         builder = _CallBuilder(position=len(self._calls))
         self._calls.append(builder)
         return builder
