@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from typing import Any
 
 import pytest
 from misbehaving_server import MisbehavingServer, Script, forever, once
 
+from tiny_agent_nb.notebook._config import TinyAgent
+from tiny_agent_nb.notebook._runtime import NotebookAgent
 from tiny_agent_nb.provider import (
     ATTEMPT_TIMEOUT,
     MAX_RESPONSE_BYTES,
@@ -141,3 +144,17 @@ def test_a_stream_event_nested_past_the_decoder_is_a_protocol_error_not_a_crash(
     with MisbehavingServer(once(body), status=400, content_type="application/json") as s:
         error, _ = ask(s)
     assert error.kind == "http" and error.status == 400
+
+
+def test_the_limits_are_tinyagent_traits_that_reach_the_provider() -> None:
+    configured = NotebookAgent(TinyAgent(attempt_timeout=5.5, max_response_bytes=1000), {})
+    config = configured.provider_config()
+    assert (config.attempt_timeout, config.max_response_bytes) == (5.5, 1000)
+    default = NotebookAgent(TinyAgent(), {}).provider_config()
+    assert (default.attempt_timeout, default.max_response_bytes) == (
+        ATTEMPT_TIMEOUT,
+        MAX_RESPONSE_BYTES,
+    )
+    for bad in ({"attempt_timeout": 0}, {"attempt_timeout": math.nan}, {"max_response_bytes": -1}):
+        with pytest.raises(ValueError, match="must be positive"):
+            TinyAgent(**bad)
