@@ -206,6 +206,7 @@ def test_tinyagent_shows_the_base_url_redacted_and_sends_it_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TINY_AGENT_BASE_URL", url(9))
+    assert TinyAgent().endpoint() == url(9)  # asked before base_url was ever read
     config = TinyAgent()
     assert config.base_url == "http://****@127.0.0.1:9/v1/?key=****&api-version=2"
     assert config.endpoint() == url(9)

@@ -170,7 +170,8 @@ class TinyAgent(Configurable):
 
     def endpoint(self) -> str:
         """The base URL requests go to, credentials included: for the provider only."""
-        return self._endpoint.reveal() if self._endpoint is not None else self.base_url
+        shown = self.base_url  # first: computing the default is what keeps its credentials
+        return self._endpoint.reveal() if self._endpoint is not None else shown
 
     @default("api_key")
     def _default_api_key(self) -> Secret | None:
