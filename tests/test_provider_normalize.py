@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from tiny_agent_nb.provider import (
+    Provider,
+    ProviderConfig,
     ProviderError,
     ReasoningDelta,
     TextDelta,
@@ -15,12 +18,17 @@ from tiny_agent_nb.provider import (
     UsageReport,
 )
 from tiny_agent_nb.provider._normalize import (
+    MAX_TOOL_CALLS,
     CompletionAssembler,
     completion_from_response,
     parse_arguments,
     server_message,
     usage_from_wire,
 )
+from tiny_agent_nb.provider._text import INVALID_ARGUMENTS_LIMIT
+from tiny_agent_nb.session import MAX_JSON_DEPTH, canonical_json
+
+from openai_server import OpenAIServer, raw_reply
 
 
 def chunk(
@@ -60,9 +68,42 @@ def test_parse_arguments(raw: object, expected: tuple[dict[str, Any], str | None
 
 def test_absurdly_nested_arguments_are_invalid_not_a_crash() -> None:
     raw = "[" * 200_000
-    assert parse_arguments(raw) == ({}, raw)
+    assert parse_arguments(raw) == ({}, kept(raw))
     deep = '{"a":' * 100_000 + "1" + "}" * 100_000
-    assert parse_arguments(deep) == ({}, deep)
+    assert parse_arguments(deep) == ({}, kept(deep))
+
+
+def kept(raw: str) -> str:
+    return raw[:INVALID_ARGUMENTS_LIMIT] + f"… [cut: {len(raw)} characters in all]"
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 200, 300])
+def test_arguments_nested_deeper_than_the_session_allows_are_invalid(depth: int) -> None:
+    raw = json.dumps(nested(depth))
+    assert parse_arguments(raw) == ({}, raw)  # the model is told; the entry still commits
+    arguments, invalid = parse_arguments(nested(depth))  # a server that sends the object
+    assert (arguments, invalid) == ({}, raw)
+
+
+def test_arguments_exactly_as_deep_as_the_session_allows_are_kept() -> None:
+    value = nested(MAX_JSON_DEPTH)
+    assert parse_arguments(json.dumps(value)) == (value, None)
+    assert parse_arguments(value) == (value, None)
+
+
+def test_unusable_arguments_are_cut_to_a_bounded_size() -> None:
+    raw = '{"content": "' + "x" * 5_000_000  # a huge write_file call, never closed
+    arguments, invalid = parse_arguments(raw)
+    assert arguments == {}
+    assert invalid == kept(raw)
+    assert len(invalid) < INVALID_ARGUMENTS_LIMIT + 100
 
 
 def test_split_surrogate_escapes_are_joined_in_arguments() -> None:
@@ -402,3 +443,89 @@ def test_a_non_streamed_response() -> None:
 )
 def test_server_message_shapes(body: object, expected: str | None) -> None:
     assert server_message(body) == expected
+
+
+# ---------------------------------------------------------------- text the store can write
+
+LONE = "\\ud800"  # a JSON escape of half a surrogate pair: valid JSON, not valid UTF-8
+
+
+def lone_surrogate_chunk() -> str:
+    """A stream chunk with a lone surrogate escape in every text the model chooses."""
+    call = (
+        f'{{"index":0,"id":"call_{LONE}","type":"function","function":'
+        f'{{"name":"read{LONE}","arguments":"{{\\"p{LONE}\\":\\"x{LONE}\\"}}"}}}}'
+    )
+    delta = (
+        f'{{"content":"hi{LONE}","reasoning":"think{LONE}","refusal":"no{LONE}",'
+        f'"tool_calls":[{call}]}}'
+    )
+    return (
+        f'{{"id":"gen{LONE}","model":"m{LONE}","choices":[{{"index":0,"delta":{delta},'
+        f'"finish_reason":"tool_calls{LONE}"}}]}}'
+    )
+
+
+def strings_in(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*strings_in(k), *strings_in(v))]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in strings_in(v)]
+    return []
+
+
+def test_lone_surrogates_anywhere_in_a_streamed_answer_become_replacement_characters(
+    server: OpenAIServer,
+) -> None:
+    server.enqueue(raw_reply(f"data: {lone_surrogate_chunk()}\n\ndata: [DONE]\n\n"))
+    events: list[Any] = []
+    config = ProviderConfig(model="m", base_url=server.base_url)
+    with Provider(config) as provider:
+        completion = provider.complete(
+            [b'{"role":"user","content":"hi"}'], [], on_event=events.append
+        )
+    message = completion.message.model_dump()
+    texts = [
+        *strings_in(message),
+        completion.model,
+        completion.response_id,
+        *strings_in([vars(e) for e in events]),
+    ]
+    for text in texts:
+        assert isinstance(text, str)
+        text.encode("utf-8")  # what the store does with it: must not raise
+    assert message["content"] == "hi\ufffd"
+    assert message["reasoning"] == "think\ufffd" and message["refusal"] == "no\ufffd"
+    assert message["finishReason"] == "tool_calls\ufffd"
+    (call,) = message["toolCalls"]
+    assert (call["id"], call["name"]) == ("call_\ufffd", "read\ufffd")
+    assert call["arguments"] == {"p\ufffd": "x\ufffd"}
+    canonical_json(message).encode("utf-8")
+
+
+def test_a_non_streamed_answer_with_lone_surrogates_is_valid_utf8(server: OpenAIServer) -> None:
+    body = lone_surrogate_chunk().replace('"delta":', '"message":')
+    server.enqueue(raw_reply(body, content_type="application/json"))
+    config = ProviderConfig(model="m", base_url=server.base_url, stream=False)
+    with Provider(config) as provider:
+        completion = provider.complete([b'{"role":"user","content":"hi"}'], [])
+    canonical_json(completion.message.model_dump()).encode("utf-8")
+    assert completion.message.toolCalls[0].id == "call_\ufffd"
+
+
+def test_an_answer_with_more_tool_calls_than_max_tool_calls_is_refused_whole() -> None:
+    def calls(n: int) -> dict[str, Any]:
+        wire = [
+            {"index": i, "id": f"c{i}", "function": {"name": "read_file", "arguments": "{}"}}
+            for i in range(n)
+        ]
+        return chunk({"tool_calls": wire}, "tool_calls")
+
+    completion, _ = assemble(calls(MAX_TOOL_CALLS))
+    assert len(completion.message.toolCalls) == MAX_TOOL_CALLS
+    with pytest.raises(ProviderError) as info:
+        assemble(calls(100_000))
+    assert (info.value.kind, info.value.retryable) == ("protocol", False)
+    assert f"more than {MAX_TOOL_CALLS} tool calls" in info.value.message

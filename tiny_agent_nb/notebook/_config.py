@@ -10,11 +10,29 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from traitlets import Bool, Enum, Instance, Int, List, TraitType, Unicode, default, validate
+from traitlets import (
+    Bool,
+    Enum,
+    Float,
+    Instance,
+    Int,
+    List,
+    TraitType,
+    Unicode,
+    default,
+    validate,
+)
 from traitlets.config import Configurable
 
-from ..provider import DEMO_PROVIDER, OPENROUTER_BASE_URL
+from ..provider import (
+    ATTEMPT_TIMEOUT,
+    DEMO_PROVIDER,
+    MAX_RESPONSE_BYTES,
+    OPENROUTER_BASE_URL,
+    redact_url,
+)
 from ..tools import builtin_registry
 
 DEFAULT_MODEL = "deepseek/deepseek-v4-flash-0731"
@@ -66,7 +84,8 @@ class TinyAgent(Configurable):
     base_url = Unicode(
         help="OpenAI-compatible endpoint (env TINY_AGENT_BASE_URL); OpenRouter by default. "
         "Local: http://127.0.0.1:8080/v1 (llama.cpp), http://127.0.0.1:11434/v1 (Ollama), "
-        "http://127.0.0.1:8000/v1 (vLLM)."
+        "http://127.0.0.1:8000/v1 (vLLM). Credentials in it (user:password@, ?key=...) are "
+        "sent but shown as ****."
     ).tag(config=True)
     api_key = SecretTrait(
         help="API key (env TINY_AGENT_API_KEY, else OPENROUTER_API_KEY). A local server needs none."
@@ -111,6 +130,16 @@ class TinyAgent(Configurable):
     request_timeout = Int(120, help="Seconds to wait for the next byte of a model response.").tag(
         config=True
     )
+    attempt_timeout = Float(
+        ATTEMPT_TIMEOUT,
+        help="Seconds one model request may take, first byte sent to last byte read, before "
+        "it is cut off and retried (a server that trickles or only sends keep-alives).",
+    ).tag(config=True)
+    max_response_bytes = Int(
+        MAX_RESPONSE_BYTES,
+        help="Bytes one model answer may take before it is cut off and the run fails (an "
+        "answer that never ends); 64 MiB holds a 64k-token streamed answer twice over.",
+    ).tag(config=True)
     extra = Instance(dict, args=(), help="Extra sampling parameters (temperature, top_p...).").tag(
         config=True
     )
@@ -119,9 +148,30 @@ class TinyAgent(Configurable):
     def _default_model(self) -> str:
         return os.environ.get("TINY_AGENT_MODEL") or DEFAULT_MODEL
 
+    # The base URL with its credentials, when it has any; `base_url` holds its redacted
+    # form, so `%config TinyAgent`, reprs and tracebacks never show them.
+    _endpoint: Secret | None = None
+
     @default("base_url")
     def _default_base_url(self) -> str:
-        return os.environ.get("TINY_AGENT_BASE_URL") or OPENROUTER_BASE_URL
+        return self._keep_credentials(os.environ.get("TINY_AGENT_BASE_URL") or OPENROUTER_BASE_URL)
+
+    @validate("base_url")
+    def _hide_credentials(self, proposal: Any) -> str:
+        return self._keep_credentials(str(proposal["value"]))
+
+    def _keep_credentials(self, url: str) -> str:
+        shown = redact_url(url)
+        if shown != url:
+            self._endpoint = Secret(url)
+        elif self._endpoint is None or redact_url(self._endpoint.reveal()) != url:
+            self._endpoint = None  # a new URL without credentials (not the shown one set back)
+        return shown
+
+    def endpoint(self) -> str:
+        """The base URL requests go to, credentials included: for the provider only."""
+        shown = self.base_url  # first: computing the default is what keeps its credentials
+        return self._endpoint.reveal() if self._endpoint is not None else shown
 
     @default("api_key")
     def _default_api_key(self) -> Secret | None:
@@ -144,7 +194,7 @@ class TinyAgent(Configurable):
             return self.provider
         if self.demo_mode():
             return DEMO_PROVIDER
-        return "openrouter" if "openrouter.ai" in self.base_url else "openai-compatible"
+        return "openrouter" if is_openrouter(self.base_url) else "openai-compatible"
 
     @default("tools")
     def _default_tools(self) -> list[str]:
@@ -161,9 +211,26 @@ class TinyAgent(Configurable):
             raise ValueError("max_steps must be at least 1")
         return value
 
+    @validate("attempt_timeout", "max_response_bytes")
+    def _positive_limit(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if not value > 0:  # also refuses NaN
+            raise ValueError(f"TinyAgent.{proposal['trait'].name} must be positive, not {value!r}")
+        return value
+
     def api_key_source(self) -> str:
         """Where the key was (or would be) found, for error messages: never the key."""
         for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"):
             if os.environ.get(name, "").strip():
                 return name
         return "TINY_AGENT_API_KEY or OPENROUTER_API_KEY (or %config TinyAgent.api_key)"
+
+
+def is_openrouter(base_url: str) -> bool:
+    """Whether the endpoint's host is OpenRouter's (not merely a URL mentioning it, as
+    `http://openrouter.ai@elsewhere/` or `?next=openrouter.ai` do)."""
+    try:
+        host = urlsplit(base_url).hostname or ""
+    except ValueError:  # e.g. an unclosed "[" of an IPv6 address: not OpenRouter's
+        return False
+    return host == "openrouter.ai" or host.endswith(".openrouter.ai")

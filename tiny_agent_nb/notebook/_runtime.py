@@ -42,7 +42,7 @@ from ..session import (
     SessionStore,
 )
 from ..tools import ToolContext, builtin_registry
-from ._config import TinyAgent
+from ._config import TinyAgent, is_openrouter
 from ._paths import SessionLocation, next_archive_path, not_a_file
 from ._report import OpenReport
 
@@ -365,12 +365,14 @@ class NotebookAgent:
         key = c.api_key.reveal() if c.api_key is not None else None
         return ProviderConfig(
             model=model or c.model,
-            base_url=c.base_url,
+            base_url=c.endpoint(),
             provider=c.provider_label(),
             api_key=key,
             api_key_source=c.api_key_source(),
             stream=c.stream,
             read_timeout=float(c.request_timeout),
+            attempt_timeout=c.attempt_timeout,
+            max_response_bytes=c.max_response_bytes,
             temperature=c.extra.get("temperature"),
             top_p=c.extra.get("top_p"),
             max_tokens=c.extra.get("max_tokens"),
@@ -380,7 +382,7 @@ class NotebookAgent:
         """Refuse early (nothing committed) when a run cannot possibly succeed."""
         if self.config.demo_mode():
             return
-        if "openrouter.ai" in self.config.base_url and self.config.api_key is None:
+        if is_openrouter(self.config.base_url) and self.config.api_key is None:
             raise NotebookError(
                 "tiny-agent-nb: no API key for OpenRouter. Set OPENROUTER_API_KEY (or "
                 "TINY_AGENT_API_KEY) and restart the kernel, or `%config TinyAgent.api_key = "

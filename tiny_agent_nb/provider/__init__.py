@@ -11,6 +11,8 @@ from ._client import Provider
 from ._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROVIDER, DemoProvider
 from ._retry import backoff_delay
 from ._types import (
+    ATTEMPT_TIMEOUT,
+    MAX_RESPONSE_BYTES,
     OPENROUTER_BASE_URL,
     Completion,
     ProviderConfig,
@@ -22,11 +24,14 @@ from ._types import (
     ToolSchema,
     UsageReport,
 )
+from ._urls import redact_url
 
 __all__ = [
+    "ATTEMPT_TIMEOUT",
     "DEMO_LABEL",
     "DEMO_MODEL",
     "DEMO_PROVIDER",
+    "MAX_RESPONSE_BYTES",
     "OPENROUTER_BASE_URL",
     "Completion",
     "DemoProvider",
@@ -40,4 +45,5 @@ __all__ = [
     "ToolSchema",
     "UsageReport",
     "backoff_delay",
+    "redact_url",
 ]

@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -21,10 +22,18 @@ from typing import Any
 import httpx
 
 from .. import __version__
-from ._errors import ended_early, not_an_answer, status_error, transport_error
+from ._errors import (
+    attempt_timed_out,
+    ended_early,
+    not_an_answer,
+    status_error,
+    too_large,
+    transport_error,
+)
 from ._normalize import CompletionAssembler, completion_from_response, events_of
 from ._sse import SSEDecoder, SSEEvent
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, ToolSchema
+from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +41,7 @@ ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error response read for its message
 _HEADER_SAFE = re.compile(r"^[\x20-\x7e]*$")  # what h11 sends without quoting the value
 
 EventSink = Callable[[StreamEvent], None]
+Clock = Callable[[], float]  # seconds, monotonic
 
 
 def _ignore(event: StreamEvent) -> None:
@@ -81,12 +91,17 @@ def request_body(
 
 class Provider:
     """An OpenAI-compatible chat-completions endpoint (OpenRouter, vLLM, llama.cpp,
-    Ollama, ...). Tests inject an `httpx` transport instead of patching."""
+    Ollama, ...). Tests inject an `httpx` transport and a clock instead of patching."""
 
     def __init__(
-        self, config: ProviderConfig, *, transport: httpx.BaseTransport | None = None
+        self,
+        config: ProviderConfig,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         self._config = config
+        self._clock = clock
         headers = {str(k).lower(): str(v) for k, v in config.extra_headers.items()}
         key = (config.api_key or "").strip() or None  # an empty variable means "no key"
         if key is not None:
@@ -103,13 +118,23 @@ class Provider:
         self._headers = headers
         # Secrets scrubbed from every message we raise (a server may echo them back).
         others = (v for k, v in headers.items() if k != "authorization" and len(v) >= 8)
-        self._secrets = tuple(s for s in (key, config.api_key, *others) if s)
-        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        in_url = list(url_secrets(config.base_url))
+        try:
+            target, basic = request_target(config.base_url)
+        except httpx.InvalidURL:
+            target, basic = None, None  # reported by `complete`, where it can be recorded
+        if basic is not None:  # base64 of "user:password" is the password in disguise
+            in_url.append(basic.removeprefix("Basic "))
+        self._secrets = tuple(s for s in (key, config.api_key, *others, *in_url) if s)
+        if in_url:
+            redact_httpx_logs()
+        self._shown_url = redact_url(str(target)) if target else config.redacted_base_url
         self._client = httpx.Client(
             transport=transport,
+            # A silent server is cut at the attempt's end too, not only read_timeout later.
             timeout=httpx.Timeout(
                 connect=config.connect_timeout,
-                read=config.read_timeout,
+                read=min(config.read_timeout, config.attempt_timeout),
                 write=config.read_timeout,
                 pool=config.connect_timeout,
             ),
@@ -122,7 +147,8 @@ class Provider:
         return self._config
 
     def __repr__(self) -> str:
-        return f"Provider(model={self._config.model!r}, base_url={self._config.base_url!r})"
+        config = self._config
+        return f"Provider(model={config.model!r}, base_url={config.redacted_base_url!r})"
 
     def __enter__(self) -> Provider:
         return self
@@ -151,7 +177,7 @@ class Provider:
         size = sum(len(part) for part in body)
         log.debug(
             "POST %s: %d message runs, %d tools, %d bytes, stream=%s",
-            self._url,
+            self._shown_url,
             len(messages),
             len(tools),
             size,
@@ -169,11 +195,20 @@ class Provider:
     # ------------------------------------------------------------------ internals
 
     def _scrub(self, exc: ProviderError) -> None:
-        text = exc.message
+        exc.message = self._scrubbed(exc.message)
+        exc.args = (exc.message,)
+        # The httpx error it was raised from is printed in its traceback, and carries the
+        # URL (query credentials included) or a server's words.
+        cause, seen = exc.__cause__ or exc.__context__, set()
+        while cause is not None and id(cause) not in seen:
+            seen.add(id(cause))
+            cause.args = tuple(self._scrubbed(a) if isinstance(a, str) else a for a in cause.args)
+            cause = cause.__cause__ or cause.__context__
+
+    def _scrubbed(self, text: str) -> str:
         for secret in self._secrets:
             text = _redact(text, secret)
-        exc.message = text
-        exc.args = (text,)
+        return text
 
     def _post(self, body: list[bytes], size: int, on_event: EventSink) -> Completion:
         # An explicit Content-Length makes httpx send the pieces as one plain body (not
@@ -184,26 +219,48 @@ class Provider:
             "content-length": str(size),
             **self._headers,
         }
+        deadline = self._clock() + self._config.attempt_timeout
         try:
-            with self._client.stream(
-                "POST", self._url, content=iter(body), headers=headers
-            ) as response:
+            url, basic = request_target(self._config.base_url)
+            if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
+                headers["authorization"] = basic
+            with self._client.stream("POST", url, content=iter(body), headers=headers) as response:
+                chunks = self._metered(response.iter_bytes(), deadline)
                 if not response.is_success:
-                    raw = _read_limited(response.iter_bytes(), ERROR_BODY_LIMIT)
+                    raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
-                return self._read_answer(response, on_event)
+                return self._read_answer(response, chunks, on_event)
         except httpx.InvalidURL as exc:
             raise ProviderError(
-                f"The base URL {self._config.base_url!r} is not a valid URL.",
+                f"The base URL {self._config.redacted_base_url!r} is not a valid URL "
+                f"({self._scrubbed(str(exc))}); set the base URL to the API root, "
+                "e.g. https://openrouter.ai/api/v1.",
                 kind="network",
                 retryable=False,
-            ) from exc
+            ) from None  # its message may quote the URL, credentials and all
         except httpx.HTTPError as exc:
+            if isinstance(exc, httpx.ReadTimeout) and self._clock() >= deadline:
+                raise attempt_timed_out(self._config) from exc
             raise transport_error(self._config, exc) from exc
 
-    def _read_answer(self, response: httpx.Response, on_event: EventSink) -> Completion:
+    def _metered(self, chunks: Iterator[bytes], deadline: float) -> Iterator[bytes]:
+        """`chunks`, cut off once the answer passes `max_response_bytes` or `deadline`.
+
+        Checked as bytes arrive: a server that sends nothing at all is `read_timeout`'s.
+        """
+        limit, total = self._config.max_response_bytes, 0
+        for chunk in chunks:
+            total += len(chunk)
+            if total > limit:
+                raise too_large(self._config)
+            if self._clock() > deadline:
+                raise attempt_timed_out(self._config)
+            yield chunk
+
+    def _read_answer(
+        self, response: httpx.Response, chunks: Iterator[bytes], on_event: EventSink
+    ) -> Completion:
         content_type = response.headers.get("content-type", "").lower()
-        chunks = response.iter_bytes()
         if "event-stream" in content_type:
             return self._read_stream(chunks, on_event)
         if "json" in content_type:
@@ -221,7 +278,7 @@ class Provider:
     def _read_json(self, raw: bytes, on_event: EventSink, content_type: str) -> Completion:
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the decoder goes
             html = "html" in content_type or raw.lstrip()[:1] == b"<"
             what = "an HTML page" if html else "a body that is not valid JSON"
             raise not_an_answer(self._config, what, retryable=not html) from None
@@ -258,6 +315,10 @@ class Provider:
             return [None]
         try:
             values: list[object] = [json.loads(data)]
+        except RecursionError:
+            raise not_an_answer(
+                self._config, "a stream event nested too deeply", retryable=True
+            ) from None
         except ValueError:
             values = []
             for line in (line.strip() for line in data.splitlines()):
@@ -266,7 +327,7 @@ class Provider:
                 elif line:
                     try:
                         values.append(json.loads(line))
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         raise not_an_answer(
                             self._config, "a stream event that is not JSON", retryable=True
                         ) from None

@@ -2,12 +2,15 @@
 
     ProviderError(kind=...)
       http      the server answered with an error status, or an `error` object in a 200
-      timeout   no connection / no byte within the configured timeout   (retryable)
+      timeout   no connection / no byte within the configured timeout, or an answer
+                still arriving after attempt_timeout                    (retryable)
       network   connection refused, reset, or closed mid-answer         (retryable)
-      protocol  an answer that is not a chat completion (HTML, broken JSON, no choice)
+      protocol  an answer that is not a chat completion (HTML, broken JSON, no choice),
+                or one larger than max_response_bytes
 
 Every message says what happened and what to do next. None of them may contain the API
-key: the client scrubs each message once more before raising (a server may echo it).
+key or the credentials of the base URL: they quote `redacted_base_url`, and the client
+scrubs each message once more before raising (a server may echo a secret).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from collections.abc import Mapping
 
 import httpx
 
-from ._normalize import server_message, truncate
+from ._normalize import server_message
 from ._retry import parse_retry_after
+from ._text import truncate
 from ._types import ProviderConfig, ProviderError
 
 # as the OpenAI SDK retries: timeouts, conflicts, rate limits, every 5xx (529: overloaded)
@@ -36,7 +40,7 @@ def retry_after_of(headers: Mapping[str, str], *, now: float | None = None) -> f
 def _quoted(body: bytes, content_type: str) -> str:
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deeper than the decoder goes: not JSON
         parsed = None
     message = server_message(parsed)
     if message:
@@ -58,7 +62,7 @@ def status_error(
     now: float | None = None,
 ) -> ProviderError:
     said = _quoted(body, headers.get("content-type", ""))
-    where = config.base_url.rstrip("/")
+    where = config.redacted_base_url
     retry_after = retry_after_of(headers, now=now)
 
     def fail(message: str, *, retryable: bool = False) -> ProviderError:
@@ -112,7 +116,7 @@ def status_error(
 
 
 def transport_error(config: ProviderConfig, exc: httpx.HTTPError) -> ProviderError:
-    where = config.base_url.rstrip("/")
+    where = config.redacted_base_url
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
         return ProviderError(
             f"Could not connect to {where} within {config.connect_timeout:g}s; the request "
@@ -164,7 +168,7 @@ def transport_error(config: ProviderConfig, exc: httpx.HTTPError) -> ProviderErr
 
 def ended_early(config: ProviderConfig) -> ProviderError:
     return ProviderError(
-        f"The stream from {config.base_url.rstrip('/')} ended before the answer was "
+        f"The stream from {config.redacted_base_url} ended before the answer was "
         "complete (no finish_reason, no [DONE]); the request can be retried.",
         kind="network",
         retryable=True,
@@ -178,7 +182,37 @@ def not_an_answer(config: ProviderConfig, what: str, *, retryable: bool) -> Prov
         else "check that the base URL is the API root of an OpenAI-compatible server"
     )
     return ProviderError(
-        f"{config.base_url.rstrip('/')} did not answer with a chat completion ({what}); {hint}.",
+        f"{config.redacted_base_url} did not answer with a chat completion ({what}); {hint}.",
         kind="protocol",
         retryable=retryable,
     )
+
+
+def too_large(config: ProviderConfig) -> ProviderError:
+    # Not retried: the same question most likely gets the same endless answer again.
+    return ProviderError(
+        f"{config.redacted_base_url} sent more than {_size(config.max_response_bytes)} for "
+        "one answer, so it was cut off and none of it was kept (the model may be stuck "
+        "repeating itself). Ask for a shorter answer (max_tokens), or raise "
+        "max_response_bytes if answers this long are expected.",
+        kind="protocol",
+        retryable=False,
+    )
+
+
+def attempt_timed_out(config: ProviderConfig) -> ProviderError:
+    return ProviderError(
+        f"{config.redacted_base_url} was still answering after "
+        f"{config.attempt_timeout:g}s, so the answer was cut off and none of it was kept "
+        "(a server that trickles or only sends keep-alives); the request can be retried. "
+        "Raise attempt_timeout if a slow model needs longer.",
+        kind="timeout",
+        retryable=True,
+    )
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} bytes"

@@ -12,8 +12,9 @@ liberal in what it accepts:
   list in the final usage chunk, `finish_reason` in a chunk of its own;
 - usage without any numbers, or no usage at all, is `None` (unknown), never zero.
 
-Arguments that are not a JSON object never raise: the call keeps `arguments={}` and
-`invalidArguments=<what was sent>` so the loop can answer the model with an error.
+Arguments that are not a usable JSON object never raise (see `_text.parse_arguments`),
+and every text the model chose is made valid UTF-8, so the assistant entry can always be
+written.
 An `error` object inside a 200 response (OpenRouter reports upstream failures that way,
 even mid-stream) raises `ProviderError`.
 """
@@ -22,13 +23,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..session import AssistantMessage, ToolCall
+from ._text import clean_text, encoded, parse_arguments, truncate
 from ._types import (
     Completion,
     ProviderError,
@@ -39,65 +40,10 @@ from ._types import (
     UsageReport,
 )
 
-MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def clean_text(text: str) -> str:
-    """Join surrogate pairs that were escaped separately (`"\\ud83d"` in one chunk,
-    `"\\ude00"` in the next) and replace lone halves, so the text can be written as UTF-8.
-    """
-    if not _SURROGATE.search(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# ---------------------------------------------------------------- arguments
-
-
-class _NotJson(ValueError):
-    pass
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NotJson(name)  # NaN / Infinity: valid Python, not JSON, not canonical
-
-
-def _clean_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(k): _clean_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean_value(v) for v in value]
-    return value
-
-
-def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
-    """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept."""
-    if isinstance(raw, Mapping):  # a server that sends the object itself
-        return _clean_value(dict(raw)), None
-    if raw is None:
-        return {}, None
-    if not isinstance(raw, str):
-        raw = json.dumps(raw)
-    text = clean_text(raw)
-    if not text.strip():
-        return {}, None
-    try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return {}, text
-    if not isinstance(value, dict):
-        return {}, text
-    return _clean_value(value), None
-
+# Tool calls one answer may hold. Within max_response_bytes a 45-byte call delta could
+# make a million, each a builder in memory and an entry in the file; parallel calls of a
+# real model number a few dozen.
+MAX_TOOL_CALLS = 256
 
 # ---------------------------------------------------------------- usage and errors
 
@@ -180,7 +126,7 @@ def server_message(body: object) -> str | None:
         message = body.get("message")
     if not isinstance(message, str):
         detail = body.get("detail")
-        message = detail if isinstance(detail, str) else (json.dumps(detail) if detail else None)
+        message = detail if isinstance(detail, str) else (encoded(detail) if detail else None)
     if not isinstance(message, str) or not message.strip():
         return None
     raw = _get(error, "metadata", "raw")
@@ -238,7 +184,7 @@ def _complete_object(text: str) -> bool:
         return False
     try:
         return isinstance(json.loads(text), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -271,7 +217,7 @@ class _CallBuilder:
         if piece is None:
             return
         if not isinstance(piece, str):  # a whole object at once
-            self.pieces[:] = [json.dumps(piece)]
+            self.pieces[:] = [encoded(piece)]
             return
         # Cheap tests first: parsing the text so far for every piece would make a long
         # streamed argument (a whole file for write_file) quadratic.
@@ -288,7 +234,7 @@ class _CallBuilder:
     def build(self) -> ToolCall:
         arguments, invalid = parse_arguments(self.arguments)
         return ToolCall(
-            id=self.id or _new_call_id(),
+            id=clean_text(self.id) or _new_call_id(),
             name=clean_text(self.name),
             arguments=arguments,
             invalidArguments=invalid,
@@ -320,9 +266,9 @@ class CompletionAssembler:
             raise error_in_body(chunk)
         model, response_id = chunk.get("model"), chunk.get("id")
         if isinstance(model, str) and model:
-            self._model = model
+            self._model = clean_text(model)
         if isinstance(response_id, str) and response_id:
-            self._response_id = response_id
+            self._response_id = clean_text(response_id)
         usage = usage_from_wire(chunk.get("usage"))
         if usage is not None:  # some servers repeat (growing) usage in every chunk
             self._usage = usage
@@ -339,7 +285,7 @@ class CompletionAssembler:
                 self._add_delta(delta, events)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
-                self.finish_reason = reason
+                self.finish_reason = clean_text(reason)
         return events
 
     def _add_delta(self, delta: Mapping[str, Any], events: list[StreamEvent]) -> None:
@@ -391,6 +337,13 @@ class CompletionAssembler:
         return last
 
     def _new_builder(self) -> _CallBuilder:
+        if len(self._calls) >= MAX_TOOL_CALLS:
+            raise ProviderError(
+                f"The answer held more than {MAX_TOOL_CALLS} tool calls (a model stuck in a "
+                "loop?), so it was dropped and none of them ran. Ask for fewer steps at a time.",
+                kind="protocol",
+                retryable=False,
+            )
         builder = _CallBuilder(position=len(self._calls))
         self._calls.append(builder)
         return builder
@@ -412,7 +365,8 @@ class CompletionAssembler:
             builder.announced = True
             if not builder.id:
                 builder.id, builder.id_made_up = _new_call_id(), True
-            events.append(ToolCallStarted(builder.position, builder.id, clean_text(builder.name)))
+            shown_id, shown_name = clean_text(builder.id), clean_text(builder.name)
+            events.append(ToolCallStarted(builder.position, shown_id, shown_name))
 
     def result(self) -> Completion:
         if not self.saw_choice:

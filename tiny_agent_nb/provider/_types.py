@@ -9,21 +9,29 @@ request, i.e. one `stepAttempt`, and returns a `Completion` or raises `ProviderE
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from ..session import AssistantMessage
+from ._urls import redact_url
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+# A long reasoning answer (64k tokens) streams as ~64k SSE events of 200-350 bytes each,
+# about 22 MB: 64 MiB leaves room for twice that and still bounds the kernel's memory.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# 64k tokens at ~40 tokens/s take ~27 minutes; an attempt still going after 30 is a server
+# that trickles or pings without end, and the cell must not hang on it forever.
+ATTEMPT_TIMEOUT = 1800.0
 
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    """Where and how to ask. The API key and extra headers never reach a repr, a digest,
-    a log line or the session file."""
+    """Where and how to ask. The API key, extra headers and credentials in the base URL
+    never reach a repr, a digest, a log line or the session file: everything but the
+    request sees `redacted_base_url`."""
 
     model: str
-    base_url: str = OPENROUTER_BASE_URL
+    base_url: str = field(default=OPENROUTER_BASE_URL, repr=False)
     provider: str = "openrouter"  # label written to the header and to each stepAttempt
     api_key: str | None = field(default=None, repr=False)
     api_key_source: str = "TINY_AGENT_API_KEY"  # named in error messages, never the value
@@ -33,7 +41,20 @@ class ProviderConfig:
     stream: bool = True
     connect_timeout: float = 10.0
     read_timeout: float = 120.0  # between two bytes of the response, not the whole answer
+    # Bounds on one attempt (one request), so an endless or trickling answer cannot hold
+    # the kernel or its memory forever: bytes of the body, seconds from request to last byte.
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+    attempt_timeout: float = ATTEMPT_TIMEOUT
     extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"ProviderConfig({shown}, base_url={self.redacted_base_url!r})"
+
+    @property
+    def redacted_base_url(self) -> str:
+        """The base URL as it may be shown or stored: no trailing slash, credentials masked."""
+        return redact_url(self.base_url.rstrip("/"))
 
     def sampling(self) -> dict[str, Any]:
         params = {
@@ -47,7 +68,7 @@ class ProviderConfig:
         """What `configurationDigest` covers from the provider side: no secrets."""
         return {
             "provider": self.provider,
-            "baseUrl": self.base_url.rstrip("/"),
+            "baseUrl": self.redacted_base_url,
             "model": self.model,
             "sampling": self.sampling(),
         }

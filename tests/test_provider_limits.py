@@ -1,0 +1,160 @@
+"""An answer that never ends cannot hold the kernel or its memory: every attempt is cut at
+`max_response_bytes` or `attempt_timeout`, through a real socket, in bounded time."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from typing import Any
+
+import pytest
+from misbehaving_server import MisbehavingServer, Script, forever, once
+
+from tiny_agent_nb.notebook._config import TinyAgent
+from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.provider import (
+    ATTEMPT_TIMEOUT,
+    MAX_RESPONSE_BYTES,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+)
+
+USER = b'{"role":"user","content":"hi"}'
+EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"la "}}]}\n\n'
+
+
+def ask(server: MisbehavingServer, **config: Any) -> tuple[ProviderError, float]:
+    settings: dict[str, Any] = {"model": "m", "base_url": server.base_url, **config}
+    clock = settings.pop("clock", time.monotonic)
+    started = time.monotonic()
+    with (
+        Provider(ProviderConfig(**settings), clock=clock) as provider,
+        pytest.raises(ProviderError) as info,
+    ):
+        provider.complete([USER], [])
+    return info.value, time.monotonic() - started
+
+
+LIMIT = 256 * 1024
+
+
+@pytest.mark.parametrize(
+    ("script", "content_type", "stream"),
+    [
+        (forever(EVENT), "text/event-stream", True),
+        (
+            lambda: itertools.chain([(b"data: ", 0.0)], forever(b"x" * 4096)()),
+            "text/event-stream",
+            True,
+        ),
+        (
+            lambda: itertools.chain([(b'{"choices":[', 0.0)], forever(b"[" * 4096)()),
+            "application/json",
+            False,
+        ),
+        (lambda: itertools.chain([(b'{"a":"', 0.0)], forever(b"y" * 4096)()), None, False),
+    ],
+    ids=["endless-stream", "stream-without-newlines", "endless-json-body", "untyped-endless-body"],
+)
+def test_an_answer_larger_than_max_response_bytes_is_cut_and_not_retried(
+    script: Script, content_type: str | None, stream: bool
+) -> None:
+    with MisbehavingServer(script, content_type=content_type or "") as server:
+        error, elapsed = ask(server, max_response_bytes=LIMIT, stream=stream)
+        assert server.client_gone.wait(10)  # the connection was closed, not left open
+    assert (error.kind, error.retryable) == ("protocol", False)
+    assert "more than 256 KiB" in error.message and "max_response_bytes" in error.message
+    assert "none of it was kept" in error.message
+    assert server.bytes_sent < 64 * LIMIT  # read no further than needed (plus socket buffers)
+    assert elapsed < 20
+
+
+@pytest.mark.parametrize(
+    ("script", "content_type"),
+    [
+        (forever(b": ping\n\n", 0.02), "text/event-stream"),  # keep-alives, never an answer
+        (lambda: ((bytes([b]), 0.05) for b in itertools.cycle(EVENT)), "text/event-stream"),
+        (lambda: ((b" ", 0.05) for _ in itertools.count()), "application/json"),  # 20 B/s
+    ],
+    ids=["pings-forever", "byte-by-byte-stream", "trickled-json"],
+)
+def test_an_answer_still_arriving_after_attempt_timeout_is_cut_and_retryable(
+    script: Script, content_type: str
+) -> None:
+    with MisbehavingServer(script, content_type=content_type) as server:
+        error, elapsed = ask(server, attempt_timeout=1.0, read_timeout=5.0)
+        assert server.client_gone.wait(10)
+    assert (error.kind, error.retryable) == ("timeout", True)
+    assert "still answering after 1s" in error.message and "attempt_timeout" in error.message
+    assert 1.0 <= elapsed < 10
+
+
+def test_a_trickled_error_body_is_cut_at_attempt_timeout_too() -> None:
+    trickle = lambda: ((b"x", 0.05) for _ in itertools.count())  # noqa: E731
+    with MisbehavingServer(trickle, status=500, content_type="text/plain") as server:
+        error, elapsed = ask(server, attempt_timeout=1.0, read_timeout=5.0)
+    assert error.kind == "timeout" and "still answering" in error.message
+    assert elapsed < 10
+
+
+def test_a_silent_server_is_cut_at_attempt_timeout_when_that_comes_first() -> None:
+    silent = lambda: iter([(b"", 30.0)])  # noqa: E731  headers, then nothing
+    with MisbehavingServer(silent, content_type="text/event-stream") as server:
+        error, elapsed = ask(server, attempt_timeout=0.5, read_timeout=60.0)
+    assert error.kind == "timeout" and "still answering after 0.5s" in error.message
+    assert elapsed < 10
+
+
+def test_the_attempt_clock_is_injectable_and_defaults_to_thirty_minutes() -> None:
+    """The default limit, checked without waiting for it: the clock jumps past it."""
+    assert ATTEMPT_TIMEOUT == 1800 and MAX_RESPONSE_BYTES == 64 * 1024 * 1024
+    ticks = iter([0.0, 60.0, ATTEMPT_TIMEOUT - 1])
+    clock = lambda: next(ticks, ATTEMPT_TIMEOUT + 1)  # noqa: E731
+    with MisbehavingServer(forever(b": ping\n\n", 0.01), content_type="text/event-stream") as s:
+        error, elapsed = ask(s, clock=clock)
+    assert "still answering after 1800s" in error.message
+    assert elapsed < 10
+
+
+def test_an_answer_just_under_the_limits_is_read_whole() -> None:
+    events = [EVENT] * 50 + [
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    body = b"".join(events)
+    with MisbehavingServer(once(body), content_type="text/event-stream") as s:
+        config = ProviderConfig(model="m", base_url=s.base_url, max_response_bytes=len(body))
+        with Provider(config) as provider:
+            completion = provider.complete([USER], [])
+    assert completion.message.content == "la " * 50
+
+
+def test_a_stream_event_nested_past_the_decoder_is_a_protocol_error_not_a_crash() -> None:
+    deep = b"data: " + b"[" * 100_000 + b"\n\n"
+    with MisbehavingServer(once(deep), content_type="text/event-stream") as s:
+        error, _ = ask(s)
+    assert error.kind == "protocol" and "nested too deeply" in error.message
+    with MisbehavingServer(once(deep[6:]), content_type="application/json") as s:
+        error, _ = ask(s, stream=False)
+    assert error.kind == "protocol"
+    body = json.dumps({"error": {"message": "x"}}).encode()[:-1] + b"," + b'"d":' + b"[" * 100_000
+    with MisbehavingServer(once(body), status=400, content_type="application/json") as s:
+        error, _ = ask(s)
+    assert error.kind == "http" and error.status == 400
+
+
+def test_the_limits_are_tinyagent_traits_that_reach_the_provider() -> None:
+    configured = NotebookAgent(TinyAgent(attempt_timeout=5.5, max_response_bytes=1000), {})
+    config = configured.provider_config()
+    assert (config.attempt_timeout, config.max_response_bytes) == (5.5, 1000)
+    default = NotebookAgent(TinyAgent(), {}).provider_config()
+    assert (default.attempt_timeout, default.max_response_bytes) == (
+        ATTEMPT_TIMEOUT,
+        MAX_RESPONSE_BYTES,
+    )
+    for bad in ({"attempt_timeout": 0}, {"attempt_timeout": math.nan}, {"max_response_bytes": -1}):
+        with pytest.raises(ValueError, match="must be positive"):
+            TinyAgent(**bad)

@@ -1,0 +1,101 @@
+"""What the model and the server wrote, made fit to store and to quote.
+
+Model text may hold lone surrogate escapes (`"\\ud800"`: valid JSON, not valid UTF-8);
+`clean_text` makes it writable. Tool-call arguments that are not a JSON object, or nest
+deeper than the session file allows (`MAX_JSON_DEPTH`), never raise: the call keeps
+`arguments={}` and `invalidArguments=<what was sent>` (cut to `INVALID_ARGUMENTS_LIMIT`
+characters) so the loop can answer the model with an error and the entry still commits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..session import MAX_JSON_DEPTH, json_depth
+
+MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
+# Characters of unusable arguments kept in the session file: enough to see what went
+# wrong, while a model's broken 10 MB write_file call does not land in every later read.
+INVALID_ARGUMENTS_LIMIT = 16 * 1024
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Join surrogate pairs that were escaped separately (`"\\ud83d"` in one chunk,
+    `"\\ude00"` in the next) and replace lone halves, so the text can be written as UTF-8.
+    """
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- tool-call arguments
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJson(name)  # NaN / Infinity: valid Python, not JSON, not canonical
+
+
+def _clean_value(value: Any) -> Any:
+    """`value` with every string made valid UTF-8; only called on values no deeper than
+    MAX_JSON_DEPTH, so the recursion is bounded."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k): _clean_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_value(v) for v in value]
+    return value
+
+
+def encoded(value: object) -> str:
+    """JSON text of a value a server sent already decoded; `repr` where JSON cannot say it
+    (nested past the encoder's recursion limit)."""
+    try:
+        return json.dumps(value)
+    except (ValueError, TypeError, RecursionError):
+        return truncate(repr(value)[:INVALID_ARGUMENTS_LIMIT], INVALID_ARGUMENTS_LIMIT)
+
+
+def _kept(text: str) -> str:
+    """Unusable arguments as kept in `invalidArguments`: cut, saying how much there was."""
+    if len(text) <= INVALID_ARGUMENTS_LIMIT:
+        return text
+    return text[:INVALID_ARGUMENTS_LIMIT] + f"… [cut: {len(text)} characters in all]"
+
+
+def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
+    """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept."""
+    if isinstance(raw, Mapping):  # a server that sends the object itself
+        if json_depth(raw) > MAX_JSON_DEPTH:
+            return {}, _kept(clean_text(encoded(raw)))
+        return _clean_value(dict(raw)), None
+    if raw is None:
+        return {}, None
+    if not isinstance(raw, str):
+        raw = encoded(raw)
+    text = clean_text(raw)
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return {}, _kept(text)
+    # Deeper than the session file may hold: the store would refuse the entry, so the
+    # model is told instead (and its answer can still be committed).
+    if not isinstance(value, dict) or json_depth(value) > MAX_JSON_DEPTH:
+        return {}, _kept(text)
+    return _clean_value(value), None
