@@ -306,7 +306,9 @@ class NotebookAgent:
             store,
             provider,
             registry,
-            ToolContext(workspace=self.workspace(), namespace=self.namespace),
+            ToolContext(
+                workspace=self.workspace(), namespace=self.namespace, secrets=self.config.secrets()
+            ),
             config,
             ask=ask,
             observer=observer,
