@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-from tiny_agent_nb.agent import AgentError, AgentLoop, LoopConfig, LoopObserver
+from tiny_agent_nb.agent import (
+    AgentError,
+    AgentLoop,
+    ChatProvider,
+    LoopConfig,
+    LoopObserver,
+)
 from tiny_agent_nb.provider import Provider, ProviderConfig, StreamEvent, TextDelta
-from tiny_agent_nb.session import HeaderInit, SessionStore, ToolResultEntry, load_session
+from tiny_agent_nb.session import (
+    HeaderInit,
+    SessionStore,
+    ToolCall,
+    ToolResultEntry,
+    load_session,
+)
 from tiny_agent_nb.tools import (
     Tool,
     ToolArguments,
@@ -58,10 +71,20 @@ def workspace(tmp_path: Path) -> Path:
 
 
 class Harness:
-    def __init__(self, server: OpenAIServer, workspace: Path, **config: Any) -> None:
+    def __init__(
+        self,
+        server: OpenAIServer,
+        workspace: Path,
+        *,
+        provider: ChatProvider | None = None,
+        secrets: tuple[str, ...] = (),
+        extra_tools: tuple[Tool, ...] = (),
+        **config: Any,
+    ) -> None:
         self.path = workspace.parent / "nb.agent.jsonl"
         self.sleeps: list[float] = []
         self.events: list[StreamEvent] = []
+        self.tool_ends: list[ToolOutput] = []  # what the screen was given
         provider_config = ProviderConfig(model="test/model", base_url=server.base_url, api_key=KEY)
         self.provider = Provider(provider_config)
         self.store = SessionStore.open(
@@ -75,7 +98,9 @@ class Harness:
         )
         tools = builtin_registry()
         if config.pop("interrupting", False):
-            tools = ToolRegistry([*(tools.get(n) for n in tools.names), Interrupting()])  # type: ignore[misc]
+            extra_tools = (*extra_tools, Interrupting())
+        if extra_tools:
+            tools = ToolRegistry([*(tools.get(n) for n in tools.names), *extra_tools])  # type: ignore[misc]
         harness = self
         ask = config.pop("ask", None)
 
@@ -83,11 +108,15 @@ class Harness:
             def on_stream(self, event: StreamEvent) -> None:
                 harness.events.append(event)
 
+            def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
+                harness.tool_ends.append(output)
+
+        self.observer = Observer()
         self.loop = AgentLoop(
             self.store,
-            self.provider,
+            provider or self.provider,
             tools,
-            ToolContext(workspace=workspace, namespace={}),
+            ToolContext(workspace=workspace, namespace={}, secrets=secrets),
             LoopConfig(
                 provider="openrouter",
                 model="test/model",
@@ -95,7 +124,7 @@ class Harness:
                 **config,
             ),
             ask=ask,
-            observer=Observer(),
+            observer=self.observer,
             sleep=self.sleeps.append,
         )
 
@@ -387,5 +416,68 @@ def test_resume_after_the_final_answer_was_saved_does_not_ask_again(
             ("run", "interrupted"),
             ("resume", "completed"),
         ]
+    finally:
+        h.close()
+
+
+# ---------------------------------------------------------------- untrusted tool output
+
+
+def secret_pieces(secret: str, size: int = 8) -> list[str]:
+    """Every run of `size` characters of `secret`: none may show anywhere."""
+    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
+
+
+def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the_screen(
+    server: OpenAIServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
+    (workspace / ".env").write_text(f"OPENROUTER_API_KEY={KEY}\n")
+    h = Harness(server, workspace, secrets=(KEY,))
+    try:
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("r1", "read_file", {"path": ".env"}),
+                tool_call("b1", "bash", {"command": "cat .env; env | grep -c API_KEY"}),
+                tool_call("p1", "python", {"code": "import os\nos.environ['TINY_AGENT_API_KEY']"}),
+            ),
+            text_reply("done"),
+        )
+        assert h.loop.run("show me the key").outcome == "completed"
+        raw = h.path.read_text()
+        sent = json.dumps(_messages(server, 1))
+        shown = "\n".join(o.content for o in h.tool_ends)
+        for piece in secret_pieces(KEY):
+            assert piece not in raw and piece not in sent and piece not in shown
+        assert shown.count("[redacted]") == 3  # read_file, bash (cat) and python
+        assert "\n0\n" in shown  # bash's environment held no API_KEY variable at all
+    finally:
+        h.close()
+
+
+def test_a_lone_surrogate_in_tool_output_is_kept_as_a_replacement_and_the_next_run_works(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    (workspace / os.fsdecode(b"caf\xe9.txt")).write_text("not UTF-8 named")
+    h = Harness(server, workspace)
+    try:
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("p1", "python", {"code": "print('half a pair: \\ud800')"}),
+                tool_call("l1", "list_files", {}),
+            ),
+            text_reply("listed"),
+            text_reply("still here"),
+        )
+        assert h.loop.run("list").outcome == "completed"
+        state = load_session(h.path)
+        contents = [
+            e.entry.message.content
+            for e in state.entries.values()
+            if isinstance(e.entry, ToolResultEntry)
+        ]
+        assert contents[0] == "half a pair: \ufffd"
+        assert "caf\ufffd.txt" in contents[1] or "caf\\xe9.txt" in contents[1]
+        assert h.loop.run("again").outcome == "completed"
     finally:
         h.close()

@@ -8,7 +8,6 @@ from ._loop import (
     DEFAULT_SYSTEM_PROMPT,
     AgentError,
     AgentLoop,
-    Approval,
     ChatProvider,
     LoopConfig,
     LoopObserver,
@@ -24,6 +23,7 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
+from ._tool_step import Approval
 
 __all__ = [
     "ABORTED_RESULT",

@@ -10,7 +10,8 @@ Order of commits for one run (each line one transaction, each before its effect)
     ... next stepAttempt ...
     operationFinished
 
-KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise.
+KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Tool results
+are committed by `ToolStep` (see _tool_step.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..provider import Completion, ProviderError, StreamEvent, ToolSchema, backoff_delay
 from ..session import (
@@ -30,17 +31,14 @@ from ..session import (
     ToolCall,
     ToolIdentity,
     ToolIntent,
-    ToolStarted,
     new_id,
     sha256_digest,
 )
 from ..session import facts as f
-from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
+from ..tools import ToolContext, ToolOutput, ToolRegistry
 from ._context import ContextProjection
-from ._planner import abort_transaction, intent_result, plan_recovery, resumable_operation
-
-Approval = Literal["auto", "ask", "deny"]
-AskFn = Callable[[str, Mapping[str, Any]], bool]
+from ._planner import abort_transaction, plan_recovery, resumable_operation
+from ._tool_step import Approval, AskFn, ToolStep
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a Jupyter notebook. Use the tools to inspect and "
@@ -121,13 +119,12 @@ class AgentLoop:
         self._store = store
         self._provider = provider
         self._tools = tools
-        self._context = context
         self._config = config
-        self._ask = ask
         self._observer = observer or LoopObserver()
         self._sleep = sleep
         self._schemas = tools.schemas()
-        self._environment = str(context.workspace)
+        self._tool_step = ToolStep(store, tools, context, config.approval, ask)
+        self._environment = self._tool_step.environment
         self._digest = sha256_digest(
             {
                 **config.provider_digest,
@@ -197,12 +194,7 @@ class AgentLoop:
         if plan is None:
             return None
         for intent in plan.replay:
-            tool = self._tools.get(intent.tool.name)
-            assert tool is not None  # can_replay checked the current identity
-            output = self._execute(tool, intent.arguments)
-            self._store.commit(
-                [intent_result(intent, output.content, "replayed", is_error=output.is_error)]
-            )
+            self._tool_step.replay(intent)
         self._store.commit(plan.closing_transaction())
         return RecoveryReport(
             operation_id=plan.operation.id,
@@ -237,7 +229,7 @@ class AgentLoop:
             if not calls:
                 return self._finish(operation_id, "completed", text=completion.message.content)
             for call in calls:
-                self._tool_step(operation_id, attempt_id, call)
+                self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
     def _model_step(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
         """Attempts of one step until one settles; retryable failures become new attempts."""
@@ -312,133 +304,6 @@ class AgentLoop:
                 cost=u.cost,
             ),
         ]
-
-    # ------------------------------------------------------------------ tools
-    def _tool_step(self, operation_id: str, attempt_id: str, call: ToolCall) -> None:
-        tool = self._tools.get(call.name)
-        if tool is None:
-            known = ", ".join(self._tools.names) or "none"
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                f"Unknown tool {call.name!r}. Available tools: {known}.",
-            )
-            return
-        if call.invalidArguments is not None:
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                f"The arguments of this {call.name} call are not a JSON object, so it did not run. "
-                f"Received: {call.invalidArguments[:500]}",
-                tool=tool,
-            )
-            return
-        try:
-            arguments = tool.effective_arguments(call.arguments)
-        except ToolArgumentError as exc:
-            self._refuse(operation_id, attempt_id, call, f"{exc}. The tool did not run.", tool=tool)
-            return
-        if tool.replay_policy == "never" and not self._approved(tool, arguments):
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                f"The user did not allow this {tool.name} call; it did not run.",
-                tool=tool,
-                arguments=arguments,
-                outcome="denied",
-            )
-            return
-        intent = self._intent(
-            operation_id=operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=tool.identity,
-            arguments=arguments,
-            tool=tool,
-        )
-        self._store.commit([intent])
-        self._observer.on_tool_start(call, arguments)
-        output = self._execute(tool, arguments)
-        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
-        self._store.commit([self._result(intent, output.content, outcome, output.is_error)])
-        self._observer.on_tool_end(call, output, outcome)
-
-    def _approved(self, tool: Tool, arguments: Mapping[str, Any]) -> bool:
-        if self._config.approval == "auto":
-            return True
-        if self._config.approval == "deny" or self._ask is None:
-            return False
-        return self._ask(tool.name, arguments)
-
-    def _refuse(
-        self,
-        operation_id: str,
-        attempt_id: str,
-        call: ToolCall,
-        message: str,
-        *,
-        tool: Tool | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        outcome: Literal["error", "denied"] = "error",
-    ) -> None:
-        """Intent and result in one transaction: the tool provably did not run."""
-        identity = (
-            tool.identity
-            if tool
-            else ToolIdentity(name=call.name, version="unknown", source="builtin")
-        )
-        intent = self._intent(
-            operation_id=operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=identity,
-            arguments=dict(arguments or call.arguments),
-            tool=tool,
-        )
-        self._store.commit([intent, self._result(intent, message, outcome, True)])
-        self._observer.on_tool_end(call, ToolOutput(message, is_error=True), outcome)
-
-    def _intent(
-        self,
-        *,
-        operation_id: str,
-        attempt_id: str,
-        call: ToolCall,
-        identity: ToolIdentity,
-        arguments: Mapping[str, Any],
-        tool: Tool | None,
-    ) -> NewFact:
-        return f.tool_started(
-            operation_id,
-            attempt_id,
-            call.id,
-            tool=identity,
-            arguments=dict(arguments),
-            replay_policy=tool.replay_policy if tool else "never",
-            environment_identity=self._environment,
-        )
-
-    @staticmethod
-    def _result(intent: NewFact, content: str, outcome: Any, is_error: bool) -> NewFact:
-        body = intent.body
-        assert isinstance(body, ToolStarted) and intent.id is not None
-        return f.tool_result(
-            tool_started_id=intent.id,
-            result_entry_id=body.resultEntryId,
-            tool_call_id=body.toolCallId,
-            content=content,
-            outcome=outcome,
-            is_error=is_error,
-        )
-
-    def _execute(self, tool: Tool, arguments: Mapping[str, Any]) -> ToolOutput:
-        try:
-            return tool.run(dict(arguments), self._context)
-        except Exception as exc:  # a tool bug is a result the model sees, not a crash
-            return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
     # ------------------------------------------------------------------ helpers
     def _finish(
