@@ -20,6 +20,7 @@ from ._planner import (
     Recovery,
     abort_transaction,
     can_replay,
+    failure_transaction,
     plan_recovery,
     resumable_operation,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "RunResult",
     "abort_transaction",
     "can_replay",
+    "failure_transaction",
     "plan_recovery",
     "resumable_operation",
     "wire_message",

@@ -10,12 +10,15 @@ Order of commits for one run (each line one transaction, each before its effect)
     ... next stepAttempt ...
     operationFinished
 
-KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Tool results
-are committed by `ToolStep` (see _tool_step.py).
+KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Any other
+exception after runStarted (a provider or tool registry bug, a commit the store refused,
+a display that failed): commit `failure_transaction`, so the run ends `failed` and the
+next one can start. Tool results are committed by `ToolStep` (see _tool_step.py).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +38,18 @@ from ..session import (
     sha256_digest,
 )
 from ..session import facts as f
-from ..tools import ToolContext, ToolOutput, ToolRegistry
+from ..tools import ToolContext, ToolOutput, ToolRegistry, truncate
 from ._context import ContextProjection
-from ._planner import abort_transaction, plan_recovery, resumable_operation
+from ._planner import (
+    abort_transaction,
+    failure_transaction,
+    plan_recovery,
+    resumable_operation,
+)
 from ._tool_step import Approval, AskFn, ToolStep
+
+log = logging.getLogger("tiny_agent_nb.agent")
+MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a Jupyter notebook. Use the tools to inspect and "
@@ -96,7 +107,8 @@ class RecoveryReport:
 
 
 class AgentError(Exception):
-    """A request the loop cannot serve (e.g. resume with nothing to resume)."""
+    """A request the loop cannot serve (e.g. resume with nothing to resume), or a run
+    or recovery it could not record as settled (the session file refused the write)."""
 
 
 class AgentLoop:
@@ -188,31 +200,81 @@ class AgentLoop:
         return self._drive(operation_id)
 
     def recover(self) -> RecoveryReport | None:
-        """Settle what a dead process left open (DESIGN §6). Idempotent."""
+        """Settle what a dead process left open (DESIGN §6). Idempotent.
+
+        Ctrl-C during a replay settles it and the reads not replayed yet as interrupted,
+        finishes the operation as interrupted, then re-raises. A commit the session file
+        refuses raises AgentError; the file is left as it was, and the next recovery
+        (the next load of the session) settles it."""
         state = self._store.load()
         plan = plan_recovery(state, self._tool_identities(), self._environment)
         if plan is None:
             return None
-        for intent in plan.replay:
-            self._tool_step.replay(intent)
-        self._store.commit(plan.closing_transaction())
+        what = f"recovering operation {plan.operation.id}"
+        replayed: list[ToolIntent] = []
+        interrupted = list(plan.interrupt)
+
+        def closing_after_interrupt() -> list[NewFact]:
+            # From the file: Ctrl-C may land just after a replay's result was committed.
+            state = self._store.load()
+            if state.open_operation is None:
+                return []
+            pending = [i for i in plan.replay if state.tool_intents[i.id].status == "pending"]
+            return plan.closing_transaction(cancelled=pending)
+
+        try:
+            for intent in plan.replay:
+                (replayed if self._tool_step.replay(intent) else interrupted).append(intent)
+            self._store.commit(plan.closing_transaction())
+        except KeyboardInterrupt:
+            self._close(what, closing_after_interrupt)
+            raise
+        except Exception as exc:
+            raise self._unrecorded(what, exc) from exc
         return RecoveryReport(
             operation_id=plan.operation.id,
-            replayed=plan.replay,
-            interrupted=plan.interrupt,
+            replayed=tuple(replayed),
+            interrupted=tuple(interrupted),
             failed_attempts=len(plan.fail),
         )
 
     # ------------------------------------------------------------------ the loop
     def _drive(self, operation_id: str) -> RunResult:
+        what = f"closing operation {operation_id}"
         try:
             return self._steps(operation_id)
         except KeyboardInterrupt:
             reason = "interrupted by the user (KeyboardInterrupt)"
-            transaction = abort_transaction(self._store.load(), operation_id, reason)
-            if transaction:
-                self._store.commit(transaction)
+            self._close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
             raise
+        except BaseException as exc:
+            detail = self._tool_step.clean(
+                truncate(f"stopped by an unexpected error: {type(exc).__name__}: {exc}", MAX_DETAIL)
+            )
+            self._close(what, lambda: failure_transaction(self._store.load(), operation_id, detail))
+            if not isinstance(exc, Exception):
+                raise  # SystemExit and the like still end what they were meant to end
+            log.error("run %s %s", operation_id, detail, exc_info=exc)
+            return RunResult(operation_id, "failed", detail=detail)
+
+    def _close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
+        """Commit the transaction that closes an operation, from inside an except block:
+        if even that fails, say so rather than let the second error hide the first."""
+        try:
+            facts = transaction()
+            if facts:
+                self._store.commit(facts)
+        except Exception as exc:
+            raise self._unrecorded(what, exc) from exc
+
+    def _unrecorded(self, what: str, exc: Exception) -> AgentError:
+        return AgentError(
+            f"{what} could not be recorded in {self._store.path.name} "
+            f"({type(exc).__name__}: {self._tool_step.clean(str(exc))}). Everything committed "
+            "before is kept; the operation stays open until the session is loaded again "
+            "(e.g. in a new kernel), which marks it interrupted. If the disk is full, free "
+            "space first."
+        )
 
     def _steps(self, operation_id: str) -> RunResult:
         step = 0
@@ -325,7 +387,10 @@ class AgentLoop:
     def _require_idle(self) -> None:
         op = self._store.open_operation()
         if op is not None:
-            raise AgentError(f"operation {op.id} is still open; recover() settles it first")
+            raise AgentError(
+                f"operation {op.id} is still open: its end could not be recorded. Resuming "
+                "marks it interrupted and continues it; so does loading the session again"
+            )
 
 
 def _nothing() -> None:

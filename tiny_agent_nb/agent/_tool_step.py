@@ -1,30 +1,35 @@
 """One tool call of a run, and the replay of a recorded read after a crash.
 
-Every result the loop commits for a tool (its output, a refusal, a replay) is built by
-`ToolStep._result`, which is where untrusted output is made safe to keep: valid Unicode
-and with the configured secrets redacted (`clean_output`). Nothing reaches the file,
-the model or the screen without passing through it.
+Every result that carries untrusted text (what a tool returned, run or replayed; a
+refusal quoting the model's call) is built by `ToolStep._result`, which makes it safe to
+keep: valid Unicode, the configured secrets redacted (`clean_output`). The file, the
+model and the screen are given what it returns, never the raw output. (The other
+results are the planner's fixed texts.)
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
-from ..provider import StreamEvent
 from ..session import NewFact, SessionStore, ToolCall, ToolIdentity, ToolIntent, ToolStarted
 from ..session import facts as f
 from ..session._models import ToolOutcome
 from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
 from ..tools._output import clean_output
+from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
 
 Approval = Literal["auto", "ask", "deny"]
 AskFn = Callable[[str, Mapping[str, Any]], bool]
 
+log = logging.getLogger("tiny_agent_nb.agent")
+
 
 class ToolObserver(Protocol):
-    def on_stream(self, event: StreamEvent) -> None: ...
+    """What a tool step tells the UI (LoopObserver fits)."""
+
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
 
@@ -160,12 +165,28 @@ class ToolStep:
         )
 
     # ------------------------------------------------------------------ after a crash
-    def replay(self, intent: ToolIntent) -> None:
-        """Run a recorded safeRead intent again and commit its `replayed` result."""
-        tool = self._tools.get(intent.tool.name)
-        assert tool is not None  # can_replay checked the current identity
-        result, _ = self._result(intent, self._execute(tool, intent.arguments), "replayed")
-        self._store.commit([result])
+    def replay(self, intent: ToolIntent) -> bool:
+        """Run a recorded safeRead intent again and commit its result: True when it is
+        `replayed`, False when it fell back to an `interrupted` result (its tool failed,
+        hit its time limit, or the result could not be kept). KeyboardInterrupt passes:
+        the caller settles the intent."""
+        try:
+            tool = self._tools.get(intent.tool.name)
+            if tool is None:  # can_replay checked the identity: a registry bug
+                raise LookupError(f"no tool {intent.tool.name!r} to replay")
+            output = self._execute(tool, intent.arguments)
+            if output.timed_out:
+                self._store.commit([intent_result(intent, REPLAY_TIMED_OUT_RESULT, "interrupted")])
+                return False
+            result, _ = self._result(intent, output, "replayed")
+            self._store.commit([result])
+            return True
+        except Exception:
+            # The open operation must close whatever the replay did: a load that fails
+            # here would fail again on every later load.
+            log.exception("replaying %s %s failed", intent.tool.name, intent.id)
+            self._store.commit([intent_result(intent, REPLAY_FAILED_RESULT, "interrupted")])
+            return False
 
     # ------------------------------------------------------------------ shared
     def _result(

@@ -55,6 +55,12 @@ DEMO_NOTE = (
 )
 
 
+INTERRUPTED_RECOVERY_NOTE = (
+    "Loading was interrupted while it re-read what the previous kernel was reading: those "
+    "reads and the run are marked interrupted (nothing was lost)."
+)
+
+
 class NotebookError(Exception):
     """Something the user must act on; the message says what and how."""
 
@@ -173,8 +179,15 @@ class NotebookAgent:
                 "untouched. Choose another file with `%agent session PATH`."
             ) from None
         self.store = store
-        recovery = self._loop().recover()
         notes = [DEMO_NOTE] if demo else []
+        try:
+            recovery = self._loop().recover()
+        except AgentError as exc:  # the file refused the write (disk full): nothing changed
+            self.close()
+            raise NotebookError(f"tiny-agent-nb: {exc}") from None
+        except KeyboardInterrupt:  # recover() settled the run before letting it through
+            recovery = None
+            notes.append(INTERRUPTED_RECOVERY_NOTE)
         return OpenReport(
             location=location,
             created=store.created,
@@ -258,6 +271,8 @@ class NotebookAgent:
         )
         try:
             return loop.run(prompt)
+        except AgentError as exc:
+            raise NotebookError(f"tiny-agent-nb: {exc}") from None
         finally:
             loop.close()
 
