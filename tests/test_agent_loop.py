@@ -437,6 +437,8 @@ def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the
 ) -> None:
     monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
     (workspace / ".env").write_text(f"OPENROUTER_API_KEY={KEY}\n")
+    # grep shows 400 characters of a line: the key is cut after its first 7.
+    (workspace / "bundle.min.js").write_text("k=" + "x" * 391 + KEY + ";\n")
     h = Harness(server, workspace, secrets=(KEY,))
     try:
         server.enqueue(
@@ -444,6 +446,7 @@ def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the
                 tool_call("r1", "read_file", {"path": ".env"}),
                 tool_call("b1", "bash", {"command": "cat .env; env | grep -c API_KEY"}),
                 tool_call("p1", "python", {"code": "import os\nos.environ['TINY_AGENT_API_KEY']"}),
+                tool_call("g1", "grep", {"pattern": "k=x", "path": "bundle.min.js"}),
             ),
             text_reply("done"),
         )
@@ -453,8 +456,10 @@ def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the
         shown = "\n".join(o.content for o in h.tool_ends)
         for piece in secret_pieces(KEY):
             assert piece not in raw and piece not in sent and piece not in shown
-        assert shown.count("[redacted]") == 3  # read_file, bash (cat) and python
+        assert shown.count("[redacted]") == 4  # read_file, bash (cat), python and grep
         assert "\n0\n" in shown  # bash's environment held no API_KEY variable at all
+        grep_result = h.tool_ends[-1].content
+        assert not any(piece in grep_result for piece in secret_pieces(KEY, 4))
     finally:
         h.close()
 

@@ -43,6 +43,23 @@ def test_a_secret_cut_in_two_by_truncation_leaves_no_piece_of_it(start: int) -> 
     assert not any(piece in visible for piece in pieces(KEY))
 
 
+@pytest.mark.parametrize("start", range(380, 400))
+def test_a_secret_in_a_line_grep_shortened_leaves_no_piece_of_it(start: int) -> None:
+    line = "." * start + KEY + " and more"
+    shown = f"notes.txt:7:{line[:400]} [...]\nnotes.txt:9:{KEY[-6:]} ends another line"
+    visible = clean_output(shown, [KEY]).replace(REDACTED, "")
+    assert not any(piece in visible.split("\n")[0] for piece in pieces(KEY))
+    assert KEY[-6:] in visible  # a short piece away from any cut is ordinary text
+
+
+def test_a_long_piece_of_a_secret_is_hidden_wherever_it_is() -> None:
+    text = f"first half {KEY[:20]}, second half {KEY[20:]}, ordinary {KEY[5:11]}"
+    assert (
+        clean_output(text, [KEY])
+        == f"first half {REDACTED}, second half {REDACTED}, ordinary {KEY[5:11]}"
+    )
+
+
 def test_secrets_too_short_to_tell_from_ordinary_text_are_left() -> None:
     short = "x" * (MIN_SECRET_LENGTH - 1)
     assert clean_output(f"a {short} b", [short, "", "p"]) == f"a {short} b"

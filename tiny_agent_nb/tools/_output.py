@@ -83,10 +83,14 @@ class CappedOutput:
 # while protecting little. Real API keys are dozens of characters long.
 MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
-# A secret cut by `truncate` leaves a prefix before the elision note and a suffix after
-# it; a piece this long is hidden too (a shorter one tells nothing about the secret).
+# Where a tool cut its output, a secret may be cut too: its beginning before the cut, its
+# end after it. Cut marks all open with "[..." and close with "]": truncate's elision
+# note, and the " [...]" that ends a long line grep shortened. A piece of this length
+# next to one is hidden (a shorter one tells next to nothing about the secret).
 _MIN_PIECE = 4
-_ELISION = re.compile(r"\n\[\.\.\. \d+ characters truncated \.\.\.\]\n")
+_CUT_MARK = re.compile(r"(\s*\[\.\.\.[^\]\n]*\]\s*)")
+# A piece this long is hidden wherever it is: a cut this module does not know of.
+_MIN_STRAY_PIECE = 12
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -114,22 +118,31 @@ def valid_text(text: str) -> str:
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """Every occurrence of a secret replaced by REDACTED, including the pieces of one
-    that `truncate` cut in two."""
+    """Every occurrence of a secret replaced by REDACTED, and so are the pieces of one
+    that a cut in the output left behind."""
     hidden = hidden_secrets(secrets)
     if not hidden:
         return text
-    parts = _ELISION.split(text)
-    notes = _ELISION.findall(text)
-    for secret in hidden:
-        parts = [part.replace(secret, REDACTED) for part in parts]
-    for i in range(len(parts) - 1):  # around each elision note
+    # [part, mark, part, mark, ..., part]: the marks are kept as they are.
+    pieces = _CUT_MARK.split(text)
+    parts = [_redact_part(part, hidden) for part in pieces[::2]]
+    for i in range(len(parts) - 1):  # around each cut mark
         parts[i] = _hide_cut_head(parts[i], hidden)
         parts[i + 1] = _hide_cut_tail(parts[i + 1], hidden)
-    out = parts[0]
-    for note, part in zip(notes, parts[1:], strict=True):
-        out += note + part
-    return out
+    pieces[::2] = parts
+    return "".join(pieces)
+
+
+def _redact_part(part: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        part = part.replace(secret, REDACTED)
+        if len(secret) > _MIN_STRAY_PIECE:
+            for size in range(len(secret) - 1, _MIN_STRAY_PIECE - 1, -1):
+                if secret[:_MIN_STRAY_PIECE] not in part and secret[-_MIN_STRAY_PIECE:] not in part:
+                    break  # no long piece left (the common case: one look at each end)
+                part = part.replace(secret[:size], REDACTED)
+                part = part.replace(secret[len(secret) - size :], REDACTED)
+    return part
 
 
 def _hide_cut_head(part: str, secrets: tuple[str, ...]) -> str:
