@@ -604,6 +604,8 @@ class SlowRead(Tool):
         self.output = output
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        if isinstance(self.output, BaseException):
+            raise self.output
         return self.output  # type: ignore[no-any-return]
 
 
@@ -633,8 +635,9 @@ def pending_read(h: Harness, workspace: Path) -> str:
     [
         (ToolOutput("half of it", is_error=True, timed_out=True), "time limit"),
         (ToolOutput(b"not text"), "failed unexpectedly"),  # type: ignore[arg-type]
+        (MemoryError(), "failed unexpectedly"),
     ],
-    ids=["timed-out", "tool-bug"],
+    ids=["timed-out", "unusable-result", "raised"],
 )
 def test_a_replay_that_times_out_or_breaks_is_recorded_interrupted_not_replayed(
     server: OpenAIServer, workspace: Path, output: ToolOutput, says: str

@@ -174,7 +174,9 @@ class ToolStep:
             tool = self._tools.get(intent.tool.name)
             if tool is None:  # can_replay checked the identity: a registry bug
                 raise LookupError(f"no tool {intent.tool.name!r} to replay")
-            output = self._execute(tool, intent.arguments)
+            # Not _execute: an exception here (a bug, MemoryError) is no result of the
+            # read; recording it as `replayed` would pass it off as one.
+            output = tool.run(dict(intent.arguments), self._context)
             if output.timed_out:
                 self._store.commit([intent_result(intent, REPLAY_TIMED_OUT_RESULT, "interrupted")])
                 return False
