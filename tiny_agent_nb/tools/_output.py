@@ -88,7 +88,9 @@ REDACTED = "[redacted]"
 # note, and the " [...]" that ends a long line grep shortened. A piece of this length
 # next to one is hidden (a shorter one tells next to nothing about the secret).
 _MIN_PIECE = 4
-_CUT_MARK = re.compile(r"(\s*\[\.\.\.[^\]\n]*\]\s*)")
+# No leading or trailing \s* in it: on a long run of spaces that would backtrack
+# quadratically (this runs on every tool's output); the bound keeps "[...[...[..." linear.
+_CUT_MARK = re.compile(r"(\[\.\.\.[^\]\n]{0,80}\])")
 # A piece this long is hidden wherever it is: a cut this module does not know of.
 _MIN_STRAY_PIECE = 12
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -146,18 +148,21 @@ def _redact_part(part: str, secrets: tuple[str, ...]) -> str:
 
 
 def _hide_cut_head(part: str, secrets: tuple[str, ...]) -> str:
-    """`part` without a trailing beginning of a secret (the rest was cut away)."""
+    """`part` without a trailing beginning of a secret (the rest was cut away); the
+    spaces between it and the cut mark are kept."""
+    body = part.rstrip()
     for secret in secrets:
         for size in range(len(secret) - 1, _MIN_PIECE - 1, -1):
-            if part.endswith(secret[:size]):
-                return part[: len(part) - size] + REDACTED
+            if body.endswith(secret[:size]):
+                return body[: len(body) - size] + REDACTED + part[len(body) :]
     return part
 
 
 def _hide_cut_tail(part: str, secrets: tuple[str, ...]) -> str:
     """`part` without a leading end of a secret (its beginning was cut away)."""
+    body = part.lstrip()
     for secret in secrets:
         for size in range(len(secret) - 1, _MIN_PIECE - 1, -1):
-            if part.startswith(secret[len(secret) - size :]):
-                return REDACTED + part[size:]
+            if body.startswith(secret[len(secret) - size :]):
+                return part[: len(part) - len(body)] + REDACTED + body[size:]
     return part
