@@ -185,8 +185,10 @@ class NotebookAgent:
         except AgentError as exc:  # the file refused the write (disk full): nothing changed
             self.close()
             raise NotebookError(f"tiny-agent-nb: {exc}") from None
-        except KeyboardInterrupt:  # recover() settled the run before letting it through
-            recovery = None
+        except KeyboardInterrupt:
+            if store.open_operation() is not None:
+                raise  # before recovery settled anything: the next load does it all
+            recovery = None  # recover() settled the run before letting it through
             notes.append(INTERRUPTED_RECOVERY_NOTE)
         return OpenReport(
             location=location,
