@@ -248,8 +248,10 @@ class AgentLoop:
             self._close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
             raise
         except BaseException as exc:
+            error = truncate(f"{type(exc).__name__}: {exc}", MAX_DETAIL)
             detail = self._tool_step.clean(
-                truncate(f"stopped by an unexpected error: {type(exc).__name__}: {exc}", MAX_DETAIL)
+                f"stopped by an unexpected error ({error}); everything before it is kept in "
+                "the session, and the next run starts normally"
             )
             self._close(what, lambda: failure_transaction(self._store.load(), operation_id, detail))
             if not isinstance(exc, Exception):
