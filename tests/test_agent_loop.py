@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-from tiny_agent_nb.agent import AgentError, AgentLoop, LoopConfig, LoopObserver
-from tiny_agent_nb.provider import Provider, ProviderConfig, StreamEvent, TextDelta
-from tiny_agent_nb.session import HeaderInit, SessionStore, ToolResultEntry, load_session
+from tiny_agent_nb.agent import (
+    AgentError,
+    AgentLoop,
+    ChatProvider,
+    LoopConfig,
+    LoopObserver,
+    RunResult,
+)
+from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent, TextDelta
+from tiny_agent_nb.session import (
+    AssistantMessage,
+    HeaderInit,
+    SessionStore,
+    ToolCall,
+    ToolIdentity,
+    ToolResultEntry,
+    load_session,
+)
+from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.tools import (
     Tool,
     ToolArguments,
@@ -58,10 +75,20 @@ def workspace(tmp_path: Path) -> Path:
 
 
 class Harness:
-    def __init__(self, server: OpenAIServer, workspace: Path, **config: Any) -> None:
+    def __init__(
+        self,
+        server: OpenAIServer,
+        workspace: Path,
+        *,
+        provider: ChatProvider | None = None,
+        secrets: tuple[str, ...] = (),
+        extra_tools: tuple[Tool, ...] = (),
+        **config: Any,
+    ) -> None:
         self.path = workspace.parent / "nb.agent.jsonl"
         self.sleeps: list[float] = []
         self.events: list[StreamEvent] = []
+        self.tool_ends: list[ToolOutput] = []  # what the screen was given
         provider_config = ProviderConfig(model="test/model", base_url=server.base_url, api_key=KEY)
         self.provider = Provider(provider_config)
         self.store = SessionStore.open(
@@ -75,7 +102,9 @@ class Harness:
         )
         tools = builtin_registry()
         if config.pop("interrupting", False):
-            tools = ToolRegistry([*(tools.get(n) for n in tools.names), Interrupting()])  # type: ignore[misc]
+            extra_tools = (*extra_tools, Interrupting())
+        if extra_tools:
+            tools = ToolRegistry([*(tools.get(n) for n in tools.names), *extra_tools])  # type: ignore[misc]
         harness = self
         ask = config.pop("ask", None)
 
@@ -83,11 +112,15 @@ class Harness:
             def on_stream(self, event: StreamEvent) -> None:
                 harness.events.append(event)
 
+            def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
+                harness.tool_ends.append(output)
+
+        self.observer = Observer()
         self.loop = AgentLoop(
             self.store,
-            self.provider,
+            provider or self.provider,
             tools,
-            ToolContext(workspace=workspace, namespace={}),
+            ToolContext(workspace=workspace, namespace={}, secrets=secrets),
             LoopConfig(
                 provider="openrouter",
                 model="test/model",
@@ -95,7 +128,7 @@ class Harness:
                 **config,
             ),
             ask=ask,
-            observer=Observer(),
+            observer=self.observer,
             sleep=self.sleeps.append,
         )
 
@@ -387,5 +420,242 @@ def test_resume_after_the_final_answer_was_saved_does_not_ask_again(
             ("run", "interrupted"),
             ("resume", "completed"),
         ]
+    finally:
+        h.close()
+
+
+# ---------------------------------------------------------------- untrusted tool output
+
+
+def secret_pieces(secret: str, size: int = 8) -> list[str]:
+    """Every run of `size` characters of `secret`: none may show anywhere."""
+    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
+
+
+def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the_screen(
+    server: OpenAIServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
+    (workspace / ".env").write_text(f"OPENROUTER_API_KEY={KEY}\n")
+    # grep shows 400 characters of a line: the key is cut after its first 7.
+    (workspace / "bundle.min.js").write_text("k=" + "x" * 391 + KEY + ";\n")
+    h = Harness(server, workspace, secrets=(KEY,))
+    try:
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("r1", "read_file", {"path": ".env"}),
+                tool_call("b1", "bash", {"command": "cat .env; env | grep -c API_KEY"}),
+                tool_call("p1", "python", {"code": "import os\nos.environ['TINY_AGENT_API_KEY']"}),
+                tool_call("g1", "grep", {"pattern": "k=x", "path": "bundle.min.js"}),
+            ),
+            text_reply("done"),
+        )
+        assert h.loop.run("show me the key").outcome == "completed"
+        raw = h.path.read_text()
+        sent = json.dumps(_messages(server, 1))
+        shown = "\n".join(o.content for o in h.tool_ends)
+        for piece in secret_pieces(KEY):
+            assert piece not in raw and piece not in sent and piece not in shown
+        assert shown.count("[redacted]") == 4  # read_file, bash (cat), python and grep
+        assert "\n0\n" in shown  # bash's environment held no API_KEY variable at all
+        grep_result = h.tool_ends[-1].content
+        assert not any(piece in grep_result for piece in secret_pieces(KEY, 4))
+    finally:
+        h.close()
+
+
+def test_a_lone_surrogate_in_tool_output_is_kept_as_a_replacement_and_the_next_run_works(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    (workspace / os.fsdecode(b"caf\xe9.txt")).write_text("not UTF-8 named")
+    h = Harness(server, workspace)
+    try:
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("p1", "python", {"code": "print('half a pair: \\ud800')"}),
+                tool_call("l1", "list_files", {}),
+            ),
+            text_reply("listed"),
+            text_reply("still here"),
+        )
+        assert h.loop.run("list").outcome == "completed"
+        state = load_session(h.path)
+        contents = [
+            e.entry.message.content
+            for e in state.entries.values()
+            if isinstance(e.entry, ToolResultEntry)
+        ]
+        assert contents[0] == "half a pair: \ufffd"
+        assert "caf\ufffd.txt" in contents[1] or "caf\\xe9.txt" in contents[1]
+        assert h.loop.run("again").outcome == "completed"
+    finally:
+        h.close()
+
+
+# ---------------------------------------------------------------- a run never stays open
+
+
+class BrokenProvider:
+    """A provider with a bug: its first call raises, or returns what the store refuses."""
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
+
+    def complete(self, messages: Any, tools: Any, *, on_event: Any = None) -> Completion:
+        if self.fault == "raise":
+            raise TypeError("'NoneType' object is not subscriptable")
+        call = ToolCall(id="dup", name="list_files", arguments={})
+        message = AssistantMessage(
+            role="assistant",
+            content=None,
+            reasoning=None,
+            refusal=None,
+            toolCalls=(call, call),  # the same id twice: the store refuses the entry
+            finishReason="tool_calls",
+        )
+        return Completion(message=message, usage=None)
+
+
+def assert_failed_then_usable(
+    h: Harness, server: OpenAIServer, result: RunResult, why: str
+) -> None:
+    assert result.outcome == "failed"
+    assert result.detail is not None and why in result.detail
+    state = load_session(h.path)
+    assert state.open_operation is None
+    failed = state.operations[result.operation_id]
+    assert (failed.status, failed.detail) == ("failed", result.detail)
+    assert all(a.status != "pending" for a in state.attempts.values())
+    assert all(i.status != "pending" for i in state.tool_intents.values())
+    server.enqueue(text_reply("next cell works"))
+    h.loop._provider = h.provider
+    assert h.loop.run("next").outcome == "completed"
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"), [("raise", "TypeError"), ("refused", "repeats a tool call id")]
+)
+def test_a_provider_bug_fails_the_run_with_its_reason_and_the_next_run_works(
+    server: OpenAIServer, workspace: Path, fault: str, why: str
+) -> None:
+    h = Harness(server, workspace, provider=BrokenProvider(fault))
+    try:
+        result = h.loop.run("hi")
+        (attempt,) = load_session(h.path).attempts.values()
+        assert attempt.status == "failed" and attempt.error is not None
+        assert why in attempt.error.message
+        assert_failed_then_usable(h, server, result, why)
+    finally:
+        h.close()
+
+
+def test_a_display_failing_while_a_tool_runs_fails_the_run_and_settles_the_intent(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    h = Harness(server, workspace)
+
+    class BrokenDisplay(LoopObserver):
+        def on_tool_start(self, call: ToolCall, arguments: Any) -> None:
+            raise RuntimeError("the widget's comm is closed")
+
+    h.loop._observer = BrokenDisplay()
+    try:
+        server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": "echo hi"})))
+        result = h.loop.run("go")
+        (intent,) = load_session(h.path).tool_intents.values()
+        assert intent.status == "interrupted"  # recorded, then the run stopped: unknown
+        h.loop._observer = h.observer
+        assert_failed_then_usable(h, server, result, "the widget's comm is closed")
+    finally:
+        h.close()
+
+
+def test_a_resume_that_hits_a_bug_fails_and_the_next_run_works(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    h = Harness(server, workspace, provider=BrokenProvider("raise"))
+    try:
+        run = Run(environment=str(workspace))
+        h.store.commit(run.start("go"))
+        h.store.commit(run.attempt())  # killed while the request was in flight
+        result = h.loop.resume()
+        ops = list(load_session(h.path).operations.values())
+        assert [(o.kind, o.status) for o in ops] == [("run", "interrupted"), ("resume", "failed")]
+        assert_failed_then_usable(h, server, result, "TypeError")
+    finally:
+        h.close()
+
+
+# ---------------------------------------------------------------- replays after a crash
+
+
+class SlowRead(Tool):
+    """A read-only tool whose replay behaves as configured (a test double of a read that
+    hit its time limit, or of a tool bug)."""
+
+    name = "slow_read"
+    description = "Reads slowly."
+    replay_policy: ClassVar = "safeRead"
+
+    class Arguments(ToolArguments):
+        pass
+
+    def __init__(self, output: Any) -> None:
+        self.output = output
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        if isinstance(self.output, BaseException):
+            raise self.output
+        return self.output  # type: ignore[no-any-return]
+
+
+def pending_read(h: Harness, workspace: Path) -> str:
+    """A file left by a process killed with a slow_read intent pending; its intent id."""
+    run = Run(environment=str(workspace))
+    h.store.commit(run.start("go"))
+    h.store.commit(run.attempt())
+    h.store.commit(run.answer(None, [("s1", "slow_read", {})]))
+    identity = ToolIdentity(name="slow_read", version="1", source="builtin")
+    intent = f.tool_started(
+        run.operation_id,
+        run.attempt_id or "",
+        "s1",
+        tool=identity,
+        arguments={},
+        replay_policy="safeRead",
+        environment_identity=str(workspace),
+    )
+    h.store.commit([intent])
+    assert intent.id is not None
+    return intent.id
+
+
+@pytest.mark.parametrize(
+    ("output", "says"),
+    [
+        (ToolOutput("half of it", is_error=True, timed_out=True), "time limit"),
+        (ToolOutput(b"not text"), "failed unexpectedly"),  # type: ignore[arg-type]
+        (MemoryError(), "failed unexpectedly"),
+    ],
+    ids=["timed-out", "unusable-result", "raised"],
+)
+def test_a_replay_that_times_out_or_breaks_is_recorded_interrupted_not_replayed(
+    server: OpenAIServer, workspace: Path, output: ToolOutput, says: str
+) -> None:
+    h = Harness(server, workspace, extra_tools=(SlowRead(output),))
+    try:
+        intent_id = pending_read(h, workspace)
+        report = h.loop.recover()
+        assert report is not None
+        assert (report.replayed, [i.id for i in report.interrupted]) == ((), [intent_id])
+        state = load_session(h.path)
+        intent = state.tool_intents[intent_id]
+        assert intent.status == "interrupted"
+        result = state.entries[intent.result_entry_id].entry
+        assert isinstance(result, ToolResultEntry) and says in result.message.content
+        assert next(iter(state.operations.values())).status == "interrupted"
+        before = h.path.read_bytes()
+        assert h.loop.recover() is None
+        assert h.path.read_bytes() == before
     finally:
         h.close()

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.agent import abort_transaction, plan_recovery, resumable_operation
+from tiny_agent_nb.agent import (
+    abort_transaction,
+    failure_transaction,
+    plan_recovery,
+    resumable_operation,
+)
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionState,
@@ -267,3 +272,34 @@ def test_nothing_to_resume_after_a_completed_run(tmp_path: Path) -> None:
     (tmp_path / "done").mkdir()
     done = _build(tmp_path / "done", (_start, _attempt, _answer_text, _finish))
     assert resumable_operation(done) == "completed"
+
+
+def test_a_failure_settles_what_is_in_flight_and_finishes_failed_without_an_abort(
+    tmp_path: Path,
+) -> None:
+    state = _build(tmp_path, (_start, _attempt, _answer_calls, _intent("r1"), _intent("b1")))
+    op = state.open_operation
+    assert op is not None
+    reason = "stopped by an unexpected error: TypeError: boom"
+    transaction = failure_transaction(state, op.id, reason)
+    kinds = [type(t.body).__name__ for t in transaction]
+    assert kinds == ["ToolResultEntry", "ToolResultEntry", "OperationFinished"]
+    with SessionStore.open(tmp_path / "s.jsonl") as store:
+        store.commit(transaction)
+        after = store.load()
+    assert (after.operations[op.id].status, after.operations[op.id].detail) == ("failed", reason)
+    assert [i.status for i in after.tool_intents.values()] == ["interrupted", "interrupted"]
+    assert resumable_operation(after) == "completed"  # a failed run is not resumed
+    assert failure_transaction(after, op.id, "again") == []
+
+
+def test_a_failure_during_a_request_fails_the_attempt_with_the_reason(tmp_path: Path) -> None:
+    state = _build(tmp_path, (_start, _attempt))
+    op = state.open_operation
+    assert op is not None
+    with SessionStore.open(tmp_path / "s.jsonl") as store:
+        store.commit(failure_transaction(state, op.id, "TypeError: boom"))
+        after = store.load()
+    (attempt,) = after.attempts.values()
+    assert attempt.status == "failed" and attempt.error is not None
+    assert (attempt.error.kind, attempt.error.message) == ("interrupted", "TypeError: boom")

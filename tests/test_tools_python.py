@@ -81,3 +81,21 @@ def test_long_output_is_truncated() -> None:
     assert "characters truncated" in out.content
     assert out.content.startswith("0\n1\n")
     assert out.content.endswith("9999")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "raise GeneratorExit('from the model')",
+        "class Stop(BaseException):\n    pass\n\nraise Stop('from the model')",
+    ],
+)
+def test_code_raising_any_base_exception_is_an_error_result_not_a_crash(code: str) -> None:
+    out = run(code)
+    assert out.is_error
+    assert out.content.splitlines()[-1].endswith("from the model")
+
+
+def test_code_raising_keyboard_interrupt_still_stops_the_agent() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        run("raise KeyboardInterrupt")

@@ -8,7 +8,6 @@ from ._loop import (
     DEFAULT_SYSTEM_PROMPT,
     AgentError,
     AgentLoop,
-    Approval,
     ChatProvider,
     LoopConfig,
     LoopObserver,
@@ -21,9 +20,11 @@ from ._planner import (
     Recovery,
     abort_transaction,
     can_replay,
+    failure_transaction,
     plan_recovery,
     resumable_operation,
 )
+from ._tool_step import Approval
 
 __all__ = [
     "ABORTED_RESULT",
@@ -42,6 +43,7 @@ __all__ = [
     "RunResult",
     "abort_transaction",
     "can_replay",
+    "failure_transaction",
     "plan_recovery",
     "resumable_operation",
     "wire_message",

@@ -10,15 +10,19 @@ Order of commits for one run (each line one transaction, each before its effect)
     ... next stepAttempt ...
     operationFinished
 
-KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise.
+KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Any other
+exception after runStarted (a provider or tool registry bug, a commit the store refused,
+a display that failed): commit `failure_transaction`, so the run ends `failed` and the
+next one can start. Tool results are committed by `ToolStep` (see _tool_step.py).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..provider import Completion, ProviderError, StreamEvent, ToolSchema, backoff_delay
 from ..session import (
@@ -30,17 +34,22 @@ from ..session import (
     ToolCall,
     ToolIdentity,
     ToolIntent,
-    ToolStarted,
     new_id,
     sha256_digest,
 )
 from ..session import facts as f
-from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
+from ..tools import ToolContext, ToolOutput, ToolRegistry, truncate
 from ._context import ContextProjection
-from ._planner import abort_transaction, intent_result, plan_recovery, resumable_operation
+from ._planner import (
+    abort_transaction,
+    failure_transaction,
+    plan_recovery,
+    resumable_operation,
+)
+from ._tool_step import Approval, AskFn, ToolStep
 
-Approval = Literal["auto", "ask", "deny"]
-AskFn = Callable[[str, Mapping[str, Any]], bool]
+log = logging.getLogger("tiny_agent_nb.agent")
+MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a Jupyter notebook. Use the tools to inspect and "
@@ -98,7 +107,8 @@ class RecoveryReport:
 
 
 class AgentError(Exception):
-    """A request the loop cannot serve (e.g. resume with nothing to resume)."""
+    """A request the loop cannot serve (e.g. resume with nothing to resume), or a run
+    or recovery it could not record as settled (the session file refused the write)."""
 
 
 class AgentLoop:
@@ -121,13 +131,12 @@ class AgentLoop:
         self._store = store
         self._provider = provider
         self._tools = tools
-        self._context = context
         self._config = config
-        self._ask = ask
         self._observer = observer or LoopObserver()
         self._sleep = sleep
         self._schemas = tools.schemas()
-        self._environment = str(context.workspace)
+        self._tool_step = ToolStep(store, tools, context, config.approval, ask)
+        self._environment = self._tool_step.environment
         self._digest = sha256_digest(
             {
                 **config.provider_digest,
@@ -191,36 +200,83 @@ class AgentLoop:
         return self._drive(operation_id)
 
     def recover(self) -> RecoveryReport | None:
-        """Settle what a dead process left open (DESIGN §6). Idempotent."""
+        """Settle what a dead process left open (DESIGN §6). Idempotent.
+
+        Ctrl-C during a replay settles it and the reads not replayed yet as interrupted,
+        finishes the operation as interrupted, then re-raises. A commit the session file
+        refuses raises AgentError; the file is left as it was, and the next recovery
+        (the next load of the session) settles it."""
         state = self._store.load()
         plan = plan_recovery(state, self._tool_identities(), self._environment)
         if plan is None:
             return None
-        for intent in plan.replay:
-            tool = self._tools.get(intent.tool.name)
-            assert tool is not None  # can_replay checked the current identity
-            output = self._execute(tool, intent.arguments)
-            self._store.commit(
-                [intent_result(intent, output.content, "replayed", is_error=output.is_error)]
-            )
-        self._store.commit(plan.closing_transaction())
+        what = f"recovering operation {plan.operation.id}"
+        replayed: list[ToolIntent] = []
+        interrupted = list(plan.interrupt)
+
+        def closing_after_interrupt() -> list[NewFact]:
+            # From the file: Ctrl-C may land just after a replay's result was committed.
+            state = self._store.load()
+            if state.open_operation is None:
+                return []
+            pending = [i for i in plan.replay if state.tool_intents[i.id].status == "pending"]
+            return plan.closing_transaction(cancelled=pending)
+
+        try:
+            for intent in plan.replay:
+                (replayed if self._tool_step.replay(intent) else interrupted).append(intent)
+            self._store.commit(plan.closing_transaction())
+        except KeyboardInterrupt:
+            self._close(what, closing_after_interrupt)
+            raise
+        except Exception as exc:
+            raise self._unrecorded(what, exc) from exc
         return RecoveryReport(
             operation_id=plan.operation.id,
-            replayed=plan.replay,
-            interrupted=plan.interrupt,
+            replayed=tuple(replayed),
+            interrupted=tuple(interrupted),
             failed_attempts=len(plan.fail),
         )
 
     # ------------------------------------------------------------------ the loop
     def _drive(self, operation_id: str) -> RunResult:
+        what = f"closing operation {operation_id}"
         try:
             return self._steps(operation_id)
         except KeyboardInterrupt:
             reason = "interrupted by the user (KeyboardInterrupt)"
-            transaction = abort_transaction(self._store.load(), operation_id, reason)
-            if transaction:
-                self._store.commit(transaction)
+            self._close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
             raise
+        except BaseException as exc:
+            error = truncate(f"{type(exc).__name__}: {exc}", MAX_DETAIL)
+            detail = self._tool_step.clean(
+                f"stopped by an unexpected error ({error}); everything before it is kept in "
+                "the session, and the next run starts normally"
+            )
+            self._close(what, lambda: failure_transaction(self._store.load(), operation_id, detail))
+            if not isinstance(exc, Exception):
+                raise  # SystemExit and the like still end what they were meant to end
+            log.error("run %s %s", operation_id, detail, exc_info=exc)
+            return RunResult(operation_id, "failed", detail=detail)
+
+    def _close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
+        """Commit the transaction that closes an operation, from inside an except block:
+        if even that fails, say so rather than let the second error hide the first."""
+        try:
+            facts = transaction()
+            if facts:
+                self._store.commit(facts)
+        except Exception as exc:
+            raise self._unrecorded(what, exc) from exc
+
+    def _unrecorded(self, what: str, exc: Exception) -> AgentError:
+        return AgentError(
+            f"{what} could not be recorded in {self._store.path.name} "
+            f"({type(exc).__name__}: {self._tool_step.clean(str(exc))}). Everything committed "
+            "before is kept; the operation stays open until the session is loaded again "
+            "(e.g. in a new kernel), which marks it interrupted. If the disk is full, free "
+            "space first."
+        )
 
     def _steps(self, operation_id: str) -> RunResult:
         step = 0
@@ -237,7 +293,7 @@ class AgentLoop:
             if not calls:
                 return self._finish(operation_id, "completed", text=completion.message.content)
             for call in calls:
-                self._tool_step(operation_id, attempt_id, call)
+                self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
     def _model_step(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
         """Attempts of one step until one settles; retryable failures become new attempts."""
@@ -313,133 +369,6 @@ class AgentLoop:
             ),
         ]
 
-    # ------------------------------------------------------------------ tools
-    def _tool_step(self, operation_id: str, attempt_id: str, call: ToolCall) -> None:
-        tool = self._tools.get(call.name)
-        if tool is None:
-            known = ", ".join(self._tools.names) or "none"
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                f"Unknown tool {call.name!r}. Available tools: {known}.",
-            )
-            return
-        if call.invalidArguments is not None:
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                f"The arguments of this {call.name} call are not a JSON object, so it did not run. "
-                f"Received: {call.invalidArguments[:500]}",
-                tool=tool,
-            )
-            return
-        try:
-            arguments = tool.effective_arguments(call.arguments)
-        except ToolArgumentError as exc:
-            self._refuse(operation_id, attempt_id, call, f"{exc}. The tool did not run.", tool=tool)
-            return
-        if tool.replay_policy == "never" and not self._approved(tool, arguments):
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                f"The user did not allow this {tool.name} call; it did not run.",
-                tool=tool,
-                arguments=arguments,
-                outcome="denied",
-            )
-            return
-        intent = self._intent(
-            operation_id=operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=tool.identity,
-            arguments=arguments,
-            tool=tool,
-        )
-        self._store.commit([intent])
-        self._observer.on_tool_start(call, arguments)
-        output = self._execute(tool, arguments)
-        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
-        self._store.commit([self._result(intent, output.content, outcome, output.is_error)])
-        self._observer.on_tool_end(call, output, outcome)
-
-    def _approved(self, tool: Tool, arguments: Mapping[str, Any]) -> bool:
-        if self._config.approval == "auto":
-            return True
-        if self._config.approval == "deny" or self._ask is None:
-            return False
-        return self._ask(tool.name, arguments)
-
-    def _refuse(
-        self,
-        operation_id: str,
-        attempt_id: str,
-        call: ToolCall,
-        message: str,
-        *,
-        tool: Tool | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        outcome: Literal["error", "denied"] = "error",
-    ) -> None:
-        """Intent and result in one transaction: the tool provably did not run."""
-        identity = (
-            tool.identity
-            if tool
-            else ToolIdentity(name=call.name, version="unknown", source="builtin")
-        )
-        intent = self._intent(
-            operation_id=operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=identity,
-            arguments=dict(arguments or call.arguments),
-            tool=tool,
-        )
-        self._store.commit([intent, self._result(intent, message, outcome, True)])
-        self._observer.on_tool_end(call, ToolOutput(message, is_error=True), outcome)
-
-    def _intent(
-        self,
-        *,
-        operation_id: str,
-        attempt_id: str,
-        call: ToolCall,
-        identity: ToolIdentity,
-        arguments: Mapping[str, Any],
-        tool: Tool | None,
-    ) -> NewFact:
-        return f.tool_started(
-            operation_id,
-            attempt_id,
-            call.id,
-            tool=identity,
-            arguments=dict(arguments),
-            replay_policy=tool.replay_policy if tool else "never",
-            environment_identity=self._environment,
-        )
-
-    @staticmethod
-    def _result(intent: NewFact, content: str, outcome: Any, is_error: bool) -> NewFact:
-        body = intent.body
-        assert isinstance(body, ToolStarted) and intent.id is not None
-        return f.tool_result(
-            tool_started_id=intent.id,
-            result_entry_id=body.resultEntryId,
-            tool_call_id=body.toolCallId,
-            content=content,
-            outcome=outcome,
-            is_error=is_error,
-        )
-
-    def _execute(self, tool: Tool, arguments: Mapping[str, Any]) -> ToolOutput:
-        try:
-            return tool.run(dict(arguments), self._context)
-        except Exception as exc:  # a tool bug is a result the model sees, not a crash
-            return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
-
     # ------------------------------------------------------------------ helpers
     def _finish(
         self,
@@ -460,7 +389,10 @@ class AgentLoop:
     def _require_idle(self) -> None:
         op = self._store.open_operation()
         if op is not None:
-            raise AgentError(f"operation {op.id} is still open; recover() settles it first")
+            raise AgentError(
+                f"operation {op.id} is still open: its end could not be recorded. Resuming "
+                "marks it interrupted and continues it; so does loading the session again"
+            )
 
 
 def _nothing() -> None:

@@ -2,17 +2,20 @@
 
 `load()` only reconstructs; this module decides, and the loop executes and commits:
 - a `safeRead` intent without result whose replayKey, recomputed for the current tool
-  identity and workspace, equals the recorded one → replay it (`outcome: replayed`);
+  identity and workspace, equals the recorded one → replay it (`outcome: replayed`),
+  under the tool's own limits; one that times out, fails or is interrupted by the user
+  gets an `interrupted` result instead;
 - any other intent without result → one synthetic `interrupted` result: the effect may
   have happened, the result is unknown, it is never re-run;
 - an attempt without settled entry → `attemptFailed{kind: interrupted}`;
 - the open operation → `operationFinished{outcome: interrupted}`.
-The same rules with `aborted` serve an interrupt (Ctrl-C) inside a running operation.
+The same rules with `aborted` serve an interrupt (Ctrl-C) inside a running operation,
+and with `failed` an unexpected error inside one (`failure_transaction`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +37,22 @@ INTERRUPTED_RESULT = (
 ABORTED_RESULT = (
     "Interrupted by the user while running. Its effect may be partial; the result is unknown."
 )
+FAILED_RESULT = (
+    "Interrupted: the run stopped on an unexpected error while this tool was in flight. Its "
+    "effect may or may not have happened; the result is unknown. It was not run again."
+)
+REPLAY_TIMED_OUT_RESULT = (
+    "Interrupted: the process stopped after this read started, and reading again after the "
+    "restart hit the tool's time limit. The result is unknown."
+)
+REPLAY_FAILED_RESULT = (
+    "Interrupted: the process stopped after this read started, and reading again after the "
+    "restart failed unexpectedly. The result is unknown."
+)
+REPLAY_CANCELLED_RESULT = (
+    "Interrupted: the process stopped after this read started, and the user interrupted "
+    "reading it again after the restart. The result is unknown."
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +64,12 @@ class Recovery:
     interrupt: tuple[ToolIntent, ...]  # intents that get a synthetic interrupted result
     fail: tuple[Attempt, ...]  # attempts that never settled
 
-    def closing_transaction(self) -> list[NewFact]:
-        """Everything but the replays, committed as one transaction after them."""
+    def closing_transaction(self, cancelled: Sequence[ToolIntent] = ()) -> list[NewFact]:
+        """Everything but the replays, committed as one transaction after them;
+        `cancelled`: replays the user interrupted (Ctrl-C), settled here too."""
         return [
             *(intent_result(i, INTERRUPTED_RESULT, "interrupted") for i in self.interrupt),
+            *(intent_result(i, REPLAY_CANCELLED_RESULT, "interrupted") for i in cancelled),
             *(
                 f.attempt_failed(
                     a.id,
@@ -96,22 +117,48 @@ def plan_recovery(
 
 def abort_transaction(state: SessionState, operation_id: str, reason: str) -> list[NewFact]:
     """Ctrl-C inside a run: everything in flight resolved, the operation aborted."""
-    op = state.operations.get(operation_id)
-    if op is None or op.status != "open":
+    settled = _settle_in_flight(state, operation_id, "aborted", reason, ABORTED_RESULT)
+    if settled is None:
         return []
     return [
         f.abort_requested(operation_id, reason),
+        *settled,
+        f.operation_finished(operation_id, "aborted", detail=reason),
+    ]
+
+
+def failure_transaction(state: SessionState, operation_id: str, reason: str) -> list[NewFact]:
+    """An unexpected error inside a run (a bug, a refused commit, a failing display): the
+    same settling as an abort, the operation `failed` with the reason as its detail."""
+    settled = _settle_in_flight(state, operation_id, "interrupted", reason, FAILED_RESULT)
+    if settled is None:
+        return []
+    return [*settled, f.operation_finished(operation_id, "failed", detail=reason)]
+
+
+def _settle_in_flight(
+    state: SessionState,
+    operation_id: str,
+    kind: Literal["aborted", "interrupted"],
+    reason: str,
+    result: str,
+) -> list[NewFact] | None:
+    """The open operation's pending attempts failed and pending intents interrupted;
+    None when the operation is not open (nothing to settle)."""
+    op = state.operations.get(operation_id)
+    if op is None or op.status != "open":
+        return None
+    return [
         *(
-            f.attempt_failed(a.id, kind="aborted", message=reason, retryable=False)
+            f.attempt_failed(a.id, kind=kind, message=reason, retryable=False)
             for a in state.attempts.values()
             if a.operation_id == operation_id and a.status == "pending"
         ),
         *(
-            intent_result(i, ABORTED_RESULT, "interrupted")
+            intent_result(i, result, "interrupted")
             for i in state.tool_intents.values()
             if i.operation_id == operation_id and i.status == "pending"
         ),
-        f.operation_finished(operation_id, "aborted", detail=reason),
     ]
 
 

@@ -56,6 +56,12 @@ DEMO_NOTE = (
 )
 
 
+INTERRUPTED_RECOVERY_NOTE = (
+    "Loading was interrupted while it re-read what the previous kernel was reading: those "
+    "reads and the run are marked interrupted (nothing was lost)."
+)
+
+
 class NotebookError(Exception):
     """Something the user must act on; the message says what and how."""
 
@@ -162,7 +168,19 @@ class NotebookAgent:
             raise
         self.close()
         self.store, self.location, self.open_error = store, location, None
-        return self._report(location, store, self._recover(), just_opened=True)
+        notes: list[str] = []
+        try:
+            recovery = self._recover()
+        except AgentError as exc:  # the file refused the write (disk full): nothing changed
+            self.close()
+            self.open_error = f"tiny-agent-nb: {exc}"
+            raise NotebookError(self.open_error) from None
+        except KeyboardInterrupt:
+            if store.open_operation() is not None:
+                raise  # before recovery settled anything: the next load does it all
+            recovery = None  # recover() settled the run before letting it through
+            notes.append(INTERRUPTED_RECOVERY_NOTE)
+        return self._report(location, store, recovery, just_opened=True, notes=notes)
 
     def _report(
         self,
@@ -171,6 +189,7 @@ class NotebookAgent:
         recovery: RecoveryReport | None,
         *,
         just_opened: bool,
+        notes: Sequence[str] = (),
     ) -> OpenReport:
         return OpenReport(
             location=location,
@@ -178,7 +197,7 @@ class NotebookAgent:
             repaired_tail_bytes=store.repaired_tail_bytes if just_opened else 0,
             state=store.load(),
             recovery=recovery,
-            notes=[DEMO_NOTE] if self.config.demo_mode() else [],
+            notes=[*([DEMO_NOTE] if self.config.demo_mode() else []), *notes],
         )
 
     def _open_store(self, location: SessionLocation) -> SessionStore:
@@ -293,6 +312,8 @@ class NotebookAgent:
         )
         try:
             return loop.run(prompt)
+        except AgentError as exc:
+            raise NotebookError(f"tiny-agent-nb: {exc}") from None
         finally:
             loop.close()
 
@@ -343,7 +364,9 @@ class NotebookAgent:
             store,
             provider,
             registry,
-            ToolContext(workspace=self.workspace(), namespace=self.namespace),
+            ToolContext(
+                workspace=self.workspace(), namespace=self.namespace, secrets=self.config.secrets()
+            ),
             config,
             ask=ask,
             observer=observer,

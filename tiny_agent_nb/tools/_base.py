@@ -19,7 +19,7 @@ translates them, once, into `ToolOutput(is_error=True)`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -72,6 +72,9 @@ class ToolContext:
     workspace: Path
     namespace: dict[str, Any] | None = None  # the python tool's globals (the notebook's)
     output_limit: int = DEFAULT_OUTPUT_LIMIT
+    # The API key and the like: kept out of tools' child processes, and redacted from
+    # every result before it is committed (never written anywhere by the tools).
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ that group, so the signals cannot hit it.
 A command that exits normally may leave background jobs behind (a dev server started
 with `&`): they are the user's to keep, and are left running. The tool stops reading
 shortly after bash exits rather than waiting for them to close the output pipe.
+
+The command gets the kernel's environment minus the API key (see `child_environment`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -26,7 +29,7 @@ from pydantic import Field
 from ..session._models import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolOutput
 from ._builtin import BuiltinTool
-from ._output import CappedOutput
+from ._output import CappedOutput, hidden_secrets
 from ._paths import workspace_root
 
 DEFAULT_TIMEOUT = 120.0
@@ -34,6 +37,9 @@ TERMINATE_GRACE = 2.0  # seconds between SIGTERM and SIGKILL for the command's g
 EXIT_GRACE = 0.25  # seconds to keep reading after bash exits (background jobs hold the pipe)
 _POLL = 0.05  # how often to look whether bash exited while its pipe stays open
 _CHUNK = 65536
+# Where the notebook finds the API key (TinyAgent.api_key): never passed on, whatever
+# their value, so a key set there but configured differently stays hidden too.
+KEY_VARIABLES = frozenset({"TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"})
 
 Ending = Literal["exited", "detached", "timeout"]
 
@@ -68,6 +74,7 @@ class Bash(BuiltinTool[BashArguments]):
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=child_environment(os.environ, context.secrets),
         )
         assert proc.stdout is not None
         try:
@@ -83,6 +90,17 @@ class Bash(BuiltinTool[BashArguments]):
         finally:
             proc.stdout.close()
         return _result(output.text(), ending, proc.returncode, arguments.timeout)
+
+
+def child_environment(environ: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
+    """The kernel's environment without the API key: a command (`env`, `printenv`, a
+    script that logs its settings) would otherwise print it into the session file."""
+    hidden = hidden_secrets(secrets)
+    return {
+        name: value
+        for name, value in environ.items()
+        if name not in KEY_VARIABLES and not any(secret in value for secret in hidden)
+    }
 
 
 def _collect(

@@ -56,7 +56,12 @@ class Python(BuiltinTool[PythonArguments]):
                 value = _run(arguments.code, filename, namespace)
                 if value is not None:
                     captured.write(repr(value) + "\n")
-            except (Exception, SystemExit) as exc:  # SystemExit: exit() must not end the kernel
+            except KeyboardInterrupt:
+                raise
+            # BaseException: exit() (SystemExit) must not end the kernel, and no other
+            # exception the code raises (GeneratorExit, its own BaseException subclass)
+            # may escape as if the tool were broken.
+            except BaseException as exc:
                 captured.write(
                     "".join(traceback.format_exception(type(exc), exc, _user_frames(exc)))
                 )

@@ -1,0 +1,220 @@
+"""One tool call of a run, and the replay of a recorded read after a crash.
+
+Every result that carries untrusted text (what a tool returned, run or replayed; a
+refusal quoting the model's call) is built by `ToolStep._result`, which makes it safe to
+keep: valid Unicode, the configured secrets redacted (`clean_output`). The file, the
+model and the screen are given what it returns, never the raw output. (The other
+results are the planner's fixed texts.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Literal, Protocol
+
+from ..session import NewFact, SessionStore, ToolCall, ToolIdentity, ToolIntent, ToolStarted
+from ..session import facts as f
+from ..session._models import ToolOutcome
+from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
+from ..tools._output import clean_output
+from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
+
+Approval = Literal["auto", "ask", "deny"]
+AskFn = Callable[[str, Mapping[str, Any]], bool]
+
+log = logging.getLogger("tiny_agent_nb.agent")
+
+
+class ToolObserver(Protocol):
+    """What a tool step tells the UI (LoopObserver fits)."""
+
+    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
+    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
+
+
+class ToolStep:
+    def __init__(
+        self,
+        store: SessionStore,
+        tools: ToolRegistry,
+        context: ToolContext,
+        approval: Approval,
+        ask: AskFn | None,
+    ) -> None:
+        self._store = store
+        self._tools = tools
+        self._context = context
+        self._approval = approval
+        self._ask = ask
+        self.environment = str(context.workspace)
+
+    def clean(self, text: str) -> str:
+        """`text` as it may be kept: what `_result` does to a tool's output."""
+        return clean_output(text, self._context.secrets)
+
+    # ------------------------------------------------------------------ a run's call
+    def run(
+        self, operation_id: str, attempt_id: str, call: ToolCall, observer: ToolObserver
+    ) -> None:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self._tools.names) or "none"
+            message = f"Unknown tool {call.name!r}. Available tools: {known}."
+            self._refuse(operation_id, attempt_id, call, message, observer)
+            return
+        if call.invalidArguments is not None:
+            message = (
+                f"The arguments of this {call.name} call are not a JSON object, so it did not "
+                f"run. Received: {call.invalidArguments[:500]}"
+            )
+            self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
+            return
+        try:
+            arguments = tool.effective_arguments(call.arguments)
+        except ToolArgumentError as exc:
+            message = f"{exc}. The tool did not run."
+            self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
+            return
+        if tool.replay_policy == "never" and not self._approved(tool, arguments):
+            message = f"The user did not allow this {tool.name} call; it did not run."
+            self._refuse(
+                operation_id,
+                attempt_id,
+                call,
+                message,
+                observer,
+                tool=tool,
+                arguments=arguments,
+                outcome="denied",
+            )
+            return
+        intent = self._intent(
+            operation_id,
+            attempt_id=attempt_id,
+            call=call,
+            identity=tool.identity,
+            arguments=arguments,
+            tool=tool,
+        )
+        self._store.commit([intent])
+        observer.on_tool_start(call, arguments)
+        output = self._execute(tool, arguments)
+        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
+        result, output = self._result(intent, output, outcome)
+        self._store.commit([result])
+        observer.on_tool_end(call, output, outcome)
+
+    def _approved(self, tool: Tool, arguments: Mapping[str, Any]) -> bool:
+        if self._approval == "auto":
+            return True
+        if self._approval == "deny" or self._ask is None:
+            return False
+        return self._ask(tool.name, arguments)
+
+    def _refuse(
+        self,
+        operation_id: str,
+        attempt_id: str,
+        call: ToolCall,
+        message: str,
+        observer: ToolObserver,
+        *,
+        tool: Tool | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        outcome: Literal["error", "denied"] = "error",
+    ) -> None:
+        """Intent and result in one transaction: the tool provably did not run."""
+        identity = (
+            tool.identity
+            if tool
+            else ToolIdentity(name=call.name, version="unknown", source="builtin")
+        )
+        arguments = dict(arguments or call.arguments)
+        intent = self._intent(
+            operation_id,
+            attempt_id=attempt_id,
+            call=call,
+            identity=identity,
+            arguments=arguments,
+            tool=tool,
+        )
+        result, output = self._result(intent, ToolOutput(message, True), outcome)
+        self._store.commit([intent, result])
+        observer.on_tool_end(call, output, outcome)
+
+    def _intent(
+        self,
+        operation_id: str,
+        *,
+        attempt_id: str,
+        call: ToolCall,
+        identity: ToolIdentity,
+        arguments: Mapping[str, Any],
+        tool: Tool | None,
+    ) -> NewFact:
+        return f.tool_started(
+            operation_id,
+            attempt_id,
+            call.id,
+            tool=identity,
+            arguments=dict(arguments),
+            replay_policy=tool.replay_policy if tool else "never",
+            environment_identity=self.environment,
+        )
+
+    # ------------------------------------------------------------------ after a crash
+    def replay(self, intent: ToolIntent) -> bool:
+        """Run a recorded safeRead intent again and commit its result: True when it is
+        `replayed`, False when it fell back to an `interrupted` result (its tool failed,
+        hit its time limit, or the result could not be kept). KeyboardInterrupt passes:
+        the caller settles the intent."""
+        try:
+            tool = self._tools.get(intent.tool.name)
+            if tool is None:  # can_replay checked the identity: a registry bug
+                raise LookupError(f"no tool {intent.tool.name!r} to replay")
+            # Not _execute: an exception here (a bug, MemoryError) is no result of the
+            # read; recording it as `replayed` would pass it off as one.
+            output = tool.run(dict(intent.arguments), self._context)
+            if output.timed_out:
+                self._store.commit([intent_result(intent, REPLAY_TIMED_OUT_RESULT, "interrupted")])
+                return False
+            result, _ = self._result(intent, output, "replayed")
+            self._store.commit([result])
+            return True
+        except Exception:
+            # The open operation must close whatever the replay did: a load that fails
+            # here would fail again on every later load.
+            log.exception("replaying %s %s failed", intent.tool.name, intent.id)
+            self._store.commit([intent_result(intent, REPLAY_FAILED_RESULT, "interrupted")])
+            return False
+
+    # ------------------------------------------------------------------ shared
+    def _result(
+        self, intent: NewFact | ToolIntent, output: ToolOutput, outcome: ToolOutcome
+    ) -> tuple[NewFact, ToolOutput]:
+        """The result entry answering `intent` (about to be committed, or recorded), and
+        the output as it was kept."""
+        output = replace(output, content=self.clean(output.content))
+        if isinstance(intent, ToolIntent):
+            started_id, entry_id, call_id = intent.id, intent.result_entry_id, intent.tool_call_id
+        else:
+            body = intent.body
+            assert isinstance(body, ToolStarted) and intent.id is not None
+            started_id, entry_id, call_id = intent.id, body.resultEntryId, body.toolCallId
+        fact = f.tool_result(
+            tool_started_id=started_id,
+            result_entry_id=entry_id,
+            tool_call_id=call_id,
+            content=output.content,
+            outcome=outcome,
+            is_error=output.is_error,
+        )
+        return fact, output
+
+    def _execute(self, tool: Tool, arguments: Mapping[str, Any]) -> ToolOutput:
+        try:
+            return tool.run(dict(arguments), self._context)
+        except Exception as exc:  # a tool bug is a result the model sees, not a crash
+            return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
