@@ -339,7 +339,45 @@ def test_directory_is_not_a_session(capsys: pytest.CaptureFixture[str], tmp_path
     err = capsys.readouterr().err
 
     assert code == 4
-    assert "cannot read" in err
+    assert "is not a tiny-agent-nb session: it is a directory" in err
+
+
+def run_cli_capped(*args: str) -> subprocess.CompletedProcess[str]:
+    """run_cli with a deadline and a memory cap: on the base code `inspect FIFO` waited for
+    a writer forever and `inspect /dev/zero` read until memory ran out."""
+    cap = "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))"
+    run = "sys.argv[0] = 'tiny-agent-nb'; runpy.run_module('tiny_agent_nb', run_name='__main__')"
+    return subprocess.run(
+        [sys.executable, "-c", f"{cap}; {run}", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("command", ["inspect", "timeline", "usage", "salvage"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dev-null"])
+def test_fifos_and_devices_are_refused_at_once_with_exit_4(
+    tmp_path: Path, command: str, kind: str
+) -> None:
+    if kind == "fifo":
+        target = str(tmp_path / "session.jsonl")
+        os.mkfifo(target)
+        what = "a FIFO (named pipe)"
+    else:
+        target = "/dev/zero" if kind == "dev-zero" else "/dev/null"
+        what = "a character device"
+    out = tmp_path / "copy.jsonl"
+    extra = ["--out", str(out)] if command == "salvage" else []
+
+    result = run_cli_capped(command, target, *extra, "--json")
+
+    assert result.returncode == 4, result.stderr[-2000:]
+    assert f"is not a tiny-agent-nb session: it is {what}" in result.stderr
+    assert json.loads(result.stdout)["error"]["type"] == "NotASessionError"
+    assert not out.exists()
 
 
 # ---------------------------------------------------------------- usage

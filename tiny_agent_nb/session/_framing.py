@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ._exceptions import NotASessionError, SessionCorruptError
-from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, HEADER_ADAPTER, Fact, Header
+from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, FORMAT_VERSION, HEADER_ADAPTER, Fact, Header
 from ._reducer import Violation, apply_transaction
 from ._state import SessionState
 
@@ -34,6 +34,21 @@ def split_complete(data: bytes) -> tuple[bytes, int]:
     if last_lf < 0:
         return b"", len(data)
     return data[:last_lf], len(data) - last_lf - 1
+
+
+# The first bytes of every header this writer makes (Header's fields in their order; the
+# store writes the whole line with one write). Bytes without an LF that start with these,
+# or are a prefix of them, are what a writer that died while creating the file can have
+# left. Nothing else is ever overwritten: a settings.json holding one line of JSON without
+# a final LF is somebody else's file (docs/session-format.md, "Writing").
+HEADER_START = b'{"kind":"header","version":%d,' % FORMAT_VERSION
+
+
+def is_torn_header(data: bytes) -> bool:
+    """True for an empty file or a header line cut short while the file was created."""
+    if b"\n" in data:
+        return False
+    return data.startswith(HEADER_START) or HEADER_START.startswith(data)
 
 
 def parse_header(path: str | Path, line: bytes) -> Header:

@@ -26,7 +26,13 @@ from ._exceptions import (
     SessionError,
 )
 from ._facts import NewFact
-from ._framing import describe_validation_error, encode_transaction, reduce_bytes
+from ._files import open_regular, read_fd, read_session_file
+from ._framing import (
+    describe_validation_error,
+    encode_transaction,
+    is_torn_header,
+    reduce_bytes,
+)
 from ._ids import is_uuid7, new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header
@@ -127,21 +133,10 @@ class _FifoLock:
 
 
 def load_session(path: str | Path) -> SessionState:
-    """Read-only load: takes no lock, never writes, ignores a torn tail."""
-    return reduce_bytes(path, Path(path).read_bytes())
+    """Read-only load: takes no lock, never writes, ignores a torn tail.
 
-
-def _read_fd(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks: list[bytes] = []
-    offset = 0
-    while offset < size:
-        chunk = os.pread(fd, size - offset, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
+    Only a regular file is read (a FIFO or a device is refused without blocking)."""
+    return reduce_bytes(path, read_session_file(path))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -215,15 +210,15 @@ class SessionStore:
         clock: Clock,
     ) -> SessionStore:
         existed = path.exists()
-        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        fd = os.open(path, flags, 0o644)
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+        fd = open_regular(path, flags)
         try:
             lock_exclusive(fd, path)
-            data = _read_fd(fd)
+            data = read_fd(fd)
             try:
                 state = reduce_bytes(path, data)
             except NotASessionError:
-                if create is None or b"\n" in data:
+                if create is None or not is_torn_header(data):
                     raise
                 # Empty, or a header torn by a writer that died while creating: start over.
                 state = cls._write_header(fd, path, create, durability, clock)
@@ -351,7 +346,7 @@ class SessionStore:
         return built
 
     def _resync(self, fd: int) -> None:
-        data = _read_fd(fd)
+        data = read_fd(fd)
         torn = len(data) - (data.rfind(b"\n") + 1)
         if torn:
             os.ftruncate(fd, len(data) - torn)
