@@ -253,18 +253,27 @@ class SessionStore:
     def _write_header(
         fd: int, path: Path, create: HeaderInit, durability: Durability, clock: Clock
     ) -> SessionState:
-        header = Header(
-            kind="header",
-            version=2,
-            id=new_id(),
-            createdAt=clock(),
-            cwd=create.cwd,
-            provider=create.provider,
-            model=create.model,
-            environmentIdentity=create.environment_identity,
-        )
+        # Built and encoded before the torn bytes are cut: a header that cannot be written
+        # (a clock out of range, a cwd that is no text) leaves the file as it was.
+        try:
+            header = Header(
+                kind="header",
+                version=2,
+                id=new_id(),
+                createdAt=clock(),
+                cwd=create.cwd,
+                provider=create.provider,
+                model=create.model,
+                environmentIdentity=create.environment_identity,
+            )
+            line = header.model_dump_json().encode("utf-8") + b"\n"
+        except ValidationError as exc:
+            reason = f"the new header is invalid: {describe_validation_error(exc)}"
+            raise InvalidTransactionError(reason) from None
+        except ValueError as exc:  # PydanticSerializationError: a lone surrogate
+            raise InvalidTransactionError(f"the new header cannot be written: {exc}") from None
         os.ftruncate(fd, 0)
-        _write_all(fd, header.model_dump_json().encode("utf-8") + b"\n")
+        _write_all(fd, line)
         if durability == "power":
             os.fsync(fd)
         return SessionState(str(path), header)
@@ -305,7 +314,7 @@ class SessionStore:
             savepoint = tables.begin()
             try:
                 built = self._apply(tables, facts)
-                line = encode_transaction(built)
+                line = _encode(built)
                 self._append(fd, line)
             except (InvalidTransactionError, SessionWriteError):
                 tables.rollback(savepoint)
@@ -437,6 +446,21 @@ class SessionStore:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"lastSeq={self._state.last_seq}"
         return f"<SessionStore {str(self._path)!r} {state} durability={self._durability}>"
+
+
+def _encode(facts: list[Fact]) -> bytes:
+    """encode_transaction, or InvalidTransactionError naming the fact that cannot be
+    written (a string holding a lone surrogate is no text: UTF-8 cannot encode it)."""
+    try:
+        return encode_transaction(facts)
+    except ValueError:  # PydanticSerializationError
+        for index, fact in enumerate(facts):
+            try:
+                encode_transaction([fact])
+            except ValueError as exc:
+                reason = f"it cannot be written as JSON text ({exc})"
+                raise InvalidTransactionError(reason, index=index) from None
+        raise
 
 
 def _write_all(fd: int, data: bytes) -> None:
