@@ -1,4 +1,5 @@
-"""Opening and reading session files: regular files only, and never blocking to find out.
+"""Session files at the OS level: open (regular files only, found out without blocking),
+read, write.
 
 A path given to the store or a reader may name anything: a FIFO (opening it for reading
 waits for a writer, forever), a device (`/dev/zero` never ends; `/dev/null` swallows every
@@ -71,3 +72,21 @@ def read_session_file(path: str | Path) -> bytes:
         return read_fd(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """One os.write per transaction; loop only if the kernel accepted part of it."""
+    written = os.write(fd, data)
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync the directory holding `path`, so a new file's name survives power loss too."""
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -26,7 +26,7 @@ from ._exceptions import (
     SessionError,
 )
 from ._facts import NewFact
-from ._files import open_regular, read_fd, read_session_file
+from ._files import fsync_dir, open_regular, read_fd, read_session_file, write_all
 from ._framing import (
     describe_validation_error,
     encode_transaction,
@@ -139,14 +139,6 @@ def load_session(path: str | Path) -> SessionState:
     return reduce_bytes(path, read_session_file(path))
 
 
-def _fsync_dir(path: Path) -> None:
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class SessionStore:
     """Open with `SessionStore.open(...)`; `commit`, `load`, `subscribe`, `close`."""
 
@@ -233,7 +225,7 @@ class SessionStore:
                     if durability == "power":
                         os.fsync(fd)
             if created and not existed and durability == "power":
-                _fsync_dir(path)
+                fsync_dir(path)
             store = cls(
                 path=path,
                 key=key,
@@ -273,7 +265,7 @@ class SessionStore:
         except ValueError as exc:  # PydanticSerializationError: a lone surrogate
             raise InvalidTransactionError(f"the new header cannot be written: {exc}") from None
         os.ftruncate(fd, 0)
-        _write_all(fd, line)
+        write_all(fd, line)
         if durability == "power":
             os.fsync(fd)
         return SessionState(str(path), header)
@@ -314,7 +306,7 @@ class SessionStore:
             savepoint = tables.begin()
             try:
                 built = self._apply(tables, facts)
-                line = _encode(built)
+                line = encode_transaction(built)
                 self._append(fd, line)
             except (InvalidTransactionError, SessionWriteError):
                 tables.rollback(savepoint)
@@ -368,7 +360,7 @@ class SessionStore:
 
     def _append(self, fd: int, line: bytes) -> None:
         try:
-            _write_all(fd, line)
+            write_all(fd, line)
             if self._durability == "power":
                 os.fsync(fd)
         except OSError as exc:
@@ -446,27 +438,3 @@ class SessionStore:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"lastSeq={self._state.last_seq}"
         return f"<SessionStore {str(self._path)!r} {state} durability={self._durability}>"
-
-
-def _encode(facts: list[Fact]) -> bytes:
-    """encode_transaction, or InvalidTransactionError naming the fact that cannot be
-    written (a string holding a lone surrogate is no text: UTF-8 cannot encode it)."""
-    try:
-        return encode_transaction(facts)
-    except ValueError:  # PydanticSerializationError
-        for index, fact in enumerate(facts):
-            try:
-                encode_transaction([fact])
-            except ValueError as exc:
-                reason = f"it cannot be written as JSON text ({exc})"
-                raise InvalidTransactionError(reason, index=index) from None
-        raise
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """One os.write per transaction; loop only if the kernel accepted part of it."""
-    written = os.write(fd, data)
-    if written < len(data):
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
