@@ -1145,6 +1145,20 @@ def fractional_timestamp(s: SessionBuilder) -> None:
     s.commit_corrupt(damaged("at", CREATED_AT + MS_PER_SEQ * s.seq + 0.5))
 
 
+@scenario("a fact `at` of 10**20 ms: past 9999-12-31, so no time any renderer can show")
+def timestamp_out_of_range(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    op = s.start_run("Again")
+    s.step_attempt(op, 1)
+    s.commit_corrupt(damaged("at", 10**20))
+
+
+@scenario("header createdAt of 10**20 ms: corrupt at line 1")
+def header_created_at_out_of_range(s: SessionBuilder) -> None:
+    s.damage_header(damaged("createdAt", 10**20))
+    s.exchange("Hi", "Hello.")
+
+
 @scenario("operationFinished while a toolStarted has no result")
 def finish_with_pending_intent(s: SessionBuilder) -> None:
     op = s.start_run("Deploy")
@@ -1292,6 +1306,38 @@ def replay_key_mismatch(s: SessionBuilder) -> None:
     attempt = s.model_turn(op, 1, calls=[readme])
     s.tool_started(attempt, readme)
     s.commit_corrupt(damaged("record.arguments.limit", 2000))
+
+
+MAX_JSON_DEPTH = 64  # how deeply tool arguments may nest (the arguments object is level 1)
+
+
+def nested_arguments(depth: int) -> dict[str, Any]:
+    """Arguments `{"path": ..., "filter": {...}}` whose objects nest exactly `depth` deep."""
+    value: Any = "x"
+    for _ in range(depth - 1):
+        value = {"v": value}
+    return {"path": "config.json", "filter": value}
+
+
+@scenario("tool arguments nested 64 levels deep, the deepest a session may hold: they load")
+def arguments_at_depth_limit(s: SessionBuilder) -> None:
+    op = s.start_run("Read the config")
+    deep = ToolCall("call_d1", READ_FILE, nested_arguments(MAX_JSON_DEPTH))
+    attempt = s.model_turn(op, 1, calls=[deep])
+    intent = s.tool_started(attempt, deep)
+    s.commit()
+    s.tool_result(intent, "{}")
+    s.commit()
+
+
+@scenario("tool call arguments nested 65 levels deep, one more than a session may hold")
+def arguments_too_deep(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    op = s.start_run("Read the config")
+    attempt = s.step_attempt(op, 1)
+    s.commit()
+    s.assistant(attempt, calls=[ToolCall("call_d1", READ_FILE, nested_arguments(65))])
+    s.commit_corrupt()
 
 
 @scenario("a tool result whose message.toolCallId is not the intent's toolCallId")

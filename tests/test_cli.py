@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -339,7 +340,45 @@ def test_directory_is_not_a_session(capsys: pytest.CaptureFixture[str], tmp_path
     err = capsys.readouterr().err
 
     assert code == 4
-    assert "cannot read" in err
+    assert "is not a tiny-agent-nb session: it is a directory" in err
+
+
+def run_cli_capped(*args: str) -> subprocess.CompletedProcess[str]:
+    """run_cli with a deadline and a memory cap: on the base code `inspect FIFO` waited for
+    a writer forever and `inspect /dev/zero` read until memory ran out."""
+    cap = "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))"
+    run = "sys.argv[0] = 'tiny-agent-nb'; runpy.run_module('tiny_agent_nb', run_name='__main__')"
+    return subprocess.run(
+        [sys.executable, "-c", f"{cap}; {run}", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize("command", ["inspect", "timeline", "usage", "salvage"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dev-null"])
+def test_fifos_and_devices_are_refused_at_once_with_exit_4(
+    tmp_path: Path, command: str, kind: str
+) -> None:
+    if kind == "fifo":
+        target = str(tmp_path / "session.jsonl")
+        os.mkfifo(target)
+        what = "a FIFO (named pipe)"
+    else:
+        target = "/dev/zero" if kind == "dev-zero" else "/dev/null"
+        what = "a character device"
+    out = tmp_path / "copy.jsonl"
+    extra = ["--out", str(out)] if command == "salvage" else []
+
+    result = run_cli_capped(command, target, *extra, "--json")
+
+    assert result.returncode == 4, result.stderr[-2000:]
+    assert f"is not a tiny-agent-nb session: it is {what}" in result.stderr
+    assert json.loads(result.stdout)["error"]["type"] == "NotASessionError"
+    assert not out.exists()
 
 
 # ---------------------------------------------------------------- usage
@@ -482,6 +521,62 @@ def test_process_runs_from_any_directory(tmp_path: Path) -> None:
     )
     assert result.returncode == 0
     assert result.stdout.startswith("tiny-agent-nb ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect"],
+        ["inspect", "--json"],
+        ["timeline"],
+        ["timeline", "--json"],
+        ["usage"],
+        ["usage", "--json"],
+        ["salvage", "--out"],
+    ],
+    ids=["inspect", "inspect-json", "timeline", "timeline-json", "usage", "usage-json", "salvage"],
+)
+def test_a_reader_that_went_away_stops_the_command_quietly_with_141(
+    tmp_path: Path, completed: Path, argv: list[str]
+) -> None:
+    """`tiny-agent-nb inspect FILE | head`: head exits before the output is all written."""
+    command, *flags = argv
+    if flags == ["--out"]:
+        flags = ["--out", str(tmp_path / "copy.jsonl")]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte: EPIPE every time
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "tiny_agent_nb", command, str(completed), *flags],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_head_of_a_long_timeline_is_just_its_first_lines(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    init = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        for n in range(120):
+            complete_run(store, f"prompt {n}")
+    # About 140 kB of JSON: more than a pipe holds, so the CLI is still writing when
+    # head has its two lines and exits.
+    cli = f"{shlex.quote(sys.executable)} -m tiny_agent_nb timeline --all --json {path}"
+    result = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{cli} | head -n 2"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.stdout.splitlines() == ["{", ' "timeline": {']
+    assert (result.returncode, result.stderr) == (141, "")
 
 
 # ---------------------------------------------------------------- shared by the new commands

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .timeline import RunRow, Timeline, Totals, shorten
@@ -43,7 +43,14 @@ def money(cost: float | None, unpriced: int = 0) -> str:
 
 
 def when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """Epoch ms as UTC time. The session format bounds every `at` to 1970-9999
+    (session.MAX_EPOCH_MS), inside what datetime covers; integer arithmetic, so the last
+    millisecond of 9999 is not rounded into year 10000 as a float division could be."""
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _badge(status: str) -> str:

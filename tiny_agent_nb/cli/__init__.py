@@ -15,16 +15,26 @@ Exit codes: 0 the file is a session (salvage: something was salvaged into NEW); 
 usage (argparse; a page that does not exist; salvage's NEW already exists or is FILE);
 3 the file is corrupt (a complete line is invalid: the error names the line; salvage:
 the header itself is invalid, nothing to salvage); 4 the file holds no session (empty,
-torn header, other data) or cannot be read (missing, unreadable); 5 salvage could not
-write NEW.
+torn header, other data, not a regular file: a FIFO, a device, a directory) or cannot be
+read (missing, unreadable); 5 salvage could not write NEW; 141 the reader of the output
+went away before it was all written (`... | head`): the command stops quietly, with the
+status a shell reports for a process killed by SIGPIPE, as `cat` or `grep` would.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from .. import __version__
-from ._common import OFFLINE_DEMO_PROVIDER, Command, _Failed, _report_failure
+from ._common import (
+    EXIT_OUTPUT_CLOSED,
+    OFFLINE_DEMO_PROVIDER,
+    Command,
+    _Failed,
+    _report_failure,
+)
 from ._demo import _configure_demo, run_demo
 from ._inspect import _configure_inspect, run_inspect
 from ._salvage import _configure_salvage, run_salvage
@@ -39,9 +49,32 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command: Command = COMMANDS[args.command]
     try:
-        return command.run(args)
-    except _Failed as failed:  # raised by any command: one way to report it
-        return _report_failure(failed, as_json=getattr(args, "json", False))
+        try:
+            code = command.run(args)
+        except _Failed as failed:  # raised by any command: one way to report it
+            code = _report_failure(failed, as_json=getattr(args, "json", False))
+        # Flushed here, not at exit, so a reader that went away shows up below.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _output_closed()
+    return code
+
+
+def _output_closed() -> int:
+    """The reader of stdout went away (`| head`): stop without a traceback.
+
+    Not 0, because the output was cut short (a script with `set -o pipefail` should know);
+    141 = 128 + SIGPIPE, what the shell reports for `cat` or `grep` in the same place.
+    """
+    try:
+        # What is still buffered would fail again when the interpreter flushes it at exit
+        # ("Exception ignored ... BrokenPipeError"): send it to /dev/null instead.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no file (tests capture it): nothing to flush
+        pass
+    return EXIT_OUTPUT_CLOSED
 
 
 def build_parser() -> argparse.ArgumentParser:

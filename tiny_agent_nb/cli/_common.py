@@ -23,6 +23,7 @@ EXIT_USAGE = 2  # argparse's own code for bad arguments
 EXIT_CORRUPT = 3
 EXIT_NOT_A_SESSION = 4
 EXIT_WRITE_FAILED = 5
+EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE: stdout's reader went away (`| head`)
 
 # The provider of the offline demo model: its answers are scripted, not an LLM's, and the
 # timeline says so, as the widget does. (provider.DEMO_PROVIDER; not imported, so that the

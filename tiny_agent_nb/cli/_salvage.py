@@ -17,6 +17,7 @@ from ..session import (
     load_session,
     salvage,
 )
+from ..session._files import read_session_file
 from ..session._salvage import SalvageResult
 from ._common import (
     EXIT_CORRUPT,
@@ -63,11 +64,10 @@ def run_salvage(args: argparse.Namespace) -> int:
 def _salvage_file(source: str, out: str) -> SalvageResult:
     _refuse_existing(source, out)
     try:
-        data = Path(source).read_bytes()
+        # A FIFO or a device is refused without blocking (NotASessionError, below).
+        return salvage(read_session_file(source), source)
     except OSError as exc:
         raise _unreadable(source, exc) from exc
-    try:
-        return salvage(data, source)
     except NotASessionError as exc:
         raise _not_a_session(exc, f" Nothing was written to {printable(out)}.") from exc
     except SessionCorruptError as exc:  # the header (line 1) itself is invalid

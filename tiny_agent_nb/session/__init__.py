@@ -7,7 +7,14 @@ store.close()
 """
 
 from . import _facts as facts
-from ._canonical import MAX_JSON_DEPTH, canonical_json, json_depth, replay_key, sha256_digest
+from ._canonical import (
+    MAX_JSON_DEPTH,
+    canonical_json,
+    json_depth,
+    json_value_problem,
+    replay_key,
+    sha256_digest,
+)
 from ._exceptions import (
     InvalidTransactionError,
     NotASessionError,
@@ -20,6 +27,7 @@ from ._facts import NewFact
 from ._ids import is_uuid7, new_id
 from ._models import (
     FORMAT_VERSION,
+    MAX_EPOCH_MS,
     AbortRequested,
     AssistantEntry,
     AssistantMessage,
@@ -50,6 +58,7 @@ from ._store import Durability, HeaderInit, SessionStore, SessionWriteError, loa
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_EPOCH_MS",
     "MAX_JSON_DEPTH",
     "AbortRequested",
     "AssistantEntry",
@@ -96,6 +105,7 @@ __all__ = [
     "facts",
     "is_uuid7",
     "json_depth",
+    "json_value_problem",
     "load_session",
     "new_id",
     "replay_key",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from ._models import ToolIdentity
@@ -31,6 +32,86 @@ def json_depth(value: Any) -> int:
         deepest = max(deepest, depth)
         stack.extend((child, depth) for child in children)
     return deepest
+
+
+# Integers of fewer digits convert to and from text in every Python, whatever its
+# int_max_str_digits (640 is the lowest limit it accepts): the JSON reader, canonical_json
+# and a later kernel all agree on them. A model has no business sending longer ones.
+_INT_LIMIT = 10**640
+
+
+def json_value_problem(value: Any) -> str | None:
+    """Why `value` is no JSON value a session may hold, or None when it is one.
+
+    A free-form value (tool arguments the model chose) must come back from the file as it
+    went in: objects with string keys, arrays (lists), strings of Unicode scalar values
+    (no lone surrogates), finite numbers, integers of at most 640 digits, true, false and
+    null, nested at most MAX_JSON_DEPTH deep. Anything else would be written changed (a
+    tuple or set as an array, NaN as null, a lone surrogate as U+FFFD), not written at
+    all, or written but refused by the reader. Iterative, so no value can exhaust the
+    stack, and a cycle stops at the depth limit.
+    """
+    if not isinstance(value, dict | list):
+        return _scalar_problem(value)
+    # Only containers go on the stack; scalars are checked where they are found, and an
+    # ASCII string (most of what a model sends) costs two checks. This runs on every
+    # tool call's commit and load.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"arrays and objects nest more than {MAX_JSON_DEPTH} levels deep"
+        if isinstance(container, dict):
+            children: Any = container.values()
+            for key in container:
+                if type(key) is not str or not key.isascii():
+                    problem = _key_problem(key)
+                    if problem:
+                        return problem
+        else:
+            children = container
+        for child in children:
+            if type(child) is str and child.isascii():
+                continue
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+                continue
+            problem = _scalar_problem(child)
+            if problem:
+                return problem
+    return None
+
+
+def _key_problem(key: object) -> str | None:
+    if not isinstance(key, str):
+        return f"an object key is a Python {type(key).__name__}, not a string"
+    return _text_problem(key)
+
+
+def _scalar_problem(item: object) -> str | None:
+    if isinstance(item, str):
+        return _text_problem(item)
+    if isinstance(item, bool) or item is None:
+        return None
+    if isinstance(item, int):
+        if -_INT_LIMIT < item < _INT_LIMIT:
+            return None
+        return "an integer has more than 640 digits"
+    if isinstance(item, float):
+        if math.isfinite(item):
+            return None
+        return f"the number {item} is not JSON (NaN and infinities are not numbers)"
+    return f"a Python {type(item).__name__} is not a JSON value"
+
+
+def _text_problem(text: str) -> str | None:
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a string holds a lone surrogate (U+{ord(exc.object[exc.start]):04X}), not text"
+    return None
 
 
 # json.dumps builds a new encoder whenever an option differs from the defaults; every

@@ -1,7 +1,7 @@
 """Errors raised by the session store.
 
 SessionError
-├── NotASessionError        the file holds no session header (empty, torn header, other data)
+├── NotASessionError        no session here: empty, torn header, other data, not a regular file
 ├── SessionCorruptError     a complete line is invalid: names the file, the line and the reason
 ├── SessionLockedError      another writer holds the file (names its pid when the OS tells)
 ├── InvalidTransactionError a commit was refused; nothing was written, nothing changed

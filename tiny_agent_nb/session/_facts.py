@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._canonical import replay_key
+from ._canonical import json_value_problem, replay_key
+from ._exceptions import InvalidTransactionError
 from ._ids import new_id
 from ._models import (
     AbortRequested,
@@ -195,7 +196,15 @@ def tool_started(
     environment_identity: str,
     id: str | None = None,
 ) -> NewFact:
-    """The intent, with a freshly reserved resultEntryId and its replayKey."""
+    """The intent, with a freshly reserved resultEntryId and its replayKey.
+
+    Arguments that replay_key cannot encode raise InvalidTransactionError here (the store
+    checks every argument again when the intent is committed)."""
+    try:
+        key = replay_key(tool, arguments, environment_identity)
+    except (ValueError, TypeError, RecursionError):  # NaN, a set, a lone surrogate, a cycle
+        problem = json_value_problem(arguments) or "they cannot be encoded as JSON"
+        raise InvalidTransactionError(f"toolStarted arguments: {problem}") from None
     body = ToolStarted(
         type="toolStarted",
         operationId=operation_id,
@@ -206,7 +215,7 @@ def tool_started(
         replayPolicy=replay_policy,
         environmentIdentity=environment_identity,
         resultEntryId=new_id(),
-        replayKey=replay_key(tool, arguments, environment_identity),
+        replayKey=key,
     )
     return NewFact(body, id if id is not None else new_id())
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ._exceptions import NotASessionError, SessionCorruptError
-from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, HEADER_ADAPTER, Fact, Header
+from ._exceptions import InvalidTransactionError, NotASessionError, SessionCorruptError
+from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, FORMAT_VERSION, HEADER_ADAPTER, Fact, Header
 from ._reducer import Violation, apply_transaction
 from ._state import SessionState
 
@@ -34,6 +34,21 @@ def split_complete(data: bytes) -> tuple[bytes, int]:
     if last_lf < 0:
         return b"", len(data)
     return data[:last_lf], len(data) - last_lf - 1
+
+
+# The first bytes of every header this writer makes (Header's fields in their order; the
+# store writes the whole line with one write). Bytes without an LF that start with these,
+# or are a prefix of them, are what a writer that died while creating the file can have
+# left. Nothing else is ever overwritten: a settings.json holding one line of JSON without
+# a final LF is somebody else's file (docs/session-format.md, "Writing").
+HEADER_START = b'{"kind":"header","version":%d,' % FORMAT_VERSION
+
+
+def is_torn_header(data: bytes) -> bool:
+    """True for an empty file or a header line cut short while the file was created."""
+    if b"\n" in data:
+        return False
+    return data.startswith(HEADER_START) or HEADER_START.startswith(data)
 
 
 def parse_header(path: str | Path, line: bytes) -> Header:
@@ -59,13 +74,28 @@ def parse_transaction(line: bytes) -> list[Fact]:
 
 
 def encode_transaction(facts: Sequence[Fact]) -> bytes:
+    """The transaction's line, LF included; InvalidTransactionError naming the fact that
+    cannot be written (a string holding a lone surrogate is no text UTF-8 can encode)."""
     # Each model's own serializer: the same bytes as the union adapters, without the
     # per-call union dispatch (a third of the encoding time of a two-fact array).
-    if len(facts) == 1:
-        fact = facts[0]
-        return fact.__pydantic_serializer__.to_json(fact) + b"\n"
-    parts = [fact.__pydantic_serializer__.to_json(fact) for fact in facts]
+    try:
+        if len(facts) == 1:
+            fact = facts[0]
+            return fact.__pydantic_serializer__.to_json(fact) + b"\n"
+        parts = [fact.__pydantic_serializer__.to_json(fact) for fact in facts]
+    except ValueError:  # PydanticSerializationError
+        raise _unwritable(facts) from None
     return b"".join((b"[", b",".join(parts), b"]\n"))
+
+
+def _unwritable(facts: Sequence[Fact]) -> InvalidTransactionError:
+    for index, fact in enumerate(facts):
+        try:
+            fact.__pydantic_serializer__.to_json(fact)
+        except ValueError as exc:
+            reason = f"it cannot be written as JSON text ({exc})"
+            return InvalidTransactionError(reason, index=index)
+    return InvalidTransactionError("it cannot be written as JSON text")
 
 
 def iter_lines(complete: bytes) -> Iterator[tuple[int, bytes]]:

@@ -27,6 +27,10 @@ FORMAT_VERSION = 2
 Id = Annotated[str, StringConstraints(pattern=UUID7_PATTERN)]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 Count = Annotated[int, Field(ge=0)]
+# 9999-12-31T23:59:59.999Z: every renderer can show it (datetime stops at year 9999) and it
+# is an exact JavaScript number (< 2**53). A larger `at` is no time, and so corruption.
+MAX_EPOCH_MS = 253_402_300_799_999
+EpochMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS)]
 JsonObject = dict[str, Any]
 
 
@@ -50,7 +54,7 @@ class Header(_Model):
     kind: Literal["header"]
     version: Literal[2]
     id: Id
-    createdAt: Count
+    createdAt: EpochMs
     cwd: str
     provider: str
     model: str
@@ -278,7 +282,7 @@ class EntryFact(_Model):
     kind: Literal["entry"]
     seq: Annotated[int, Field(ge=1)]
     id: Id
-    at: Count
+    at: EpochMs
     entry: EntryBody
 
 
@@ -286,7 +290,7 @@ class RecordFact(_Model):
     kind: Literal["record"]
     seq: Annotated[int, Field(ge=1)]
     id: Id
-    at: Count
+    at: EpochMs
     record: RecordBody
 
 
@@ -294,7 +298,7 @@ class UsageFact(_Model):
     kind: Literal["usage"]
     seq: Annotated[int, Field(ge=1)]
     id: Id
-    at: Count
+    at: EpochMs
     usage: Usage
 
 

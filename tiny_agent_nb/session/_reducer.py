@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._canonical import replay_key
+from ._canonical import json_value_problem, replay_key
 from ._models import (
     AbortRequested,
     AssistantEntry,
@@ -118,6 +118,8 @@ def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
 
 def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
     attempt, op = _pending_attempt(t, body.attemptId, "assistant entry")
+    for call in body.message.toolCalls:
+        _check_arguments(call.arguments, f"tool call {call.id!r}")
     calls = tuple((call.id, call.name) for call in body.message.toolCalls)
     if len({call_id for call_id, _ in calls}) != len(calls):
         raise Violation("assistant entry repeats a tool call id")
@@ -163,6 +165,14 @@ def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> Non
             unanswered_tool_calls=op.unanswered_tool_calls - 1,
         ),
     )
+
+
+def _check_arguments(arguments: object, whose: str) -> None:
+    # The one free-form value of the format: checked here, on commit and on load alike,
+    # so the store never writes a line its own reader refuses (docs/session-format.md).
+    problem = json_value_problem(arguments)
+    if problem is not None:
+        raise Violation(f"{whose} arguments: {problem}")
 
 
 # ---------------------------------------------------------------- records
@@ -289,6 +299,7 @@ def _apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
             f"tool call {body.toolCallId!r} already has toolStarted {t.intent_by_call[call_key]}"
         )
     _claim_fresh(t, body.resultEntryId, "resultEntryId")
+    _check_arguments(body.arguments, "toolStarted")  # before replay_key encodes them
     expected_key = replay_key(body.tool, body.arguments, body.environmentIdentity)
     if body.replayKey != expected_key:
         raise Violation(

@@ -26,7 +26,13 @@ from ._exceptions import (
     SessionError,
 )
 from ._facts import NewFact
-from ._framing import describe_validation_error, encode_transaction, reduce_bytes
+from ._files import fsync_dir, open_regular, read_fd, read_session_file, write_all
+from ._framing import (
+    describe_validation_error,
+    encode_transaction,
+    is_torn_header,
+    reduce_bytes,
+)
 from ._ids import is_uuid7, new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header
@@ -127,29 +133,10 @@ class _FifoLock:
 
 
 def load_session(path: str | Path) -> SessionState:
-    """Read-only load: takes no lock, never writes, ignores a torn tail."""
-    return reduce_bytes(path, Path(path).read_bytes())
+    """Read-only load: takes no lock, never writes, ignores a torn tail.
 
-
-def _read_fd(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks: list[bytes] = []
-    offset = 0
-    while offset < size:
-        chunk = os.pread(fd, size - offset, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-def _fsync_dir(path: Path) -> None:
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    Only a regular file is read (a FIFO or a device is refused without blocking)."""
+    return reduce_bytes(path, read_session_file(path))
 
 
 class SessionStore:
@@ -215,15 +202,15 @@ class SessionStore:
         clock: Clock,
     ) -> SessionStore:
         existed = path.exists()
-        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        fd = os.open(path, flags, 0o644)
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+        fd = open_regular(path, flags)
         try:
             lock_exclusive(fd, path)
-            data = _read_fd(fd)
+            data = read_fd(fd)
             try:
                 state = reduce_bytes(path, data)
             except NotASessionError:
-                if create is None or b"\n" in data:
+                if create is None or not is_torn_header(data):
                     raise
                 # Empty, or a header torn by a writer that died while creating: start over.
                 state = cls._write_header(fd, path, create, durability, clock)
@@ -238,7 +225,7 @@ class SessionStore:
                     if durability == "power":
                         os.fsync(fd)
             if created and not existed and durability == "power":
-                _fsync_dir(path)
+                fsync_dir(path)
             store = cls(
                 path=path,
                 key=key,
@@ -258,18 +245,27 @@ class SessionStore:
     def _write_header(
         fd: int, path: Path, create: HeaderInit, durability: Durability, clock: Clock
     ) -> SessionState:
-        header = Header(
-            kind="header",
-            version=2,
-            id=new_id(),
-            createdAt=clock(),
-            cwd=create.cwd,
-            provider=create.provider,
-            model=create.model,
-            environmentIdentity=create.environment_identity,
-        )
+        # Built and encoded before the torn bytes are cut: a header that cannot be written
+        # (a clock out of range, a cwd that is no text) leaves the file as it was.
+        try:
+            header = Header(
+                kind="header",
+                version=2,
+                id=new_id(),
+                createdAt=clock(),
+                cwd=create.cwd,
+                provider=create.provider,
+                model=create.model,
+                environmentIdentity=create.environment_identity,
+            )
+            line = header.model_dump_json().encode("utf-8") + b"\n"
+        except ValidationError as exc:
+            reason = f"the new header is invalid: {describe_validation_error(exc)}"
+            raise InvalidTransactionError(reason) from None
+        except ValueError as exc:  # PydanticSerializationError: a lone surrogate
+            raise InvalidTransactionError(f"the new header cannot be written: {exc}") from None
         os.ftruncate(fd, 0)
-        _write_all(fd, header.model_dump_json().encode("utf-8") + b"\n")
+        write_all(fd, line)
         if durability == "power":
             os.fsync(fd)
         return SessionState(str(path), header)
@@ -351,7 +347,7 @@ class SessionStore:
         return built
 
     def _resync(self, fd: int) -> None:
-        data = _read_fd(fd)
+        data = read_fd(fd)
         torn = len(data) - (data.rfind(b"\n") + 1)
         if torn:
             os.ftruncate(fd, len(data) - torn)
@@ -364,7 +360,7 @@ class SessionStore:
 
     def _append(self, fd: int, line: bytes) -> None:
         try:
-            _write_all(fd, line)
+            write_all(fd, line)
             if self._durability == "power":
                 os.fsync(fd)
         except OSError as exc:
@@ -442,12 +438,3 @@ class SessionStore:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"lastSeq={self._state.last_seq}"
         return f"<SessionStore {str(self._path)!r} {state} durability={self._durability}>"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """One os.write per transaction; loop only if the kernel accepted part of it."""
-    written = os.write(fd, data)
-    if written < len(data):
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
