@@ -98,6 +98,21 @@ def test_arguments_exactly_as_deep_as_the_session_allows_are_kept() -> None:
     assert parse_arguments(value) == (value, None)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    ['{"x": 1e400}', '{"x": -1e999}', '{"x": ' + "9" * 700 + "}"],
+    ids=["overflow-to-infinity", "negative-infinity", "700-digit-integer"],
+)
+def test_arguments_the_session_cannot_keep_are_invalid_not_a_refused_commit(raw: str) -> None:
+    """JSON that Python reads (1e400 as inf, a 700-digit int) but the store refuses: the
+    model is told, instead of its whole answer failing to commit."""
+    assert parse_arguments(raw) == ({}, raw)
+    assert parse_arguments(json.loads(raw)) == (
+        {},
+        raw.replace("1e400", "Infinity").replace("-1e999", "-Infinity"),
+    )
+
+
 def test_unusable_arguments_are_cut_to_a_bounded_size() -> None:
     raw = '{"content": "' + "x" * 5_000_000  # a huge write_file call, never closed
     arguments, invalid = parse_arguments(raw)

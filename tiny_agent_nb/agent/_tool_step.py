@@ -14,7 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
-from ..session import NewFact, SessionStore, ToolCall, ToolIdentity, ToolIntent, ToolStarted
+from ..session import (
+    MAX_JSON_DEPTH,
+    NewFact,
+    SessionStore,
+    ToolCall,
+    ToolIdentity,
+    ToolIntent,
+    ToolStarted,
+)
 from ..session import facts as f
 from ..session._models import ToolOutcome
 from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
@@ -66,8 +74,9 @@ class ToolStep:
             return
         if call.invalidArguments is not None:
             message = (
-                f"The arguments of this {call.name} call are not a JSON object, so it did not "
-                f"run. Received: {call.invalidArguments[:500]}"
+                f"The arguments of this {call.name} call are not a JSON object this session can "
+                f"keep (an object nested at most {MAX_JSON_DEPTH} levels deep, finite numbers), "
+                f"so it did not run. Received: {call.invalidArguments[:500]}"
             )
             self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
             return

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..session import MAX_JSON_DEPTH, json_depth
+from ..session import MAX_JSON_DEPTH, json_depth, json_value_problem
 
 MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
 # Characters of unusable arguments kept in the session file: enough to see what went
@@ -80,9 +80,10 @@ def _kept(text: str) -> str:
 def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
     """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept."""
     if isinstance(raw, Mapping):  # a server that sends the object itself
-        if json_depth(raw) > MAX_JSON_DEPTH:
+        kept = _clean_value(dict(raw)) if json_depth(raw) <= MAX_JSON_DEPTH else None
+        if kept is None or json_value_problem(kept) is not None:
             return {}, _kept(clean_text(encoded(raw)))
-        return _clean_value(dict(raw)), None
+        return kept, None
     if raw is None:
         return {}, None
     if not isinstance(raw, str):
@@ -94,8 +95,12 @@ def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
         value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return {}, _kept(text)
-    # Deeper than the session file may hold: the store would refuse the entry, so the
-    # model is told instead (and its answer can still be committed).
+    # What the session file may not hold (too deep, 1e400 read as infinity, an integer of
+    # thousands of digits): the store would refuse the entry, so the model is told
+    # instead (and its answer can still be committed).
     if not isinstance(value, dict) or json_depth(value) > MAX_JSON_DEPTH:
         return {}, _kept(text)
-    return _clean_value(value), None
+    kept = _clean_value(value)
+    if json_value_problem(kept) is not None:
+        return {}, _kept(text)
+    return kept, None
