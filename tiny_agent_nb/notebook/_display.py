@@ -1,7 +1,8 @@
 """What a `%%agent` cell shows while it runs: streamed text, tool lines, final markdown.
 
-In a Jupyter kernel the answer is one display that updates in place (markdown); in a
-terminal the text is printed as it arrives.
+In a Jupyter kernel the answer is one display that updates in place (markdown made
+safe by `safe_markdown`, with the answer itself as text/plain); in a terminal the text
+is printed as it arrives.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from IPython.display import Markdown, display  # type: ignore[attr-defined]
+from IPython.display import display
 
 from ..agent import LoopObserver
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
+from ..render import printable
+from ..safe_markdown import safe_markdown
 from ..session import ToolCall
 from ..timeline import short_arguments
 from ..tools import ToolOutput
@@ -22,6 +25,15 @@ from ..tools import ToolOutput
 UPDATE_INTERVAL = 0.1
 
 MARKS = {"completed": "✓", "error": "✗", "denied": "⊘", "interrupted": "⚠", "replayed": "↻"}
+
+
+def answer_bundle(text: str) -> dict[str, str]:
+    """The answer as a display bundle: the model's text is data, so the markdown a
+    frontend renders is `safe_markdown`'s, and text/plain (terminals, `nbconvert --to
+    script`, anything without markdown) is the answer itself with its control
+    characters escaped, lines and tabs kept."""
+    plain = "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
+    return {"text/plain": plain, "text/markdown": safe_markdown(text)}
 
 
 class CellDisplay(LoopObserver):
@@ -47,10 +59,10 @@ class CellDisplay(LoopObserver):
             return
         now = time.monotonic()
         if self._handle is None:
-            self._handle = display(Markdown(self._text), display_id=True)
+            self._handle = display(answer_bundle(self._text), raw=True, display_id=True)
             self._last = now
         elif now - self._last >= UPDATE_INTERVAL:
-            self._handle.update(Markdown(self._text))
+            self._handle.update(answer_bundle(self._text), raw=True)
             self._last = now
 
     def on_retry(self, error: ProviderError, delay: float) -> None:
@@ -68,7 +80,7 @@ class CellDisplay(LoopObserver):
     def _end_text(self) -> None:
         """A tool line closes the current paragraph of streamed text."""
         if self._text and self._handle is not None:
-            self._handle.update(Markdown(self._text))
+            self._handle.update(answer_bundle(self._text), raw=True)
         elif self._text and not self._rich:
             print(flush=True)
         self._text = ""
@@ -78,9 +90,9 @@ class CellDisplay(LoopObserver):
         """Render the final answer as markdown (once, complete)."""
         if self._rich:
             if self._handle is not None:
-                self._handle.update(Markdown(self._text or final or ""))
+                self._handle.update(answer_bundle(self._text or final or ""), raw=True)
             elif final:
-                display(Markdown(final))
+                display(answer_bundle(final), raw=True)
         elif self._text:
             print(flush=True)
         elif final:
