@@ -42,7 +42,7 @@ _OPENER = re.compile(r"(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)")
 _RUN = re.compile(r"`+")
 _DESTINATION_START = re.compile(r"\](?P<kind>[(:])")
 _SAFE_SCHEMES = ("http:", "https:", "mailto:")
-_WINDOW = 512  # characters of a destination looked at; a scheme comes long before
+_WINDOW = 128  # characters of a destination looked at: a scheme ends well before
 _SAFE_IMAGE = re.compile(r"!\[[^\[\]\\\n]*\]\((?!//)[A-Za-z0-9._~/%+-]+\)")
 
 
@@ -196,6 +196,8 @@ def _safe_destination(text: str, start: int) -> bool:
     close = window.find(")")
     if close >= 0:
         window = window[:close]
+    if not any(c in window for c in ":&%"):
+        return True  # nothing in it is, or decodes to, the colon that ends a scheme
     decoded = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", window)
     decoded = unquote(html.unescape(unquote(html.unescape(decoded))))
     decoded = "".join(c for c in decoded if c > " " and c not in "<>`\\")

@@ -57,13 +57,15 @@ class CellDisplay(LoopObserver):
             sys.stdout.write(event.text)
             sys.stdout.flush()
             return
-        now = time.monotonic()
         if self._handle is None:
             self._handle = display(answer_bundle(self._text), raw=True, display_id=True)
-            self._last = now
-        elif now - self._last >= UPDATE_INTERVAL:
+        elif time.monotonic() - self._last >= UPDATE_INTERVAL:
             self._handle.update(answer_bundle(self._text), raw=True)
-            self._last = now
+        else:
+            return
+        # Counted from the end of a render: a long hostile answer slow to make safe
+        # leaves the stream time to be read between two renders.
+        self._last = time.monotonic()
 
     def on_retry(self, error: ProviderError, delay: float) -> None:
         print(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt", flush=True)
