@@ -40,6 +40,7 @@ __all__ = ["safe_markdown"]
 _PUNCTUATION = frozenset(string.punctuation)
 _OPENER = re.compile(r"(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)")
 _RUN = re.compile(r"`+")
+_ESCAPED = {"<": "&lt;", "&": "&amp;"}
 _DESTINATION_START = re.compile(r"\](?P<kind>[(:])")
 _SAFE_SCHEMES = ("http:", "https:", "mailto:")
 _WINDOW = 128  # characters of a destination looked at: a scheme ends well before
@@ -114,7 +115,9 @@ def _escape_inline(text: str) -> str:
     while i < n:
         c = text[i]
         if c == "\\" and i + 1 < n and text[i + 1] in _PUNCTUATION:
-            out.append(text[i : i + 2])  # a backslash escape stays what it is
+            # A backslash escape stays what it is; `\<` and `\&` (which show `<` and `&`)
+            # become entities that show the same, so no `<` of the model is left at all.
+            out.append(_ESCAPED.get(text[i + 1], text[i : i + 2]))
             i += 2
         elif c == "`":
             run = _RUN.match(text, i)
