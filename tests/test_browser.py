@@ -598,6 +598,9 @@ HOSTILE_ANSWER = "\n\n".join(
         "![exfil](http://127.0.0.1:9/exfil.png?secret=1) ![svg](data:image/svg+xml,x)",
         "$\\href{javascript:window.__pwned='math'}{math link}$",
         "- a list item\n\n  ```\n  <b>bold in code</b>\n  ```",
+        # JupyterLab puts LaTeX back after markdown, quotes unescaped: inside an attribute
+        "![$\" onerror=\"window.__pwned='alt'//$](plot.png) "
+        "[quoted](https://example.com/$\" onmouseover=\"window.__pwned='href'//$)",
     ]
 )
 HOSTILE_PATH = "<img src=y onerror=\"window.__pwned='tool'\"> javascript:alert(1)"
@@ -677,13 +680,20 @@ def _check_inert(s: LabSession, answer: Any) -> None:
     # nothing of it became an element or a live link
     found = page.locator(".jp-Notebook").evaluate(
         """n => ({
-          elements: n.querySelectorAll('img, script, iframe, object, embed').length,
+          elements: n.querySelectorAll('script, iframe, object, embed').length,
+          images: [...n.querySelectorAll('img')].map(i => i.getAttribute('src')),
+          handlers: [...n.querySelectorAll('*')].flatMap(
+            e => e.getAttributeNames().filter(a => a.startsWith('on'))),
           hrefs: [...n.querySelectorAll('[href], [src], [xlink\\\\:href]')].map(
             e => e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('xlink:href')),
           linked: [...n.querySelectorAll('a')].filter(a => a.textContent.includes('click')).length,
         })"""
     )
     assert found["elements"] == 0, found
+    assert found["handlers"] == [], found
+    # the one image kept is the relative one, served by JupyterLab from beside the notebook
+    kept = [src.split("?")[0] for src in found["images"]]
+    assert kept == [f"http://127.0.0.1:{s.lab.port}/files/plot.png"], found
     assert not [h for h in found["hrefs"] if h and UNSAFE_HREF.match(h)], found
     assert found["linked"] == 0, found
     # the model's markup is there to read, as text

@@ -2,6 +2,7 @@
 
 Two checks for every input. One needs no renderer: the only `<` in the output are our
 own `<pre>`, `<code>` and their end tags, so no parser can find a tag the model wrote.
+Nor is there a `"` (JupyterLab puts LaTeX back into attributes with `"` unescaped).
 The other renders the output with mistune (raw HTML allowed, like a trusted notebook
 output) and reads the HTML: only markdown's own elements, no event attribute, links
 only to http, https, mailto or relative targets, images only relative. The browser test
@@ -46,6 +47,7 @@ class Page(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.elements.append((tag, dict(attrs)))
+        self.text.append(dict(attrs).get("alt") or "")  # what an image shows as text
         self._in_code += tag == "code"
 
     def handle_endtag(self, tag: str) -> None:
@@ -68,6 +70,8 @@ def assert_inert(text: str) -> Page:
     """safe_markdown(text) holds no tag of the model's and renders to nothing active."""
     out = safe_markdown(text)
     assert "<" not in OUR_TAGS.sub("", out), out
+    # JupyterLab puts LaTeX back into the HTML with `"` unescaped: none may be there
+    assert '"' not in out, out
     page = render(out)
     for tag, attrs in page.elements:
         assert tag in ELEMENTS, (tag, out)
@@ -129,6 +133,8 @@ HOSTILE: list[tuple[str, str, str]] = [
     ("span in table", f"| `a|b` `{PAYLOAD}` |\n|---|\n| c |", "onerror"),
     ("escaped backslash", f"\\\\`{PAYLOAD}$ ` $", PAYLOAD),
     ("escaped tick", f"\\`{PAYLOAD}`", PAYLOAD),
+    ("latex in alt", '![$" onerror="alert(1)//$](plot.png)', "onerror"),
+    ("latex in link", '[a](https://example.com/$" onmouseover="alert(1)//$)', "onmouseover"),
     ("carriage return", f"```\rx\r```\r{PAYLOAD}", PAYLOAD),
     ("indented code", f"    {PAYLOAD}", "onerror"),
 ]

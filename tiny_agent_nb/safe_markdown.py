@@ -5,7 +5,11 @@ keeps what markdown is for (paragraphs, emphasis, lists, tables, headings, http 
 LaTeX) and turns everything else into visible text:
 
 - Raw HTML and autolinks: every `<` and `&` outside code is escaped, so a tag, a comment
-  or an entity that decodes to `<` shows as the characters the model wrote.
+  or an entity that decodes to `<` shows as the characters the model wrote. So is `"`:
+  JupyterLab puts LaTeX (`$...$`) back into the rendered HTML after markdown, escaping
+  `<`, `>` and `&` but not `"`, so a `"` in LaTeX inside an image's alt text or a link
+  ended the attribute and added one of its own (`onerror=`). Links with a `"title"`
+  show as text; `'title'` and `(title)` still work.
 - Code (fenced blocks, code spans) is encoded by us as `<pre><code>` / `<code>` with
   every ASCII punctuation character written as a numeric entity, on one line. We do not
   leave code to the renderer because JupyterLab runs two parsers over markdown that
@@ -40,7 +44,7 @@ __all__ = ["safe_markdown"]
 _PUNCTUATION = frozenset(string.punctuation)
 _OPENER = re.compile(r"(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)")
 _RUN = re.compile(r"`+")
-_ESCAPED = {"<": "&lt;", "&": "&amp;"}
+_ESCAPED = {"<": "&lt;", "&": "&amp;", '"': "&quot;"}
 _DESTINATION_START = re.compile(r"\](?P<kind>[(:])")
 _SAFE_SCHEMES = ("http:", "https:", "mailto:")
 _WINDOW = 128  # characters of a destination looked at: a scheme ends well before
@@ -109,14 +113,14 @@ def _prose(text: str) -> str:
 
 
 def _escape_inline(text: str) -> str:
-    """Escape `<` and `&`, encode code spans (one line each), escape stray backticks."""
+    """Escape `<`, `&` and `"`, encode code spans (one line each), escape stray backticks."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
         c = text[i]
         if c == "\\" and i + 1 < n and text[i + 1] in _PUNCTUATION:
-            # A backslash escape stays what it is; `\<` and `\&` (which show `<` and `&`)
-            # become entities that show the same, so no `<` of the model is left at all.
+            # A backslash escape stays what it is, but `\<`, `\&` and `\"` become the
+            # entities that show the same, so none of the model's is left at all.
             out.append(_ESCAPED.get(text[i + 1], text[i : i + 2]))
             i += 2
         elif c == "`":
@@ -129,11 +133,8 @@ def _escape_inline(text: str) -> str:
             else:
                 out.append("<code>" + _encode(_span_content(text[run.end() : end])) + "</code>")
                 i = end + len(run.group())
-        elif c == "<":
-            out.append("&lt;")
-            i += 1
-        elif c == "&":
-            out.append("&amp;")
+        elif c in _ESCAPED:
+            out.append(_ESCAPED[c])
             i += 1
         else:
             out.append(c)
