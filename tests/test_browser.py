@@ -604,7 +604,9 @@ HOSTILE_ANSWER = "\n\n".join(
         "[quoted](https://example.com/$\" onmouseover=\"window.__pwned='href'//$)",
     ]
 )
-HOSTILE_PATH = "<img src=y onerror=\"window.__pwned='tool'\"> javascript:alert(1)"
+HOSTILE_PATH = (
+    "<img src=y onerror=\"window.__pwned='tool'\"> javascript://%0Awindow.__pwned='toollink'"
+)
 SHOWN_AS_TEXT = (
     "Summary. <img src=x onerror=",
     "<script>window.__pwned='script'</script>",

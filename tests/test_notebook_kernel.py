@@ -311,12 +311,16 @@ def test_a_hostile_answer_is_shown_as_text_in_every_update(
     start_kernel: StartKernel, server: OpenAIServer
 ) -> None:
     """The answer's markdown (each streamed update and the last) holds none of the
-    model's tags or javascript: links, and its text/plain is the answer itself."""
+    model's tags or javascript: links, and its text/plain is the answer itself. The tool
+    line holds no `javascript://` for JupyterLab to make a link of."""
     answer = (
         "Done. <img src=x onerror=alert(1)> [click](javascript:alert(1)) "
         "![x](https://attacker.example/p.png) `<b>code</b>`"
     )
-    server.enqueue(text_reply(answer))
+    server.enqueue(
+        tool_calls_reply(tool_call("call_1", "list_files", {"path": "javascript://%0Aalert(1)"})),
+        text_reply(answer),
+    )
     kernel = start_kernel()
     load(kernel)
     run = kernel.execute("%%agent\nSay something.")
@@ -330,3 +334,5 @@ def test_a_hostile_answer_is_shown_as_text_in_every_update(
         assert not re.search(r"(?<!\\)!\[", bundle["text/markdown"]), bundle  # no image
     assert bundles[-1]["text/plain"] == answer
     assert bundles[-1]["text/markdown"] == safe_markdown(answer)
+    assert "javascript\ufeff://%0Aalert(1)" in run.stdout
+    assert "javascript://" not in run.stdout

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiny_agent_nb.notebook._display import answer_bundle
-from tiny_agent_nb.safe_markdown import safe_markdown
+from tiny_agent_nb.safe_markdown import safe_markdown, safe_text
 
 mistune = pytest.importorskip("mistune")  # comes with jupyterlab (the test extra)
 
@@ -225,3 +225,35 @@ def test_the_answer_bundle_keeps_the_answer_as_plain_text() -> None:
     bundle = answer_bundle(answer)
     assert bundle["text/plain"] == f"Done {PAYLOAD}\n\tindented\\x1b[2J"
     assert bundle["text/markdown"] == safe_markdown(answer)
+
+
+# JupyterLab's link finder for text output (rendermime's webLinkRegex), as it is in 4.x
+JUPYTER_TEXT_LINK = re.compile(
+    r"(?:[a-zA-Z][a-zA-Z0-9+.-]{2,40}://|data:|www\.)[^\s\x00-\x20\x7f-\x9f\"]{2,}"
+    r"[^\s\x00-\x20\x7f-\x9f\"'(){}\[\],:;.!?]"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '→ bash command="open javascript://%0Aalert(document.cookie)"',
+        "✗ read_file error — JavaScript://x: no such file",
+        "vbscript://x and data:text/html,<script>alert(1)</script>",
+        "metadata:x and vscode://file/etc/passwd and ms-msdt://x",
+    ],
+)
+def test_text_output_has_no_link_but_http_ones(text: str) -> None:
+    shown = safe_text(text)
+    links = [m.group() for m in JUPYTER_TEXT_LINK.finditer(shown)]
+    assert links == []
+    assert shown.replace("\ufeff", "") == text  # reads the same
+
+
+def test_text_output_keeps_http_links() -> None:
+    text = "see https://example.com/a and http://127.0.0.1:8888/lab"
+    assert safe_text(text) == text
+    assert [m.group() for m in JUPYTER_TEXT_LINK.finditer(text)] == [
+        "https://example.com/a",
+        "http://127.0.0.1:8888/lab",
+    ]

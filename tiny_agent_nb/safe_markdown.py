@@ -39,7 +39,7 @@ import re
 import string
 from urllib.parse import unquote
 
-__all__ = ["safe_markdown"]
+__all__ = ["safe_markdown", "safe_text"]
 
 _PUNCTUATION = frozenset(string.punctuation)
 _OPENER = re.compile(r"(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)")
@@ -49,6 +49,25 @@ _DESTINATION_START = re.compile(r"\](?P<kind>[(:])")
 _SAFE_SCHEMES = ("http:", "https:", "mailto:")
 _WINDOW = 128  # characters of a destination looked at: a scheme ends well before
 _SAFE_IMAGE = re.compile(r"!\[[^\[\]\\\n]*\]\((?!//)[A-Za-z0-9._~/%+-]+\)")
+_TEXT_LINK = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)(?=://)|(?<=data)(?=:)")
+_UNLINK = "\ufeff"  # ZERO WIDTH NO-BREAK SPACE: invisible, and whitespace to JavaScript
+
+
+def safe_text(text: str) -> str:
+    """Text for a Jupyter frontend's plain-text output (stream, text/plain).
+
+    JupyterLab turns any `scheme://...` and `data:...` in text output into a link, so a
+    tool argument `javascript://%0Aalert(1)` became a live javascript: link. An invisible
+    character before the colon of every such scheme but http and https leaves the text
+    as it reads and nothing for the link finder to match."""
+    return _TEXT_LINK.sub(_unlink_scheme, text)
+
+
+def _unlink_scheme(match: re.Match[str]) -> str:
+    scheme = match["scheme"]
+    if scheme is None:
+        return _UNLINK  # the empty match between `data` and `:`
+    return scheme if scheme.lower() in ("http", "https") else scheme + _UNLINK
 
 
 def safe_markdown(text: str) -> str:

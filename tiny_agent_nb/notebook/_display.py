@@ -17,7 +17,7 @@ from IPython.display import display
 from ..agent import LoopObserver
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
 from ..render import printable
-from ..safe_markdown import safe_markdown
+from ..safe_markdown import safe_markdown, safe_text
 from ..session import ToolCall
 from ..timeline import short_arguments
 from ..tools import ToolOutput
@@ -68,16 +68,21 @@ class CellDisplay(LoopObserver):
         self._last = time.monotonic()
 
     def on_retry(self, error: ProviderError, delay: float) -> None:
-        print(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt", flush=True)
+        self._say(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt")
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
-        print(f"→ {call.name} {short_arguments(dict(arguments))}", flush=True)
+        self._say(f"→ {call.name} {short_arguments(dict(arguments))}")
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
         first = output.content.strip().splitlines()[:1]
         detail = f" — {first[0][:100]}" if first and outcome != "completed" else ""
-        print(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}", flush=True)
+        self._say(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}")
+
+    def _say(self, line: str) -> None:
+        """A line of the run's progress; in Jupyter made `safe_text` (its text output
+        turns `javascript://` in a tool's arguments into a link)."""
+        print(safe_text(line) if self._rich else line, flush=True)
 
     def _end_text(self) -> None:
         """A tool line closes the current paragraph of streamed text."""
