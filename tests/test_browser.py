@@ -283,10 +283,14 @@ def _record_console(session: LabSession, kind: str, text: str) -> None:
 def _wait_for_kernel(lab: JupyterLab, timeout: float) -> None:
     """The server's view: a kernel with the browser's websocket attached, idle."""
     deadline = time.monotonic() + timeout
-    kernels: list[dict[str, Any]] = []
+    kernels: Any = []
     while time.monotonic() < deadline:
+        # Under load the server sometimes answers with an error object (a dict) instead
+        # of the list: not ready yet, ask again.
         kernels = httpx.get(lab.url("api/kernels"), timeout=5).json()
-        if any(k["connections"] >= 1 and k["execution_state"] == "idle" for k in kernels):
+        if isinstance(kernels, list) and any(
+            k["connections"] >= 1 and k["execution_state"] == "idle" for k in kernels
+        ):
             return
         time.sleep(0.2)  # polling interval
     raise AssertionError(f"no idle, connected kernel in {timeout}s: {kernels}")
