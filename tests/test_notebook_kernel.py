@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import load_session
 
 from kernel_helpers import (
@@ -304,3 +305,34 @@ def test_missing_api_key_for_default_openrouter_is_one_readable_message(
     status = kernel.execute("%agent status")
     assert_clean(status)
     assert "model    openrouter / test/model" in status.stdout
+
+
+def test_a_hostile_answer_is_shown_as_text_in_every_update(
+    start_kernel: StartKernel, server: OpenAIServer
+) -> None:
+    """The answer's markdown (each streamed update and the last) holds none of the
+    model's tags or javascript: links, and its text/plain is the answer itself. The tool
+    line holds no `javascript://` for JupyterLab to make a link of."""
+    answer = (
+        "Done. <img src=x onerror=alert(1)> [click](javascript:alert(1)) "
+        "![x](https://attacker.example/p.png) `<b>code</b>`"
+    )
+    server.enqueue(
+        tool_calls_reply(tool_call("call_1", "list_files", {"path": "javascript://%0Aalert(1)"})),
+        text_reply(answer),
+    )
+    kernel = start_kernel()
+    load(kernel)
+    run = kernel.execute("%%agent\nSay something.")
+    assert_clean(run)
+    bundles = [d for d in run.displays if "text/markdown" in d]
+    assert bundles, run
+    for bundle in bundles:
+        assert set(bundle) == {"text/plain", "text/markdown"}
+        assert "<img" not in bundle["text/markdown"], bundle
+        assert "](javascript:" not in bundle["text/markdown"], bundle
+        assert not re.search(r"(?<!\\)!\[", bundle["text/markdown"]), bundle  # no image
+    assert bundles[-1]["text/plain"] == answer
+    assert bundles[-1]["text/markdown"] == safe_markdown(answer)
+    assert "javascript\ufeff://%0Aalert(1)" in run.stdout
+    assert "javascript://" not in run.stdout

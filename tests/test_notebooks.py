@@ -71,14 +71,15 @@ def execute(name: str, tmp_path: Path, server: OpenAIServer | None) -> Executed:
 
 
 def cell_text(cell: Any) -> str:
-    """Stream text and plain-text/markdown displays of one cell, in order."""
+    """Stream text and the plain text of displays of one cell, in order (an answer's
+    text/plain is the answer as written; its text/markdown is escaped for a renderer)."""
     parts = []
     for output in cell.get("outputs", []):
         if output["output_type"] == "stream":
             parts.append(output["text"])
         elif output["output_type"] in ("display_data", "execute_result"):
             data = output["data"]
-            parts.append(data.get("text/markdown") or data.get("text/plain", ""))
+            parts.append(data.get("text/plain", ""))
         elif output["output_type"] == "error":
             parts.append(f"{output['ename']}: {output['evalue']}")
     return "".join(parts)

@@ -1,10 +1,13 @@
 """The text view of the timeline is safe for a terminal wherever it is printed (the CLI,
-`tiny-agent-nb demo`, the widget's text/plain fallback): strings come from the file."""
+`tiny-agent-nb demo`, the widget's text/plain fallback), and its HTML view (the widget,
+its static fallback) shows them as text: strings come from the file."""
 
 from __future__ import annotations
 
-from tiny_agent_nb.render import printable, timeline_text
-from tiny_agent_nb.session import SessionStore
+from html.parser import HTMLParser
+
+from tiny_agent_nb.render import printable, timeline_html, timeline_text
+from tiny_agent_nb.session import SessionStore, ToolIdentity
 from tiny_agent_nb.timeline import ROWS_PER_RUN, build_timeline
 
 from scenario import BASH, Run
@@ -60,3 +63,43 @@ def test_printable_text_keeps_its_lines_and_tabs_and_shows_every_other_control()
     assert shown == "one\ntwo\tcols\\rover \\x1b[2J\\x9b2J\\x7f\\x85\\u202e\\u200b\\u2028end\n"
     assert printable(text).startswith("one\\r\\ntwo\\tcols\\rover")  # one line, all shown
     assert printable(shown, keep_lines=True) == shown  # escaping twice changes nothing
+
+
+class _Elements(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.handlers: list[tuple[str, str]] = []
+        self.text = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.handlers += [(tag, name) for name, _ in attrs if name.startswith("on")]
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
+
+
+def test_timeline_html_shows_the_file_s_strings_as_text(store: SessionStore) -> None:
+    """Prompt, tool name, arguments and result are the file's (the model's, a tool's):
+    in the widget and its static HTML they are text, never elements or attributes."""
+    tag = "<img src=x onerror=alert(1)>"
+    quote = '"><script>alert(1)</script>'
+    tool = ToolIdentity(name=f"tool{quote}", version="1", source="builtin")
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start(f"prompt {tag}"))
+    store.commit(run.attempt())
+    command = {"command": f"echo {tag}"}
+    store.commit(run.answer(None, [("call_1", tool.name, command)]))
+    intent = run.intent("call_1", tool, command)
+    store.commit([intent, Run.result(intent, f"out {tag}")])
+    store.commit(run.finish())
+
+    page = _Elements()
+    page.feed(timeline_html(build_timeline(store.load()), scripted=True))
+    page.close()
+    assert page.tags <= {"style", "div", "b", "br", "span", "details", "summary", "code", "pre"}
+    assert page.handlers == []
+    assert f"prompt {tag}" in page.text
+    assert f"tool{quote}" in page.text
+    assert f"out {tag}" in page.text

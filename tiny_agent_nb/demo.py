@@ -108,7 +108,8 @@ def cell_text(cell: Any) -> str:
     parts = []
     for output in cell.get("outputs", []):
         data = output.get("data", {})
-        text = output.get("text") or data.get("text/markdown") or data.get("text/plain", "")
+        # text/plain: the answer itself (its text/markdown is escaped for a renderer)
+        text = output.get("text") or data.get("text/plain") or data.get("text/markdown", "")
         if output.get("output_type") == "error":
             text = f"{output.get('ename')}: {output.get('evalue')}"
         if text:

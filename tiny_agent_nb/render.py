@@ -12,6 +12,7 @@ import html
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .safe_markdown import safe_text
 from .timeline import RunRow, Timeline, Totals, shorten
 
 STYLE = """<style>
@@ -155,6 +156,13 @@ def printable(text: str, *, keep_lines: bool = False) -> str:
         kept = ("\n", "\t")
         return "".join(c if c.isprintable() or c in kept else repr(c)[1:-1] for c in text)
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def cell_text(text: str, *, keep_lines: bool = False) -> str:
+    """Untrusted text for a notebook cell's text output, in terminal IPython or in
+    Jupyter: `printable`, and no scheme a Jupyter frontend would make a live link of
+    (`safe_text`: its text outputs link `javascript://...` and `data:...`)."""
+    return safe_text(printable(text, keep_lines=keep_lines))
 
 
 def _printable_timeline(value: Any) -> Any:

@@ -1,7 +1,7 @@
 """What `--approve ask` shows before a tool that changes things runs.
 
 The user approves exactly what will run: every argument in full, with its control
-characters made visible (`render.printable`), so a `\\r`, an ANSI escape, a bidi override
+characters made visible (`render.cell_text`), so a `\\r`, an ANSI escape, a bidi override
 or a zero-width character cannot hide part of a command. Only text a tool writes as data
 (a file's new content) may be too long to read at a prompt: it is shown as its size, head
 and tail, and answering `v` shows all of it and asks again.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 
-from ..render import printable
+from ..render import cell_text
 
 # Arguments that are data written to a file, not what runs or where: the only ones that
 # may be shortened (a command, code or path is always shown whole).
@@ -25,12 +25,12 @@ GUTTER = "    │ "  # marks the lines of a multi-line value, so none can pass f
 
 def approval_text(tool: str, arguments: Mapping[str, object], *, whole: bool) -> tuple[str, bool]:
     """The lines shown before asking, and whether a written value was shortened."""
-    out = [f"{printable(tool)} wants to run with:"]
+    out = [f"{cell_text(tool)} wants to run with:"]
     shortened = False
     for key, value in arguments.items():
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        name = printable(str(key))
-        shown = printable(text, keep_lines=True)
+        name = cell_text(str(key))
+        shown = cell_text(text, keep_lines=True)
         if "\n" not in shown and (len(text) <= LONG or key not in WRITTEN or whole):
             out.append(f"  {name}: {shown}")
             continue
@@ -42,9 +42,9 @@ def approval_text(tool: str, arguments: Mapping[str, object], *, whole: bool) ->
             hidden = len(text) - len(head) - len(tail)
             if hidden > 0:
                 shown = (
-                    f"{printable(head, keep_lines=True)}\n"
+                    f"{cell_text(head, keep_lines=True)}\n"
                     f"… {hidden} characters not shown (answer v to see all) …\n"
-                    f"{printable(tail, keep_lines=True)}"
+                    f"{cell_text(tail, keep_lines=True)}"
                 )
                 shortened = True
         out.extend(GUTTER + line for line in shown.split("\n"))
@@ -58,7 +58,7 @@ def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str
         text, shortened = approval_text(tool, arguments, whole=whole)
         print(text, flush=True)
         choices = "y/N/v" if shortened else "y/N"
-        answer = read(f"Allow {printable(tool)}? [{choices}] ").strip().lower()
+        answer = read(f"Allow {cell_text(tool)}? [{choices}] ").strip().lower()
         if shortened and answer in ("v", "view"):
             whole = True
             continue

@@ -1,7 +1,8 @@
 """What a `%%agent` cell shows while it runs: streamed text, tool lines, final markdown.
 
-In a Jupyter kernel the answer is one display that updates in place (markdown); in a
-terminal the text is printed as it arrives.
+In a Jupyter kernel the answer is one display that updates in place (markdown made
+safe by `safe_markdown`, with the answer itself as text/plain); in a terminal the text
+is printed as it arrives.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from IPython.display import Markdown, display  # type: ignore[attr-defined]
+from IPython.display import display
 
 from ..agent import LoopObserver
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
-from ..render import printable
+from ..render import cell_text
+from ..safe_markdown import safe_markdown
 from ..session import ToolCall
 from ..timeline import short_arguments
 from ..tools import ToolOutput
@@ -23,6 +25,14 @@ from ..tools import ToolOutput
 UPDATE_INTERVAL = 0.1
 
 MARKS = {"completed": "✓", "error": "✗", "denied": "⊘", "interrupted": "⚠", "replayed": "↻"}
+
+
+def answer_bundle(text: str) -> dict[str, str]:
+    """The answer as a display bundle: the model's text is data, so the markdown a
+    frontend renders is `safe_markdown`'s, and text/plain (terminals, `nbconvert --to
+    script`, anything without markdown) is the answer itself with its control
+    characters escaped, lines and tabs kept."""
+    return {"text/plain": cell_text(text, keep_lines=True), "text/markdown": safe_markdown(text)}
 
 
 class CellDisplay(LoopObserver):
@@ -43,36 +53,38 @@ class CellDisplay(LoopObserver):
             return
         self._text += event.text
         if not self._rich:
-            sys.stdout.write(printable(event.text, keep_lines=True))
+            sys.stdout.write(cell_text(event.text, keep_lines=True))
             sys.stdout.flush()
             return
-        now = time.monotonic()
         if self._handle is None:
-            self._handle = display(Markdown(self._text), display_id=True)
-            self._last = now
-        elif now - self._last >= UPDATE_INTERVAL:
-            self._handle.update(Markdown(self._text))
-            self._last = now
+            self._handle = display(answer_bundle(self._text), raw=True, display_id=True)
+        elif time.monotonic() - self._last >= UPDATE_INTERVAL:
+            self._handle.update(answer_bundle(self._text), raw=True)
+        else:
+            return
+        # Counted from the end of a render: a long hostile answer slow to make safe
+        # leaves the stream time to be read between two renders.
+        self._last = time.monotonic()
 
     def on_retry(self, error: ProviderError, delay: float) -> None:
         print(
-            f"↺ {printable(error.message)} — retrying in {delay:.0f}s as a new attempt", flush=True
+            f"↺ {cell_text(error.message)} — retrying in {delay:.0f}s as a new attempt", flush=True
         )
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
         summary = short_arguments(dict(arguments))
-        print(f"→ {printable(call.name)} {printable(summary)}", flush=True)
+        print(f"→ {cell_text(call.name)} {cell_text(summary)}", flush=True)
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
         first = output.content.strip().splitlines()[:1]
-        detail = f" — {printable(first[0][:100])}" if first and outcome != "completed" else ""
-        print(f"{MARKS.get(outcome, '·')} {printable(call.name)} {outcome}{detail}", flush=True)
+        detail = f" — {cell_text(first[0][:100])}" if first and outcome != "completed" else ""
+        print(f"{MARKS.get(outcome, '·')} {cell_text(call.name)} {outcome}{detail}", flush=True)
 
     def _end_text(self) -> None:
         """A tool line closes the current paragraph of streamed text."""
         if self._text and self._handle is not None:
-            self._handle.update(Markdown(self._text))
+            self._handle.update(answer_bundle(self._text), raw=True)
         elif self._text and not self._rich:
             print(flush=True)
         self._text = ""
@@ -82,12 +94,12 @@ class CellDisplay(LoopObserver):
         """Render the final answer as markdown (once, complete)."""
         if self._rich:
             if self._handle is not None:
-                self._handle.update(Markdown(self._text or final or ""))
+                self._handle.update(answer_bundle(self._text or final or ""), raw=True)
             elif final:
-                display(Markdown(final))
+                display(answer_bundle(final), raw=True)
         elif self._text:
             print(flush=True)
         elif final:
-            print(printable(final, keep_lines=True), flush=True)
+            print(cell_text(final, keep_lines=True), flush=True)
         self._text = ""
         self._handle = None

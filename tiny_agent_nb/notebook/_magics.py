@@ -14,7 +14,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ..provider import DEMO_LABEL, DEMO_PROVIDER
-from ..render import money, printable
+from ..render import cell_text, money
 from ..timeline import short_arguments
 from ._approval import ask_approval
 from ._config import TinyAgent
@@ -123,7 +123,7 @@ class AgentMagics(Magics):
         finally:
             self._refresh_widgets()
         view.finish(result.text if result.outcome == "completed" else None)
-        detail = printable(result.detail or "")
+        detail = cell_text(result.detail or "")
         if result.outcome == "failed":
             print(f"✗ The run failed: {detail}")
         elif result.outcome == "stepLimit":
@@ -133,7 +133,7 @@ class AgentMagics(Magics):
         try:
             return ask_approval(tool, arguments if isinstance(arguments, Mapping) else {}, input)
         except (StdinNotImplementedError, EOFError):
-            print(f"(no way to ask here: {printable(tool)} was not allowed)")
+            print(f"(no way to ask here: {cell_text(tool)} was not allowed)")
             return False
 
     # ------------------------------------------------------------------ line
@@ -160,8 +160,8 @@ class AgentMagics(Magics):
         open_op = state.open_operation
         latest = list(state.operations.values())[-1] if state.operations else None
         header = state.header
-        print(f"session  {printable(str(store.path))}")
-        model = f"{printable(header.provider)} / {printable(header.model)}"
+        print(f"session  {cell_text(str(store.path))}")
+        model = f"{cell_text(header.provider)} / {cell_text(header.model)}"
         print(f"model    {model} (this session's header)")
         print(f"runs     {len(state.operations)}; facts {state.last_seq}")
         if open_op is not None:
@@ -169,12 +169,12 @@ class AgentMagics(Magics):
         elif latest is not None:
             print(
                 f"latest   {latest.kind} {latest.status}"
-                + (f" — {printable(latest.detail)}" if latest.detail else "")
+                + (f" — {cell_text(latest.detail)}" if latest.detail else "")
             )
         interrupted = [i for i in state.tool_intents.values() if i.status == "interrupted"]
         for intent in interrupted[-5:]:
-            summary = printable(short_arguments(intent.arguments))
-            print(f"  ⚠ {printable(intent.tool.name)} {summary} — interrupted")
+            summary = cell_text(short_arguments(intent.arguments))
+            print(f"  ⚠ {cell_text(intent.tool.name)} {summary} — interrupted")
         print(f"cost     {money(state.totals.known_cost, state.totals.unpriced)}")
 
     def _cmd_timeline(self) -> None:
@@ -216,18 +216,18 @@ class AgentMagics(Magics):
         if result.outcome != "completed":
             print(
                 f"Resume ended: {result.outcome}"
-                + (f" — {printable(result.detail)}" if result.detail else "")
+                + (f" — {cell_text(result.detail)}" if result.detail else "")
             )
 
     def _cmd_new(self) -> None:
         archived, report = self.runtime.new()
-        print(f"Kept the previous conversation as {printable(archived.name)}.")
+        print(f"Kept the previous conversation as {cell_text(archived.name)}.")
         print(report.text())
 
     def _cmd_session(self, path: str | None = None) -> None:
         if path is None:
             store = self.runtime.require_store()
-            print(printable(str(store.path)))
+            print(cell_text(str(store.path)))
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         print(self.runtime.open(location).text())

@@ -1,6 +1,6 @@
 """What `%load_ext`, `%agent session` and `%agent new` say about the session they opened.
 
-Tool names and arguments come from the file: each goes through `render.printable`.
+Tool names and arguments come from the file: each goes through `render.cell_text`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..agent import RecoveryReport
-from ..render import money, printable
+from ..render import cell_text, money
 from ..session import SessionState, ToolIntent
 from ..timeline import short_arguments
 from ._paths import SessionLocation
@@ -25,7 +25,7 @@ class OpenReport:
 
     def text(self) -> str:
         s = self.state
-        where = printable(self.location.path.name)
+        where = cell_text(self.location.path.name)
         if self.created:
             head = f"tiny-agent-nb: new session {where} ({_source(self.location)})."
             return "\n".join([head, *(f"  {note}" for note in self.notes)])
@@ -63,7 +63,7 @@ class OpenReport:
 
 def _call(intent: ToolIntent) -> str:
     """A recorded tool call on one line; both parts come from the file."""
-    return f"{printable(intent.tool.name)} {printable(short_arguments(intent.arguments))}"
+    return f"{cell_text(intent.tool.name)} {cell_text(short_arguments(intent.arguments))}"
 
 
 def _source(location: SessionLocation) -> str:

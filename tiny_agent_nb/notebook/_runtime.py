@@ -31,7 +31,7 @@ from ..provider import (
     Provider,
     ProviderConfig,
 )
-from ..render import printable
+from ..render import cell_text
 from ..session import (
     Durability,
     Fact,
@@ -86,14 +86,14 @@ def _refuse_non_file(path: Path) -> None:
     kind = not_a_file(path)
     if kind is not None:
         raise NotebookError(
-            f"tiny-agent-nb: {printable(str(path))} is {kind}, not a session file; it was left "
+            f"tiny-agent-nb: {cell_text(str(path))} is {kind}, not a session file; it was left "
             "untouched. Choose a file with `%agent session PATH`."
         )
 
 
 def _store_error(path: Path, exc: Exception) -> NotebookError:
     """The store's refusal to open `path`, as one line that says what to do."""
-    name = printable(path.name)
+    name = cell_text(path.name)
     if isinstance(exc, SessionLockedError):
         who = f"process {exc.holder_pid}" if exc.holder_pid else "another kernel"
         if exc.in_process:
@@ -103,21 +103,21 @@ def _store_error(path: Path, exc: Exception) -> NotebookError:
             "Stop that kernel, or use `%agent session OTHER.jsonl`."
         )
     if isinstance(exc, SessionCorruptError):
-        where = printable(exc.path)
+        where = cell_text(exc.path)
         return NotebookError(
-            f"tiny-agent-nb: {where} line {exc.line} is damaged ({printable(exc.reason)}). "
+            f"tiny-agent-nb: {where} line {exc.line} is damaged ({cell_text(exc.reason)}). "
             f"Nothing was changed. Inspect it with `tiny-agent-nb inspect {where}`, or start a "
             "fresh session with `%agent new`."
         )
     if isinstance(exc, NotASessionError):
         return NotebookError(
-            f"tiny-agent-nb: {printable(exc.path)} is not a session file "
-            f"({printable(exc.reason)}); it was left untouched. Choose another file with "
+            f"tiny-agent-nb: {cell_text(exc.path)} is not a session file "
+            f"({cell_text(exc.reason)}); it was left untouched. Choose another file with "
             "`%agent session PATH`."
         )
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return NotebookError(
-        f"tiny-agent-nb: cannot open {printable(str(path))} ({printable(reason)}); it was "
+        f"tiny-agent-nb: cannot open {cell_text(str(path))} ({cell_text(reason)}); it was "
         "left untouched. Choose another file with `%agent session PATH`."
     )
 
@@ -159,7 +159,7 @@ class NotebookAgent:
             store = self._open_store(location)
         except NotebookError as exc:
             if current is not None:
-                kept = printable(current.path.name)
+                kept = cell_text(current.path.name)
                 raise NotebookError(f"{exc} This kernel still writes to {kept}.") from None
             # Nothing to fall back on: remember where (so `%agent new` can start afresh
             # there) and why (repeated by the next cell instead of a vaguer error).
@@ -267,8 +267,8 @@ class NotebookAgent:
                 path.rename(archived)
         except OSError as exc:
             raise NotebookError(
-                f"tiny-agent-nb: could not keep {printable(path.name)} as "
-                f"{printable(archived.name)} ({printable(exc.strerror or str(exc))}); nothing "
+                f"tiny-agent-nb: could not keep {cell_text(path.name)} as "
+                f"{cell_text(archived.name)} ({cell_text(exc.strerror or str(exc))}); nothing "
                 "was changed."
             ) from None
         finally:
@@ -351,7 +351,7 @@ class NotebookAgent:
         try:
             registry = registry.subset(tools or self.config.tools)
         except ValueError as exc:
-            raise NotebookError(f"tiny-agent-nb: {printable(str(exc))}") from None
+            raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
         config = LoopConfig(
             provider=provider_config.provider,
             model=provider_config.model,

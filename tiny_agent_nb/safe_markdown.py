@@ -1,0 +1,230 @@
+"""Untrusted text (a model's answer) as markdown that can never become active HTML.
+
+`safe_markdown(text)` is the one way model text meets a markdown renderer. The result
+keeps what markdown is for (paragraphs, emphasis, lists, tables, headings, http links,
+LaTeX) and turns everything else into visible text:
+
+- Raw HTML and autolinks: every `<` and `&` outside code is escaped, so a tag, a comment
+  or an entity that decodes to `<` shows as the characters the model wrote. So is `"`:
+  JupyterLab puts LaTeX (`$...$`) back into the rendered HTML after markdown, escaping
+  `<`, `>` and `&` but not `"`, so a `"` in LaTeX inside an image's alt text or a link
+  ended the attribute and added one of its own (`onerror=`). Links with a `"title"`
+  show as text; `'title'` and `(title)` still work.
+- Code (fenced blocks, code spans) is encoded by us as `<pre><code>` / `<code>` with
+  every ASCII punctuation character written as a numeric entity, on one line. We do not
+  leave code to the renderer because JupyterLab runs two parsers over markdown that
+  disagree with CommonMark and with each other about where code starts and ends (its
+  LaTeX pre-pass protects only column-0 fences and pairs `$` across code boundaries;
+  list items end fences early). Raw model text left "inside code" became live HTML
+  wherever one of them disagreed. Encoded, no `<`, backtick or `$` of the model's code
+  reaches any parser, so a misjudged code boundary can only look wrong, never run.
+  Backticks that open no code span on their line are escaped.
+- Links and reference definitions keep http, https, mailto and relative destinations;
+  any other scheme (`javascript:`, `data:`, `vbscript:`, `file:` ...) is unlinked by
+  escaping the `(` or `:` that would make it a destination. The check decodes what a
+  renderer or browser would (backslash escapes, entities, percent escapes, control
+  characters and spaces) and unlinks when in doubt.
+- Images load by themselves (a remote one is a request the user never made: a way to
+  send data out), so only a simple relative image such as `![plot](plot.png)` stays an
+  image; any other becomes a link by escaping its `!`.
+
+Every streamed update goes through here too: a prefix of an answer (an unclosed fence,
+a half-written link) is made safe the same way.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import string
+from urllib.parse import unquote
+
+__all__ = ["safe_markdown", "safe_text"]
+
+_PUNCTUATION = frozenset(string.punctuation)
+_OPENER = re.compile(r"(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)")
+_RUN = re.compile(r"`+")
+_ESCAPED = {"<": "&lt;", "&": "&amp;", '"': "&quot;"}
+_DESTINATION_START = re.compile(r"\](?P<kind>[(:])")
+_SAFE_SCHEMES = ("http:", "https:", "mailto:")
+_WINDOW = 128  # characters of a destination looked at: a scheme ends well before
+_SAFE_IMAGE = re.compile(r"!\[[^\[\]\\\n]*\]\((?!//)[A-Za-z0-9._~/%+-]+\)")
+_TEXT_LINK = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)(?=://)|(?<=data)(?=:)")
+_UNLINK = "\ufeff"  # ZERO WIDTH NO-BREAK SPACE: invisible, and whitespace to JavaScript
+
+
+def safe_text(text: str) -> str:
+    """Text for a Jupyter frontend's plain-text output (stream, text/plain).
+
+    JupyterLab turns any `scheme://...` and `data:...` in text output into a link, so a
+    tool argument `javascript://%0Aalert(1)` became a live javascript: link. An invisible
+    character before the colon of every such scheme but http and https leaves the text
+    as it reads and nothing for the link finder to match."""
+    return _TEXT_LINK.sub(_unlink_scheme, text)
+
+
+def _unlink_scheme(match: re.Match[str]) -> str:
+    scheme = match["scheme"]
+    if scheme is None:
+        return _UNLINK  # the empty match between `data` and `:`
+    return scheme if scheme.lower() in ("http", "https") else scheme + _UNLINK
+
+
+def safe_markdown(text: str) -> str:
+    """`text` as markdown whose only HTML is our own inert `<pre>`/`<code>`."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    out: list[str] = []
+    prose: list[str] = []
+    i = 0
+    while i < len(lines):
+        opener = _opener(lines[i])
+        if opener is None:
+            prose.append(lines[i])
+            i += 1
+            continue
+        if prose:
+            out.append(_prose("\n".join(prose)))
+            prose = []
+        indent, fence = opener
+        body: list[str] = []
+        i += 1
+        while i < len(lines):
+            line = lines[i]
+            if _closes(line, fence, indent):
+                i += 1
+                break
+            if line.strip() and _indent(line) < indent:
+                break  # a less indented line ends the list item the fence sits in
+            body.append(line[min(indent, _indent(line)) :])
+            i += 1
+        out.append(" " * indent + "<pre><code>" + _encode("\n".join(body)) + "</code></pre>")
+    if prose:
+        out.append(_prose("\n".join(prose)))
+    return "\n".join(out)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _opener(line: str) -> tuple[int, str] | None:
+    match = _OPENER.fullmatch(line)
+    if match is None:
+        return None
+    if match["fence"][0] == "`" and "`" in match["info"]:
+        return None  # CommonMark: not a fence, a code span
+    return len(match["indent"]), match["fence"]
+
+
+def _closes(line: str, fence: str, indent: int) -> bool:
+    stripped = line.strip(" \t")
+    run = len(stripped) - len(stripped.lstrip(fence[0]))
+    return run >= len(fence) and run == len(stripped) and _indent(line) <= indent + 3
+
+
+def _encode(code: str) -> str:
+    """Code as HTML text no markdown parser, LaTeX pre-pass or browser reads as markup."""
+    return "".join(f"&#{ord(c)};" if c in _PUNCTUATION or c == "\n" else c for c in code)
+
+
+def _prose(text: str) -> str:
+    return _unlink(_escape_inline(text))
+
+
+def _escape_inline(text: str) -> str:
+    """Escape `<`, `&` and `"`, encode code spans (one line each), escape stray backticks."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] in _PUNCTUATION:
+            # A backslash escape stays what it is, but `\<`, `\&` and `\"` become the
+            # entities that show the same, so none of the model's is left at all.
+            out.append(_ESCAPED.get(text[i + 1], text[i : i + 2]))
+            i += 2
+        elif c == "`":
+            run = _RUN.match(text, i)
+            assert run is not None
+            end = _closing_run(text, run.end(), len(run.group()))
+            if end is None:
+                out.append("\\`" * len(run.group()))
+                i = run.end()
+            else:
+                out.append("<code>" + _encode(_span_content(text[run.end() : end])) + "</code>")
+                i = end + len(run.group())
+        elif c in _ESCAPED:
+            out.append(_ESCAPED[c])
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _closing_run(text: str, start: int, length: int) -> int | None:
+    """Where the next backtick run of exactly `length` on the same line starts."""
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end < 0 else line_end
+    for run in _RUN.finditer(text, start, line_end):
+        if len(run.group()) == length:
+            return run.start()
+    return None
+
+
+def _span_content(content: str) -> str:
+    """CommonMark: one space is stripped from each side when both are there."""
+    if len(content) > 1 and content[0] == " " and content[-1] == " " and content.strip(" "):
+        return content[1:-1]
+    return content
+
+
+def _unlink(text: str) -> str:
+    """Escape `](` and `]:` before unsafe destinations, and `!` before unsafe images."""
+    out: list[str] = []
+    last = 0
+    for match in _DESTINATION_START.finditer(text):
+        if not _safe_destination(text, match.end()):
+            out.append(text[last : match.start("kind")] + "\\")
+            last = match.start("kind")
+    out.append(text[last:])
+    text = "".join(out)
+
+    out, last = [], 0
+    for match in re.finditer(r"!\[", text):
+        if _escaped(text, match.start()) or _SAFE_IMAGE.match(text, match.start()):
+            continue
+        out.append(text[last : match.start()] + "\\")
+        last = match.start()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _escaped(text: str, index: int) -> bool:
+    """Is text[index] escaped: preceded by an odd number of backslashes?"""
+    start = index
+    while start > 0 and text[start - 1] == "\\":
+        start -= 1
+    return (index - start) % 2 == 1
+
+
+def _safe_destination(text: str, start: int) -> bool:
+    """Does the destination at `start` (after `](` or `]:`) have a safe scheme or none?
+
+    Decodes what any renderer or browser might before it reads a scheme, and removes
+    every character a browser strips or a renderer wraps around a destination, so
+    `java&#x09;script:`, `<javascript:...>` and `JAVA\\nSCRIPT:` all count as javascript."""
+    while start < len(text) and text[start].isspace():
+        start += 1
+    window = text[start : start + _WINDOW]
+    close = window.find(")")
+    if close >= 0:
+        window = window[:close]
+    if not any(c in window for c in ":&%"):
+        return True  # nothing in it is, or decodes to, the colon that ends a scheme
+    decoded = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", window)
+    decoded = unquote(html.unescape(unquote(html.unescape(decoded))))
+    decoded = "".join(c for c in decoded if c > " " and c not in "<>`\\")
+    if decoded.lower().startswith(_SAFE_SCHEMES):
+        return True
+    first = re.split(r"[/?#]", decoded, maxsplit=1)[0]
+    return ":" not in first
