@@ -9,12 +9,15 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiny_agent_nb.tools import (
     Grep,
@@ -26,6 +29,7 @@ from tiny_agent_nb.tools import (
     _read,
     _write,
     builtin_registry,
+    truncate,
 )
 
 SECRET = "secret contents\n"
@@ -373,3 +377,35 @@ def test_a_directory_swapped_for_a_symlink_during_a_walk_is_not_entered(
     out = call(context, name, **arguments)
     assert "secret.txt" not in out.content
     assert SECRET.strip() not in out.content
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.text(alphabet="ab\n\r\u00e9", max_size=60),
+    offset=st.integers(min_value=1, max_value=12),
+    limit=st.one_of(st.none(), st.integers(min_value=1, max_value=12)),
+    chunk=st.integers(min_value=1, max_value=9),
+    output_limit=st.integers(min_value=0, max_value=40),
+)
+def test_read_file_in_chunks_equals_splitting_the_whole_text(
+    text: str, offset: int, limit: int | None, chunk: int, output_limit: int
+) -> None:
+    """Whatever the chunk boundaries (here a few bytes, inside characters and between
+    "\\r" and "\\n"), the window and the count are those of the whole text."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    with tempfile.TemporaryDirectory() as directory, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_read, "_CHUNK", chunk)
+        workspace = Path(os.path.realpath(directory))
+        (workspace / "f").write_bytes(text.encode("utf-8"))
+        context = ToolContext(workspace=workspace, output_limit=output_limit)
+        out = ReadFile().run({"path": "f", "offset": offset, "limit": limit}, context)
+    if not lines:
+        assert out.content == "[f: empty file, 0 lines]"
+    elif offset > len(lines):
+        assert out.content == f"f: offset {offset} is past the end ({len(lines)} lines)"
+    else:
+        body = "\n".join(lines[offset - 1 : None if limit is None else offset - 1 + limit])
+        assert out.content.split("\n", 1)[1] == truncate(body, output_limit)
+        assert f" of {len(lines)}]" in out.content or f": {len(lines)} lines]" in out.content
