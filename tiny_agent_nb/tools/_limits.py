@@ -74,11 +74,16 @@ def run_in_child(work: Callable[[], object], deadline: Deadline) -> object:
     translate anything else it expects (an OSError) itself."""
     deadline.check()
     read_end, write_end = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns about forking a threaded process (a kernel always is); the
-        # child below is written for exactly that case (see the module docstring).
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about forking a threaded process (a kernel always is);
+            # the child below is written for exactly that case (see the module docstring).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError as exc:  # out of processes or memory
+        os.close(read_end)
+        os.close(write_end)
+        raise ToolError(f"could not start the search process ({exc.strerror}); try again") from None
     if pid == 0:  # pragma: no cover - the child; its effect is checked through the pipe
         os.close(read_end)
         _child(work, write_end)
