@@ -229,9 +229,10 @@ def test_write_and_edit_refuse_a_character_device(
 
 @pytest.fixture
 def deep_tree(workspace: Path) -> Iterator[str]:
-    """`d/d/.../d/bottom.txt`, deeper than Python's recursion limit; removed afterwards
-    (pytest's own clean-up of old temporary directories recurses, and would fail)."""
-    depth = sys.getrecursionlimit() + 200
+    """`d/d/.../d/bottom.txt`, deeper than Python's recursion limit and longer than
+    PATH_MAX (4096); removed afterwards (pytest's own clean-up of old temporary
+    directories recurses, and would fail)."""
+    depth = max(sys.getrecursionlimit(), 4096 // 2) + 200
     fd = os.open(workspace, os.O_RDONLY)
     for _ in range(depth):  # one component at a time: the whole path is never spelt out
         os.mkdir("d", dir_fd=fd)

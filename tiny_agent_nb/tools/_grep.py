@@ -103,7 +103,9 @@ class _Search:
             if self._glob is not None and not fnmatchcase(entry.path.name, self._glob):
                 continue
             # A symlink the walk reports as a file leads inside; open where it leads.
-            real = Path(os.path.realpath(entry.path))
+            # (islink, not Path.is_symlink: a path beyond PATH_MAX is not an error here.)
+            link = os.path.islink(entry.path)  # noqa: PTH114 - see above
+            real = Path(os.path.realpath(entry.path)) if link else entry.path
             if not is_inside(real, self._root):
                 continue
             try:

@@ -194,58 +194,97 @@ class _Listed(NamedTuple):
     identity: tuple[int, int] | None  # (st_dev, st_ino) of a directory, as listed
 
 
+# A directory is opened relative to the nearest one held open, by a relative path kept
+# well under PATH_MAX (4096): a tree deeper than that is walked to the bottom while
+# holding one descriptor per ~1000 characters of depth, not one per level.
+_HOLD_AFTER = 1024
+
+
 def walk(top: Path, root: Path, *, recursive: bool, deadline: Deadline) -> Iterator[Entry]:
     """Entries under `top`, sorted by name, depth first, never reading outside `root`.
 
     Symlinked directories are listed but not entered (a cycle of links would never end).
     A symlink whose target is outside is reported as such, and its target never examined.
-    Iterative (a tree deeper than Python's recursion limit is fine); stops with
-    ToolTimeoutError when `deadline` passes, checked at every entry.
+    Iterative, and through relative opens, so a tree deeper than Python's recursion
+    limit or than PATH_MAX is fine; stops with ToolTimeoutError when `deadline` passes,
+    checked at every entry.
     """
-    # One iterator per directory on the current path: a deep tree costs a list per level.
-    pending: list[tuple[Path, Iterator[_Listed]]] = [(top, iter(_list(top, None, deadline)))]
-    while pending:
-        directory, entries = pending[-1]
-        listed = next(entries, None)
-        if listed is None:
-            pending.pop()
-            continue
-        deadline.check()
-        path = directory / listed.name
-        if listed.kind == "symlink":
-            target = Path(os.path.realpath(path))
-            if not is_inside(target, root):
-                yield Entry(path, "outside")
+    held: list[int] = []  # directories kept open to open below, deepest last
+    try:
+        fd = _open_directory(None, top, None)
+        if fd is None:
+            return
+        held.append(fd)
+        # One iterator per directory on the current path, whether it is held, and its
+        # path below the deepest held directory ("" when held itself), kept as a string
+        # since Path.relative_to costs the whole depth at every level.
+        pending = [(top, iter(_list(fd, deadline)), True, "")]
+        while pending:
+            directory, entries, holding, below = pending[-1]
+            listed = next(entries, None)
+            if listed is None:
+                pending.pop()
+                if holding:
+                    os.close(held.pop())
+                continue
+            deadline.check()
+            path = directory / listed.name
+            if listed.kind == "symlink":
+                target = Path(os.path.realpath(path))
+                if not is_inside(target, root):
+                    yield Entry(path, "outside")
+                else:
+                    yield Entry(path, "directory" if target.is_dir() else "file")
+            elif listed.kind == "file":
+                yield Entry(path, "file")
             else:
-                yield Entry(path, "directory" if target.is_dir() else "file")
-        elif listed.kind == "directory":
-            yield Entry(path, "directory")
-            if recursive and listed.name not in SKIPPED_DIRECTORIES:
-                pending.append((path, iter(_list(path, listed.identity, deadline))))
-        else:
-            yield Entry(path, "file")
+                yield Entry(path, "directory")
+                if recursive and listed.name not in SKIPPED_DIRECTORIES:
+                    inner = f"{below}/{listed.name}" if below else listed.name
+                    fd = _open_directory(held[-1], inner, listed.identity)
+                    if fd is None:
+                        continue
+                    hold = len(inner) >= _HOLD_AFTER
+                    if hold:
+                        held.append(fd)
+                    try:
+                        entries = iter(_list(fd, deadline))
+                    finally:
+                        if not hold:
+                            os.close(fd)
+                    pending.append((path, entries, hold, "" if hold else inner))
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
-def _list(directory: Path, identity: tuple[int, int] | None, deadline: Deadline) -> list[_Listed]:
-    """The sorted entries of `directory`, or none if it cannot be read or is no longer
-    the directory that was listed (`identity`): swapped for a link to elsewhere."""
+def _open_directory(
+    above: int | None, below: str | Path, identity: tuple[int, int] | None
+) -> int | None:
+    """A descriptor of directory `below` (relative to the descriptor `above`), or None
+    if it cannot be opened or is no longer the directory that was listed (`identity`):
+    swapped, it or a directory on the way, for a symlink to elsewhere."""
     try:
-        fd = os.open(directory, _DIRECTORY)
+        fd = os.open(below, _DIRECTORY, dir_fd=above)
     except OSError:
-        return []  # unreadable, gone, a path too long: one should not sink the listing
+        return None  # unreadable or gone: one directory should not sink the listing
+    now = os.fstat(fd)
+    if identity is not None and (now.st_dev, now.st_ino) != identity:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _list(fd: int, deadline: Deadline) -> list[_Listed]:
+    """The sorted entries of the open directory `fd` (none if it cannot be read)."""
+    listed: list[_Listed] = []
     try:
-        now = os.fstat(fd)
-        if identity is not None and (now.st_dev, now.st_ino) != identity:
-            return []
-        listed: list[_Listed] = []
         with os.scandir(fd) as listing:
             for entry in listing:
                 deadline.check()  # a directory of millions of entries is read lazily
                 listed.append(_describe(entry))
     except OSError:
         return []
-    finally:
-        os.close(fd)
     return sorted(listed)
 
 
