@@ -65,7 +65,10 @@ class ReadFile(BuiltinTool[ReadFileArguments]):
             arguments.path, context, if_directory="use list_files to see what it holds"
         )
         deadline = Deadline(
-            self.time_limit, "Read a smaller range with offset/limit, or look at it with bash."
+            # Every line is counted whatever the range, so a smaller range would not help.
+            self.time_limit,
+            "The file is too large to read in time; look at part of it with bash "
+            "(e.g. `head -c 100000 FILE`).",
         )
         fd = open_file(real, workspace_root(context), shown, os.O_RDONLY)
         with open(fd, "rb") as stream:
