@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.tools import ToolContext, ToolOutput, _read, builtin_registry
+from tiny_agent_nb.tools import ToolContext, ToolOutput, _grep, _read, builtin_registry
 
 SECRET = "secret contents\n"
 
@@ -108,15 +108,20 @@ def test_os_errors_become_results_naming_the_path(
     workspace: Path, context: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Whatever the OS refuses (here simulated, since root may read anything) comes back
-    # as a result, with the path as the model wrote it.
-    (workspace / "locked.txt").write_text("x")
+    # as a result, with the whole path as the model wrote it (the OS names only the last
+    # component of an open relative to a directory).
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "locked.txt").write_text("x")
+    real_open = os.open
 
-    def refuse(self: Path) -> bytes:
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+    def refuse(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == "locked.txt":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)
-    out = call(context, "read_file", path="locked.txt")
-    assert out == ToolOutput("locked.txt: permission denied", is_error=True)
+    monkeypatch.setattr(os, "open", refuse)
+    out = call(context, "read_file", path="sub/locked.txt")
+    assert out == ToolOutput("sub/locked.txt: permission denied", is_error=True)
 
 
 def test_read_file_cuts_long_files_to_the_output_limit(workspace: Path) -> None:
@@ -229,7 +234,7 @@ def test_grep_invalid_regex_is_a_clear_error(context: ToolContext) -> None:
 def test_grep_stops_at_the_cap(
     workspace: Path, context: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_read, "MAX_GREP_MATCHES", 2)
+    monkeypatch.setattr(_grep, "MAX_GREP_MATCHES", 2)
     (workspace / "many").write_text("hit\n" * 10)
     lines = call(context, "grep", pattern="hit").content.splitlines()
     assert lines == ["many:1: hit", "many:2: hit", "[stopped at 2 matches; narrow the search]"]

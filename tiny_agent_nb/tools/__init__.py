@@ -19,9 +19,10 @@ from ._base import (
 )
 from ._bash import Bash
 from ._builtin import BuiltinTool
+from ._grep import Grep
 from ._output import CappedOutput
 from ._python import Python
-from ._read import Grep, ListFiles, ReadFile
+from ._read import ListFiles, ReadFile
 from ._registry import ToolRegistry, builtin_registry
 from ._write import EditFile, WriteFile
 

@@ -3,8 +3,9 @@
 Built-in tools implement `execute` with their typed arguments and simply raise: a
 `ToolError` (message already written for the model) or whatever `OSError` the file
 system gives. `run` translates both, so no tool repeats the try/except and every
-"file not found" reads the same. Anything else is a bug and is left to the agent loop;
-KeyboardInterrupt (a BaseException) always passes through.
+"file not found" reads the same; a `ToolTimeoutError` also sets `timed_out`. Anything
+else is a bug and is left to the agent loop; KeyboardInterrupt (a BaseException) always
+passes through.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 from ._base import Tool, ToolArguments, ToolContext, ToolError, ToolOutput
+from ._limits import ToolTimeoutError
+from ._names import printable_path
 from ._paths import confine, workspace_root
 
 ArgumentsT = TypeVar("ArgumentsT", bound=ToolArguments)
@@ -30,6 +33,8 @@ class BuiltinTool(Tool, Generic[ArgumentsT]):
             # cannot name a type variable, hence the cast).
             parsed = cast(ArgumentsT, self.parse_arguments(arguments))
             return self.execute(parsed, context)
+        except ToolTimeoutError as exc:
+            return ToolOutput(f"{self.name} {exc}", is_error=True, timed_out=True)
         except ToolError as exc:
             return ToolOutput(str(exc), is_error=True)
         except OSError as exc:
@@ -61,12 +66,13 @@ def describe_os_error(exc: OSError, workspace: Path) -> str:
 
 
 def display_path(path: str | Path, workspace: Path) -> str:
-    """A path relative to the workspace when it lies inside it, else as given."""
+    """A path relative to the workspace when it lies inside it, else as given; escaped
+    (`printable_path`) so that it is one line and tells every name apart."""
     try:
         relative = Path(path).relative_to(workspace)
     except ValueError:
-        return str(path)
-    return relative.as_posix() or "."
+        return printable_path(str(path))
+    return printable_path(relative.as_posix()) or "."
 
 
 def file_target(path: str, context: ToolContext, *, if_directory: str) -> tuple[Path, str]:

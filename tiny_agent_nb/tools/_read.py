@@ -1,30 +1,32 @@
-"""The reading tools: read_file, list_files, grep (replay policy `safeRead`).
+"""The reading tools read_file and list_files (replay policy `safeRead`; grep is in
+_grep.py).
 
 They change nothing, so after a crash the planner may run them again instead of
-marking them interrupted (DESIGN §6). Every path goes through `confine`.
+marking them interrupted (DESIGN §6): while a notebook loads its session. So whatever
+the file or tree, each holds a bounded amount of memory and stops at its time limit
+(_limits.py). Every path goes through `confine`, every file is opened by `open_file`.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 from pydantic import Field
 
 from ..session._models import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
 from ._builtin import BuiltinTool, display_path, file_target
-from ._output import truncate
-from ._paths import Entry, confine, walk, workspace_root
+from ._limits import DEFAULT_TIME_LIMIT, Deadline
+from ._output import CappedOutput, truncate
+from ._paths import Entry, confine, open_file, walk, workspace_root
 
 MAX_LIST_ENTRIES = 1000
-MAX_GREP_MATCHES = 200
-MAX_GREP_LINE = 400  # characters of one matching line shown (minified files are one line)
 _SNIFF_BYTES = 8192
+_CHUNK = 1 << 16  # bytes read at a time; small enough that malloc reuses, not maps, them
 
 
 def looks_binary(head: bytes) -> bool:
@@ -36,14 +38,6 @@ def missing(real: Path) -> OSError:
     return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(real))
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines as grep counts them: split on "\\n" only, no phantom line after the last."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 # ---------------------------------------------------------------- read_file
 
 
@@ -53,34 +47,40 @@ class ReadFileArguments(ToolArguments):
     limit: int | None = Field(None, ge=1, description="How many lines to show (default: all).")
 
 
-# Opening a named pipe waits for a writer that may never come: a read-only tool must
-# never block, above all when it is replayed while a notebook loads its session.
-_NOT_REGULAR = "{}: not a regular file (a pipe, socket or device); not read, it could block"
-
-
 class ReadFile(BuiltinTool[ReadFileArguments]):
     name = "read_file"
     description = (
         "Read a text file in the workspace. The first line of the result says which lines "
-        "are shown and how many the file has; use offset/limit to page through large files."
+        "are shown and how many the file has; use offset/limit to page through large files. "
+        f"Stops after {DEFAULT_TIME_LIMIT:g} seconds."
     )
     replay_policy: ClassVar[ReplayPolicy] = "safeRead"
     Arguments = ReadFileArguments
+
+    def __init__(self, time_limit: float = DEFAULT_TIME_LIMIT) -> None:
+        self.time_limit = time_limit
 
     def execute(self, arguments: ReadFileArguments, context: ToolContext) -> ToolOutput:
         real, shown = file_target(
             arguments.path, context, if_directory="use list_files to see what it holds"
         )
-        if real.exists() and not real.is_file():
-            raise ToolError(_NOT_REGULAR.format(shown))
-        data = real.read_bytes()
-        if looks_binary(data):
-            raise ToolError(
-                f"{shown}: binary file ({len(data)} bytes), not shown; read_file only "
-                "reads text (inspect it with bash, e.g. `xxd {shown} | head`)"
-            )
-        lines = split_lines(data.decode("utf-8", errors="replace"))
-        total = len(lines)
+        deadline = Deadline(
+            # Every line is counted whatever the range, so a smaller range would not help.
+            self.time_limit,
+            "The file is too large to read in time; look at part of it with bash "
+            "(e.g. `head -c 100000 FILE`).",
+        )
+        fd = open_file(real, workspace_root(context), shown, os.O_RDONLY)
+        with open(fd, "rb") as stream:
+            head = stream.read(_SNIFF_BYTES)
+            if looks_binary(head):
+                size = os.fstat(fd).st_size
+                raise ToolError(
+                    f"{shown}: binary file ({size} bytes), not shown; read_file only "
+                    f"reads text (inspect it with bash, e.g. `xxd {shown} | head`)"
+                )
+            window = _Window(arguments.offset - 1, arguments.limit, context.output_limit)
+            total = window.scan(head, stream, deadline)
         if total == 0:
             return ToolOutput(f"[{shown}: empty file, 0 lines]")
         if arguments.offset > total:
@@ -91,11 +91,76 @@ class ReadFile(BuiltinTool[ReadFileArguments]):
             header = f"[{shown}: {total} lines]"
         else:
             header = f"[{shown}: lines {start + 1}-{end} of {total}]"
-        body = "\n".join(lines[start:end])
-        text = truncate(body, context.output_limit)
-        if text != body:
+        if window.text.total > context.output_limit:
             header += " (cut to fit; read a smaller range with offset/limit)"
-        return ToolOutput(f"{header}\n{text}")
+        return ToolOutput(f"{header}\n{window.text.text()}")
+
+
+class _Window:
+    """Lines `first` .. `first + limit` of a file read chunk by chunk, as the text the
+    model is sent (lines as grep counts them: split on "\\n" only, no phantom line
+    after the last), and the file's line count.
+
+    Memory stays bounded whatever the file: one chunk, and the head and tail of the
+    window in a CappedOutput, which gives exactly what truncating the whole window
+    would. A 200 MB file of one line is read, not held.
+    """
+
+    def __init__(self, first: int, limit: int | None, output_limit: int) -> None:
+        self.text = CappedOutput(output_limit)
+        self._first = first
+        self._end = None if limit is None else first + limit
+        self._line = 0  # index of the line being read: the newlines seen so far
+        self._newline_pending = False  # the window's last newline, held back
+
+    def scan(self, data: bytes, stream: BinaryIO, deadline: Deadline) -> int:
+        last = b""
+        while data:
+            deadline.check()
+            self._take(data)
+            last = data[-1:]
+            data = stream.read(_CHUNK)
+        # A last line without a newline still counts.
+        return self._line + (1 if last not in (b"", b"\n") else 0)
+
+    def _take(self, data: bytes) -> None:
+        position = 0
+        if self._line < self._first:
+            position = self._skip(data, self._first - self._line)
+        if position < len(data) and (self._end is None or self._line < self._end):
+            rest = data[position:]
+            wanted = None if self._end is None else self._end - self._line
+            if wanted is not None and rest.count(b"\n") >= wanted:
+                rest = rest[: _after_newline(rest, 0, wanted)]
+            self._show(rest)
+            position += len(rest)
+            self._line += rest.count(b"\n")
+        self._line += data.count(b"\n", position)
+
+    def _skip(self, data: bytes, lines: int) -> int:
+        """Where the data goes on after `lines` more newlines (or its end)."""
+        found = data.count(b"\n")
+        if found < lines:
+            self._line += found
+            return len(data)
+        self._line += lines
+        return _after_newline(data, 0, lines)
+
+    def _show(self, span: bytes) -> None:
+        if not span:
+            return
+        # Bytes after a newline mean another line: the held-back newline separates them.
+        if self._newline_pending:
+            self.text.feed(b"\n")
+        self._newline_pending = span.endswith(b"\n")
+        self.text.feed(span[:-1] if self._newline_pending else span)
+
+
+def _after_newline(data: bytes, start: int, count: int) -> int:
+    """The index just after the `count`-th newline of data[start:] (there are enough)."""
+    # split runs in C; the pieces are at most one chunk in total.
+    *_, rest = data[start:].split(b"\n", count)
+    return len(data) - len(rest)
 
 
 # ---------------------------------------------------------------- list_files
@@ -118,10 +183,16 @@ class ListFiles(BuiltinTool[ListFilesArguments]):
     description = (
         "List a directory in the workspace: one path per line, relative to the workspace "
         "root, directories ending in '/'. Recursive listings do not enter .git, "
-        f"node_modules, virtualenvs or caches. At most {MAX_LIST_ENTRIES} entries."
+        f"node_modules, virtualenvs or caches. At most {MAX_LIST_ENTRIES} entries; stops "
+        f"after {DEFAULT_TIME_LIMIT:g} seconds. Names that are not plain printable text are "
+        "shown escaped (\\n, \\xff for a byte that is not UTF-8, \\\\ for a backslash) "
+        "and can be passed to the file tools as shown."
     )
     replay_policy: ClassVar[ReplayPolicy] = "safeRead"
     Arguments = ListFilesArguments
+
+    def __init__(self, time_limit: float = DEFAULT_TIME_LIMIT) -> None:
+        self.time_limit = time_limit
 
     def execute(self, arguments: ListFilesArguments, context: ToolContext) -> ToolOutput:
         root = workspace_root(context)
@@ -130,8 +201,11 @@ class ListFiles(BuiltinTool[ListFilesArguments]):
             raise missing(top)
         if not top.is_dir():
             return ToolOutput(display_path(top, root))
+        deadline = Deadline(
+            self.time_limit, "List a smaller part (path), or without recursive, or use bash."
+        )
         out: list[str] = []
-        for entry in walk(top, root, recursive=arguments.recursive):
+        for entry in walk(top, root, recursive=arguments.recursive, deadline=deadline):
             if arguments.pattern is not None and not _matches(entry.path, top, arguments.pattern):
                 continue
             if len(out) == MAX_LIST_ENTRIES:
@@ -159,81 +233,3 @@ def _describe(entry: Entry, root: Path) -> str:
     if entry.kind == "outside":
         return f"{shown} (symlink leading outside the workspace)"
     return shown
-
-
-# ---------------------------------------------------------------- grep
-
-
-class GrepArguments(ToolArguments):
-    pattern: str = Field(description="Regular expression (Python `re` syntax) to search for.")
-    path: str = Field(".", description="File or directory to search, relative to the workspace.")
-    glob: str | None = Field(None, description="Only search files whose name matches, e.g. '*.py'.")
-    ignore_case: bool = Field(False, description="Match regardless of case.")
-
-
-class Grep(BuiltinTool[GrepArguments]):
-    name = "grep"
-    description = (
-        "Search text files in the workspace for a regular expression. Each match is one "
-        "line 'path:line: text'. Binary files, .git, node_modules, virtualenvs and caches "
-        f"are skipped. At most {MAX_GREP_MATCHES} matches."
-    )
-    replay_policy: ClassVar[ReplayPolicy] = "safeRead"
-    Arguments = GrepArguments
-
-    def execute(self, arguments: GrepArguments, context: ToolContext) -> ToolOutput:
-        try:
-            regex = re.compile(arguments.pattern, re.IGNORECASE if arguments.ignore_case else 0)
-        except re.error as exc:
-            raise ToolError(f"invalid regular expression {arguments.pattern!r}: {exc}") from None
-        root = workspace_root(context)
-        top = confine(arguments.path, context)
-        if not top.exists():
-            raise missing(top)
-        if top.is_dir():
-            files = [
-                e.path
-                for e in walk(top, root, recursive=True)
-                if e.kind == "file"
-                and (arguments.glob is None or fnmatchcase(e.path.name, arguments.glob))
-            ]
-        elif top.is_file():
-            files = [top]
-        else:
-            raise ToolError(_NOT_REGULAR.format(display_path(top, root)))
-        # A pipe, socket or device would block the read (and a replay after a crash).
-        files = [f for f in files if f.is_file()]
-        matches: list[str] = []
-        unreadable = 0
-        for file in files:
-            try:
-                _search(file, regex, display_path(file, root), matches)
-            except OSError:
-                unreadable += 1  # e.g. permission denied: the other files still count
-            if len(matches) > MAX_GREP_MATCHES:
-                del matches[MAX_GREP_MATCHES:]
-                matches.append(f"[stopped at {MAX_GREP_MATCHES} matches; narrow the search]")
-                break
-        if unreadable:
-            matches.append(f"[{unreadable} file(s) could not be read]")
-        if not matches:
-            where = display_path(top, root)
-            return ToolOutput(f"[no matches for {arguments.pattern!r} in {where}]")
-        return ToolOutput(truncate("\n".join(matches), context.output_limit))
-
-
-def _search(file: Path, regex: re.Pattern[str], shown: str, matches: list[str]) -> None:
-    """Append this file's matching lines; stops once the cap is exceeded."""
-    with open(file, "rb") as stream:
-        if looks_binary(stream.read(_SNIFF_BYTES)):
-            return
-        stream.seek(0)
-        # Streamed line by line: a multi-gigabyte log must not be read into memory.
-        for number, raw in enumerate(stream, start=1):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            if regex.search(line):
-                if len(line) > MAX_GREP_LINE:
-                    line = line[:MAX_GREP_LINE] + " [...]"
-                matches.append(f"{shown}:{number}: {line}")
-                if len(matches) > MAX_GREP_MATCHES:
-                    return

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Iterator
 from ..provider import ToolSchema
 from ._base import Tool
 from ._bash import Bash
+from ._grep import Grep
 from ._python import Python
-from ._read import Grep, ListFiles, ReadFile
+from ._read import ListFiles, ReadFile
 from ._write import EditFile, WriteFile
 
 
