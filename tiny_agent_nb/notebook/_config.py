@@ -8,10 +8,9 @@ tracebacks show `Secret('****')`, never the key.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, unquote_plus, urlsplit
+from urllib.parse import urlsplit
 
 from traitlets import (
     Bool,
@@ -33,14 +32,12 @@ from ..provider import (
     MAX_RESPONSE_BYTES,
     OPENROUTER_BASE_URL,
     redact_url,
+    url_secrets,
 )
 from ..tools import builtin_registry
 from ..tools._bash import KEY_VARIABLES
 
 DEFAULT_MODEL = "deepseek/deepseek-v4-flash-0731"
-# Query parameters of a base URL that carry a credential (`?api-key=`, `?token=`...);
-# other values (`?api-version=2024-02-01`) are not hidden from tool output.
-_SECRET_PARAMETER = re.compile(r"key|token|secret|passw|auth|sig|credential", re.IGNORECASE)
 
 
 class Secret:
@@ -225,18 +222,11 @@ class TinyAgent(Configurable):
 
     def secrets(self) -> tuple[str, ...]:
         """What tools must never show or pass on: the key (as configured and as found in
-        the environment) and the credentials a base URL may carry (its password, a key
-        in its query), raw and percent-decoded."""
+        the environment) and every credential the base URL carries (`url_secrets`, the
+        same list the provider scrubs its own messages with)."""
         found = [self.api_key.reveal()] if self.api_key is not None else []
         found += [os.environ.get(name, "").strip() for name in KEY_VARIABLES]
-        url = urlsplit(self.endpoint())
-        # `https://TOKEN@host` is how some services take a token: then the user is one.
-        for part in (url.password,) if url.password is not None else (url.username,):
-            found += [part or "", unquote(part or "")]
-        for pair in url.query.split("&"):
-            name, _, value = pair.partition("=")
-            if _SECRET_PARAMETER.search(unquote(name)):
-                found += [value, unquote_plus(value)]
+        found += url_secrets(self.endpoint())
         return tuple(s for s in dict.fromkeys(found) if s)
 
     def api_key_source(self) -> str:

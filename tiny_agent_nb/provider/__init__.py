@@ -24,7 +24,7 @@ from ._types import (
     ToolSchema,
     UsageReport,
 )
-from ._urls import redact_url
+from ._urls import redact_url, url_secrets
 
 __all__ = [
     "ATTEMPT_TIMEOUT",
@@ -46,4 +46,5 @@ __all__ = [
     "UsageReport",
     "backoff_delay",
     "redact_url",
+    "url_secrets",
 ]

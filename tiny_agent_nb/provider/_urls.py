@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 import httpx
 
@@ -56,16 +56,27 @@ def redact_url(url: str) -> str:
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
-    """The credentials `url` holds, as written and percent-decoded, for scrubbing them from
-    text a server or a library produced (it may echo them)."""
+    """The credentials `url` holds, for scrubbing them from any text that may echo them (a
+    server's error, a library's message, a tool's output): the user-info's user and
+    password (a token is often the user, with a dummy password), the values of
+    credential-named query parameters (split on `&` and `;`), each as written and
+    percent-decoded, and the `Basic` token the user-info is sent as."""
     _, userinfo, _, query, _ = _split(url)
     found = list(userinfo.split(":", 1)) if userinfo else []
+    if userinfo:
+        user, _, password = (unquote(part) for part in userinfo.partition(":"))
+        found.append(base64.b64encode(f"{user}:{password}".encode()).decode("ascii"))
     for param in re.split(r"[&;]", query or ""):
         name, eq, value = param.partition("=")
         if eq and _secret_name(name):
             found.append(value)
     # Very short values would turn ordinary words of a message into "[redacted]".
-    out = {piece for value in found for piece in (value, unquote(value)) if len(piece) >= 4}
+    out = {
+        piece
+        for value in found
+        for piece in (value, unquote(value), unquote_plus(value))
+        if len(piece) >= 4
+    }
     return tuple(sorted(out, key=len, reverse=True))  # longest first: no half-redacted ones
 
 
