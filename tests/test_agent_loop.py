@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +19,7 @@ from tiny_agent_nb.agent import (
     LoopObserver,
     RunResult,
 )
+from tiny_agent_nb.agent._loop import RECOVERY_REPLAY_BUDGET
 from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent, TextDelta
 from tiny_agent_nb.session import (
     AssistantMessage,
@@ -107,6 +109,7 @@ class Harness:
             tools = ToolRegistry([*(tools.get(n) for n in tools.names), *extra_tools])  # type: ignore[misc]
         harness = self
         ask = config.pop("ask", None)
+        clock = config.pop("clock", time.monotonic)
 
         class Observer(LoopObserver):
             def on_stream(self, event: StreamEvent) -> None:
@@ -130,6 +133,7 @@ class Harness:
             ask=ask,
             observer=self.observer,
             sleep=self.sleeps.append,
+            clock=clock,
         )
 
     def close(self) -> None:
@@ -657,5 +661,64 @@ def test_a_replay_that_times_out_or_breaks_is_recorded_interrupted_not_replayed(
         before = h.path.read_bytes()
         assert h.loop.recover() is None
         assert h.path.read_bytes() == before
+    finally:
+        h.close()
+
+
+class ClockedRead(Tool):
+    """A read-only tool whose replay takes `seconds` of an injected clock."""
+
+    name = "slow_read"
+    description = "Reads slowly."
+    replay_policy: ClassVar = "safeRead"
+
+    class Arguments(ToolArguments):
+        pass
+
+    def __init__(self, clock: list[float], seconds: float) -> None:
+        self.clock, self.seconds, self.runs = clock, seconds, 0
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        self.runs += 1
+        self.clock[0] += self.seconds
+        return ToolOutput("read")
+
+
+def test_recovery_replays_for_a_bounded_time_in_all_and_settles_the_rest_interrupted(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    """A file left with many pending reads (a crafted one, each read up to its own time
+    limit) is recovered in bounded time: past the budget the reads are not run again."""
+    now = [0.0]
+    tool = ClockedRead(now, seconds=RECOVERY_REPLAY_BUDGET / 3 + 1)
+    h = Harness(server, workspace, extra_tools=(tool,), clock=lambda: now[0])
+    try:
+        run = Run(environment=str(workspace))
+        h.store.commit(run.start("go"))
+        h.store.commit(run.attempt())
+        calls = [(f"s{n}", "slow_read", {}) for n in range(6)]
+        h.store.commit(run.answer(None, calls))
+        identity = ToolIdentity(name="slow_read", version="1", source="builtin")
+        for call_id, _, _ in calls:
+            intent = f.tool_started(
+                run.operation_id,
+                run.attempt_id or "",
+                call_id,
+                tool=identity,
+                arguments={},
+                replay_policy="safeRead",
+                environment_identity=str(workspace),
+            )
+            h.store.commit([intent])
+        report = h.loop.recover()
+        assert report is not None
+        assert tool.runs == 3  # 0, 11 and 22 s in: started; at 33 s the budget is spent
+        assert (len(report.replayed), len(report.interrupted)) == (3, 3)
+        state = load_session(h.path)
+        statuses = [i.status for i in state.tool_intents.values()]
+        assert statuses == ["replayed"] * 3 + ["interrupted"] * 3
+        last = list(state.tool_intents.values())[-1]
+        result = state.entries[last.result_entry_id].entry
+        assert isinstance(result, ToolResultEntry) and "skipped" in result.message.content
     finally:
         h.close()

@@ -50,6 +50,9 @@ from ._tool_step import Approval, AskFn, ToolStep
 
 log = logging.getLogger("tiny_agent_nb.agent")
 MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
+# Seconds all the replays of one recovery may take together (each read also has its own
+# limit); the reads left when it runs out are settled as interrupted, not replayed.
+RECOVERY_REPLAY_BUDGET = 30.0
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are an agent working inside a Jupyter notebook. Use the tools to inspect and "
@@ -123,6 +126,7 @@ class AgentLoop:
         ask: AskFn | None = None,
         observer: LoopObserver | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
         projection: ContextProjection | None = None,
     ) -> None:
         """`projection`: a context projection the caller keeps following this store across
@@ -134,6 +138,7 @@ class AgentLoop:
         self._config = config
         self._observer = observer or LoopObserver()
         self._sleep = sleep
+        self._clock = clock
         self._schemas = tools.schemas()
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
         self._environment = self._tool_step.environment
@@ -222,10 +227,18 @@ class AgentLoop:
             pending = [i for i in plan.replay if state.tool_intents[i.id].status == "pending"]
             return plan.closing_transaction(cancelled=pending)
 
+        # Each replay is bounded by its tool's time limit; a file with many pending reads
+        # (a crafted one, shared with its notebook) must not hold the load for their sum.
+        deadline = self._clock() + RECOVERY_REPLAY_BUDGET
+        skipped: list[ToolIntent] = []
         try:
             for intent in plan.replay:
+                if self._clock() >= deadline:
+                    skipped.append(intent)
+                    continue
                 (replayed if self._tool_step.replay(intent) else interrupted).append(intent)
-            self._store.commit(plan.closing_transaction())
+            self._store.commit(plan.closing_transaction(skipped=skipped))
+            interrupted += skipped
         except KeyboardInterrupt:
             self._close(what, closing_after_interrupt)
             raise

@@ -49,6 +49,11 @@ REPLAY_FAILED_RESULT = (
     "Interrupted: the process stopped after this read started, and reading again after the "
     "restart failed unexpectedly. The result is unknown."
 )
+REPLAY_SKIPPED_RESULT = (
+    "Interrupted: the process stopped after this read started, and reading it again after "
+    "the restart was skipped: the reads before it used up the time recovery may take. The "
+    "result is unknown."
+)
 REPLAY_CANCELLED_RESULT = (
     "Interrupted: the process stopped after this read started, and the user interrupted "
     "reading it again after the restart. The result is unknown."
@@ -64,12 +69,16 @@ class Recovery:
     interrupt: tuple[ToolIntent, ...]  # intents that get a synthetic interrupted result
     fail: tuple[Attempt, ...]  # attempts that never settled
 
-    def closing_transaction(self, cancelled: Sequence[ToolIntent] = ()) -> list[NewFact]:
+    def closing_transaction(
+        self, cancelled: Sequence[ToolIntent] = (), skipped: Sequence[ToolIntent] = ()
+    ) -> list[NewFact]:
         """Everything but the replays, committed as one transaction after them;
-        `cancelled`: replays the user interrupted (Ctrl-C), settled here too."""
+        `cancelled`: replays the user interrupted (Ctrl-C), `skipped`: replays recovery
+        had no time left for; both settled here too."""
         return [
             *(intent_result(i, INTERRUPTED_RESULT, "interrupted") for i in self.interrupt),
             *(intent_result(i, REPLAY_CANCELLED_RESULT, "interrupted") for i in cancelled),
+            *(intent_result(i, REPLAY_SKIPPED_RESULT, "interrupted") for i in skipped),
             *(
                 f.attempt_failed(
                     a.id,
