@@ -134,7 +134,18 @@ def _iso_time(epoch_ms: int) -> str:
 
 
 def _print_json(value: dict[str, Any]) -> None:
-    print(json.dumps(value, indent=1, ensure_ascii=False))
+    # json.dumps escapes only the C0 controls: a C1 CSI (U+009B), DEL or a bidi override
+    # from the file would reach the terminal raw. Each is written as a \uXXXX escape, which
+    # any JSON reader decodes to the same string; other text stays readable.
+    text = json.dumps(value, indent=1, ensure_ascii=False)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
+    print(text)
+
+
+def _json_escape(c: str) -> str:
+    """`c` as JSON's \\u escape (a surrogate pair past the BMP, as JSON spells those)."""
+    return json.dumps(c, ensure_ascii=True)[1:-1]
 
 
 def _print_err(message: str) -> None:
