@@ -12,7 +12,10 @@ be passed to them as shown.
     \\uHHHH, \\UHHHHHHHH  a character that is not printable (a bidi override, U+2028 ...)
 
 Any other backslash is kept as it is, so a path written without escapes still works
-unless it contains one of the sequences above.
+unless it contains one of the sequences above. An escape is read only where
+`printable_path` would have written it: `\\x2f` or `\\u002e` stand for a printable
+character, which is never escaped, so they stay as written. Otherwise a path approved as
+`notes\\x2f..\\x2f\\x2egit` would be written to `.git`: the user must see what is used.
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ def _unescape(match: re.Match[str]) -> str:
     if byte is not None:
         value = int(byte, 16)
         # Above ASCII, \xHH is a raw byte: the surrogate os.fsencode turns back into it.
-        return chr(value) if value < 0x80 else chr(0xDC00 + value)
-    code = int(short or long, 16)
-    return chr(code) if code <= 0x10FFFF else match.group(0)
+        c = chr(value) if value < 0x80 else chr(0xDC00 + value)
+    else:
+        code = int(short or long, 16)
+        if code > 0x10FFFF:
+            return match.group(0)
+        c = chr(code)
+    # Only what printable_path escapes is read back: a printable character is shown as
+    # itself, so an escape of one is a name with a backslash in it, not a disguise.
+    return match.group(0) if c.isprintable() else c
