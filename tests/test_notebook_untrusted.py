@@ -150,6 +150,38 @@ def test_a_long_write_shows_its_size_head_and_tail_and_v_shows_all_of_it(
     assert (tmp_path / "big.py").read_text() == content
 
 
+def test_a_call_too_long_to_show_is_not_allowed_and_never_asked_about(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Jupyter drops a cell's output past its data rate limit while `input()` still asks:
+    a 4 MB command would be approved unseen. What cannot be shown whole is refused; a
+    huge written content keeps its head and tail but offers no `v`."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    command = "ls" + " " * 4_000_000 + "; touch PWNED"
+    content = "x\n" * 1_000_000
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("b1", "bash", {"command": command}),
+            tool_call("w1", "write_file", {"path": "big.txt", "content": content}),
+            chunk_size=65536,
+        ),
+        text_reply("Done."),
+    )
+    answers = Answers(capsys, "y")
+    monkeypatch.setattr(builtins, "input", answers)
+    out = run(shell, "%%agent --approve ask\ngo", capsys)
+    (asked,) = answers.shown  # only the write was asked about
+    assert "bash was not allowed" in asked and "too long to show here" in asked
+    assert "(too many to show here)" in asked and asked.rstrip().endswith("[y/N]")
+    assert len(asked) + len(out) < 200_000
+    assert not (tmp_path / "PWNED").exists()
+    assert (tmp_path / "big.txt").read_text() == content
+
+
 # ---------------------------------------------------------------- terminal (item 4)
 
 

@@ -21,9 +21,15 @@ LONG = 3000  # characters of a written value shown without asking for `v`
 HEAD_LINES, HEAD_CHARS = 15, 1500
 TAIL_LINES, TAIL_CHARS = 8, 800
 GUTTER = "    │ "  # marks the lines of a multi-line value, so none can pass for ours
+# Characters one prompt may print. Jupyter drops a cell's output past its data rate limit
+# (1 MB/s over 3 s by default) while `input()` still asks: a 4 MB command would be asked
+# about with nothing of it on screen. What cannot be shown whole is not allowed.
+SHOWABLE = 100_000
 
 
-def approval_text(tool: str, arguments: Mapping[str, object], *, whole: bool) -> tuple[str, bool]:
+def approval_text(
+    tool: str, arguments: Mapping[str, object], *, whole: bool, viewable: bool = True
+) -> tuple[str, bool]:
     """The lines shown before asking, and whether a written value was shortened."""
     out = [f"{cell_text(tool)} wants to run with:"]
     shortened = False
@@ -43,7 +49,9 @@ def approval_text(tool: str, arguments: Mapping[str, object], *, whole: bool) ->
             if hidden > 0:
                 shown = (
                     f"{cell_text(head, keep_lines=True)}\n"
-                    f"… {hidden} characters not shown (answer v to see all) …\n"
+                    f"… {hidden} characters not shown "
+                    + ("(answer v to see all)" if viewable else "(too many to show here)")
+                    + " …\n"
                     f"{cell_text(tail, keep_lines=True)}"
                 )
                 shortened = True
@@ -53,10 +61,19 @@ def approval_text(tool: str, arguments: Mapping[str, object], *, whole: bool) ->
 
 def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str], str]) -> bool:
     """Show the call, then ask `read` (the kernel's `input`); only `y`/`yes` allows it."""
+    viewable = len(approval_text(tool, arguments, whole=True)[0]) <= SHOWABLE
     whole = False
     while True:
-        text, shortened = approval_text(tool, arguments, whole=whole)
+        text, shortened = approval_text(tool, arguments, whole=whole, viewable=viewable)
+        if len(text) > SHOWABLE:
+            print(
+                f"{cell_text(tool)} was not allowed: its arguments are {len(text)} characters "
+                "long, too long to show here in full, and only what is shown can be approved.",
+                flush=True,
+            )
+            return False
         print(text, flush=True)
+        shortened = shortened and viewable
         choices = "y/N/v" if shortened else "y/N"
         answer = read(f"Allow {cell_text(tool)}? [{choices}] ").strip().lower()
         if shortened and answer in ("v", "view"):
