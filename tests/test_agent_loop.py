@@ -468,6 +468,33 @@ def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the
         h.close()
 
 
+def test_a_key_the_model_repeats_is_redacted_in_its_answer_and_its_calls_before_commit(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    """bash can read the kernel's environment (/proc/$PPID/environ); once the model has
+    the key, its answer, its reasoning and its calls' arguments are redacted before they
+    are committed, and the call that runs is the call the file holds."""
+    h = Harness(server, workspace, secrets=(KEY,))
+    try:
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("w1", "write_file", {"path": "k.txt", "content": f"key={KEY}"}),
+                tool_call("b1", "bash", {"command": f"echo {KEY} >> k2.txt"}),
+                content=f"The key is {KEY}.",
+                reasoning=f"I found {KEY} in the environment.",
+            ),
+            text_reply(f"Saved {KEY} to k.txt."),
+        )
+        result = h.loop.run("leak it")
+        assert result.outcome == "completed" and result.text == "Saved [redacted] to k.txt."
+        raw = h.path.read_text()
+        assert KEY not in raw and KEY not in json.dumps(_messages(server, 1))
+        assert (workspace / "k.txt").read_text() == "key=[redacted]"  # as the intent says
+        assert (workspace / "k2.txt").read_text() == "[redacted]\n"
+    finally:
+        h.close()
+
+
 def test_a_lone_surrogate_in_tool_output_is_kept_as_a_replacement_and_the_next_run_works(
     server: OpenAIServer, workspace: Path
 ) -> None:

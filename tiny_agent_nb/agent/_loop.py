@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..provider import Completion, ProviderError, StreamEvent, ToolSchema, backoff_delay
@@ -352,6 +352,8 @@ class AgentLoop:
                 self._observer.on_retry(error, delay)
                 self._sleep(delay)
                 continue
+            message = self._tool_step.clean_message(completion.message)
+            completion = replace(completion, message=message)
             self._store.commit(self._settle(attempt_id, completion))
             return attempt_id, completion
         raise AssertionError("unreachable: max_attempts >= 1")

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from ..session import (
     MAX_JSON_DEPTH,
+    AssistantMessage,
     NewFact,
     SessionStore,
     ToolCall,
@@ -26,7 +27,7 @@ from ..session import (
 from ..session import facts as f
 from ..session._models import ToolOutcome
 from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
-from ..tools._output import clean_output
+from ..tools._output import clean_output, redact
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
 
 Approval = Literal["auto", "ask", "deny"]
@@ -61,6 +62,35 @@ class ToolStep:
     def clean(self, text: str) -> str:
         """`text` as it may be kept: what `_result` does to a tool's output."""
         return clean_output(text, self._context.secrets)
+
+    def clean_message(self, message: AssistantMessage) -> AssistantMessage:
+        """The model's answer with every configured secret redacted, before it is
+        committed and before its calls run. A model that read the key (bash can read the
+        kernel's environment) would otherwise put it in the file through its answer or a
+        call's arguments; redacted here, the file and the effect see the same call."""
+        if not self._context.secrets:
+            return message
+
+        def text(value: str | None) -> str | None:
+            return None if value is None else redact(value, self._context.secrets)
+
+        calls = tuple(
+            call.model_copy(
+                update={
+                    "arguments": _redact_strings(call.arguments, self._context.secrets),
+                    "invalidArguments": text(call.invalidArguments),
+                }
+            )
+            for call in message.toolCalls
+        )
+        return message.model_copy(
+            update={
+                "content": text(message.content),
+                "reasoning": text(message.reasoning),
+                "refusal": text(message.refusal),
+                "toolCalls": calls,
+            }
+        )
 
     # ------------------------------------------------------------------ a run's call
     def run(
@@ -227,3 +257,14 @@ class ToolStep:
             return tool.run(dict(arguments), self._context)
         except Exception as exc:  # a tool bug is a result the model sees, not a crash
             return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+
+def _redact_strings(value: Any, secrets: tuple[str, ...]) -> Any:
+    """`value` (JSON the store has already bounded in depth) with its strings redacted."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {redact(k, secrets): _redact_strings(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_strings(v, secrets) for v in value]
+    return value

@@ -91,10 +91,12 @@ class CellDisplay(LoopObserver):
         self._handle = None
 
     def finish(self, final: str | None) -> None:
-        """Render the final answer as markdown (once, complete)."""
+        """Render the final answer as markdown (once, complete). `final` is the answer as
+        committed (a secret the model repeated is redacted there), so it replaces the
+        streamed text: the saved notebook keeps what the file keeps."""
         if self._rich:
             if self._handle is not None:
-                self._handle.update(answer_bundle(self._text or final or ""), raw=True)
+                self._handle.update(answer_bundle(final or self._text), raw=True)
             elif final:
                 display(answer_bundle(final), raw=True)
         elif self._text:
