@@ -9,7 +9,13 @@ The session store is `tiny_agent_nb.session`; the loop `tiny_agent_nb.agent`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+# A library's loggers stay silent unless the application configures logging: a run's
+# failure is shown in the cell (escaped), not as Python's last-resort stderr line
+# carrying an unescaped exception message.
+logging.getLogger("tiny_agent_nb").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0.dev0"
 
