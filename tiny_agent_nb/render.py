@@ -66,9 +66,12 @@ def _totals_line(t: Totals) -> str:
     )
 
 
-def timeline_html(t: Timeline, *, scripted: bool = False) -> str:
+def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = None) -> str:
+    """`note`: how this view stands to the session (read-only, closed), shown first."""
     e = html.escape
     parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}">']
+    if note:
+        parts.append(f'<div class="tan-note">{e(note)}</div>')
     banner = (
         ' <span class="tan-scripted">offline demo model (scripted, not a real LLM)</span>'
         if scripted
@@ -182,8 +185,10 @@ def _printable_timeline(value: Any) -> Any:
     return value
 
 
-def timeline_text(t: Timeline, *, color: bool = False, scripted: bool = False) -> str:
-    """The timeline for a terminal (the CLI, the demo, the widget's text/plain fallback)."""
+def timeline_text(
+    t: Timeline, *, color: bool = False, scripted: bool = False, note: str | None = None
+) -> str:
+    """The timeline for a terminal (the CLI, the demo, the notebook display's text/plain)."""
     t = _printable_timeline(t)
 
     def status(s: str) -> str:
@@ -195,6 +200,8 @@ def timeline_text(t: Timeline, *, color: bool = False, scripted: bool = False) -
         + (" · OFFLINE DEMO MODEL (scripted, not a real LLM)" if scripted else ""),
         _totals_line(t.totals) + (f" · page {t.page + 1} of {t.pages}" if t.pages > 1 else ""),
     ]
+    if note:
+        lines.insert(0, f"({note})")
     if t.torn_tail_bytes:
         lines.append(f"{t.torn_tail_bytes} torn bytes after the last complete line (ignored)")
     for run in t.runs:
