@@ -65,7 +65,7 @@ class AgentMagics(Magics):
         Line form:
 
             %agent status        the session file, runs, open/interrupted work, cost
-            %agent timeline      live timeline widget (runs, attempts, tools, usage)
+            %agent timeline      live timeline (runs, attempts, tools, usage)
             %agent usage         tokens and cost, per run and in total
             %agent resume        continue the latest interrupted or aborted run
             %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
