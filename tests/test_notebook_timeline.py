@@ -70,8 +70,9 @@ def run_statuses(html: str) -> list[str]:
     return re.findall(r'<details class="tan-run" data-run="[^"]+" data-status="([^"]+)"', html)
 
 
-def test_timeline_then_new_then_agent_cell_answers_and_each_timeline_shows_its_session(
-    start_kernel: StartKernel, server: OpenAIServer
+@pytest.mark.parametrize("switch", ["%agent new", "%agent session other.agent.jsonl"])
+def test_timeline_then_a_session_switch_then_a_cell_answers_and_each_timeline_shows_its_session(
+    start_kernel: StartKernel, server: OpenAIServer, switch: str
 ) -> None:
     kernel = start_kernel()
     clean(kernel.execute("%load_ext tiny_agent_nb"))
@@ -80,7 +81,7 @@ def test_timeline_then_new_then_agent_cell_answers_and_each_timeline_shows_its_s
 
     # The sequence first: the cell after `%agent new` must answer in full.
     opened = clean(kernel.execute("%agent timeline"))
-    closing = clean(kernel.execute("%agent new"))
+    closing = clean(kernel.execute(switch))
     server.enqueue(text_reply("Second answer."))
     run = kernel.execute("%%agent\nSay more.")
     assert run.error is None, run.error  # was SessionClosedError, in this and every later cell
@@ -91,7 +92,7 @@ def test_timeline_then_new_then_agent_cell_answers_and_each_timeline_shows_its_s
     assert [kind for kind, *_ in shown] == ["display_data"]
     _, old_id, old_session, bundle = shown[0]
     assert old_id and run_statuses(bundle["text/html"]) == ["completed"]
-    # `%agent new` closed the session: the old display drew its last state, saying so,
+    # The switch closed the session: the old display drew its last state, saying so,
     # and was left alone by the next cell; a new `%agent timeline` follows the new
     # session, live.
     assert timelines(closing), "the old timeline was not told that its session closed"
