@@ -156,6 +156,7 @@ def test_a_second_kernel_reads_the_session_read_only_and_still_may_not_write(
     status = clean(second.execute("%agent status")).stdout
     assert f"session  {session} ({label})" in status
     assert "runs     1;" in status
+    assert clean(second.execute("%agent session")).stdout == f"{session} ({label})\n"
     usage = clean(second.execute("%agent usage")).stdout
     assert usage.startswith(f"({label})\n") and "completed" in usage
     shown = timelines(clean(second.execute("%agent timeline")))

@@ -224,8 +224,11 @@ class AgentMagics(Magics):
 
     def _cmd_session(self, path: str | None = None) -> None:
         if path is None:
-            store = self.runtime.require_store()
-            print(cell_text(str(store.path)))
+            read_only = self.runtime.read_only if self.runtime.store is None else None
+            if read_only is None:
+                self.runtime.require_store()  # no session: says why
+            shown = cell_text(str(self.runtime.session_path()))
+            print(shown + (f" ({read_only})" if read_only else ""))
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         print(self.runtime.open(location).text())
