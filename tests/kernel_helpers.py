@@ -106,6 +106,8 @@ class Execution:
     stderr: str = ""
     error: dict[str, Any] | None = None  # the iopub `error` content: ename, evalue, traceback
     displays: list[dict[str, Any]] = field(default_factory=list)  # display/result mimebundles
+    # (msg_type, display_id or None, data) of each of them, in order
+    display_messages: list[tuple[str, str | None, dict[str, Any]]] = field(default_factory=list)
     pages: list[str] = field(default_factory=list)  # pager payloads (e.g. `%%agent?`)
     reply: dict[str, Any] | None = None  # the execute_reply content
     finished: bool = False  # the kernel went idle for this request
@@ -234,6 +236,8 @@ def _absorb(run: Execution, msg: dict[str, Any]) -> None:
         run.error = content
     elif kind in ("display_data", "update_display_data", "execute_result"):
         run.displays.append(content["data"])
+        display_id = (content.get("transient") or {}).get("display_id")
+        run.display_messages.append((kind, display_id, content["data"]))
     elif kind == "status" and content["execution_state"] == "idle":
         run.finished = True
 

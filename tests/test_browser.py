@@ -4,10 +4,11 @@ A loopback OpenAI-compatible server plays the model (a tool call, then an answer
 every `%%agent` cell). JupyterLab serves a temporary copy of tiny_agent_nb/examples/quickstart.ipynb
 (or, until that exists, an equivalent notebook written here), its kernels pointed at the
 loopback server through TINY_AGENT_BASE_URL / TINY_AGENT_MODEL. Chromium runs every cell
-through the Run menu, then the tests read what a user would see: the ipywidgets timeline
-rendered by the widget manager (not the static HTML fallback), with its run, attempt and
-tool statuses, and no widget error. Screenshots go to $TMPDIR/tiny-agent-nb-artifacts/
-(or $TINY_AGENT_ARTIFACTS); each path is printed.
+through the Run menu, then the tests read what a user would see: the timeline (rich HTML
+updated in place, live), with its run, attempt and tool statuses, the same timeline after
+saving and reopening the notebook with its kernel shut down (no "model not found"), and
+its colors' contrast in the light and the dark theme. Screenshots go to
+$TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS); each path is printed.
 
 Needs /usr/bin/chromium (Debian's `chromium` package; `playwright install` is not used).
 Without it the tests are skipped, except under CI=true, where they fail.
@@ -51,6 +52,7 @@ except ImportError:  # a test extra; _require() decides between skip and fail
 
 QUICKSTART = REPO / "tiny_agent_nb" / "examples" / "quickstart.ipynb"
 STEP_TIMEOUT_MS = 60_000  # generous for a loaded CI machine; a healthy run needs seconds
+TIMELINE = ".jp-OutputArea-output:has(.tan-timeline)"
 WIDGET_ERRORS = ("Error displaying widget", "Failed to load model class", "Model class")
 
 # Every code prompt shows an execution count and the kernel is idle, or the run stopped
@@ -184,9 +186,9 @@ class LabSession:
     def notebook_text(self) -> str:
         return str(self.page.locator(".jp-Notebook").inner_text())
 
-    def widget(self) -> Any:
-        # the live view only: the widget manager's VBox, not the text/html fallback
-        return self.page.locator(".jupyter-widgets.tan-timeline-widget").last
+    def timeline(self) -> Any:
+        """The latest timeline output (rich HTML, updated in place while the kernel runs)."""
+        return self.page.locator(TIMELINE).last
 
 
 @pytest.fixture(scope="module")
@@ -326,14 +328,14 @@ def _open_and_run_all(s: LabSession) -> None:
 def screenshot_on_failure(s: LabSession, name: str) -> Iterator[None]:
     try:
         yield
-    except (KernelStalled, WidgetStale):
+    except (KernelStalled, TimelineStale):
         raise  # diagnosed, with its own screenshot
     except BaseException:
         s.screenshot(name)
         raise
 
 
-def test_run_all_renders_the_timeline_widget(lab_session: LabSession) -> None:
+def test_run_all_renders_the_timeline(lab_session: LabSession) -> None:
     with screenshot_on_failure(lab_session, "browser-timeline-failure.png"):
         _check_timeline(lab_session)
 
@@ -346,23 +348,23 @@ def _check_timeline(s: LabSession) -> None:
         s.console
     )
 
-    widget = s.widget()
-    widget.wait_for(state="visible")
-    widget.locator(".tan-timeline .tan-run").first.wait_for(state="visible")
+    view = s.timeline()
+    view.wait_for(state="visible")
+    view.locator(".tan-timeline .tan-run").first.wait_for(state="visible")
     k = len(s.cells)
 
-    runs = widget.locator(".tan-run")
+    runs = view.locator(".tan-run")
     run_statuses = [runs.nth(i).get_attribute("data-status") for i in range(runs.count())]
-    attempts = widget.locator(".tan-attempt")
+    attempts = view.locator(".tan-attempt")
     attempt_statuses = [
         attempts.nth(i).get_attribute("data-status") for i in range(attempts.count())
     ]
-    tools = widget.locator(".tan-tool")
+    tools = view.locator(".tan-tool")
     tool_rows = [
         (tools.nth(i).get_attribute("data-tool"), tools.nth(i).get_attribute("data-status"))
         for i in range(tools.count())
     ]
-    badges = widget.locator(".tan-badge").all_inner_texts()
+    badges = view.locator(".tan-badge").all_inner_texts()
     print(f"runs {run_statuses}; attempts {attempt_statuses}; tools {tool_rows}; badges {badges}")
 
     assert run_statuses == ["completed"] * k
@@ -370,18 +372,18 @@ def _check_timeline(s: LabSession) -> None:
     assert tool_rows == [(name, "completed") for name in s.tools]
     # the badges are what the user reads, and the data-status agrees with them
     assert sorted(badges) == sorted(["completed"] * (2 * k) + ["settled"] * (2 * k))
-    head = widget.locator(".tan-head").inner_text()
+    head = view.locator(".tan-head").inner_text()
     assert f"{k} run(s), {2 * k} attempt(s), {k} tool call(s)" in head, head
     assert f"{24 * k} in / {10 * k} out tokens" in head, head
 
-    # the widget's stylesheet applies: a completed badge is green, not the grey default
-    color = widget.locator('.tan-run > summary .tan-badge[data-status="completed"]').first
+    # the timeline's stylesheet applies: a completed badge is green, not the grey default
+    color = view.locator('.tan-run > summary .tan-badge[data-status="completed"]').first
     assert color.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(46, 125, 50)"
 
     # the tool really ran in the notebook's directory (list_files shows the notebook)
     if s.tools[0] == "list_files":
-        widget.locator(".tan-tool").first.locator("summary").click()
-        result = widget.locator(".tan-tool").first.locator("pre").last
+        view.locator(".tan-tool").first.locator("summary").click()
+        result = view.locator(".tan-tool").first.locator("pre").last
         result.wait_for(state="visible")
         assert s.notebook.name in result.inner_text()
 
@@ -395,9 +397,9 @@ def _check_timeline(s: LabSession) -> None:
     assert (s.root / f"{s.notebook.stem}.agent.jsonl").exists()
     assert [r.status for r in s.server.requests] == [200] * (2 * k)
 
-    widget.scroll_into_view_if_needed()
+    view.scroll_into_view_if_needed()
     s.screenshot("browser-timeline.png")
-    s.screenshot("browser-timeline-widget.png", ".jupyter-widgets.tan-timeline-widget")
+    s.screenshot("browser-timeline-output.png", TIMELINE)
 
 
 def _notebook_cells(path: Path) -> list[str]:
@@ -429,25 +431,25 @@ def _diagnose_stall(s: LabSession, k: int) -> None:
     raise AssertionError(detail)
 
 
-class WidgetStale(AssertionError):
-    """The session file holds the tool's result, the widget still does not show it."""
+class TimelineStale(AssertionError):
+    """The session file holds the tool's result, the timeline still does not show it."""
 
 
 def _diagnose_stale(s: LabSession) -> None:
     s.screenshot("browser-live-stale.png")
     text = (s.root / f"{s.notebook.stem}.agent.jsonl").read_text(encoding="utf-8")
-    shown = s.widget().inner_text()
+    shown = s.timeline().inner_text()
     detail = (
-        "while the model's answer was held (10 s), the widget did not show the run open "
+        "while the model's answer was held (10 s), the timeline did not show the run open "
         "with its bash tool completed and a pending attempt; it shows:\n" + shown
     )
-    if '"toolCallId":"call_live"' in text:  # committed, so the widget is behind the file
-        raise WidgetStale(detail)
+    if '"toolCallId":"call_live"' in text:  # committed, so the timeline is behind the file
+        raise TimelineStale(detail)
     raise AssertionError(detail + "\n(and the session file has no result for call_live)")
 
 
-def test_timeline_widget_updates_live_during_a_run(lab_session: LabSession) -> None:
-    """A new `%%agent` cell below the timeline: the widget shows the run open with its
+def test_timeline_updates_live_during_a_run(lab_session: LabSession) -> None:
+    """A new `%%agent` cell below the timeline: the timeline shows the run open with its
     tool done while the model is still answering, then completed."""
     with screenshot_on_failure(lab_session, "browser-live-failure.png"):
         _check_live_update(lab_session)
@@ -483,20 +485,156 @@ def _check_live_update(s: LabSession) -> None:
         )
         try:
             for selector in live:
-                s.widget().locator(selector).wait_for(state="visible", timeout=10_000)
+                s.timeline().locator(selector).wait_for(state="visible", timeout=10_000)
         except PlaywrightTimeout:
             _diagnose_stale(s)
         s.timings["live_open_seen"] = time.monotonic() - t0
-        s.screenshot("browser-live-open.png", ".jupyter-widgets.tan-timeline-widget")
+        s.screenshot("browser-live-open.png", TIMELINE)
     finally:
         answer.set()
-    widget = s.widget()
-    widget.locator(f'.tan-run[data-status="completed"] >> nth={k}').wait_for(state="visible")
+    view = s.timeline()
+    view.locator(f'.tan-run[data-status="completed"] >> nth={k}').wait_for(state="visible")
     s.timings["live_completed_seen"] = time.monotonic() - t0
-    statuses = widget.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
+    statuses = view.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
     assert statuses == ["completed"] * (k + 1)
     assert "Scripted live answer." in s.notebook_text()
-    s.screenshot("browser-live-completed.png", ".jupyter-widgets.tan-timeline-widget")
+    s.screenshot("browser-live-completed.png", TIMELINE)
+
+
+def test_the_saved_timeline_shows_after_reopening_with_the_kernel_shut_down(
+    lab_session: LabSession,
+) -> None:
+    """Save, shut the kernel down, reopen: the timeline is the saved output, with every
+    run (it was updated in place, so the file holds its latest state), not a widget
+    whose model died with the kernel."""
+    s = lab_session
+    k = len(s.cells) + 1  # the notebook's runs and the live test's
+    with screenshot_on_failure(s, "browser-reopened-failure.png"):
+        s.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^File$")).click()
+        s.page.locator('.lm-Menu-item[data-command="docmanager:save"]').click()
+        saved = _wait_for_saved_timeline(s.notebook, k)
+        assert "application/vnd.jupyter.widget-view+json" not in saved
+        assert f"{k} run(s)" in "".join(saved["text/plain"])
+        for kernel in httpx.get(s.lab.url("api/kernels"), timeout=5).json():
+            httpx.delete(s.lab.url(f"api/kernels/{kernel['id']}"), timeout=30)
+        assert httpx.get(s.lab.url("api/kernels"), timeout=5).json() == []
+
+        s.page.reload()
+        view = s.timeline()
+        view.locator(".tan-run").first.wait_for(state="visible")
+        text = s.notebook_text()
+        for problem in WIDGET_ERRORS:
+            assert problem not in text, f"{problem!r} is shown in the reopened notebook"
+        statuses = view.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
+        assert statuses == ["completed"] * k
+        # trusted output (Jupyter signed it on save): its stylesheet applies
+        badge = view.locator('.tan-run > summary .tan-badge[data-status="completed"]').first
+        assert badge.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(46, 125, 50)"
+        view.scroll_into_view_if_needed()
+        s.screenshot("browser-reopened.png", TIMELINE)
+
+
+def _wait_for_saved_timeline(path: Path, runs: int, timeout: float = 30.0) -> dict[str, Any]:
+    """The `%agent timeline` output as saved on disk, once it holds `runs` runs."""
+    deadline = time.monotonic() + timeout
+    data: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            for output in cell.get("outputs", []):
+                html = "".join(output.get("data", {}).get("text/html", ""))
+                if 'class="tan-timeline"' in html:
+                    data = output["data"]
+                    if html.count('class="tan-run"') == runs:
+                        return data
+        time.sleep(0.2)  # polling interval
+    raise AssertionError(f"{path.name} was not saved with {runs} runs in {timeout}s: {data}")
+
+
+# Text against what is behind it, as a reader sees it: colors with alpha (JupyterLab's
+# secondary text is rgba) are blended over the first opaque background up the tree.
+CONTRAST_JS = """e => {
+  const parse = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const over = (top, bottom) => {
+    const a = top.length > 3 ? top[3] : 1;
+    return [0, 1, 2].map(i => top[i] * a + bottom[i] * (1 - a));
+  };
+  const layers = [];
+  for (let n = e; n; n = n.parentElement) {
+    const bg = parse(getComputedStyle(n).backgroundColor);
+    if (bg.length && (bg.length < 4 || bg[3] > 0)) layers.push(bg);
+    if (bg.length && (bg.length < 4 || bg[3] === 1)) break;
+  }
+  let back = [255, 255, 255];
+  for (const layer of layers.reverse()) back = over(layer, back);
+  const fore = over(parse(getComputedStyle(e).color), back);
+  const lum = c => {
+    const [r, g, b] = c.map(v => v / 255).map(
+      v => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4));
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const [hi, lo] = [lum(fore), lum(back)].sort((x, y) => y - x);
+  return Math.round(((hi + 0.05) / (lo + 0.05)) * 100) / 100;
+}"""
+# What the issue found unreadable in the dark theme, and the rest of the text.
+READ = {
+    "header": ".tan-head",
+    "run": ".tan-run > summary",
+    "run detail": ".tan-run > summary .tan-muted",
+    "badge": ".tan-badge",
+    "attempt": ".tan-attempt",
+    "tool arguments": ".tan-tool pre",
+    "tool result": ".tan-tool pre >> nth=-1",
+}
+
+
+TINTS = {"JupyterLab Light": "rgb(238, 238, 238)", "JupyterLab Dark": "rgb(66, 66, 66)"}
+
+
+def test_the_timeline_reads_in_the_light_and_the_dark_theme(lab_session: LabSession) -> None:
+    """Every kind of text has a contrast ratio of at least 4.5 (WCAG AA) in both themes;
+    the screenshots are docs/images/timeline-light.png and timeline-dark.png."""
+    s = lab_session
+    with screenshot_on_failure(s, "browser-theme-failure.png"):
+        view = s.timeline()
+        view.locator(".tan-run").first.wait_for(state="visible")
+        tool = view.locator(".tan-tool").first
+        if tool.get_attribute("open") is None:
+            tool.locator("summary").click()
+        tool.locator("pre").last.wait_for(state="visible")
+        found, tints = {}, {}
+        for theme in ("JupyterLab Light", "JupyterLab Dark"):
+            _set_theme(s, theme)
+            found[theme] = {
+                what: view.locator(selector).first.evaluate(CONTRAST_JS)
+                for what, selector in READ.items()
+            }
+            tints[theme] = view.locator(".tan-tool pre").first.evaluate(
+                "e => getComputedStyle(e).backgroundColor"
+            )
+            view.scroll_into_view_if_needed()
+            s.screenshot(f"timeline-{theme.split()[-1].lower()}.png", TIMELINE)
+        print("contrast:", found)
+        low = {t: {w: r for w, r in v.items() if r < 4.5} for t, v in found.items()}
+        assert low == {"JupyterLab Light": {}, "JupyterLab Dark": {}}, found
+        # the tool's text sits on each theme's own tint (--jp-layout-color2)
+        assert tints == TINTS
+
+
+def _set_theme(s: LabSession, theme: str) -> None:
+    """Settings > Theme > `theme`, as a user picks it; done when the page says so."""
+    page = s.page
+    if page.locator(f'body[data-jp-theme-name="{theme}"]').count():
+        return
+    page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^Settings$")).click()
+    page.locator('.lm-Menu-item[data-type="submenu"]', has_text=re.compile(r"^Theme$")).hover()
+    page.get_by_role("menuitem", name=theme, exact=True).click()
+    page.locator(f'body[data-jp-theme-name="{theme}"]').wait_for(state="attached")
+    # the theme's stylesheet is in once its variables apply
+    page.wait_for_function(
+        "dark => getComputedStyle(document.body).getPropertyValue('--jp-layout-color0')"
+        ".trim() === (dark ? '#111' : 'white')",
+        arg=theme.endswith("Dark"),
+    )
 
 
 # ---------------------------------------------------------------- after a kernel died
@@ -557,26 +695,26 @@ def recovery_session(
 def test_a_tool_cut_short_by_a_dead_kernel_shows_as_interrupted(
     recovery_session: LabSession,
 ) -> None:
-    """The next kernel's `%load_ext` settles the dead kernel's run; the widget shows the
+    """The next kernel's `%load_ext` settles the dead kernel's run; the timeline shows the
     bash call interrupted, and the call was not run again."""
     s = recovery_session
     with screenshot_on_failure(s, "browser-recovery-failure.png"):
         text = s.notebook_text()
         assert "The previous kernel stopped during a run; it is now marked interrupted." in text
         assert "it may have run; it was not run again." in text
-        widget = s.widget()
-        widget.locator('.tan-run[data-status="interrupted"]').wait_for(state="visible")
-        runs = widget.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
-        tools = widget.locator(".tan-tool").evaluate_all(
+        view = s.timeline()
+        view.locator('.tan-run[data-status="interrupted"]').wait_for(state="visible")
+        runs = view.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
+        tools = view.locator(".tan-tool").evaluate_all(
             "ts => ts.map(t => [t.dataset.tool, t.dataset.status])"
         )
         assert runs == ["interrupted"]
         assert tools == [["bash", "interrupted"]]
-        badge = widget.locator('.tan-tool .tan-badge[data-status="interrupted"]').first
+        badge = view.locator('.tan-tool .tan-badge[data-status="interrupted"]').first
         assert badge.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(239, 108, 0)"
     assert (s.root / "marker.txt").read_text() == "ran\n"  # once: before the kernel died
     assert s.server.requests == []  # settling a dead kernel's run asks no model
-    widget.scroll_into_view_if_needed()
+    view.scroll_into_view_if_needed()
     s.screenshot("browser-recovery.png")
     s.screenshot("browser-recovery-cells.png", ".jp-NotebookPanel .jp-WindowedPanel-viewport")
 

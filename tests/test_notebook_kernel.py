@@ -200,7 +200,7 @@ def test_help_and_bad_arguments(start_kernel: StartKernel, server: OpenAIServer)
     helped = kernel.execute("%agent help")
     assert_clean(helped)
     assert "%%agent [--model M] [--max-steps N] [--tools a,b]" in helped.stdout
-    assert "%agent timeline      live timeline widget" in helped.stdout
+    assert "%agent timeline      live timeline (runs" in helped.stdout
 
     bad = {
         "%%agent --max-steps x\nhello": "UsageError: argument --max-steps: invalid int value: 'x'",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from tiny_agent_nb.notebook import TimelineWidget, fill_prompt
+from tiny_agent_nb.notebook import TimelineView, fill_prompt
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
@@ -215,22 +215,59 @@ def test_the_context_follows_the_session_across_cells_and_starts_over_on_new(
     ]
 
 
-def test_timeline_widget_follows_commits(
+class Shown:
+    """A view's publisher that keeps what the frontend would show under each display id."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.bundles: dict[str, dict[str, str]] = {}
+        self.updates = 0
+        self.fail = fail
+
+    def __call__(self, bundle: dict[str, str], *, display_id: str, update: bool) -> None:
+        assert update == (display_id in self.bundles)
+        self.updates += update
+        if self.fail and update:
+            raise RuntimeError("the frontend is gone")
+        self.bundles[display_id] = bundle
+
+    @property
+    def latest(self) -> dict[str, str]:
+        (bundle,) = self.bundles.values()
+        return bundle
+
+
+def test_timeline_view_follows_commits(
     shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(shell, "%load_ext tiny_agent_nb", capsys)
-    run(shell, "%agent timeline", capsys)
-    magics = shell.magics_manager.registry["AgentMagics"]
-    (widget,) = magics.widgets
-    assert isinstance(widget, TimelineWidget)
-    assert "No runs yet" in widget._repr_mimebundle_()["text/html"]
+    shown = Shown()
+    view = TimelineView(
+        shell.magics_manager.registry["AgentMagics"].runtime, live=True, publish=shown
+    )
+    view.show()
+    assert "No runs yet" in shown.latest["text/html"]
     server.enqueue(tool_calls_reply(tool_call("r1", "list_files", {})), text_reply("done"))
     run(shell, "%%agent\nlist", capsys)
-    bundle = widget._repr_mimebundle_()
+    bundle = shown.latest
     assert 'data-status="completed"' in bundle["text/html"]
     assert 'data-tool="list_files"' in bundle["text/html"]
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert set(bundle) == {"text/html", "text/plain"}
     assert "completed" in bundle["text/plain"]
+
+
+def test_a_timeline_that_fails_to_update_does_not_fail_the_run(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Updates come from commits in the middle of the run: they are caught and logged."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    shown = Shown(fail=True)
+    runtime = shell.magics_manager.registry["AgentMagics"].runtime
+    TimelineView(runtime, live=True, publish=shown).show()
+    server.enqueue(tool_calls_reply(tool_call("r1", "list_files", {})), text_reply("done"))
+    out = run(shell, "%%agent\nlist", capsys)
+    assert "✓ list_files completed" in out and "done" in out
+    assert shown.updates >= 2  # it was asked, and failed, more than once
+    assert [o.status for o in runtime.require_store().load().operations.values()] == ["completed"]
 
 
 def test_fill_prompt_leaves_unknown_names_and_escapes() -> None:
@@ -243,15 +280,15 @@ def test_timeline_draws_facts_committed_just_before_a_long_wait(
 ) -> None:
     """A burst of commits inside the throttle interval is still drawn shortly after."""
     run(shell, "%load_ext tiny_agent_nb", capsys)
-    run(shell, "%agent timeline", capsys)
     magics = shell.magics_manager.registry["AgentMagics"]
-    (widget,) = magics.widgets
+    shown = Shown()
+    TimelineView(magics.runtime, live=True, publish=shown).show()
     store = magics.runtime.require_store()
     steps = Run(environment=str(tmp_path))
     store.commit(steps.start("long job"))  # a milestone: drawn at once
     store.commit(steps.attempt())  # within the interval: drawn by the trailing render
     deadline = time.monotonic() + 5
-    while 'data-status="pending"' not in widget._repr_mimebundle_()["text/html"]:
+    while 'data-status="pending"' not in shown.latest["text/html"]:
         assert time.monotonic() < deadline, "the pending attempt was never drawn"
         time.sleep(0.01)
 
@@ -274,11 +311,8 @@ def test_without_key_or_server_the_offline_demo_model_runs_and_says_so(
     state = load_session(tmp_path / "analysis.agent.jsonl")
     assert state.header.provider == "offline-demo"
     assert {a.provider for a in state.attempts.values()} == {"offline-demo"}
-    run(shell, "%agent timeline", capsys)
-    (widget,) = shell.magics_manager.registry["AgentMagics"].widgets
-    assert (
-        "offline demo model (scripted, not a real LLM)" in widget._repr_mimebundle_()["text/html"]
-    )
+    out = run(shell, "%agent timeline", capsys)  # a terminal: the timeline's text
+    assert "OFFLINE DEMO MODEL (scripted, not a real LLM)" in out
 
 
 def test_usage_per_run_counts_the_tools_usage_too(

@@ -15,13 +15,20 @@ from typing import Any
 from .safe_markdown import safe_text
 from .timeline import RunRow, Timeline, Totals, shorten
 
+# Colors come from JupyterLab's theme variables, so the light and the dark theme both
+# read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
+# an HTML export): text inherits the page's color and tints are translucent grey, which
+# read on a light and on a dark page alike. Badges are white on a saturated color in
+# every theme. `.tan-tool pre` outranks JupyterLab's own `pre` rule for rendered HTML.
 STYLE = """<style>
-.tan-timeline{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4}
-.tan-timeline .tan-head{margin:2px 0 6px;color:#555}
-.tan-timeline details{margin:2px 0 2px 0;border-left:3px solid #ccc;padding-left:6px}
+.tan-timeline{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;
+ line-height:1.4;color:var(--jp-content-font-color1,inherit)}
+.tan-timeline .tan-head{margin:2px 0 6px;color:var(--jp-ui-font-color1,inherit)}
+.tan-timeline details{margin:2px 0 2px 0;border-left:3px solid
+ var(--jp-border-color1,rgba(128,128,128,.5));padding-left:6px}
 .tan-timeline summary{cursor:pointer}
 .tan-timeline .tan-badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:11px;
- font-weight:600;color:#fff;background:#888;margin-right:4px}
+ font-weight:600;color:#fff;background:#616161;margin-right:4px}
 .tan-timeline .tan-completed,.tan-timeline .tan-settled{background:#2e7d32}
 .tan-timeline .tan-replayed{background:#00796b}
 .tan-timeline .tan-error,.tan-timeline .tan-failed{background:#c62828}
@@ -29,10 +36,12 @@ STYLE = """<style>
 .tan-timeline .tan-aborted,.tan-timeline .tan-stepLimit{background:#6d4c41}
 .tan-timeline .tan-denied{background:#6a1b9a}
 .tan-timeline .tan-pending,.tan-timeline .tan-open{background:#1565c0}
-.tan-timeline pre{white-space:pre-wrap;max-height:16em;overflow:auto;background:#f6f6f6;
- padding:4px;margin:2px 0}
-.tan-timeline .tan-muted{color:#777}
-.tan-timeline .tan-scripted{background:#fff3cd;padding:2px 6px;border-radius:4px}
+.tan-timeline .tan-tool pre{white-space:pre-wrap;max-height:16em;overflow:auto;padding:4px;
+ margin:2px 0;color:var(--jp-content-font-color1,inherit);
+ background:var(--jp-layout-color2,rgba(128,128,128,.15))}
+.tan-timeline .tan-muted{color:var(--jp-ui-font-color2,inherit)}
+.tan-timeline .tan-scripted,.tan-timeline .tan-note{color:#3e2f00;background:#fff3cd;
+ padding:2px 6px;border-radius:4px}
 </style>"""
 
 
@@ -66,9 +75,12 @@ def _totals_line(t: Totals) -> str:
     )
 
 
-def timeline_html(t: Timeline, *, scripted: bool = False) -> str:
+def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = None) -> str:
+    """`note`: how this view stands to the session (read-only, closed), shown first."""
     e = html.escape
     parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}">']
+    if note:
+        parts.append(f'<div class="tan-note">{e(note)}</div>')
     banner = (
         ' <span class="tan-scripted">offline demo model (scripted, not a real LLM)</span>'
         if scripted
@@ -182,8 +194,10 @@ def _printable_timeline(value: Any) -> Any:
     return value
 
 
-def timeline_text(t: Timeline, *, color: bool = False, scripted: bool = False) -> str:
-    """The timeline for a terminal (the CLI, the demo, the widget's text/plain fallback)."""
+def timeline_text(
+    t: Timeline, *, color: bool = False, scripted: bool = False, note: str | None = None
+) -> str:
+    """The timeline for a terminal (the CLI, the demo, the notebook display's text/plain)."""
     t = _printable_timeline(t)
 
     def status(s: str) -> str:
@@ -195,6 +209,8 @@ def timeline_text(t: Timeline, *, color: bool = False, scripted: bool = False) -
         + (" · OFFLINE DEMO MODEL (scripted, not a real LLM)" if scripted else ""),
         _totals_line(t.totals) + (f" · page {t.page + 1} of {t.pages}" if t.pages > 1 else ""),
     ]
+    if note:
+        lines.insert(0, f"({note})")
     if t.torn_tail_bytes:
         lines.append(f"{t.torn_tail_bytes} torn bytes after the last complete line (ignored)")
     for run in t.runs:

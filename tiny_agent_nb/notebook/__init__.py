@@ -1,16 +1,16 @@
-"""The notebook surface: `%%agent` magics, TinyAgent configuration, timeline widget."""
+"""The notebook surface: `%%agent` magics, TinyAgent configuration, timeline display."""
 
 from ._config import TinyAgent
 from ._magics import AgentMagics, fill_prompt
 from ._paths import resolve_session_path
 from ._runtime import NotebookAgent, NotebookError
-from ._widget import TimelineWidget
+from ._timeline_view import TimelineView
 
 __all__ = [
     "AgentMagics",
     "NotebookAgent",
     "NotebookError",
-    "TimelineWidget",
+    "TimelineView",
     "TinyAgent",
     "fill_prompt",
     "resolve_session_path",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -11,9 +12,8 @@ from typing import Any
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import display
 
-from ..provider import DEMO_LABEL, DEMO_PROVIDER
+from ..provider import DEMO_LABEL
 from ..render import cell_text, money
 from ..timeline import short_arguments
 from ._approval import ask_approval
@@ -21,7 +21,9 @@ from ._config import TinyAgent
 from ._display import CellDisplay
 from ._paths import resolve_session_path
 from ._runtime import NotebookAgent, NotebookError
-from ._widget import TimelineWidget
+from ._timeline_view import TimelineView
+
+log = logging.getLogger(__name__)
 
 COMMANDS = ("status", "timeline", "usage", "resume", "new", "session", "help")
 _NAME = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
@@ -43,7 +45,7 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any, agent: NotebookAgent) -> None:
         super().__init__(shell)
         self.runtime = agent
-        self.widgets: list[TimelineWidget] = []
+        self.views: list[TimelineView] = []
 
     @magic_arguments()
     @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
@@ -63,7 +65,7 @@ class AgentMagics(Magics):
         Line form:
 
             %agent status        the session file, runs, open/interrupted work, cost
-            %agent timeline      live timeline widget (runs, attempts, tools, usage)
+            %agent timeline      live timeline (runs, attempts, tools, usage)
             %agent usage         tokens and cost, per run and in total
             %agent resume        continue the latest interrupted or aborted run
             %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
@@ -120,8 +122,6 @@ class AgentMagics(Magics):
             view.finish(None)
             print("⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.")
             return
-        finally:
-            self._refresh_widgets()
         view.finish(result.text if result.outcome == "completed" else None)
         detail = cell_text(result.detail or "")
         if result.outcome == "failed":
@@ -155,12 +155,12 @@ class AgentMagics(Magics):
         print("\n".join(line for line in doc.splitlines() if line.strip() != "::"))
 
     def _cmd_status(self) -> None:
-        store = self.runtime.require_store()
-        state = store.load()
+        state, read_only = self.runtime.read_state()
         open_op = state.open_operation
         latest = list(state.operations.values())[-1] if state.operations else None
         header = state.header
-        print(f"session  {cell_text(str(store.path))}")
+        path = self.runtime.session_path()
+        print(f"session  {cell_text(str(path))}" + (f" ({read_only})" if read_only else ""))
         model = f"{cell_text(header.provider)} / {cell_text(header.model)}"
         print(f"model    {model} (this session's header)")
         print(f"runs     {len(state.operations)}; facts {state.last_seq}")
@@ -178,16 +178,16 @@ class AgentMagics(Magics):
         print(f"cost     {money(state.totals.known_cost, state.totals.unpriced)}")
 
     def _cmd_timeline(self) -> None:
-        store = self.runtime.require_store()
-        state = store.load()
-        providers = {a.provider for a in state.attempts.values()} or {state.header.provider}
-        widget = TimelineWidget(store.load, scripted=DEMO_PROVIDER in providers)
-        store.subscribe(widget.on_commit)
-        self.widgets.append(widget)
-        display(widget)
+        live = self._rich()
+        view = TimelineView(self.runtime, live=live)
+        view.show()
+        if live:  # a terminal would print the whole timeline again on each update
+            self.views = [v for v in self.views if not v.closed] + [view]
 
     def _cmd_usage(self) -> None:
-        state = self.runtime.require_store().load()
+        state, read_only = self.runtime.read_state()
+        if read_only:
+            print(f"({read_only})")
         t = state.totals
         for op_id, run in state.usage_by_operation().items():
             op = state.operations[op_id]
@@ -210,8 +210,6 @@ class AgentMagics(Magics):
             view.finish(None)
             print("⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.")
             return
-        finally:
-            self._refresh_widgets()
         view.finish(result.text if result.outcome == "completed" else None)
         if result.outcome != "completed":
             print(
@@ -226,8 +224,11 @@ class AgentMagics(Magics):
 
     def _cmd_session(self, path: str | None = None) -> None:
         if path is None:
-            store = self.runtime.require_store()
-            print(cell_text(str(store.path)))
+            read_only = self.runtime.read_only if self.runtime.store is None else None
+            if read_only is None:
+                self.runtime.require_store()  # no session: says why
+            shown = cell_text(str(self.runtime.session_path()))
+            print(shown + (f" ({read_only})" if read_only else ""))
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         print(self.runtime.open(location).text())
@@ -236,9 +237,16 @@ class AgentMagics(Magics):
     def _rich(self) -> bool:
         return type(self.shell).__name__ == "ZMQInteractiveShell"
 
-    def _refresh_widgets(self) -> None:
-        for widget in self.widgets:
-            widget.refresh()
+    def refresh_views(self, *_: object) -> None:
+        """After every cell (IPython's post_run_cell): the views draw what the cell
+        changed, and a read-only view what the writing kernel committed meanwhile. Never
+        raises: the cell's own output is already shown."""
+        for view in self.views:
+            try:
+                view.refresh()
+            except Exception:
+                log.exception("timeline display failed to refresh")
+        self.views = [v for v in self.views if not v.closed]
 
 
 def load(shell: Any) -> AgentMagics:
@@ -248,6 +256,7 @@ def load(shell: Any) -> AgentMagics:
     agent = NotebookAgent(config, shell.user_ns)
     magics = AgentMagics(shell, agent)
     shell.register_magics(magics)
+    shell.events.register("post_run_cell", magics.refresh_views)
     location = resolve_session_path(
         explicit=config.session_path, environ=os.environ, user_ns=shell.user_ns, cwd=Path.cwd()
     )
@@ -259,6 +268,7 @@ def load(shell: Any) -> AgentMagics:
 
 
 def unload(shell: Any, magics: AgentMagics) -> None:
+    shell.events.unregister("post_run_cell", magics.refresh_views)
     magics.runtime.close()
     if magics.runtime.config in shell.configurables:
         shell.configurables.remove(magics.runtime.config)

@@ -6,6 +6,7 @@ failure becomes a `NotebookError` with one readable message.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -39,7 +40,9 @@ from ..session import (
     NotASessionError,
     SessionCorruptError,
     SessionLockedError,
+    SessionState,
     SessionStore,
+    load_session,
 )
 from ..tools import ToolContext, builtin_registry
 from ._config import TinyAgent, is_openrouter
@@ -47,6 +50,9 @@ from ._paths import SessionLocation, next_archive_path, not_a_file
 from ._report import OpenReport
 
 AskFn = Callable[[str, object], bool]
+Watcher = Callable[[Sequence[Fact]], None]
+
+log = logging.getLogger(__name__)
 
 
 DEMO_NOTE = (
@@ -64,6 +70,14 @@ INTERRUPTED_RECOVERY_NOTE = (
 
 class NotebookError(Exception):
     """Something the user must act on; the message says what and how."""
+
+
+class SessionInUseError(NotebookError):
+    """Another process writes the session: this kernel may still read it."""
+
+    def __init__(self, message: str, holder_pid: int | None) -> None:
+        super().__init__(message)
+        self.holder_pid = holder_pid
 
 
 class _NoModel:
@@ -98,10 +112,13 @@ def _store_error(path: Path, exc: Exception) -> NotebookError:
         who = f"process {exc.holder_pid}" if exc.holder_pid else "another kernel"
         if exc.in_process:
             who = "this kernel already (another open session object)"
-        return NotebookError(
+        message = (
             f"tiny-agent-nb: {name} is in use by {who}; this kernel will not write to it. "
             "Stop that kernel, or use `%agent session OTHER.jsonl`."
         )
+        if exc.in_process:
+            return NotebookError(message)
+        return SessionInUseError(message, exc.holder_pid)
     if isinstance(exc, SessionCorruptError):
         where = cell_text(exc.path)
         return NotebookError(
@@ -120,6 +137,13 @@ def _store_error(path: Path, exc: Exception) -> NotebookError:
         f"tiny-agent-nb: cannot open {cell_text(str(path))} ({cell_text(reason)}); it was "
         "left untouched. Choose another file with `%agent session PATH`."
     )
+
+
+def _read_only_label(exc: NotebookError) -> str | None:
+    if not isinstance(exc, SessionInUseError):
+        return None
+    who = f"process {exc.holder_pid}" if exc.holder_pid else "another process"
+    return f"read-only: {who} writes this session"
 
 
 def _claim_for_archive(path: Path) -> SessionStore | None:
@@ -145,6 +169,12 @@ class NotebookAgent:
         # does not decode and re-encode the whole history before its first request.
         self._context: ContextProjection | None = None
         self._unfollow_context: Callable[[], None] | None = None
+        # Set while another process writes the chosen file: this kernel only reads it.
+        self.read_only: str | None = None
+        # Displays follow "the current session" through this kernel, never a store:
+        # `%agent new`/`session` close the store they would hold.
+        self._watchers: list[Watcher] = []
+        self._unfollow_store: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -165,9 +195,13 @@ class NotebookAgent:
             # there) and why (repeated by the next cell instead of a vaguer error).
             self.location = location
             self.open_error = str(exc)
+            self.read_only = _read_only_label(exc)
             raise
         self.close()
         self.store, self.location, self.open_error = store, location, None
+        self.read_only = None
+        self._unfollow_store = store.subscribe(self._tell)
+        self._tell(())
         notes: list[str] = []
         try:
             recovery = self._recover()
@@ -223,9 +257,48 @@ class NotebookAgent:
 
     def close(self) -> None:
         self._forget_context()
+        if self._unfollow_store is not None:
+            self._unfollow_store()
+            self._unfollow_store = None
         if self.store is not None:
             self.store.close()
             self.store = None
+            self._tell(())
+
+    # ------------------------------------------------------------------ displays
+    def watch(self, watcher: Watcher) -> Callable[[], None]:
+        """Call `watcher(facts)` after each commit to the current session, whichever
+        it is, and `watcher(())` when this kernel switches or closes its session.
+        Returns unwatch."""
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
+
+    def _tell(self, facts: Sequence[Fact]) -> None:
+        for watcher in list(self._watchers):
+            try:
+                watcher(facts)
+            except Exception:
+                # A display that fails must not fail the commit, the run or the switch
+                # it was told about: the facts are durable already.
+                log.exception("timeline display %r failed", watcher)
+
+    def read_state(self) -> tuple[SessionState, str | None]:
+        """The current session as of now, and a label when this kernel only reads it
+        (another process writes it: reading needs no lock)."""
+        if self.store is not None:
+            return self.store.load(), None
+        if self.read_only is not None and self.location is not None:
+            path = self.location.path
+            try:
+                return load_session(path), self.read_only
+            except (SessionCorruptError, NotASessionError, OSError) as exc:
+                raise _store_error(path, exc) from None
+        return self.require_store().load(), None
 
     def context(self) -> ContextProjection:
         """What the model is sent, followed for the open session across cells."""
@@ -284,6 +357,9 @@ class NotebookAgent:
                 self.open_error or "tiny-agent-nb: no session is open. Use `%agent session PATH`."
             )
         return self.store
+
+    def session_path(self) -> Path:
+        return self.store.path if self.store is not None else self._require_location().path
 
     def _require_location(self) -> SessionLocation:
         if self.location is None:

@@ -1,0 +1,161 @@
+"""`%agent timeline`: runs → attempts → tool intents → usage, as one display updated in place.
+
+The display is plain rich output (HTML from `timeline_html`, text from `timeline_text`)
+with a display id, re-rendered (throttled) as the session's facts commit. What a saved
+notebook holds is therefore always the latest timeline, readable after reopening with
+no kernel, in JupyterLab, VS Code, nbviewer or a text export: no widget model to lose.
+
+A view belongs to the session it was opened on. When this kernel switches or closes
+that session (`%agent new`, `%agent session PATH`, unload), the view draws its last
+state once more, saying it is closed, and stops following; a new `%agent timeline`
+follows the current session.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from IPython.display import display, update_display
+
+from ..provider import DEMO_PROVIDER
+from ..render import timeline_html, timeline_text
+from ..session import Fact, RecordFact, SessionState
+from ..timeline import Timeline, build_timeline
+from ._runtime import NotebookError
+
+REFRESH_INTERVAL = 0.25  # seconds between two renders while facts stream in
+
+log = logging.getLogger(__name__)
+
+
+class Publish(Protocol):
+    """Show (`update=False`) or replace (`update=True`) the display `display_id`."""
+
+    def __call__(self, bundle: dict[str, str], *, display_id: str, update: bool) -> None: ...
+
+
+def ipython_publish(bundle: dict[str, str], *, display_id: str, update: bool) -> None:
+    if update:
+        update_display(bundle, raw=True, display_id=display_id)
+    else:
+        display(bundle, raw=True, display_id=display_id)
+
+
+class SessionSource(Protocol):
+    """What a view reads: `NotebookAgent` (the owner of "the current session")."""
+
+    def read_state(self) -> tuple[SessionState, str | None]: ...
+
+    def watch(self, watcher: Callable[[Sequence[Fact]], None]) -> Callable[[], None]: ...
+
+
+def closed_note(session_id: str) -> str:
+    return (
+        f"session {session_id} is closed in this kernel: this is its last state; "
+        "`%agent timeline` shows the current session"
+    )
+
+
+class TimelineView:
+    def __init__(
+        self,
+        source: SessionSource,
+        *,
+        live: bool,
+        publish: Publish = ipython_publish,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`live`: re-render as facts commit (a Jupyter frontend); without it (terminal
+        IPython, where an update would print the whole timeline again) the view is
+        drawn once and again only by `refresh`."""
+        self._source = source
+        self._publish = publish
+        self._clock = clock
+        self._display_id = f"tan-timeline-{uuid.uuid4().hex}"
+        self._lock = threading.Lock()
+        self._trailing: threading.Timer | None = None
+        self._last_render = float("-inf")
+        state, self._note = source.read_state()
+        self._session_id = state.header.id
+        self._drawn = (state.last_seq, self._note)  # what the display shows now
+        self._timeline = build_timeline(state)
+        self._scripted = _scripted(state)
+        self.closed = False
+        self._unwatch = source.watch(self.on_commit) if live else None
+
+    @property
+    def timeline(self) -> Timeline:
+        return self._timeline
+
+    def show(self) -> None:
+        self._publish(self.bundle(), display_id=self._display_id, update=False)
+        self._last_render = self._clock()
+
+    def bundle(self) -> dict[str, str]:
+        return {
+            "text/plain": timeline_text(self._timeline, scripted=self._scripted, note=self._note),
+            "text/html": timeline_html(self._timeline, scripted=self._scripted, note=self._note),
+        }
+
+    def refresh(self) -> None:
+        """Draw the session as of now; once it is no longer this kernel's current
+        session, draw its last state as closed and stop."""
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                state, note = self._source.read_state()
+            except NotebookError:
+                state, note = None, None  # no session open any more
+            if state is None or state.header.id != self._session_id:
+                self._close()
+            elif (state.last_seq, note) == self._drawn:
+                return  # nothing new (most cells commit nothing)
+            else:
+                self._timeline, self._note = build_timeline(state), note
+                self._scripted = _scripted(state)
+                self._drawn = (state.last_seq, note)
+            self._publish(self.bundle(), display_id=self._display_id, update=True)
+            self._last_render = self._clock()
+
+    def _close(self) -> None:
+        self.closed = True
+        self._note = closed_note(self._session_id)
+        if self._unwatch is not None:
+            self._unwatch()
+        if self._trailing is not None:
+            self._trailing.cancel()
+
+    def on_commit(self, facts: Sequence[Fact]) -> None:
+        """Renders at once when a run starts or finishes, when the session changed (no
+        facts) or when the last render is older than REFRESH_INTERVAL; otherwise once
+        more when the interval is over, so the facts committed just before a long model
+        call or tool are drawn while it runs, not after."""
+        milestone = not facts or any(
+            isinstance(f, RecordFact) and f.record.type in ("runStarted", "operationFinished")
+            for f in facts
+        )
+        waited = self._clock() - self._last_render
+        if milestone or waited >= REFRESH_INTERVAL:
+            self.refresh()
+        elif self._trailing is None:
+            self._trailing = threading.Timer(REFRESH_INTERVAL - waited, self._render_late)
+            self._trailing.daemon = True
+            self._trailing.start()
+
+    def _render_late(self) -> None:
+        self._trailing = None
+        try:
+            self.refresh()
+        except Exception:
+            log.exception("timeline display %s failed to update", self._display_id)
+
+
+def _scripted(state: SessionState) -> bool:
+    providers = {a.provider for a in state.attempts.values()} or {state.header.provider}
+    return DEMO_PROVIDER in providers
