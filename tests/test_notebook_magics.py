@@ -166,6 +166,7 @@ def test_new_keeps_the_old_conversation_and_session_switches(
     assert "analysis.agent.1.jsonl" in out
     assert load_session(tmp_path / "analysis.agent.1.jsonl").operations
     assert not load_session(tmp_path / "analysis.agent.jsonl").operations
+    (tmp_path / "elsewhere").mkdir()  # a session's directory must exist
     out = run(shell, "%agent session elsewhere/other.jsonl", capsys)
     assert "new session other.jsonl" in out
     assert run(shell, "%agent session", capsys).strip().endswith("elsewhere/other.jsonl")

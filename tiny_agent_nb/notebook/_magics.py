@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,7 @@ class AgentMagics(Magics):
             )
         except KeyboardInterrupt:
             view.finish(None)
-            print("⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
             return
         finally:
             self._refresh_widgets()
@@ -127,7 +128,7 @@ class AgentMagics(Magics):
         if result.outcome == "failed":
             print(f"✗ The run failed: {detail}")
         elif result.outcome == "stepLimit":
-            print(f"⏸ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
+            print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
 
     def _ask(self, tool: str, arguments: object) -> bool:
         try:
@@ -150,9 +151,7 @@ class AgentMagics(Magics):
         getattr(self, f"_cmd_{command}")(*rest)
 
     def _cmd_help(self) -> None:
-        # magic_arguments appends its usage to the docstring after a reST "::" marker.
-        doc = AgentMagics.agent.__doc__ or ""
-        print("\n".join(line for line in doc.splitlines() if line.strip() != "::"))
+        print(AgentMagics.agent.__doc__ or "")
 
     def _cmd_status(self) -> None:
         store = self.runtime.require_store()
@@ -208,7 +207,7 @@ class AgentMagics(Magics):
             result = self.runtime.resume(observer=view, ask=self._ask)
         except KeyboardInterrupt:
             view.finish(None)
-            print("⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
             return
         finally:
             self._refresh_widgets()
@@ -241,6 +240,22 @@ class AgentMagics(Magics):
             widget.refresh()
 
 
+# Said once per kernel (a shell), when the extension is first loaded in demo mode: not
+# again on a reload, `%agent new` or `%agent session`. Short lines: a terminal or a cell
+# output wraps long ones mid-word.
+DEMO_NOTE = f"""\
+tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
+  {DEMO_LABEL.upper()}. It runs the ```bash
+  blocks of a prompt and reports what happened to each command.
+  For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
+  (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
+_told_demo: weakref.WeakSet[Any] = weakref.WeakSet()
+
+# magic_arguments puts its usage, under a reST "::" marker, at the top of the docstring,
+# which `%%agent?` and `%agent help` show as they are: the marker means nothing there.
+AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").removeprefix("::\n\n  ")
+
+
 def load(shell: Any) -> AgentMagics:
     config = TinyAgent(parent=shell)
     if config not in shell.configurables:
@@ -255,6 +270,9 @@ def load(shell: Any) -> AgentMagics:
         print(agent.open(location).text())
     except NotebookError as exc:
         print(exc)
+    if config.demo_mode() and shell not in _told_demo:
+        print(DEMO_NOTE)
+        _told_demo.add(shell)
     return magics
 
 
