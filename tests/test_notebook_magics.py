@@ -303,5 +303,16 @@ def test_usage_per_run_counts_the_tools_usage_too(
     run(shell, f"%agent session {path}", capsys)
     out = run(shell, "%agent usage", capsys)
     lines = out.strip().splitlines()
-    assert lines[0].split() == ["run", "completed", "107", "in", "13", "out", "$0.75"]
-    assert lines[-1].startswith("total  107 in, 13 out")
+    assert lines[0].split() == [
+        "run",
+        "completed",
+        "107",
+        "in",
+        "/",
+        "13",
+        "out",
+        "·",
+        "cost",
+        "$0.75",
+    ]
+    assert lines[-1].startswith("total  107 in / 13 out")

@@ -157,7 +157,7 @@ def check_quickstart(run: Executed) -> str:
     assert "bash" in data["text/plain"]
 
     usage = cell_text(find_cell(notebook, "%agent usage"))
-    assert re.search(r"^run\s+completed\s+\d+ in\s+\d+ out\s+", usage, re.M), usage
+    assert re.search(r"^run\s+completed\s+\d+ in / \d+ out · cost ", usage, re.M), usage
     assert usage.splitlines()[-1].startswith("total  ")
 
     state = load_session(run.session)
@@ -188,7 +188,7 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
     assert "n\n3\n4\n5" in result["content"]
 
     usage = cell_text(find_cell(run.notebook, "%agent usage"))
-    assert re.search(r"^run\s+completed\s+24 in\s+10 out\s+cost unknown$", usage, re.M), usage
+    assert re.search(r"^run\s+completed\s+24 in / 10 out · cost unknown$", usage, re.M), usage
 
 
 def test_quickstart_offline_demo(tmp_path: Path) -> None:

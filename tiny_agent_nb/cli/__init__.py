@@ -122,12 +122,12 @@ COMMANDS: dict[str, Command] = {
         run=run_demo,
     ),
     "inspect": Command(
-        help="summarize a session file: operations, tool intents, usage, damage",
+        help="summarize a session file: runs, attempts, tool calls, usage, damage",
         configure=_configure_inspect,
         run=run_inspect,
     ),
     "timeline": Command(
-        help="the notebook's timeline as a table: runs, attempts, tool intents, usage",
+        help="the notebook's timeline as a table: runs, attempts, tool calls, usage",
         configure=_configure_timeline,
         run=run_timeline,
     ),

@@ -16,7 +16,7 @@ from IPython.display import display
 
 from ..provider import DEMO_LABEL, DEMO_PROVIDER
 from ..render import cell_text, money
-from ..timeline import short_arguments
+from ..timeline import priced, short_arguments, tokens, unreported_attempts
 from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
@@ -174,7 +174,8 @@ class AgentMagics(Magics):
         for intent in interrupted[-5:]:
             summary = cell_text(short_arguments(intent.arguments))
             print(f"  ⚠ {cell_text(intent.tool.name)} {summary} — interrupted")
-        print(f"cost     {money(state.totals.known_cost, state.totals.unpriced)}")
+        unreported = sum(unreported_attempts(state).values())
+        print(f"cost     {money(*priced(state.totals, unreported))}")
 
     def _cmd_timeline(self) -> None:
         store = self.runtime.require_store()
@@ -188,16 +189,19 @@ class AgentMagics(Magics):
     def _cmd_usage(self) -> None:
         state = self.runtime.require_store().load()
         t = state.totals
+        # The timeline's words and money (docs/glossary.md): the same session reads the
+        # same here, in the widget and in `tiny-agent-nb timeline`.
+        unreported = unreported_attempts(state)
         for op_id, run in state.usage_by_operation().items():
             op = state.operations[op_id]
-            cost = money(run.known_cost) if run.priced else "cost unknown"
-            print(
-                f"{op.kind:<6} {op.status:<11} {run.input_tokens:>8} in "
-                f"{run.output_tokens:>7} out  {cost}"
-            )
+            cost, unpriced = priced(run, unreported[op_id])
+            used = tokens(run.input_tokens, run.output_tokens, cost, unpriced)
+            print(f"{op.kind:<6} {op.status:<11} {used} · cost {money(cost, unpriced)}")
+        cost, unpriced = priced(t, sum(unreported.values()))
         print(
-            f"total  {t.input_tokens} in, {t.output_tokens} out, {t.reasoning_tokens} reasoning, "
-            f"{t.cached_input_tokens} cached · {money(t.known_cost, t.unpriced)}"
+            f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "
+            f"{t.reasoning_tokens} reasoning, {t.cached_input_tokens} cached · "
+            f"cost {money(cost, unpriced)}"
         )
 
     def _cmd_resume(self) -> None:
