@@ -68,7 +68,8 @@ class AgentMagics(Magics):
             %agent usage         tokens and cost, per run and in total
             %agent resume        continue the latest interrupted or aborted run
             %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
-            %agent session [P]   show, or switch to, the session file P
+            %agent session [P]   show, or switch to, the session file P (in a directory
+                                 that exists)
             %agent help          this text
 
         Every step is written to the session file before it takes effect; after a kernel

@@ -3,9 +3,11 @@
 It lets a newcomer see the durable mechanics (intents, results, a kernel killed mid-tool,
 recovery, resume) without an API key or a model server. It is not a language model and
 never pretends to be one: it runs, with the `bash` tool, the fenced ```bash blocks of
-the latest prompt, one per step, in order; then it answers with a summary of what
-happened, saying it is scripted. Every session it touches says `offline-demo` as its
-provider.
+the latest prompt, one per step, in order; then it answers, saying it is scripted, with
+what happened to each command, read from its result as a model would: the output (head
+and tail) and exit code of one that ran, or that it was not allowed, did not run, was
+interrupted, or could not run because `bash` is not among the cell's tools. Every
+session it touches says `offline-demo` as its provider.
 """
 
 from __future__ import annotations
