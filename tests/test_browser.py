@@ -374,7 +374,7 @@ def _check_timeline(s: LabSession) -> None:
     assert sorted(badges) == sorted(["completed"] * (2 * k) + ["settled"] * (2 * k))
     head = view.locator(".tan-head").inner_text()
     assert f"{k} run(s), {2 * k} attempt(s), {k} tool call(s)" in head, head
-    assert f"{24 * k} in / {10 * k} out tokens" in head, head
+    assert f"{24 * k} in / {10 * k} out · cost " in head, head  # docs/glossary.md
 
     # the timeline's stylesheet applies: a completed badge is green, not the grey default
     color = view.locator('.tan-run > summary .tan-badge[data-status="completed"]').first
@@ -391,7 +391,7 @@ def _check_timeline(s: LabSession) -> None:
     assert f"✓ {s.tools[0]} completed" in s.notebook_text()
     assert "Scripted answer 0: the" in s.notebook_text()
     if any(_source_is(c, "%agent usage") for c in _notebook_cells(s.notebook)):
-        assert f"total  {24 * k} in, {10 * k} out" in s.notebook_text()
+        assert f"total  {24 * k} in / {10 * k} out" in s.notebook_text()
 
     # the session file sits beside the notebook (JPY_SESSION_NAME), one request per step
     assert (s.root / f"{s.notebook.stem}.agent.jsonl").exists()

@@ -110,7 +110,7 @@ def test_completed_run_reports_operation_status_and_cost(
     (operation,) = state.operations.values()
     assert f"    {operation.id}  run     completed" in out
     assert "cost $0.002" in out  # two attempts at $0.001
-    assert "read_file  safeRead  completed" in out
+    assert "read_file  re-read after a crash  completed" in out
     assert f"transactions {state.transaction_count} (lastSeq {state.last_seq})" in out
     assert "attempts     2 (2 settled)" in out
     assert "the kernel stopped" not in out
@@ -128,7 +128,7 @@ def test_created_at_is_an_iso_time(
 
     assert code == 0
     assert "created at   2026-08-22T04:00:00.000Z" in out
-    assert "operations   0" in out
+    assert "runs         0" in out
     assert "cost $0.00" in out
 
 
@@ -139,7 +139,8 @@ def test_killed_during_bash_calls_out_open_run_and_pending_intent(
 
     assert code == 0
     assert "open — the kernel stopped during this run" in out
-    assert "bash  never     pending — effect may have happened; not re-run" in out
+    never = f"{'never re-run':<21}"  # the replay policy `never`, in the glossary's words
+    assert f"bash  {never}  pending — effect may have happened; not re-run" in out
     assert '{"command": "./deploy.sh"}' in out
     assert "cost unknown" in out
 
@@ -959,7 +960,8 @@ def test_usage_table_says_unknown_not_zero(
     assert rows["open"].split()[7] == "unknown"
     assert "$0.00 " not in out and "$0 " not in out
     total = next(line for line in out.splitlines() if line.split()[:1] == ["total"])
-    assert total.split()[1:6] == ["307", "30", "0", "0", "≥$0.002"]
+    assert total.split()[1:7] == ["307", "30", "0", "0", "at", "least"]
+    assert total.split()[7] == "$0.002"
     assert "total cost   at least $0.002 (2 of 4 usage records have no cost)" in out
     assert "not counted as $0" in out
 

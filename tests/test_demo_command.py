@@ -50,3 +50,4 @@ def test_demo_kills_a_kernel_mid_tool_and_resumes_with_the_offline_model(tmp_pat
         ("bash", "interrupted")
     ]
     assert "interrupted run" in out and "completed   resume" in out  # the printed timeline
+    assert out.count("Agent timeline ·") == 1, out  # the timeline cell's, not again after it

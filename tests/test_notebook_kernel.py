@@ -32,7 +32,7 @@ from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 NOTEBOOK = "analysis.ipynb"
 SESSION = "analysis.agent.jsonl"
 SLEEPER = "echo ran >> marker.txt; sleep 60"
-INTERRUPTED_LINE = "⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.\n"
+INTERRUPTED_LINE = "■ Interrupted. The abort is recorded; `%agent resume` continues the run.\n"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 StartKernel = Callable[..., Kernel]

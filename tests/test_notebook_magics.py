@@ -166,6 +166,7 @@ def test_new_keeps_the_old_conversation_and_session_switches(
     assert "analysis.agent.1.jsonl" in out
     assert load_session(tmp_path / "analysis.agent.1.jsonl").operations
     assert not load_session(tmp_path / "analysis.agent.jsonl").operations
+    (tmp_path / "elsewhere").mkdir()  # a session's directory must exist
     out = run(shell, "%agent session elsewhere/other.jsonl", capsys)
     assert "new session other.jsonl" in out
     assert run(shell, "%agent session", capsys).strip().endswith("elsewhere/other.jsonl")
@@ -336,5 +337,16 @@ def test_usage_per_run_counts_the_tools_usage_too(
     run(shell, f"%agent session {path}", capsys)
     out = run(shell, "%agent usage", capsys)
     lines = out.strip().splitlines()
-    assert lines[0].split() == ["run", "completed", "107", "in", "13", "out", "$0.75"]
-    assert lines[-1].startswith("total  107 in, 13 out")
+    assert lines[0].split() == [
+        "run",
+        "completed",
+        "107",
+        "in",
+        "/",
+        "13",
+        "out",
+        "·",
+        "cost",
+        "$0.75",
+    ]
+    assert lines[-1].startswith("total  107 in / 13 out")

@@ -288,7 +288,7 @@ def test_session_on_a_directory_fifo_or_device_keeps_the_current_session(
         "a-directory": "is a directory, not a session file",
         "a-fifo": "is a named pipe (FIFO), not a session file",
         "/dev/null": "is a device, not a session file",
-        "a-file/inside.jsonl": "cannot open",
+        "a-file/inside.jsonl": "a-file is not an existing directory",
     }
     for target, reason in refusals.items():
         out = run(shell, f"%agent session {target}", capsys)

@@ -31,7 +31,7 @@ from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "tiny_agent_nb" / "examples"
 CRASH_COMMAND = "echo ran >> marker.txt; kill -9 $PPID"
 DATA_COMMAND = "cat numbers.csv"
-DEMO_NOTE = "No API key and no base URL configured: using the OFFLINE DEMO MODEL"
+DEMO_NOTE = "no API key and no base URL configured, so %%agent cells use the\n  OFFLINE DEMO MODEL"
 # Offline runs must not reach out: should anything try, it meets a closed loopback port.
 NOWHERE = {
     **{name: "http://127.0.0.1:9" for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY")},
@@ -159,7 +159,7 @@ def check_quickstart(run: Executed) -> str:
     assert "bash" in data["text/plain"]
 
     usage = cell_text(find_cell(notebook, "%agent usage"))
-    assert re.search(r"^run\s+completed\s+\d+ in\s+\d+ out\s+", usage, re.M), usage
+    assert re.search(r"^run\s+completed\s+\d+ in / \d+ out · cost ", usage, re.M), usage
     assert usage.splitlines()[-1].startswith("total  ")
 
     state = load_session(run.session)
@@ -190,7 +190,7 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
     assert "n\n3\n4\n5" in result["content"]
 
     usage = cell_text(find_cell(run.notebook, "%agent usage"))
-    assert re.search(r"^run\s+completed\s+24 in\s+10 out\s+cost unknown$", usage, re.M), usage
+    assert re.search(r"^run\s+completed\s+24 in / 10 out · cost unknown$", usage, re.M), usage
 
 
 def test_quickstart_offline_demo(tmp_path: Path) -> None:
@@ -198,7 +198,8 @@ def test_quickstart_offline_demo(tmp_path: Path) -> None:
     output = check_quickstart(run)
     assert DEMO_NOTE in cell_text(find_cell(run.notebook, "%load_ext tiny_agent_nb"))
     assert "offline demo model (scripted, not a real LLM)" in output
-    assert f"`{DATA_COMMAND}` → ran; `5`" in output
+    # the whole output, not its last line: the user can add up 3 + 4 + 5 themselves
+    assert f"`{DATA_COMMAND}` → ran; its output:\n  ```\n  n\n  3\n  4\n  5\n  ```" in output
     assert load_session(run.session).header.provider == "offline-demo"
 
 

@@ -4,7 +4,7 @@ A real kernel runs the notebook with nbclient. The cell tagged `kernel-dies` mak
 agent's bash tool kill its own kernel mid-tool (a real death: the intent is committed,
 the effect happened, the result is never written); like JupyterLab, the runner starts a
 new kernel and goes on with the next cell, which loads the extension, recovers and
-resumes. Then it prints the resulting timeline.
+resumes. Every cell's output is printed as it runs, the notebook's timeline among them.
 
 With no API key and no base URL configured, the notebook talks to the offline demo
 model (scripted, and labelled so everywhere); with OPENROUTER_API_KEY, or
@@ -14,7 +14,6 @@ TINY_AGENT_BASE_URL pointing at a local OpenAI-compatible server, it uses that m
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 import uuid
@@ -123,12 +122,8 @@ def example_notebook(name: str) -> bytes:
     return (resources.files("tiny_agent_nb") / "examples" / name).read_bytes()
 
 
-def main(directory: Path | None = None, *, color: bool | None = None) -> int:
+def main(directory: Path | None = None) -> int:
     import nbformat  # noqa: PLC0415
-
-    from .render import timeline_text  # noqa: PLC0415
-    from .session import load_session  # noqa: PLC0415
-    from .timeline import build_timeline  # noqa: PLC0415
 
     work = directory or Path(tempfile.mkdtemp(prefix="tiny-agent-demo-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -169,10 +164,8 @@ def main(directory: Path | None = None, *, color: bool | None = None) -> int:
     run = run_notebook(notebook, cwd=work, env=env, on_cell=show)
     nbformat.write(run.notebook, path)
     session = path.with_name(f"{path.stem}.agent.jsonl")
-    state = load_session(session)
-    scripted = state.header.provider == "offline-demo"
-    use_color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") if color is None else color
-    print("\n" + timeline_text(build_timeline(state), color=use_color, scripted=scripted))
+    # The timeline is not printed again here: the notebook's own `%agent timeline` cell
+    # printed it above, after the resume.
     print(f"\nexecuted notebook: {path}\nsession file:      {session}")
     print(f"({run.seconds:.1f}s, kernel restarted after cell(s) {run.restarts})")
     return 0

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .safe_markdown import safe_text
-from .timeline import RunRow, Timeline, Totals, shorten
+from .timeline import REPLAY_WORDS, RunRow, Timeline, Totals, shorten, tokens
 
 # Colors come from JupyterLab's theme variables, so the light and the dark theme both
 # read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
@@ -45,11 +45,19 @@ STYLE = """<style>
 </style>"""
 
 
+def usd(cost: float) -> str:
+    """Dollars with at least two decimals and up to six: sub-cent costs are common."""
+    whole, _, frac = f"{cost:.6f}".rstrip("0").partition(".")
+    return f"${whole}.{frac:0<2}"
+
+
 def money(cost: float | None, unpriced: int = 0) -> str:
+    """The one way every surface writes a cost, after the word "cost" or in a "cost"
+    column (docs/glossary.md): `$0.002`; `at least $0.002` when some usage reported no
+    cost (`unpriced`); `unknown` when none did, never `$0` for a cost nobody reported."""
     if cost is None:
-        return "cost unknown"
-    text = f"${cost:.6f}".rstrip("0").rstrip(".") if cost else "$0"
-    return f"{text} (+{unpriced} unpriced)" if unpriced else text
+        return "unknown"
+    return f"at least {usd(cost)}" if unpriced else usd(cost)
 
 
 def when(ms: int) -> str:
@@ -71,7 +79,8 @@ def _badge(status: str) -> str:
 def _totals_line(t: Totals) -> str:
     return (
         f"{t.runs} run(s), {t.attempts} attempt(s), {t.tool_intents} tool call(s) · "
-        f"{t.input_tokens} in / {t.output_tokens} out tokens · {money(t.cost, t.unpriced)}"
+        f"{tokens(t.input_tokens, t.output_tokens, t.cost, t.unpriced)} · "
+        f"cost {money(t.cost, t.unpriced)}"
     )
 
 
@@ -103,19 +112,19 @@ def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = Non
 
 def _run_html(run: RunRow) -> str:
     e = html.escape
-    title = e(run.prompt or ("resume" if run.kind == "resume" else "(no prompt)"))
+    title = e(_title(run))
     out = [
         f'<details class="tan-run" data-run="{e(run.id)}" data-status="{e(run.status)}" open>'
         f"<summary>{_badge(run.status)} <b>{e(run.kind)}</b> {title} "
-        f'<span class="tan-muted">· {run.input_tokens} in / {run.output_tokens} out · '
-        f"{money(run.cost)} · {e(when(run.started_at)) if run.started_at else ''}</span></summary>"
+        f'<span class="tan-muted">· {_run_usage(run)} · '
+        f"{e(when(run.started_at)) if run.started_at else ''}</span></summary>"
     ]
     if run.detail:
         out.append(f'<div class="tan-muted">{e(run.detail)}</div>')
     if run.hidden_attempts:
         out.append(f'<div class="tan-muted">{run.hidden_attempts} earlier attempts not shown</div>')
     for a in run.attempts:
-        tokens = (
+        used = (
             f"{a.input_tokens} in / {a.output_tokens} out"
             if a.input_tokens is not None
             else "usage unknown"
@@ -124,7 +133,7 @@ def _run_html(run: RunRow) -> str:
         error = f" · {e(shorten(a.error, 200))}" if a.error else ""
         out.append(
             f'<div class="tan-attempt" data-status="{e(a.status)}">{_badge(a.status)} '
-            f"step {a.step}.{a.attempt} {e(a.model)} · {tokens} · {money(a.cost)}"
+            f"attempt {a.step}.{a.attempt} {e(a.model)} · {used} · cost {money(a.cost)}"
             f"{latency}{error}</div>"
         )
     if run.hidden_tools:
@@ -138,11 +147,29 @@ def _run_html(run: RunRow) -> str:
         out.append(
             f'<details class="tan-tool" data-tool="{e(tool.name)}" data-status="{e(tool.status)}">'
             f"<summary>{_badge(tool.status)} <code>{e(tool.name)}</code> {e(tool.summary)} "
-            f'<span class="tan-muted">({e(tool.replay_policy)})</span></summary>'
+            f'<span class="tan-muted">({e(_replay(tool.replay_policy))})</span></summary>'
             f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
         )
     out.append("</details>")
     return "".join(out)
+
+
+def _title(run: RunRow) -> str:
+    """A run's prompt; a resume has none, so it says which run it continues."""
+    if run.prompt is not None:
+        return run.prompt
+    if run.kind == "resume":
+        return f"continues run {run.resumes}" if run.resumes else "continues an earlier run"
+    return "(no prompt)"
+
+
+def _replay(policy: str) -> str:
+    return REPLAY_WORDS.get(policy, policy)
+
+
+def _run_usage(run: RunRow) -> str:
+    used = tokens(run.input_tokens, run.output_tokens, run.cost, run.unpriced)
+    return f"{used} · cost {money(run.cost, run.unpriced)}"
 
 
 COLORS = {
@@ -216,8 +243,7 @@ def timeline_text(
     for run in t.runs:
         lines.append("")
         lines.append(
-            f"{status(run.status)} {run.kind:<6} {shorten(run.prompt or '(resume)', 60)}  "
-            f"[{run.input_tokens} in / {run.output_tokens} out, {money(run.cost)}]"
+            f"{status(run.status)} {run.kind:<6} {shorten(_title(run), 60)}  [{_run_usage(run)}]"
         )
         if run.detail:
             lines.append(f"    {shorten(run.detail, 100)}")

@@ -15,12 +15,26 @@ from .session import (
     SessionState,
     ToolIntent,
     ToolResultEntry,
+    UsageTotals,
     UserEntry,
 )
 
 PAGE_SIZE = 20  # runs per page
 ROWS_PER_RUN = 60  # attempts (and, separately, tool intents) shown per run
 PREVIEW = 160  # characters of a prompt, argument summary or result preview
+
+
+# What a tool call's replay policy means after a crash, in the words every surface uses
+# (the file says `safeRead` / `never`; docs/glossary.md).
+REPLAY_WORDS = {"safeRead": "re-read after a crash", "never": "never re-run"}
+
+
+def tokens(input_tokens: int, output_tokens: int, cost: float | None, unpriced: int) -> str:
+    """`12 in / 3 out`, or `usage unknown` when nothing reported any usage (the cost is
+    unknown and no token was counted): never `0 in / 0 out` for a usage nobody reported."""
+    if cost is None and unpriced and not (input_tokens or output_tokens):
+        return "usage unknown"
+    return f"{input_tokens} in / {output_tokens} out"
 
 
 def shorten(text: str, limit: int = PREVIEW) -> str:
@@ -41,6 +55,27 @@ def short_arguments(arguments: dict[str, Any], limit: int = 80) -> str:
         f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items() if v is not None
     ]
     return shorten(", ".join(parts), limit)
+
+
+def unreported_attempts(state: SessionState) -> dict[str, int]:
+    """Per run (operation id): its settled attempts with no usage record. The provider
+    answered and reported no usage (a stream without a usage chunk), so their tokens and
+    cost are unknown: they are counted as unpriced, never as $0."""
+    counts = dict.fromkeys(state.operations, 0)
+    for a in state.attempts.values():
+        if a.status == "settled" and a.id not in state.usage:
+            counts[a.operation_id] += 1
+    return counts
+
+
+def priced(totals: UsageTotals, unreported: int = 0) -> tuple[float | None, int]:
+    """(cost, unpriced) of a usage ledger, for `render.money`: the cost is None when
+    nothing reported one although something was used, and `unpriced` counts the usage
+    records without a cost and the settled attempts without a usage record."""
+    unpriced = totals.unpriced + unreported
+    if totals.priced:
+        return round(totals.cost, 12), unpriced
+    return (None if unpriced else 0.0), unpriced
 
 
 @dataclass(frozen=True)
@@ -71,7 +106,9 @@ class ToolRow:
 @dataclass(frozen=True)
 class RunRow:
     id: str
+    number: int  # 1-based, in file order: "run 3"
     kind: str  # run | resume
+    resumes: int | None  # a resume: the number of the run it continues
     status: str  # open | completed | failed | aborted | interrupted | stepLimit
     prompt: str | None
     started_at: int
@@ -80,7 +117,8 @@ class RunRow:
     tools: tuple[ToolRow, ...]
     hidden_attempts: int
     hidden_tools: int
-    cost: float | None
+    cost: float | None  # with `unpriced`, for render.money (see `priced`)
+    unpriced: int
     input_tokens: int
     output_tokens: int
 
@@ -145,6 +183,9 @@ def build_timeline(
     page = pages - 1 if page is None else min(max(page, 0), pages - 1)
     shown = operations[page * page_size : (page + 1) * page_size]
     wanted = {op.id for op in shown}
+    numbers = {op.id: n for n, op in enumerate(operations, start=1)}
+    ledgers = state.usage_by_operation()
+    unreported = unreported_attempts(state)
 
     attempts_by_op: dict[str, list[AttemptRow]] = {op_id: [] for op_id in wanted}
     for a in state.attempts.values():
@@ -183,16 +224,14 @@ def build_timeline(
         attempts = attempts_by_op[op.id]
         intents = intents_by_op[op.id]
         # The run's ledger: its attempts' usage and its tools' usage (MCP tools report some).
-        ledger = [
-            state.usage[target]
-            for target in (*(a.id for a in attempts), *(i.id for i in intents))
-            if target in state.usage
-        ]
-        costs = [u.cost for u in ledger if u.cost is not None]
+        ledger = ledgers[op.id]
+        cost, unpriced = priced(ledger, unreported[op.id])
         runs.append(
             RunRow(
                 id=op.id,
+                number=numbers[op.id],
                 kind=op.kind,
+                resumes=numbers.get(op.resumes_operation_id or ""),
                 status=op.status,
                 prompt=prompt,
                 started_at=op.started_at,
@@ -201,12 +240,14 @@ def build_timeline(
                 tools=tuple(_tool_row(state, i) for i in intents[-ROWS_PER_RUN:]),
                 hidden_attempts=max(0, len(attempts) - ROWS_PER_RUN),
                 hidden_tools=max(0, len(intents) - ROWS_PER_RUN),
-                cost=round(sum(costs), 12) if costs else None,
-                input_tokens=sum(u.inputTokens for u in ledger),
-                output_tokens=sum(u.outputTokens for u in ledger),
+                cost=cost,
+                unpriced=unpriced,
+                input_tokens=ledger.input_tokens,
+                output_tokens=ledger.output_tokens,
             )
         )
     t = state.totals
+    total_cost, total_unpriced = priced(t, sum(unreported.values()))
     return Timeline(
         session_id=state.header.id,
         path=state.path,
@@ -223,8 +264,8 @@ def build_timeline(
             output_tokens=t.output_tokens,
             reasoning_tokens=t.reasoning_tokens,
             cached_input_tokens=t.cached_input_tokens,
-            cost=t.known_cost,
-            unpriced=t.unpriced,
+            cost=total_cost,
+            unpriced=total_unpriced,
         ),
         torn_tail_bytes=state.torn_tail_bytes,
     )

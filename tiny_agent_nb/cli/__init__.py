@@ -9,16 +9,12 @@
 No subcommand ever writes FILE: they read it through `load_session` (or, for `salvage`,
 the same parse and apply steps), which takes no lock and never writes, so it is safe to
 point them at a file a running kernel is appending to, or at a damaged file you want to
-keep exactly as it is. Only `salvage` writes, and only the new file NEW.
+keep exactly as it is. `salvage` writes only the new file NEW; `demo` writes only in its
+own directory. `--help` says both (WRITES, below), and lists the exit codes (EXIT_CODES).
 
-Exit codes: 0 the file is a session (salvage: something was salvaged into NEW); 2 bad
-usage (argparse; a page that does not exist; salvage's NEW already exists or is FILE);
-3 the file is corrupt (a complete line is invalid: the error names the line; salvage:
-the header itself is invalid, nothing to salvage); 4 the file holds no session (empty,
-torn header, other data, not a regular file: a FIFO, a device, a directory) or cannot be
-read (missing, unreadable); 5 salvage could not write NEW; 141 the reader of the output
-went away before it was all written (`... | head`): the command stops quietly, with the
-status a shell reports for a process killed by SIGPIPE, as `cat` or `grep` would.
+Exit 141: the reader of the output went away before it was all written (`... | head`):
+the command stops quietly, with the status a shell reports for a process killed by
+SIGPIPE, as `cat` or `grep` would.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 
 from .. import __version__
 from ._common import (
@@ -77,15 +74,42 @@ def _output_closed() -> int:
     return EXIT_OUTPUT_CLOSED
 
 
+WRITES = (
+    "Look at tiny-agent-nb session files (JSONL) outside Jupyter. No command modifies a "
+    "session file: inspect, timeline and usage only read FILE; salvage reads FILE and "
+    "writes only the new file NEW; demo writes only in its own directory (--dir, else a "
+    "new temporary one)."
+)
+EXIT_CODES = """\
+exit codes:
+  0    success (salvage: something was salvaged into NEW)
+  2    bad usage (a page that does not exist; salvage's NEW exists or is FILE)
+  3    FILE is corrupt: a complete line is invalid, the error names it
+       (salvage: even the header is invalid, nothing to salvage)
+  4    FILE holds no session (empty, torn header, other data, not a regular
+       file) or cannot be read (missing, unreadable)
+  5    salvage could not write NEW (disk full, directory not writable);
+       FILE is untouched and no partial NEW is left
+  141  the output's reader went away (`... | head`)"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tiny-agent-nb",
-        description="Read tiny-agent-nb session files (JSONL) without modifying them.",
+        description=textwrap.fill(WRITES, 79),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
-        sub = subparsers.add_parser(name, help=command.help, description=command.help)
+        sub = subparsers.add_parser(
+            name,
+            help=command.help,
+            description=command.help,
+            epilog=EXIT_CODES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.configure(sub)
     return parser
 
@@ -98,12 +122,12 @@ COMMANDS: dict[str, Command] = {
         run=run_demo,
     ),
     "inspect": Command(
-        help="summarize a session file: operations, tool intents, usage, damage",
+        help="summarize a session file: runs, attempts, tool calls, usage, damage",
         configure=_configure_inspect,
         run=run_inspect,
     ),
     "timeline": Command(
-        help="the notebook's timeline as a table: runs, attempts, tool intents, usage",
+        help="the notebook's timeline as a table: runs, attempts, tool calls, usage",
         configure=_configure_timeline,
         run=run_timeline,
     ),
@@ -113,7 +137,8 @@ COMMANDS: dict[str, Command] = {
         run=run_usage,
     ),
     "salvage": Command(
-        help="copy the longest loadable prefix of a damaged session into a new file",
+        help="copy the longest loadable prefix of a damaged session into the new file NEW "
+        "(FILE is only read)",
         configure=_configure_salvage,
         run=run_salvage,
     ),

@@ -118,13 +118,6 @@ def _corrupt_error(exc: SessionCorruptError) -> dict[str, Any]:
 # ---------------------------------------------------------------- formatting
 
 
-def _usd(cost: float) -> str:
-    """Sub-cent costs are common, so keep up to 6 decimals but at least 2."""
-    text = f"{cost:.6f}".rstrip("0")
-    whole, _, frac = text.partition(".")
-    return f"${whole}.{frac:0<2}"
-
-
 def _iso_time(epoch_ms: int) -> str:
     try:
         moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=epoch_ms)

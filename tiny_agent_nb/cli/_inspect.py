@@ -7,12 +7,9 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 
-from ..render import printable
-from ..session import (
-    SessionState,
-    ToolIntent,
-    UsageTotals,
-)
+from ..render import money, printable
+from ..session import SessionState, ToolIntent
+from ..timeline import REPLAY_WORDS, priced, unreported_attempts
 from ._common import (
     ARGUMENTS_WIDTH,
     EXIT_OK,
@@ -22,7 +19,6 @@ from ._common import (
     _iso_time,
     _print_json,
     _read,
-    _usd,
 )
 
 # ---------------------------------------------------------------- inspect
@@ -75,7 +71,7 @@ def _header_lines(state: SessionState) -> Iterator[str]:
 
 def _operation_lines(state: SessionState) -> Iterator[str]:
     operations = list(state.operations.values())
-    yield f"operations   {len(operations)}"
+    yield f"runs         {len(operations)}"
     for op in operations:
         if op.status == "open":
             yield f"  ! {op.id}  {op.kind:<6}  {OPEN_OPERATION}"
@@ -96,14 +92,15 @@ def _attempt_line(state: SessionState) -> str:
 
 def _intent_lines(state: SessionState) -> Iterator[str]:
     intents = list(state.tool_intents.values())
-    yield f"tool intents {len(intents)}"
+    yield f"tool calls   {len(intents)}"
     width = max((len(printable(i.tool.name)) for i in intents), default=0)
     for intent in intents:
         yield from _intent(intent, width)
 
 
 def _intent(intent: ToolIntent, width: int) -> Iterator[str]:
-    name = f"{printable(intent.tool.name):<{width}}  {intent.replay_policy:<8}"
+    replay = REPLAY_WORDS.get(intent.replay_policy, intent.replay_policy)
+    name = f"{printable(intent.tool.name):<{width}}  {replay:<21}"
     if intent.status != "pending":
         yield f"    {name}  {intent.status}"
         return
@@ -122,17 +119,20 @@ def _usage_line(state: SessionState) -> str:
         f"{t.input_tokens} input, {t.output_tokens} output, {t.reasoning_tokens} reasoning, "
         f"{t.cached_input_tokens} cached input tokens"
     )
-    return f"usage        {tokens}; cost {_cost(t)}"
+    return f"usage        {tokens}; cost {_cost(state)}"
 
 
-def _cost(t: UsageTotals) -> str:
-    cost = t.known_cost
-    if cost is None:
-        return "unknown (the provider reported no cost)"
-    if t.priced and t.unpriced:
-        records = t.priced + t.unpriced
-        return f"at least {_usd(cost)} ({t.unpriced} of {records} usage records have no cost)"
-    return _usd(cost)
+def _cost(state: SessionState) -> str:
+    """`render.money` of the whole session, and what makes it a lower bound."""
+    t = state.totals
+    unreported = sum(unreported_attempts(state).values())
+    cost, unpriced = priced(t, unreported)
+    why = ["the provider reported no cost"] if cost is None else []
+    if cost is not None and t.unpriced:
+        why.append(f"{t.unpriced} of {t.priced + t.unpriced} usage records have no cost")
+    if cost is not None and unreported:
+        why.append(f"{unreported} answered attempt(s) reported no usage")
+    return money(cost, unpriced) + (f" ({'; '.join(why)})" if why else "")
 
 
 def _torn_tail_lines(state: SessionState) -> Iterator[str]:

@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..render import printable
+from ..render import money, printable
 from ..session import (
     SessionState,
     UsageTotals,
 )
-from ._common import EXIT_OK, _print_json, _read, _usd
+from ..timeline import priced, unreported_attempts
+from ._common import EXIT_OK, _print_json, _read
 from ._inspect import _cost
 
 # ---------------------------------------------------------------- usage
@@ -29,6 +30,11 @@ class RunUsage:
     status: str
     totals: UsageTotals
     unreported_attempts: int  # pending attempts with no usage: tokens and cost unknown
+    unpriced_attempts: int  # answered (settled) attempts that reported no usage
+
+    @property
+    def cost(self) -> tuple[float | None, int]:
+        return priced(self.totals, self.unpriced_attempts)
 
 
 def usage_by_run(state: SessionState) -> list[RunUsage]:
@@ -39,8 +45,9 @@ def usage_by_run(state: SessionState) -> list[RunUsage]:
         for a in state.attempts.values()
         if a.status == "pending" and a.id not in state.usage
     )
+    settled = unreported_attempts(state)
     return [
-        RunUsage(n, op.id, op.kind, op.status, totals[op.id], unreported[op.id])
+        RunUsage(n, op.id, op.kind, op.status, totals[op.id], unreported[op.id], settled[op.id])
         for n, op in enumerate(state.operations.values(), start=1)
     ]
 
@@ -63,8 +70,13 @@ def run_usage(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _usage_record(t: UsageTotals) -> dict[str, Any]:
-    return {**t.summary(), "usageRecords": t.priced + t.unpriced, "unpricedRecords": t.unpriced}
+def _usage_record(t: UsageTotals, cost: tuple[float | None, int]) -> dict[str, Any]:
+    return {
+        **t.summary(),
+        "cost": cost[0],
+        "usageRecords": t.priced + t.unpriced,
+        "unpricedRecords": t.unpriced,
+    }
 
 
 def usage_json(state: SessionState, runs: list[RunUsage]) -> dict[str, Any]:
@@ -77,12 +89,12 @@ def usage_json(state: SessionState, runs: list[RunUsage]) -> dict[str, Any]:
                 "operationId": r.operation_id,
                 "kind": r.kind,
                 "status": r.status,
-                **_usage_record(r.totals),
+                **_usage_record(r.totals, r.cost),
                 "unreportedAttempts": r.unreported_attempts,
             }
             for r in runs
         ],
-        "totals": _usage_record(state.totals),
+        "totals": _usage_record(state.totals, _total_cost(state, runs)),
     }
 
 
@@ -97,13 +109,13 @@ def render_usage(state: SessionState, runs: list[RunUsage]) -> list[str]:
             r.kind,
             r.status,
             *_token_cells(r.totals),
-            _short_cost(r.totals),
+            money(*r.cost),
             r.operation_id,
         ]
         for r in runs
     ]
-    total = ["", "total", "", *_token_cells(state.totals), _short_cost(state.totals), ""]
-    head = ["#", "kind", "status", *USAGE_COLUMNS, "cost", "operation"]
+    total = ["", "total", "", *_token_cells(state.totals), money(*_total_cost(state, runs)), ""]
+    head = ["#", "kind", "status", *USAGE_COLUMNS, "cost", "run id"]
     table = [head, *rows, total]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     right = {0, 3, 4, 5, 6}  # numbers
@@ -123,7 +135,7 @@ def render_usage(state: SessionState, runs: list[RunUsage]) -> list[str]:
         *(line(row) for row in rows),
         line(total),
         "",
-        f"total cost   {_cost(state.totals)}",
+        f"total cost   {_cost(state)}",
     ]
     lines.extend(_usage_notes(runs))
     return lines
@@ -138,20 +150,19 @@ def _token_cells(t: UsageTotals) -> list[str]:
     ]
 
 
-def _short_cost(t: UsageTotals) -> str:
-    cost = t.known_cost
-    if cost is None:
-        return "unknown"
-    if t.unpriced:
-        return f"≥{_usd(cost)}"
-    return _usd(cost)
+def _total_cost(state: SessionState, runs: list[RunUsage]) -> tuple[float | None, int]:
+    """`priced` of the whole session: the runs' ledgers add up to `state.totals`."""
+    return priced(state.totals, sum(r.unpriced_attempts for r in runs))
 
 
 def _usage_notes(runs: list[RunUsage]) -> Iterator[str]:
-    if any(r.totals.known_cost is None for r in runs):
+    if any(r.cost[0] is None for r in runs):
         yield "unknown      the provider reported no cost for that run's usage (not counted as $0)"
-    if any(r.totals.priced and r.totals.unpriced for r in runs):
-        yield "≥            a lower bound: some usage records of that run report no cost"
+    if any(r.cost[0] is not None and r.cost[1] for r in runs):
+        yield (
+            "at least     a lower bound: some usage records of that run report no cost, or "
+            "some of its answers reported no usage"
+        )
     for r in runs:
         if r.unreported_attempts:
             yield (

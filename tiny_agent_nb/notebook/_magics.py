@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..provider import DEMO_LABEL
 from ..render import cell_text, money
-from ..timeline import short_arguments
+from ..timeline import priced, short_arguments, tokens, unreported_attempts
 from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
@@ -69,7 +70,8 @@ class AgentMagics(Magics):
             %agent usage         tokens and cost, per run and in total
             %agent resume        continue the latest interrupted or aborted run
             %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
-            %agent session [P]   show, or switch to, the session file P
+            %agent session [P]   show, or switch to, the session file P (in a directory
+                                 that exists)
             %agent help          this text
 
         Every step is written to the session file before it takes effect; after a kernel
@@ -120,14 +122,14 @@ class AgentMagics(Magics):
             )
         except KeyboardInterrupt:
             view.finish(None)
-            print("⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
             return
         view.finish(result.text if result.outcome == "completed" else None)
         detail = cell_text(result.detail or "")
         if result.outcome == "failed":
             print(f"✗ The run failed: {detail}")
         elif result.outcome == "stepLimit":
-            print(f"⏸ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
+            print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
 
     def _ask(self, tool: str, arguments: object) -> bool:
         try:
@@ -150,9 +152,7 @@ class AgentMagics(Magics):
         getattr(self, f"_cmd_{command}")(*rest)
 
     def _cmd_help(self) -> None:
-        # magic_arguments appends its usage to the docstring after a reST "::" marker.
-        doc = AgentMagics.agent.__doc__ or ""
-        print("\n".join(line for line in doc.splitlines() if line.strip() != "::"))
+        print(AgentMagics.agent.__doc__ or "")
 
     def _cmd_status(self) -> None:
         state, read_only = self.runtime.read_state()
@@ -175,7 +175,8 @@ class AgentMagics(Magics):
         for intent in interrupted[-5:]:
             summary = cell_text(short_arguments(intent.arguments))
             print(f"  ⚠ {cell_text(intent.tool.name)} {summary} — interrupted")
-        print(f"cost     {money(state.totals.known_cost, state.totals.unpriced)}")
+        unreported = sum(unreported_attempts(state).values())
+        print(f"cost     {money(*priced(state.totals, unreported))}")
 
     def _cmd_timeline(self) -> None:
         live = self._rich()
@@ -189,16 +190,19 @@ class AgentMagics(Magics):
         if read_only:
             print(f"({read_only})")
         t = state.totals
+        # The timeline's words and money (docs/glossary.md): the same session reads the
+        # same here, in the widget and in `tiny-agent-nb timeline`.
+        unreported = unreported_attempts(state)
         for op_id, run in state.usage_by_operation().items():
             op = state.operations[op_id]
-            cost = money(run.known_cost) if run.priced else "cost unknown"
-            print(
-                f"{op.kind:<6} {op.status:<11} {run.input_tokens:>8} in "
-                f"{run.output_tokens:>7} out  {cost}"
-            )
+            cost, unpriced = priced(run, unreported[op_id])
+            used = tokens(run.input_tokens, run.output_tokens, cost, unpriced)
+            print(f"{op.kind:<6} {op.status:<11} {used} · cost {money(cost, unpriced)}")
+        cost, unpriced = priced(t, sum(unreported.values()))
         print(
-            f"total  {t.input_tokens} in, {t.output_tokens} out, {t.reasoning_tokens} reasoning, "
-            f"{t.cached_input_tokens} cached · {money(t.known_cost, t.unpriced)}"
+            f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "
+            f"{t.reasoning_tokens} reasoning, {t.cached_input_tokens} cached · "
+            f"cost {money(cost, unpriced)}"
         )
 
     def _cmd_resume(self) -> None:
@@ -208,7 +212,7 @@ class AgentMagics(Magics):
             result = self.runtime.resume(observer=view, ask=self._ask)
         except KeyboardInterrupt:
             view.finish(None)
-            print("⏹ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
             return
         view.finish(result.text if result.outcome == "completed" else None)
         if result.outcome != "completed":
@@ -249,6 +253,22 @@ class AgentMagics(Magics):
         self.views = [v for v in self.views if not v.closed]
 
 
+# Said once per kernel (a shell), when the extension is first loaded in demo mode: not
+# again on a reload, `%agent new` or `%agent session`. Short lines: a terminal or a cell
+# output wraps long ones mid-word.
+DEMO_NOTE = f"""\
+tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
+  {DEMO_LABEL.upper()}. It runs the ```bash
+  blocks of a prompt and reports what happened to each command.
+  For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
+  (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
+_told_demo: weakref.WeakSet[Any] = weakref.WeakSet()
+
+# magic_arguments puts its usage, under a reST "::" marker, at the top of the docstring,
+# which `%%agent?` and `%agent help` show as they are: the marker means nothing there.
+AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").removeprefix("::\n\n  ")
+
+
 def load(shell: Any) -> AgentMagics:
     config = TinyAgent(parent=shell)
     if config not in shell.configurables:
@@ -264,6 +284,9 @@ def load(shell: Any) -> AgentMagics:
         print(agent.open(location).text())
     except NotebookError as exc:
         print(exc)
+    if config.demo_mode() and shell not in _told_demo:
+        print(DEMO_NOTE)
+        _told_demo.add(shell)
     return magics
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..agent import RecoveryReport
 from ..render import cell_text, money
 from ..session import SessionState, ToolIntent
-from ..timeline import short_arguments
+from ..timeline import priced, short_arguments, unreported_attempts
 from ._paths import SessionLocation
 
 
@@ -29,10 +29,10 @@ class OpenReport:
         if self.created:
             head = f"tiny-agent-nb: new session {where} ({_source(self.location)})."
             return "\n".join([head, *(f"  {note}" for note in self.notes)])
-        cost = money(s.totals.known_cost, s.totals.unpriced)
+        cost = money(*priced(s.totals, sum(unreported_attempts(s).values())))
         lines = [
             f"tiny-agent-nb: session {where} ({_source(self.location)}) — "
-            f"{len(s.operations)} run(s), {cost}."
+            f"{len(s.operations)} run(s), cost {cost}."
         ]
         if self.repaired_tail_bytes:
             lines.append(

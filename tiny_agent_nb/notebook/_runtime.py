@@ -24,7 +24,6 @@ from ..agent import (
     RunResult,
 )
 from ..provider import (
-    DEMO_LABEL,
     DEMO_MODEL,
     DEMO_PROVIDER,
     Completion,
@@ -53,13 +52,6 @@ AskFn = Callable[[str, object], bool]
 Watcher = Callable[[Sequence[Fact]], None]
 
 log = logging.getLogger(__name__)
-
-
-DEMO_NOTE = (
-    f"No API key and no base URL configured: using the {DEMO_LABEL.upper()}. It runs the "
-    "```bash blocks of your prompt and reports; set OPENROUTER_API_KEY or "
-    "TinyAgent.base_url for a real model."
-)
 
 
 INTERRUPTED_RECOVERY_NOTE = (
@@ -231,7 +223,7 @@ class NotebookAgent:
             repaired_tail_bytes=store.repaired_tail_bytes if just_opened else 0,
             state=store.load(),
             recovery=recovery,
-            notes=[*([DEMO_NOTE] if self.config.demo_mode() else []), *notes],
+            notes=list(notes),
         )
 
     def _open_store(self, location: SessionLocation) -> SessionStore:
@@ -244,8 +236,14 @@ class NotebookAgent:
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
         _refuse_non_file(path)
+        if not path.parent.is_dir():
+            # A typo in a path must not leave a tree of new directories behind.
+            raise NotebookError(
+                f"tiny-agent-nb: {cell_text(str(path.parent))} is not an existing directory, "
+                "so no session was opened there and nothing was created. Create the "
+                "directory first, or give a path in one that exists."
+            )
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             return SessionStore.open(path, create=init, durability=durability)
         except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
             raise _store_error(path, exc) from None

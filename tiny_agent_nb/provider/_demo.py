@@ -3,9 +3,11 @@
 It lets a newcomer see the durable mechanics (intents, results, a kernel killed mid-tool,
 recovery, resume) without an API key or a model server. It is not a language model and
 never pretends to be one: it runs, with the `bash` tool, the fenced ```bash blocks of
-the latest prompt, one per step, in order; then it answers with a summary of what
-happened, saying it is scripted. Every session it touches says `offline-demo` as its
-provider.
+the latest prompt, one per step, in order; then it answers, saying it is scripted, with
+what happened to each command, read from its result as a model would: the output (head
+and tail) and exit code of one that ran, or that it was not allowed, did not run, was
+interrupted, or could not run because `bash` is not among the cell's tools. Every
+session it touches says `offline-demo` as its provider.
 """
 
 from __future__ import annotations
@@ -24,6 +26,19 @@ DEMO_MODEL = "tiny-agent-nb/scripted-demo"
 DEMO_LABEL = "offline demo model (scripted, not a real LLM)"
 
 _BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)```", re.DOTALL)
+_SHOWN_COMMAND = 80  # characters of a command's first line in the answer
+_QUOTED_LINES = 10  # a result's first and last lines quoted; the middle is counted
+_QUOTED_CHARS = 1000  # the same, in characters, for results with very long lines
+# How the agent's results begin (agent/_planner.py, agent/_context.py, agent/_tool_step.py):
+# the demo reads only the conversation, as a model would.
+_INTERRUPTED = "Interrupted"
+_NOT_STARTED = "Not run:"
+_DENIED = "The user did not allow"
+# The note the bash tool ends every result it ran with (tools/_bash.py).
+_ENDING = re.compile(
+    r"\n\[(exit code -?\d+|killed by signal \w+|timed out after [^\]\n]*)\]"
+    r"(?:\n\[background processes[^\]\n]*\])?\s*$"
+)
 _ADVICE = (
     "For a real model set OPENROUTER_API_KEY, or point TinyAgent.base_url (env "
     "TINY_AGENT_BASE_URL) at a local OpenAI-compatible server."
@@ -56,7 +71,8 @@ class DemoProvider:
         results = [m for m in since if m.get("role") == "tool"]
         commands = _commands(prompt)
         size = sum(len(m) for m in messages)
-        if len(results) < len(commands) and any(t.name == "bash" for t in tools):
+        has_bash = any(t.name == "bash" for t in tools)
+        if len(results) < len(commands) and has_bash:
             call = ToolCall(
                 id=f"demo_{len(results) + 1}_{secrets.token_hex(3)}",
                 name="bash",
@@ -73,7 +89,7 @@ class DemoProvider:
                 finishReason="tool_calls",
             )
             return Completion(message, UsageReport(size // 4, 20, 0, 0, 0.0), DEMO_MODEL)
-        text = self._answer(commands, since)
+        text = self._answer(commands, since, has_bash)
         if on_event is not None:
             for start in range(0, len(text), self._chunk):
                 on_event(TextDelta(text[start : start + self._chunk]))
@@ -88,7 +104,7 @@ class DemoProvider:
         return Completion(message, UsageReport(size // 4, len(text) // 4, 0, 0, 0.0), DEMO_MODEL)
 
     @staticmethod
-    def _answer(commands: list[str], since: list[dict[str, Any]]) -> str:
+    def _answer(commands: list[str], since: list[dict[str, Any]], has_bash: bool) -> str:
         if not commands:
             return (
                 f"*{DEMO_LABEL}.* I can only run the ```bash blocks of a prompt, and this "
@@ -101,20 +117,69 @@ class DemoProvider:
             for c in m.get("tool_calls") or []
         }
         lines = [f"*{DEMO_LABEL}.* What happened to each command:", ""]
-        for result in (m for m in since if m.get("role") == "tool"):
+        results = [m for m in since if m.get("role") == "tool"]
+        for result in results:
             function = calls.get(result.get("tool_call_id", ""), {})
             try:
-                command = json.loads(function.get("arguments", "{}")).get("command", "?")
-            except ValueError:
+                command = str(json.loads(function.get("arguments", "{}")).get("command", "?"))
+            except (ValueError, AttributeError):
                 command = "?"
-            content = str(result.get("content", "")).strip()
-            if content.startswith("Interrupted"):
-                verdict = "**interrupted** — it may or may not have run; it was not run again"
-            elif content.startswith("Not run"):
-                verdict = "never started (the session stopped first)"
-            else:
-                output = [line for line in content.splitlines() if line.strip()]
-                verdict = "ran" + "".join(f"; `{line[:80]}`" for line in output[-2:])
-            lines.append(f"- `{command.splitlines()[0][:80]}` → {verdict}")
+            lines += _report(command, str(result.get("content", "")))
+        left = commands[len(results) :]
+        if left and not has_bash:
+            lines.append(
+                "The `bash` tool is not among this cell's tools, so I could not run "
+                + ("this command:" if len(left) == 1 else f"these {len(left)} commands:")
+            )
+            lines += [f"- {_code_span(_first_line(c))}" for c in left]
         lines += ["", _ADVICE]
         return "\n".join(lines)
+
+
+def _report(command: str, content: str) -> list[str]:
+    """What happened to one command, read from its result as the model was given it: a
+    bash result ends with its exit note; anything else means the command did not run."""
+    head = f"- {_code_span(_first_line(command))} →"
+    if content.startswith(_INTERRUPTED):
+        return [f"{head} **interrupted** — it may or may not have run; it was not run again"]
+    if content.startswith(_NOT_STARTED):
+        return [f"{head} did not run (the session stopped before it started)"]
+    if content.startswith(_DENIED):
+        return [f"{head} **not allowed**: it did not run"]
+    ending = _ENDING.search(content)
+    if ending is None:  # refused before it started: unknown tool, bad arguments, ...
+        return [f"{head} did not run:", *_quote(content)]
+    note = ending.group(1)
+    verdict = "ran" if note == "exit code 0" else f"ran, **{note}**"
+    return [f"{head} {verdict}; its output:", *_quote(content[: ending.start()])]
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines() or [""]
+    first = lines[0][:_SHOWN_COMMAND]
+    return first + " …" if len(lines) > 1 or len(lines[0]) > _SHOWN_COMMAND else first
+
+
+def _code_span(text: str) -> str:
+    """`text` as inline code whatever backticks it holds (CommonMark: a longer run of
+    backticks opens the span, and a space pads text that starts or ends with one)."""
+    ticks = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _quote(text: str) -> list[str]:
+    """A result's text as an indented fenced block, bounded to its head and tail with a
+    count of what was cut; the fence is longer than any backtick run inside, so the output
+    cannot close it early."""
+    text = text.strip("\n") or "(no output)"
+    lines = text.splitlines()
+    if len(lines) > 2 * _QUOTED_LINES:
+        cut = len(lines) - 2 * _QUOTED_LINES
+        lines = [*lines[:_QUOTED_LINES], f"… {cut} lines cut …", *lines[-_QUOTED_LINES:]]
+    text = "\n".join(lines)
+    if len(text) > 2 * _QUOTED_CHARS:
+        cut = len(text) - 2 * _QUOTED_CHARS
+        text = f"{text[:_QUOTED_CHARS]}\n… {cut} characters cut …\n{text[-_QUOTED_CHARS:]}"
+    fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    return [f"  {line}" for line in (fence, *text.splitlines(), fence)]

@@ -1,0 +1,130 @@
+"""One word per concept and one money format on every surface (docs/glossary.md): the
+widget's HTML, `tiny-agent-nb timeline` and `%agent usage` read the same for the same
+session."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from tiny_agent_nb.cli import main
+from tiny_agent_nb.session import HeaderInit, SessionStore
+from tiny_agent_nb.session import facts as f
+
+from scenario import BASH, Run
+
+GLOSSARY = Path(__file__).resolve().parent.parent / "docs" / "glossary.md"
+
+
+def three_runs(path: Path) -> None:
+    """Run 1 priced ($0.002, a bash call); run 2 streamed with no usage at all, then was
+    interrupted; run 3 resumes run 2 ($0.001)."""
+    init = HeaderInit(cwd=str(path.parent), provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        first = Run(environment="/w")
+        store.commit(first.start("List the files"))
+        store.commit(first.attempt())
+        store.commit(first.answer(None, [("c1", "bash", {"command": "ls"})]))
+        intent = first.intent("c1", BASH, {"command": "ls"})
+        store.commit([intent])
+        store.commit([Run.result(intent, "a b\n[exit code 0]")])
+        store.commit(first.attempt())
+        store.commit(first.answer("Two files."))
+        store.commit(first.finish())
+
+        second = Run(environment="/w")
+        store.commit(second.start("Stream without usage"))
+        store.commit(second.attempt())
+        assert second.attempt_id is not None
+        answer = f.assistant_message(second.attempt_id, content="Hi.", finish_reason="stop")
+        store.commit([answer])  # a server that sends no usage chunk
+        store.commit(second.finish("interrupted"))
+
+        third = Run(environment="/w")
+        store.commit([f.resume_started(third.operation_id, second.operation_id)])
+        store.commit(third.attempt())
+        store.commit(third.answer("Resumed."))
+        store.commit(third.finish())
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "glossary.ipynb"))
+    monkeypatch.setenv("TINY_AGENT_DEMO", "0")
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    yield sh
+    sh.run_line_magic("unload_ext", "tiny_agent_nb")
+    InteractiveShell.clear_instance()
+
+
+def surfaces(
+    shell: InteractiveShell, path: Path, capsys: pytest.CaptureFixture[str]
+) -> dict[str, str]:
+    """What each surface shows of the session at `path`, as text."""
+    shell.run_cell("%load_ext tiny_agent_nb")
+    shell.run_cell(f"%agent session {path}")
+    with capture_output() as shown:
+        assert shell.run_cell("%agent timeline").error_in_exec is None
+    (widget,) = [o.data["text/html"] for o in shown.outputs if "text/html" in o.data]
+    capsys.readouterr()
+    assert shell.run_cell("%agent usage").error_in_exec is None
+    usage = capsys.readouterr().out
+    assert main(["timeline", str(path)]) == 0
+    cli = capsys.readouterr().out
+    # The widget's words, as a reader sees them: tags out, entities decoded.
+    text = html.unescape(re.sub(r"<style>.*?</style>|<[^>]+>", " ", widget, flags=re.DOTALL))
+    return {"widget": " ".join(text.split()), "cli": " ".join(cli.split()), "usage": usage}
+
+
+def test_the_widget_the_cli_timeline_and_agent_usage_use_the_same_words_and_money(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "three.agent.jsonl"
+    three_runs(path)
+    seen = surfaces(shell, path, capsys)
+    usage = seen["usage"]
+    # %agent usage's lines, one per run, then the total: the timeline's phrases
+    assert re.search(r"^run +completed +200 in / 20 out · cost \$0\.002$", usage, re.M), usage
+    assert re.search(r"^run +interrupted +usage unknown · cost unknown$", usage, re.M), usage
+    assert re.search(r"^resume +completed +100 in / 10 out · cost \$0\.001$", usage, re.M)
+    assert re.search(r"^total +300 in / 30 out · .* · cost at least \$0\.003$", usage, re.M)
+    for surface in ("widget", "cli"):
+        words = seen[surface]
+        assert "200 in / 20 out · cost $0.002" in words, (surface, words)
+        assert "usage unknown · cost unknown" in words, (surface, words)  # not "0 in / 0 out"
+        assert "100 in / 10 out · cost $0.001" in words, (surface, words)
+        assert "300 in / 30 out · cost at least $0.003" in words, (surface, words)
+        assert "3 run(s), 4 attempt(s), 1 tool call(s)" in words, (surface, words)
+        assert "attempt 1.1" in words and "step 1." not in words, (surface, words)
+        assert "resume continues run 2" in words and "resume resume" not in words, surface
+    assert "(never re-run)" in seen["widget"] and "(never)" not in seen["widget"]
+    for surface, words in seen.items():
+        amounts = re.findall(r"\$[\d.]+", words)
+        assert amounts and all(re.fullmatch(r"\$\d+\.\d{2,6}", a) for a in amounts), surface
+        assert "unpriced" not in words and "operation" not in words, (surface, words)
+
+
+def test_the_glossary_names_the_words_the_surfaces_use() -> None:
+    glossary = GLOSSARY.read_text()
+    for word in (
+        "run",
+        "resume",
+        "attempt 1.1",
+        "tool call",
+        "never re-run",
+        "re-read after a crash",
+        "usage unknown",
+        "cost unknown",
+        "at least $0.003",
+        "$0.002",
+    ):
+        assert f"`{word}`" in glossary, word

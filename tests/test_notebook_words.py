@@ -1,0 +1,94 @@
+"""What the notebook layer says, in an in-process IPython: the offline banner once per
+kernel in short lines, a help text without reST markup, glyphs Debian's fonts draw, and
+a session path whose directory does not exist refused instead of created."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
+
+
+@pytest.fixture
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[InteractiveShell]:
+    """A shell with nothing configured: the offline demo model answers."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))
+    for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "TINY_AGENT_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "words.ipynb"))
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    yield sh
+    sh.run_line_magic("unload_ext", "tiny_agent_nb")
+    InteractiveShell.clear_instance()
+
+
+def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    result = shell.run_cell(code)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, out
+    return out.out + out.err
+
+
+def test_the_offline_banner_is_said_once_per_kernel_in_short_lines(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = [run(shell, "%load_ext tiny_agent_nb", capsys)]
+    said.append(run(shell, "%agent new", capsys))
+    said.append(run(shell, f"%agent session {tmp_path / 'other.agent.jsonl'}", capsys))
+    said.append(run(shell, "%unload_ext tiny_agent_nb\n%load_ext tiny_agent_nb", capsys))
+    assert "OFFLINE DEMO MODEL (SCRIPTED, NOT A REAL LLM)" in said[0]
+    assert sum(s.count("OFFLINE DEMO MODEL") for s in said) == 1, said
+    assert max(len(line) for line in said[0].splitlines()) <= 80, said[0]
+
+
+def test_agent_help_and_the_question_mark_start_with_the_usage_not_rest_markup(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert run(shell, "%agent help", capsys).startswith("%agent [--model MODEL]")
+    docstring = shell.magics_manager.magics["cell"]["agent"].__doc__ or ""
+    assert docstring.startswith("%agent [--model MODEL]") and "::" not in docstring
+
+
+def test_a_session_in_a_directory_that_does_not_exist_is_refused_not_created(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    out = run(shell, f"%agent session {tmp_path / 'typo' / 'deeper' / 'x.jsonl'}", capsys)
+    assert "is not an existing directory" in out and "nothing was created" in out, out
+    assert "This kernel still writes to words.agent.jsonl." in out
+    assert not (tmp_path / "typo").exists()
+    assert "words.agent.jsonl" in run(shell, "%agent session", capsys)
+
+
+def _drawn_by(family: str, char: str) -> bool:
+    found = subprocess.run(
+        ["fc-list", f":family={family}:charset={ord(char):x}", "family"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return bool(found.stdout.strip())
+
+
+def test_every_glyph_the_package_prints_is_in_debians_default_font() -> None:
+    """Debian's Chromium draws text in DejaVu Sans (fonts-dejavu-core) when the page asks
+    for a font it lacks; a character outside it is drawn as an empty box (U+23F9 ⏹ was)."""
+    if shutil.which("fc-list") is None or not _drawn_by("DejaVu Sans", "A"):
+        pytest.skip("fontconfig with DejaVu Sans is needed to check glyphs")
+    chars = {c for path in PACKAGE.rglob("*.py") for c in path.read_text() if ord(c) > 0x7F}
+    missing = sorted(c for c in chars if not _drawn_by("DejaVu Sans", c))
+    assert not missing, [f"U+{ord(c):04X} {c}" for c in missing]
+    assert re.search(r"[^\x00-\x7f]", "■ ‖")  # the replacements are non-ASCII, and drawn

@@ -1,0 +1,91 @@
+"""What the repository says to a newcomer: the README's first lines, the CLI's --help, and
+what git ignores after the example notebooks ran in a clone."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_readme_opens_with_the_two_commands_then_the_venv_line_for_pep_668() -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.DOTALL)
+    assert blocks[:2] == [
+        "python3 -m pip install -e '.[demo]' && tiny-agent-nb demo\n",
+        "python3 -m pip install -e '.[test]' && python3 -m pytest\n",
+    ]
+    # Nothing but the title before the two commands; the venv line is the very next block.
+    assert readme.index(blocks[0]) < 40
+    assert blocks[2] == "python3 -m venv .venv && . .venv/bin/activate\n"
+    between = readme[readme.index(blocks[1]) : readme.index(blocks[2])]
+    assert "externally-managed-environment" in between and "PEP 668" in between
+
+
+def help_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_the_cli_help_says_what_each_command_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    words = " ".join(help_text([], capsys).split())
+    assert "without modifying them" not in words  # demo and salvage do write
+    assert "inspect, timeline and usage only read FILE" in words
+    assert "salvage reads FILE and writes only the new file NEW" in words
+    assert "demo writes only in its own directory" in words
+
+
+@pytest.mark.parametrize("argv", [[], ["salvage"], ["inspect"]])
+def test_the_cli_help_lists_every_exit_code(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = help_text(argv, capsys)
+    for code in ("0", "2", "3", "4", "5", "141"):
+        assert re.search(rf"^  {code} +\S", out, re.MULTILINE), (code, out)
+    assert "5 salvage could not write NEW" in " ".join(out.split())
+
+
+def test_the_readme_documents_every_exit_code() -> None:
+    words = " ".join((ROOT / "README.md").read_text().split())
+    assert "5 `salvage` could not write NEW" in words and "141 the output" in words
+
+
+@pytest.mark.parametrize(
+    "left_behind",
+    [
+        "tiny_agent_nb/examples/quickstart.agent.jsonl",
+        "tiny_agent_nb/examples/quickstart.agent.1.jsonl",  # after `%agent new`
+        "tiny_agent_nb/examples/crash-and-resume.agent.jsonl",
+        "tiny_agent_nb/examples/numbers.csv",  # quickstart's data
+        "tiny_agent_nb/examples/marker.txt",  # crash-and-resume's marker
+        "tiny_agent_nb/examples/.ipynb_checkpoints/quickstart-checkpoint.ipynb",
+        "analysis.agent.jsonl",
+    ],
+)
+def test_what_running_an_example_in_a_clone_leaves_is_ignored_by_git(left_behind: str) -> None:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--no-index", "-q", left_behind], check=False
+    )
+    assert ignored.returncode == 0, f"{left_behind} would show up in git status"
+
+
+def test_the_examples_themselves_are_not_ignored() -> None:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for name in ("quickstart.ipynb", "crash-and-resume.ipynb", "README.md"):
+        path = f"tiny_agent_nb/examples/{name}"
+        ignored = subprocess.run(
+            ["git", "-C", str(ROOT), "check-ignore", "--no-index", "-q", path], check=False
+        )
+        assert ignored.returncode == 1, path
