@@ -1,0 +1,67 @@
+"""What a `%%agent` cell says, in an in-process IPython shell against the loopback server:
+why a tool failed, which names a prompt fills, and a model with no key to reach it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+
+KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
+
+
+@pytest.fixture
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
+) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))  # history stays in tmp
+    monkeypatch.setenv("TINY_AGENT_BASE_URL", server.base_url)
+    monkeypatch.setenv("TINY_AGENT_MODEL", "test/model")
+    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "analysis.ipynb"))
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    yield sh
+    sh.run_line_magic("unload_ext", "tiny_agent_nb")
+    InteractiveShell.clear_instance()
+
+
+def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    result = shell.run_cell(code)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, out
+    return out.out + out.err
+
+
+# ---------------------------------------------------------------- why a tool failed
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "why"),
+    [
+        ("bash", {"command": "echo line 1; echo line 2; exit 3"}, "[exit code 3]"),
+        ("bash", {"command": "echo out; kill -9 $$"}, "[killed by signal SIGKILL]"),
+        ("python", {"code": "print('line 1')\n1 / 0"}, "ZeroDivisionError: division by zero"),
+        ("read_file", {"path": "missing.txt"}, "missing.txt"),
+    ],
+)
+def test_a_failed_tool_line_says_why_it_failed_not_its_first_output_line(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    capsys: pytest.CaptureFixture[str],
+    tool: str,
+    arguments: dict[str, str],
+    why: str,
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(tool_calls_reply(tool_call("c1", tool, arguments)), text_reply("done"))
+    out = run(shell, "%%agent\ngo", capsys)
+    failed = [line for line in out.splitlines() if line.startswith(f"✗ {tool} error")]
+    assert len(failed) == 1, out
+    assert why in failed[0], out
+    assert "line 1" not in failed[0], out
