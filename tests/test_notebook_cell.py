@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from tiny_agent_nb.provider import DEMO_LABEL
+from tiny_agent_nb.session import load_session
+
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
@@ -65,3 +68,28 @@ def test_a_failed_tool_line_says_why_it_failed_not_its_first_output_line(
     assert len(failed) == 1, out
     assert why in failed[0], out
     assert "line 1" not in failed[0], out
+
+
+# ---------------------------------------------------------------- a model with no key
+
+
+def test_a_cells_model_without_a_key_is_refused_at_once_not_retried(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The offline demo answers plain cells; `--model X` asks for a real model, which
+    needs a key: said before anything is sent or recorded."""
+    for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "TINY_AGENT_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    # Were anything sent, it would go to this loopback server, not to OpenRouter.
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{server.port}")
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    out = run(shell, "%%agent --model openai/gpt-4o-mini\nhi", capsys)
+    assert "--model openai/gpt-4o-mini" in out and "no API key for OpenRouter" in out, out
+    assert "OPENROUTER_API_KEY" in out and "gave up" not in out, out
+    assert load_session(tmp_path / "analysis.agent.jsonl").last_seq == 0
+    # The demo still answers a cell without --model.
+    assert DEMO_LABEL in run(shell, "%%agent\nhi", capsys)

@@ -101,7 +101,7 @@ class AgentMagics(Magics):
         if args.max_steps is not None and args.max_steps < 1:
             raise UsageError("--max-steps must be at least 1")
         tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
-        self.runtime.check_ready()
+        self.runtime.check_ready(args.model)
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
         if self.runtime.config.demo_mode() and args.model is None:

@@ -401,13 +401,16 @@ class NotebookAgent:
             max_tokens=c.extra.get("max_tokens"),
         )
 
-    def check_ready(self) -> None:
-        """Refuse early (nothing committed) when a run cannot possibly succeed."""
-        if self.config.demo_mode():
+    def check_ready(self, model: str | None = None) -> None:
+        """Refuse early (nothing committed) when a run cannot possibly succeed. `model`
+        is a cell's `--model`: it asks for a real model, so the demo does not answer it."""
+        if self.config.demo_mode() and model is None:
             return
         if is_openrouter(self.config.base_url) and self.config.api_key is None:
+            asked = f"--model {cell_text(model)} asks OpenRouter, but there is " if model else ""
             raise NotebookError(
-                "tiny-agent-nb: no API key for OpenRouter. Set OPENROUTER_API_KEY (or "
+                f"tiny-agent-nb: {asked}no API key for OpenRouter; nothing was sent or "
+                "recorded. Set OPENROUTER_API_KEY (or "
                 "TINY_AGENT_API_KEY) and restart the kernel, or `%config TinyAgent.api_key = "
                 "'...'`. For a local server: `%config TinyAgent.base_url = "
                 "'http://127.0.0.1:8080/v1'` (no key needed)."
