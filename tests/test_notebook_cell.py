@@ -3,6 +3,8 @@ why a tool failed, which names a prompt fills, and a model with no key to reach 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,3 +95,41 @@ def test_a_cells_model_without_a_key_is_refused_at_once_not_retried(
     assert load_session(tmp_path / "analysis.agent.jsonl").last_seq == 0
     # The demo still answers a cell without --model.
     assert DEMO_LABEL in run(shell, "%%agent\nhi", capsys)
+
+
+# ---------------------------------------------------------------- a damaged file
+
+
+def test_a_damaged_session_file_points_to_salvage_and_back(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(text_reply("kept"))
+    run(shell, "%%agent\nhello", capsys)
+    run(shell, "%unload_ext tiny_agent_nb", capsys)
+    path = tmp_path / "analysis.agent.jsonl"
+    with path.open("ab") as file:
+        file.write(b'{"kind":x}\n')
+    damaged = path.read_bytes()
+    line = damaged.count(b"\n")
+
+    out = run(shell, "%load_ext tiny_agent_nb", capsys)
+    # The file's line and the position inside it, each named as what it is.
+    assert f"line {line} of {path} is damaged: invalid JSON at character 9 (" in out, out
+    assert "line 1 column" not in out
+    salvaged = tmp_path / "analysis.agent.salvaged.jsonl"
+    assert f"tiny-agent-nb salvage {path} --out {salvaged}`" in out, out
+    assert f"`%agent session {salvaged}`" in out, out
+    assert path.read_bytes() == damaged
+
+    # Following the advice works: the salvaged copy opens with the run that was kept.
+    subprocess.run(
+        [sys.executable, "-m", "tiny_agent_nb", "salvage", str(path), "--out", str(salvaged)],
+        check=True,
+        capture_output=True,
+    )
+    out = run(shell, f"%agent session {salvaged}", capsys)
+    assert "runs     1" in run(shell, "%agent status", capsys)

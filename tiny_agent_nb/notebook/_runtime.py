@@ -7,6 +7,7 @@ failure becomes a `NotebookError` with one readable message.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -103,11 +104,18 @@ def _store_error(path: Path, exc: Exception) -> NotebookError:
             "Stop that kernel, or use `%agent session OTHER.jsonl`."
         )
     if isinstance(exc, SessionCorruptError):
-        where = cell_text(exc.path)
+        damage = (
+            f"tiny-agent-nb: line {exc.line} of {cell_text(exc.path)} is damaged: "
+            f"{cell_text(exc.reason).rstrip('.')}. Nothing was changed."
+        )
+        if exc.line == 1:  # the header: nothing before it to keep
+            return NotebookError(f"{damage} Start a fresh session with `%agent new`.")
+        out = Path(exc.path).with_name(f"{Path(exc.path).stem}.salvaged.jsonl")
         return NotebookError(
-            f"tiny-agent-nb: {where} line {exc.line} is damaged ({cell_text(exc.reason)}). "
-            f"Nothing was changed. Inspect it with `tiny-agent-nb inspect {where}`, or start a "
-            "fresh session with `%agent new`."
+            f"{damage} To go on with the lines before it, run `tiny-agent-nb salvage "
+            f"{cell_text(shlex.quote(exc.path))} --out {cell_text(shlex.quote(str(out)))}` in "
+            f"a terminal, then `%agent session {cell_text(str(out))}`; or start a fresh "
+            "session with `%agent new`."
         )
     if isinstance(exc, NotASessionError):
         return NotebookError(
