@@ -3,6 +3,7 @@ why a tool failed, which names a prompt fills, and a model with no key to reach 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -133,3 +134,80 @@ def test_a_damaged_session_file_points_to_salvage_and_back(
     )
     out = run(shell, f"%agent session {salvaged}", capsys)
     assert "runs     1" in run(shell, "%agent status", capsys)
+
+
+# ---------------------------------------------------------------- one client per session
+
+
+def test_one_http_client_per_session_kept_alive_across_cells_and_closed_with_it(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(*(text_reply(f"answer {i}") for i in range(5)))
+    for i in range(3):
+        run(shell, f"%%agent\nquestion {i}", capsys)
+    assert len(server.requests) == 3
+    assert (server.connections, server.open_connections) == (1, 1)  # one keep-alive connection
+
+    run(shell, "%agent new", capsys)
+    server.wait_for_open_connections(0)  # the old session's client was closed
+    run(shell, "%%agent\nafter new", capsys)
+    assert (server.connections, server.open_connections) == (2, 1)
+
+    run(shell, "%agent session other.jsonl", capsys)
+    server.wait_for_open_connections(0)
+    run(shell, "%%agent\nin the other session", capsys)
+    assert (server.connections, server.open_connections) == (3, 1)
+
+    run(shell, "%unload_ext tiny_agent_nb", capsys)
+    server.wait_for_open_connections(0)
+    assert server.connections == 3
+
+
+def test_a_kernel_that_exits_without_unloading_closes_its_client(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    server.enqueue(text_reply("hello back"))
+    child = Path(__file__).parent / "children" / "exit_with_session.py"
+    done = subprocess.run(
+        [sys.executable, str(child), server.base_url, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "answered" in done.stdout, done.stdout
+    assert done.stdout.strip().endswith("open connections at exit: 0"), done.stdout
+
+
+def test_the_offline_demo_never_imports_httpx(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "shell.run_line_magic('load_ext', 'tiny_agent_nb')\n"
+        "shell.run_cell('%%agent\\n```bash\\necho hi\\n```')\n"
+        "shell.run_line_magic('agent', 'status')\n"
+        "shell.run_line_magic('unload_ext', 'tiny_agent_nb')\n"
+        "print('httpx loaded:', 'httpx' in sys.modules)\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "TINY_AGENT_BASE_URL")
+    }
+    env.update(IPYTHONDIR=str(tmp_path / ".ipython"), TINY_AGENT_DEMO="1")
+    env["JPY_SESSION_NAME"] = str(tmp_path / "demo.ipynb")
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "runs     1" in done.stdout, done.stdout  # the demo did run the cell
+    assert done.stdout.strip().endswith("httpx loaded: False"), done.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 from collections.abc import Mapping
@@ -246,6 +247,9 @@ def load(shell: Any) -> AgentMagics:
     if config not in shell.configurables:
         shell.configurables.append(config)
     agent = NotebookAgent(config, shell.user_ns)
+    # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
+    # its lock) too.
+    atexit.register(agent.close)
     magics = AgentMagics(shell, agent)
     shell.register_magics(magics)
     location = resolve_session_path(
@@ -259,6 +263,7 @@ def load(shell: Any) -> AgentMagics:
 
 
 def unload(shell: Any, magics: AgentMagics) -> None:
+    atexit.unregister(magics.runtime.close)
     magics.runtime.close()
     if magics.runtime.config in shell.configurables:
         shell.configurables.remove(magics.runtime.config)

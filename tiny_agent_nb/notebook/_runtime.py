@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..agent import (
     DEFAULT_SYSTEM_PROMPT,
@@ -29,7 +30,6 @@ from ..provider import (
     DEMO_PROVIDER,
     Completion,
     DemoProvider,
-    Provider,
     ProviderConfig,
 )
 from ..render import cell_text
@@ -46,6 +46,11 @@ from ..tools import ToolContext, builtin_registry
 from ._config import TinyAgent, is_openrouter
 from ._paths import SessionLocation, next_archive_path, not_a_file
 from ._report import OpenReport
+
+if TYPE_CHECKING:  # httpx is imported only when a real model is asked (not by the demo)
+    import httpx
+
+    from ..provider import Provider
 
 AskFn = Callable[[str, object], bool]
 
@@ -153,6 +158,9 @@ class NotebookAgent:
         # does not decode and re-encode the whole history before its first request.
         self._context: ContextProjection | None = None
         self._unfollow_context: Callable[[], None] | None = None
+        # One HTTP client per open session, made by its first real request: the cells
+        # reuse its keep-alive connection; `close()` (new, session, unload, exit) ends it.
+        self._http: httpx.Client | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -231,6 +239,9 @@ class NotebookAgent:
 
     def close(self) -> None:
         self._forget_context()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -382,8 +393,12 @@ class NotebookAgent:
         )
 
     def _provider(self, config: ProviderConfig) -> Provider:
+        from ..provider import Provider, http_client  # noqa: PLC0415 (see TYPE_CHECKING)
+
+        if self._http is None:
+            self._http = http_client()
         try:
-            return Provider(config)
+            return Provider(config, client=self._http)
         except ValueError as exc:
             # The provider names the variable and never the key (a header it refuses).
             raise NotebookError(
