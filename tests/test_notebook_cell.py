@@ -211,3 +211,26 @@ def test_the_offline_demo_never_imports_httpx(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "runs     1" in done.stdout, done.stdout  # the demo did run the cell
     assert done.stdout.strip().endswith("httpx loaded: False"), done.stdout
+
+
+# ---------------------------------------------------------------- prompt filling
+
+
+def test_a_cell_fills_prose_fields_and_sends_its_code_verbatim(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, "x = 'data.csv'", capsys)
+    server.enqueue(text_reply("ok"))
+    cell = "Check {x}, not {{x}}:\n```bash\nx=1; echo ${x} {x} '{{}}'\n```"
+    run(shell, f"%%agent\n{cell}", capsys)
+    sent = server.requests[0].body["messages"][-1]["content"]
+    assert sent == "Check data.csv, not {x}:\n```bash\nx=1; echo ${x} {x} '{{}}'\n```"
+
+    result = shell.run_cell("%%agent\nUse {x.nope}")
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    assert "{{x.nope}}" in str(result.error_in_exec)
+    assert len(server.requests) == 1  # nothing was sent
+
+    help_text = run(shell, "%agent help", capsys)
+    assert "{name.attr}" in help_text and "{{name}}" in help_text and "${VAR}" in help_text

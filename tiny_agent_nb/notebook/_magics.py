@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,22 +20,11 @@ from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
 from ._paths import resolve_session_path
+from ._prompt import PromptError, fill_prompt
 from ._runtime import NotebookAgent, NotebookError
 from ._widget import TimelineWidget
 
 COMMANDS = ("status", "timeline", "usage", "resume", "new", "session", "help")
-_NAME = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
-
-
-def fill_prompt(text: str, namespace: Mapping[str, Any]) -> str:
-    """`{name}` → the value of `name` in the user namespace; anything else is left as is
-    (JSON, code and `{{escaped}}` braces survive)."""
-
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        return str(namespace[name]) if name in namespace else match.group(0)
-
-    return _NAME.sub(value, text).replace("{{", "{").replace("}}", "}")
 
 
 @magics_class
@@ -56,10 +44,14 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run a prompt through the durable agent loop, or manage the session.
 
-        Cell form (the body is the prompt; `{name}` is filled from your variables):
+        Cell form (the body is the prompt):
 
             %%agent [--model M] [--max-steps N] [--tools a,b] [--approve auto|ask|deny]
             Find why tests/test_parse.py fails and fix it.
+
+        `{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
+        keeps `{name}` as text. Nothing else changes: unknown names, `${VAR}`, other
+        braces, and code in ``` fences or `backticks` reach the model as written.
 
         Line form:
 
@@ -96,7 +88,10 @@ class AgentMagics(Magics):
     # ------------------------------------------------------------------ cell
     def _run(self, cell: str, args: Any) -> None:
         assert self.shell is not None
-        prompt = fill_prompt(cell, self.shell.user_ns).strip()
+        try:
+            prompt = fill_prompt(cell, self.shell.user_ns).strip()
+        except PromptError as exc:
+            raise UsageError(str(exc)) from None
         if not prompt:
             raise UsageError("%%agent needs a prompt in the cell body")
         if args.max_steps is not None and args.max_steps < 1:
