@@ -432,9 +432,8 @@ class NotebookAgent:
         if is_openrouter(self.config.base_url) and self.config.api_key is None:
             asked = f"--model {cell_text(model)} asks OpenRouter, but there is " if model else ""
             raise NotebookError(
-                f"tiny-agent-nb: {asked}no API key for OpenRouter; nothing was sent or "
-                "recorded. Set OPENROUTER_API_KEY (or "
+                f"tiny-agent-nb: {asked}no API key for OpenRouter. Set OPENROUTER_API_KEY (or "
                 "TINY_AGENT_API_KEY) and restart the kernel, or `%config TinyAgent.api_key = "
                 "'...'`. For a local server: `%config TinyAgent.base_url = "
-                "'http://127.0.0.1:8080/v1'` (no key needed)."
+                "'http://127.0.0.1:8080/v1'` (no key needed). Nothing was sent or recorded."
             )
