@@ -424,6 +424,9 @@ class OpenAIServer:
         self._cond = threading.Condition()
         self._release = threading.Event()
         self._holds: list[threading.Event] = []
+        # TCP connections: accepted so far, and still open (a client's keep-alive pool).
+        self.connections = 0
+        self.open_connections = 0
         self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.app = self
         self._thread: threading.Thread | None = None
@@ -487,6 +490,18 @@ class OpenAIServer:
                 raise TimeoutError(f"{len(self._requests)} of {n} requests arrived in {timeout}s")
             return list(self._requests)
 
+    def wait_for_open_connections(self, n: int, timeout: float = 10.0) -> None:
+        """Block until exactly n connections are open (a client closed its pool)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.open_connections == n, timeout):
+                raise TimeoutError(f"{self.open_connections} connections open, not {n}")
+
+    def _connected(self, change: int) -> None:
+        with self._cond:
+            self.connections += max(change, 0)
+            self.open_connections += change
+            self._cond.notify_all()
+
     def release(self) -> None:
         """Let every reply scripted with `hold=True` (JSON scripts) go ahead."""
         self._release.set()
@@ -529,6 +544,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # tests read server.requests, not stderr
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.app._connected(+1)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.app._connected(-1)
 
     # ------------------------------------------------------------ plumbing
     def _read_body(self) -> bytes:

@@ -256,9 +256,12 @@ def test_corrupt_middle_line_names_file_and_line(
 
     assert code == 3
     assert out == ""
-    assert f"{completed}, line 4:" in err
-    assert "Invalid JSON" in err
+    # The file's line, and the position inside it, each said as what it is.
+    assert f"line 4 of {completed} is damaged: invalid JSON at character 23 (" in err
+    assert "line 1 column" not in err
     assert "not modified" in err
+    assert f"tiny-agent-nb salvage {completed} --out NEW.jsonl" in err
+    assert "%agent session NEW.jsonl" in err
 
 
 def test_broken_invariant_is_corruption_in_json(
@@ -458,7 +461,7 @@ def test_process_corrupt_exits_3(completed: Path) -> None:
         result = run_cli("inspect", str(completed))
 
     assert result.returncode == 3
-    assert f"{completed}, line 5:" in result.stderr
+    assert f"line 5 of {completed} is damaged" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -1104,7 +1107,7 @@ def test_salvage_reports_the_lines_after_the_bad_one(
     code, out, _ = _salvage(capsys, completed, work / "new.jsonl")
 
     assert code == 0
-    assert "left behind  line 4 (8 bytes): Invalid JSON" in out
+    assert "left behind  line 4 (8 bytes): invalid JSON at character 1" in out
     assert f"{after} complete line(s) after it, lines 5-{4 + after} ({after_bytes} bytes)" in out
     assert f"a torn tail of {len(TORN)} bytes after the last complete line" in out
     assert "tool calls logged there may have run" in out

@@ -178,11 +178,14 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
     status = cell_text(find_cell(run.notebook, "# %config"))
     assert "model    openai-compatible / test/model" in status
 
-    # {data_file} was filled in; the tool's result went back to the model
+    # {data_file} was filled in (the bash block is sent as written); the tool's result
+    # went back to the model
     first, second = server.requests
     prompt = first.body["messages"][-1]
     assert prompt["role"] == "user"
-    assert prompt["content"].startswith("What is the sum of the numbers in the `n` column of")
+    assert prompt["content"].startswith(
+        "What is the sum of the numbers in the `n` column of numbers.csv?"
+    )
     assert f"```bash\n{DATA_COMMAND}\n```" in prompt["content"]
     assert second.status == 200, second.problem
     result = second.body["messages"][-1]

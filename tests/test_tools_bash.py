@@ -179,8 +179,9 @@ def test_background_jobs_do_not_hold_the_result(tmp_path: Path, context: ToolCon
         assert time.monotonic() - started < 10
         assert not out.is_error
         assert out.content == (
-            "done\n[exit code 0]\n"
-            "[background processes still running; their later output is not captured]"
+            "done\n"
+            "[background processes still running; their later output is not captured]\n"
+            "[exit code 0]"
         )
     finally:
         os.kill(read_pids(pidfile)[0], signal.SIGKILL)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,17 +98,22 @@ def _unreadable(path: str, exc: OSError) -> _Failed:
 
 
 def _corrupt_message(exc: SessionCorruptError) -> str:
-    where = f"{printable(exc.path)}, line {exc.line}"
+    where = f"line {exc.line} of {printable(exc.path)} is damaged"
     if exc.line == 1:
-        intact = "The header itself is invalid, so nothing in the file can be trusted."
+        intact = (
+            "The header itself is invalid, so nothing in the file can be trusted or "
+            "salvaged; `%agent new` starts a fresh session."
+        )
     else:
+        path = printable(shlex.quote(exc.path))
         intact = (
             f"The lines before line {exc.line} load cleanly, but a damaged complete line is "
-            f"never skipped: no kernel will open this file until line {exc.line} is repaired."
+            "never skipped: no kernel will open this file as it is. To go on with them:\n"
+            f"  tiny-agent-nb salvage {path} --out NEW.jsonl\n"
+            "then `%agent session NEW.jsonl` in the notebook."
         )
     return (
-        f"error: {where}: {printable(exc.reason)}\n"
-        f"The file was not modified. {intact}\nKeep a copy before changing anything."
+        f"error: {where}: {printable(exc.reason).rstrip('.')}.\nThe file was not modified. {intact}"
     )
 
 

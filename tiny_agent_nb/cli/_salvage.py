@@ -72,7 +72,8 @@ def _salvage_file(source: str, out: str) -> SalvageResult:
         raise _not_a_session(exc, f" Nothing was written to {printable(out)}.") from exc
     except SessionCorruptError as exc:  # the header (line 1) itself is invalid
         message = (
-            f"error: {printable(exc.path)}, line {exc.line}: {printable(exc.reason)}\n"
+            f"error: line {exc.line} of {printable(exc.path)} is damaged: "
+            f"{printable(exc.reason).rstrip('.')}.\n"
             "The header is invalid, so nothing in the file can be salvaged. "
             f"The file was not modified; nothing was written to {printable(out)}."
         )

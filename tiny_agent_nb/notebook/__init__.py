@@ -1,8 +1,9 @@
 """The notebook surface: `%%agent` magics, TinyAgent configuration, timeline display."""
 
 from ._config import TinyAgent
-from ._magics import AgentMagics, fill_prompt
+from ._magics import AgentMagics
 from ._paths import resolve_session_path
+from ._prompt import fill_prompt
 from ._runtime import NotebookAgent, NotebookError
 from ._timeline_view import TimelineView
 

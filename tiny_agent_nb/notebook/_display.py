@@ -77,8 +77,10 @@ class CellDisplay(LoopObserver):
         print(f"→ {cell_text(call.name)} {cell_text(summary)}", flush=True)
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
-        first = output.content.strip().splitlines()[:1]
-        detail = f" — {cell_text(first[0][:100])}" if first and outcome != "completed" else ""
+        # A failure shows why (the result's last line: `[exit code 3]`, the exception),
+        # not the first line of what the command printed.
+        why = output.ending if outcome != "completed" else ""
+        detail = f" — {cell_text(why[:100])}" if why else ""
         print(f"{MARKS.get(outcome, '·')} {cell_text(call.name)} {outcome}{detail}", flush=True)
 
     def _end_text(self) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
-import re
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,24 +21,13 @@ from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
 from ._paths import resolve_session_path
+from ._prompt import PromptError, fill_prompt
 from ._runtime import NotebookAgent, NotebookError
 from ._timeline_view import TimelineView
 
 log = logging.getLogger(__name__)
 
 COMMANDS = ("status", "timeline", "usage", "resume", "new", "session", "help")
-_NAME = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
-
-
-def fill_prompt(text: str, namespace: Mapping[str, Any]) -> str:
-    """`{name}` → the value of `name` in the user namespace; anything else is left as is
-    (JSON, code and `{{escaped}}` braces survive)."""
-
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        return str(namespace[name]) if name in namespace else match.group(0)
-
-    return _NAME.sub(value, text).replace("{{", "{").replace("}}", "}")
 
 
 @magics_class
@@ -58,10 +47,14 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run a prompt through the durable agent loop, or manage the session.
 
-        Cell form (the body is the prompt; `{name}` is filled from your variables):
+        Cell form (the body is the prompt):
 
             %%agent [--model M] [--max-steps N] [--tools a,b] [--approve auto|ask|deny]
             Find why tests/test_parse.py fails and fix it.
+
+        `{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
+        keeps `{name}` as text. Nothing else changes: unknown names, `${VAR}`, other
+        braces, and code in ``` fences or `backticks` reach the model as written.
 
         Line form:
 
@@ -99,13 +92,16 @@ class AgentMagics(Magics):
     # ------------------------------------------------------------------ cell
     def _run(self, cell: str, args: Any) -> None:
         assert self.shell is not None
-        prompt = fill_prompt(cell, self.shell.user_ns).strip()
+        try:
+            prompt = fill_prompt(cell, self.shell.user_ns).strip()
+        except PromptError as exc:
+            raise UsageError(str(exc)) from None
         if not prompt:
             raise UsageError("%%agent needs a prompt in the cell body")
         if args.max_steps is not None and args.max_steps < 1:
             raise UsageError("--max-steps must be at least 1")
         tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
-        self.runtime.check_ready()
+        self.runtime.check_ready(args.model)
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
         if self.runtime.config.demo_mode() and args.model is None:
@@ -274,6 +270,9 @@ def load(shell: Any) -> AgentMagics:
     if config not in shell.configurables:
         shell.configurables.append(config)
     agent = NotebookAgent(config, shell.user_ns)
+    # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
+    # its lock) too.
+    atexit.register(agent.close)
     magics = AgentMagics(shell, agent)
     shell.register_magics(magics)
     shell.events.register("post_run_cell", magics.refresh_views)
@@ -292,6 +291,7 @@ def load(shell: Any) -> AgentMagics:
 
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
+    atexit.unregister(magics.runtime.close)
     magics.runtime.close()
     if magics.runtime.config in shell.configurables:
         shell.configurables.remove(magics.runtime.config)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..agent import (
     DEFAULT_SYSTEM_PROMPT,
@@ -28,7 +30,6 @@ from ..provider import (
     DEMO_PROVIDER,
     Completion,
     DemoProvider,
-    Provider,
     ProviderConfig,
 )
 from ..render import cell_text
@@ -47,6 +48,11 @@ from ..tools import ToolContext, builtin_registry
 from ._config import TinyAgent, is_openrouter
 from ._paths import SessionLocation, next_archive_path, not_a_file
 from ._report import OpenReport
+
+if TYPE_CHECKING:  # httpx is imported only when a real model is asked (not by the demo)
+    import httpx
+
+    from ..provider import Provider
 
 AskFn = Callable[[str, object], bool]
 Watcher = Callable[[Sequence[Fact]], None]
@@ -112,11 +118,18 @@ def _store_error(path: Path, exc: Exception) -> NotebookError:
             return NotebookError(message)
         return SessionInUseError(message, exc.holder_pid)
     if isinstance(exc, SessionCorruptError):
-        where = cell_text(exc.path)
+        damage = (
+            f"tiny-agent-nb: line {exc.line} of {cell_text(exc.path)} is damaged: "
+            f"{cell_text(exc.reason).rstrip('.')}. Nothing was changed."
+        )
+        if exc.line == 1:  # the header: nothing before it to keep
+            return NotebookError(f"{damage} Start a fresh session with `%agent new`.")
+        out = Path(exc.path).with_name(f"{Path(exc.path).stem}.salvaged.jsonl")
         return NotebookError(
-            f"tiny-agent-nb: {where} line {exc.line} is damaged ({cell_text(exc.reason)}). "
-            f"Nothing was changed. Inspect it with `tiny-agent-nb inspect {where}`, or start a "
-            "fresh session with `%agent new`."
+            f"{damage} To go on with the lines before it, run `tiny-agent-nb salvage "
+            f"{cell_text(shlex.quote(exc.path))} --out {cell_text(shlex.quote(str(out)))}` in "
+            f"a terminal, then `%agent session {cell_text(str(out))}`; or start a fresh "
+            "session with `%agent new`."
         )
     if isinstance(exc, NotASessionError):
         return NotebookError(
@@ -167,6 +180,9 @@ class NotebookAgent:
         # `%agent new`/`session` close the store they would hold.
         self._watchers: list[Watcher] = []
         self._unfollow_store: Callable[[], None] | None = None
+        # One HTTP client per open session, made by its first real request: the cells
+        # reuse its keep-alive connection; `close()` (new, session, unload, exit) ends it.
+        self._http: httpx.Client | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -258,6 +274,9 @@ class NotebookAgent:
         if self._unfollow_store is not None:
             self._unfollow_store()
             self._unfollow_store = None
+        if self._http is not None:
+            self._http.close()
+            self._http = None
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -448,8 +467,12 @@ class NotebookAgent:
         )
 
     def _provider(self, config: ProviderConfig) -> Provider:
+        from ..provider import Provider, http_client  # noqa: PLC0415 (see TYPE_CHECKING)
+
+        if self._http is None:
+            self._http = http_client()
         try:
-            return Provider(config)
+            return Provider(config, client=self._http)
         except ValueError as exc:
             # The provider names the variable and never the key (a header it refuses).
             raise NotebookError(
@@ -475,14 +498,16 @@ class NotebookAgent:
             max_tokens=c.extra.get("max_tokens"),
         )
 
-    def check_ready(self) -> None:
-        """Refuse early (nothing committed) when a run cannot possibly succeed."""
-        if self.config.demo_mode():
+    def check_ready(self, model: str | None = None) -> None:
+        """Refuse early (nothing committed) when a run cannot possibly succeed. `model`
+        is a cell's `--model`: it asks for a real model, so the demo does not answer it."""
+        if self.config.demo_mode() and model is None:
             return
         if is_openrouter(self.config.base_url) and self.config.api_key is None:
+            asked = f"--model {cell_text(model)} asks OpenRouter, but there is " if model else ""
             raise NotebookError(
-                "tiny-agent-nb: no API key for OpenRouter. Set OPENROUTER_API_KEY (or "
+                f"tiny-agent-nb: {asked}no API key for OpenRouter. Set OPENROUTER_API_KEY (or "
                 "TINY_AGENT_API_KEY) and restart the kernel, or `%config TinyAgent.api_key = "
                 "'...'`. For a local server: `%config TinyAgent.base_url = "
-                "'http://127.0.0.1:8080/v1'` (no key needed)."
+                "'http://127.0.0.1:8080/v1'` (no key needed). Nothing was sent or recorded."
             )

@@ -7,7 +7,8 @@ One `complete` is one HTTP request (one stepAttempt); failures raise `ProviderEr
 whose `retryable`/`retry_after` feed `backoff_delay` in the agent loop.
 """
 
-from ._client import Provider
+import typing as _typing
+
 from ._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROVIDER, DemoProvider
 from ._retry import backoff_delay
 from ._types import (
@@ -25,6 +26,20 @@ from ._types import (
     UsageReport,
 )
 from ._urls import redact_url, url_secrets
+
+if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
+    from ._client import Provider, http_client
+
+
+def __getattr__(name: str) -> object:
+    # httpx loads with the first real request's `Provider`: a kernel on the offline demo
+    # model never imports it (nor pays its import time).
+    if name in ("Provider", "http_client"):
+        from . import _client  # noqa: PLC0415
+
+        return getattr(_client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ATTEMPT_TIMEOUT",
@@ -45,6 +60,7 @@ __all__ = [
     "ToolSchema",
     "UsageReport",
     "backoff_delay",
+    "http_client",
     "redact_url",
     "url_secrets",
 ]

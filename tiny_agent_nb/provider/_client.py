@@ -89,17 +89,34 @@ def request_body(
     return b"".join(request_parts(config, messages, tools))
 
 
+def http_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """The HTTP client requests go through. One can serve many `Provider`s (a notebook
+    keeps one per session, so its cells reuse one keep-alive connection); each request
+    carries its provider's own timeouts and headers."""
+    return httpx.Client(
+        transport=transport,
+        follow_redirects=False,
+        headers={"user-agent": f"tiny-agent-nb/{__version__}"},
+    )
+
+
 class Provider:
     """An OpenAI-compatible chat-completions endpoint (OpenRouter, vLLM, llama.cpp,
-    Ollama, ...). Tests inject an `httpx` transport and a clock instead of patching."""
+    Ollama, ...). Tests inject an `httpx` transport and a clock instead of patching.
+
+    `client`: an `http_client()` the caller keeps and closes (shared across providers);
+    without one the provider makes its own and `close()` closes it."""
 
     def __init__(
         self,
         config: ProviderConfig,
         *,
         transport: httpx.BaseTransport | None = None,
+        client: httpx.Client | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
+        if client is not None and transport is not None:
+            raise ValueError("give the transport to http_client(), not beside a client")
         self._config = config
         self._clock = clock
         headers = {str(k).lower(): str(v) for k, v in config.extra_headers.items()}
@@ -129,18 +146,15 @@ class Provider:
         if in_url:
             redact_httpx_logs()
         self._shown_url = redact_url(str(target)) if target else config.redacted_base_url
-        self._client = httpx.Client(
-            transport=transport,
-            # A silent server is cut at the attempt's end too, not only read_timeout later.
-            timeout=httpx.Timeout(
-                connect=config.connect_timeout,
-                read=min(config.read_timeout, config.attempt_timeout),
-                write=config.read_timeout,
-                pool=config.connect_timeout,
-            ),
-            follow_redirects=False,
-            headers={"user-agent": f"tiny-agent-nb/{__version__}"},
+        # A silent server is cut at the attempt's end too, not only read_timeout later.
+        self._timeout = httpx.Timeout(
+            connect=config.connect_timeout,
+            read=min(config.read_timeout, config.attempt_timeout),
+            write=config.read_timeout,
+            pool=config.connect_timeout,
         )
+        self._owns_client = client is None
+        self._client = http_client(transport) if client is None else client
 
     @property
     def config(self) -> ProviderConfig:
@@ -162,7 +176,8 @@ class Provider:
         self.close()
 
     def close(self) -> None:
-        self._client.close()
+        if self._owns_client:  # a shared client is its owner's to close
+            self._client.close()
 
     def complete(
         self,
@@ -224,12 +239,16 @@ class Provider:
             url, basic = request_target(self._config.base_url)
             if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
                 headers["authorization"] = basic
-            with self._client.stream("POST", url, content=iter(body), headers=headers) as response:
+            with self._client.stream(
+                "POST", url, content=iter(body), headers=headers, timeout=self._timeout
+            ) as response:
                 chunks = self._metered(response.iter_bytes(), deadline)
                 if not response.is_success:
                     raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
-                return self._read_answer(response, chunks, on_event)
+                completion = self._read_answer(response, chunks, on_event)
+                _drain(chunks)
+                return completion
         except httpx.InvalidURL as exc:
             raise ProviderError(
                 f"The base URL {self._config.redacted_base_url!r} is not a valid URL "
@@ -361,6 +380,17 @@ def _sse_events(chunks: Iterator[bytes]) -> Iterator[SSEEvent]:
     for chunk in chunks:
         yield from decoder.feed(chunk)
     yield from decoder.flush()
+
+
+def _drain(chunks: Iterator[bytes]) -> None:
+    """Read what follows a complete answer (the end of a chunked stream after `[DONE]`),
+    so the connection goes back to the pool and the next request reuses it. Still bound
+    by the attempt's limits; a failure here costs only the connection, not the answer."""
+    try:
+        for _ in chunks:
+            pass
+    except (ProviderError, httpx.HTTPError):
+        pass
 
 
 def _read_limited(chunks: Iterator[bytes], limit: int) -> bytes:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import base64
 import logging
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, unquote_plus
 
-import httpx
+if TYPE_CHECKING:  # imported where a request is made: the offline demo never loads httpx
+    import httpx
 
 MASK = "****"
 
@@ -87,6 +89,8 @@ def request_target(base_url: str) -> tuple[httpx.URL, str | None]:
     httpx would send the user-info as Basic auth itself, but it would also keep it in
     `request.url`, where its exceptions and its log line would show it.
     """
+    import httpx  # noqa: PLC0415
+
     url = httpx.URL(base_url)
     authorization = None
     if url.userinfo:
@@ -103,6 +107,8 @@ class _HttpxLogRedactor(logging.Filter):
     """httpx logs each request's URL at INFO; a key in its query must not reach a log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        import httpx  # noqa: PLC0415 (loaded already: it is httpx that logs)
+
         if isinstance(record.args, tuple):
             record.args = tuple(
                 redact_url(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args

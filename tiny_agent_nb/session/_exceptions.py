@@ -36,8 +36,14 @@ class SessionCorruptError(SessionError):
         self.line = line
         self.reason = reason
         super().__init__(
-            f"{self.path}, line {line}: {reason}. The file was not modified; "
-            f"`tiny-agent-nb inspect {self.path}` shows the damage."
+            f"line {line} of {self.path} is damaged: {reason.rstrip('.')}. The file was not "
+            "modified; "
+            + (
+                f"`tiny-agent-nb salvage {self.path} --out NEW` copies the lines before it "
+                "into NEW."
+                if line > 1
+                else "its header is invalid, so nothing in it can be salvaged."
+            )
         )
 
 

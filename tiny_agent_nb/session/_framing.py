@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -20,9 +21,19 @@ from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, FORMAT_VERSION, HEADER_ADA
 from ._reducer import Violation, apply_transaction
 from ._state import SessionState
 
+# pydantic's words for a line that is not JSON, e.g. "Invalid JSON: expected ident at
+# line 1 column 2": the position is inside the one line it parsed, never the file's line.
+_JSON_POSITION = re.compile(r"^(?P<what>.*) at line 1 column (?P<column>\d+)$")
+
 
 def describe_validation_error(exc: ValidationError) -> str:
     first = exc.errors(include_url=False)[0]
+    if first["type"] == "json_invalid":
+        problem = str((first.get("ctx") or {}).get("error", first["msg"]))
+        found = _JSON_POSITION.match(problem)
+        if found is None:
+            return f"invalid JSON ({problem})"
+        return f"invalid JSON at character {found['column']} ({found['what']})"
     where = ".".join(str(part) for part in first["loc"])
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where + ': ' if where else ''}{first['msg']}{more}"

@@ -79,11 +79,21 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class ToolOutput:
+    """A tool's result. Its last line says how it ended: bash's `[exit code N]` (or its
+    time limit, or the signal that killed it), python's exception line, an error's
+    message. That is the line a person is shown when the tool fails (`ending`)."""
+
     content: str
     is_error: bool = False
     # The tool stopped at its time limit: what it would have found is unknown. A replay
     # that times out is recorded as interrupted, not as replayed (DESIGN §6).
     timed_out: bool = False
+
+    @property
+    def ending(self) -> str:
+        """The last non-blank line: why a failed call failed."""
+        lines = [line for line in self.content.splitlines() if line.strip()]
+        return lines[-1].strip() if lines else ""
 
 
 class Tool(ABC):

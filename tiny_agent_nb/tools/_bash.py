@@ -204,8 +204,8 @@ def _result(text: str, ending: Ending, returncode: int | None, timeout: float) -
         note = f"[killed by signal {_signal_name(-returncode)}]"
     else:
         note = f"[exit code {returncode}]"
-    if ending == "detached":
-        note += "\n[background processes still running; their later output is not captured]"
+    if ending == "detached":  # the exit code stays last: it is the line a failure shows
+        note = "[background processes still running; their later output is not captured]\n" + note
     # A failing command is an error result, as the model would read a shell prompt: the
     # exit code is in the text either way.
     return ToolOutput(f"{body}\n{note}", is_error=returncode != 0)
