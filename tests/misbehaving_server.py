@@ -23,11 +23,18 @@ Script = Callable[[], Iterator[tuple[bytes, float]]]
 class MisbehavingServer:
     """`status` and `content_type` for every request, then its script's bytes."""
 
-    def __init__(self, *scripts: Script, status: int = 200, content_type: str) -> None:
+    def __init__(
+        self,
+        *scripts: Script,
+        status: int = 200,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.stop = threading.Event()
         self.requests = 0
         self.client_gone = threading.Event()
         self.bytes_sent = 0
+        self.accept_encoding: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,8 +45,11 @@ class MisbehavingServer:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 script = scripts[min(outer.requests, len(scripts) - 1)]
                 outer.requests += 1
+                outer.accept_encoding.append(self.headers.get("accept-encoding", ""))
                 self.send_response(status)
                 self.send_header("content-type", content_type)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("connection", "close")
                 self.end_headers()
                 try:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import math
 import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -90,6 +92,36 @@ def test_an_answer_still_arriving_after_attempt_timeout_is_cut_and_retryable(
     assert (error.kind, error.retryable) == ("timeout", True)
     assert "still answering after 1s" in error.message and "attempt_timeout" in error.message
     assert 1.0 <= elapsed < 10
+
+
+def test_a_compressed_body_is_cut_at_max_response_bytes_as_it_inflates() -> None:
+    """A 7 KB `gzip, gzip` body inflated to 8 GB inside httpx, in one call, before the
+    byte limit saw anything. Decoded in bounded pieces, it is cut at the limit."""
+    inner = gzip.compress(b"{" + b" " * (200 * 1024 * 1024), compresslevel=9)
+    bomb = gzip.compress(inner, compresslevel=9)
+    assert len(bomb) < 64 * 1024
+    headers = {"content-encoding": "gzip, gzip"}
+    with MisbehavingServer(once(bomb), content_type="application/json", headers=headers) as s:
+        tracemalloc.start()
+        try:
+            error, _ = ask(s, max_response_bytes=LIMIT)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert (error.kind, error.retryable) == ("protocol", False)
+    assert "more than 256 KiB" in error.message
+    assert peak < 16 * 1024 * 1024  # not the 200 MB the body inflates to
+    assert s.accept_encoding == ["gzip, deflate"]
+
+
+def test_a_body_in_an_encoding_not_asked_for_is_refused_clearly() -> None:
+    headers = {"content-encoding": "br"}
+    with MisbehavingServer(
+        once(b"\x0b\x02\x80{}\x03"), content_type="application/json", headers=headers
+    ) as s:
+        error, _ = ask(s)
+    assert (error.kind, error.retryable) == ("protocol", False)
+    assert "encoding this client does not decode (br)" in error.message
 
 
 def test_a_trickled_error_body_is_cut_at_attempt_timeout_too() -> None:

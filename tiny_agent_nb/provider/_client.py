@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 
 from .. import __version__
+from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
 from ._errors import (
     attempt_timed_out,
     ended_early,
@@ -29,6 +31,7 @@ from ._errors import (
     status_error,
     too_large,
     transport_error,
+    undecodable,
 )
 from ._normalize import CompletionAssembler, completion_from_response, events_of
 from ._sse import SSEDecoder, SSEEvent
@@ -231,6 +234,7 @@ class Provider:
         headers = {
             "content-type": "application/json",
             "accept": "application/json",
+            "accept-encoding": ACCEPT_ENCODING,
             "content-length": str(size),
             **self._headers,
         }
@@ -242,13 +246,16 @@ class Provider:
             with self._client.stream(
                 "POST", url, content=iter(body), headers=headers, timeout=self._timeout
             ) as response:
-                chunks = self._metered(response.iter_bytes(), deadline)
+                encoding = response.headers.get("content-encoding", "")
+                chunks = self._metered(decoded(response.iter_raw(), encoding), deadline)
                 if not response.is_success:
                     raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
                 completion = self._read_answer(response, chunks, on_event)
                 _drain(chunks)
                 return completion
+        except (UnsupportedEncoding, zlib.error) as exc:
+            raise undecodable(self._config, exc) from None
         except httpx.InvalidURL as exc:
             raise ProviderError(
                 f"The base URL {self._config.redacted_base_url!r} is not a valid URL "

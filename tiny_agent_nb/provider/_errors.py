@@ -200,6 +200,20 @@ def too_large(config: ProviderConfig) -> ProviderError:
     )
 
 
+def undecodable(config: ProviderConfig, exc: Exception) -> ProviderError:
+    what = (
+        f"in an encoding this client does not decode ({exc})"
+        if isinstance(exc, ValueError)
+        else "compressed, but its bytes do not decompress"
+    )
+    return ProviderError(
+        f"{config.redacted_base_url} sent its answer {what}; none of it was kept. This "
+        "client asks for gzip or deflate only: check a proxy between it and the server.",
+        kind="protocol",
+        retryable=False,
+    )
+
+
 def attempt_timed_out(config: ProviderConfig) -> ProviderError:
     return ProviderError(
         f"{config.redacted_base_url} was still answering after "
