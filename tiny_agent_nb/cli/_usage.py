@@ -29,6 +29,7 @@ class RunUsage:
     status: str
     totals: UsageTotals
     unreported_attempts: int  # pending attempts with no usage: tokens and cost unknown
+    detail: str | None = None  # the run's detail (a budgetLimit's budget and spend)
 
 
 def usage_by_run(state: SessionState) -> list[RunUsage]:
@@ -40,7 +41,7 @@ def usage_by_run(state: SessionState) -> list[RunUsage]:
         if a.status == "pending" and a.id not in state.usage
     )
     return [
-        RunUsage(n, op.id, op.kind, op.status, totals[op.id], unreported[op.id])
+        RunUsage(n, op.id, op.kind, op.status, totals[op.id], unreported[op.id], op.detail)
         for n, op in enumerate(state.operations.values(), start=1)
     ]
 
@@ -153,6 +154,8 @@ def _usage_notes(runs: list[RunUsage]) -> Iterator[str]:
     if any(r.totals.priced and r.totals.unpriced for r in runs):
         yield "≥            a lower bound: some usage records of that run report no cost"
     for r in runs:
+        if r.status == "budgetLimit" and r.detail:
+            yield f"run {r.number}      stopped by its budget: {printable(r.detail)}"
         if r.unreported_attempts:
             yield (
                 f"run {r.number}      {r.unreported_attempts} attempt(s) still pending, with no "
