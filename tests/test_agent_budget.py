@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from test_agent_crash import TIMEOUT_S, Bench
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.session import load_session
@@ -14,9 +16,11 @@ from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply,
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 
 
-def _read(n: int, cost: float | None) -> dict[str, object]:
+def _read(n: int, cost: float | None, **options: Any) -> dict[str, object]:
     return tool_calls_reply(
-        tool_call(f"r{n}", "read_file", {"path": "README.md"}), usage=usage(100, 10, cost=cost)
+        tool_call(f"r{n}", "read_file", {"path": "README.md"}),
+        usage=usage(100, 10, cost=cost),
+        **options,
     )
 
 
@@ -141,3 +145,25 @@ def test_unknown_cost_is_not_mentioned_without_a_budget(
     assert h.notices == []
     (op,) = load_session(h.path).operations.values()
     assert op.detail is None
+
+
+def test_budget_counts_across_a_sigkill_and_a_resume_in_a_new_process(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    bench = Bench(server, tmp_path)
+    try:
+        hold = bench.hold()
+        server.enqueue(_read(1, 0.006), _read(2, 0.05, hold=hold))
+        child = bench.start("run", "auto", "--budget", "0.01")
+        server.wait_for_requests(2, TIMEOUT_S)
+        child.kill()  # while its second request is in flight: that one is never priced
+        hold.set()
+        server.enqueue(_read(3, 0.006), text_reply("never sent"))
+        report = bench.start("resume", "auto", "--budget", "0.01").report()
+    finally:
+        bench.close()
+    assert report["recovered"]["failedAttempts"] == 1
+    # 0.006 from the killed process, read back from the file: one more request, then stop
+    assert len(server.requests) == 3
+    assert report["resume"]["outcome"] == "budgetLimit"
+    assert "this run (2 operations) spent $0.0120" in report["resume"]["detail"]
