@@ -58,8 +58,8 @@ class AgentMagics(Magics):
 
         Cell form (the body is the prompt; `{name}` is filled from your variables):
 
-            %%agent [--model M] [--max-steps N] [--budget USD] [--tools a,b]
-                    [--approve auto|ask|deny]
+            %%agent [--model M] [--max-steps N] [--tools a,b] [--approve auto|ask|deny]
+                    [--budget USD]
             Find why tests/test_parse.py fails and fix it.
 
         Line form:
