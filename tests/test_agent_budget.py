@@ -9,6 +9,7 @@ import pytest
 from test_agent_crash import TIMEOUT_S, Bench
 from test_agent_loop import Harness, workspace
 
+from tiny_agent_nb.agent import LoopConfig
 from tiny_agent_nb.session import load_session
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
@@ -60,6 +61,7 @@ def test_budget_reached_exactly_stops_before_the_next_attempt(
 
 
 def test_no_budget_never_stops_a_run(server: OpenAIServer, workspace: Path) -> None:
+    assert LoopConfig(provider="openrouter", model="m").budget is None  # the default
     server.enqueue(_read(1, 5.0), text_reply("done", usage=usage(cost=5.0)))
     h = Harness(server, workspace)
     try:
