@@ -365,9 +365,29 @@ class SessionBuilder:
     def interrupted_result(self, intent: Intent) -> str:
         return self.tool_result(intent, INTERRUPTED, "interrupted")
 
-    def compaction(self, summary: str, through_entry_id: str) -> str:
-        body = {"type": "compaction", "summary": summary, "throughEntryId": through_entry_id}
-        return self._entry(body)
+    def compaction(
+        self,
+        summary: str,
+        through_entry_id: str,
+        *,
+        attempt: Attempt | None = None,
+        tokens_before: int | None = None,
+    ) -> str:
+        """A checkpoint; with `attempt` (and then tokensBefore) it settles that attempt."""
+        body: dict[str, Any] = {
+            "type": "compaction",
+            "summary": summary,
+            "throughEntryId": through_entry_id,
+        }
+        if attempt is None:
+            return self._entry(body)
+        body = {**body, "attemptId": attempt.id, "tokensBefore": tokens_before}
+        entry_id = self._entry(body)
+        _set_status(self.ledger.attempts, attempt.id, "settled")
+        return entry_id
+
+    def compaction_started(self) -> str:
+        return self._start_operation("compaction", {"inputEntryId": None})
 
     def run_started(self, input_entry_id: str) -> str:
         return self._start_operation("run", {"inputEntryId": input_entry_id})
@@ -855,6 +875,105 @@ def compaction(s: SessionBuilder) -> None:
     s.compaction("The user asked for primes; six were listed: 2 to 13.", last_answer)
     s.commit()
     s.exchange("Sum of them?", "41.", Tokens(25, 3, cost=0.00001))
+
+
+@scenario("a run compacts itself: stepAttempt, then [compaction settling it, usage], then goes on")
+def compaction_in_run(s: SessionBuilder) -> None:
+    s.exchange("Name three primes", "2, 3, 5.", Tokens(20, 6, cost=0.00001))
+    op = s.start_run("Check the config")
+    conf = call("call_c1", READ_FILE, path="conf.toml")
+    first = s.model_turn(op, 1, calls=[conf], tokens=Tokens(300, 20, cost=0.0002))
+    intent = s.run_tool(first, conf, "debug = false\n")
+    summarizer = s.step_attempt(op, 2)
+    s.commit()
+    summary = "Primes 2, 3, 5 were named; conf.toml was read: debug = false."
+    s.compaction(summary, intent.result_id, attempt=summarizer, tokens_before=340)
+    s.usage(summarizer, Tokens(340, 25, cost=0.0001))
+    s.commit()
+    s.model_turn(op, 3, "Debug is off.", tokens=Tokens(60, 5, cost=0.00003))
+    s.finish(op)
+
+
+@scenario("%agent compact: an operation of kind compaction (inputEntryId null) between runs")
+def compaction_operation(s: SessionBuilder) -> None:
+    s.exchange("Name three primes", "2, 3, 5.", Tokens(20, 6, cost=0.00001))
+    s.exchange("And three more", "7, 11, 13.", Tokens(30, 7, cost=0.00001))
+    last_answer = s.ledger.entries[-1]
+    op = s.compaction_started()
+    s.commit()
+    summarizer = s.step_attempt(op, 1)
+    s.commit()
+    s.compaction("Six primes were listed: 2 to 13.", last_answer, attempt=summarizer)
+    s.usage(summarizer, Tokens(80, 12, cost=None))
+    s.commit()
+    s.finish(op)
+    s.exchange("Sum of them?", "41.", Tokens(25, 3, cost=0.00001))
+
+
+@scenario("a compaction that cuts after a tool call that never started: the run had stopped")
+def compaction_after_never_started_call(s: SessionBuilder) -> None:
+    op = s.start_run("Run ls")
+    listing = call("call_n1", BASH, command="ls")
+    s.model_turn(op, 1, calls=[listing])
+    s.finish(op, "aborted", "interrupted by the user (KeyboardInterrupt)")
+    s.compaction("ls was asked for and never ran.", s.ledger.entries[-1])
+    s.commit()
+
+
+@scenario("a run stopped by its budget: operationFinished budgetLimit with the spend as detail")
+def budget_limit_run(s: SessionBuilder) -> None:
+    op = s.start_run("List the files")
+    listing = call("call_b1", BASH, command="ls")
+    first = s.model_turn(op, 1, calls=[listing], tokens=Tokens(120, 30, cost=0.006))
+    s.run_tool(first, listing, "README.md\n")
+    detail = "budget $0.0050 reached: this run spent $0.0060"
+    s.finish(op, "budgetLimit", detail)
+
+
+@scenario("a compaction cutting between a tool call and its result")
+def compaction_dirty_cut(s: SessionBuilder) -> None:
+    op = s.start_run("Run ls")
+    listing = call("call_d1", BASH, command="ls")
+    asked = s.model_turn(op, 1, calls=[listing])
+    assistant = s.ledger.entries[-1]
+    s.run_tool(asked, listing, "README.md\n")
+    s.model_turn(op, 2, "One file.")
+    s.finish(op)
+    s.compaction("ls was run.", assistant)
+    s.commit_corrupt()
+
+
+@scenario("a compaction whose cut is before the previous compaction's cut")
+def compaction_backwards_cut(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    first_answer = s.ledger.entries[-1]
+    s.exchange("Again", "Hello again.")
+    s.compaction("Greetings were exchanged twice.", s.ledger.entries[-1])
+    s.commit()
+    s.compaction("Greetings were exchanged.", first_answer)
+    s.commit_corrupt()
+
+
+@scenario("a compaction settling an attempt an assistant entry already settled")
+def compaction_settles_settled_attempt(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    op = s.start_run("Again")
+    answered = s.model_turn(op, 1, "Hello again.")
+    s.compaction("Greetings.", s.ledger.entries[-1], attempt=answered)
+    s.commit_corrupt()
+
+
+@scenario("a compaction settling an attempt that already failed")
+def compaction_settles_failed_attempt(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    op = s.compaction_started()
+    s.commit()
+    summarizer = s.step_attempt(op, 1)
+    s.commit()
+    s.attempt_failed(summarizer, "timeout", "no answer in 60 s", retryable=True)
+    s.commit()
+    s.compaction("Greetings.", s.ledger.entries[-1], attempt=summarizer)
+    s.commit_corrupt()
 
 
 @scenario("three tool calls: three intents in one line, results out of order, one outcome error")

@@ -336,8 +336,9 @@ class Bench:
         self.children: list[Child] = []
         self.holds: list[threading.Event] = []
 
-    def start(self, mode: str, approval: str = "auto") -> Child:
+    def start(self, mode: str, approval: str = "auto", *extra: str) -> Child:
         argv = [
+            *extra,
             mode,
             "--base-url",
             self.server.base_url,

@@ -91,6 +91,7 @@ class Harness:
         self.sleeps: list[float] = []
         self.events: list[StreamEvent] = []
         self.tool_ends: list[ToolOutput] = []  # what the screen was given
+        self.notices: list[str] = []
         provider_config = ProviderConfig(model="test/model", base_url=server.base_url, api_key=KEY)
         self.provider = Provider(provider_config)
         self.store = SessionStore.open(
@@ -117,6 +118,9 @@ class Harness:
 
             def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
                 harness.tool_ends.append(output)
+
+            def on_notice(self, text: str) -> None:
+                harness.notices.append(text)
 
         self.observer = Observer()
         self.loop = AgentLoop(

@@ -99,6 +99,31 @@ def _finish(b: Built) -> None:
     b.store.commit(b.run.finish())
 
 
+def _earlier_exchange(b: Built) -> None:
+    """A whole completed run before the one the case is about (something to compact)."""
+    earlier = Run(environment=b.run.environment)
+    b.store.commit(earlier.start("hi"))
+    b.store.commit(earlier.attempt())
+    b.store.commit(earlier.answer("hello"))
+    b.store.commit(earlier.finish())
+
+
+def _compaction_started(b: Built) -> None:
+    b.store.commit([f.compaction_started(b.run.operation_id)])
+
+
+def _compaction_committed(b: Built) -> None:
+    last = b.store.load().entries.last()
+    assert last is not None and b.run.attempt_id is not None
+    attempt_id = b.run.attempt_id
+    b.store.commit(
+        [
+            f.compaction("they said hello", last.id, attempt_id=attempt_id, tokens_before=120),
+            f.usage(attempt_id=attempt_id, input_tokens=120, output_tokens=8, cost=0.0001),
+        ]
+    )
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -107,6 +132,8 @@ class Case:
     interrupt: tuple[str, ...] = ()  # call ids interrupted
     failed_attempts: int = 0
     open: bool = True
+    closed_as: str = "interrupted"  # the operation's outcome after recovery
+    resumable: bool = True  # `%agent resume` continues it after recovery
 
 
 CASES = [
@@ -151,6 +178,40 @@ CASES = [
             _attempt,
         ),
         failed_attempts=1,
+    ),
+    # compaction (DESIGN §9): the context is exactly as it was until the compaction
+    # entry commits, and exactly the checkpoint after
+    Case(
+        "compaction operation killed right after runStarted",
+        (_earlier_exchange, _compaction_started),
+        resumable=False,
+    ),
+    Case(
+        "compaction operation killed during the summarization request",
+        (_earlier_exchange, _compaction_started, _attempt),
+        failed_attempts=1,
+        resumable=False,
+    ),
+    Case(
+        "compaction operation killed during a retry of the summarization",
+        (_earlier_exchange, _compaction_started, _attempt, _fail_attempt, _attempt),
+        failed_attempts=1,
+        resumable=False,
+    ),
+    Case(
+        "compaction operation killed after the compaction committed",
+        (_earlier_exchange, _compaction_started, _attempt, _compaction_committed),
+        closed_as="completed",
+        resumable=False,
+    ),
+    Case(
+        "run killed during its own compaction request",
+        (_earlier_exchange, _start, _attempt, _answer_text, _attempt),
+        failed_attempts=1,
+    ),
+    Case(
+        "run killed after its own compaction committed",
+        (_earlier_exchange, _start, _attempt, _answer_text, _attempt, _compaction_committed),
     ),
 ]
 
@@ -209,11 +270,32 @@ def test_recovery_closes_the_operation_and_a_second_plan_is_empty(
         store.commit(plan.closing_transaction())
     after = load_session(path)
     op = after.operations[plan.operation.id]
-    assert op.status == "interrupted"
+    assert op.status == case.closed_as
     assert all(i.status != "pending" for i in after.tool_intents.values())
     assert all(a.status != "pending" for a in after.attempts.values())
     assert plan_recovery(after, TOOLS, str(tmp_path)) is None
-    assert resumable_operation(after) == op
+    assert resumable_operation(after) == (op if case.resumable else "completed")
+    # recovery only answers intents: it never adds, nor drops, a compaction checkpoint
+    assert list(after.entries)[: len(state.entries)] == list(state.entries)
+    added = [after.entries.type_of(e) for e in list(after.entries)[len(state.entries) :]]
+    assert set(added) <= {"toolResult"}
+
+
+def test_compaction_between_an_interrupted_run_and_its_resume_is_passed_over(
+    tmp_path: Path,
+) -> None:
+    state = _build(tmp_path, (_start, _attempt, _answer_text))
+    path = tmp_path / "s.jsonl"
+    with SessionStore.open(path) as store:
+        plan = plan_recovery(state, TOOLS, str(tmp_path))
+        assert plan is not None
+        store.commit(plan.closing_transaction())
+        compaction = Built(store, Run(environment=str(tmp_path)), {})
+        for step in (_compaction_started, _attempt, _compaction_committed):
+            step(compaction)
+        store.commit(compaction.run.finish())
+    after = load_session(path)
+    assert resumable_operation(after) == after.operations[plan.operation.id]
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ STYLE = """<style>
 .tan-timeline .tan-replayed{background:#00796b}
 .tan-timeline .tan-error,.tan-timeline .tan-failed{background:#c62828}
 .tan-timeline .tan-interrupted{background:#ef6c00}
-.tan-timeline .tan-aborted,.tan-timeline .tan-stepLimit{background:#6d4c41}
+.tan-timeline .tan-aborted,.tan-timeline .tan-stepLimit,
+.tan-timeline .tan-budgetLimit{background:#6d4c41}
 .tan-timeline .tan-denied{background:#6a1b9a}
 .tan-timeline .tan-pending,.tan-timeline .tan-open{background:#1565c0}
 .tan-timeline .tan-tool pre{white-space:pre-wrap;max-height:16em;overflow:auto;padding:4px;
@@ -174,7 +175,7 @@ def _run_usage(run: RunRow) -> str:
 
 COLORS = {
     "completed": "32", "settled": "32", "replayed": "36", "error": "31", "failed": "31",
-    "interrupted": "33", "aborted": "35", "stepLimit": "35", "denied": "35",
+    "interrupted": "33", "aborted": "35", "stepLimit": "35", "budgetLimit": "35", "denied": "35",
     "pending": "34", "open": "34",
 }  # fmt: skip
 

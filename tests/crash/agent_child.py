@@ -56,6 +56,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--session", type=Path, required=True)
     parser.add_argument("--prompt", default="Work through the plan.")
     parser.add_argument("--approval", choices=["auto", "ask"], default="auto")
+    parser.add_argument("--budget", type=float, default=None, help="USD per run")
     return parser.parse_args(argv)
 
 
@@ -104,6 +105,7 @@ def drive(args: argparse.Namespace, emit: Emit, ask: Ask) -> dict[str, Any]:
                 model=MODEL,
                 provider_digest=provider_config.digest_material(),
                 approval=args.approval,
+                budget=args.budget,
             ),
             ask=ask,
         )

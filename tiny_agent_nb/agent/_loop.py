@@ -39,6 +39,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ..tools import ToolContext, ToolOutput, ToolRegistry, truncate
+from ._budget import budget_reached, chain_spend, unknown_cost_note
 from ._context import ContextProjection
 from ._planner import (
     abort_transaction,
@@ -79,6 +80,7 @@ class LoopObserver:
     def on_retry(self, error: ProviderError, delay: float) -> None: ...
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
+    def on_notice(self, text: str) -> None: ...  # one line the user should see (unknown cost)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class LoopConfig:
     max_steps: int = 25
     max_attempts: int = 5  # physical requests per step, first one included
     approval: Approval = "auto"
+    budget: float | None = None  # USD per run (its resume chain included); None: no limit
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ class AgentLoop:
             }
         )
         self._unsubscribe: Callable[[], None] = _nothing
+        self._cost_note: str | None = None
         if projection is None:
             projection = ContextProjection.from_state(store.load(), config.system_prompt)
             self._unsubscribe = store.subscribe(projection.apply)
@@ -253,6 +257,7 @@ class AgentLoop:
 
     # ------------------------------------------------------------------ the loop
     def _drive(self, operation_id: str) -> RunResult:
+        self._cost_note = None  # said once per run (see _budget.py)
         what = f"closing operation {operation_id}"
         try:
             return self._steps(operation_id)
@@ -311,6 +316,9 @@ class AgentLoop:
     def _model_step(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
         """Attempts of one step until one settles; retryable failures become new attempts."""
         for attempt in range(1, self._config.max_attempts + 1):
+            over = self._over_budget(operation_id)
+            if over is not None:
+                return self._finish(operation_id, "budgetLimit", detail=over)
             attempt_id = new_id()
             self._store.commit(
                 [
@@ -385,6 +393,17 @@ class AgentLoop:
         ]
 
     # ------------------------------------------------------------------ helpers
+    def _over_budget(self, operation_id: str) -> str | None:
+        """Checked before each attempt: the detail of a budgetLimit stop, else None."""
+        budget = self._config.budget
+        if budget is None:
+            return None
+        spend = chain_spend(self._store.load(), operation_id)
+        if spend.unknown and self._cost_note is None:
+            self._cost_note = unknown_cost_note(spend, budget)
+            self._observer.on_notice(self._cost_note)
+        return budget_reached(spend, budget)
+
     def _finish(
         self,
         operation_id: str,
@@ -393,6 +412,8 @@ class AgentLoop:
         text: str | None = None,
         detail: str | None = None,
     ) -> RunResult:
+        if self._cost_note is not None:  # the run's detail keeps what the cell said
+            detail = f"{detail}; {self._cost_note}" if detail else self._cost_note
         self._store.commit([f.operation_finished(operation_id, outcome, detail)])
         return RunResult(operation_id, outcome, text=text, detail=detail)
 

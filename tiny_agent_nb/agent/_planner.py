@@ -8,7 +8,9 @@
 - any other intent without result → one synthetic `interrupted` result: the effect may
   have happened, the result is unknown, it is never re-run;
 - an attempt without settled entry → `attemptFailed{kind: interrupted}`;
-- the open operation → `operationFinished{outcome: interrupted}`.
+- the open operation → `operationFinished{outcome: interrupted}`; but a `compaction`
+  operation whose compaction entry was committed did all it was for, and finishes
+  `completed` (the context already uses its checkpoint; nothing is asked again).
 The same rules with `aborted` serve an interrupt (Ctrl-C) inside a running operation,
 and with `failed` an unexpected error inside one (`failure_transaction`).
 """
@@ -58,6 +60,7 @@ REPLAY_CANCELLED_RESULT = (
     "Interrupted: the process stopped after this read started, and the user interrupted "
     "reading it again after the restart. The result is unknown."
 )
+COMPACTION_COMMITTED = "the compaction was committed before the process stopped"
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Recovery:
     replay: tuple[ToolIntent, ...]  # safeRead intents to run again, in file order
     interrupt: tuple[ToolIntent, ...]  # intents that get a synthetic interrupted result
     fail: tuple[Attempt, ...]  # attempts that never settled
+    outcome: Literal["interrupted", "completed"] = "interrupted"
 
     def closing_transaction(
         self, cancelled: Sequence[ToolIntent] = (), skipped: Sequence[ToolIntent] = ()
@@ -88,7 +92,11 @@ class Recovery:
                 )
                 for a in self.fail
             ),
-            f.operation_finished(self.operation.id, "interrupted"),
+            f.operation_finished(
+                self.operation.id,
+                self.outcome,
+                COMPACTION_COMMITTED if self.outcome == "completed" else None,
+            ),
         ]
 
 
@@ -114,13 +122,16 @@ def plan_recovery(
         i for i in state.tool_intents.values() if i.operation_id == op.id and i.status == "pending"
     ]
     replay = tuple(i for i in pending if can_replay(i, tools, environment))
+    attempts = [a for a in state.attempts.values() if a.operation_id == op.id]
+    # A compaction operation has one job: once an attempt of it settled (with the
+    # compaction entry, the only entry such an attempt can settle with) it is done.
+    compacted = op.kind == "compaction" and any(a.status == "settled" for a in attempts)
     return Recovery(
         operation=op,
         replay=replay,
         interrupt=tuple(i for i in pending if i not in replay),
-        fail=tuple(
-            a for a in state.attempts.values() if a.operation_id == op.id and a.status == "pending"
-        ),
+        fail=tuple(a for a in attempts if a.status == "pending"),
+        outcome="completed" if compacted else "interrupted",
     )
 
 
@@ -175,12 +186,16 @@ ResumeBlocker = Literal["open", "nothing", "completed"]
 
 
 def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
-    """The operation `%agent resume` continues: the latest, if it was interrupted or aborted."""
+    """The operation `%agent resume` continues: the latest run (or resume), if it was
+    interrupted or aborted. Compaction operations are passed over: they continue no
+    prompt, and compacting between an interrupted run and its resume is allowed."""
     if state.open_operation is not None:
         return "open"
-    if not state.operations:
+    latest = next(
+        (op for op in reversed(list(state.operations.values())) if op.kind != "compaction"), None
+    )
+    if latest is None:
         return "nothing"
-    latest = list(state.operations.values())[-1]
     if latest.status in ("interrupted", "aborted"):
         return latest
     return "completed"

@@ -31,6 +31,7 @@ class RunUsage:
     totals: UsageTotals
     unreported_attempts: int  # pending attempts with no usage: tokens and cost unknown
     unpriced_attempts: int  # answered (settled) attempts that reported no usage
+    detail: str | None = None  # the run's detail (a budgetLimit's budget and spend)
 
     @property
     def cost(self) -> tuple[float | None, int]:
@@ -47,7 +48,16 @@ def usage_by_run(state: SessionState) -> list[RunUsage]:
     )
     settled = unreported_attempts(state)
     return [
-        RunUsage(n, op.id, op.kind, op.status, totals[op.id], unreported[op.id], settled[op.id])
+        RunUsage(
+            n,
+            op.id,
+            op.kind,
+            op.status,
+            totals[op.id],
+            unreported[op.id],
+            settled[op.id],
+            op.detail,
+        )
         for n, op in enumerate(state.operations.values(), start=1)
     ]
 
@@ -164,6 +174,8 @@ def _usage_notes(runs: list[RunUsage]) -> Iterator[str]:
             "some of its answers reported no usage"
         )
     for r in runs:
+        if r.status == "budgetLimit" and r.detail:
+            yield f"run {r.number}      stopped by its budget: {printable(r.detail)}"
         if r.unreported_attempts:
             yield (
                 f"run {r.number}      {r.unreported_attempts} attempt(s) still pending, with no "

@@ -101,6 +101,12 @@ class TinyAgent(Configurable):
     max_steps = Int(25, help="Model steps per run before it stops with outcome stepLimit.").tag(
         config=True
     )
+    budget = Float(
+        None,
+        allow_none=True,
+        help="USD a run may spend (its resumes included) before it stops with outcome "
+        "budgetLimit; checked before each model request. None: no limit.",
+    ).tag(config=True)
     approve = Enum(
         ["auto", "ask", "deny"],
         default_value="auto",
@@ -212,6 +218,13 @@ class TinyAgent(Configurable):
         if value < 1:
             raise ValueError("max_steps must be at least 1")
         return value
+
+    @validate("budget")
+    def _positive_budget(self, proposal: Any) -> float | None:
+        value = proposal["value"]
+        if value is not None and not (0 < value < float("inf")):  # also refuses NaN
+            raise ValueError(f"TinyAgent.budget must be a positive number of USD, not {value!r}")
+        return value  # type: ignore[no-any-return]
 
     @validate("attempt_timeout", "max_response_bytes")
     def _positive_limit(self, proposal: Any) -> Any:

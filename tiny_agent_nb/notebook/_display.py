@@ -71,6 +71,10 @@ class CellDisplay(LoopObserver):
             f"↺ {cell_text(error.message)} — retrying in {delay:.0f}s as a new attempt", flush=True
         )
 
+    def on_notice(self, text: str) -> None:
+        self._end_text()
+        print(f"ⓘ {cell_text(text)}", flush=True)
+
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
         summary = short_arguments(dict(arguments))

@@ -41,6 +41,7 @@ class AgentMagics(Magics):
     @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
     @argument("--model", "-m", help="model id for this cell (default: TinyAgent.model)")
     @argument("--max-steps", type=int, help="model steps before stopping (stepLimit)")
+    @argument("--budget", type=float, metavar="USD", help="USD this run may spend (budgetLimit)")
     @argument("--tools", help="comma-separated tools for this cell, e.g. read_file,grep")
     @argument("--approve", choices=["auto", "ask", "deny"], help="tools that change things")
     @line_cell_magic
@@ -50,6 +51,7 @@ class AgentMagics(Magics):
         Cell form (the body is the prompt):
 
             %%agent [--model M] [--max-steps N] [--tools a,b] [--approve auto|ask|deny]
+                    [--budget USD]
             Find why tests/test_parse.py fails and fix it.
 
         `{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
@@ -100,6 +102,8 @@ class AgentMagics(Magics):
             raise UsageError("%%agent needs a prompt in the cell body")
         if args.max_steps is not None and args.max_steps < 1:
             raise UsageError("--max-steps must be at least 1")
+        if args.budget is not None and not 0 < args.budget < float("inf"):
+            raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
         tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
         self.runtime.check_ready(args.model)
         self.runtime.require_store()
@@ -113,6 +117,7 @@ class AgentMagics(Magics):
                 ask=self._ask,
                 model=args.model,
                 max_steps=args.max_steps,
+                budget=args.budget,
                 tools=tools,
                 approve=args.approve,
             )
@@ -126,6 +131,8 @@ class AgentMagics(Magics):
             print(f"✗ The run failed: {detail}")
         elif result.outcome == "stepLimit":
             print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
+        elif result.outcome == "budgetLimit":
+            print(f"‖ {detail}.")
 
     def _ask(self, tool: str, arguments: object) -> bool:
         try:
@@ -193,7 +200,8 @@ class AgentMagics(Magics):
             op = state.operations[op_id]
             cost, unpriced = priced(run, unreported[op_id])
             used = tokens(run.input_tokens, run.output_tokens, cost, unpriced)
-            print(f"{op.kind:<6} {op.status:<11} {used} · cost {money(cost, unpriced)}")
+            stop = f" — {cell_text(op.detail)}" if op.status == "budgetLimit" and op.detail else ""
+            print(f"{op.kind:<6} {op.status:<11} {used} · cost {money(cost, unpriced)}{stop}")
         cost, unpriced = priced(t, sum(unreported.values()))
         print(
             f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "

@@ -392,6 +392,7 @@ class NotebookAgent:
         ask: AskFn | None,
         model: str | None = None,
         max_steps: int | None = None,
+        budget: float | None = None,
         tools: list[str] | None = None,
         approve: str | None = None,
     ) -> RunResult:
@@ -400,6 +401,7 @@ class NotebookAgent:
             ask=ask,
             model=model,
             max_steps=max_steps,
+            budget=budget,
             tools=tools,
             approve=approve,
         )
@@ -429,6 +431,7 @@ class NotebookAgent:
         ask: AskFn | None = None,
         model: str | None = None,
         max_steps: int | None = None,
+        budget: float | None = None,
         tools: list[str] | None = None,
         approve: str | None = None,
         provider: ChatProvider | None = None,
@@ -451,6 +454,7 @@ class NotebookAgent:
             provider_digest=provider_config.digest_material(),
             system_prompt=self.config.system_prompt or DEFAULT_SYSTEM_PROMPT,
             max_steps=max_steps or self.config.max_steps,
+            budget=budget if budget is not None else self.config.budget,
             approval=(approve or self.config.approve),  # type: ignore[arg-type]
         )
         return AgentLoop(

@@ -117,10 +117,23 @@ def tool_result(
     return NewFact(body, result_entry_id)
 
 
-def compaction(summary: str, through_entry_id: str) -> NewFact:
-    return NewFact(
-        CompactionEntry(type="compaction", summary=summary, throughEntryId=through_entry_id)
+def compaction(
+    summary: str,
+    through_entry_id: str,
+    *,
+    attempt_id: str | None = None,
+    tokens_before: int | None = None,
+    id: str | None = None,
+) -> NewFact:
+    """The checkpoint written by attempt `attempt_id` (it settles that attempt)."""
+    body = CompactionEntry(
+        type="compaction",
+        summary=summary,
+        throughEntryId=through_entry_id,
+        attemptId=attempt_id,
+        tokensBefore=tokens_before,
     )
+    return NewFact(body, id)
 
 
 # ---------------------------------------------------------------- records
@@ -145,6 +158,18 @@ def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
             operationKind="resume",
             inputEntryId=None,
             resumesOperationId=resumes_operation_id,
+        )
+    )
+
+
+def compaction_started(operation_id: str) -> NewFact:
+    """An operation of its own that only compacts (`%agent compact`): no input entry."""
+    return NewFact(
+        RunStarted(
+            type="runStarted",
+            operationId=operation_id,
+            operationKind="compaction",
+            inputEntryId=None,
         )
     )
 

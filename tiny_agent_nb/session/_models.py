@@ -128,10 +128,17 @@ class ToolResultEntry(_Model):
 
 
 class CompactionEntry(_Model):
+    """A checkpoint: entries up to `throughEntryId` are replaced by `summary` in the
+    active context (DESIGN §9). `attemptId`: the model attempt that wrote the summary,
+    which this entry settles as an assistant entry would; `tokensBefore`: the context
+    size it replaced. Both may be absent or null (files written before they existed)."""
+
     tag: ClassVar[str] = "compaction"
     type: Literal["compaction"]
     summary: str
     throughEntryId: Id
+    attemptId: Id | None = _optional()
+    tokensBefore: Count | None = _optional()
 
 
 def _entry_tag(value: Any) -> str | None:
@@ -157,10 +164,13 @@ EntryBody = Annotated[
 # ---------------------------------------------------------------- records
 
 
+OperationKind = Literal["run", "resume", "compaction"]
+
+
 class RunStarted(_Model):
     type: Literal["runStarted"]
     operationId: Id
-    operationKind: Literal["run", "resume"]
+    operationKind: OperationKind
     inputEntryId: Id | None
     resumesOperationId: Id | None = _optional()
 
@@ -169,8 +179,11 @@ class RunStarted(_Model):
         if self.operationKind == "run":
             if self.inputEntryId is None or self.resumesOperationId is not None:
                 raise ValueError("a 'run' names its inputEntryId and no resumesOperationId")
-        elif self.inputEntryId is not None or self.resumesOperationId is None:
-            raise ValueError("a 'resume' has inputEntryId null and names resumesOperationId")
+        elif self.operationKind == "resume":
+            if self.inputEntryId is not None or self.resumesOperationId is None:
+                raise ValueError("a 'resume' has inputEntryId null and names resumesOperationId")
+        elif self.inputEntryId is not None or self.resumesOperationId is not None:
+            raise ValueError("a 'compaction' has inputEntryId null and no resumesOperationId")
         return self
 
 
@@ -232,7 +245,9 @@ class AbortRequested(_Model):
     reason: str
 
 
-OperationOutcome = Literal["completed", "failed", "aborted", "interrupted", "stepLimit"]
+OperationOutcome = Literal[
+    "completed", "failed", "aborted", "interrupted", "stepLimit", "budgetLimit"
+]
 
 
 class OperationFinished(_Model):

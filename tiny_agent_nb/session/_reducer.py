@@ -105,15 +105,47 @@ def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
             _apply_assistant(t, fact, body)
             entry_type = "assistant"
         elif isinstance(body, CompactionEntry):
-            if body.throughEntryId not in t.entries:
-                raise Violation(
-                    f"compaction throughEntryId {body.throughEntryId} is no earlier entry"
-                )
+            _apply_compaction(t, fact, body)
             entry_type = "compaction"
         else:
             assert isinstance(body, UserEntry)
             entry_type = "user"
     t.put(t.entries, fact.id, (len(t.lines), position, entry_type))
+    op_id = t.open_operation_id
+    if op_id is not None:
+        op = t.operations[op_id]
+        if op.unanswered_tool_calls:
+            t.put(t.open_call_entries, fact.id, (op_id, op.answered_tool_calls))
+
+
+def _apply_compaction(t: Tables, fact: EntryFact, body: CompactionEntry) -> None:
+    through = body.throughEntryId
+    slot = t.entries.get(through)
+    if slot is None:
+        raise Violation(f"compaction throughEntryId {through} is no earlier entry")
+    cut = (slot[0], slot[1])
+    if t.last_cut is not None and cut < t.last_cut:
+        raise Violation(
+            f"compaction throughEntryId {through} is before the previous compaction's cut "
+            "(a cut never moves backwards)"
+        )
+    window = t.open_call_entries.get(through)
+    if window is not None:
+        op = t.operations[window[0]]
+        if op.status == "open" or op.answered_tool_calls != window[1]:
+            raise Violation(
+                f"compaction throughEntryId {through} cuts between a tool call and its "
+                "result (the cut must leave every tool call with its result on one side)"
+            )
+    if body.attemptId is not None:
+        attempt, op = _pending_attempt(t, body.attemptId, "compaction")
+        t.put(
+            t.attempts,
+            attempt.id,
+            attempt._replace(status="settled", entry_id=fact.id, ended_at=fact.at),
+        )
+        t.put(t.operations, op.id, op._replace(pending_attempts=op.pending_attempts - 1))
+    t.last_cut = cut
 
 
 def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
@@ -163,6 +195,7 @@ def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> Non
         op._replace(
             pending_intents=op.pending_intents - 1,
             unanswered_tool_calls=op.unanswered_tool_calls - 1,
+            answered_tool_calls=op.answered_tool_calls + 1,
         ),
     )
 
@@ -226,6 +259,8 @@ def _apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
         resumed = t.operations.get(body.resumesOperationId)
         if resumed is None:
             raise Violation(f"resumesOperationId {body.resumesOperationId} is no operation")
+        if resumed.kind == "compaction":
+            raise Violation(f"a resume continues a run; {resumed.id} is a compaction")
         if resumed.status in ("open", "completed"):
             raise Violation(
                 f"a resume continues an operation that did not complete; "

@@ -93,6 +93,9 @@ def _salvage(data: bytes, path: str | Path) -> SalvageResult:
     for lineno, line in iter_lines(complete):
         try:
             apply_transaction(tables, parse_transaction(line))
+            # As a load does: an entry's slot names its line, and the reducer compares
+            # slots (a compaction's cut never moves backwards).
+            tables.lines.append(line)
         except ValidationError as exc:
             reason = describe_validation_error(exc)
         except Violation as exc:

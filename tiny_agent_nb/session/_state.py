@@ -25,6 +25,7 @@ from ._models import (
     EntryFact,
     Fact,
     Header,
+    OperationKind,
     OperationOutcome,
     ReplayPolicy,
     ToolIdentity,
@@ -47,7 +48,7 @@ V = TypeVar("V")
 
 class Operation(NamedTuple):
     id: str
-    kind: Literal["run", "resume"]
+    kind: OperationKind
     status: OperationStatus
     input_entry_id: str | None
     resumes_operation_id: str | None
@@ -57,6 +58,7 @@ class Operation(NamedTuple):
     # a conversation in which a tool call has no tool message, so no attempt may start
     # while this is non-zero.
     unanswered_tool_calls: int = 0
+    answered_tool_calls: int = 0  # tool results committed (tells a clean cut, see Tables)
     aborted_reason: str | None = None
     detail: str | None = None
     started_at: int = 0  # epoch ms of its runStarted
@@ -148,6 +150,7 @@ _MISSING: Any = object()
 class Savepoint(NamedTuple):
     last_seq: int
     open_operation_id: str | None
+    last_cut: tuple[int, int] | None
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
 
 
@@ -168,12 +171,20 @@ class Tables:
     intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)  # target id -> its usage
     consumed_inputs: dict[str, str] = field(default_factory=dict)
+    # Entries committed while an assistant entry's tool calls were still unanswered in
+    # the open operation: entry id -> (operation id, its answered_tool_calls then). A
+    # compaction may cut at one of these only once that operation finished without
+    # answering another call: calls that never started never get a result (the context
+    # answers them "not run"). Entries outside such windows cost nothing here.
+    open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
     # The transaction lines, the only copy of history's content: as split from the file
     # on load, as written (LF included, not worth a copy to cut) on commit.
     lines: list[bytes] = field(default_factory=list)
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0
     open_operation_id: str | None = None
+    # (line, position) of the latest compaction's throughEntryId: a cut never moves back.
+    last_cut: tuple[int, int] | None = None
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
 
     def put(self, table: dict[K, V], key: K, value: V) -> None:
@@ -194,7 +205,7 @@ class Tables:
 
     def begin(self) -> Savepoint:
         self.undo = []
-        return Savepoint(self.last_seq, self.open_operation_id, self.totals)
+        return Savepoint(self.last_seq, self.open_operation_id, self.last_cut, self.totals)
 
     def commit(self) -> None:
         self.undo = None
@@ -208,6 +219,7 @@ class Tables:
         self.undo = None
         self.last_seq = savepoint.last_seq
         self.open_operation_id = savepoint.open_operation_id
+        self.last_cut = savepoint.last_cut
         self.totals = savepoint.totals
 
 
@@ -289,10 +301,12 @@ class SessionState:
             intent_by_call=dict(t.intent_by_call),
             usage=dict(t.usage),
             consumed_inputs=dict(t.consumed_inputs),
+            open_call_entries=dict(t.open_call_entries),
             lines=list(t.lines),
             totals=t.totals.copy(),
             last_seq=t.last_seq,
             open_operation_id=t.open_operation_id,
+            last_cut=t.last_cut,
         )
         state = SessionState(self.path, self.header, tables)
         state.torn_tail_bytes = self.torn_tail_bytes
