@@ -38,7 +38,7 @@ def test_budget_stops_at_the_check_after_the_attempt_that_crosses_it(
     assert len(server.requests) == 3
     assert result.outcome == "budgetLimit"
     assert result.detail is not None
-    assert "budget $0.0100 reached: this run spent $0.0120" in result.detail
+    assert "budget $0.01 reached: this run spent $0.012" in result.detail
     state = load_session(h.path)
     (op,) = state.operations.values()
     assert (op.status, op.detail) == ("budgetLimit", result.detail)
@@ -89,7 +89,7 @@ def test_a_resumed_run_keeps_counting_from_the_file(server: OpenAIServer, worksp
     assert len(server.requests) == 2  # 0.006 < 0.01: one more attempt, then 0.012 stops
     assert result.outcome == "budgetLimit"
     assert result.detail is not None
-    assert "this run (2 operations) spent $0.0120" in result.detail
+    assert "this run (2 operations) spent $0.012" in result.detail
     statuses = [op.status for op in load_session(second.path).operations.values()]
     assert statuses == ["aborted", "budgetLimit"]
 
@@ -168,4 +168,4 @@ def test_budget_counts_across_a_sigkill_and_a_resume_in_a_new_process(
     # 0.006 from the killed process, read back from the file: one more request, then stop
     assert len(server.requests) == 3
     assert report["resume"]["outcome"] == "budgetLimit"
-    assert "this run (2 operations) spent $0.0120" in report["resume"]["detail"]
+    assert "this run (2 operations) spent $0.012" in report["resume"]["detail"]

@@ -16,7 +16,7 @@ from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply,
 
 __all__ = ["shell"]  # the fixture, shared with test_notebook_magics
 
-STOP = "budget $0.0100 reached: this run spent $0.0120"
+STOP = "budget $0.01 reached: this run spent $0.012"
 
 
 def _read(n: int, cost: float | None) -> dict[str, object]:
@@ -36,7 +36,7 @@ def test_budget_option_stops_the_run_and_every_view_shows_the_spend(
     server.enqueue(_read(1, 0.012), text_reply("never sent"))
     out = run(shell, "%%agent --budget 0.01\nRead the notes", capsys)
     assert len(server.requests) == 1
-    assert f"⏸ {STOP}" in out
+    assert f"‖ {STOP}" in out
     path = tmp_path / "analysis.agent.jsonl"
     (op,) = load_session(path).operations.values()
     assert op.status == "budgetLimit"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import SessionState
 
 
@@ -64,17 +65,13 @@ def chain_spend(state: SessionState, operation_id: str) -> Spend:
     return Spend(round(cost, 12), unknown, len(chain))
 
 
-def _usd(value: float) -> str:
-    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
-
-
 def budget_reached(spend: Spend, budget: float) -> str | None:
     """The run's detail when `spend` is at or past `budget`, else None."""
     if spend.cost < budget:
         return None
     whose = "this run" if spend.operations == 1 else f"this run ({spend.operations} operations)"
     return (
-        f"budget {_usd(budget)} reached: {whose} spent {_usd(spend.cost)}"
+        f"budget {usd(budget)} reached: {whose} spent {usd(spend.cost)}"
         + (f", plus {spend.unknown} of unknown cost" if spend.unknown else "")
         + ". Raise TinyAgent.budget and `%agent resume` to go on"
     )
@@ -84,5 +81,5 @@ def unknown_cost_note(spend: Spend, budget: float) -> str:
     """Said once per run when some of its cost is unknown."""
     return (
         f"cost unknown for some of this run's requests (the server did not report it): "
-        f"the budget of {_usd(budget)} counts only priced usage, so this run may spend more"
+        f"the budget of {usd(budget)} counts only priced usage, so this run may spend more"
     )
