@@ -2,9 +2,10 @@
 
 from ._config import TinyAgent
 from ._magics import AgentMagics
+from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import fill_prompt
-from ._runtime import NotebookAgent, NotebookError
+from ._runtime import NotebookAgent
 from ._timeline_view import TimelineView
 
 __all__ = [

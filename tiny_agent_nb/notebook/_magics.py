@@ -20,9 +20,10 @@ from ..timeline import priced, short_arguments, tokens, unreported_attempts
 from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
+from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._runtime import NotebookAgent, NotebookError
+from ._runtime import NotebookAgent
 from ._timeline_view import TimelineView
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,6 @@ failure becomes a `NotebookError` with one readable message.
 from __future__ import annotations
 
 import logging
-import os
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -46,7 +44,15 @@ from ..session import (
 )
 from ..tools import ToolContext, builtin_registry
 from ._config import TinyAgent, is_openrouter
-from ._paths import SessionLocation, next_archive_path, not_a_file
+from ._opening import (
+    NotebookError,
+    claim_for_archive,
+    read_only_label,
+    refuse_non_file,
+    same_file,
+    store_error,
+)
+from ._paths import SessionLocation, next_archive_path
 from ._report import OpenReport
 
 if TYPE_CHECKING:  # httpx is imported only when a real model is asked (not by the demo)
@@ -66,18 +72,6 @@ INTERRUPTED_RECOVERY_NOTE = (
 )
 
 
-class NotebookError(Exception):
-    """Something the user must act on; the message says what and how."""
-
-
-class SessionInUseError(NotebookError):
-    """Another process writes the session: this kernel may still read it."""
-
-    def __init__(self, message: str, holder_pid: int | None) -> None:
-        super().__init__(message)
-        self.holder_pid = holder_pid
-
-
 class _NoModel:
     """The provider of a loop that only recovers: recovery asks no model."""
 
@@ -86,81 +80,6 @@ class _NoModel:
 
 
 _NO_MODEL = _NoModel()
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _refuse_non_file(path: Path) -> None:
-    """Refuse a directory, FIFO, device or socket before opening it: reading a FIFO
-    would block the kernel, writing a header to /dev/null would lose it."""
-    kind = not_a_file(path)
-    if kind is not None:
-        raise NotebookError(
-            f"tiny-agent-nb: {cell_text(str(path))} is {kind}, not a session file; it was left "
-            "untouched. Choose a file with `%agent session PATH`."
-        )
-
-
-def _store_error(path: Path, exc: Exception) -> NotebookError:
-    """The store's refusal to open `path`, as one line that says what to do."""
-    name = cell_text(path.name)
-    if isinstance(exc, SessionLockedError):
-        who = f"process {exc.holder_pid}" if exc.holder_pid else "another kernel"
-        if exc.in_process:
-            who = "this kernel already (another open session object)"
-        message = (
-            f"tiny-agent-nb: {name} is in use by {who}; this kernel will not write to it. "
-            "Stop that kernel, or use `%agent session OTHER.jsonl`."
-        )
-        if exc.in_process:
-            return NotebookError(message)
-        return SessionInUseError(message, exc.holder_pid)
-    if isinstance(exc, SessionCorruptError):
-        damage = (
-            f"tiny-agent-nb: line {exc.line} of {cell_text(exc.path)} is damaged: "
-            f"{cell_text(exc.reason).rstrip('.')}. Nothing was changed."
-        )
-        if exc.line == 1:  # the header: nothing before it to keep
-            return NotebookError(f"{damage} Start a fresh session with `%agent new`.")
-        out = Path(exc.path).with_name(f"{Path(exc.path).stem}.salvaged.jsonl")
-        return NotebookError(
-            f"{damage} To go on with the lines before it, run `tiny-agent-nb salvage "
-            f"{cell_text(shlex.quote(exc.path))} --out {cell_text(shlex.quote(str(out)))}` in "
-            f"a terminal, then `%agent session {cell_text(str(out))}`; or start a fresh "
-            "session with `%agent new`."
-        )
-    if isinstance(exc, NotASessionError):
-        return NotebookError(
-            f"tiny-agent-nb: {cell_text(exc.path)} is not a session file "
-            f"({cell_text(exc.reason)}); it was left untouched. Choose another file with "
-            "`%agent session PATH`."
-        )
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return NotebookError(
-        f"tiny-agent-nb: cannot open {cell_text(str(path))} ({cell_text(reason)}); it was "
-        "left untouched. Choose another file with `%agent session PATH`."
-    )
-
-
-def _read_only_label(exc: NotebookError) -> str | None:
-    if not isinstance(exc, SessionInUseError):
-        return None
-    who = f"process {exc.holder_pid}" if exc.holder_pid else "another process"
-    return f"read-only: {who} writes this session"
-
-
-def _claim_for_archive(path: Path) -> SessionStore | None:
-    """Take the writer's lock on `path` before `%agent new` moves it. A damaged file is
-    moved without it: no writer can hold a file the store refuses to read."""
-    _refuse_non_file(path)
-    try:
-        return SessionStore.open(path)
-    except (SessionCorruptError, NotASessionError):
-        return None
-    except (SessionLockedError, OSError) as exc:
-        raise _store_error(path, exc) from None
 
 
 class NotebookAgent:
@@ -189,7 +108,7 @@ class NotebookAgent:
         """Switch to `location`. The new file is opened (and locked) before the current
         session is closed: if it is refused, this kernel keeps the session it had."""
         current = self.store
-        if current is not None and _same_file(current.path, location.path):
+        if current is not None and same_file(current.path, location.path):
             # Already ours: reopening would close it first, for nothing.
             self.location = location
             return self._report(location, current, None, just_opened=False)
@@ -203,7 +122,7 @@ class NotebookAgent:
             # there) and why (repeated by the next cell instead of a vaguer error).
             self.location = location
             self.open_error = str(exc)
-            self.read_only = _read_only_label(exc)
+            self.read_only = read_only_label(exc)
             raise
         self.close()
         self.store, self.location, self.open_error = store, location, None
@@ -251,7 +170,7 @@ class NotebookAgent:
             environment_identity=str(self.workspace()),
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
-        _refuse_non_file(path)
+        refuse_non_file(path)
         if not path.parent.is_dir():
             # A typo in a path must not leave a tree of new directories behind.
             raise NotebookError(
@@ -262,7 +181,7 @@ class NotebookAgent:
         try:
             return SessionStore.open(path, create=init, durability=durability)
         except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
-            raise _store_error(path, exc) from None
+            raise store_error(path, exc) from None
 
     def _recover(self) -> RecoveryReport | None:
         """Settle what a dead kernel left open. It asks no model, so it runs even when
@@ -314,7 +233,7 @@ class NotebookAgent:
             try:
                 return load_session(path), self.read_only
             except (SessionCorruptError, NotASessionError, OSError) as exc:
-                raise _store_error(path, exc) from None
+                raise store_error(path, exc) from None
         return self.require_store().load(), None
 
     def context(self) -> ContextProjection:
@@ -350,7 +269,7 @@ class NotebookAgent:
         path = location.path
         held = self.store
         if held is None and (path.exists() or path.is_symlink()):
-            held = _claim_for_archive(path)
+            held = claim_for_archive(path)
         archived = next_archive_path(path)
         try:
             if path.exists() or path.is_symlink():

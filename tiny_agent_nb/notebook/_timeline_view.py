@@ -26,7 +26,7 @@ from ..provider import DEMO_PROVIDER
 from ..render import timeline_html, timeline_text
 from ..session import Fact, RecordFact, SessionState
 from ..timeline import Timeline, build_timeline
-from ._runtime import NotebookError
+from ._opening import NotebookError
 
 REFRESH_INTERVAL = 0.25  # seconds between two renders while facts stream in
 

@@ -1,0 +1,104 @@
+"""Opening a session file for a kernel: what may be refused, and how each refusal is
+said in one line that names what was kept and what to do next.
+
+The store refuses (locked, damaged, not a session, not a regular file); here each
+refusal becomes a `NotebookError`, or a `SessionInUseError` when another process writes
+the file (a kernel may still read it then).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from ..render import cell_text
+from ..session import NotASessionError, SessionCorruptError, SessionLockedError, SessionStore
+from ._paths import not_a_file
+
+
+class NotebookError(Exception):
+    """Something the user must act on; the message says what and how."""
+
+
+class SessionInUseError(NotebookError):
+    """Another process writes the session: this kernel may still read it."""
+
+    def __init__(self, message: str, holder_pid: int | None) -> None:
+        super().__init__(message)
+        self.holder_pid = holder_pid
+
+
+def same_file(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def refuse_non_file(path: Path) -> None:
+    """Refuse a directory, FIFO, device or socket before opening it: reading a FIFO
+    would block the kernel, writing a header to /dev/null would lose it."""
+    kind = not_a_file(path)
+    if kind is not None:
+        raise NotebookError(
+            f"tiny-agent-nb: {cell_text(str(path))} is {kind}, not a session file; it was left "
+            "untouched. Choose a file with `%agent session PATH`."
+        )
+
+
+def store_error(path: Path, exc: Exception) -> NotebookError:
+    """The store's refusal to open `path`, as one line that says what to do."""
+    name = cell_text(path.name)
+    if isinstance(exc, SessionLockedError):
+        who = f"process {exc.holder_pid}" if exc.holder_pid else "another kernel"
+        if exc.in_process:
+            who = "this kernel already (another open session object)"
+        message = (
+            f"tiny-agent-nb: {name} is in use by {who}; this kernel will not write to it. "
+            "Stop that kernel, or use `%agent session OTHER.jsonl`."
+        )
+        if exc.in_process:
+            return NotebookError(message)
+        return SessionInUseError(message, exc.holder_pid)
+    if isinstance(exc, SessionCorruptError):
+        damage = (
+            f"tiny-agent-nb: line {exc.line} of {cell_text(exc.path)} is damaged: "
+            f"{cell_text(exc.reason).rstrip('.')}. Nothing was changed."
+        )
+        if exc.line == 1:  # the header: nothing before it to keep
+            return NotebookError(f"{damage} Start a fresh session with `%agent new`.")
+        out = Path(exc.path).with_name(f"{Path(exc.path).stem}.salvaged.jsonl")
+        return NotebookError(
+            f"{damage} To go on with the lines before it, run `tiny-agent-nb salvage "
+            f"{cell_text(shlex.quote(exc.path))} --out {cell_text(shlex.quote(str(out)))}` in "
+            f"a terminal, then `%agent session {cell_text(str(out))}`; or start a fresh "
+            "session with `%agent new`."
+        )
+    if isinstance(exc, NotASessionError):
+        return NotebookError(
+            f"tiny-agent-nb: {cell_text(exc.path)} is not a session file "
+            f"({cell_text(exc.reason)}); it was left untouched. Choose another file with "
+            "`%agent session PATH`."
+        )
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return NotebookError(
+        f"tiny-agent-nb: cannot open {cell_text(str(path))} ({cell_text(reason)}); it was "
+        "left untouched. Choose another file with `%agent session PATH`."
+    )
+
+
+def read_only_label(exc: NotebookError) -> str | None:
+    if not isinstance(exc, SessionInUseError):
+        return None
+    who = f"process {exc.holder_pid}" if exc.holder_pid else "another process"
+    return f"read-only: {who} writes this session"
+
+
+def claim_for_archive(path: Path) -> SessionStore | None:
+    """Take the writer's lock on `path` before `%agent new` moves it. A damaged file is
+    moved without it: no writer can hold a file the store refuses to read."""
+    refuse_non_file(path)
+    try:
+        return SessionStore.open(path)
+    except (SessionCorruptError, NotASessionError):
+        return None
+    except (SessionLockedError, OSError) as exc:
+        raise store_error(path, exc) from None
