@@ -73,7 +73,7 @@ class CellDisplay(LoopObserver):
 
     def on_notice(self, text: str) -> None:
         self._end_text()
-        print(f"ⓘ {cell_text(text)}", flush=True)
+        print(f"Note: {cell_text(text)}", flush=True)
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
