@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from ipython_shell import OFFLINE, fresh_shell
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
 from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, ToolSchema
@@ -134,17 +135,9 @@ def test_without_bash_the_commands_it_could_not_run_are_listed() -> None:
 @pytest.fixture
 def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
     """An in-process IPython with nothing configured: the offline demo model answers."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))
-    for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "TINY_AGENT_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "demo.ipynb"))
-    InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance()
-    assert sh.run_cell("%load_ext tiny_agent_nb").error_in_exec is None
-    yield sh
-    sh.run_line_magic("unload_ext", "tiny_agent_nb")
-    InteractiveShell.clear_instance()
+    for sh in fresh_shell(tmp_path, monkeypatch, OFFLINE, "demo.ipynb"):
+        assert sh.run_cell("%load_ext tiny_agent_nb").error_in_exec is None
+        yield sh
 
 
 def cell(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
+from ipython_shell import fresh_shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import HeaderInit, SessionStore
@@ -55,15 +56,7 @@ def three_runs(path: Path) -> None:
 
 @pytest.fixture
 def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))
-    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "glossary.ipynb"))
-    monkeypatch.setenv("TINY_AGENT_DEMO", "0")
-    InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance()
-    yield sh
-    sh.run_line_magic("unload_ext", "tiny_agent_nb")
-    InteractiveShell.clear_instance()
+    yield from fresh_shell(tmp_path, monkeypatch, {"TINY_AGENT_DEMO": "0"}, "glossary.ipynb")
 
 
 def surfaces(

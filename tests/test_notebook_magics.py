@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from ipython_shell import fresh_shell, served
 
 from tiny_agent_nb.notebook import TimelineView, fill_prompt
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
@@ -26,17 +27,7 @@ KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
 def shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
 ) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))  # history stays in tmp
-    monkeypatch.setenv("TINY_AGENT_BASE_URL", server.base_url)
-    monkeypatch.setenv("TINY_AGENT_MODEL", "test/model")
-    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
-    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "analysis.ipynb"))
-    InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance()
-    yield sh
-    sh.run_line_magic("unload_ext", "tiny_agent_nb")
-    InteractiveShell.clear_instance()
+    yield from fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY))
 
 
 def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from ipython_shell import OFFLINE, fresh_shell
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 
@@ -21,16 +22,7 @@ def shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> Iterator[InteractiveShell]:
     """A shell with nothing configured: the offline demo model answers."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))
-    for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY", "TINY_AGENT_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "words.ipynb"))
-    InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance()
-    yield sh
-    sh.run_line_magic("unload_ext", "tiny_agent_nb")
-    InteractiveShell.clear_instance()
+    yield from fresh_shell(tmp_path, monkeypatch, OFFLINE, "words.ipynb")
 
 
 def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from ipython_shell import fresh_shell, served
 
 from tiny_agent_nb.notebook._config import TinyAgent
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError, redact_url
@@ -233,18 +234,9 @@ def test_a_url_mentioning_openrouter_is_not_labelled_openrouter() -> None:
 def shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
 ) -> Iterator[InteractiveShell]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))
-    monkeypatch.setenv("TINY_AGENT_BASE_URL", server.base_url.replace("//", f"//bob:{PASSWORD}@"))
-    monkeypatch.setenv("TINY_AGENT_MODEL", "test/model")
-    monkeypatch.delenv("TINY_AGENT_API_KEY", raising=False)
-    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
-    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "analysis.ipynb"))
-    InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance()
-    yield sh
-    sh.run_line_magic("unload_ext", "tiny_agent_nb")
-    InteractiveShell.clear_instance()
+    url = server.base_url.replace("//", f"//bob:{PASSWORD}@")
+    env = {**served(url, None), "OPENROUTER_API_KEY": None}
+    yield from fresh_shell(tmp_path, monkeypatch, env)
 
 
 def test_a_notebook_run_keeps_the_password_out_of_the_file_and_every_output(

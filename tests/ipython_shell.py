@@ -1,0 +1,49 @@
+"""An in-process IPython shell for the notebook tests: the working directory, IPython's
+history and the session file in the test's tmp, the environment as the test sets it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+# Nothing configured: the offline demo model answers.
+OFFLINE: Mapping[str, str | None] = {
+    "TINY_AGENT_API_KEY": None,
+    "OPENROUTER_API_KEY": None,
+    "TINY_AGENT_BASE_URL": None,
+}
+
+
+def served(base_url: str, key: str | None) -> dict[str, str | None]:
+    """The environment of a kernel whose model is the loopback server at `base_url`."""
+    return {
+        "TINY_AGENT_BASE_URL": base_url,
+        "TINY_AGENT_MODEL": "test/model",
+        "TINY_AGENT_API_KEY": key,
+    }
+
+
+def fresh_shell(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: Mapping[str, str | None],
+    notebook: str = "analysis.ipynb",
+) -> Iterator[InteractiveShell]:
+    """A new shell for `notebook` (its session file is found through JPY_SESSION_NAME);
+    `env` sets a variable, or deletes it where the value is None. Unloads at the end."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))  # history stays in tmp
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / notebook))
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance()
+    yield shell
+    shell.run_line_magic("unload_ext", "tiny_agent_nb")
+    InteractiveShell.clear_instance()
