@@ -813,6 +813,20 @@ def failed_run(s: SessionBuilder) -> None:
     s.commit()
 
 
+@scenario("the server says the context is too long: the attempt fails as contextLength (400)")
+def context_too_long(s: SessionBuilder) -> None:
+    op = s.start_run("Summarize the whole log again.")
+    attempt = s.step_attempt(op, 1)
+    s.commit()
+    message = (
+        "This model's maximum context length is 8192 tokens. "
+        "However, your messages resulted in 9001 tokens."
+    )
+    s.attempt_failed(attempt, "contextLength", message, retryable=False, status=400)
+    s.operation_finished(op, "failed", "the conversation does not fit the model's context window")
+    s.commit()
+
+
 def _big_tool_output() -> str:
     row = '{i:04d}\tpath="src/模块_{i}.py" \\ status=\x1b[32mok\x1b[0m e\u0301 🚀 "q"\r\n'
     return "".join(row.format(i=i) for i in range(400))

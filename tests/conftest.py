@@ -19,6 +19,15 @@ def server() -> Iterator[OpenAIServer]:
 
 
 @pytest.fixture
+def strict_server() -> Iterator[OpenAIServer]:
+    """`server`, and the test fails if the client ever sent an invalid conversation
+    (a tool call left unanswered, a bad role, ...), even one the code under test survived."""
+    with OpenAIServer() as s:
+        yield s
+        assert not s.invalid_requests, [r.problem for r in s.invalid_requests]
+
+
+@pytest.fixture
 def header_init(tmp_path: Path) -> HeaderInit:
     return HeaderInit(
         cwd=str(tmp_path),

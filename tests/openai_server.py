@@ -12,6 +12,14 @@ arrive in pieces) and as one JSON object otherwise. Every request is recorded (h
 raw and parsed body) and validated the way real providers validate a conversation;
 an invalid request gets a 400 and does not consume a reply.
 
+`OpenAIServer(context_limit=N)` answers 400 with OpenAI's "maximum context length" body
+(vLLM words it the same way) to a valid request whose estimated tokens (its messages'
+bytes / 4, as `estimate_tokens`) pass N, without consuming a reply. `invalid_requests`
+lists what was refused as an invalid conversation, so a test (or the
+`strict_server` fixture) can assert the client never sent one. `GET /models` lists
+`server.models` (OpenRouter/vLLM/llama.cpp entries: see `model_entry`), or serves
+`server.models_reply` when a test scripts one.
+
 `hold` makes a reply wait before it is served (or, with `hold_after`, after its first
 chunks) on a `threading.Event`, or on the server's `release()` when the reply comes from
 a JSON script; `wait_for_requests(n)` blocks until n requests have arrived.
@@ -172,6 +180,35 @@ def stream_error_reply(
     return text_reply(
         text, error_after={"after": after, "error": {"code": code, "message": message}}
     )
+
+
+def model_entry(model: str = MODEL, **fields: Any) -> dict[str, Any]:
+    """One `GET /models` entry. The window where each server puts it:
+    `context_length=N` (OpenRouter), `max_model_len=N` (vLLM), `meta={"n_ctx_train": N}`
+    (llama.cpp); none at all (Ollama's /v1/models)."""
+    return {"id": model, "object": "model", "created": 0, "owned_by": "test", **fields}
+
+
+def context_length_body(limit: int, tokens: int) -> dict[str, Any]:
+    """OpenAI's answer to a conversation that does not fit (vLLM's reads the same)."""
+    return {
+        "error": {
+            "message": (
+                f"This model's maximum context length is {limit} tokens. However, your "
+                f"messages resulted in {tokens} tokens. Please reduce the length of the "
+                "messages."
+            ),
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+def estimated_tokens(body: Mapping[str, Any]) -> int:
+    """The request's messages as compact ASCII JSON, one token per 4 bytes."""
+    size = sum(len(json.dumps(m, separators=(",", ":"))) for m in body.get("messages", ()))
+    return (size + 3) // 4
 
 
 # ---------------------------------------------------------------- validation
@@ -392,8 +429,9 @@ class RecordedRequest:
     raw: bytes
     body: Any  # parsed JSON, or None when the body was not JSON
     status: int | None = None  # what the server answered (None while in flight)
-    outcome: str = "pending"  # served | dropped | client-gone | rejected
-    problem: str | None = None  # the validation error, when rejected
+    outcome: str = "pending"  # served | dropped | client-gone | rejected | invalid | too-long
+    problem: str | None = None  # why it was rejected, invalid or too long
+    tokens: int | None = None  # estimated tokens of a valid chat request
     finished: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def log_line(self) -> str:
@@ -415,8 +453,13 @@ class OpenAIServer:
         api_key: str | None = None,
         log_path: Path | str | None = None,
         hold_timeout: float = 30.0,
+        context_limit: int | None = None,
+        models: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         self.api_key = api_key
+        self.context_limit = context_limit
+        self.models = [dict(m) for m in models] if models is not None else [model_entry()]
+        self.models_reply: Reply | None = None  # served to GET /models instead of the list
         self.hold_timeout = hold_timeout
         self._log_path = Path(log_path) if log_path is not None else None
         self._replies: deque[Reply] = deque()
@@ -482,6 +525,15 @@ class OpenAIServer:
     def requests(self) -> list[RecordedRequest]:
         with self._cond:
             return list(self._requests)
+
+    @property
+    def invalid_requests(self) -> list[RecordedRequest]:
+        """Requests refused as invalid conversations (what a real provider answers 400)."""
+        return [r for r in self.requests if r.outcome == "invalid"]
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == "POST"]
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[RecordedRequest]:
         """Block until at least n requests have arrived (not necessarily been answered)."""
@@ -591,6 +643,47 @@ class _Handler(BaseHTTPRequestHandler):
         self._write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
     # ------------------------------------------------------------ routes
+    def do_GET(self) -> None:
+        app = self.server.app
+        request = RecordedRequest(
+            index=-1,
+            method="GET",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            raw=b"",
+            body=None,
+        )
+        app._record(request)
+        try:
+            if self.path not in ("/v1/models", "/models"):
+                self._reject(request, 404, f"Not found: {self.path}", "not_found_error")
+            elif app.api_key is not None and request.headers.get("authorization") != (
+                f"Bearer {app.api_key}"
+            ):
+                self._reject(request, 401, "No auth credentials found", "authentication_error")
+            elif app.models_reply is not None:
+                reply = app.models_reply
+                app._hold(reply)
+                request.status, request.outcome = reply.get("status", 200), "served"
+                if reply["kind"] == "raw":
+                    self._send_raw(reply)
+                elif reply["kind"] == "gzip":  # `body`: bytes already gzipped
+                    self.send_response(reply["status"])
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-encoding", "gzip")
+                    self.send_header("content-length", str(len(reply["body"])))
+                    self.end_headers()
+                    self._write(reply["body"])
+                else:
+                    self._send_json(reply["status"], reply["body"], reply["headers"])
+            else:
+                request.status, request.outcome = 200, "served"
+                self._send_json(200, {"object": "list", "data": app.models})
+        except _ClientGone:
+            request.outcome = "client-gone"
+        finally:
+            request.finished.set()
+
     def do_POST(self) -> None:
         app = self.server.app
         raw = self._read_body()
@@ -618,8 +711,15 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             request.finished.set()
 
-    def _reject(self, request: RecordedRequest, status: int, message: str, kind: str) -> None:
-        request.status, request.outcome, request.problem = status, "rejected", message
+    def _reject(
+        self,
+        request: RecordedRequest,
+        status: int,
+        message: str,
+        kind: str,
+        outcome: str = "rejected",
+    ) -> None:
+        request.status, request.outcome, request.problem = status, outcome, message
         self._send_json(
             status, {"error": {"message": message, "type": kind, "param": None, "code": None}}
         )
@@ -644,7 +744,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         problem = validate_request(request.body)
         if problem is not None:
-            self._reject(request, 400, problem, "invalid_request_error")
+            self._reject(request, 400, problem, "invalid_request_error", "invalid")
+            return
+        request.tokens = estimated_tokens(request.body)
+        if app.context_limit is not None and request.tokens > app.context_limit:
+            body = context_length_body(app.context_limit, request.tokens)
+            request.status, request.outcome = 400, "too-long"
+            request.problem = body["error"]["message"]
+            self._send_json(400, body)
             return
         reply = app._next_reply()
         if reply is None:
@@ -725,6 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, help="one JSON line per request")
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
     parser.add_argument("--hold-timeout", type=float, default=300.0)
+    parser.add_argument("--context-limit", type=int, help="answer 400 past N estimated tokens")
     args = parser.parse_args(argv)
     replies = json.loads(args.script.read_text(encoding="utf-8"))
     if not isinstance(replies, list):
@@ -733,7 +841,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     server = OpenAIServer(
-        port=args.port, api_key=args.api_key, log_path=args.log, hold_timeout=args.hold_timeout
+        port=args.port,
+        api_key=args.api_key,
+        log_path=args.log,
+        hold_timeout=args.hold_timeout,
+        context_limit=args.context_limit,
     )
     server.enqueue(*replies)
     with server:

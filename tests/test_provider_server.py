@@ -116,7 +116,7 @@ def test_a_rejected_request_is_answered_400_and_keeps_the_reply(server: OpenAISe
     assert response.status_code == 400
     assert "did not have response messages" in response.json()["error"]["message"]
     (request,) = server.requests
-    assert (request.status, request.outcome) == (400, "rejected")
+    assert (request.status, request.outcome) == (400, "invalid")
     assert server.pending_replies == 1
 
 

@@ -102,6 +102,8 @@ class NotebookAgent:
         # One HTTP client per open session, made by its first real request: the cells
         # reuse its keep-alive connection; `close()` (new, session, unload, exit) ends it.
         self._http: httpx.Client | None = None
+        # (base URL, model) -> the window its server lists; asked once per open session.
+        self._windows: dict[tuple[str, str], int | None] = {}
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -190,6 +192,7 @@ class NotebookAgent:
 
     def close(self) -> None:
         self._forget_context()
+        self._windows.clear()
         if self._unfollow_store is not None:
             self._unfollow_store()
             self._unfollow_store = None
@@ -402,6 +405,21 @@ class NotebookAgent:
                 f"tiny-agent-nb: {exc} Nothing was sent and nothing was recorded: fix it and "
                 "restart the kernel, or `%config TinyAgent.api_key = '...'`."
             ) from None
+
+    def context_window(self) -> int | None:
+        """The model's context window as its server's model listing reports it; None when
+        it reports none, for the offline demo model, or when no provider can be made."""
+        config = self.provider_config()
+        where = (config.redacted_base_url, config.model)
+        if self.config.demo_mode() or where in self._windows:
+            return self._windows.get(where)
+        try:
+            provider = self._provider(config)
+        except NotebookError:  # a key no header can carry: the run itself says so
+            return None
+        with provider:  # closes nothing shared: the session's client stays open
+            self._windows[where] = provider.context_window()
+        return self._windows[where]
 
     def provider_config(self, model: str | None = None) -> ProviderConfig:
         c = self.config

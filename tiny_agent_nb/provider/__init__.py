@@ -26,6 +26,7 @@ from ._types import (
     UsageReport,
 )
 from ._urls import redact_url, url_secrets
+from ._window import estimate_tokens
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
     from ._client import Provider, http_client
@@ -60,6 +61,7 @@ __all__ = [
     "ToolSchema",
     "UsageReport",
     "backoff_delay",
+    "estimate_tokens",
     "http_client",
     "redact_url",
     "url_secrets",

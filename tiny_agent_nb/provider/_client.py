@@ -37,6 +37,7 @@ from ._normalize import CompletionAssembler, completion_from_response, events_of
 from ._sse import SSEDecoder, SSEEvent
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, ToolSchema
 from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
+from ._window import window_in_listing
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class Provider:
         )
         self._owns_client = client is None
         self._client = http_client(transport) if client is None else client
+        self._windows: dict[str, int | None] = {}  # model -> what GET /models said
 
     @property
     def config(self) -> ProviderConfig:
@@ -209,6 +211,16 @@ class Provider:
             raise
         log.debug("answered: finish=%s usage=%s", completion.message.finishReason, completion.usage)
         return completion
+
+    def context_window(self, model: str | None = None) -> int | None:
+        """The context window (tokens) of `model` (this provider's by default) as the
+        server's `GET {base_url}/models` reports it (`_window` says where each server puts
+        it); None when it reports none or the listing could not be read. Asked once per
+        model and provider, bound by the same limits as an answer; never raises."""
+        model = self._config.model if model is None else model
+        if model not in self._windows:
+            self._windows[model] = self._listed_window(model)
+        return self._windows[model]
 
     # ------------------------------------------------------------------ internals
 
@@ -268,6 +280,25 @@ class Provider:
             if isinstance(exc, httpx.ReadTimeout) and self._clock() >= deadline:
                 raise attempt_timed_out(self._config) from exc
             raise transport_error(self._config, exc) from exc
+
+    def _listed_window(self, model: str) -> int | None:
+        headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING}
+        headers.update(self._headers)
+        deadline = self._clock() + self._config.attempt_timeout
+        try:
+            url, basic = request_target(self._config.base_url, "/models")
+            if basic is not None:
+                headers["authorization"] = basic
+            with self._client.stream("GET", url, headers=headers, timeout=self._timeout) as got:
+                if not got.is_success:
+                    log.debug("GET /models: HTTP %d, no context window", got.status_code)
+                    return None
+                encoding = got.headers.get("content-encoding", "")
+                raw = b"".join(self._metered(decoded(got.iter_raw(), encoding), deadline))
+        except Exception as exc:  # a window is only a hint: None is "not reported"
+            log.debug("GET /models failed: %s", self._scrubbed(f"{type(exc).__name__}: {exc}"))
+            return None
+        return window_in_listing(raw, model)
 
     def _metered(self, chunks: Iterator[bytes], deadline: float) -> Iterator[bytes]:
         """`chunks`, cut off once the answer passes `max_response_bytes` or `deadline`.

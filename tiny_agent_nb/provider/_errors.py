@@ -7,6 +7,8 @@
       network   connection refused, reset, or closed mid-answer         (retryable)
       protocol  an answer that is not a chat completion (HTML, broken JSON, no choice),
                 or one larger than max_response_bytes
+      contextLength  the conversation does not fit the model's context window (each
+                server's wording: `_window`); never retried as is
 
 Every message says what happened and what to do next. None of them may contain the API
 key or the credentials of the base URL: they quote `redacted_base_url`, and the client
@@ -24,6 +26,7 @@ from ._normalize import server_message
 from ._retry import parse_retry_after
 from ._text import truncate
 from ._types import ProviderConfig, ProviderError
+from ._window import context_too_long, is_context_length
 
 # as the OpenAI SDK retries: timeouts, conflicts, rate limits, every 5xx (529: overloaded)
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -37,12 +40,22 @@ def retry_after_of(headers: Mapping[str, str], *, now: float | None = None) -> f
     return parse_retry_after(headers.get("retry-after"), now=now)
 
 
-def _quoted(body: bytes, content_type: str) -> str:
+def _parsed(body: bytes) -> object:
     try:
-        parsed = json.loads(body)
+        return json.loads(body)
     except (ValueError, RecursionError):  # nesting deeper than the decoder goes: not JSON
-        parsed = None
-    message = server_message(parsed)
+        return None
+
+
+def _too_long(body: bytes) -> bool:
+    parsed = _parsed(body)
+    if isinstance(parsed, Mapping):
+        return is_context_length(parsed.get("error", parsed), server_message(parsed))
+    return is_context_length(None, body.decode("utf-8", errors="replace"))
+
+
+def _quoted(body: bytes, content_type: str) -> str:
+    message = server_message(_parsed(body))
     if message:
         return message
     text = body.decode("utf-8", errors="replace").strip()
@@ -96,6 +109,10 @@ def status_error(
             f"{where} is probably wrong: check both (a model id looks like "
             "'openai/gpt-4o-mini' on OpenRouter; the base URL ends before /chat/completions)."
         )
+    # 500 too: a server may fail a prompt that does not fit as an internal error, and
+    # retrying it would fail the same way every time.
+    if status in (400, 413, 422, 500) and _too_long(body):
+        return context_too_long(said, status)
     if status == 429:
         wait = f"after {retry_after:g}s" if retry_after is not None else "after a pause"
         return fail(f"Rate limited (HTTP 429: {said}); retry {wait}.", retryable=True)

@@ -39,6 +39,7 @@ from ._types import (
     ToolCallStarted,
     UsageReport,
 )
+from ._window import context_too_long, is_context_length
 
 # Tool calls one answer may hold. Within max_response_bytes a 45-byte call delta could
 # make a million, each a builder in memory and an entry in the file; parallel calls of a
@@ -151,6 +152,8 @@ def error_in_body(body: Mapping[str, Any]) -> ProviderError:
     status = _error_status(error) if isinstance(error, Mapping) else None
     retryable = status is None or status in (408, 429) or status >= 500
     text = server_message(body) or "no message"
+    if is_context_length(error, text):  # OpenRouter: the upstream's 400 inside a 200
+        return context_too_long(text, status)
     where = f" (code {status})" if status is not None else ""
     advice = "the request can be retried" if retryable else "fix the request before retrying"
     return ProviderError(

@@ -82,9 +82,12 @@ def url_secrets(url: str) -> tuple[str, ...]:
     return tuple(sorted(out, key=len, reverse=True))  # longest first: no half-redacted ones
 
 
-def request_target(base_url: str) -> tuple[httpx.URL, str | None]:
-    """The chat-completions URL without user-info, and the `Authorization: Basic` value the
-    user-info stands for (None when there is none). Raises `httpx.InvalidURL`.
+def request_target(
+    base_url: str, endpoint: str = "/chat/completions"
+) -> tuple[httpx.URL, str | None]:
+    """The URL of `endpoint` (chat completions; `/models` for the model listing) without
+    user-info, and the `Authorization: Basic` value the user-info stands for (None when
+    there is none). Raises `httpx.InvalidURL`.
 
     httpx would send the user-info as Basic auth itself, but it would also keep it in
     `request.url`, where its exceptions and its log line would show it.
@@ -98,7 +101,7 @@ def request_target(base_url: str) -> tuple[httpx.URL, str | None]:
         authorization = "Basic " + base64.b64encode(pair).decode("ascii")
         url = url.copy_with(username=None, password=None)
     # The path is extended before the query, so `?api-version=...` stays a query.
-    path = url.raw_path.partition(b"?")[0].rstrip(b"/") + b"/chat/completions"
+    path = url.raw_path.partition(b"?")[0].rstrip(b"/") + endpoint.encode("ascii")
     query = b"?" + url.query if url.query else b""
     return url.copy_with(raw_path=path + query), authorization
 

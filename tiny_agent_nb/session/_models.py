@@ -199,7 +199,10 @@ class StepAttempt(_Model):
     configurationDigest: Digest
 
 
-AttemptErrorKind = Literal["http", "timeout", "network", "protocol", "aborted", "interrupted"]
+# contextLength: the server said the request does not fit the model's context window.
+AttemptErrorKind = Literal[
+    "http", "timeout", "network", "protocol", "contextLength", "aborted", "interrupted"
+]
 
 
 class AttemptError(_Model):
