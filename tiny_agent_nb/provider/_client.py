@@ -34,6 +34,7 @@ from ._errors import (
     undecodable,
 )
 from ._normalize import CompletionAssembler, completion_from_response, events_of
+from ._request import request_parts
 from ._sse import SSEDecoder, SSEEvent
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, ToolSchema
 from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
@@ -50,47 +51,6 @@ Clock = Callable[[], float]  # seconds, monotonic
 
 def _ignore(event: StreamEvent) -> None:
     pass
-
-
-def _dumps(value: Any) -> bytes:
-    # ASCII-only, compact, no NaN: the most conservative JSON every server parses.
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode("ascii")
-
-
-def request_parts(
-    config: ProviderConfig, messages: Sequence[bytes], tools: Sequence[ToolSchema]
-) -> list[bytes]:
-    """The POST body as pieces, sent one after the other without being joined.
-
-    Each item of `messages` is one encoded JSON object, or several already joined by
-    commas (the context projection keeps its history in a few such runs), so a request
-    copies no history: only the pieces' ends are checked.
-    """
-    parts = [b'{"model":', _dumps(config.model), b',"messages":[']
-    for i, message in enumerate(messages):
-        if bytes(message[:1]) != b"{" or bytes(message[-1:]) != b"}":
-            raise ValueError(f"messages[{i}] is not an encoded JSON object")
-        if i:
-            parts.append(b",")
-        parts.append(message)
-    parts.append(b"]")
-    if tools:  # OpenAI rejects `tools: []`
-        parts += [b',"tools":', _dumps([tool.wire() for tool in tools])]
-    if config.stream:
-        parts.append(b',"stream":true,"stream_options":{"include_usage":true}')
-    else:
-        parts.append(b',"stream":false')
-    for name, value in config.sampling().items():
-        parts += [b",", _dumps(name), b":", _dumps(value)]
-    parts.append(b"}")
-    return parts
-
-
-def request_body(
-    config: ProviderConfig, messages: Sequence[bytes], tools: Sequence[ToolSchema]
-) -> bytes:
-    """The whole POST body in one piece (what `request_parts` sends)."""
-    return b"".join(request_parts(config, messages, tools))
 
 
 def http_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
