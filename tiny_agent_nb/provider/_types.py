@@ -145,7 +145,7 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted
 # http: an error status, or an `error` object inside a 200 answer; timeout: no connection
 # or no byte in time; network: refused / reset / closed mid-answer; protocol: an answer
 # that is not a chat completion (HTML, broken JSON, no choice). See `_errors`.
-ErrorKind = Literal["http", "timeout", "network", "protocol"]
+ErrorKind = Literal["http", "timeout", "network", "protocol", "contextLength"]
 
 
 class ProviderError(Exception):

@@ -199,7 +199,9 @@ class StepAttempt(_Model):
     configurationDigest: Digest
 
 
-AttemptErrorKind = Literal["http", "timeout", "network", "protocol", "aborted", "interrupted"]
+AttemptErrorKind = Literal[
+    "http", "timeout", "network", "protocol", "contextLength", "aborted", "interrupted"
+]
 
 
 class AttemptError(_Model):
