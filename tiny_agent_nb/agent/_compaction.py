@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..provider import Completion, ProviderError, ToolSchema
+from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import (
     AssistantEntry,
     CompactionEntry,
@@ -80,6 +81,31 @@ class Compacted:
     tokens_before: int
     tokens_after: int
     cost: float | None  # USD; None when the server did not report it
+
+
+def compaction_line(c: Compacted) -> str:
+    """One line for the cell and the status: what was summarized, tokens, cost."""
+    cost = usd(c.cost) if c.cost is not None else "cost unknown"
+    return (
+        f"compacted {c.entries} entries into a summary: ~{c.tokens_before} → "
+        f"~{c.tokens_after} tokens of context · {cost}"
+    )
+
+
+def compaction_status(state: SessionState) -> str | None:
+    """`%agent status`'s line: how many checkpoints, and what the latest replaced."""
+    ids = [i for i in state.entries if state.entries.type_of(i) == "compaction"]
+    if not ids:
+        return None
+    body = state.entries[ids[-1]].entry
+    assert isinstance(body, CompactionEntry)
+    usage = state.usage.get(body.attemptId or "")
+    before = f"~{body.tokensBefore} tokens" if body.tokensBefore is not None else "a context"
+    cost = "cost unknown" if usage is None or usage.cost is None else usd(usage.cost)
+    return (
+        f"{len(ids)} compaction(s); the latest summarized {before} into "
+        f"{len(body.summary)} characters · {cost}"
+    )
 
 
 class NoRoom(Exception):
