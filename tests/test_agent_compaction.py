@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_agent_loop import Harness, workspace
 
-from tiny_agent_nb.agent import AgentError
+from tiny_agent_nb.agent import AgentError, ContextProjection
 from tiny_agent_nb.provider import (
     Completion,
     Provider,
@@ -219,3 +219,49 @@ def test_a_long_session_stays_bounded_through_several_compactions(
     # without compaction the last request would hold all 210 reads (1.2 MB)
     assert max(sizes) < 8000 * 4
     assert all(r.status == 200 for r in server.requests)
+
+
+class InterruptSummaries:
+    """The real provider, with Ctrl-C landing while a summarization request is out."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def complete(
+        self,
+        messages: Sequence[bytes],
+        tools: Sequence[ToolSchema],
+        *,
+        on_event: Callable[[StreamEvent], None] | None = None,
+    ) -> Completion:
+        if not tools:
+            raise KeyboardInterrupt
+        return self.inner.complete(messages, tools, on_event=on_event)  # type: ignore[no-any-return]
+
+
+def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
+    server: OpenAIServer, big_workspace: Path
+) -> None:
+    server.enqueue(_read(1), _read(2))
+    provider = InterruptSummaries(Provider(ProviderConfig(model=MODEL, base_url=server.base_url)))
+    h = Harness(
+        server,
+        big_workspace,
+        provider=provider,
+        context_window=3000,
+        keep_tail_tokens=1000,
+    )
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            h.loop.run("Read big.txt twice")
+    finally:
+        h.close()
+    state = load_session(h.path)
+    (op,) = state.operations.values()
+    assert op.status == "aborted"
+    last = list(state.attempts.values())[-1]
+    assert (last.status, last.error and last.error.kind) == ("failed", "aborted")
+    assert not any(isinstance(e.entry, CompactionEntry) for e in state.entries.values())
+    # the context is every entry, as it was: both reads verbatim
+    sent = b",".join(ContextProjection.from_state(state, None).messages()).decode()
+    assert sent.count(BIG) == 2
