@@ -265,3 +265,26 @@ def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
     # the context is every entry, as it was: both reads verbatim
     sent = b",".join(ContextProjection.from_state(state, None).messages()).decode()
     assert sent.count(BIG) == 2
+
+
+def test_a_second_context_length_refusal_after_compacting_fails_saying_what_to_do(
+    server: OpenAIServer, big_workspace: Path
+) -> None:
+    server.enqueue(_read(1), text_reply("never"))
+    server.enqueue_summaries(_summary())
+    provider = TooLong(Provider(ProviderConfig(model=MODEL, base_url=server.base_url)), 3000)
+    # the compaction can only summarize the prompt: the read (6 KB) stays verbatim
+    h = Harness(server, big_workspace, provider=provider, keep_tail_tokens=100)
+    try:
+        result = h.loop.run("Read big.txt")
+    finally:
+        h.close()
+    assert (result.outcome, provider.refused) == ("failed", 2)
+    assert result.detail is not None
+    assert "does not fit the model's context window (32768 tokens) even after compacting" in (
+        result.detail
+    )
+    state = load_session(h.path)
+    assert sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values()) == 1
+    errors = [a.error.kind for a in state.attempts.values() if a.error]
+    assert errors == ["contextLength", "contextLength"]

@@ -238,8 +238,10 @@ class Compactor:
         threshold: float,
         keep_tail_tokens: int,
         request_bytes: Callable[[], int],
+        on_compaction: Callable[[Compacted], None],
     ) -> None:
         """`request_bytes`: the size of the request the run would send now."""
+        self._on_compaction = on_compaction
         self._store = store
         self._provider = provider
         self._label = label
@@ -261,6 +263,22 @@ class Compactor:
     def check(self) -> None:
         """Raises NoRoom when there is nothing to compact (nothing committed)."""
         choose_cut(self._store.load(), self._keep_tail_tokens)
+
+    def make_room(self, operation_id: str, step: int, attempt: int, *, forced: bool) -> str | None:
+        """Before an attempt: compact when the context passed its threshold, or when the
+        server said it is too long (`forced`). The run's failure detail when it cannot go
+        on, else None."""
+        if not forced and not self.needed():
+            return None
+        try:
+            self.run(operation_id, step, attempt)
+        except NoRoom as exc:
+            if not forced:
+                return None  # past the threshold is not yet too long: the request may fit
+            return too_long_detail(self.window, str(exc))
+        except CompactionFailed as exc:
+            return too_long_detail(self.window, str(exc))
+        return None
 
     def run(
         self, operation_id: str, step: int, attempt: int, instructions: str | None = None
@@ -325,13 +343,15 @@ class Compactor:
                 )
             )
         self._store.commit(facts)
-        return Compacted(
+        done = Compacted(
             entry_id=entry_id,
             entries=len(cut.entries),
             tokens_before=tokens_before,
             tokens_after=estimate_tokens(self._request_bytes()),
             cost=u.cost if u is not None else None,
         )
+        self._on_compaction(done)
+        return done
 
     def _fail(self, attempt_id: str, error: ProviderError) -> None:
         self._store.commit(

@@ -184,6 +184,7 @@ class AgentLoop:
             threshold=config.compact_threshold,
             keep_tail_tokens=config.keep_tail_tokens,
             request_bytes=lambda: sum(len(m) + 1 for m in self._projection.messages()),
+            on_compaction=self._observer.on_compaction,
         )
 
     @property
@@ -290,10 +291,9 @@ class AgentLoop:
 
         def body(operation_id: str) -> RunResult:
             try:
-                done = self._compactor.run(operation_id, 1, 1, instructions)
+                self._compactor.run(operation_id, 1, 1, instructions)
             except (NoRoom, CompactionFailed) as exc:
                 return self._finish(operation_id, "failed", detail=self._tool_step.clean(str(exc)))
-            self._observer.on_compaction(done)
             return self._finish(operation_id, "completed")
 
         return self._drive(operation_id, body)
@@ -365,9 +365,9 @@ class AgentLoop:
             over = self._over_budget(operation_id)
             if over is not None:
                 return self._finish(operation_id, "budgetLimit", detail=over)
-            stopped = self._make_room(operation_id, step, attempt, forced=False)
+            stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
             if stopped is not None:
-                return stopped
+                return self._finish(operation_id, "failed", detail=self._tool_step.clean(stopped))
             attempt_id = new_id()
             self._store.commit(
                 [
@@ -394,24 +394,23 @@ class AgentLoop:
                     retryable=error.retryable,
                     status=error.status,
                 )
-                if error.kind == CONTEXT_LENGTH and not too_long:
-                    too_long = True
+                last = attempt == self._config.max_attempts
+                if error.kind == CONTEXT_LENGTH and not too_long and not last:
+                    too_long = True  # compact, then retry as a new attempt, once
                     self._store.commit([failed])
-                    stopped = self._make_room(operation_id, step, attempt, forced=True)
-                    if stopped is not None:
-                        return stopped
-                    continue
-                if error.kind == CONTEXT_LENGTH:
-                    detail = too_long_detail(self._compactor.window, error.message)
-                    self._store.commit(
-                        [failed, f.operation_finished(operation_id, "failed", detail)]
+                    stopped = self._compactor.make_room(operation_id, step, attempt, forced=True)
+                    if stopped is None:
+                        continue
+                    return self._finish(
+                        operation_id, "failed", detail=self._tool_step.clean(stopped)
                     )
-                    return RunResult(operation_id, "failed", detail=detail)
-                if not error.retryable or attempt == self._config.max_attempts:
+                if error.kind == CONTEXT_LENGTH or not error.retryable or last:
                     detail = (
-                        error.message
+                        too_long_detail(self._compactor.window, error.message)
+                        if error.kind == CONTEXT_LENGTH
+                        else error.message
                         if not error.retryable
-                        else (f"gave up after {attempt} attempts: {error.message}")
+                        else f"gave up after {attempt} attempts: {error.message}"
                     )
                     self._store.commit(
                         [failed, f.operation_finished(operation_id, "failed", detail)]
@@ -455,27 +454,6 @@ class AgentLoop:
         ]
 
     # ------------------------------------------------------------------ helpers
-    def _make_room(
-        self, operation_id: str, step: int, attempt: int, *, forced: bool
-    ) -> RunResult | None:
-        """Compact when the context passed its threshold (or the server said it is too
-        long: `forced`); a RunResult when the run cannot go on."""
-        if not forced and not self._compactor.needed():
-            return None
-        try:
-            done = self._compactor.run(operation_id, step, attempt)
-        except NoRoom as exc:
-            if not forced:
-                return None  # past the threshold is not yet too long: the request may fit
-            reason = str(exc)
-        except CompactionFailed as exc:
-            reason = str(exc)
-        else:
-            self._observer.on_compaction(done)
-            return None
-        detail = self._tool_step.clean(too_long_detail(self._compactor.window, reason))
-        return self._finish(operation_id, "failed", detail=detail)
-
     def _over_budget(self, operation_id: str) -> str | None:
         """Checked before each attempt: the detail of a budgetLimit stop, else None."""
         budget = self._config.budget
