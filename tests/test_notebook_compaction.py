@@ -3,13 +3,17 @@ line, status, and the next request starting from the summary."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from test_notebook_magics import run, shell
 
+from tiny_agent_nb.cli import main
+from tiny_agent_nb.render import timeline_html
 from tiny_agent_nb.session import CompactionEntry, load_session
+from tiny_agent_nb.timeline import build_timeline
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 
@@ -41,6 +45,15 @@ def test_agent_compact_summarizes_with_instructions_and_status_shows_it(
     assert "nothing to compact" in run(shell, "%agent compact", capsys)
     status = run(shell, "%agent status", capsys)
     assert "context  1 compaction(s)" in status
+    usage_view = run(shell, "%agent usage", capsys)
+    assert "compaction completed" in usage_view and "$0.002" in usage_view
+    path = tmp_path / "analysis.agent.jsonl"
+    # ~N tokens: the context's estimate (bytes / 4), 5: the summary's output tokens
+    note = re.compile(r"compacted 5 entries \(~\d+ tokens\) into a 5-token summary")
+    assert main(["timeline", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert note.search(shown) and "summarizes the conversation (%agent compact)" in shown
+    assert note.search(timeline_html(build_timeline(load_session(path))))
     server.enqueue(text_reply("ok"))
     run(shell, "%%agent\nAnd now?", capsys)
     last = server.requests[-1].body["messages"]
