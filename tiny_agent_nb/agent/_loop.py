@@ -10,6 +10,9 @@ Order of commits for one run (each line one transaction, each before its effect)
     ... next stepAttempt ...
     operationFinished
 
+Before each stepAttempt the run may first compact (its own stepAttempt and one
+[compaction entry, usage] transaction; see _compaction.py).
+
 KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Any other
 exception after runStarted (a provider or tool registry bug, a commit the store refused,
 a display that failed): commit `failure_transaction`, so the run ends `failed` and the
