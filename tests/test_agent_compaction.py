@@ -5,7 +5,7 @@ operation; a long scripted session stays bounded."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,12 @@ def _summary(text: str = "SUMMARY: read big.txt several times") -> dict[str, obj
 
 def _requests_with(server: OpenAIServer, text: str) -> list[int]:
     return [i for i, r in enumerate(server.requests) if text in r.raw.decode()]
+
+
+@pytest.fixture
+def real_provider(server: OpenAIServer) -> Iterator[Provider]:
+    with Provider(ProviderConfig(model=MODEL, base_url=server.base_url)) as provider:
+        yield provider
 
 
 @pytest.fixture
@@ -126,11 +132,11 @@ class TooLong:
 
 
 def test_a_context_length_refusal_compacts_and_retries_as_a_new_attempt(
-    server: OpenAIServer, big_workspace: Path
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
 ) -> None:
     server.enqueue(_read(1), _read(2), text_reply("done"))
     server.enqueue_summaries(_summary())
-    provider = TooLong(Provider(ProviderConfig(model=MODEL, base_url=server.base_url)), 9000)
+    provider = TooLong(real_provider, 9000)
     h = Harness(
         server,
         big_workspace,
@@ -151,11 +157,11 @@ def test_a_context_length_refusal_compacts_and_retries_as_a_new_attempt(
 
 
 def test_still_too_long_after_compacting_fails_saying_what_to_do(
-    server: OpenAIServer, big_workspace: Path
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
 ) -> None:
     server.enqueue(_read(1), _read(2), text_reply("never"))
     server.enqueue_summaries(_summary())
-    provider = TooLong(Provider(ProviderConfig(model=MODEL, base_url=server.base_url)), 9000)
+    provider = TooLong(real_provider, 9000)
     # the verbatim tail alone does not fit: the compaction cannot make enough room
     h = Harness(server, big_workspace, provider=provider, keep_tail_tokens=2000)
     try:
@@ -240,10 +246,10 @@ class InterruptSummaries:
 
 
 def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
-    server: OpenAIServer, big_workspace: Path
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
 ) -> None:
     server.enqueue(_read(1), _read(2))
-    provider = InterruptSummaries(Provider(ProviderConfig(model=MODEL, base_url=server.base_url)))
+    provider = InterruptSummaries(real_provider)
     h = Harness(
         server,
         big_workspace,
@@ -268,11 +274,11 @@ def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
 
 
 def test_a_second_context_length_refusal_after_compacting_fails_saying_what_to_do(
-    server: OpenAIServer, big_workspace: Path
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
 ) -> None:
     server.enqueue(_read(1), text_reply("never"))
     server.enqueue_summaries(_summary())
-    provider = TooLong(Provider(ProviderConfig(model=MODEL, base_url=server.base_url)), 3000)
+    provider = TooLong(real_provider, 3000)
     # the compaction can only summarize the prompt: the read (6 KB) stays verbatim
     h = Harness(server, big_workspace, provider=provider, keep_tail_tokens=100)
     try:
