@@ -214,6 +214,15 @@ def estimated_tokens(body: Mapping[str, Any]) -> int:
 # ---------------------------------------------------------------- validation
 
 
+def is_summarization(body: object) -> bool:
+    """A compaction's request: no tools, and a system message asking for a summary."""
+    if not isinstance(body, dict) or body.get("tools"):
+        return False
+    messages = body.get("messages") or [{}]
+    first = messages[0] if isinstance(messages[0], dict) else {}
+    return first.get("role") == "system" and "summarize" in str(first.get("content", ""))
+
+
 def validate_request(body: object) -> str | None:
     """What a strict provider would answer 400 for, or None when the request is fine."""
     if not isinstance(body, dict):
@@ -463,6 +472,9 @@ class OpenAIServer:
         self.hold_timeout = hold_timeout
         self._log_path = Path(log_path) if log_path is not None else None
         self._replies: deque[Reply] = deque()
+        # Answers to summarization requests (compactions), when scripted apart: a long
+        # scripted session need not know where its automatic compactions fall.
+        self._summaries: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
         self._cond = threading.Condition()
         self._release = threading.Event()
@@ -567,8 +579,14 @@ class OpenAIServer:
                     log.write(request.log_line() + "\n")
             self._cond.notify_all()
 
-    def _next_reply(self) -> Reply | None:
+    def enqueue_summaries(self, *replies: Reply) -> None:
         with self._cond:
+            self._summaries.extend(replies)
+
+    def _next_reply(self, body: Any = None) -> Reply | None:
+        with self._cond:
+            if self._summaries and is_summarization(body):
+                return self._summaries.popleft()
             return self._replies.popleft() if self._replies else None
 
     def _hold(self, reply: Reply) -> None:
@@ -753,7 +771,7 @@ class _Handler(BaseHTTPRequestHandler):
             request.problem = body["error"]["message"]
             self._send_json(400, body)
             return
-        reply = app._next_reply()
+        reply = app._next_reply(request.body)
         if reply is None:
             self._reject(request, 500, "openai_server: no scripted reply left", "server_error")
             return

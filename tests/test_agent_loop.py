@@ -92,6 +92,7 @@ class Harness:
         self.events: list[StreamEvent] = []
         self.tool_ends: list[ToolOutput] = []  # what the screen was given
         self.notices: list[str] = []
+        self.compactions: list[Any] = []  # what on_compaction was told
         provider_config = ProviderConfig(model="test/model", base_url=server.base_url, api_key=KEY)
         self.provider = Provider(provider_config)
         self.store = SessionStore.open(
@@ -121,6 +122,9 @@ class Harness:
 
             def on_notice(self, text: str) -> None:
                 harness.notices.append(text)
+
+            def on_compaction(self, compacted: Any) -> None:
+                harness.compactions.append(compacted)
 
         self.observer = Observer()
         self.loop = AgentLoop(

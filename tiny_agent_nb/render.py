@@ -132,6 +132,7 @@ def _run_html(run: RunRow) -> str:
         )
         latency = f" · {a.latency_ms} ms" if a.latency_ms is not None else ""
         error = f" · {e(shorten(a.error, 200))}" if a.error else ""
+        error += f" · {e(a.compaction)}" if a.compaction else ""
         out.append(
             f'<div class="tan-attempt" data-status="{e(a.status)}">{_badge(a.status)} '
             f"attempt {a.step}.{a.attempt} {e(a.model)} · {used} · cost {money(a.cost)}"
@@ -159,6 +160,8 @@ def _title(run: RunRow) -> str:
     """A run's prompt; a resume has none, so it says which run it continues."""
     if run.prompt is not None:
         return run.prompt
+    if run.kind == "compaction":
+        return "summarizes the conversation (%agent compact)"
     if run.kind == "resume":
         return f"continues run {run.resumes}" if run.resumes else "continues an earlier run"
     return "(no prompt)"
@@ -251,6 +254,7 @@ def timeline_text(
         for a in run.attempts:
             latency = f" {a.latency_ms} ms" if a.latency_ms is not None else ""
             error = f" — {shorten(a.error, 70)}" if a.error else ""
+            error += f" — {a.compaction}" if a.compaction else ""
             lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
         for tool in run.tools:
             lines.append(f"  tool    {status(tool.status)} {tool.name} {tool.summary}")

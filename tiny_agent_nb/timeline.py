@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .session import (
+    CompactionEntry,
     SessionState,
     ToolIntent,
     ToolResultEntry,
@@ -90,6 +91,7 @@ class AttemptRow:
     cost: float | None
     latency_ms: int | None
     error: str | None
+    compaction: str | None = None  # what the attempt's compaction summarized
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,31 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
     )
 
 
+def compaction_notes(state: SessionState) -> dict[str, str]:
+    """Per attempt that wrote a compaction: how many entries it summarized, the context
+    size it replaced (tokensBefore) and the summary's size (its output tokens)."""
+    entries = state.entries
+    ids = [i for i in entries if entries.type_of(i) == "compaction"]
+    if not ids:
+        return {}  # the common case costs one pass over the entry types
+    position = {entry_id: n for n, entry_id in enumerate(entries)}
+    notes: dict[str, str] = {}
+    previous_cut = -1
+    for entry_id in ids:
+        body = entries[entry_id].entry
+        assert isinstance(body, CompactionEntry)
+        cut = position.get(body.throughEntryId, previous_cut)
+        covered = max(0, cut - previous_cut)
+        previous_cut = max(cut, previous_cut)
+        if body.attemptId is None:
+            continue  # written before compactions named their attempt
+        u = state.usage.get(body.attemptId)
+        before = f"~{body.tokensBefore} tokens" if body.tokensBefore is not None else "a context"
+        after = f"{u.outputTokens}-token" if u is not None else f"{len(body.summary)}-character"
+        notes[body.attemptId] = f"compacted {covered} entries ({before}) into a {after} summary"
+    return notes
+
+
 def build_timeline(
     state: SessionState, *, page: int | None = None, page_size: int = PAGE_SIZE
 ) -> Timeline:
@@ -186,6 +213,7 @@ def build_timeline(
     numbers = {op.id: n for n, op in enumerate(operations, start=1)}
     ledgers = state.usage_by_operation()
     unreported = unreported_attempts(state)
+    compactions = compaction_notes(state)
 
     attempts_by_op: dict[str, list[AttemptRow]] = {op_id: [] for op_id in wanted}
     for a in state.attempts.values():
@@ -204,6 +232,7 @@ def build_timeline(
                 cost=u.cost if u else None,
                 latency_ms=a.ended_at - a.started_at if a.ended_at is not None else None,
                 error=a.error.message if a.error else None,
+                compaction=compactions.get(a.id),
             )
         )
     # Intents first, rows later: a row decodes the intent's result entry from its line,

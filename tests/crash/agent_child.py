@@ -9,7 +9,8 @@ realpath is the environment identity), the session file given. MODE is
 
 - `run`: open the session (creating it if missing) and run the prompt;
 - `resume`: a new process after a crash: `loop.recover()`, then `loop.resume()`;
-- `restart`: the same calls once more, to show that a second restart changes nothing.
+- `restart`: the same calls once more, to show that a second restart changes nothing;
+- `compact`: `%agent compact`'s operation (`loop.compact()`) on the existing session.
 
 With `--approval ask` the approval callback prints `asking <tool>` and blocks reading one
 line from stdin (`yes` allows the call): the parent kills the child while it waits, i.e.
@@ -50,13 +51,15 @@ Ask = Callable[[str, Mapping[str, Any]], bool]
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["run", "resume", "restart"])
+    parser.add_argument("mode", choices=["run", "resume", "restart", "compact"])
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--workspace", type=Path, required=True)
     parser.add_argument("--session", type=Path, required=True)
     parser.add_argument("--prompt", default="Work through the plan.")
     parser.add_argument("--approval", choices=["auto", "ask"], default="auto")
     parser.add_argument("--budget", type=float, default=None, help="USD per run")
+    parser.add_argument("--context-window", type=int, default=None, help="tokens")
+    parser.add_argument("--keep-tail-tokens", type=int, default=8000)
     return parser.parse_args(argv)
 
 
@@ -106,6 +109,8 @@ def drive(args: argparse.Namespace, emit: Emit, ask: Ask) -> dict[str, Any]:
                 provider_digest=provider_config.digest_material(),
                 approval=args.approval,
                 budget=args.budget,
+                context_window=args.context_window,
+                keep_tail_tokens=args.keep_tail_tokens,
             ),
             ask=ask,
         )
@@ -113,6 +118,9 @@ def drive(args: argparse.Namespace, emit: Emit, ask: Ask) -> dict[str, Any]:
             emit(f"ready {os.getpid()}")
             if args.mode == "run":
                 report["run"] = result_json(loop.run(args.prompt))
+                return report
+            if args.mode == "compact":
+                report["compact"] = result_json(loop.compact())
                 return report
             report["recovered"] = recovery_json(loop.recover())
             try:

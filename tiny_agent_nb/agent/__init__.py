@@ -3,6 +3,7 @@
 Nothing here imports IPython; the notebook layer is glue over this package.
 """
 
+from ._compaction import DEFAULT_CONTEXT_WINDOW, Compacted, compaction_line, compaction_status
 from ._context import NOT_STARTED, ContextProjection, wire_message
 from ._loop import (
     DEFAULT_SYSTEM_PROMPT,
@@ -28,6 +29,7 @@ from ._tool_step import Approval
 
 __all__ = [
     "ABORTED_RESULT",
+    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
     "NOT_STARTED",
@@ -35,6 +37,7 @@ __all__ = [
     "AgentLoop",
     "Approval",
     "ChatProvider",
+    "Compacted",
     "ContextProjection",
     "LoopConfig",
     "LoopObserver",
@@ -43,6 +46,8 @@ __all__ = [
     "RunResult",
     "abort_transaction",
     "can_replay",
+    "compaction_line",
+    "compaction_status",
     "failure_transaction",
     "plan_recovery",
     "resumable_operation",

@@ -10,6 +10,9 @@ Order of commits for one run (each line one transaction, each before its effect)
     ... next stepAttempt ...
     operationFinished
 
+Before each stepAttempt the run may first compact (its own stepAttempt and one
+[compaction entry, usage] transaction; see _compaction.py).
+
 KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Any other
 exception after runStarted (a provider or tool registry bug, a commit the store refused,
 a display that failed): commit `failure_transaction`, so the run ends `failed` and the
@@ -40,6 +43,15 @@ from ..session import (
 from ..session import facts as f
 from ..tools import ToolContext, ToolOutput, ToolRegistry, truncate
 from ._budget import budget_reached, chain_spend, unknown_cost_note
+from ._compaction import (
+    CONTEXT_LENGTH,
+    AttemptLabel,
+    Compacted,
+    CompactionFailed,
+    Compactor,
+    NoRoom,
+    too_long_detail,
+)
 from ._context import ContextProjection
 from ._planner import (
     abort_transaction,
@@ -81,6 +93,7 @@ class LoopObserver:
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
     def on_notice(self, text: str) -> None: ...  # one line the user should see (unknown cost)
+    def on_compaction(self, compacted: Compacted) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,9 @@ class LoopConfig:
     max_attempts: int = 5  # physical requests per step, first one included
     approval: Approval = "auto"
     budget: float | None = None  # USD per run (its resume chain included); None: no limit
+    context_window: int | None = None  # tokens; None: _compaction.DEFAULT_CONTEXT_WINDOW
+    compact_threshold: float = 0.8  # compact before an attempt past this part of the window
+    keep_tail_tokens: int = 8000  # newest tokens a compaction keeps verbatim
 
 
 @dataclass(frozen=True)
@@ -163,6 +179,16 @@ class AgentLoop:
         else:
             projection.set_system_prompt(config.system_prompt)
         self._projection = projection
+        self._compactor = Compactor(
+            store,
+            provider,
+            AttemptLabel(config.provider, config.model, self._digest),
+            context_window=config.context_window,
+            threshold=config.compact_threshold,
+            keep_tail_tokens=config.keep_tail_tokens,
+            request_bytes=lambda: sum(len(m) + 1 for m in self._projection.messages()),
+            on_compaction=self._observer.on_compaction,
+        )
 
     @property
     def configuration_digest(self) -> str:
@@ -255,12 +281,34 @@ class AgentLoop:
             failed_attempts=len(plan.fail),
         )
 
+    def compact(self, instructions: str | None = None) -> RunResult:
+        """`%agent compact`: an operation of its own that only compacts. Raises AgentError,
+        committing nothing, when there is nothing to compact."""
+        self._require_idle()
+        try:
+            self._compactor.check()
+        except NoRoom as exc:
+            raise AgentError(f"nothing to compact: {exc}") from exc
+        operation_id = new_id()
+        self._store.commit([f.compaction_started(operation_id)])
+
+        def body(operation_id: str) -> RunResult:
+            try:
+                self._compactor.run(operation_id, 1, 1, instructions)
+            except (NoRoom, CompactionFailed) as exc:
+                return self._finish(operation_id, "failed", detail=self._tool_step.clean(str(exc)))
+            return self._finish(operation_id, "completed")
+
+        return self._drive(operation_id, body)
+
     # ------------------------------------------------------------------ the loop
-    def _drive(self, operation_id: str) -> RunResult:
+    def _drive(
+        self, operation_id: str, body: Callable[[str], RunResult] | None = None
+    ) -> RunResult:
         self._cost_note = None  # said once per run (see _budget.py)
         what = f"closing operation {operation_id}"
         try:
-            return self._steps(operation_id)
+            return (body or self._steps)(operation_id)
         except KeyboardInterrupt:
             reason = "interrupted by the user (KeyboardInterrupt)"
             self._close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
@@ -315,10 +363,14 @@ class AgentLoop:
 
     def _model_step(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
         """Attempts of one step until one settles; retryable failures become new attempts."""
+        too_long = False  # a contextLength failure compacts and retries once per step
         for attempt in range(1, self._config.max_attempts + 1):
             over = self._over_budget(operation_id)
             if over is not None:
                 return self._finish(operation_id, "budgetLimit", detail=over)
+            stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
+            if stopped is not None:
+                return self._finish(operation_id, "failed", detail=self._tool_step.clean(stopped))
             attempt_id = new_id()
             self._store.commit(
                 [
@@ -345,11 +397,23 @@ class AgentLoop:
                     retryable=error.retryable,
                     status=error.status,
                 )
-                if not error.retryable or attempt == self._config.max_attempts:
+                last = attempt == self._config.max_attempts
+                if error.kind == CONTEXT_LENGTH and not too_long and not last:
+                    too_long = True  # compact, then retry as a new attempt, once
+                    self._store.commit([failed])
+                    stopped = self._compactor.make_room(operation_id, step, attempt, forced=True)
+                    if stopped is None:
+                        continue
+                    return self._finish(
+                        operation_id, "failed", detail=self._tool_step.clean(stopped)
+                    )
+                if error.kind == CONTEXT_LENGTH or not error.retryable or last:
                     detail = (
-                        error.message
+                        too_long_detail(self._compactor.window, error.message)
+                        if error.kind == CONTEXT_LENGTH
+                        else error.message
                         if not error.retryable
-                        else (f"gave up after {attempt} attempts: {error.message}")
+                        else f"gave up after {attempt} attempts: {error.message}"
                     )
                     self._store.commit(
                         [failed, f.operation_finished(operation_id, "failed", detail)]

@@ -107,6 +107,18 @@ class TinyAgent(Configurable):
         help="USD a run may spend (its resumes included) before it stops with outcome "
         "budgetLimit; checked before each model request. None: no limit.",
     ).tag(config=True)
+    context_window = Int(
+        None,
+        allow_none=True,
+        help="Tokens the model's context holds. None: 32768 (a compaction comes early on "
+        "bigger models, never late on smaller ones).",
+    ).tag(config=True)
+    compact_threshold = Float(
+        0.8, help="Part of context_window past which a run compacts before its next request."
+    ).tag(config=True)
+    keep_tail_tokens = Int(
+        8000, help="Tokens of the newest conversation a compaction keeps verbatim."
+    ).tag(config=True)
     approve = Enum(
         ["auto", "ask", "deny"],
         default_value="auto",

@@ -14,7 +14,7 @@ from typing import Any
 
 from IPython.display import display
 
-from ..agent import LoopObserver
+from ..agent import Compacted, LoopObserver, compaction_line
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
 from ..render import cell_text
 from ..safe_markdown import safe_markdown
@@ -74,6 +74,10 @@ class CellDisplay(LoopObserver):
     def on_notice(self, text: str) -> None:
         self._end_text()
         print(f"Note: {cell_text(text)}", flush=True)
+
+    def on_compaction(self, compacted: Compacted) -> None:
+        self._end_text()
+        print(f"⇊ {compaction_line(compacted)}", flush=True)
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()

@@ -14,6 +14,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..agent import compaction_status
 from ..provider import DEMO_LABEL
 from ..render import cell_text, money
 from ..timeline import priced, short_arguments, tokens, unreported_attempts
@@ -28,7 +29,7 @@ from ._timeline_view import TimelineView
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("status", "timeline", "usage", "resume", "new", "session", "help")
+COMMANDS = ("status", "timeline", "usage", "resume", "compact", "new", "session", "help")
 
 
 @magics_class
@@ -65,6 +66,9 @@ class AgentMagics(Magics):
             %agent timeline      live timeline (runs, attempts, tools, usage)
             %agent usage         tokens and cost, per run and in total
             %agent resume        continue the latest interrupted or aborted run
+            %agent compact [I]   summarize the conversation so far into a checkpoint (I: what
+                                 the summary must also keep); runs also compact on their
+                                 own past TinyAgent.compact_threshold of context_window
             %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
             %agent session [P]   show, or switch to, the session file P (in a directory
                                  that exists)
@@ -149,6 +153,9 @@ class AgentMagics(Magics):
         command, *rest = args.command
         if command not in COMMANDS:
             raise UsageError(f"unknown command {command!r}; use one of {', '.join(COMMANDS)}")
+        if command == "compact":
+            self._cmd_compact(" ".join(rest) or None)
+            return
         if rest and command != "session":
             raise UsageError(f"%agent {command} takes no argument")
         if len(rest) > 1:
@@ -181,6 +188,9 @@ class AgentMagics(Magics):
             print(f"  ⚠ {cell_text(intent.tool.name)} {summary} — interrupted")
         unreported = sum(unreported_attempts(state).values())
         print(f"cost     {money(*priced(state.totals, unreported))}")
+        compacted = compaction_status(state)
+        if compacted:
+            print(f"context  {compacted}")
 
     def _cmd_timeline(self) -> None:
         live = self._rich()
@@ -223,6 +233,20 @@ class AgentMagics(Magics):
         if result.outcome != "completed":
             print(
                 f"Resume ended: {result.outcome}"
+                + (f" — {cell_text(result.detail)}" if result.detail else "")
+            )
+
+    def _cmd_compact(self, instructions: str | None) -> None:
+        self.runtime.check_ready()
+        view = CellDisplay(rich=self._rich())
+        try:
+            result = self.runtime.compact(instructions, observer=view)
+        except KeyboardInterrupt:
+            print("■ Interrupted. Nothing was compacted; the conversation is as it was.")
+            return
+        if result.outcome != "completed":
+            print(
+                f"Compaction ended: {result.outcome}"
                 + (f" — {cell_text(result.detail)}" if result.detail else "")
             )
 

@@ -12,6 +12,7 @@ import os
 import shlex
 from pathlib import Path
 
+from ..provider import Completion
 from ..render import cell_text
 from ..session import NotASessionError, SessionCorruptError, SessionLockedError, SessionStore
 from ._paths import not_a_file
@@ -102,3 +103,19 @@ def claim_for_archive(path: Path) -> SessionStore | None:
         return None
     except (SessionLockedError, OSError) as exc:
         raise store_error(path, exc) from None
+
+
+INTERRUPTED_RECOVERY_NOTE = (
+    "Loading was interrupted while it re-read what the previous kernel was reading: those "
+    "reads and the run are marked interrupted (nothing was lost)."
+)
+
+
+class NoModel:
+    """The provider of a loop that only recovers: recovery asks no model."""
+
+    def complete(self, *args: object, **kwargs: object) -> Completion:
+        raise AssertionError("recovery asks no model")
+
+
+NO_MODEL = NoModel()

@@ -26,7 +26,6 @@ from ..agent import (
 from ..provider import (
     DEMO_MODEL,
     DEMO_PROVIDER,
-    Completion,
     DemoProvider,
     ProviderConfig,
 )
@@ -45,6 +44,8 @@ from ..session import (
 from ..tools import ToolContext, builtin_registry
 from ._config import TinyAgent, is_openrouter
 from ._opening import (
+    INTERRUPTED_RECOVERY_NOTE,
+    NO_MODEL,
     NotebookError,
     claim_for_archive,
     read_only_label,
@@ -64,22 +65,6 @@ AskFn = Callable[[str, object], bool]
 Watcher = Callable[[Sequence[Fact]], None]
 
 log = logging.getLogger(__name__)
-
-
-INTERRUPTED_RECOVERY_NOTE = (
-    "Loading was interrupted while it re-read what the previous kernel was reading: those "
-    "reads and the run are marked interrupted (nothing was lost)."
-)
-
-
-class _NoModel:
-    """The provider of a loop that only recovers: recovery asks no model."""
-
-    def complete(self, *args: object, **kwargs: object) -> Completion:
-        raise AssertionError("recovery asks no model")
-
-
-_NO_MODEL = _NoModel()
 
 
 class NotebookAgent:
@@ -188,7 +173,7 @@ class NotebookAgent:
     def _recover(self) -> RecoveryReport | None:
         """Settle what a dead kernel left open. It asks no model, so it runs even when
         no provider can be built (a malformed API key is reported by the first run)."""
-        return self._loop(provider=_NO_MODEL).recover()
+        return self._loop(provider=NO_MODEL).recover()
 
     def close(self) -> None:
         self._forget_context()
@@ -335,9 +320,17 @@ class NotebookAgent:
             loop.close()
 
     def resume(self, *, observer: LoopObserver, ask: AskFn | None) -> RunResult:
+        return self._call(AgentLoop.resume, observer=observer, ask=ask)
+
+    def compact(self, instructions: str | None, *, observer: LoopObserver) -> RunResult:
+        return self._call(lambda loop: loop.compact(instructions), observer=observer, ask=None)
+
+    def _call(
+        self, what: Callable[[AgentLoop], RunResult], *, observer: LoopObserver, ask: AskFn | None
+    ) -> RunResult:
         loop = self._loop(observer=observer, ask=ask)
         try:
-            return loop.resume()
+            return what(loop)
         except AgentError as exc:
             raise NotebookError(f"tiny-agent-nb: {exc}.") from None
         finally:
@@ -378,6 +371,9 @@ class NotebookAgent:
             max_steps=max_steps or self.config.max_steps,
             budget=budget if budget is not None else self.config.budget,
             approval=(approve or self.config.approve),  # type: ignore[arg-type]
+            context_window=self.config.context_window,
+            compact_threshold=self.config.compact_threshold,
+            keep_tail_tokens=self.config.keep_tail_tokens,
         )
         return AgentLoop(
             store,

@@ -1,0 +1,296 @@
+"""Compaction (DESIGN §9) in the loop, against the loopback server: automatic before an
+attempt past the threshold, after a `contextLength` failure, and as `%agent compact`'s
+operation; a long scripted session stays bounded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_agent_loop import Harness, workspace
+
+from tiny_agent_nb.agent import AgentError, ContextProjection
+from tiny_agent_nb.provider import (
+    Completion,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    StreamEvent,
+    ToolSchema,
+)
+from tiny_agent_nb.session import CompactionEntry, load_session
+
+from openai_server import MODEL, OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+
+__all__ = ["workspace"]  # the fixture, shared with test_agent_loop
+
+BIG = "x" * 6000  # ~1500 tokens of file content per read
+
+
+def _read(n: int) -> dict[str, object]:
+    return tool_calls_reply(tool_call(f"r{n}", "read_file", {"path": "big.txt"}))
+
+
+def _summary(text: str = "SUMMARY: read big.txt several times") -> dict[str, object]:
+    return text_reply(text, usage=usage(900, 40, cost=0.001))
+
+
+def _requests_with(server: OpenAIServer, text: str) -> list[int]:
+    return [i for i, r in enumerate(server.requests) if text in r.raw.decode()]
+
+
+@pytest.fixture
+def real_provider(server: OpenAIServer) -> Iterator[Provider]:
+    with Provider(ProviderConfig(model=MODEL, base_url=server.base_url)) as provider:
+        yield provider
+
+
+@pytest.fixture
+def big_workspace(workspace: Path) -> Path:
+    (workspace / "big.txt").write_text(BIG)
+    return workspace
+
+
+def test_a_run_past_the_threshold_compacts_before_its_next_attempt(
+    server: OpenAIServer, big_workspace: Path
+) -> None:
+    server.enqueue(_read(1), _read(2), _read(3), text_reply("done"))
+    server.enqueue_summaries(_summary())
+    h = Harness(
+        server, big_workspace, context_window=4000, compact_threshold=0.8, keep_tail_tokens=1000
+    )
+    try:
+        result = h.loop.run("Read big.txt until you are sure")
+    finally:
+        h.close()
+    assert result.outcome == "completed"
+    state = load_session(h.path)
+    compactions = [e for e in state.entries.values() if isinstance(e.entry, CompactionEntry)]
+    assert len(compactions) == 1
+    body = compactions[0].entry
+    assert isinstance(body, CompactionEntry)
+    # the compaction settled its own attempt, and the ledger holds its usage
+    attempt = state.attempts[body.attemptId or ""]
+    assert (attempt.status, attempt.entry_id) == ("settled", compactions[0].id)
+    assert state.usage[attempt.id].cost == 0.001
+    assert body.tokensBefore is not None and body.tokensBefore >= 3200
+    # the summarization request: no tools, the instructions, the user's words
+    (summarizing,) = [r for r in server.requests if "tools" not in r.body]
+    assert "files read, created or changed" in summarizing.raw.decode()
+    assert "Read big.txt until you are sure" in summarizing.raw.decode()
+    # the request after it starts from the summary and keeps a verbatim tail
+    after = server.requests[-1].body["messages"]
+    assert "SUMMARY: read big.txt several times" in after[1]["content"]
+    assert after[-1]["role"] == "tool"
+    assert len(server.requests[-1].raw) < len(server.requests[-3].raw)
+    (seen,) = h.compactions
+    assert seen.entries >= 2 and seen.tokens_after < seen.tokens_before
+    assert seen.cost == 0.001
+
+
+def test_a_run_below_the_threshold_never_compacts(
+    server: OpenAIServer, big_workspace: Path
+) -> None:
+    server.enqueue(_read(1), text_reply("done"))
+    server.enqueue_summaries(_summary())
+    h = Harness(server, big_workspace, context_window=100_000, keep_tail_tokens=1000)
+    try:
+        assert h.loop.run("Read big.txt").outcome == "completed"
+    finally:
+        h.close()
+    assert len(server.requests) == 2
+    assert all("tools" in r.body for r in server.requests)
+
+
+class TooLong:
+    """The real provider, except that a request over `limit` bytes is refused as a
+    server refuses one past its context length (the provider's classification of those
+    answers is the window change's; the loop relies only on the kind)."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self.inner, self.limit, self.refused = inner, limit, 0
+
+    def complete(
+        self,
+        messages: Sequence[bytes],
+        tools: Sequence[ToolSchema],
+        *,
+        on_event: Callable[[StreamEvent], None] | None = None,
+    ) -> Completion:
+        if sum(len(m) for m in messages) > self.limit:
+            self.refused += 1
+            raise ProviderError(
+                "This model's maximum context length is 4000 tokens",
+                kind="contextLength",
+                retryable=False,
+                status=400,
+            )
+        return self.inner.complete(messages, tools, on_event=on_event)  # type: ignore[no-any-return]
+
+
+def test_a_context_length_refusal_compacts_and_retries_as_a_new_attempt(
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
+) -> None:
+    server.enqueue(_read(1), _read(2), text_reply("done"))
+    server.enqueue_summaries(_summary())
+    provider = TooLong(real_provider, 9000)
+    h = Harness(
+        server,
+        big_workspace,
+        provider=provider,
+        context_window=1_000_000,  # the trait is too big: only the server knows
+        keep_tail_tokens=100,
+    )
+    try:
+        result = h.loop.run("Read big.txt twice")
+    finally:
+        h.close()
+    assert result.outcome == "completed", result.detail
+    assert provider.refused == 1
+    state = load_session(h.path)
+    kinds = [(a.status, a.error.kind if a.error else None) for a in state.attempts.values()]
+    assert ("failed", "contextLength") in kinds
+    assert sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values()) == 1
+
+
+def test_still_too_long_after_compacting_fails_saying_what_to_do(
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
+) -> None:
+    server.enqueue(_read(1), _read(2), text_reply("never"))
+    server.enqueue_summaries(_summary())
+    provider = TooLong(real_provider, 9000)
+    # the verbatim tail alone does not fit: the compaction cannot make enough room
+    h = Harness(server, big_workspace, provider=provider, keep_tail_tokens=2000)
+    try:
+        result = h.loop.run("Read big.txt twice")
+    finally:
+        h.close()
+    assert result.outcome == "failed"
+    assert result.detail is not None
+    assert "does not fit the model's context window" in result.detail
+    assert "%agent compact" in result.detail and "%agent new" in result.detail
+    state = load_session(h.path)
+    (op,) = state.operations.values()
+    assert op.status == "failed"
+
+
+def test_compact_is_an_operation_of_its_own_with_the_users_instructions(
+    server: OpenAIServer, big_workspace: Path
+) -> None:
+    server.enqueue(_read(1), _read(2), text_reply("read it"))
+    server.enqueue_summaries(_summary("SUMMARY v1"), _summary("SUMMARY v2"))
+    h = Harness(server, big_workspace, keep_tail_tokens=10)
+    try:
+        assert h.loop.run("Read big.txt twice").outcome == "completed"
+        first = h.loop.compact("mention the file's size")
+        with pytest.raises(AgentError, match="nothing to compact"):
+            h.loop.compact()  # the tail is all that is left after the cut
+        server.enqueue(text_reply("ok"))
+        assert h.loop.run("Thanks").outcome == "completed"
+    finally:
+        h.close()
+    assert first.outcome == "completed"
+    summarizing = [r for r in server.requests if "tools" not in r.body]
+    assert len(summarizing) == 1
+    assert "mention the file's size" in summarizing[0].raw.decode()
+    state = load_session(h.path)
+    kinds = [op.kind for op in state.operations.values()]
+    assert kinds == ["run", "compaction", "run"]
+    last = server.requests[-1].body["messages"]
+    assert "SUMMARY v1" in last[1]["content"] and BIG not in json.dumps(last)
+
+
+def test_a_long_session_stays_bounded_through_several_compactions(
+    server: OpenAIServer, big_workspace: Path
+) -> None:
+    turns = 210
+    h = Harness(
+        server, big_workspace, context_window=8000, compact_threshold=0.8, keep_tail_tokens=2000
+    )
+    try:
+        for turn in range(turns):
+            server.enqueue(_read(turn), text_reply(f"answer {turn}"))
+            server.enqueue_summaries(_summary(f"SUMMARY after turn {turn}"))
+            result = h.loop.run(f"Turn {turn}: read big.txt")
+            assert result.outcome == "completed", result.detail
+    finally:
+        h.close()
+    state = load_session(h.path)
+    compactions = sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values())
+    assert compactions >= 10
+    sizes = [len(r.raw) for r in server.requests]
+    # without compaction the last request would hold all 210 reads (1.2 MB)
+    assert max(sizes) < 8000 * 4
+    assert all(r.status == 200 for r in server.requests)
+
+
+class InterruptSummaries:
+    """The real provider, with Ctrl-C landing while a summarization request is out."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def complete(
+        self,
+        messages: Sequence[bytes],
+        tools: Sequence[ToolSchema],
+        *,
+        on_event: Callable[[StreamEvent], None] | None = None,
+    ) -> Completion:
+        if not tools:
+            raise KeyboardInterrupt
+        return self.inner.complete(messages, tools, on_event=on_event)  # type: ignore[no-any-return]
+
+
+def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
+) -> None:
+    server.enqueue(_read(1), _read(2))
+    provider = InterruptSummaries(real_provider)
+    h = Harness(
+        server,
+        big_workspace,
+        provider=provider,
+        context_window=3000,
+        keep_tail_tokens=1000,
+    )
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            h.loop.run("Read big.txt twice")
+    finally:
+        h.close()
+    state = load_session(h.path)
+    (op,) = state.operations.values()
+    assert op.status == "aborted"
+    last = list(state.attempts.values())[-1]
+    assert (last.status, last.error and last.error.kind) == ("failed", "aborted")
+    assert not any(isinstance(e.entry, CompactionEntry) for e in state.entries.values())
+    # the context is every entry, as it was: both reads verbatim
+    sent = b",".join(ContextProjection.from_state(state, None).messages()).decode()
+    assert sent.count(BIG) == 2
+
+
+def test_a_second_context_length_refusal_after_compacting_fails_saying_what_to_do(
+    server: OpenAIServer, big_workspace: Path, real_provider: Provider
+) -> None:
+    server.enqueue(_read(1), text_reply("never"))
+    server.enqueue_summaries(_summary())
+    provider = TooLong(real_provider, 3000)
+    # the compaction can only summarize the prompt: the read (6 KB) stays verbatim
+    h = Harness(server, big_workspace, provider=provider, keep_tail_tokens=100)
+    try:
+        result = h.loop.run("Read big.txt")
+    finally:
+        h.close()
+    assert (result.outcome, provider.refused) == ("failed", 2)
+    assert result.detail is not None
+    assert "does not fit the model's context window (32768 tokens) even after compacting" in (
+        result.detail
+    )
+    state = load_session(h.path)
+    assert sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values()) == 1
+    errors = [a.error.kind for a in state.attempts.values() if a.error]
+    assert errors == ["contextLength", "contextLength"]

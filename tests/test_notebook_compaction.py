@@ -1,0 +1,82 @@
+"""`%agent compact` and automatic compaction in an in-process IPython shell: the cell's
+line, status, and the next request starting from the summary."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from test_notebook_magics import run, shell
+
+from tiny_agent_nb.cli import main
+from tiny_agent_nb.render import timeline_html
+from tiny_agent_nb.session import CompactionEntry, load_session
+from tiny_agent_nb.timeline import build_timeline
+
+from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+
+__all__ = ["shell"]  # the fixture, shared with test_notebook_magics
+
+BIG = "y" * 8000
+
+
+def _read(n: int) -> dict[str, object]:
+    return tool_calls_reply(tool_call(f"r{n}", "read_file", {"path": "big.txt"}))
+
+
+def test_agent_compact_summarizes_with_instructions_and_status_shows_it(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "big.txt").write_text(BIG)
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, "%config TinyAgent.keep_tail_tokens = 10", capsys)
+    server.enqueue(_read(1), _read(2), text_reply("Read it twice."))
+    run(shell, "%%agent\nRead big.txt twice", capsys)
+    server.enqueue_summaries(text_reply("SUMMARY: big.txt is 8000 y's", usage=usage(cost=0.002)))
+    out = run(shell, "%agent compact keep the file size", capsys)
+    assert "⇊ compacted 5 entries into a summary" in out and "$0.002" in out
+    (summarizing,) = [r for r in server.requests if "tools" not in r.body]
+    assert "keep the file size" in summarizing.raw.decode()
+    assert "nothing to compact" in run(shell, "%agent compact", capsys)
+    status = run(shell, "%agent status", capsys)
+    assert "context  1 compaction(s)" in status
+    usage_view = run(shell, "%agent usage", capsys)
+    assert "compaction completed" in usage_view and "$0.002" in usage_view
+    path = tmp_path / "analysis.agent.jsonl"
+    # ~N tokens: the context's estimate (bytes / 4), 5: the summary's output tokens
+    note = re.compile(r"compacted 5 entries \(~\d+ tokens\) into a 5-token summary")
+    assert main(["timeline", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert note.search(shown) and "summarizes the conversation (%agent compact)" in shown
+    assert note.search(timeline_html(build_timeline(load_session(path))))
+    server.enqueue(text_reply("ok"))
+    run(shell, "%%agent\nAnd now?", capsys)
+    last = server.requests[-1].body["messages"]
+    assert "SUMMARY: big.txt is 8000 y's" in last[1]["content"]
+    assert BIG not in server.requests[-1].raw.decode()
+    state = load_session(tmp_path / "analysis.agent.jsonl")
+    assert [op.kind for op in state.operations.values()] == ["run", "compaction", "run"]
+
+
+def test_a_cell_past_the_threshold_says_it_compacted(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "big.txt").write_text(BIG)
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, "%config TinyAgent.context_window = 4000", capsys)
+    run(shell, "%config TinyAgent.keep_tail_tokens = 1000", capsys)
+    server.enqueue(_read(1), _read(2), text_reply("Done."))
+    server.enqueue_summaries(text_reply("SUMMARY"))
+    out = run(shell, "%%agent\nRead big.txt twice", capsys)
+    assert out.count("⇊ compacted") == 1 and "cost unknown" in out
+    assert "Done." in out
+    state = load_session(tmp_path / "analysis.agent.jsonl")
+    assert sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values()) == 1
