@@ -476,6 +476,8 @@ class OpenAIServer:
         # scripted session need not know where its automatic compactions fall.
         self._summaries: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
+        # GET /models, kept apart: `requests` are the model's requests, one per attempt.
+        self._listings: list[RecordedRequest] = []
         self._cond = threading.Condition()
         self._release = threading.Event()
         self._holds: list[threading.Event] = []
@@ -539,13 +541,15 @@ class OpenAIServer:
             return list(self._requests)
 
     @property
+    def listings(self) -> list[RecordedRequest]:
+        """The `GET /models` requests (a client asking for the model's context window)."""
+        with self._cond:
+            return list(self._listings)
+
+    @property
     def invalid_requests(self) -> list[RecordedRequest]:
         """Requests refused as invalid conversations (what a real provider answers 400)."""
         return [r for r in self.requests if r.outcome == "invalid"]
-
-    @property
-    def chat_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.method == "POST"]
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[RecordedRequest]:
         """Block until at least n requests have arrived (not necessarily been answered)."""
@@ -671,7 +675,8 @@ class _Handler(BaseHTTPRequestHandler):
             raw=b"",
             body=None,
         )
-        app._record(request)
+        with app._cond:
+            app._listings.append(request)
         try:
             if self.path not in ("/v1/models", "/models"):
                 self._reject(request, 404, f"Not found: {self.path}", "not_found_error")

@@ -15,7 +15,14 @@ from tiny_agent_nb.render import timeline_html
 from tiny_agent_nb.session import CompactionEntry, load_session
 from tiny_agent_nb.timeline import build_timeline
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from openai_server import (
+    OpenAIServer,
+    model_entry,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+    usage,
+)
 
 __all__ = ["shell"]  # the fixture, shared with test_notebook_magics
 
@@ -80,3 +87,23 @@ def test_a_cell_past_the_threshold_says_it_compacted(
     assert "Done." in out
     state = load_session(tmp_path / "analysis.agent.jsonl")
     assert sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values()) == 1
+
+
+def test_the_window_the_server_lists_sets_when_a_cell_compacts(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With TinyAgent.context_window unset, the model's own window (GET /models) is the
+    one the threshold is taken of: 4000 tokens here, where the default would not compact."""
+    (tmp_path / "big.txt").write_text(BIG)
+    server.models = [model_entry(context_length=4000)]
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, "%config TinyAgent.keep_tail_tokens = 1000", capsys)
+    server.enqueue(_read(1), _read(2), text_reply("Done."))
+    server.enqueue_summaries(text_reply("SUMMARY"))
+    out = run(shell, "%%agent\nRead big.txt twice", capsys)
+    assert out.count("⇊ compacted") == 1 and "Done." in out
+    # asked once for the session, not per attempt
+    assert [r.path for r in server.listings] == ["/v1/models"]

@@ -10,7 +10,7 @@ from openai_server import OpenAIServer, model_entry
 
 
 def listings(server: OpenAIServer) -> int:
-    return sum(1 for r in server.requests if (r.method, r.path) == ("GET", "/v1/models"))
+    return sum(1 for r in server.listings if r.path == "/v1/models")
 
 
 def test_the_window_is_asked_once_per_session_and_again_after_it_closes(

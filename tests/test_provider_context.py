@@ -286,7 +286,7 @@ def test_the_window_comes_from_the_servers_model_listing(
     with provider_for(server) as provider:
         assert provider.context_window() == window
         assert provider.context_window("test/model") == window
-    (request,) = server.requests  # asked once per provider and model, then cached
+    (request,) = server.listings  # asked once per provider and model, then cached
     assert (request.method, request.path) == ("GET", "/v1/models")
 
 

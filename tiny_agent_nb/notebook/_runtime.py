@@ -353,11 +353,15 @@ class NotebookAgent:
     ) -> AgentLoop:
         store = self.require_store()
         provider_config = self.provider_config(model)
+        window = self.config.context_window
         if self.config.demo_mode() and model is None:
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:
             provider = self._provider(provider_config)
+            # Unset, the window is the one the server lists for this model (asked once
+            # per session); a recovery's loop (a provider given) asks no server.
+            window = self.config.context_window or self.context_window(model)
         registry = builtin_registry()
         try:
             registry = registry.subset(tools or self.config.tools)
@@ -371,7 +375,7 @@ class NotebookAgent:
             max_steps=max_steps or self.config.max_steps,
             budget=budget if budget is not None else self.config.budget,
             approval=(approve or self.config.approve),  # type: ignore[arg-type]
-            context_window=self.config.context_window,
+            context_window=window,
             compact_threshold=self.config.compact_threshold,
             keep_tail_tokens=self.config.keep_tail_tokens,
         )
@@ -402,12 +406,13 @@ class NotebookAgent:
                 "restart the kernel, or `%config TinyAgent.api_key = '...'`."
             ) from None
 
-    def context_window(self) -> int | None:
-        """The model's context window as its server's model listing reports it; None when
-        it reports none, for the offline demo model, or when no provider can be made."""
-        config = self.provider_config()
+    def context_window(self, model: str | None = None) -> int | None:
+        """The context window of `model` (default: the configured one) as its server's
+        model listing reports it; None when it reports none, for the offline demo model,
+        or when no provider can be made."""
+        config = self.provider_config(model)
         where = (config.redacted_base_url, config.model)
-        if self.config.demo_mode() or where in self._windows:
+        if (self.config.demo_mode() and model is None) or where in self._windows:
             return self._windows.get(where)
         try:
             provider = self._provider(config)
