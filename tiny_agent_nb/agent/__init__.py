@@ -5,16 +5,7 @@ Nothing here imports IPython; the notebook layer is glue over this package.
 
 from ._compaction import DEFAULT_CONTEXT_WINDOW, Compacted, compaction_line, compaction_status
 from ._context import NOT_STARTED, ContextProjection, wire_message
-from ._loop import (
-    DEFAULT_SYSTEM_PROMPT,
-    AgentError,
-    AgentLoop,
-    ChatProvider,
-    LoopConfig,
-    LoopObserver,
-    RecoveryReport,
-    RunResult,
-)
+from ._loop import AgentLoop
 from ._planner import (
     ABORTED_RESULT,
     INTERRUPTED_RESULT,
@@ -26,6 +17,15 @@ from ._planner import (
     resumable_operation,
 )
 from ._tool_step import Approval
+from ._types import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentError,
+    ChatProvider,
+    LoopConfig,
+    LoopObserver,
+    RecoveryReport,
+    RunResult,
+)
 
 __all__ = [
     "ABORTED_RESULT",

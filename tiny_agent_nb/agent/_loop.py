@@ -23,30 +23,27 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import replace
 
-from ..provider import Completion, ProviderError, StreamEvent, ToolSchema, backoff_delay
+from ..provider import Completion, ProviderError, backoff_delay
 from ..session import (
     AssistantEntry,
     NewFact,
     OperationOutcome,
     SessionState,
     SessionStore,
-    ToolCall,
     ToolIdentity,
     ToolIntent,
     new_id,
     sha256_digest,
 )
 from ..session import facts as f
-from ..tools import ToolContext, ToolOutput, ToolRegistry, truncate
+from ..tools import ToolContext, ToolRegistry, truncate
 from ._budget import budget_reached, chain_spend, unknown_cost_note
 from ._compaction import (
     CONTEXT_LENGTH,
     AttemptLabel,
-    Compacted,
     CompactionFailed,
     Compactor,
     NoRoom,
@@ -59,78 +56,21 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
-from ._tool_step import Approval, AskFn, ToolStep
+from ._tool_step import AskFn, ToolStep
+from ._types import (
+    AgentError,
+    ChatProvider,
+    LoopConfig,
+    LoopObserver,
+    RecoveryReport,
+    RunResult,
+)
 
 log = logging.getLogger("tiny_agent_nb.agent")
 MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
 # Seconds all the replays of one recovery may take together (each read also has its own
 # limit); the reads left when it runs out are settled as interrupted, not replayed.
 RECOVERY_REPLAY_BUDGET = 30.0
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an agent working inside a Jupyter notebook. Use the tools to inspect and "
-    "change files in the workspace and to run commands; keep answers short and concrete."
-)
-
-
-class ChatProvider(Protocol):
-    """What the loop needs from a provider (tiny_agent_nb.provider.Provider fits)."""
-
-    def complete(
-        self,
-        messages: Sequence[bytes],
-        tools: Sequence[ToolSchema],
-        *,
-        on_event: Callable[[StreamEvent], None] | None = None,
-    ) -> Completion: ...
-
-
-class LoopObserver:
-    """UI hooks; every method is optional. Facts themselves are observed on the store."""
-
-    def on_stream(self, event: StreamEvent) -> None: ...
-    def on_retry(self, error: ProviderError, delay: float) -> None: ...
-    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
-    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
-    def on_notice(self, text: str) -> None: ...  # one line the user should see (unknown cost)
-    def on_compaction(self, compacted: Compacted) -> None: ...
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    provider: str
-    model: str
-    # ProviderConfig.digest_material(): what the configurationDigest covers, no secrets
-    provider_digest: Mapping[str, Any] = field(default_factory=dict)
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_steps: int = 25
-    max_attempts: int = 5  # physical requests per step, first one included
-    approval: Approval = "auto"
-    budget: float | None = None  # USD per run (its resume chain included); None: no limit
-    context_window: int | None = None  # tokens; None: _compaction.DEFAULT_CONTEXT_WINDOW
-    compact_threshold: float = 0.8  # compact before an attempt past this part of the window
-    keep_tail_tokens: int = 8000  # newest tokens a compaction keeps verbatim
-
-
-@dataclass(frozen=True)
-class RunResult:
-    operation_id: str
-    outcome: OperationOutcome
-    text: str | None = None  # the final assistant content
-    detail: str | None = None  # why it failed / stopped
-
-
-@dataclass(frozen=True)
-class RecoveryReport:
-    operation_id: str
-    replayed: tuple[ToolIntent, ...]
-    interrupted: tuple[ToolIntent, ...]
-    failed_attempts: int
-
-
-class AgentError(Exception):
-    """A request the loop cannot serve (e.g. resume with nothing to resume), or a run
-    or recovery it could not record as settled (the session file refused the write)."""
 
 
 class AgentLoop:
