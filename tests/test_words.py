@@ -22,11 +22,13 @@ def test_the_readme_opens_with_the_two_commands_then_the_venv_line_for_pep_668()
         "python3 -m pip install -e '.[demo]' && tiny-agent-nb demo\n",
         "python3 -m pip install -e '.[test]' && python3 -m pytest\n",
     ]
-    # Nothing but the title before the two commands; the venv line is the very next block.
+    # Nothing but the title before the two commands, and no third command block before
+    # the prose: the venv line for PEP 668 systems is inline, in the paragraph right after.
     assert readme.index(blocks[0]) < 40
-    assert blocks[2] == "python3 -m venv .venv && . .venv/bin/activate\n"
-    between = readme[readme.index(blocks[1]) : readme.index(blocks[2])]
-    assert "externally-managed-environment" in between and "PEP 668" in between
+    after = readme[readme.index(blocks[1]) + len(blocks[1]) + 3 :].lstrip()
+    paragraph = after.split("\n\n")[0]
+    assert "externally-managed-environment" in paragraph and "PEP 668" in paragraph
+    assert "`python3 -m venv .venv && . .venv/bin/activate`" in paragraph
 
 
 def help_text(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
