@@ -144,6 +144,11 @@ def test_kernel_killed_during_agent_compact_keeps_the_context_and_the_next_cell_
     assert _failed_attempts(session) == [("failed", "interrupted")]
 
     assert_clean(second.execute(config))
+    unchanged = session.read_bytes()
+    resumed = second.execute("%agent resume")  # a compaction is not a run to resume
+    assert_clean(resumed)
+    assert "nothing to resume" in resumed.stdout, resumed
+    assert session.read_bytes() == unchanged
     server.enqueue(text_reply("Still here."))
     cell = second.execute("%%agent\nAnd now?")
     assert_clean(cell)
