@@ -110,8 +110,8 @@ class TinyAgent(Configurable):
     context_window = Int(
         None,
         allow_none=True,
-        help="Tokens the model's context holds. None: 32768 (a compaction comes early on "
-        "bigger models, never late on smaller ones).",
+        help="Tokens the model's context holds. None: the window the server lists for the "
+        "model (GET /models, asked once per session), else 32768.",
     ).tag(config=True)
     compact_threshold = Float(
         0.8, help="Part of context_window past which a run compacts before its next request."
