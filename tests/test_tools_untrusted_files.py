@@ -19,6 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# The workspace, the outside directory and `call` are test_tools_files' own.
+from test_tools_files import SECRET, call, context, outside, workspace
+
 from tiny_agent_nb.tools import (
     Grep,
     ListFiles,
@@ -28,37 +31,10 @@ from tiny_agent_nb.tools import (
     _paths,
     _read,
     _write,
-    builtin_registry,
     truncate,
 )
 
-SECRET = "secret contents\n"
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return Path(os.path.realpath(root))
-
-
-@pytest.fixture
-def outside(tmp_path: Path) -> Path:
-    other = Path(os.path.realpath(tmp_path / "outside"))
-    other.mkdir()
-    (other / "secret.txt").write_text(SECRET)
-    return other
-
-
-@pytest.fixture
-def context(workspace: Path) -> ToolContext:
-    return ToolContext(workspace=workspace)
-
-
-def call(context: ToolContext, name: str, **arguments: Any) -> ToolOutput:
-    tool = builtin_registry().get(name)
-    assert tool is not None
-    return tool.run(tool.effective_arguments(arguments), context)
+__all__ = ["context", "outside", "workspace"]  # fixtures, used by name
 
 
 def within(seconds: float, action: Callable[[], ToolOutput]) -> ToolOutput:

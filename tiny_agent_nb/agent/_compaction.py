@@ -35,6 +35,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ._context import wire_message
+from ._planner import attempt_usage
 
 # When neither the trait nor the server says how big the model's window is: small enough
 # for most models served today (local ones included), so compaction comes early, not late.
@@ -330,25 +331,14 @@ class Compactor:
                 id=entry_id,
             )
         ]
-        u = completion.usage
-        if u is not None:
-            facts.append(
-                f.usage(
-                    attempt_id=attempt_id,
-                    input_tokens=u.input_tokens,
-                    output_tokens=u.output_tokens,
-                    reasoning_tokens=u.reasoning_tokens,
-                    cached_input_tokens=u.cached_input_tokens,
-                    cost=u.cost,
-                )
-            )
+        facts += attempt_usage(attempt_id, completion.usage)
         self._store.commit(facts)
         done = Compacted(
             entry_id=entry_id,
             entries=len(cut.entries),
             tokens_before=tokens_before,
             tokens_after=estimate_tokens(self._request_bytes()),
-            cost=u.cost if u is not None else None,
+            cost=completion.usage.cost if completion.usage is not None else None,
         )
         self._on_compaction(done)
         return done

@@ -52,6 +52,7 @@ from ._compaction import (
 from ._context import ContextProjection
 from ._planner import (
     abort_transaction,
+    attempt_usage,
     failure_transaction,
     plan_recovery,
     resumable_operation,
@@ -381,20 +382,7 @@ class AgentLoop:
             refusal=m.refusal,
             finish_reason=m.finishReason,
         )
-        u = completion.usage
-        if u is None:  # the server reported nothing: unknown, not zero
-            return [settled]
-        return [
-            settled,
-            f.usage(
-                attempt_id=attempt_id,
-                input_tokens=u.input_tokens,
-                output_tokens=u.output_tokens,
-                reasoning_tokens=u.reasoning_tokens,
-                cached_input_tokens=u.cached_input_tokens,
-                cost=u.cost,
-            ),
-        ]
+        return [settled, *attempt_usage(attempt_id, completion.usage)]
 
     # ------------------------------------------------------------------ helpers
     def _over_budget(self, operation_id: str) -> str | None:

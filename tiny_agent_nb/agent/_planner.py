@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..session import (
     Attempt,
@@ -31,6 +31,9 @@ from ..session import (
     replay_key,
 )
 from ..session import facts as f
+
+if TYPE_CHECKING:
+    from ..provider import UsageReport
 
 INTERRUPTED_RESULT = (
     "Interrupted: the process stopped after this tool started. Its effect may or may not "
@@ -217,3 +220,20 @@ def intent_result(
         outcome=outcome,
         is_error=is_error,
     )
+
+
+def attempt_usage(attempt_id: str, report: UsageReport | None) -> list[NewFact]:
+    """The usage fact of a settled attempt (an answer or a compaction's summary); none
+    when the server reported nothing: unknown, not zero."""
+    if report is None:
+        return []
+    return [
+        f.usage(
+            attempt_id=attempt_id,
+            input_tokens=report.input_tokens,
+            output_tokens=report.output_tokens,
+            reasoning_tokens=report.reasoning_tokens,
+            cached_input_tokens=report.cached_input_tokens,
+            cost=report.cost,
+        )
+    ]
