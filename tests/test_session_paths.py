@@ -71,6 +71,8 @@ def test_create_refuses_a_file_without_lf_that_is_no_torn_header(
     with untouched(settings), pytest.raises(NotASessionError) as info:
         SessionStore.open(settings, create=header_init)
     assert "not a tiny-agent-nb session" in str(info.value)
+    # It says what the file is not, rather than calling a foreign file a torn session.
+    assert "torn" not in str(info.value) and "session header" in str(info.value)
     # The refusal released the path: a later open of a real session there would work.
     settings.unlink()
     SessionStore.open(settings, create=header_init).close()

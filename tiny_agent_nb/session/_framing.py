@@ -132,9 +132,12 @@ def reduce_bytes(path: str | Path, data: bytes) -> SessionState:
 def _reduce(path: str | Path, data: bytes) -> SessionState:
     complete, torn = split_complete(data)
     if not complete and not data.startswith(b"\n"):
-        reason = (
-            "the file is empty" if not data else f"the header line is torn ({torn} bytes, no LF)"
-        )
+        if not data:
+            reason = "the file is empty"
+        elif is_torn_header(data):
+            reason = f"the header line is torn ({torn} bytes, no LF)"
+        else:  # a foreign file with no line end (one line of JSON, a note)
+            reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
     header_line, _, _ = complete.partition(b"\n")
     header = parse_header(path, header_line)
