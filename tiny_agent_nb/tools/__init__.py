@@ -15,6 +15,7 @@ from ._base import (
     ToolContext,
     ToolError,
     ToolOutput,
+    ToolUsage,
     truncate,
 )
 from ._bash import Bash
@@ -44,6 +45,7 @@ __all__ = [
     "ToolError",
     "ToolOutput",
     "ToolRegistry",
+    "ToolUsage",
     "WriteFile",
     "builtin_registry",
     "truncate",

@@ -39,6 +39,7 @@ __all__ = [  # truncate lives in _output; it stays importable from here
     "ToolContext",
     "ToolError",
     "ToolOutput",
+    "ToolUsage",
     "truncate",
 ]
 
@@ -78,6 +79,19 @@ class ToolContext:
 
 
 @dataclass(frozen=True)
+class ToolUsage:
+    """Tokens and cost a tool reports about its own call (an MCP tool that calls a model
+    says so in its result's metadata). Committed as a `usage` fact bound to the call's
+    `toolStarted`; None on a ToolOutput means the tool reported nothing, not zero."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost: float | None = None  # USD; None: the tool did not say
+
+
+@dataclass(frozen=True)
 class ToolOutput:
     """A tool's result. Its last line says how it ended: bash's `[exit code N]` (or its
     time limit, or the signal that killed it), python's exception line, an error's
@@ -88,6 +102,7 @@ class ToolOutput:
     # The tool stopped at its time limit: what it would have found is unknown. A replay
     # that times out is recorded as interrupted, not as replayed (DESIGN §6).
     timed_out: bool = False
+    usage: ToolUsage | None = None
 
     @property
     def ending(self) -> str:
