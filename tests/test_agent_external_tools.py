@@ -13,7 +13,10 @@ import pytest
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import ABORTED_RESULT
+from tiny_agent_nb.cli._usage import render_usage, usage_by_run
+from tiny_agent_nb.render import timeline_html, timeline_text
 from tiny_agent_nb.session import ToolIdentity, ToolResultEntry, load_session
+from tiny_agent_nb.timeline import build_timeline
 from tiny_agent_nb.tools import Tool, ToolArguments, ToolContext, ToolOutput, ToolUsage
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
@@ -125,6 +128,30 @@ def test_usage_the_file_cannot_hold_is_dropped_and_the_result_kept(
         assert op.status == "completed"
         assert intent.status == "completed" and intent.id not in state.usage
         assert "usage reported by tool call" in caplog.text
+    finally:
+        h.close()
+
+
+def test_usage_and_timeline_show_a_tools_reported_usage_and_its_source(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    h = Harness(server, workspace, extra_tools=(Echo(REPORTED),))
+    try:
+        _echo_run(server, h, text="<b>x</b>")
+        state = load_session(h.path)
+        (run,) = usage_by_run(state)
+        assert run.totals.output_tokens == 2 + 7 + 3
+        assert run.totals.cost == pytest.approx(0.0031)
+        table = "\n".join(render_usage(state, [run]))
+        assert "at least $0.0031" in table  # the attempts reported no cost
+        timeline = build_timeline(state)
+        (tool,) = timeline.runs[0].tools
+        assert tool.source == "mcp:demo"
+        assert (tool.input_tokens, tool.output_tokens, tool.cost) == (40, 7, 0.0031)
+        text = timeline_text(timeline)
+        assert "echo · mcp:demo" in text and "40 in / 7 out · cost $0.0031" in text
+        page = timeline_html(timeline)
+        assert "<code>echo</code> · mcp:demo" in page and "cost $0.0031" in page
     finally:
         h.close()
 
