@@ -212,3 +212,21 @@ def test_ctrl_c_in_a_never_tool_leaves_an_aborted_result_and_the_next_run_works(
         assert echo.calls == [{"text": "slow"}]  # never re-run
     finally:
         h.close()
+
+
+def test_the_budget_counts_the_cost_a_tool_reports(server: OpenAIServer, workspace: Path) -> None:
+    """The attempts cost $0.002; the tool's own $0.0031 is what reaches the $0.005 budget."""
+    h = Harness(server, workspace, extra_tools=(Echo(REPORTED),), budget=0.005)
+    try:
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("e1", "demo__echo", {"text": "a"}), usage=usage(10, 2, cost=0.002)
+            ),
+            text_reply("never sent"),
+        )
+        result = h.loop.run("echo it")
+    finally:
+        h.close()
+    assert len(server.requests) == 1
+    assert result.outcome == "budgetLimit"
+    assert result.detail is not None and "this run spent $0.0051" in result.detail
