@@ -1,4 +1,4 @@
-"""Writer child of tests/test_store_crash.py: opens a session and commits until killed.
+"""Writer child of tests/test_session_store_crash.py: opens a session and commits until killed.
 
     python commit_loop.py PATH SEED MODE        (MODE: small | big; acks on stdout)
 
