@@ -4,8 +4,8 @@ The request body is assembled from the caller's pre-encoded messages by byte
 concatenation, so history is never decoded or re-encoded (the bytes the session's
 projection produced are the bytes the server reads). The answer is read as SSE or JSON,
 whichever the server actually sent (`_answer`), and normalized by `_normalize`. Every
-failure leaves as one `ProviderError`; nothing else escapes except `KeyboardInterrupt` (and other
-`BaseException`s), which close the response on the way out.
+failure leaves as one `ProviderError`; nothing else escapes except `KeyboardInterrupt`
+(and other `BaseException`s), which close the response on the way out.
 """
 
 from __future__ import annotations
