@@ -148,13 +148,10 @@ class SessionStore:
         clock: Clock = _epoch_ms,
         name: str = "<memory>",
     ) -> SessionStore:
-        """A writer of the session file held in `buffer`, which it appends to and cuts
-        exactly as `open` does a file on disk (the same repair, commit and resync code);
-        no disk, no lock. `name` stands for the path in errors and in the state.
-
-        For tests and tools that check a property over many byte images of a session,
-        as LevelDB's log tests write to a string and pi-mono has `SessionManager.inMemory()`.
-        """
+        """The writer of a session file held in `buffer`, appended to and cut exactly as
+        `open` does a file (the same repair, commit and resync code); no disk, no lock.
+        For properties over many byte images (LevelDB's log tests, pi-mono's inMemory()).
+        `name` stands for the path in errors and in the state."""
         _check(durability)
         file = MemoryFile(buffer)
         return cls._open_file(file, Path(name), None, create, durability=durability, clock=clock)
