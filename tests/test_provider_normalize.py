@@ -17,12 +17,12 @@ from tiny_agent_nb.provider import (
     ToolCallStarted,
     UsageReport,
 )
+from tiny_agent_nb.provider._errors import server_message
 from tiny_agent_nb.provider._normalize import (
     MAX_TOOL_CALLS,
     CompletionAssembler,
     completion_from_response,
     parse_arguments,
-    server_message,
     usage_from_wire,
 )
 from tiny_agent_nb.provider._text import INVALID_ARGUMENTS_LIMIT

@@ -18,6 +18,7 @@ from tiny_agent_nb.session import (
     SessionStore,
     ToolIdentity,
     load_session,
+    load_session_bytes,
     new_id,
 )
 from tiny_agent_nb.session import facts as f
@@ -422,3 +423,42 @@ def test_an_mcp_tool_is_recorded_under_its_servers_name_for_the_prefixed_call(
     store.commit([Run.result(intent, "hi")])
     (recorded,) = store.load().tool_intents.values()
     assert (recorded.tool, recorded.status) == (echo, "completed")
+
+
+def test_an_in_memory_store_writes_the_bytes_a_file_store_writes(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    """The same open, repair and commit code over a bytearray: a torn tail is cut, a
+    commit appends the very line a store on disk appends, and the bytes load alike."""
+    with SessionStore.open(session_path, create=header_init) as store:
+        complete_run(store, "hi")
+    torn = session_path.read_bytes() + b'[{"kind":"userMes'
+    session_path.write_bytes(torn)
+    buffer = bytearray(torn)
+    committed = [f.user_message("after the tear", id=new_id())]
+    clock = lambda: 1787371200000  # noqa: E731
+    with SessionStore.open(session_path, clock=clock) as on_disk:
+        assert on_disk.repaired_tail_bytes == len(b'[{"kind":"userMes')
+        on_disk.commit(committed)
+    with SessionStore.in_memory(buffer, clock=clock) as in_memory:
+        assert in_memory.repaired_tail_bytes == len(b'[{"kind":"userMes')
+        assert in_memory.path == Path("<memory>")
+        in_memory.commit(committed)
+        state = in_memory.load()
+    assert bytes(buffer) == session_path.read_bytes()
+    assert load_session_bytes(bytes(buffer)).summary() == load_session(session_path).summary()
+    assert state.last_seq == load_session(session_path).last_seq
+
+
+def test_an_in_memory_store_creates_a_session_in_an_empty_buffer(
+    header_init: HeaderInit,
+) -> None:
+    buffer = bytearray()
+    with SessionStore.in_memory(buffer, create=header_init) as store:
+        assert store.created
+        complete_run(store, "hi")
+        expected = store.load().summary()
+    assert buffer.endswith(b"\n") and buffer.count(b"\n") == 9
+    assert load_session_bytes(bytes(buffer)).summary() == expected
+    with pytest.raises(NotASessionError, match="empty"):
+        SessionStore.in_memory(bytearray())

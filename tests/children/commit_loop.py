@@ -1,4 +1,4 @@
-"""Writer child of tests/test_store_crash.py: opens a session and commits until killed.
+"""Writer child of tests/test_session_store_crash.py: opens a session and commits until killed.
 
     python commit_loop.py PATH SEED MODE        (MODE: small | big; acks on stdout)
 
@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for scenario
 
+from tiny_agent_nb.agent import plan_recovery
 from tiny_agent_nb.session import HeaderInit, NewFact, SessionStore
 from tiny_agent_nb.session import facts as f
 
@@ -89,27 +90,10 @@ class Writer:
 
     def reconcile(self) -> None:
         """Close what the killed writer left open, as the planner does (DESIGN §6)."""
-        state = self.store.load()
-        op = state.open_operation
-        if op is None:
+        plan = plan_recovery(self.store.load(), {}, self.environment)
+        if plan is None:
             return
-        txn = [
-            f.attempt_failed(a.id, kind="interrupted", message="writer killed", retryable=True)
-            for a in state.attempts.values()
-            if a.operation_id == op.id and a.status == "pending"
-        ]
-        txn += [
-            f.tool_result(
-                tool_started_id=i.id,
-                result_entry_id=i.result_entry_id,
-                tool_call_id=i.tool_call_id,
-                content="interrupted: the writer was killed; the effect may have happened",
-                outcome="interrupted",
-            )
-            for i in state.tool_intents.values()
-            if i.operation_id == op.id and i.status == "pending"
-        ]
-        txn.append(f.operation_finished(op.id, "interrupted"))
+        txn = plan.closing_transaction()
         self.commit(txn)
 
     def run(self) -> None:

@@ -1,4 +1,4 @@
-"""Writer child of tests/test_store_lock.py: holds a session open until stdin closes.
+"""Writer child of tests/test_session_store_lock.py: holds a session open until stdin closes.
 
     python hold_lock.py PATH [--spawn-sleep]
 

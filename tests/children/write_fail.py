@@ -1,4 +1,4 @@
-"""Child of tests/test_store_write_failure.py: a commit the OS refuses part-way.
+"""Child of tests/test_session_store_write_failure.py: a commit the OS refuses part-way.
 
     python write_fail.py PATH ROOM
 

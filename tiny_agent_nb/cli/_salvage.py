@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import stat
 import tempfile
@@ -17,7 +18,7 @@ from ..session import (
     load_session,
     salvage,
 )
-from ..session._files import read_session_file
+from ..session._files import fsync_dir, read_session_file
 from ..session._salvage import SalvageResult
 from ._common import (
     EXIT_CORRUPT,
@@ -130,7 +131,10 @@ def _write_new(out: Path, result: SalvageResult, mode: int) -> SessionState:
         _publish(tmp, out)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    _fsync_dir(out.parent)
+    # The copy is complete and verified already: a directory that cannot be synced
+    # (opened or fsync-ed) costs only the name's survival of a power loss.
+    with contextlib.suppress(OSError):
+        fsync_dir(out.parent)
     return state
 
 
@@ -175,19 +179,6 @@ def _unwritable(out: Path, exc: OSError) -> _Failed:
         f"error: cannot write {printable(str(out))}: {printable(reason)}. Nothing was written."
     )
     return _Failed(EXIT_WRITE_FAILED, message, {"type": type(exc).__name__, "reason": reason})
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def salvage_json(result: SalvageResult, out: str, state: SessionState) -> dict[str, Any]:

@@ -3,39 +3,33 @@
 The request body is assembled from the caller's pre-encoded messages by byte
 concatenation, so history is never decoded or re-encoded (the bytes the session's
 projection produced are the bytes the server reads). The answer is read as SSE or JSON,
-whichever the server actually sent, and normalized by `_normalize`. Every failure leaves
-as one `ProviderError`; nothing else escapes except `KeyboardInterrupt` (and other
-`BaseException`s), which close the response on the way out.
+whichever the server actually sent (`_answer`), and normalized by `_normalize`. Every
+failure leaves as one `ProviderError`; nothing else escapes except `KeyboardInterrupt`
+(and other `BaseException`s), which close the response on the way out.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any
 
 import httpx
 
 from .. import __version__
+from ._answer import EventSink, read_answer
 from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
 from ._errors import (
     attempt_timed_out,
-    ended_early,
-    not_an_answer,
     status_error,
     too_large,
     transport_error,
     undecodable,
 )
-from ._normalize import CompletionAssembler, completion_from_response, events_of
 from ._request import request_parts
-from ._sse import SSEDecoder, SSEEvent
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, ToolSchema
 from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
 from ._window import window_in_listing
@@ -45,7 +39,6 @@ log = logging.getLogger(__name__)
 ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error response read for its message
 _HEADER_SAFE = re.compile(r"^[\x20-\x7e]*$")  # what h11 sends without quoting the value
 
-EventSink = Callable[[StreamEvent], None]
 Clock = Callable[[], float]  # seconds, monotonic
 
 
@@ -223,7 +216,7 @@ class Provider:
                 if not response.is_success:
                     raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
-                completion = self._read_answer(response, chunks, on_event)
+                completion = read_answer(self._config, response.headers, chunks, on_event)
                 _drain(chunks)
                 return completion
         except (UnsupportedEncoding, zlib.error) as exc:
@@ -274,92 +267,6 @@ class Provider:
                 raise attempt_timed_out(self._config)
             yield chunk
 
-    def _read_answer(
-        self, response: httpx.Response, chunks: Iterator[bytes], on_event: EventSink
-    ) -> Completion:
-        content_type = response.headers.get("content-type", "").lower()
-        if "event-stream" in content_type:
-            return self._read_stream(chunks, on_event)
-        if "json" in content_type:
-            return self._read_json(b"".join(chunks), on_event, content_type)
-        # No or odd content type (some local servers): look at the first bytes.
-        first = next((chunk for chunk in chunks if chunk.strip()), b"")
-        start = first.lstrip()[:1]
-        if start == b"{":
-            return self._read_json(first + b"".join(chunks), on_event, content_type)
-        if start in (b"", b"<"):
-            what = "an empty body" if not start else "an HTML page"
-            raise not_an_answer(self._config, what, retryable=not start)
-        return self._read_stream(itertools.chain([first], chunks), on_event)
-
-    def _read_json(self, raw: bytes, on_event: EventSink, content_type: str) -> Completion:
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError):  # nested deeper than the decoder goes
-            html = "html" in content_type or raw.lstrip()[:1] == b"<"
-            what = "an HTML page" if html else "a body that is not valid JSON"
-            raise not_an_answer(self._config, what, retryable=not html) from None
-        if not isinstance(body, dict):
-            raise not_an_answer(self._config, "JSON that is not an object", retryable=False)
-        completion = completion_from_response(body)
-        for event in events_of(completion):
-            on_event(event)
-        return completion
-
-    def _read_stream(self, chunks: Iterator[bytes], on_event: EventSink) -> Completion:
-        assembler = CompletionAssembler()
-        done = False
-        for event in _sse_events(chunks):
-            for chunk in self._chunks_of(event):
-                if chunk is None:
-                    done = True
-                    break
-                for stream_event in assembler.add_chunk(chunk):
-                    on_event(stream_event)
-            if done:
-                break
-        if assembler.saw_choice and not done and assembler.finish_reason is None:
-            raise ended_early(self._config)
-        return assembler.result()
-
-    def _chunks_of(self, event: SSEEvent) -> list[Mapping[str, Any] | None]:
-        """The JSON objects of one SSE event; None stands for `[DONE]`. A server that
-        separates events by single newlines yields several data lines in one event."""
-        data = event.data.strip()
-        if not data:
-            return []
-        if event.is_done:
-            return [None]
-        try:
-            values: list[object] = [json.loads(data)]
-        except RecursionError:
-            raise not_an_answer(
-                self._config, "a stream event nested too deeply", retryable=True
-            ) from None
-        except ValueError:
-            values = []
-            for line in (line.strip() for line in data.splitlines()):
-                if line == "[DONE]":
-                    values.append(None)
-                elif line:
-                    try:
-                        values.append(json.loads(line))
-                    except (ValueError, RecursionError):
-                        raise not_an_answer(
-                            self._config, "a stream event that is not JSON", retryable=True
-                        ) from None
-        out: list[Mapping[str, Any] | None] = []
-        for value in values:
-            if value is not None and not isinstance(value, dict):
-                raise not_an_answer(
-                    self._config, "a stream event that is not an object", retryable=True
-                )
-            if event.event == "error" and value is not None and "error" not in value:
-                out.append({"error": value})  # `event: error` with the error as the data
-            else:
-                out.append(value)
-        return out
-
 
 def _redact(text: str, secret: str) -> str:
     text = text.replace(secret, "[redacted]")
@@ -371,13 +278,6 @@ def _redact(text: str, secret: str) -> str:
                 parts[i] = part[:-n] + "[redacted]"
                 break
     return "…".join(parts)
-
-
-def _sse_events(chunks: Iterator[bytes]) -> Iterator[SSEEvent]:
-    decoder = SSEDecoder()
-    for chunk in chunks:
-        yield from decoder.feed(chunk)
-    yield from decoder.flush()
 
 
 def _drain(chunks: Iterator[bytes]) -> None:

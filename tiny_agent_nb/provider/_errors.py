@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
-from ._normalize import server_message
 from ._retry import parse_retry_after
-from ._text import truncate
+from ._text import encoded, get_path, truncate
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
 
@@ -38,6 +38,58 @@ def retry_after_of(headers: Mapping[str, str], *, now: float | None = None) -> f
     if millis is not None:
         return millis / 1000.0
     return parse_retry_after(headers.get("retry-after"), now=now)
+
+
+def server_message(body: object) -> str | None:
+    """The human message of an error body, in the shapes servers use:
+    `{"error": {"message"}}` (OpenAI, OpenRouter, llama.cpp), `{"error": "..."}` (Ollama),
+    `{"message"}` (vLLM), `{"detail"}` (FastAPI). OpenRouter's `metadata.raw` (the
+    upstream provider's own words) is appended."""
+    if not isinstance(body, Mapping):
+        return None
+    error = body.get("error")
+    if isinstance(error, str) and error.strip():
+        return truncate(error)
+    message = get_path(error, "message") if isinstance(error, Mapping) else None
+    if not isinstance(message, str):
+        message = body.get("message")
+    if not isinstance(message, str):
+        detail = body.get("detail")
+        message = detail if isinstance(detail, str) else (encoded(detail) if detail else None)
+    if not isinstance(message, str) or not message.strip():
+        return None
+    raw = get_path(error, "metadata", "raw")
+    provider = get_path(error, "metadata", "provider_name")
+    if isinstance(raw, str) and raw.strip() and raw not in message:
+        message += f" ({provider}: {raw})" if isinstance(provider, str) else f" ({raw})"
+    return truncate(message)
+
+
+def _error_status(error: Mapping[str, Any]) -> int | None:
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+        return code
+    if isinstance(code, str) and code.isdigit() and 100 <= int(code) <= 599:
+        return int(code)
+    return None
+
+
+def error_in_body(body: Mapping[str, Any]) -> ProviderError:
+    """An `error` object inside a 200 response or stream: the upstream provider failed."""
+    error = body.get("error")
+    status = _error_status(error) if isinstance(error, Mapping) else None
+    retryable = status is None or status in (408, 429) or status >= 500
+    text = server_message(body) or "no message"
+    if is_context_length(error, text):  # OpenRouter: the upstream's 400 inside a 200
+        return context_too_long(text, status)
+    where = f" (code {status})" if status is not None else ""
+    advice = "the request can be retried" if retryable else "fix the request before retrying"
+    return ProviderError(
+        f"The provider reported an error in its response{where}: {text}; {advice}.",
+        kind="http",
+        retryable=retryable,
+        status=status,
+    )
 
 
 def _parsed(body: bytes) -> object:

@@ -16,7 +16,7 @@ Arguments that are not a usable JSON object never raise (see `_text.parse_argume
 and every text the model chose is made valid UTF-8, so the assistant entry can always be
 written.
 An `error` object inside a 200 response (OpenRouter reports upstream failures that way,
-even mid-stream) raises `ProviderError`.
+even mid-stream) raises `ProviderError` (`_errors.error_in_body`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..session import AssistantMessage, ToolCall
-from ._text import clean_text, encoded, parse_arguments, truncate
+from ._errors import error_in_body
+from ._text import clean_text, encoded, get_path, parse_arguments
 from ._types import (
     Completion,
     ProviderError,
@@ -39,14 +40,13 @@ from ._types import (
     ToolCallStarted,
     UsageReport,
 )
-from ._window import context_too_long, is_context_length
 
 # Tool calls one answer may hold. Within max_response_bytes a 45-byte call delta could
 # make a million, each a builder in memory and an entry in the file; parallel calls of a
 # real model number a few dozen.
 MAX_TOOL_CALLS = 256
 
-# ---------------------------------------------------------------- usage and errors
+# ---------------------------------------------------------------- usage
 
 
 def _count(value: object) -> int | None:
@@ -74,14 +74,6 @@ def _money(value: object) -> float | None:
     return amount if math.isfinite(amount) and amount >= 0 else None
 
 
-def _get(obj: object, *path: str) -> object:
-    for key in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def usage_from_wire(usage: object) -> UsageReport | None:
     """Normalize a `usage` object; None when it carries no token count or cost at all."""
     if not isinstance(usage, Mapping):
@@ -92,14 +84,14 @@ def usage_from_wire(usage: object) -> UsageReport | None:
     completion = _count(usage.get("completion_tokens"))
     if completion is None:
         completion = _count(usage.get("output_tokens"))
-    reasoning = _count(_get(usage, "completion_tokens_details", "reasoning_tokens"))
-    cached = _count(_get(usage, "prompt_tokens_details", "cached_tokens"))
+    reasoning = _count(get_path(usage, "completion_tokens_details", "reasoning_tokens"))
+    cached = _count(get_path(usage, "prompt_tokens_details", "cached_tokens"))
     if cached is None:  # DeepSeek's own names
         cached = _count(usage.get("prompt_cache_hit_tokens"))
     cost = _money(usage.get("cost"))
     if cost is not None and usage.get("is_byok") is True:
         # OpenRouter BYOK: `cost` is OpenRouter's fee; the provider bills the rest.
-        upstream = _money(_get(usage, "cost_details", "upstream_inference_cost"))
+        upstream = _money(get_path(usage, "cost_details", "upstream_inference_cost"))
         cost = cost + upstream if upstream is not None else cost
     if prompt is None and completion is None and cost is None:
         return None
@@ -109,58 +101,6 @@ def usage_from_wire(usage: object) -> UsageReport | None:
         reasoning_tokens=reasoning or 0,
         cached_input_tokens=cached or 0,
         cost=cost,
-    )
-
-
-def server_message(body: object) -> str | None:
-    """The human message of an error body, in the shapes servers use:
-    `{"error": {"message"}}` (OpenAI, OpenRouter, llama.cpp), `{"error": "..."}` (Ollama),
-    `{"message"}` (vLLM), `{"detail"}` (FastAPI). OpenRouter's `metadata.raw` (the
-    upstream provider's own words) is appended."""
-    if not isinstance(body, Mapping):
-        return None
-    error = body.get("error")
-    if isinstance(error, str) and error.strip():
-        return truncate(error)
-    message = _get(error, "message") if isinstance(error, Mapping) else None
-    if not isinstance(message, str):
-        message = body.get("message")
-    if not isinstance(message, str):
-        detail = body.get("detail")
-        message = detail if isinstance(detail, str) else (encoded(detail) if detail else None)
-    if not isinstance(message, str) or not message.strip():
-        return None
-    raw = _get(error, "metadata", "raw")
-    provider = _get(error, "metadata", "provider_name")
-    if isinstance(raw, str) and raw.strip() and raw not in message:
-        message += f" ({provider}: {raw})" if isinstance(provider, str) else f" ({raw})"
-    return truncate(message)
-
-
-def _error_status(error: Mapping[str, Any]) -> int | None:
-    code = error.get("code")
-    if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
-        return code
-    if isinstance(code, str) and code.isdigit() and 100 <= int(code) <= 599:
-        return int(code)
-    return None
-
-
-def error_in_body(body: Mapping[str, Any]) -> ProviderError:
-    """An `error` object inside a 200 response or stream: the upstream provider failed."""
-    error = body.get("error")
-    status = _error_status(error) if isinstance(error, Mapping) else None
-    retryable = status is None or status in (408, 429) or status >= 500
-    text = server_message(body) or "no message"
-    if is_context_length(error, text):  # OpenRouter: the upstream's 400 inside a 200
-        return context_too_long(text, status)
-    where = f" (code {status})" if status is not None else ""
-    advice = "the request can be retried" if retryable else "fix the request before retrying"
-    return ProviderError(
-        f"The provider reported an error in its response{where}: {text}; {advice}.",
-        kind="http",
-        retryable=retryable,
-        status=status,
     )
 
 

@@ -104,3 +104,13 @@ def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
     if json_value_problem(kept) is not None:
         return {}, _kept(text)
     return kept, None
+
+
+def get_path(obj: object, *path: str) -> object:
+    """`obj[path[0]][path[1]]...` of a parsed JSON body; None where a level is missing
+    or is no object (servers leave out, or null, whatever they do not report)."""
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj

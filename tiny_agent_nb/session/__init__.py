@@ -53,9 +53,11 @@ from ._models import (
     UserEntry,
     UserMessage,
 )
+from ._reader import load_session, load_session_bytes
 from ._salvage import SalvageResult, salvage
-from ._state import Attempt, EntryView, Operation, SessionState, ToolIntent, UsageTotals
-from ._store import Durability, HeaderInit, SessionStore, SessionWriteError, load_session
+from ._state import EntryView, SessionState
+from ._store import Durability, HeaderInit, SessionStore, SessionWriteError
+from ._tables import Attempt, Operation, ToolIntent, UsageTotals
 
 __all__ = [
     "FORMAT_VERSION",
@@ -109,6 +111,7 @@ __all__ = [
     "json_depth",
     "json_value_problem",
     "load_session",
+    "load_session_bytes",
     "new_id",
     "replay_key",
     "salvage",

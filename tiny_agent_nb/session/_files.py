@@ -1,5 +1,6 @@
 """Session files at the OS level: open (regular files only, found out without blocking),
-read, write.
+read, write; and the two kinds of file a store writes through (a descriptor, or bytes in
+memory for tests and tools that need no disk: LevelDB's StringDest, pi-mono's inMemory()).
 
 A path given to the store or a reader may name anything: a FIFO (opening it for reading
 waits for a writer, forever), a device (`/dev/zero` never ends; `/dev/null` swallows every
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Protocol
 
 from ._exceptions import NotASessionError
 
@@ -83,10 +85,71 @@ def write_all(fd: int, data: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync the directory holding `path`, so a new file's name survives power loss too."""
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+def fsync_dir(directory: Path) -> None:
+    """fsync `directory`, so the name of a file just created in it survives power loss too."""
+    dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class StoreFile(Protocol):
+    """What a SessionStore needs of the file it is the one writer of."""
+
+    def read(self) -> bytes: ...
+    def append(self, data: bytes) -> None: ...
+    def truncate(self, size: int) -> None: ...
+    def sync(self) -> None: ...
+    def size(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class DescriptorFile:
+    """A regular file opened O_APPEND (and flock-ed) by the store; closing it releases the lock."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def read(self) -> bytes:
+        return read_fd(self.fd)
+
+    def append(self, data: bytes) -> None:
+        write_all(self.fd, data)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+
+    def sync(self) -> None:
+        os.fsync(self.fd)
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class MemoryFile:
+    """A session file held in the caller's bytearray: the store's code, no disk, no lock."""
+
+    def __init__(self, buffer: bytearray) -> None:
+        self.buffer = buffer
+
+    def read(self) -> bytes:
+        return bytes(self.buffer)
+
+    def append(self, data: bytes) -> None:
+        self.buffer += data
+
+    def truncate(self, size: int) -> None:
+        del self.buffer[size:]
+
+    def sync(self) -> None:
+        """Memory has nothing to flush."""
+
+    def size(self) -> int:
+        return len(self.buffer)
+
+    def close(self) -> None:
+        """Nothing to release: the bytes stay the caller's."""

@@ -8,18 +8,15 @@ line number, never skipped.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ._exceptions import InvalidTransactionError, NotASessionError, SessionCorruptError
 from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, FORMAT_VERSION, HEADER_ADAPTER, Fact, Header
-from ._reducer import Violation, apply_transaction
-from ._state import SessionState
 
 # pydantic's words for a line that is not JSON, e.g. "Invalid JSON: expected ident at
 # line 1 column 2": the position is inside the one line it parsed, never the file's line.
@@ -107,50 +104,3 @@ def _unwritable(facts: Sequence[Fact]) -> InvalidTransactionError:
             reason = f"it cannot be written as JSON text ({exc})"
             return InvalidTransactionError(reason, index=index)
     return InvalidTransactionError("it cannot be written as JSON text")
-
-
-def iter_lines(complete: bytes) -> Iterator[tuple[int, bytes]]:
-    """(line number, bytes) for every line after the header."""
-    for offset, line in enumerate(complete.split(b"\n")[1:]):
-        yield offset + 2, line
-
-
-def reduce_bytes(path: str | Path, data: bytes) -> SessionState:
-    """The pure reduction of a whole file image into a SessionState."""
-    # Each line becomes a dozen pydantic objects that die young, plus about one kept
-    # record per fact; the young collections they trigger cost ~15% of a 100k-fact load.
-    # Nothing made here forms a cycle worth collecting mid-load.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _reduce(path, data)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _reduce(path: str | Path, data: bytes) -> SessionState:
-    complete, torn = split_complete(data)
-    if not complete and not data.startswith(b"\n"):
-        if not data:
-            reason = "the file is empty"
-        elif is_torn_header(data):
-            reason = f"the header line is torn ({torn} bytes, no LF)"
-        else:  # a foreign file with no line end (one line of JSON, a note)
-            reason = f"its {torn} bytes hold no complete line and do not begin a session header"
-        raise NotASessionError(path, reason)
-    header_line, _, _ = complete.partition(b"\n")
-    header = parse_header(path, header_line)
-    state = SessionState(str(path), header)
-    tables = state.tables
-    for lineno, line in iter_lines(complete):
-        try:
-            facts = parse_transaction(line)
-            apply_transaction(tables, facts)
-            tables.lines.append(line)
-        except ValidationError as exc:
-            raise SessionCorruptError(path, lineno, describe_validation_error(exc)) from None
-        except Violation as exc:
-            raise SessionCorruptError(path, lineno, str(exc)) from None
-    state.torn_tail_bytes = torn
-    return state

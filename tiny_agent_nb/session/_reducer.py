@@ -29,7 +29,7 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._state import Attempt, EntryType, Operation, Tables, ToolIntent
+from ._tables import Attempt, EntryType, Operation, Tables, ToolIntent
 
 
 class Violation(Exception):

@@ -2,9 +2,10 @@
 
 A reader never skips a damaged complete line (DESIGN §3.5), so one bad line makes the
 whole file unloadable. `salvage` finds the longest prefix of whole lines that reduces
-without error -- with the very same parse and apply steps as `load_session`, so the
-prefix is exactly what a load would have accepted -- and says precisely what stays
-behind: the first bad line and why, the complete lines after it, and the torn tail.
+without error -- with the very reader loop of `load_session` (`_reader.read_session`),
+given a reporter that keeps the damage instead of raising it, so the prefix is exactly
+what a load would have accepted -- and says precisely what stays behind: the first bad
+line and why, the complete lines after it, and the torn tail.
 
 It is pure: bytes in, a result out. Writing the prefix anywhere is the caller's business
 (`tiny-agent-nb salvage` writes a new file; the damaged original is never touched).
@@ -12,20 +13,11 @@ It is pure: bytes in, a result out. Writing the prefix anywhere is the caller's 
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from ._framing import (
-    describe_validation_error,
-    iter_lines,
-    parse_transaction,
-    reduce_bytes,
-    split_complete,
-)
-from ._reducer import Violation, apply_transaction
+from ._framing import split_complete
+from ._reader import Damage, read_session
 
 
 @dataclass(frozen=True)
@@ -72,63 +64,37 @@ def salvage(data: bytes, path: str | Path) -> SalvageResult:
     SessionCorruptError (line 1) when the header is invalid: nothing can be salvaged.
     `path` only names the file in errors and in the result.
     """
-    enabled = gc.isenabled()
-    gc.disable()  # as reduce_bytes does: the tables grow without forming cycles
-    try:
-        return _salvage(data, path)
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _salvage(data: bytes, path: str | Path) -> SalvageResult:
+    found: list[Damage] = []
+    read_session(path, data, found.append)
     complete, torn = split_complete(data)
-    header_end = data.find(b"\n") + 1
-    # The header line alone, reduced exactly as a load reduces it: the same
-    # NotASessionError / SessionCorruptError(line 1) when it is missing or invalid.
-    state = reduce_bytes(path, data[:header_end] if header_end else data)
-    tables = state.tables
-    kept_end = header_end  # offset just after the last kept LF
-    lines = 1
-    for lineno, line in iter_lines(complete):
-        try:
-            apply_transaction(tables, parse_transaction(line))
-            # As a load does: an entry's slot names its line, and the reducer compares
-            # slots (a compaction's cut never moves backwards).
-            tables.lines.append(line)
-        except ValidationError as exc:
-            reason = describe_validation_error(exc)
-        except Violation as exc:
-            reason = str(exc)
-        else:
-            kept_end += len(line) + 1
-            lines += 1
-            continue
-        # `complete` has no final LF; every line in it is followed by one in `data`.
-        bad_line_bytes = len(line) + 1
-        after = kept_end + bad_line_bytes  # where the lines after the bad one start
-        rest = len(complete) + 1 - after  # their bytes, each with its LF
+    if not found:
+        kept_end = len(complete) + 1  # every complete line, the header included
         return SalvageResult(
             path=str(path),
             data=data[:kept_end],
-            lines=lines,
+            lines=complete.count(b"\n") + 1,
             source_bytes=len(data),
-            bad_line=lineno,
-            reason=reason,
-            bad_line_bytes=bad_line_bytes,
-            lines_after=complete.count(b"\n", after) + 1 if rest else 0,
-            bytes_after=rest,
+            bad_line=None,
+            reason=None,
+            bad_line_bytes=0,
+            lines_after=0,
+            bytes_after=0,
             torn_tail_bytes=torn,
         )
+    damage = found[0]
+    # `complete` has no final LF; every line in it is followed by one in `data`.
+    bad_line_bytes = damage.size + 1
+    after = damage.offset + bad_line_bytes  # where the lines after the bad one start
+    rest = len(complete) + 1 - after  # their bytes, each with its LF
     return SalvageResult(
         path=str(path),
-        data=data[:kept_end],
-        lines=lines,
+        data=data[: damage.offset],
+        lines=damage.line - 1,
         source_bytes=len(data),
-        bad_line=None,
-        reason=None,
-        bad_line_bytes=0,
-        lines_after=0,
-        bytes_after=0,
+        bad_line=damage.line,
+        reason=damage.reason,
+        bad_line_bytes=bad_line_bytes,
+        lines_after=complete.count(b"\n", after) + 1 if rest else 0,
+        bytes_after=rest,
         torn_tail_bytes=torn,
     )

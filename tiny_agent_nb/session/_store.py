@@ -26,19 +26,16 @@ from ._exceptions import (
     SessionError,
 )
 from ._facts import NewFact
-from ._files import fsync_dir, open_regular, read_fd, read_session_file, write_all
-from ._framing import (
-    describe_validation_error,
-    encode_transaction,
-    is_torn_header,
-    reduce_bytes,
-)
+from ._files import DescriptorFile, MemoryFile, StoreFile, fsync_dir, open_regular
+from ._framing import describe_validation_error, encode_transaction, is_torn_header
 from ._ids import is_uuid7, new_id
-from ._lock import claim_in_process, lock_exclusive, release_in_process
+from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header
+from ._reader import reduce_bytes
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
-from ._state import Operation, SessionState, Tables
+from ._state import SessionState
+from ._tables import Operation, Tables
 
 Durability = Literal["process", "power"]
 Subscriber = Callable[[Sequence[Fact]], None]
@@ -73,70 +70,9 @@ class HeaderInit:
     environment_identity: str
 
 
-class _FifoLock:
-    """Commits are served in the order they arrived (a plain Lock makes no such promise)."""
-
-    def __init__(self) -> None:
-        # The condition's lock is taken directly on the common paths: `with self._cond`
-        # adds two Python-level calls per commit, and after an fsync every call is cold.
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
-        self._next_ticket = 0
-        self._serving = 0
-        self._waiting = 0  # threads inside _wait_for: nobody to wake is the common case
-        self._abandoned: set[int] = set()
-        self.owner: int | None = None
-
-    def __enter__(self) -> None:
-        lock = self._lock
-        lock.acquire()
-        try:
-            ticket = self._next_ticket
-            self._next_ticket = ticket + 1
-            if ticket != self._serving:
-                self._wait_for(ticket)
-            self.owner = threading.get_ident()
-        finally:
-            lock.release()
-
-    def _wait_for(self, ticket: int) -> None:
-        self._waiting += 1
-        try:
-            while ticket != self._serving:
-                self._cond.wait()
-        except BaseException:
-            # Leaving the queue (an exception while waiting): give the ticket back,
-            # or every later commit would wait for it forever.
-            self._abandoned.add(ticket)
-            self._advance()
-            raise
-        finally:
-            self._waiting -= 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        lock = self._lock
-        lock.acquire()
-        try:
-            self.owner = None
-            self._serving += 1
-            self._advance()
-        finally:
-            lock.release()
-
-    def _advance(self) -> None:
-        if self._abandoned:
-            while self._serving in self._abandoned:
-                self._abandoned.discard(self._serving)
-                self._serving += 1
-        if self._waiting:
-            self._cond.notify_all()
-
-
-def load_session(path: str | Path) -> SessionState:
-    """Read-only load: takes no lock, never writes, ignores a torn tail.
-
-    Only a regular file is read (a FIFO or a device is refused without blocking)."""
-    return reduce_bytes(path, read_session_file(path))
+def _check(durability: str) -> None:
+    if durability not in ("process", "power"):
+        raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
 
 
 class SessionStore:
@@ -146,21 +82,21 @@ class SessionStore:
         self,
         *,
         path: Path,
-        key: str,
-        fd: int,
+        key: str | None,
+        file: StoreFile,
         state: SessionState,
         size: int,
         durability: Durability,
         clock: Clock,
     ) -> None:
         self._path = path
-        self._key = key
-        self._fd: int | None = fd
+        self._key = key  # in the in-process registry of writers (None: in memory)
+        self._file: StoreFile | None = file
         self._state = state
         self._size = size
         self._durability = durability
         self._clock = clock
-        self._fifo = _FifoLock()
+        self._fifo = FifoLock()
         self._subscribers: list[Subscriber] = []
         self._stale = False  # memory may lag the file after an interrupted commit
         self.repaired_tail_bytes = state.torn_tail_bytes
@@ -181,69 +117,91 @@ class SessionStore:
         With `create`, a missing file (or one holding only a torn header) becomes a new
         session; an existing session is opened as it is.
         """
-        if durability not in ("process", "power"):
-            raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
+        _check(durability)
         path = Path(path)
         key = os.path.realpath(path)
         claim_in_process(key, path)
         try:
-            return cls._open_claimed(path, key, create, durability, clock)
+            existed = path.exists()
+            flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+            file = DescriptorFile(open_regular(path, flags))
+            try:
+                lock_exclusive(file.fd, path)
+                sync_dir = not existed and durability == "power"
+                return cls._open_file(
+                    file, path, key, create, durability=durability, clock=clock, sync_dir=sync_dir
+                )
+            except BaseException:
+                file.close()
+                raise
         except BaseException:
             release_in_process(key)
             raise
 
     @classmethod
-    def _open_claimed(
+    def in_memory(
         cls,
+        buffer: bytearray,
+        create: HeaderInit | None = None,
+        durability: Durability = "process",
+        *,
+        clock: Clock = _epoch_ms,
+        name: str = "<memory>",
+    ) -> SessionStore:
+        """The writer of a session file held in `buffer`, appended to and cut exactly as
+        `open` does a file (the same repair, commit and resync code); no disk, no lock.
+        For properties over many byte images (LevelDB's log tests, pi-mono's inMemory()).
+        `name` stands for the path in errors and in the state."""
+        _check(durability)
+        file = MemoryFile(buffer)
+        return cls._open_file(file, Path(name), None, create, durability=durability, clock=clock)
+
+    @classmethod
+    def _open_file(
+        cls,
+        file: StoreFile,
         path: Path,
-        key: str,
+        key: str | None,
         create: HeaderInit | None,
+        *,
         durability: Durability,
         clock: Clock,
+        sync_dir: bool = False,
     ) -> SessionStore:
-        existed = path.exists()
-        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-        fd = open_regular(path, flags)
+        data = file.read()
         try:
-            lock_exclusive(fd, path)
-            data = read_fd(fd)
-            try:
-                state = reduce_bytes(path, data)
-            except NotASessionError:
-                if create is None or not is_torn_header(data):
-                    raise
-                # Empty, or a header torn by a writer that died while creating: start over.
-                state = cls._write_header(fd, path, create, durability, clock)
-                data = b""
-                created = True
-            else:
-                created = False
-                if state.torn_tail_bytes:
-                    # The previous writer died mid-append; its partial line was never
-                    # committed. Cut it so the next line starts on a clean boundary.
-                    os.ftruncate(fd, len(data) - state.torn_tail_bytes)
-                    if durability == "power":
-                        os.fsync(fd)
-            if created and not existed and durability == "power":
-                fsync_dir(path)
-            store = cls(
-                path=path,
-                key=key,
-                fd=fd,
-                state=state,
-                size=os.fstat(fd).st_size,
-                durability=durability,
-                clock=clock,
-            )
-            store.created = created
-            return store
-        except BaseException:
-            os.close(fd)
-            raise
+            state = reduce_bytes(path, data)
+        except NotASessionError:
+            if create is None or not is_torn_header(data):
+                raise
+            # Empty, or a header torn by a writer that died while creating: start over.
+            state = cls._write_header(file, path, create, durability, clock)
+            created = True
+        else:
+            created = False
+            if state.torn_tail_bytes:
+                # The previous writer died mid-append; its partial line was never
+                # committed. Cut it so the next line starts on a clean boundary.
+                file.truncate(len(data) - state.torn_tail_bytes)
+                if durability == "power":
+                    file.sync()
+        if created and sync_dir:
+            fsync_dir(path.parent)
+        store = cls(
+            path=path,
+            key=key,
+            file=file,
+            state=state,
+            size=file.size(),
+            durability=durability,
+            clock=clock,
+        )
+        store.created = created
+        return store
 
     @staticmethod
     def _write_header(
-        fd: int, path: Path, create: HeaderInit, durability: Durability, clock: Clock
+        file: StoreFile, path: Path, create: HeaderInit, durability: Durability, clock: Clock
     ) -> SessionState:
         # Built and encoded before the torn bytes are cut: a header that cannot be written
         # (a clock out of range, a cwd that is no text) leaves the file as it was.
@@ -264,10 +222,10 @@ class SessionStore:
             raise InvalidTransactionError(reason) from None
         except ValueError as exc:  # PydanticSerializationError: a lone surrogate
             raise InvalidTransactionError(f"the new header cannot be written: {exc}") from None
-        os.ftruncate(fd, 0)
-        write_all(fd, line)
+        file.truncate(0)
+        file.append(line)
         if durability == "power":
-            os.fsync(fd)
+            file.sync()
         return SessionState(str(path), header)
 
     # ------------------------------------------------------------------ properties
@@ -285,7 +243,7 @@ class SessionStore:
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self._file is None
 
     # ------------------------------------------------------------------ commit
     def commit(self, facts: Sequence[NewFact]) -> list[Fact]:
@@ -297,9 +255,9 @@ class SessionStore:
         if self._fifo.owner == threading.get_ident():
             raise SessionError("commit() called from inside a commit (e.g. by a subscriber)")
         with sigint_deferred(), self._fifo:
-            fd = self._require_open()
+            file = self._require_open()
             if self._stale:
-                self._resync(fd)
+                self._resync(file)
             if not facts:
                 raise InvalidTransactionError("a transaction holds at least one fact")
             tables = self._state.tables
@@ -307,7 +265,7 @@ class SessionStore:
             try:
                 built = self._apply(tables, facts)
                 line = encode_transaction(built)
-                self._append(fd, line)
+                self._append(file, line)
             except (InvalidTransactionError, SessionWriteError):
                 tables.rollback(savepoint)
                 raise
@@ -317,7 +275,7 @@ class SessionStore:
                 # The file is the truth: cut any partial line and reduce it again.
                 tables.rollback(savepoint)
                 self._stale = True
-                self._resync(fd)
+                self._resync(file)
                 raise
             tables.commit()
             tables.lines.append(line)
@@ -346,11 +304,11 @@ class SessionStore:
             built.append(fact)
         return built
 
-    def _resync(self, fd: int) -> None:
-        data = read_fd(fd)
+    def _resync(self, file: StoreFile) -> None:
+        data = file.read()
         torn = len(data) - (data.rfind(b"\n") + 1)
         if torn:
-            os.ftruncate(fd, len(data) - torn)
+            file.truncate(len(data) - torn)
             data = data[: len(data) - torn]
         known = self._state.last_seq
         self._state = reduce_bytes(self._path, data)
@@ -358,18 +316,18 @@ class SessionStore:
         self._stale = False
         self._notify(self._state.facts[known:])
 
-    def _append(self, fd: int, line: bytes) -> None:
+    def _append(self, file: StoreFile, line: bytes) -> None:
         try:
-            write_all(fd, line)
+            file.append(line)
             if self._durability == "power":
-                os.fsync(fd)
+                file.sync()
         except OSError as exc:
             try:
-                os.ftruncate(fd, self._size)
+                file.truncate(self._size)
             except OSError:
                 # The file may now end in a partial line (a torn tail, which readers
                 # ignore), but appending after it would glue two transactions together.
-                self._close_fd()
+                self._close_file()
                 log.exception("could not cut %s back after a failed write", self._path)
             raise SessionWriteError(str(self._path), exc) from exc
 
@@ -381,9 +339,9 @@ class SessionStore:
             self._require_open()
             return self._state.copy()
         with sigint_deferred(), self._fifo:
-            fd = self._require_open()
+            file = self._require_open()
             if self._stale:
-                self._resync(fd)
+                self._resync(file)
             return self._state.copy()
 
     def open_operation(self) -> Operation | None:
@@ -416,18 +374,19 @@ class SessionStore:
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         with sigint_deferred(), self._fifo:
-            self._close_fd()
+            self._close_file()
 
-    def _close_fd(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # also releases the flock
-            self._fd = None
-            release_in_process(self._key)
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()  # a descriptor's close also releases the flock
+            self._file = None
+            if self._key is not None:
+                release_in_process(self._key)
 
-    def _require_open(self) -> int:
-        if self._fd is None:
+    def _require_open(self) -> StoreFile:
+        if self._file is None:
             raise SessionClosedError(self._path)
-        return self._fd
+        return self._file
 
     def __enter__(self) -> SessionStore:
         return self

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ from tiny_agent_nb.session import (
     SessionState,
     SessionStore,
     ToolIdentity,
-    load_session,
+    load_session_bytes,
 )
 from tiny_agent_nb.session import facts as f
 
@@ -216,14 +215,19 @@ CASES = [
 ]
 
 
-def _build(tmp_path: Path, steps: tuple[Scenario, ...]) -> SessionState:
-    env = str(tmp_path)
-    init = HeaderInit(cwd=env, provider="openrouter", model="m", environment_identity=env)
-    with SessionStore.open(tmp_path / "s.jsonl", create=init) as store:
-        built = Built(store, Run(environment=env), {})
+ENV = "/work/project"
+
+
+def _build(steps: tuple[Scenario, ...]) -> tuple[SessionState, bytearray]:
+    """The session the steps leave, and its file's bytes (in memory: the planner reads
+    only states, and the store's code is the same over a bytearray as over a file)."""
+    init = HeaderInit(cwd=ENV, provider="openrouter", model="m", environment_identity=ENV)
+    buffer = bytearray()
+    with SessionStore.in_memory(buffer, create=init) as store:
+        built = Built(store, Run(environment=ENV), {})
         for step in steps:
             step(built)
-        return store.load()
+        return store.load(), buffer
 
 
 def _call_ids(state: SessionState, intents: tuple[object, ...]) -> tuple[str, ...]:
@@ -231,9 +235,9 @@ def _call_ids(state: SessionState, intents: tuple[object, ...]) -> tuple[str, ..
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_recovery_plan(tmp_path: Path, case: Case) -> None:
-    state = _build(tmp_path, case.steps)
-    plan = plan_recovery(state, TOOLS, str(tmp_path))
+def test_recovery_plan(case: Case) -> None:
+    state, _ = _build(case.steps)
+    plan = plan_recovery(state, TOOLS, ENV)
     if not case.open:
         assert plan is None
         return
@@ -248,13 +252,12 @@ def test_recovery_plan(tmp_path: Path, case: Case) -> None:
     "case", [c for c in CASES if c.open], ids=[c.name for c in CASES if c.open]
 )
 def test_recovery_closes_the_operation_and_a_second_plan_is_empty(
-    tmp_path: Path, case: Case
+    case: Case,
 ) -> None:
-    state = _build(tmp_path, case.steps)
-    plan = plan_recovery(state, TOOLS, str(tmp_path))
+    state, buffer = _build(case.steps)
+    plan = plan_recovery(state, TOOLS, ENV)
     assert plan is not None
-    path = tmp_path / "s.jsonl"
-    with SessionStore.open(path) as store:
+    with SessionStore.in_memory(buffer) as store:
         for intent in plan.replay:  # stand-in for running the read: the loop tests do it for real
             store.commit(
                 [
@@ -268,12 +271,12 @@ def test_recovery_closes_the_operation_and_a_second_plan_is_empty(
                 ]
             )
         store.commit(plan.closing_transaction())
-    after = load_session(path)
+    after = load_session_bytes(bytes(buffer))
     op = after.operations[plan.operation.id]
     assert op.status == case.closed_as
     assert all(i.status != "pending" for i in after.tool_intents.values())
     assert all(a.status != "pending" for a in after.attempts.values())
-    assert plan_recovery(after, TOOLS, str(tmp_path)) is None
+    assert plan_recovery(after, TOOLS, ENV) is None
     assert resumable_operation(after) == (op if case.resumable else "completed")
     # recovery only answers intents: it never adds, nor drops, a compaction checkpoint
     assert list(after.entries)[: len(state.entries)] == list(state.entries)
@@ -281,20 +284,17 @@ def test_recovery_closes_the_operation_and_a_second_plan_is_empty(
     assert set(added) <= {"toolResult"}
 
 
-def test_compaction_between_an_interrupted_run_and_its_resume_is_passed_over(
-    tmp_path: Path,
-) -> None:
-    state = _build(tmp_path, (_start, _attempt, _answer_text))
-    path = tmp_path / "s.jsonl"
-    with SessionStore.open(path) as store:
-        plan = plan_recovery(state, TOOLS, str(tmp_path))
+def test_compaction_between_an_interrupted_run_and_its_resume_is_passed_over() -> None:
+    state, buffer = _build((_start, _attempt, _answer_text))
+    with SessionStore.in_memory(buffer) as store:
+        plan = plan_recovery(state, TOOLS, ENV)
         assert plan is not None
         store.commit(plan.closing_transaction())
-        compaction = Built(store, Run(environment=str(tmp_path)), {})
+        compaction = Built(store, Run(environment=ENV), {})
         for step in (_compaction_started, _attempt, _compaction_committed):
             step(compaction)
         store.commit(compaction.run.finish())
-    after = load_session(path)
+    after = load_session_bytes(bytes(buffer))
     assert resumable_operation(after) == after.operations[plan.operation.id]
 
 
@@ -311,25 +311,25 @@ def test_compaction_between_an_interrupted_run_and_its_resume_is_passed_over(
     ],
 )
 def test_read_is_not_replayed_when_identity_changed(
-    tmp_path: Path, why: str, tools: dict[str, ToolIdentity], environment: str | None
+    why: str, tools: dict[str, ToolIdentity], environment: str | None
 ) -> None:
-    state = _build(tmp_path, (_start, _attempt, _answer_calls, _intent("r1")))
-    plan = plan_recovery(state, tools, environment or str(tmp_path))
+    state, _ = _build((_start, _attempt, _answer_calls, _intent("r1")))
+    plan = plan_recovery(state, tools, environment or ENV)
     assert plan is not None
     assert plan.replay == (), why
     assert _call_ids(state, plan.interrupt) == ("r1",), why
 
 
-def test_abort_resolves_what_is_in_flight(tmp_path: Path) -> None:
-    state = _build(
-        tmp_path, (_start, _attempt, _answer_calls, _intent("r1"), _result("r1"), _intent("b1"))
+def test_abort_resolves_what_is_in_flight() -> None:
+    state, buffer = _build(
+        (_start, _attempt, _answer_calls, _intent("r1"), _result("r1"), _intent("b1"))
     )
     op = state.open_operation
     assert op is not None
     transaction = abort_transaction(state, op.id, "KeyboardInterrupt")
     kinds = [type(t.body).__name__ for t in transaction]
     assert kinds == ["AbortRequested", "ToolResultEntry", "OperationFinished"]
-    with SessionStore.open(tmp_path / "s.jsonl") as store:
+    with SessionStore.in_memory(buffer) as store:
         store.commit(transaction)
         after = store.load()
     assert after.operations[op.id].status == "aborted"
@@ -337,11 +337,11 @@ def test_abort_resolves_what_is_in_flight(tmp_path: Path) -> None:
     assert abort_transaction(after, op.id, "again") == []
 
 
-def test_abort_during_request_fails_the_attempt_as_aborted(tmp_path: Path) -> None:
-    state = _build(tmp_path, (_start, _attempt))
+def test_abort_during_request_fails_the_attempt_as_aborted() -> None:
+    state, buffer = _build((_start, _attempt))
     op = state.open_operation
     assert op is not None
-    with SessionStore.open(tmp_path / "s.jsonl") as store:
+    with SessionStore.in_memory(buffer) as store:
         store.commit(abort_transaction(state, op.id, "KeyboardInterrupt"))
         after = store.load()
     (attempt,) = after.attempts.values()
@@ -349,24 +349,21 @@ def test_abort_during_request_fails_the_attempt_as_aborted(tmp_path: Path) -> No
     assert attempt.error.kind == "aborted"
 
 
-def test_nothing_to_resume_after_a_completed_run(tmp_path: Path) -> None:
-    assert resumable_operation(_build(tmp_path, ())) == "nothing"
-    (tmp_path / "done").mkdir()
-    done = _build(tmp_path / "done", (_start, _attempt, _answer_text, _finish))
+def test_nothing_to_resume_after_a_completed_run() -> None:
+    assert resumable_operation(_build(())[0]) == "nothing"
+    done, _ = _build((_start, _attempt, _answer_text, _finish))
     assert resumable_operation(done) == "completed"
 
 
-def test_a_failure_settles_what_is_in_flight_and_finishes_failed_without_an_abort(
-    tmp_path: Path,
-) -> None:
-    state = _build(tmp_path, (_start, _attempt, _answer_calls, _intent("r1"), _intent("b1")))
+def test_a_failure_settles_what_is_in_flight_and_finishes_failed_without_an_abort() -> None:
+    state, buffer = _build((_start, _attempt, _answer_calls, _intent("r1"), _intent("b1")))
     op = state.open_operation
     assert op is not None
     reason = "stopped by an unexpected error: TypeError: boom"
     transaction = failure_transaction(state, op.id, reason)
     kinds = [type(t.body).__name__ for t in transaction]
     assert kinds == ["ToolResultEntry", "ToolResultEntry", "OperationFinished"]
-    with SessionStore.open(tmp_path / "s.jsonl") as store:
+    with SessionStore.in_memory(buffer) as store:
         store.commit(transaction)
         after = store.load()
     assert (after.operations[op.id].status, after.operations[op.id].detail) == ("failed", reason)
@@ -375,11 +372,11 @@ def test_a_failure_settles_what_is_in_flight_and_finishes_failed_without_an_abor
     assert failure_transaction(after, op.id, "again") == []
 
 
-def test_a_failure_during_a_request_fails_the_attempt_with_the_reason(tmp_path: Path) -> None:
-    state = _build(tmp_path, (_start, _attempt))
+def test_a_failure_during_a_request_fails_the_attempt_with_the_reason() -> None:
+    state, buffer = _build((_start, _attempt))
     op = state.open_operation
     assert op is not None
-    with SessionStore.open(tmp_path / "s.jsonl") as store:
+    with SessionStore.in_memory(buffer) as store:
         store.commit(failure_transaction(state, op.id, "TypeError: boom"))
         after = store.load()
     (attempt,) = after.attempts.values()

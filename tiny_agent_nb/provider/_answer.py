@@ -1,0 +1,122 @@
+"""A successful response's body -> `Completion`: SSE or JSON, whichever arrived.
+
+The bytes come already decoded and metered (size and time limits) by the client; what
+is not a chat completion (HTML, broken JSON, events that are not objects) is a
+`ProviderError` from `_errors`, and the chunks themselves are assembled by `_normalize`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ._errors import ended_early, not_an_answer
+from ._normalize import CompletionAssembler, completion_from_response, events_of
+from ._sse import SSEDecoder, SSEEvent
+from ._types import Completion, ProviderConfig, StreamEvent
+
+EventSink = Callable[[StreamEvent], None]
+
+
+def read_answer(
+    config: ProviderConfig,
+    headers: Mapping[str, str],
+    chunks: Iterator[bytes],
+    on_event: EventSink,
+) -> Completion:
+    """The completion in a successful response's body, SSE or JSON (whichever the
+    server sent, whatever its content type says), its events given to `on_event`."""
+    content_type = headers.get("content-type", "").lower()
+    if "event-stream" in content_type:
+        return _read_stream(config, chunks, on_event)
+    if "json" in content_type:
+        return _read_json(config, b"".join(chunks), on_event, content_type)
+    # No or odd content type (some local servers): look at the first bytes.
+    first = next((chunk for chunk in chunks if chunk.strip()), b"")
+    start = first.lstrip()[:1]
+    if start == b"{":
+        return _read_json(config, first + b"".join(chunks), on_event, content_type)
+    if start in (b"", b"<"):
+        what = "an empty body" if not start else "an HTML page"
+        raise not_an_answer(config, what, retryable=not start)
+    return _read_stream(config, itertools.chain([first], chunks), on_event)
+
+
+def _read_json(
+    config: ProviderConfig, raw: bytes, on_event: EventSink, content_type: str
+) -> Completion:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):  # nested deeper than the decoder goes
+        html = "html" in content_type or raw.lstrip()[:1] == b"<"
+        what = "an HTML page" if html else "a body that is not valid JSON"
+        raise not_an_answer(config, what, retryable=not html) from None
+    if not isinstance(body, dict):
+        raise not_an_answer(config, "JSON that is not an object", retryable=False)
+    completion = completion_from_response(body)
+    for event in events_of(completion):
+        on_event(event)
+    return completion
+
+
+def _read_stream(
+    config: ProviderConfig, chunks: Iterator[bytes], on_event: EventSink
+) -> Completion:
+    assembler = CompletionAssembler()
+    done = False
+    for event in _sse_events(chunks):
+        for chunk in _chunks_of(config, event):
+            if chunk is None:
+                done = True
+                break
+            for stream_event in assembler.add_chunk(chunk):
+                on_event(stream_event)
+        if done:
+            break
+    if assembler.saw_choice and not done and assembler.finish_reason is None:
+        raise ended_early(config)
+    return assembler.result()
+
+
+def _chunks_of(config: ProviderConfig, event: SSEEvent) -> list[Mapping[str, Any] | None]:
+    """The JSON objects of one SSE event; None stands for `[DONE]`. A server that
+    separates events by single newlines yields several data lines in one event."""
+    data = event.data.strip()
+    if not data:
+        return []
+    if event.is_done:
+        return [None]
+    try:
+        values: list[object] = [json.loads(data)]
+    except RecursionError:
+        raise not_an_answer(config, "a stream event nested too deeply", retryable=True) from None
+    except ValueError:
+        values = []
+        for line in (line.strip() for line in data.splitlines()):
+            if line == "[DONE]":
+                values.append(None)
+            elif line:
+                try:
+                    values.append(json.loads(line))
+                except (ValueError, RecursionError):
+                    raise not_an_answer(
+                        config, "a stream event that is not JSON", retryable=True
+                    ) from None
+    out: list[Mapping[str, Any] | None] = []
+    for value in values:
+        if value is not None and not isinstance(value, dict):
+            raise not_an_answer(config, "a stream event that is not an object", retryable=True)
+        if event.event == "error" and value is not None and "error" not in value:
+            out.append({"error": value})  # `event: error` with the error as the data
+        else:
+            out.append(value)
+    return out
+
+
+def _sse_events(chunks: Iterator[bytes]) -> Iterator[SSEEvent]:
+    decoder = SSEDecoder()
+    for chunk in chunks:
+        yield from decoder.feed(chunk)
+    yield from decoder.flush()

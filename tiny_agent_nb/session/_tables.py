@@ -1,0 +1,212 @@
+"""The lookup tables a session file is reduced into, and their records.
+
+The tables are plain dicts of small immutable records (NamedTuples: `_replace` costs a
+quarter of `dataclasses.replace`, and this is the commit path). The reducer replaces a
+record when its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
+copy, a snapshot never changes under its reader, and undoing a write is putting the
+old record back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, TypeVar
+
+from ._models import (
+    AttemptError,
+    OperationKind,
+    OperationOutcome,
+    ReplayPolicy,
+    ToolIdentity,
+    ToolOutcome,
+    Usage,
+)
+
+OperationStatus = Literal["open"] | OperationOutcome
+AttemptStatus = Literal["pending", "settled", "failed"]
+IntentStatus = Literal["pending"] | ToolOutcome
+IdRole = Literal["fact", "operation", "reserved"]
+EntryType = Literal["user", "assistant", "toolResult", "compaction"]
+# (index in `Tables.lines`, position in that transaction, entry type). A plain tuple of
+# atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
+# does).
+EntrySlot = tuple[int, int, EntryType]
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Operation(NamedTuple):
+    id: str
+    kind: OperationKind
+    status: OperationStatus
+    input_entry_id: str | None
+    resumes_operation_id: str | None
+    pending_attempts: int = 0
+    pending_intents: int = 0
+    # Tool calls of settled assistant entries that have no result yet: a provider refuses
+    # a conversation in which a tool call has no tool message, so no attempt may start
+    # while this is non-zero.
+    unanswered_tool_calls: int = 0
+    answered_tool_calls: int = 0  # tool results committed (tells a clean cut, see Tables)
+    aborted_reason: str | None = None
+    detail: str | None = None
+    started_at: int = 0  # epoch ms of its runStarted
+
+
+class Attempt(NamedTuple):
+    id: str
+    operation_id: str
+    step: int
+    attempt: int
+    provider: str
+    model: str
+    configuration_digest: str
+    status: AttemptStatus = "pending"
+    entry_id: str | None = None
+    tool_calls: tuple[tuple[str, str], ...] = ()  # (toolCallId, name) of the settled entry
+    error: AttemptError | None = None
+    retryable: bool | None = None
+    started_at: int = 0  # epoch ms of the stepAttempt
+    ended_at: int | None = None  # of the settled entry or attemptFailed
+
+
+class ToolIntent(NamedTuple):
+    id: str
+    operation_id: str
+    attempt_id: str
+    tool_call_id: str
+    tool: ToolIdentity
+    arguments: dict[str, Any]
+    replay_policy: ReplayPolicy
+    environment_identity: str
+    replay_key: str
+    result_entry_id: str
+    status: IntentStatus = "pending"
+
+
+@dataclass(slots=True)
+class UsageTotals:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost: float = 0.0
+    priced: int = 0  # usage facts that reported a cost
+    unpriced: int = 0  # usage facts whose cost is unknown (null)
+
+    def add(self, u: Usage) -> None:
+        self.input_tokens += u.inputTokens
+        self.output_tokens += u.outputTokens
+        self.reasoning_tokens += u.reasoningTokens
+        self.cached_input_tokens += u.cachedInputTokens
+        if u.cost is None:
+            self.unpriced += 1
+        else:
+            self.cost += u.cost
+            self.priced += 1
+
+    def copy(self) -> UsageTotals:
+        return UsageTotals(
+            self.input_tokens,
+            self.output_tokens,
+            self.reasoning_tokens,
+            self.cached_input_tokens,
+            self.cost,
+            self.priced,
+            self.unpriced,
+        )
+
+    @property
+    def known_cost(self) -> float | None:
+        """Sum of reported costs; None when usage exists but no provider reported a cost."""
+        if self.priced:
+            return round(self.cost, 12)
+        return None if self.unpriced else 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "reasoningTokens": self.reasoning_tokens,
+            "cachedInputTokens": self.cached_input_tokens,
+            "cost": self.known_cost,
+        }
+
+
+_MISSING: Any = object()
+
+
+class Savepoint(NamedTuple):
+    last_seq: int
+    open_operation_id: str | None
+    last_cut: tuple[int, int] | None
+    totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
+
+
+@dataclass(slots=True)
+class Tables:
+    """Everything the invariants need, written by the reducer.
+
+    During a commit every write through `put` is logged, so a transaction that fails
+    half-way (a refused fact, a failed write) is rolled back exactly; on load nothing is
+    logged (a failure discards the whole state anyway).
+    """
+
+    ids: dict[str, IdRole] = field(default_factory=dict)
+    entries: dict[str, EntrySlot] = field(default_factory=dict)
+    operations: dict[str, Operation] = field(default_factory=dict)
+    attempts: dict[str, Attempt] = field(default_factory=dict)
+    intents: dict[str, ToolIntent] = field(default_factory=dict)
+    intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
+    usage: dict[str, Usage] = field(default_factory=dict)  # target id -> its usage
+    consumed_inputs: dict[str, str] = field(default_factory=dict)
+    # Entries committed while an assistant entry's tool calls were still unanswered in
+    # the open operation: entry id -> (operation id, its answered_tool_calls then). A
+    # compaction may cut at one of these only once that operation finished without
+    # answering another call: calls that never started never get a result (the context
+    # answers them "not run"). Entries outside such windows cost nothing here.
+    open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # The transaction lines, the only copy of history's content: as split from the file
+    # on load, as written (LF included, not worth a copy to cut) on commit.
+    lines: list[bytes] = field(default_factory=list)
+    totals: UsageTotals = field(default_factory=UsageTotals)
+    last_seq: int = 0
+    open_operation_id: str | None = None
+    # (line, position) of the latest compaction's throughEntryId: a cut never moves back.
+    last_cut: tuple[int, int] | None = None
+    undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
+
+    def put(self, table: dict[K, V], key: K, value: V) -> None:
+        undo = self.undo
+        if undo is not None:
+            undo.append((table, key, table.get(key, _MISSING)))
+        table[key] = value
+
+    def add_usage(self, usage: Usage) -> None:
+        if self.undo is None:
+            self.totals.add(usage)
+        else:
+            # Copy on write, so a rollback only has to put the savepoint's object back
+            # and a commit without usage copies nothing.
+            totals = self.totals.copy()
+            totals.add(usage)
+            self.totals = totals
+
+    def begin(self) -> Savepoint:
+        self.undo = []
+        return Savepoint(self.last_seq, self.open_operation_id, self.last_cut, self.totals)
+
+    def commit(self) -> None:
+        self.undo = None
+
+    def rollback(self, savepoint: Savepoint) -> None:
+        for table, key, old in reversed(self.undo or ()):
+            if old is _MISSING:
+                del table[key]
+            else:
+                table[key] = old
+        self.undo = None
+        self.last_seq = savepoint.last_seq
+        self.open_operation_id = savepoint.open_operation_id
+        self.last_cut = savepoint.last_cut
+        self.totals = savepoint.totals
