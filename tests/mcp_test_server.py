@@ -5,6 +5,9 @@
 
 `http` binds 127.0.0.1 port 0 itself and prints the port on its first stdout line; with
 `--authorization`, a request whose `Authorization` header is not VALUE gets 401.
+Misbehaviours for the failure tests: `--exit-at-once` (after `--say`/`--say-env` on
+stderr), `--hang` (never answers, ignores SIGTERM), `--stubborn` (serves, then outlives
+stdin EOF and SIGTERM: only SIGKILL ends it).
 The tools' names and behaviour are relied on by the notebook tests: keep them stable.
 """
 
@@ -42,6 +45,12 @@ def echo(text: str) -> str:
 def add(a: int, b: int) -> str:
     """Add two integers."""
     return str(a + b)
+
+
+@server.tool()
+def greet(name: str, greeting: str = "hello") -> str:
+    """A greeting (an argument with a default the server fills in)."""
+    return f"{greeting} {name}"
 
 
 @server.tool()
@@ -92,6 +101,34 @@ async def mark_and_sleep(path: str, seconds: float) -> str:
 
 
 @server.tool()
+def resources() -> CallToolResult:
+    """An embedded text resource, an embedded blob and a resource link."""
+    blob = base64.b64encode(bytes(2048)).decode("ascii")
+    return CallToolResult.model_validate(
+        {
+            "content": [
+                {"type": "resource", "resource": {"uri": "file:///notes.txt", "text": "hello"}},
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "file:///data.bin",
+                        "mimeType": "application/zip",
+                        "blob": blob,
+                    },
+                },
+                {"type": "resource_link", "uri": "file:///big.csv", "name": "big.csv"},
+            ]
+        }
+    )
+
+
+@server.tool()
+def pid() -> str:
+    """The server's process id."""
+    return str(os.getpid())
+
+
+@server.tool()
 def big(n: int) -> str:
     """n characters."""
     return "".join(chr(ord("a") + i % 26) for i in range(n))
@@ -130,24 +167,37 @@ def _require(app: Any, authorization: str) -> Any:
     return guarded
 
 
+def _sleep_forever() -> None:
+    while True:
+        time.sleep(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "http"])
     parser.add_argument("--authorization")
     parser.add_argument("--say", help="write this line to stderr at start")
+    parser.add_argument("--say-env", help="write this env variable's value to stderr at start")
     parser.add_argument("--exit-at-once", action="store_true", help="exit 3 after --say")
     parser.add_argument("--hang", action="store_true", help="never answer (ignores stdin EOF)")
+    parser.add_argument(
+        "--stubborn", action="store_true", help="serve, then outlive stdin EOF and SIGTERM"
+    )
     options = parser.parse_args()
     if options.say:
         print(options.say, file=sys.stderr, flush=True)
+    if options.say_env:
+        print(os.environ.get(options.say_env, ""), file=sys.stderr, flush=True)
     if options.exit_at_once:
         sys.exit(3)
-    if options.hang:
+    if options.hang or options.stubborn:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        while True:
-            time.sleep(1)
+    if options.hang:
+        _sleep_forever()
     if options.transport == "stdio":
         server.run("stdio")
+        if options.stubborn:
+            _sleep_forever()
     else:
         _serve_http(options.authorization)
 

@@ -16,6 +16,7 @@ import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..provider._urls import redact_url
@@ -109,6 +110,7 @@ class ServerSession:
         self._stop: asyncio.Event | None = None
         self._closed: asyncio.Event | None = None
         self._stderr: StderrTail | None = None
+        self._http_status: int | None = None  # the last HTTP error status seen
 
     # ------------------------------------------------------------ on the kernel's thread
 
@@ -210,8 +212,18 @@ class ServerSession:
         assert self.config.url is not None
         # The SDK's recommended timeouts (create_mcp_http_client): a response stream may
         # stay open for minutes.
+        self._http_status = None
+
+        async def note_status(response: httpx2.Response) -> None:
+            # The transport turns a 401 into "Server returned an error response"; the
+            # status is what tells the user to look at the configured headers.
+            if response.status_code >= 400:
+                self._http_status = response.status_code
+
         client = httpx2.AsyncClient(
-            headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+            headers=dict(self.config.headers),
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            event_hooks={"response": [note_status]},
         )
         await stack.enter_async_context(client)
         return await stack.enter_async_context(
@@ -296,12 +308,22 @@ class ServerSession:
         if isinstance(exc, PermissionError) and self.config.transport == "stdio":
             return f"command not executable: {self.config.command}"
         text = str(exc).strip() or type(exc).__name__
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-        if status is not None:
-            text = f"HTTP {status}: {text}"
         if "Connection closed" in text and self._stderr is not None:
             return "the server exited before it answered"
-        return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+        text = f"{type(exc).__name__}: {text}"
+        status = self._http_status
+        if status is None:
+            return text
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = "error"
+        advice = (
+            "; check the headers (credentials) configured for it"
+            if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
+            else ""
+        )
+        return f"HTTP {status} {phrase} ({text}){advice}"
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -170,8 +170,8 @@ class McpServers:
                 name = model_tool_name(server.config.name, tool.name)
                 if name in taken:
                     lines.append(
-                        f"{where} is not offered: its name {name} is already {taken[name]}'s. "
-                        "Rename a server in the configuration to offer both."
+                        f"{where} is not offered: its name {name} is already taken by "
+                        f"{taken[name]}. Rename a server in the configuration to offer both."
                     )
                     continue
                 schema = dict(tool.input_schema)
