@@ -149,6 +149,7 @@ def _serve_http(authorization: str | None) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # before the port is printed: a client may connect at once
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
@@ -167,6 +168,20 @@ def _require(app: Any, authorization: str) -> Any:
     return guarded
 
 
+def _add_odd_tool() -> None:
+    def odd(x: str) -> str:
+        """A tool whose listed input schema is not a valid JSON Schema."""
+        return x
+
+    server.add_tool(odd)
+    # The schema the server lists, as a buggy server might write it ("type" must be a
+    # JSON type name or a list of them).
+    server._tool_manager.get_tool("odd").parameters = {  # type: ignore[union-attr]
+        "type": "object",
+        "properties": {"x": {"type": "text"}},
+    }
+
+
 def _sleep_forever() -> None:
     while True:
         time.sleep(1)
@@ -181,6 +196,9 @@ def main() -> None:
     parser.add_argument("--exit-at-once", action="store_true", help="exit 3 after --say")
     parser.add_argument("--hang", action="store_true", help="never answer (ignores stdin EOF)")
     parser.add_argument(
+        "--bad-schema", action="store_true", help="also offer `odd`, whose input schema is invalid"
+    )
+    parser.add_argument(
         "--stubborn", action="store_true", help="serve, then outlive stdin EOF and SIGTERM"
     )
     options = parser.parse_args()
@@ -194,6 +212,8 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if options.hang:
         _sleep_forever()
+    if options.bad_schema:
+        _add_odd_tool()
     if options.transport == "stdio":
         server.run("stdio")
         if options.stubborn:

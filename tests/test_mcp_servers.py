@@ -167,6 +167,17 @@ def test_two_tools_landing_on_one_name_offer_the_first_and_say_so() -> None:
         )
 
 
+def test_a_tool_whose_input_schema_is_invalid_is_refused_with_a_line() -> None:
+    with started(config(t=stdio_entry("--bad-schema"))) as (servers, lines):
+        assert lines == [
+            "MCP tool 'odd' of server t is not offered: the server's input schema for it is "
+            "invalid ('text' is not valid under any of the given schemas)."
+        ]
+        names = [t.name for t in servers.tools()]
+        assert "t__odd" not in names
+        assert "t__echo" in names
+
+
 # ---------------------------------------------------------------- failures to start
 
 
@@ -298,6 +309,22 @@ def test_a_call_in_flight_when_the_server_dies_is_an_error_result(
         (output,) = outputs
         assert output.is_error
         assert output.content.startswith("MCP server t is not running: ")
+
+
+def test_an_http_server_gone_later_gives_error_results_and_a_failed_state(
+    context: ToolContext,
+) -> None:
+    with HttpTestServer() as http, started(config(h={"url": http.url})) as (servers, _):
+        echo = tool_named(servers, "h__echo")
+        http.kill()
+        output = echo.run({"text": "hi"}, context)
+        assert output.is_error
+        assert output.content.startswith("MCP server h is not running: the connection was lost")
+        wait_until(lambda: servers.status()[0].state == "failed", what="the loss noticed")
+        assert servers.status()[0].detail.startswith("the connection was lost")
+        assert echo.run({"text": "hi"}, context).content.startswith("MCP server h is not running")
+        (line,) = servers.start()  # tried again: still gone
+        assert "did not start: ConnectError" in line
 
 
 # ---------------------------------------------------------------- cancellation

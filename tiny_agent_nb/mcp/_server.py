@@ -111,6 +111,7 @@ class ServerSession:
         self._closed: asyncio.Event | None = None
         self._stderr: StderrTail | None = None
         self._http_status: int | None = None  # the last HTTP error status seen
+        self._lost: str | None = None  # why a call found the connection gone
 
     # ------------------------------------------------------------ on the kernel's thread
 
@@ -118,6 +119,7 @@ class ServerSession:
         self.state, self.detail, self.tools = "starting", None, []
         self.ready.clear()
         self.ended.clear()
+        self._lost, self._http_status = None, None
         # Made here, not in the task: a stop asked before the task first runs must count.
         # (asyncio events bind to a loop only when first waited on.)
         self._stop, self._closed = asyncio.Event(), asyncio.Event()
@@ -151,9 +153,12 @@ class ServerSession:
                 await _first(self._stop.wait(), self._closed.wait())
                 self._session = None
                 if not self._stop.is_set():
-                    failure = "the server exited" if self._stderr else "the connection closed"
+                    failure = self._lost or (
+                        "the server exited" if self._stderr else "the connection closed"
+                    )
         except Exception as exc:
-            failure = self._describe(exc)
+            # Once a call found the connection gone, ending the session fails the same way.
+            failure = self._lost or self._describe(exc)
         finally:
             self._session = None
             if self._stderr is not None:
@@ -275,6 +280,11 @@ class ServerSession:
             try:
                 return await session.call_tool(name, arguments)
             except Exception as exc:
+                if _connection_lost(exc) and self._closed is not None:
+                    # Over HTTP nothing else tells that the server went away: the lifetime
+                    # task ends the session, and the next start() connects afresh.
+                    self._lost = f"the connection was lost ({self._describe(exc)})"
+                    self._closed.set()
                 closed = self._closed is not None and self._closed.is_set()
                 if closed or self.state != "running":
                     raise NotRunningError(self.not_running()) from None
@@ -285,8 +295,10 @@ class ServerSession:
     # ------------------------------------------------------------ what is shown
 
     def not_running(self) -> str:
-        why = self.detail or self._with_stderr(
-            "the server exited" if self._stderr else "the connection closed"
+        why = (
+            self.detail
+            or self._lost
+            or self._with_stderr("the server exited" if self._stderr else "the connection closed")
         )
         if self.state in ("not started", "stopped"):
             why = f"it is {self.state}"
@@ -324,6 +336,16 @@ class ServerSession:
             else ""
         )
         return f"HTTP {status} {phrase} ({text}){advice}"
+
+
+_CONNECTION_CLOSED = -32000  # mcp_types.CONNECTION_CLOSED (not imported: it loads the SDK)
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """A call failed because the connection is gone, not because the tool failed."""
+    code = getattr(getattr(exc, "error", None), "code", None)
+    text = str(exc)
+    return code == _CONNECTION_CLOSED or "Session terminated" in text
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -212,7 +212,7 @@ class _RedactingFilter(logging.Filter):
     """On the SDK's and httpx2's loggers: a record that would show a configured secret (a
     URL's token in httpx2's request line, a server's stderr in the SDK's) is redacted."""
 
-    _PREFIXES = ("mcp", "httpx2", "httpx")
+    _PREFIXES = ("mcp", "httpx2", "httpcore2", "httpx", "httpcore")
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
         super().__init__()
