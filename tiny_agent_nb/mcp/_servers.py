@@ -77,6 +77,8 @@ class McpServers:
             self._thread = LoopThread()
         thread = self._thread
         for server in starting:
+            # A server found dead a moment ago may still be leaving its contexts.
+            wait_event(server.ended, _SHUTDOWN_BOUND)
             server.prepare()
             self._lifetimes[server.config.name] = thread.submit(server.live(self._start_timeout))
         self._log_filter.install()
