@@ -1,0 +1,27 @@
+"""Tools from MCP servers (DESIGN §10), through the official `mcp` SDK.
+
+    servers = McpServers(parse_config("~/.cursor/mcp.json"))
+    problems = servers.start()        # one line per server that did not start
+    tools = servers.tools()           # McpTool: "<server>__<tool>", replay policy never
+    servers.close()
+
+Importing this package does not import the SDK (nor httpx2): only `McpServers.start`
+does, so a kernel without MCP servers never pays for it, and one without the SDK
+installed gets one line saying what to install.
+"""
+
+from ._config import McpConfig, McpConfigError, ServerConfig, parse_config
+from ._names import model_tool_name
+from ._servers import McpServers, ServerStatus
+from ._tool import McpTool
+
+__all__ = [
+    "McpConfig",
+    "McpConfigError",
+    "McpServers",
+    "McpTool",
+    "ServerConfig",
+    "ServerStatus",
+    "model_tool_name",
+    "parse_config",
+]

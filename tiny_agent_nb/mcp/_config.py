@@ -1,0 +1,212 @@
+"""The `mcpServers` configuration other MCP clients use, read into frozen values.
+
+    {"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]},
+                    "docs": {"url": "https://host/mcp", "headers": {"Authorization": "..."}}}}
+
+Env values, header values and credentials in a URL are secrets: they are held here and
+handed to the transport, and nothing else (repr, `describe`, error messages, the
+configuration digest) ever shows them. `secrets()` lists them for redaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..provider._urls import redact_url, url_secrets
+
+__all__ = ["McpConfig", "McpConfigError", "ServerConfig", "parse_config"]
+
+
+class McpConfigError(ValueError):
+    """The MCP configuration cannot be used; the message names the server and the field,
+    never an env or header value."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str  # the key under "mcpServers"
+    command: str | None = None  # stdio
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    cwd: str | None = None
+    url: str | None = field(default=None, repr=False)  # streamable HTTP (shown redacted)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        # The dataclass repr would show a URL's password; env and header *names* are
+        # harmless and help, their values are not shown.
+        where = f"command={self.command!r}, args={self.args!r}" if self.command else ""
+        if self.url is not None:
+            where = f"url={redact_url(self.url)!r}"
+        return (
+            f"ServerConfig(name={self.name!r}, {where}, env={sorted(self.env)!r}, "
+            f"headers={sorted(self.headers)!r})"
+        )
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "http" if self.url is not None else "stdio"
+
+    def secrets(self) -> tuple[str, ...]:
+        """Env values, header values and the credentials in the URL, longest first."""
+        found = {*self.env.values(), *self.headers.values()}
+        for value in self.headers.values():
+            # "Bearer abc": the token alone may be echoed too.
+            found.update(part for part in value.split() if len(part) >= 8)
+        if self.url is not None:
+            found.update(url_secrets(self.url))
+        return tuple(sorted((s for s in found if s), key=len, reverse=True))
+
+    def digest_material(self) -> dict[str, Any]:
+        """What a configurationDigest may cover of this server: where it is and which env
+        and header *names* it gets, no value (a digest of a secret is an oracle for it)."""
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "command": self.command,
+            "args": list(self.args),
+            "cwd": self.cwd,
+            "url": None if self.url is None else redact_url(self.url),
+            "env": sorted(self.env),
+            "headers": sorted(self.headers),
+        }
+
+    def describe(self) -> str:
+        """One line without a secret: `stdio: uvx mcp-server-time`, `http: https://host/mcp`."""
+        if self.url is not None:
+            return f"http: {redact_url(self.url)}"
+        return "stdio: " + " ".join([self.command or "", *self.args])
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    servers: tuple[ServerConfig, ...] = ()  # in the file's order
+
+    def secrets(self) -> tuple[str, ...]:
+        found = {s for server in self.servers for s in server.secrets()}
+        return tuple(sorted(found, key=len, reverse=True))
+
+    def __bool__(self) -> bool:
+        return bool(self.servers)
+
+    def digest_material(self) -> list[dict[str, Any]]:
+        """`ServerConfig.digest_material` of each server, in order: no secret."""
+        return [server.digest_material() for server in self.servers]
+
+
+def parse_config(value: str | Mapping[str, Any] | None) -> McpConfig:
+    """`value` is the mapping `{"mcpServers": {...}}`, JSON text of it, or the path of a
+    JSON file holding it (`~` expanded); None or "" is no server."""
+    if value is None:
+        return McpConfig()
+    if isinstance(value, str):
+        if not value.strip():
+            return McpConfig()
+        value = _load_text(value)
+    if not isinstance(value, Mapping):
+        raise McpConfigError("the MCP configuration must be a JSON object with 'mcpServers'")
+    servers = value.get("mcpServers")
+    if servers is None:
+        raise McpConfigError("the MCP configuration has no 'mcpServers' object")
+    if not isinstance(servers, Mapping):
+        raise McpConfigError("'mcpServers' must be an object mapping names to servers")
+    parsed = []
+    for name, entry in servers.items():
+        if not isinstance(name, str) or not name:
+            raise McpConfigError("an MCP server name must be a non-empty string")
+        if not isinstance(entry, Mapping):
+            raise McpConfigError(f"MCP server {name!r}: must be an object")
+        if entry.get("disabled") is True:
+            continue  # other clients' switch for a server kept in the file but not used
+        parsed.append(_server(name, entry))
+    return McpConfig(tuple(parsed))
+
+
+def _load_text(text: str) -> Any:
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            # The position only: the text itself may hold a header value.
+            raise McpConfigError(
+                f"the MCP configuration is not valid JSON (line {exc.lineno}, column "
+                f"{exc.colno}: {exc.msg})"
+            ) from None
+    path = Path(stripped).expanduser()
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise McpConfigError(
+            f"cannot read the MCP configuration file {str(path)!r}: {reason}; "
+            'set it to a JSON file holding {"mcpServers": ...}, or to that JSON text'
+        ) from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise McpConfigError(
+            f"the MCP configuration file {str(path)!r} is not valid JSON (line {exc.lineno}, "
+            f"column {exc.colno}: {exc.msg})"
+        ) from None
+
+
+def _server(name: str, entry: Mapping[str, Any]) -> ServerConfig:
+    command, url = entry.get("command"), entry.get("url")
+    if command is None and url is None:
+        raise McpConfigError(f"MCP server {name!r}: needs 'command' (stdio) or 'url' (HTTP)")
+    if command is not None and url is not None:
+        raise McpConfigError(f"MCP server {name!r}: has both 'command' and 'url'; keep one")
+    if command is not None:
+        if not isinstance(command, str) or not command:
+            raise McpConfigError(f"MCP server {name!r}: 'command' must be a non-empty string")
+        for key in ("url", "headers"):
+            if entry.get(key):
+                raise McpConfigError(f"MCP server {name!r}: '{key}' is for HTTP servers")
+        return ServerConfig(
+            name=name,
+            command=command,
+            args=_strings(name, "args", entry.get("args", [])),
+            env=_string_map(name, "env", entry.get("env", {})),
+            cwd=_optional_string(name, "cwd", entry.get("cwd")),
+        )
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise McpConfigError(f"MCP server {name!r}: 'url' must be an http:// or https:// URL")
+    for key in ("args", "env", "cwd"):
+        if entry.get(key):
+            raise McpConfigError(f"MCP server {name!r}: '{key}' is for stdio servers")
+    return ServerConfig(
+        name=name, url=url, headers=_string_map(name, "headers", entry.get("headers", {}))
+    )
+
+
+def _strings(name: str, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise McpConfigError(f"MCP server {name!r}: '{key}' must be a list of strings")
+    return tuple(value)
+
+
+def _string_map(name: str, key: str, value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise McpConfigError(f"MCP server {name!r}: '{key}' must be an object of strings")
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            # The name only: the value is a secret.
+            raise McpConfigError(
+                f"MCP server {name!r}: '{key}' entry {str(k)!r} must have a string value"
+            )
+    return dict(value)
+
+
+def _optional_string(name: str, key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise McpConfigError(f"MCP server {name!r}: '{key}' must be a string")
+    return value

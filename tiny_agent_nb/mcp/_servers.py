@@ -1,0 +1,249 @@
+"""Every configured MCP server of a kernel: started together, offered as tools, closed.
+
+`McpServers` owns one loop thread (`_thread.LoopThread`) and one `ServerSession` per
+configured server. Nothing here raises for a server's failure: a failure is a line for
+the cell (`start`) and a state (`status`); a dead server's calls are error results.
+Every wait on the kernel's thread is bounded, so no server can hang the kernel.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..tools._output import redact
+from ._config import McpConfig
+from ._names import model_tool_name
+from ._server import ServerSession, State
+from ._thread import LoopThread, wait_done, wait_event
+from ._tool import McpTool
+
+__all__ = ["McpServers", "ServerStatus"]
+
+SDK_MISSING = (
+    "MCP servers are configured but the `mcp` package is not installed: "
+    "pip install 'tiny-agent-nb[mcp]'"
+)
+# Beyond start_timeout: a server that did not answer is shut down by the SDK's own
+# bounded sequence (close stdin 2 s, SIGTERM 2 s, SIGKILL 2 s) before its line is ready.
+_SHUTDOWN_BOUND = 8.0
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    name: str
+    transport: Literal["stdio", "http"]
+    state: State
+    version: str | None  # the server's reported version (serverInfo.version)
+    tools: tuple[str, ...]  # model-visible names offered from this server
+    detail: str | None  # one line: why it failed/stopped (secrets redacted), or None
+
+
+class McpServers:
+    """Owns one event-loop thread and every server's session (the SDK is async, the loop
+    is not)."""
+
+    def __init__(
+        self, config: McpConfig, *, start_timeout: float = 30.0, call_timeout: float = 300.0
+    ) -> None:
+        self._config = config
+        self._start_timeout = start_timeout
+        self._call_timeout = call_timeout
+        self._servers = [ServerSession(server) for server in config.servers]
+        self._thread: LoopThread | None = None
+        self._lifetimes: dict[str, concurrent.futures.Future[None]] = {}
+        self._tools: list[McpTool] = []
+        self._log_filter = _RedactingFilter(config.secrets())
+
+    def __repr__(self) -> str:
+        names = ", ".join(s.config.name for s in self._servers)
+        return f"McpServers([{names}])"
+
+    def start(self) -> list[str]:
+        """Start every configured server that is not running, in parallel, each bounded by
+        start_timeout. One readable line per problem; never raises for a server."""
+        if not self._config:
+            return []
+        starting = [s for s in self._servers if s.state != "running"]
+        if not starting:
+            return []
+        try:
+            _import_sdk()
+        except ImportError:  # not installed, or installed without what it needs
+            return [SDK_MISSING]
+        if self._thread is None or not self._thread.alive():
+            self._thread = LoopThread()
+        thread = self._thread
+        for server in starting:
+            # A server found dead a moment ago may still be leaving its contexts.
+            wait_event(server.ended, _SHUTDOWN_BOUND)
+            server.prepare()
+            self._lifetimes[server.config.name] = thread.submit(server.live(self._start_timeout))
+        self._log_filter.install()
+        try:
+            for server in starting:
+                wait_event(server.ready, self._start_timeout + _SHUTDOWN_BOUND)
+        except KeyboardInterrupt:
+            self._stop(starting, cancel=True)
+            raise
+        lines = []
+        for server in starting:
+            if not server.ready.is_set():  # the bound above ran out: the loop is stuck
+                self._stop([server], cancel=True)
+            if server.state != "running":
+                lines.append(
+                    f"MCP server {server.config.name} ({server.config.describe()}) did not "
+                    f"start: {server.detail or 'no answer'}. Its tools are not offered; "
+                    "the next run tries again."
+                )
+        return lines + self._offer()
+
+    def tools(self) -> list[McpTool]:
+        """Every tool of every running server, in configuration order."""
+        running = {s.config.name for s in self._servers if s.state == "running"}
+        return [t for t in self._tools if t.source.removeprefix("mcp:") in running]
+
+    def status(self) -> list[ServerStatus]:
+        offered: dict[str, list[str]] = {}
+        for tool in self.tools():
+            offered.setdefault(tool.source.removeprefix("mcp:"), []).append(tool.name)
+        return [
+            ServerStatus(
+                name=s.config.name,
+                transport=s.config.transport,
+                state=s.state,
+                version=s.version,
+                tools=tuple(offered.get(s.config.name, ())),
+                detail=s.detail,
+            )
+            for s in self._servers
+        ]
+
+    def close(self) -> None:
+        """Stop every server (stdio processes gone) and end the thread; idempotent, bounded."""
+        if self._thread is not None:
+            self._stop(self._servers, cancel=False)
+            self._thread.stop(timeout=3.0)
+            self._thread = None
+        self._lifetimes.clear()
+        self._tools = []
+        for server in self._servers:
+            if server.state in ("starting", "running"):
+                server.state = "stopped"
+        self._log_filter.remove()
+
+    # ------------------------------------------------------------------ internals
+
+    def _stop(self, servers: list[ServerSession], *, cancel: bool) -> None:
+        """Ask each lifetime task to exit its contexts; cancel those that do not in time
+        (or at once when `cancel`: a start interrupted mid-initialize waits on no stop)."""
+        thread = self._thread
+        if thread is None:
+            return
+        for server in servers:
+            thread.call_soon(server.request_stop)
+        live = [self._lifetimes[s.config.name] for s in servers if s.config.name in self._lifetimes]
+        if cancel or not wait_done(live, _SHUTDOWN_BOUND):
+            for future in live:
+                future.cancel()
+            for server in servers:
+                wait_event(server.ended, _SHUTDOWN_BOUND)
+
+    def _offer(self) -> list[str]:
+        """Rebuild the offered tools from every running server; lines for refused ones."""
+        # jsonschema (a dependency of the SDK) ships no type stubs.
+        from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]  # noqa: PLC0415
+        from jsonschema.validators import (  # type: ignore[import-untyped]  # noqa: PLC0415
+            Draft202012Validator,
+            validator_for,
+        )
+
+        assert self._thread is not None
+        lines: list[str] = []
+        taken: dict[str, str] = {}
+        tools: list[McpTool] = []
+        for server in self._servers:
+            if server.state != "running":
+                continue
+            for tool in server.tools:
+                where = f"MCP tool {tool.name!r} of server {server.config.name}"
+                name = model_tool_name(server.config.name, tool.name)
+                if name in taken:
+                    lines.append(
+                        f"{where} is not offered: its name {name} is already taken by "
+                        f"{taken[name]}. Rename a server in the configuration to offer both."
+                    )
+                    continue
+                schema = dict(tool.input_schema)
+                try:
+                    cls: Any = validator_for(schema, default=Draft202012Validator)
+                    cls.check_schema(schema)
+                except SchemaError as exc:
+                    lines.append(
+                        f"{where} is not offered: the server's input schema for it is "
+                        f"invalid ({exc.message[:200]})."
+                    )
+                    continue
+                taken[name] = f"{server.config.name}'s tool {tool.name!r}"
+                tools.append(
+                    McpTool(
+                        name=name,
+                        server=server,
+                        tool=tool,
+                        validator=cls(schema),
+                        loop=self._thread,
+                        call_timeout=self._call_timeout,
+                    )
+                )
+        self._tools = tools
+        return [redact(line, self._config.secrets()) for line in lines]
+
+
+def _import_sdk() -> None:
+    """On the kernel's thread, before any server starts: the SDK's loggers then exist for
+    the redacting filter, and an import error is not a server's failure."""
+    import httpx2  # noqa: F401, PLC0415
+    import mcp.client.session  # noqa: PLC0415
+    import mcp.client.stdio  # noqa: PLC0415
+    import mcp.client.streamable_http  # noqa: F401, PLC0415
+
+
+class _RedactingFilter(logging.Filter):
+    """On the SDK's and httpx2's loggers: a record that would show a configured secret (a
+    URL's token in httpx2's request line, a server's stderr in the SDK's) is redacted."""
+
+    _PREFIXES = ("mcp", "httpx2", "httpcore2", "httpx", "httpcore")
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        super().__init__()
+        self._secrets = secrets
+        self._loggers: list[logging.Logger] = []
+
+    def install(self) -> None:
+        # A logger's filters see only its own records, not its children's: each existing
+        # logger of those packages gets the filter (they exist once the SDK is imported).
+        for name in list(logging.root.manager.loggerDict):
+            if name.split(".")[0] in self._PREFIXES:
+                logger = logging.getLogger(name)
+                if self not in logger.filters:
+                    logger.addFilter(self)
+                    self._loggers.append(logger)
+
+    def remove(self) -> None:
+        for logger in self._loggers:
+            logger.removeFilter(self)
+        self._loggers = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._secrets:
+            return True
+        message = record.getMessage()
+        cleaned = redact(message, self._secrets)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        if record.exc_info:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = redact(text, self._secrets)
+        return True

@@ -1,0 +1,145 @@
+"""An MCP server's tool as a `Tool` the agent loop can call.
+
+`run` is called on the kernel's thread; the call itself runs on the loop thread, as a
+task of its own, and `run` waits on it in short slices. Ctrl-C cancels that task: the
+SDK then sends `notifications/cancelled` for the request (its courtesy cancel), which
+`run` gives a bounded moment to go out before it lets KeyboardInterrupt through.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import ConfigDict
+
+from ..provider import ToolSchema
+from ..session import ToolIdentity
+from ..session._models import ReplayPolicy
+from ..tools import Tool, ToolArgumentError, ToolArguments, ToolContext, ToolOutput, truncate
+from ..tools._output import redact
+from ._result import result_text, result_usage
+from ._server import NotRunningError, ServerSession
+from ._thread import LoopThread, wait, wait_event
+
+if TYPE_CHECKING:
+    import mcp_types
+    from jsonschema.protocols import Validator  # type: ignore[import-untyped]
+
+__all__ = ["McpTool"]
+
+# How long a cancelled call is given to send notifications/cancelled and unwind.
+CANCEL_GRACE = 2.0
+
+
+class McpArguments(ToolArguments):
+    """The arguments of an MCP call, kept as they were sent (the server's JSON Schema, not
+    a pydantic model, says what fits)."""
+
+    model_config = ConfigDict(extra="allow", strict=False, frozen=True)
+
+
+class McpTool(Tool):
+    replay_policy: ClassVar[ReplayPolicy] = "never"
+    Arguments: ClassVar[type[ToolArguments]] = McpArguments
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        server: ServerSession,
+        tool: mcp_types.Tool,
+        validator: Validator,
+        loop: LoopThread,
+        call_timeout: float,
+    ) -> None:
+        # Per instance, where a built-in tool has class attributes: the names come from
+        # the server at runtime.
+        self.name = name  # type: ignore[misc]
+        self.description = tool.description or ""  # type: ignore[misc]
+        self.version = server.version or "unknown"  # type: ignore[misc]
+        self.source = f"mcp:{server.config.name}"  # type: ignore[misc]
+        self.remote_name = tool.name
+        self._server = server
+        self._input_schema = dict(tool.input_schema)
+        self._validator = validator
+        self._loop = loop
+        self._call_timeout = call_timeout
+        self._secrets = server.config.secrets()
+
+    def __repr__(self) -> str:
+        return f"McpTool({self.name!r}, server={self._server.config.name!r})"
+
+    @property
+    def identity(self) -> ToolIdentity:
+        return ToolIdentity(name=self.remote_name, version=self.version, source=self.source)
+
+    def schema(self) -> ToolSchema:
+        return ToolSchema(
+            name=self.name,
+            version=self.version,
+            description=self.description,
+            parameters=self._input_schema,
+        )
+
+    def parse_arguments(self, arguments: dict[str, Any]) -> ToolArguments:
+        errors = sorted(
+            self._validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path]
+        )
+        if errors:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}"
+                for e in errors[:5]
+            )
+            raise ToolArgumentError(f"invalid arguments for {self.name}: {problems}")
+        return McpArguments.model_construct(**arguments)
+
+    def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as sent: an MCP server fills its own defaults, and recording ones
+        it might not use would misstate the call."""
+        self.parse_arguments(arguments)
+        return dict(arguments)
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        server = self._server.config.name
+        done = threading.Event()
+        try:
+            future = self._loop.submit(self._server.call(self.remote_name, arguments, done))
+        except RuntimeError:  # the loop is closed: the servers were closed
+            return ToolOutput(self._server.not_running(), is_error=True)
+        try:
+            result = wait(future, self._call_timeout)
+        except TimeoutError:
+            self._abandon(future, done)
+            return ToolOutput(
+                f"MCP server {server} did not answer {self.remote_name} within "
+                f"{self._call_timeout:g} s; the call was cancelled, and whether it had an "
+                "effect is unknown",
+                is_error=True,
+                timed_out=True,
+            )
+        except KeyboardInterrupt:
+            self._abandon(future, done)
+            raise
+        except NotRunningError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except concurrent.futures.CancelledError:
+            return ToolOutput(self._server.not_running(), is_error=True)
+        except Exception as exc:  # already redacted and described by ServerSession.call
+            return ToolOutput(
+                f"MCP server {server}: {self.remote_name} failed: {exc}", is_error=True
+            )
+        # The server's own secrets (its env, its headers) are redacted here too, not only
+        # by the loop with context.secrets: a server that echoes its env is common.
+        text = redact(truncate(result_text(result), context.output_limit), self._secrets)
+        return ToolOutput(
+            text,
+            is_error=bool(result.is_error),
+            usage=result_usage(result),
+        )
+
+    def _abandon(self, future: concurrent.futures.Future[Any], done: threading.Event) -> None:
+        """Cancel the call's task and give the cancellation notice a moment to go out."""
+        future.cancel()
+        wait_event(done, CANCEL_GRACE)
