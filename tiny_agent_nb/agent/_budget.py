@@ -1,4 +1,4 @@
-"""The run budget (DESIGN §9): what a prompt's run has spent, from the file's ledger.
+"""The run budget (docs/spec.md §11): what a prompt's run has spent, from the file's ledger.
 
 A run's spend is the usage of the attempts and tools of its **chain**: the operation
 and every operation it resumes, back to the `run` that accepted the prompt. So a run

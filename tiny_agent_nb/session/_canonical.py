@@ -1,4 +1,4 @@
-"""Canonical JSON and the digests derived from it (DESIGN §2 "Canonical values")."""
+"""Canonical JSON and the digests derived from it (docs/spec.md §4.3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """SessionStore: the one writer of a session file, and `load_session` for readers.
 
-Durability (DESIGN §4): a commit is one `os.write` of the whole transaction line to an
+Durability (docs/spec.md §7.2): a commit is one `os.write` of the whole transaction line to an
 O_APPEND descriptor, so once `commit` returns the line survives a crash of this process
 (`kill -9`, OOM); `durability="power"` adds an fsync per commit (and of the directory
 when the file is created) so it also survives power loss.
