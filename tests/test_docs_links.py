@@ -1,6 +1,8 @@
 """The spec lives in the repository (docs/spec.md): every relative link of the docs
 resolves, nothing shipped cites the old out-of-tree DESIGN.md, and every "spec.md §N"
-the code, schemas and docs cite is a section of the spec."""
+the code, schemas and docs cite is a section of the spec. Performance hacks have a
+register (docs/benchmarks.md): every `# perf:` site names a row of it, and every row
+still in force names a site."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "docs" / "spec.md"
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 DOCS = sorted(
     [
         ROOT / "README.md",
@@ -99,3 +102,33 @@ def test_every_cited_section_of_the_spec_exists() -> None:
     assert len(cited) >= 10  # the package does cite the spec, in many places
     missing = {number: sorted(paths) for number, paths in cited.items() if number not in sections}
     assert not missing, f"sections cited but not in docs/spec.md: {missing}"
+
+
+PERF_SITE = re.compile(r'(?:perf: |register )row "([a-z0-9-]+)"')
+REGISTER_ROW = re.compile(r"^\| `([a-z0-9-]+)` \| (.*)$", re.MULTILINE)
+
+
+def test_every_perf_site_names_a_row_of_the_register_and_every_row_a_site() -> None:
+    rows = dict(REGISTER_ROW.findall(BENCHMARKS.read_text()))
+    sites: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tiny_agent_nb").rglob("*.py")):
+        for key in PERF_SITE.findall(path.read_text()):
+            sites.setdefault(key, []).append(str(path.relative_to(ROOT)))
+    assert len(sites) >= 15
+    unknown = {key: where for key, where in sites.items() if key not in rows}
+    assert not unknown, f"# perf: sites naming no row of docs/benchmarks.md: {unknown}"
+    in_force = {key for key, rest in rows.items() if "**reverted**" not in rest}
+    unmarked = sorted(in_force - set(sites))
+    assert not unmarked, f"register rows whose site has no `# perf:` comment: {unmarked}"
+
+
+def test_no_comment_in_the_package_quotes_a_timing() -> None:
+    """Microseconds and milliseconds of a measurement live in the register, not in comments."""
+    timing = re.compile(r"~?\d[\d.,]*\s?(?:µs|us)\b|\b\d[\d.,]*\s?ms (?:per|each)\b|a few ms")
+    quoting = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "tiny_agent_nb").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if timing.search(line)
+    ]
+    assert not quoting, quoting

@@ -10,8 +10,9 @@ cost is null, is counted apart. The budget can only stop on what was priced, so 
 with unknown costs keeps going and says once that the budget covers only priced usage
 (a server that never reports cost would otherwise stop every run, or none, wrongly).
 
-The check reads the whole ledger (O(history), a few ms per 10k attempts), and only
-when a budget is set: it runs once per attempt, beside a model request.
+The check reads the whole ledger (O(history): register row "budget-scan" in
+docs/benchmarks.md), and only when a budget is set: it runs once per attempt, beside a
+model request.
 """
 
 from __future__ import annotations

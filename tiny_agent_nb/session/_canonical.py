@@ -53,6 +53,7 @@ def json_value_problem(value: Any) -> str | None:
     """
     if not isinstance(value, dict | list):
         return _scalar_problem(value)
+    # perf: register row "ascii-fast-path" (docs/benchmarks.md).
     # Only containers go on the stack; scalars are checked where they are found, and an
     # ASCII string (most of what a model sends) costs two checks. This runs on every
     # tool call's commit and load.

@@ -87,8 +87,8 @@ def parse_transaction(line: bytes) -> list[Fact]:
 def encode_transaction(facts: Sequence[Fact]) -> bytes:
     """The transaction's line, LF included; InvalidTransactionError naming the fact that
     cannot be written (a string holding a lone surrogate is no text UTF-8 can encode)."""
-    # Each model's own serializer: the same bytes as the union adapters, without the
-    # per-call union dispatch (a third of the encoding time of a two-fact array).
+    # perf: register row "model-serializer" (docs/benchmarks.md). Each model's own
+    # serializer: the same bytes as the union adapters, without the union dispatch.
     try:
         if len(facts) == 1:
             fact = facts[0]
@@ -117,9 +117,9 @@ def iter_lines(complete: bytes) -> Iterator[tuple[int, bytes]]:
 
 def reduce_bytes(path: str | Path, data: bytes) -> SessionState:
     """The pure reduction of a whole file image into a SessionState."""
-    # Each line becomes a dozen pydantic objects that die young, plus about one kept
-    # record per fact; the young collections they trigger cost ~15% of a 100k-fact load.
-    # Nothing made here forms a cycle worth collecting mid-load.
+    # perf: register row "gc-load" (docs/benchmarks.md). Each line becomes a dozen pydantic objects
+    # that die young, plus about one kept record per fact; the young collections they
+    # trigger are wasted work. Nothing made here forms a cycle worth collecting mid-load.
     enabled = gc.isenabled()
     gc.disable()
     try:

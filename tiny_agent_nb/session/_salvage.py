@@ -73,6 +73,7 @@ def salvage(data: bytes, path: str | Path) -> SalvageResult:
     `path` only names the file in errors and in the result.
     """
     enabled = gc.isenabled()
+    # perf: register row "gc-salvage" (docs/benchmarks.md)
     gc.disable()  # as reduce_bytes does: the tables grow without forming cycles
     try:
         return _salvage(data, path)

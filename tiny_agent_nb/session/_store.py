@@ -77,6 +77,7 @@ class _FifoLock:
     """Commits are served in the order they arrived (a plain Lock makes no such promise)."""
 
     def __init__(self) -> None:
+        # perf: register row "fifo-lock" (docs/benchmarks.md).
         # The condition's lock is taken directly on the common paths: `with self._cond`
         # adds two Python-level calls per commit, and after an fsync every call is cold.
         self._lock = threading.RLock()
@@ -331,6 +332,7 @@ class SessionStore:
         for index, new in enumerate(facts):
             fact_id = new.id if new.id is not None else new_id()
             try:
+                # perf: register row "reserved-id-once" (docs/benchmarks.md).
                 # The envelope model checks a reserved id's UUIDv7 pattern; nothing else
                 # in it can be wrong (seq, at and the validated payload come from here).
                 fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
@@ -388,6 +390,7 @@ class SessionStore:
 
     def open_operation(self) -> Operation | None:
         """The operation still open, if any (cheaper than `load()`: no snapshot)."""
+        # perf: register row "open-operation" (docs/benchmarks.md)
         if self._fifo.owner == threading.get_ident():
             return self._state.open_operation
         with sigint_deferred(), self._fifo:
