@@ -291,3 +291,47 @@ def test_the_guard_starts_fast() -> None:
     print(f"guarded `true`: median {wall * 1000:.1f} ms ({cpu * 1000:.1f} ms CPU) over 9 runs")
     assert cpu < 0.035
     assert wall < 0.5
+
+
+# ------------------------------------------------------------- with the MCP SDK's transport
+
+CLIENT = CHILDREN / "mcp_guard_client.py"
+
+
+def test_a_sigkilled_sdk_client_leaves_no_server_behind(tmp_path: Path, pids: list[int]) -> None:
+    # The SDK starts the guard (in a session of its own, with its filtered environment);
+    # the server ignores its stdin, so nothing but the guard can end it.
+    pidfile = tmp_path / "pids"
+    client = subprocess.Popen(
+        [sys.executable, str(CLIENT), "--hold", "--", *server_command(pidfile)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pids.append(client.pid)
+    assert client.stdout is not None
+    assert client.stdout.readline() == "started\n"
+    server, child = server_pids(pidfile, pids)
+    guard = int(Path(f"/proc/{server}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    pids.append(guard)
+    guard_args = Path(f"/proc/{guard}/cmdline").read_bytes().split(b"\0")
+    assert any(arg.endswith(b"_guard.py") for arg in guard_args), guard_args
+    client.kill()
+    client.wait()
+    wait_gone(guard, server, child)
+
+
+def test_the_reference_server_runs_under_the_guard_and_stops_on_eof() -> None:
+    # mcp-server-time through the guard: the protocol passes, and when the SDK closes the
+    # server's stdin the server, then the guard, exit within the SDK's grace (2 s), before
+    # it would signal anything.
+    client = subprocess.run(
+        [sys.executable, str(CLIENT), "--session"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    tools, closed = client.stdout.splitlines()
+    assert tools == "tools convert_time get_current_time"
+    assert float(closed.split()[1]) < 2.0
