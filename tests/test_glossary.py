@@ -15,7 +15,7 @@ from IPython.utils.capture import capture_output
 from ipython_shell import fresh_shell
 
 from tiny_agent_nb.cli import main
-from tiny_agent_nb.session import HeaderInit, SessionStore
+from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity
 from tiny_agent_nb.session import facts as f
 
 from scenario import BASH, Run
@@ -115,9 +115,52 @@ def test_the_glossary_names_the_words_the_surfaces_use() -> None:
         "tool call",
         "never re-run",
         "re-read after a crash",
+        "get_current_time · mcp:time",
         "usage unknown",
         "cost unknown",
         "at least $0.003",
         "$0.002",
     ):
         assert f"`{word}`" in glossary, word
+
+
+def mcp_run(path: Path) -> None:
+    """One run: a bash call, then an MCP call (`time__get_current_time`, recorded as the
+    server's `get_current_time` from `mcp:time`) that reported usage of its own."""
+    init = HeaderInit(cwd=str(path.parent), provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        run = Run(environment="/w")
+        store.commit(run.start("What time is it?"))
+        store.commit(run.attempt())
+        calls = [("c1", "bash", {"command": "date"}), ("c2", "time__get_current_time", {})]
+        store.commit(run.answer(None, calls))
+        bash = run.intent("c1", BASH, {"command": "date"})
+        store.commit([bash])
+        store.commit([Run.result(bash, "Mon\n[exit code 0]")])
+        clock = ToolIdentity(name="get_current_time", version="1.2.0", source="mcp:time")
+        intent = run.intent("c2", clock, {})
+        store.commit([intent])
+        assert intent.id is not None
+        tool_usage = f.usage(
+            tool_started_id=intent.id, input_tokens=40, output_tokens=7, cost=0.0031
+        )
+        store.commit([Run.result(intent, "12:00"), tool_usage])
+        store.commit(run.attempt())
+        store.commit(run.answer("Noon."))
+        store.commit(run.finish())
+
+
+def test_the_widget_and_the_cli_timeline_show_a_tool_calls_source_and_its_own_usage(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mcp.agent.jsonl"
+    mcp_run(path)
+    seen = surfaces(shell, path, capsys)
+    for surface in ("widget", "cli"):
+        words = seen[surface]
+        assert "get_current_time · mcp:time" in words, (surface, words)
+        assert "· 40 in / 7 out · cost $0.0031" in words, (surface, words)
+        assert "bash · " not in words and "builtin" not in words, (surface, words)
+        # The run's ledger counts its attempts' usage and the tool's.
+        assert "240 in / 27 out · cost $0.0051" in words, (surface, words)
+    assert re.search(r"^run +completed +240 in / 27 out · cost \$0\.0051$", seen["usage"], re.M)

@@ -20,8 +20,11 @@ def test_timeline_text_escapes_control_characters_in_prompts_arguments_and_error
     store.commit(run.start("clear \x1b[2J the\nscreen"))
     store.commit(run.attempt())
     command = {"command": "printf '\x1b]0;pwned\x07'"}
-    store.commit(run.answer(None, [("call_1", "bash", command)]))
+    server = ToolIdentity(name="echo", version="1", source="mcp:srv\x1b[2J\x07")
+    store.commit(run.answer(None, [("call_1", "bash", command), ("call_2", "srv__echo", {})]))
     intent = run.intent("call_1", BASH, command)
+    store.commit([intent, Run.result(intent, "ok")])
+    intent = run.intent("call_2", server, {})
     store.commit([intent, Run.result(intent, "ok")])
     store.commit(run.finish())
 
@@ -33,6 +36,7 @@ def test_timeline_text_escapes_control_characters_in_prompts_arguments_and_error
         assert "\x07" not in text
         assert "clear \\x1b[2J the screen" in text
         assert "pwned" in text  # the tool's arguments are shown, escaped
+        assert "echo · mcp:srv\\x1b[2J\\x07" in text  # and where a tool comes from
 
 
 def test_a_long_run_shows_its_latest_tool_rows_and_counts_all_of_its_cost(
@@ -85,7 +89,7 @@ def test_timeline_html_shows_the_file_s_strings_as_text(store: SessionStore) -> 
     in the widget and its static HTML they are text, never elements or attributes."""
     tag = "<img src=x onerror=alert(1)>"
     quote = '"><script>alert(1)</script>'
-    tool = ToolIdentity(name=f"tool{quote}", version="1", source="builtin")
+    tool = ToolIdentity(name=f"tool{quote}", version="1", source=f"mcp:{tag}")
     run = Run(environment=store.header.environmentIdentity)
     store.commit(run.start(f"prompt {tag}"))
     store.commit(run.attempt())
@@ -102,4 +106,5 @@ def test_timeline_html_shows_the_file_s_strings_as_text(store: SessionStore) -> 
     assert page.handlers == []
     assert f"prompt {tag}" in page.text
     assert f"tool{quote}" in page.text
+    assert f"mcp:{tag}" in page.text  # the source, shown for a tool that is not built in
     assert f"out {tag}" in page.text

@@ -16,6 +16,7 @@ from tiny_agent_nb.session import (
     NotASessionError,
     SessionClosedError,
     SessionStore,
+    ToolIdentity,
     load_session,
     new_id,
 )
@@ -405,3 +406,19 @@ def test_state_keeps_history_as_bytes_not_as_objects(store: SessionStore) -> Non
     facts = store.load().last_seq - facts_before
     assert facts > 500
     assert kept / facts < 1.0, f"{kept} tracked objects kept for {facts} facts"
+
+
+def test_an_mcp_tool_is_recorded_under_its_servers_name_for_the_prefixed_call(
+    store: SessionStore,
+) -> None:
+    """DESIGN §10: the model calls `demo__echo`; the intent names the server's `echo`."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("echo"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("c1", "demo__echo", {"text": "hi"})]))
+    echo = ToolIdentity(name="echo", version="0.3.1", source="mcp:demo")
+    intent = run.intent("c1", echo, {"text": "hi"})
+    store.commit([intent])
+    store.commit([Run.result(intent, "hi")])
+    (recorded,) = store.load().tool_intents.values()
+    assert (recorded.tool, recorded.status) == (echo, "completed")

@@ -76,6 +76,45 @@ def test_subset_with_an_unknown_name_lists_the_known_ones() -> None:
     assert "known tools: bash, edit_file, grep, list_files" in str(raised.value)
 
 
+class Remote(ReadFile):
+    """A tool named as an MCP server's tools are (`<server>__<tool>`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # type: ignore[misc]
+
+
+def _remote_registry() -> ToolRegistry:
+    names = ["github__list_issues", "github__create_issue", "gitlab__list", "a[b]__x", "a?__y"]
+    return ToolRegistry([*builtin_registry(), *(Remote(n) for n in names)])
+
+
+def test_subset_takes_a_servers_tools_by_a_name_ending_in_a_star() -> None:
+    subset = _remote_registry().subset(["github__*", "read_file"])
+    assert subset.names == ("github__create_issue", "github__list_issues", "read_file")
+    assert _remote_registry().subset(["git*", "github__*"]).names == (
+        "github__create_issue",
+        "github__list_issues",
+        "gitlab__list",
+    )
+
+
+def test_subset_patterns_are_prefixes_not_globs() -> None:
+    # As globs, `a[b]*` would match nothing here and `a?*` both a[b]__x and a?__y.
+    assert _remote_registry().subset(["a[b]*"]).names == ("a[b]__x",)
+    assert _remote_registry().subset(["a?*"]).names == ("a?__y",)
+    with pytest.raises(ValueError, match="unknown tool"):
+        _remote_registry().subset(["github__list_issue?"])  # no `?` wildcard
+
+
+def test_subset_with_a_pattern_matching_nothing_names_it_and_the_known_tools() -> None:
+    with pytest.raises(ValueError) as raised:
+        builtin_registry().subset(["github__*", "read_file", "rm_rf", "slack__*"])
+    assert str(raised.value) == (
+        "unknown tool(s): rm_rf; no tool matches 'github__*'; no tool matches 'slack__*'; "
+        "known tools: bash, edit_file, grep, list_files, python, read_file, write_file"
+    )
+
+
 def test_two_tools_with_one_name_are_refused() -> None:
     with pytest.raises(ValueError, match="read_file"):
         ToolRegistry([ReadFile(), ReadFile()])

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .safe_markdown import safe_text
-from .timeline import REPLAY_WORDS, RunRow, Timeline, Totals, shorten, tokens
+from .timeline import REPLAY_WORDS, RunRow, Timeline, ToolRow, Totals, shorten, tokens
 
 # Colors come from JupyterLab's theme variables, so the light and the dark theme both
 # read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
@@ -146,14 +146,35 @@ def _run_html(run: RunRow) -> str:
             if tool.result is not None
             else '<div class="tan-muted">no result: the effect may have happened</div>'
         )
+        source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
         out.append(
-            f'<details class="tan-tool" data-tool="{e(tool.name)}" data-status="{e(tool.status)}">'
-            f"<summary>{_badge(tool.status)} <code>{e(tool.name)}</code> {e(tool.summary)} "
-            f'<span class="tan-muted">({e(_replay(tool.replay_policy))})</span></summary>'
+            f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
+            f' data-status="{e(tool.status)}">'
+            f"<summary>{_badge(tool.status)} <code>{e(tool.name)}</code>{source} "
+            f"{e(tool.summary)} "
+            f'<span class="tan-muted">({e(_replay(tool.replay_policy))}){e(_tool_usage(tool))}'
+            "</span></summary>"
             f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
         )
     out.append("</details>")
     return "".join(out)
+
+
+BUILTIN = "builtin"  # the source of the package's own tools: not shown
+
+
+def tool_label(tool: ToolRow) -> str:
+    """A tool call's name, and where the tool comes from when it is not built in:
+    `get_current_time · mcp:time` (the HTML writes the same words, the name as code)."""
+    return tool.name if tool.source == BUILTIN else f"{tool.name} · {tool.source}"
+
+
+def _tool_usage(tool: ToolRow) -> str:
+    """` · 40 in / 7 out · cost $0.0031` for a call whose tool reported its own usage
+    (an MCP tool that calls a model); nothing for one that reported none."""
+    if tool.input_tokens is None:
+        return ""
+    return f" · {tool.input_tokens} in / {tool.output_tokens} out · cost {money(tool.cost)}"
 
 
 def _title(run: RunRow) -> str:
@@ -257,5 +278,8 @@ def timeline_text(
             error += f" — {a.compaction}" if a.compaction else ""
             lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
         for tool in run.tools:
-            lines.append(f"  tool    {status(tool.status)} {tool.name} {tool.summary}")
+            lines.append(
+                f"  tool    {status(tool.status)} {tool_label(tool)} {tool.summary}"
+                + _tool_usage(tool)
+            )
     return "\n".join(lines)

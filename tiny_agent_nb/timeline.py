@@ -97,12 +97,18 @@ class AttemptRow:
 @dataclass(frozen=True)
 class ToolRow:
     id: str
-    name: str
+    name: str  # the identity's name: an MCP server's own name for its tool
+    source: str  # the identity's source: `builtin`, `mcp:<server>`
     summary: str  # short arguments
     arguments: str  # full arguments, JSON (capped)
     replay_policy: str
     status: str  # pending | completed | error | interrupted | replayed | denied
     result: str | None  # preview of the result content
+    # Usage the tool reported about its own call (an MCP tool that calls a model); None:
+    # it reported nothing.
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
 
 
 @dataclass(frozen=True)
@@ -165,14 +171,19 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
         if result is not None and isinstance(result.entry, ToolResultEntry)
         else None
     )
+    u = state.usage.get(i.id)
     return ToolRow(
         id=i.id,
         name=i.tool.name,
+        source=i.tool.source,
         summary=short_arguments(i.arguments),
         arguments=cap(json.dumps(i.arguments, ensure_ascii=False, indent=1), 4000),
         replay_policy=i.replay_policy,
         status=i.status,
         result=cap(content, 2000) if content is not None else None,
+        input_tokens=u.inputTokens if u else None,
+        output_tokens=u.outputTokens if u else None,
+        cost=u.cost if u else None,
     )
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
+from pydantic import ValidationError
+
 from ..session import (
     MAX_JSON_DEPTH,
     AssistantMessage,
@@ -26,7 +28,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ..session._models import ToolOutcome
-from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry
+from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry, ToolUsage
 from ..tools._output import clean_output, redact
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
 
@@ -142,7 +144,9 @@ class ToolStep:
         output = self._execute(tool, arguments)
         outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
         result, output = self._result(intent, output, outcome)
-        self._store.commit([result])
+        # One transaction: a crash cannot keep the result without the usage it reported,
+        # nor the usage of a call whose result was lost (that one is settled interrupted).
+        self._store.commit([result, *_usage_facts(intent, output.usage)])
         observer.on_tool_end(call, output, outcome)
 
     def _approved(self, tool: Tool, arguments: Mapping[str, Any]) -> bool:
@@ -257,6 +261,34 @@ class ToolStep:
             return tool.run(dict(arguments), self._context)
         except Exception as exc:  # a tool bug is a result the model sees, not a crash
             return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+
+def _usage_facts(intent: NewFact, usage: ToolUsage | None) -> list[NewFact]:
+    """The `usage` fact of a call whose tool reported usage about itself, bound to its
+    toolStarted; none when it reported nothing (unknown, not zero). A report the file
+    cannot hold (a negative count, a cost that is not a finite number >= 0) is dropped
+    with a warning: what a tool says about itself is not to fail the run it served."""
+    if usage is None:
+        return []
+    assert intent.id is not None
+    try:
+        return [
+            f.usage(
+                tool_started_id=intent.id,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                cached_input_tokens=usage.cached_input_tokens,
+                cost=usage.cost,
+            )
+        ]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        log.warning("usage reported by tool call %s not kept: %s", intent.id, problems)
+        return []
 
 
 def _redact_strings(value: Any, secrets: tuple[str, ...]) -> Any:

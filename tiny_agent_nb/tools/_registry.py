@@ -38,15 +38,31 @@ class ToolRegistry:
         return [self._tools[name].schema() for name in self.names]
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
-        """Only the named tools (e.g. `%%agent --tools read_file,grep`)."""
+        """Only the named tools (e.g. `%%agent --tools read_file,grep,github__*`). A name
+        ending in `*` takes every tool whose name begins with what precedes it (an MCP
+        server's tools: `github__*`); nothing else is a pattern, so `[` or `?` in a name
+        mean themselves. ValueError names every exact name that is no tool and every
+        pattern that matches none, and lists the known tools."""
         wanted = list(dict.fromkeys(names))
-        unknown = [name for name in wanted if name not in self._tools]
-        if unknown:
+        exact = {name for name in wanted if not name.endswith("*")}
+        prefixes = [name[:-1] for name in wanted if name.endswith("*")]
+        problems = []
+        if unknown := [name for name in wanted if name in exact and name not in self._tools]:
+            problems.append(f"unknown tool(s): {', '.join(unknown)}")
+        problems.extend(
+            f"no tool matches {prefix + '*'!r}"
+            for prefix in prefixes
+            if not any(name.startswith(prefix) for name in self._tools)
+        )
+        if problems:
             raise ValueError(
-                f"unknown tool(s): {', '.join(unknown)}; "
-                f"known tools: {', '.join(self.names) or 'none'}"
+                f"{'; '.join(problems)}; known tools: {', '.join(self.names) or 'none'}"
             )
-        return ToolRegistry(self._tools[name] for name in wanted)
+        return ToolRegistry(
+            tool
+            for tool in self
+            if tool.name in exact or any(tool.name.startswith(p) for p in prefixes)
+        )
 
     def __iter__(self) -> Iterator[Tool]:
         return (self._tools[name] for name in self.names)
