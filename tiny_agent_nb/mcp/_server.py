@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..provider._urls import redact_url
 from ..tools._output import redact
 from ._config import ServerConfig
+from ._guard import guard_argv
 
 if TYPE_CHECKING:
     import mcp_types
@@ -84,9 +85,12 @@ def _stdio_parameters(server: ServerConfig) -> StdioServerParameters:
     from mcp.client.stdio import StdioServerParameters  # noqa: PLC0415
 
     assert server.command is not None
+    # Under the guard: the server (and all it started) dies with the kernel, even a
+    # SIGKILLed one, which can run no cleanup of its own.
+    command, args = guard_argv(server.command, server.args)
     return StdioServerParameters(
-        command=server.command,
-        args=list(server.args),
+        command=command,
+        args=args,
         env=dict(server.env) or None,
         cwd=server.cwd,
         encoding_error_handler="replace",
