@@ -187,8 +187,8 @@ def test_agent_mcp_lists_servers_with_state_version_and_tools(run: Run, tmp_path
     ghost = next(line for line in lines if line.startswith("ghost"))
     assert ghost == f"ghost — failed (stdio: {tmp_path / 'no-such-server'})"
     # Why, said once: the line a run would print.
-    (why,) = [line for line in lines if "did not start" in line]
-    assert why.startswith("MCP server ghost") and "No such file or directory" in why
+    (why,) = [line for line in lines if "No such file or directory" in line]
+    assert why.startswith("MCP server ghost") and "did not start" in why
 
 
 @pytest.mark.parametrize(
