@@ -306,26 +306,22 @@ def test_tools_option_offers_one_servers_tools_by_pattern_or_name(
     assert {"bash", "tiny__echo", "other__echo"} <= everything
 
 
-def test_servers_stop_on_agent_new_on_unload_and_on_a_new_configuration(
+def test_servers_stop_on_agent_new_and_session_on_unload_and_on_a_new_configuration(
     run: Run, server: OpenAIServer, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "marker.txt"
-
     def started_pid() -> int:
-        marker.unlink(missing_ok=True)
-        server.enqueue(
-            tool_calls_reply(
-                tool_call("m", "tiny__mark_and_sleep", {"path": str(marker), "seconds": 0})
-            ),
-            text_reply("marked"),
-        )
-        run("%%agent\nMark.")
-        return int(marker.read_text().split()[0])
+        server.enqueue(tool_calls_reply(tool_call("p", "tiny__pid", {})), text_reply("noted"))
+        run("%%agent\nWhich process serves you?")
+        return int(tool_results(server.requests[-1])["p"])
 
     configure(run, {"tiny": stdio_entry()})
     pid = started_pid()
     run("%agent new")
     wait_until(lambda: not pid_alive(pid), what="the server stopped by %agent new")
+
+    pid = started_pid()
+    run(f"%agent session {tmp_path / 'other.agent.jsonl'}")
+    wait_until(lambda: not pid_alive(pid), what="the server stopped by %agent session")
 
     pid = started_pid()
     run("%config TinyAgent.mcp_servers = ''")
@@ -336,6 +332,20 @@ def test_servers_stop_on_agent_new_on_unload_and_on_a_new_configuration(
     run("%unload_ext tiny_agent_nb")
     wait_until(lambda: not pid_alive(pid), what="the server stopped by %unload_ext")
     run("%load_ext tiny_agent_nb")  # the fixture unloads it at the end
+
+
+def test_the_configuration_digest_does_not_depend_on_an_env_value(
+    run: Run, server: OpenAIServer, tmp_path: Path
+) -> None:
+    """A digest of a secret would be an oracle for it: two values, one digest."""
+    for value in (ENV_SECRET, ENV_SECRET[::-1]):
+        configure(run, {"tiny": stdio_entry(env={"SERVICE_TOKEN": value})})
+        server.enqueue(text_reply("ok"))
+        run("%%agent\nHello.")
+    state = load_session(tmp_path / SESSION)
+    (digest,) = {a.configuration_digest for a in state.attempts.values()}
+    assert ENV_SECRET not in (tmp_path / SESSION).read_text()
+    assert "tiny__env" in tool_names(server.requests[0])
 
 
 def test_loading_a_session_with_an_open_mcp_intent_starts_no_server(
