@@ -343,7 +343,8 @@ def test_the_configuration_digest_does_not_depend_on_an_env_value(
         server.enqueue(text_reply("ok"))
         run("%%agent\nHello.")
     state = load_session(tmp_path / SESSION)
-    (digest,) = {a.configuration_digest for a in state.attempts.values()}
+    digests = {a.configuration_digest for a in state.attempts.values()}
+    assert len(digests) == 1 and len(state.attempts) == 2
     assert ENV_SECRET not in (tmp_path / SESSION).read_text()
     assert "tiny__env" in tool_names(server.requests[0])
 
