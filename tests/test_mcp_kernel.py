@@ -31,7 +31,7 @@ NOTEBOOK = "analysis.ipynb"
 SESSION = "analysis.agent.jsonl"
 INTERRUPTED_LINE = "■ Interrupted. The abort is recorded; `%agent resume` continues the run.\n"
 
-StartKernel = Callable[[], Kernel]
+StartKernel = Callable[..., Kernel]
 
 
 @pytest.fixture
@@ -54,14 +54,14 @@ def start_kernel(
     TINY_AGENT_MCP_SERVERS; all shut down afterwards, and any server a marker names
     killed (a test that failed must not leave one behind)."""
     started: list[Kernel] = []
-    servers = json.dumps({"mcpServers": {"tiny": lingering_server(workspace)}})
 
-    def start() -> Kernel:
+    def start(servers: dict[str, object] | None = None) -> Kernel:
+        servers = servers or {"tiny": lingering_server(workspace)}
         env = kernel_env(
             tmp_path,
             base_url=server.base_url,
             notebook=workspace / NOTEBOOK,
-            extra={"TINY_AGENT_MCP_SERVERS": servers},
+            extra={"TINY_AGENT_MCP_SERVERS": json.dumps({"mcpServers": servers})},
         )
         kernel = Kernel.start(cwd=workspace, env=env)
         started.append(kernel)
@@ -222,3 +222,32 @@ def test_ctrl_c_during_an_mcp_call_cancels_it_and_the_kernel_goes_on(
     kernel.km.shutdown_kernel(now=False)
     wait_until(lambda: not pid_alive(serving), 30, what="the server stopped with its kernel")
     wait_until(lambda: not processes_mentioning(lingering(workspace)), 30, what="no orphan left")
+
+
+def test_ctrl_c_while_a_server_starts_stops_it_and_records_nothing(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    # A server that never answers initialize and ignores SIGTERM, tagged so that the test
+    # can find it.
+    tag = str(workspace / "stuck-server")
+    stuck = {"command": sys.executable, "args": [str(TEST_SERVER), "stdio", "--say", tag, "--hang"]}
+    kernel = start_kernel({"stuck": stuck})
+    execute(kernel, "%load_ext tiny_agent_nb")
+    before = (workspace / SESSION).read_bytes()
+    run = kernel.send("%%agent\nHello?")
+    wait_until(lambda: processes_mentioning(tag), 60, what="the server starting")
+    kernel.interrupt()
+    out = clean(kernel.collect(run, timeout=60))
+    assert (
+        out == "■ Interrupted while the MCP servers were starting; nothing was sent or recorded.\n"
+    )
+    assert (workspace / SESSION).read_bytes() == before
+    assert server.requests == []
+    wait_until(lambda: not processes_mentioning(tag), 30, what="the stuck server stopped")
+
+    # The next cell tries again, and the run goes on without it after the start timeout.
+    execute(kernel, "%config TinyAgent.mcp_start_timeout = 1.0")
+    server.enqueue(text_reply("Here."))
+    again = kernel.execute("%%agent\nHello?", timeout=60)
+    assert answer(again) == "Here."
+    assert again.stdout.startswith("MCP server stuck") and again.stdout.count("\n") == 1
