@@ -125,6 +125,27 @@ def test_describe_and_repr_show_where_a_server_is_but_no_secret() -> None:
     )
 
 
+def test_digest_material_covers_where_servers_are_but_no_secret_value() -> None:
+    config = parse_config(CLAUDE_DESKTOP)
+    material = json.dumps(config.digest_material())
+    assert SECRET not in material
+    assert "sentinel" not in material
+    assert json.loads(material)[0] == {
+        "name": "time",
+        "transport": "stdio",
+        "command": "uvx",
+        "args": ["mcp-server-time"],
+        "cwd": None,
+        "url": None,
+        "env": ["TOKEN"],
+        "headers": [],
+    }
+    with_token = parse_config({"mcpServers": {"d": {"url": "https://h/mcp?token=sentinel-1234"}}})
+    assert "sentinel" not in json.dumps(with_token.digest_material())
+    moved = {"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time", "-v"]}}}
+    assert parse_config(moved).digest_material() != config.digest_material()[:1]
+
+
 def test_a_server_config_can_be_built_directly() -> None:
     server = ServerConfig(name="t", command="x")
     assert server.transport == "stdio"

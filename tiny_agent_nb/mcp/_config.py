@@ -61,6 +61,20 @@ class ServerConfig:
             found.update(url_secrets(self.url))
         return tuple(sorted((s for s in found if s), key=len, reverse=True))
 
+    def digest_material(self) -> dict[str, Any]:
+        """What a configurationDigest may cover of this server: where it is and which env
+        and header *names* it gets, no value (a digest of a secret is an oracle for it)."""
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "command": self.command,
+            "args": list(self.args),
+            "cwd": self.cwd,
+            "url": None if self.url is None else redact_url(self.url),
+            "env": sorted(self.env),
+            "headers": sorted(self.headers),
+        }
+
     def describe(self) -> str:
         """One line without a secret: `stdio: uvx mcp-server-time`, `http: https://host/mcp`."""
         if self.url is not None:
@@ -78,6 +92,10 @@ class McpConfig:
 
     def __bool__(self) -> bool:
         return bool(self.servers)
+
+    def digest_material(self) -> list[dict[str, Any]]:
+        """`ServerConfig.digest_material` of each server, in order: no secret."""
+        return [server.digest_material() for server in self.servers]
 
 
 def parse_config(value: str | Mapping[str, Any] | None) -> McpConfig:

@@ -120,7 +120,7 @@ class ServerSession:
     # ------------------------------------------------------------ on the kernel's thread
 
     def prepare(self) -> None:
-        self.state, self.detail, self.tools = "starting", None, []
+        self.state, self.detail, self.tools, self.version = "starting", None, [], None
         self.ready.clear()
         self.ended.clear()
         self._lost, self._http_status = None, None

@@ -9,7 +9,6 @@ Every wait on the kernel's thread is bounded, so no server can hang the kernel.
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.util
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -67,16 +66,19 @@ class McpServers:
         start_timeout. One readable line per problem; never raises for a server."""
         if not self._config:
             return []
-        if importlib.util.find_spec("mcp") is None:
-            return [SDK_MISSING]
         starting = [s for s in self._servers if s.state != "running"]
         if not starting:
             return []
-        _import_sdk()
+        try:
+            _import_sdk()
+        except ImportError:  # not installed, or installed without what it needs
+            return [SDK_MISSING]
         if self._thread is None or not self._thread.alive():
             self._thread = LoopThread()
         thread = self._thread
         for server in starting:
+            # A server found dead a moment ago may still be leaving its contexts.
+            wait_event(server.ended, _SHUTDOWN_BOUND)
             server.prepare()
             self._lifetimes[server.config.name] = thread.submit(server.live(self._start_timeout))
         self._log_filter.install()
