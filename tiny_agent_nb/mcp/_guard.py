@@ -59,7 +59,8 @@ def guard_argv(command: str, args: Sequence[str]) -> tuple[str, list[str]]:
 
     On Linux the guard's "parent" for PR_SET_PDEATHSIG is the *thread* that started it:
     start guarded servers from a thread that lives as long as they do (the MCP package
-    starts them from its event-loop thread, which ends only after they are stopped).
+    starts them from its event-loop thread, which ends only after they are stopped). The
+    getppid() watch cannot stand in for it there: it sees the process, not the thread.
     """
     if os.name != "posix":
         # Windows: the SDK runs the server in a Job Object that is killed when the kernel's
