@@ -334,19 +334,24 @@ def test_servers_stop_on_agent_new_and_session_on_unload_and_on_a_new_configurat
     run("%load_ext tiny_agent_nb")  # the fixture unloads it at the end
 
 
-def test_the_configuration_digest_does_not_depend_on_an_env_value(
+def test_the_configuration_digest_covers_where_a_server_is_but_no_env_value(
     run: Run, server: OpenAIServer, tmp_path: Path
 ) -> None:
-    """A digest of a secret would be an oracle for it: two values, one digest."""
-    for value in (ENV_SECRET, ENV_SECRET[::-1]):
-        configure(run, {"tiny": stdio_entry(env={"SERVICE_TOKEN": value})})
+    """A digest of a secret would be an oracle for it: two env values, one digest. The
+    same tools from a server started otherwise are another configuration."""
+    for entry in (
+        stdio_entry(env={"SERVICE_TOKEN": ENV_SECRET}),
+        stdio_entry(env={"SERVICE_TOKEN": ENV_SECRET[::-1]}),
+        stdio_entry("--say", "started otherwise", env={"SERVICE_TOKEN": ENV_SECRET}),
+    ):
+        configure(run, {"tiny": entry})
         server.enqueue(text_reply("ok"))
         run("%%agent\nHello.")
     state = load_session(tmp_path / SESSION)
-    digests = {a.configuration_digest for a in state.attempts.values()}
-    assert len(digests) == 1 and len(state.attempts) == 2
+    first, second, third = (a.configuration_digest for a in state.attempts.values())
+    assert first == second != third
+    assert tool_names(server.requests[0]) == tool_names(server.requests[2])
     assert ENV_SECRET not in (tmp_path / SESSION).read_text()
-    assert "tiny__env" in tool_names(server.requests[0])
 
 
 def test_loading_a_session_with_an_open_mcp_intent_starts_no_server(

@@ -11,6 +11,7 @@ redacted, control characters made visible (`render.cell_text`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..mcp import McpConfig, McpConfigError, McpServers, ServerStatus, parse_config
@@ -63,6 +64,12 @@ class KernelServers:
         if self._servers is None or self._made_from != self._key():
             return []
         return list(self._servers.tools())
+
+    def digest_material(self, tools: Iterable[Tool]) -> list[dict[str, Any]]:
+        """What a configurationDigest covers of the servers `tools` come from: where each
+        is and its env and header names, never a value (`ServerConfig.digest_material`)."""
+        sources = {tool.identity.source for tool in tools}
+        return [s.digest_material() for s in self._parsed.servers if f"mcp:{s.name}" in sources]
 
     def report(self) -> list[str]:
         """`%agent mcp`: starts the servers, then one block per server: name, transport,

@@ -370,10 +370,14 @@ class NotebookAgent:
             # per session); a recovery's loop (a provider given) asks no server.
             window = self.config.context_window or self.context_window(model)
         registry = self._registry(tools, with_mcp=with_mcp)
+        digest = provider_config.digest_material()
+        servers = self.mcp.digest_material(registry)
+        if servers:  # a different server behind the same tool names is another configuration
+            digest = {**digest, "mcpServers": servers}
         config = LoopConfig(
             provider=provider_config.provider,
             model=provider_config.model,
-            provider_digest=provider_config.digest_material(),
+            provider_digest=digest,
             system_prompt=self.config.system_prompt or DEFAULT_SYSTEM_PROMPT,
             max_steps=max_steps or self.config.max_steps,
             budget=budget if budget is not None else self.config.budget,
