@@ -25,6 +25,7 @@ from mcp_notebook_helpers import (
     transactions,
 )
 
+from tiny_agent_nb.mcp import McpServers
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session
 
 from kernel_helpers import wait_until
@@ -403,3 +404,22 @@ def test_help_names_agent_mcp_and_a_servers_tools_pattern(run: Run) -> None:
     assert "`srv__*` is every tool" in helped
     assert "%agent mcp           the MCP servers (TinyAgent.mcp_servers)" in helped
     assert "No MCP servers are configured." in run("%agent mcp")
+
+
+def test_a_bug_while_starting_the_servers_is_one_line_and_the_run_goes_on(
+    run: Run, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: McpServers) -> list[str]:
+        raise RuntimeError(f"a bug that quotes {ENV_SECRET}")
+
+    monkeypatch.setattr(McpServers, "start", broken)
+    configure(run, {"tiny": stdio_entry(env={"SERVICE_TOKEN": ENV_SECRET})})
+    server.enqueue(text_reply("Fine without them."))
+    out = run("%%agent\nHello.")
+    assert out.splitlines()[0] == (
+        "tiny-agent-nb: the MCP servers could not be started (RuntimeError: a bug that "
+        "quotes [redacted]); this run goes on without their tools, and the next one tries "
+        "again."
+    )
+    assert "Fine without them." in out and ENV_SECRET not in out
+    assert not any("__" in name for name in tool_names(server.requests[0]))

@@ -11,6 +11,7 @@ redacted, control characters made visible (`render.cell_text`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,8 @@ from ..render import cell_text
 from ..tools import Tool
 from ..tools._output import redact
 from ._config import TinyAgent
+
+log = logging.getLogger(__name__)
 
 # The traits a running set of servers was started with: a change of any of them stops
 # the servers, and the next run starts them from the new configuration.
@@ -57,7 +60,18 @@ class KernelServers:
             ]
         if servers is None:
             return []
-        return [self._line(problem) for problem in servers.start()]
+        try:
+            problems = servers.start()
+        except Exception as exc:  # a bug: never raised for a server's own failure
+            log.exception("starting the MCP servers failed")
+            self.close()
+            return [
+                self._line(
+                    f"tiny-agent-nb: the MCP servers could not be started ({type(exc).__name__}: "
+                    f"{exc}); this run goes on without their tools, and the next one tries again."
+                )
+            ]
+        return [self._line(problem) for problem in problems]
 
     def tools(self) -> list[Tool]:
         """The tools of the running servers (starts nothing)."""
