@@ -126,9 +126,11 @@ class TinyAgent(Configurable):
         help="Tools that change things (write_file, edit_file, bash, python): run (auto), "
         "ask first (ask), or refuse (deny). Reads always run.",
     ).tag(config=True)
-    tools = List(Unicode(), help="Tools the agent may use (default: all built-ins).").tag(
-        config=True
-    )
+    tools = List(
+        Unicode(),
+        help="Tools the agent may use (default: all built-ins and every MCP tool). MCP tools "
+        "by name (time__get_current_time) or by server (time__*).",
+    ).tag(config=True)
     session_path = Unicode(
         None, allow_none=True, help="Session file; default: beside the notebook (NAME.agent.jsonl)."
     ).tag(config=True)
