@@ -160,6 +160,9 @@ class ServerSession:
                     failure = self._lost or (
                         "the server exited" if self._stderr else "the connection closed"
                     )
+                    # At once, not after the contexts below are left (the SDK's shutdown of
+                    # a process takes a while): the next start() must restart this server.
+                    self.state, self.detail = "failed", self._redacted(failure)
         except Exception as exc:
             # Once a call found the connection gone, ending the session fails the same way.
             failure = self._lost or self._describe(exc)
@@ -289,6 +292,8 @@ class ServerSession:
                     # task ends the session, and the next start() connects afresh.
                     self._lost = f"the connection was lost ({self._describe(exc)})"
                     self._closed.set()
+                    # As in live(): failed before this call's result is seen.
+                    self.state, self.detail = "failed", self._redacted(self._lost)
                 closed = self._closed is not None and self._closed.is_set()
                 if closed or self.state != "running":
                     raise NotRunningError(self.not_running()) from None
