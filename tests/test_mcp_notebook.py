@@ -25,8 +25,9 @@ from mcp_notebook_helpers import (
     transactions,
 )
 
-from tiny_agent_nb.mcp import McpServers
+from tiny_agent_nb.mcp import McpServers, parse_config
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session
+from tiny_agent_nb.tools import ToolContext
 
 from kernel_helpers import wait_until
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
@@ -423,3 +424,26 @@ def test_a_bug_while_starting_the_servers_is_one_line_and_the_run_goes_on(
     )
     assert "Fine without them." in out and ENV_SECRET not in out
     assert not any("__" in name for name in tool_names(server.requests[0]))
+
+
+def test_a_server_a_call_found_dead_is_restarted_by_the_very_next_start(
+    tmp_path: Path,
+) -> None:
+    """What the next `%%agent` does at once, before the dead server's contexts are left
+    (which takes the SDK's process shutdown; under load, seconds)."""
+    servers = McpServers(parse_config({"mcpServers": {"tiny": stdio_entry()}}))
+    try:
+        assert servers.start() == []
+        context = ToolContext(workspace=tmp_path.resolve())
+        tools = {tool.name: tool for tool in servers.tools()}
+        pid = int(tools["tiny__pid"].run({}, context).content)
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(pid), what="the server killed")
+        dead = tools["tiny__echo"].run({"text": "anyone?"}, context)
+        assert dead.is_error and "not running" in dead.content
+        assert [s.state for s in servers.status()] == ["failed"]
+        assert servers.start() == []
+        again = {tool.name: tool for tool in servers.tools()}["tiny__echo"]
+        assert again.run({"text": "back"}, context).content == "back"
+    finally:
+        servers.close()
