@@ -184,3 +184,20 @@ def test_importing_the_package_imports_neither_the_sdk_nor_httpx2() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_package_exports_exactly_the_shared_interface() -> None:
+    import tiny_agent_nb.mcp as package  # noqa: PLC0415
+
+    assert sorted(package.__all__) == [
+        "McpConfig",
+        "McpConfigError",
+        "McpServers",
+        "McpTool",
+        "ServerConfig",
+        "ServerStatus",
+        "model_tool_name",
+        "parse_config",
+    ]
+    public = {name for name in vars(package) if not name.startswith("_")}
+    assert public == set(package.__all__)
