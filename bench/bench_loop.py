@@ -1,7 +1,7 @@
 """Benchmark the agent loop's own cost per step against a raw baseline measured in the same run.
 
     python bench/bench_loop.py [--histories 10,1000] [--steps 20] [--repeats 9] [--quick]
-                               [--profile]
+                               [--profile] [--budget USD]
 
 What is timed: `AgentLoop.run` driving the real `Provider` over an in-process httpx
 transport (`ScriptedTransport`) that answers from a script of canned chat-completions
@@ -338,7 +338,9 @@ class Mark:
 class Harness:
     """Store + provider + loop over one session file, wired as tests/test_agent_loop.py."""
 
-    def __init__(self, path: Path, workspace: Path, stream: bool) -> None:
+    def __init__(
+        self, path: Path, workspace: Path, stream: bool, budget: float | None = None
+    ) -> None:
         self.model = ScriptedModel(stream)
         self.tool = Lookup()
         config = ProviderConfig(model=MODEL, base_url=BASE_URL, api_key=API_KEY, stream=stream)
@@ -372,6 +374,8 @@ class Harness:
                 # No compaction: this times a step's overhead at a given history length
                 # (bench_compaction.py times requests after a checkpoint).
                 context_window=10**9,
+                # --budget: the budget check runs before every attempt (never reached).
+                budget=budget,
             ),
             observer=Observer(),
         )
@@ -412,6 +416,7 @@ class Harness:
 class Bench:
     workdir: Path
     workspace: Path
+    budget: float | None = None
     serial: int = 0
 
     def fresh_path(self, stem: str) -> Path:
@@ -460,9 +465,12 @@ class LoopRun:
 def loop_run(bench: Bench, history: History, steps: int) -> LoopRun:
     path = bench.fresh_path("timed")
     shutil.copyfile(history.path, path)
-    harness = Harness(path, bench.workspace, history.stream)
+    harness = Harness(path, bench.workspace, history.stream, bench.budget)
     try:
-        # One-step run() first (the history stays at its size for the timed run).
+        # One-step run() first (the history stays at its size for the timed run). The
+        # objects that opening the session left are collected first: that collection is
+        # the open's (once per kernel), not the run's, and it grows with the history.
+        settle()
         probe = harness.run(0)
         harness.model.keep = harness.model.requests + 1 + steps // 2
         with GcClock() as gc_clock:
@@ -733,7 +741,7 @@ def report_variant(report: Report, small: Measured, large: Measured) -> float:
     p_small, p_large = small.probe(), large.probe()
     report.rows.append(
         Row(
-            f"{name}: one-step `run()` (user entry, load snapshot, text answer, finish), "
+            f"{name}: one-step `run()` (user entry, text answer, finish), "
             f"{label(large.history.steps)} / {label(small.history.steps)} steps of history",
             f"{p_large / p_small:.2f} ({us(p_small)} → {us(p_large)})",
             "—",
@@ -774,7 +782,7 @@ def profile(bench: Bench, histories: list[History], steps: int, repeats: int) ->
             for _ in range(repeats):
                 path = bench.fresh_path("profile")
                 shutil.copyfile(history.path, path)
-                harness = Harness(path, bench.workspace, history.stream)
+                harness = Harness(path, bench.workspace, history.stream, bench.budget)
                 harness.model.enqueue(steps)
                 settle()  # the objects of the load just done: not this run's collections
                 gc_before = gc_clock.seconds
@@ -846,6 +854,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--profile", action="store_true", help="also cProfile the largest-history case"
     )
     parser.add_argument("--dir", help="where the temporary session files go (default: $TMPDIR)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        help="run with TinyAgent.budget set to this many USD (high enough never to stop a "
+        "run), so the budget check before each attempt is timed too",
+    )
     return parser.parse_args(argv)
 
 
@@ -861,7 +875,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-loop-", dir=args.dir) as tmp:
         workspace = Path(tmp, "work")
         workspace.mkdir()
-        bench = Bench(Path(tmp), workspace.resolve())
+        bench = Bench(Path(tmp), workspace.resolve(), args.budget)
         print(f"# tiny-agent-nb agent loop overhead benchmark, {now()}\n")
         print(
             f"tiny-agent-nb {revision()}, python {platform.python_version()}, "
@@ -872,7 +886,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"- {steps} tool steps + 1 text step per timed run, {repeats} repeats per case; "
             f"tool result {len(RESULT.encode()):,} B, SSE pieces of {SSE_PIECE} characters "
-            f"({len(render_sse(1, tool=True))} events per tool-call answer)"
+            f"({len(render_sse(1, tool=True))} events per tool-call answer); "
+            f"budget {'none' if args.budget is None else f'${args.budget:g} (checked per attempt)'}"
         )
         flats: dict[str, float] = {}
         json_histories: list[History] = []

@@ -10,17 +10,30 @@ cost is null, is counted apart. The budget can only stop on what was priced, so 
 with unknown costs keeps going and says once that the budget covers only priced usage
 (a server that never reports cost would otherwise stop every run, or none, wrongly).
 
-The check reads the whole ledger (O(history): register row "budget-scan" in
-docs/benchmarks.md), and only when a budget is set: it runs once per attempt, beside a
-model request.
+The check runs once per attempt, and only when a budget is set. `Spending` follows the
+run's own facts as they commit, so a check costs O(1) whatever the history; only a
+resumed run reads the ledger of the operations it resumes, once (register row
+"budget-follow" in docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..render import usd  # the one money format (docs/glossary.md)
-from ..session import SessionState
+from ..session import (
+    AssistantEntry,
+    CompactionEntry,
+    Fact,
+    RecordFact,
+    RunStarted,
+    SessionState,
+    SessionStore,
+    StepAttempt,
+    ToolStarted,
+    UsageFact,
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +55,13 @@ def run_chain(state: SessionState, operation_id: str) -> list[str]:
 
 
 def chain_spend(state: SessionState, operation_id: str) -> Spend:
-    chain = set(run_chain(state, operation_id))
+    chain = run_chain(state, operation_id)
+    cost, unknown = _ledger_sum(state, set(chain))
+    return Spend(round(cost, 12), unknown, len(chain))
+
+
+def _ledger_sum(state: SessionState, chain: set[str]) -> tuple[float, int]:
+    """(reported cost, count of unknown costs) of the operations in `chain`."""
     cost, unknown = 0.0, 0
     usage = state.usage
     for attempt in state.attempts.values():
@@ -63,7 +82,84 @@ def chain_spend(state: SessionState, operation_id: str) -> Spend:
                 unknown += 1
             else:
                 cost += u.cost
-    return Spend(round(cost, 12), unknown, len(chain))
+    return cost, unknown
+
+
+# perf: register row "budget-follow" (docs/benchmarks.md)
+class Spending:
+    """`chain_spend` of the run being driven, kept from its facts as they commit.
+
+    The operations a run resumes are closed (one operation is open at a time), so their
+    spend is read once; the open operation's is added up from its stepAttempt, toolStarted,
+    settling entries and usage facts, with the same rules as `chain_spend`. Asked about an
+    operation it did not see start, it reads the ledger (a snapshot) as before.
+    """
+
+    def __init__(self, store: SessionStore, *, follow: bool) -> None:
+        self._store = store
+        self._unsubscribe: Callable[[], None] = store.subscribe(self._observe) if follow else _no
+        self._operation_id: str | None = None
+        self._resumes: str | None = None
+        self._before: Spend | None = None  # the resumed operations', read on first use
+        self._cost, self._unknown = 0.0, 0
+        self._targets: set[str] = set()  # the open operation's attempts and tool intents
+        self._priced: set[str] = set()  # ... that have usage
+        self._settled_unpriced: set[str] = set()  # settled attempts without usage (unknown)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    def of(self, operation_id: str) -> Spend:
+        if operation_id != self._operation_id:
+            return chain_spend(self._store.load(), operation_id)
+        before = self._before
+        if before is None:
+            before = Spend(0.0, 0, 0)
+            if self._resumes is not None:
+                state = self._store.load()
+                chain = run_chain(state, self._resumes)
+                before = Spend(*_ledger_sum(state, set(chain)), len(chain))
+            self._before = before
+        cost, unknown = before.cost + self._cost, before.unknown + self._unknown
+        return Spend(round(cost, 12), unknown, before.operations + 1)
+
+    def _observe(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            if isinstance(fact, UsageFact):
+                target = fact.usage.target_id
+                if target in self._targets:
+                    self._priced.add(target)
+                    if target in self._settled_unpriced:
+                        self._settled_unpriced.discard(target)
+                        self._unknown -= 1
+                    if fact.usage.cost is None:
+                        self._unknown += 1
+                    else:
+                        self._cost += fact.usage.cost
+            elif isinstance(fact, RecordFact):
+                record = fact.record
+                if isinstance(record, RunStarted):
+                    self._start(record)
+                elif (
+                    isinstance(record, StepAttempt | ToolStarted)
+                    and record.operationId == self._operation_id
+                ):
+                    self._targets.add(fact.id)
+            elif isinstance(fact.entry, AssistantEntry | CompactionEntry):
+                attempt_id = fact.entry.attemptId
+                if attempt_id in self._targets and attempt_id not in self._priced:
+                    self._settled_unpriced.add(attempt_id)
+                    self._unknown += 1
+
+    def _start(self, record: RunStarted) -> None:
+        self._operation_id, self._resumes = record.operationId, record.resumesOperationId
+        self._before = None
+        self._cost, self._unknown = 0.0, 0
+        self._targets, self._priced, self._settled_unpriced = set(), set(), set()
+
+
+def _no() -> None:
+    pass
 
 
 def budget_reached(spend: Spend, budget: float) -> str | None:

@@ -204,19 +204,6 @@ def _clip(text: str, limit: int) -> str:
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
 
 
-def last_input_tokens(state: SessionState) -> int | None:
-    """The server's input token count of the newest settled attempt, unless that attempt
-    was a compaction (the context it measured is gone) or reported no usage."""
-    for attempt in reversed(list(state.attempts.values())):
-        if attempt.status != "settled":
-            continue
-        if attempt.entry_id is None or state.entries.type_of(attempt.entry_id) != "assistant":
-            return None
-        usage = state.usage.get(attempt.id)
-        return usage.inputTokens if usage is not None else None
-    return None
-
-
 @dataclass(frozen=True)
 class AttemptLabel:
     """What a compaction's stepAttempt says about the model (the run's own values)."""
@@ -239,9 +226,12 @@ class Compactor:
         threshold: float,
         keep_tail_tokens: int,
         request_bytes: Callable[[], int],
+        ledger_tokens: Callable[[], int | None],
         on_compaction: Callable[[Compacted], None],
     ) -> None:
-        """`request_bytes`: the size of the request the run would send now."""
+        """`request_bytes`: the size of the request the run would send now;
+        `ledger_tokens`: `last_input_tokens` of the session now (the projection follows it,
+        so no attempt pays for a snapshot of the whole session)."""
         self._on_compaction = on_compaction
         self._store = store
         self._provider = provider
@@ -250,13 +240,13 @@ class Compactor:
         self._threshold = threshold
         self._keep_tail_tokens = keep_tail_tokens
         self._request_bytes = request_bytes
+        self._ledger_tokens = ledger_tokens
 
     def context_tokens(self) -> int:
         """The ledger's count of the last request where there is one, or the estimate of
         the next one, whichever is larger (tool results since then are not in the former)."""
         estimate = estimate_tokens(self._request_bytes())
-        ledger = last_input_tokens(self._store.load())
-        return max(estimate, ledger or 0)
+        return max(estimate, self._ledger_tokens() or 0)
 
     def needed(self) -> bool:
         return self.context_tokens() >= self._threshold * self.window

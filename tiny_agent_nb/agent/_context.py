@@ -22,11 +22,15 @@ from typing import Any
 
 from ..session import (
     AssistantEntry,
+    AttemptFailed,
     CompactionEntry,
     EntryFact,
     Fact,
+    RecordFact,
     SessionState,
+    StepAttempt,
     ToolResultEntry,
+    UsageFact,
     UserEntry,
 )
 
@@ -118,11 +122,13 @@ class ContextProjection:
         self._messages = _Runs()
         self._entries: list[_Projected] = []  # kept only to rebuild after a compaction
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
+        self._ledger = _LastRequest()
 
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
         projection = cls(system_prompt)
         projection.extend(state.entries.values())
+        projection._ledger = _LastRequest.from_state(state)
         return projection
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
@@ -133,7 +139,12 @@ class ContextProjection:
 
     def apply(self, facts: Sequence[Fact]) -> None:
         """Store subscriber: project the entries among newly committed facts."""
+        self._ledger.observe(facts)
         self.extend(f for f in facts if isinstance(f, EntryFact))
+
+    def last_input_tokens(self) -> int | None:
+        """`last_input_tokens(state)` of the followed store, without a snapshot."""
+        return self._ledger.tokens
 
     def extend(self, entries: Iterable[EntryFact]) -> None:
         for entry in entries:
@@ -187,3 +198,75 @@ class ContextProjection:
 
 def _synthetic_result(call_id: str) -> bytes:
     return _encode({"role": "tool", "tool_call_id": call_id, "content": NOT_STARTED})
+
+
+def last_input_tokens(state: SessionState) -> int | None:
+    """The server's input token count of the newest settled attempt, unless that attempt
+    was a compaction (the context it measured is gone) or reported no usage."""
+    for attempt in reversed(state.tables.attempts.values()):  # newest first, no copy
+        if attempt.status != "settled":
+            continue
+        if attempt.entry_id is None or state.entries.type_of(attempt.entry_id) != "assistant":
+            return None
+        usage = state.usage.get(attempt.id)
+        return usage.inputTokens if usage is not None else None
+    return None
+
+
+# perf: register row "ledger-follow" (docs/benchmarks.md)
+class _LastRequest:
+    """`last_input_tokens` kept from the facts as they commit: O(1) per fact, where asking
+    the state takes a snapshot of the whole session before every attempt.
+
+    It relies on what the reducer enforces: one operation open at a time and one pending
+    attempt per operation, so attempts settle in the order they start (the newest settled
+    is the last one settled), and usage names an attempt at most once.
+    """
+
+    __slots__ = ("_pending", "_pending_tokens", "_settled", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: int | None = None
+        self._settled: str | None = None  # newest settled attempt, if an assistant settled it
+        self._pending: str | None = None  # the attempt that has neither settled nor failed
+        self._pending_tokens: int | None = None  # its usage, committed before it settled
+
+    @classmethod
+    def from_state(cls, state: SessionState) -> _LastRequest:
+        ledger = cls()
+        ledger.tokens = last_input_tokens(state)
+        for attempt in reversed(state.tables.attempts.values()):
+            if attempt.status == "pending":
+                usage = state.usage.get(attempt.id)
+                ledger._pending = attempt.id
+                ledger._pending_tokens = usage.inputTokens if usage is not None else None
+            elif attempt.status == "settled":
+                if state.entries.type_of(attempt.entry_id or "") == "assistant":
+                    ledger._settled = attempt.id
+                break
+        return ledger
+
+    def observe(self, facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            if isinstance(fact, UsageFact):
+                attempt_id = fact.usage.attemptId
+                if attempt_id is None:
+                    continue  # a tool's usage
+                if attempt_id == self._settled:
+                    self.tokens = fact.usage.inputTokens
+                elif attempt_id == self._pending:
+                    self._pending_tokens = fact.usage.inputTokens
+            elif isinstance(fact, RecordFact):
+                record = fact.record
+                if isinstance(record, StepAttempt):
+                    self._pending, self._pending_tokens = fact.id, None
+                elif isinstance(record, AttemptFailed) and record.attemptId == self._pending:
+                    self._pending = None
+            else:
+                body = fact.entry
+                if isinstance(body, AssistantEntry):
+                    early = self._pending_tokens if body.attemptId == self._pending else None
+                    self._settled, self.tokens, self._pending = body.attemptId, early, None
+                elif isinstance(body, CompactionEntry) and body.attemptId is not None:
+                    # A compaction settles its attempt, and the context it measured is gone.
+                    self._settled = self.tokens = self._pending = None

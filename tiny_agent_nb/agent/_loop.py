@@ -40,7 +40,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry, truncate
-from ._budget import budget_reached, chain_spend, unknown_cost_note
+from ._budget import Spending, budget_reached, unknown_cost_note
 from ._compaction import (
     CONTEXT_LENGTH,
     AttemptLabel,
@@ -114,6 +114,7 @@ class AgentLoop:
         )
         self._unsubscribe: Callable[[], None] = _nothing
         self._cost_note: str | None = None
+        self._spending = Spending(store, follow=config.budget is not None)
         if projection is None:
             projection = ContextProjection.from_state(store.load(), config.system_prompt)
             self._unsubscribe = store.subscribe(projection.apply)
@@ -128,6 +129,7 @@ class AgentLoop:
             threshold=config.compact_threshold,
             keep_tail_tokens=config.keep_tail_tokens,
             request_bytes=lambda: sum(len(m) + 1 for m in self._projection.messages()),
+            ledger_tokens=projection.last_input_tokens,
             on_compaction=self._observer.on_compaction,
         )
 
@@ -137,6 +139,7 @@ class AgentLoop:
 
     def close(self) -> None:
         self._unsubscribe()
+        self._spending.close()
 
     # ------------------------------------------------------------------ entry points
     def run(self, prompt: str) -> RunResult:
@@ -390,7 +393,7 @@ class AgentLoop:
         budget = self._config.budget
         if budget is None:
             return None
-        spend = chain_spend(self._store.load(), operation_id)
+        spend = self._spending.of(operation_id)
         if spend.unknown and self._cost_note is None:
             self._cost_note = unknown_cost_note(spend, budget)
             self._observer.on_notice(self._cost_note)

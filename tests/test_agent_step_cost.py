@@ -1,0 +1,156 @@
+"""What a step costs does not grow with history: the figures the loop checks before each
+attempt (the server's count of the last request, the run's spend) are followed as facts
+commit, not read from a snapshot of the whole session (docs/benchmarks.md, register rows
+"ledger-follow" and "budget-follow")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_agent_loop import Harness, workspace
+
+from tiny_agent_nb.agent import ContextProjection
+from tiny_agent_nb.agent._budget import Spending, chain_spend
+from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.session import NewFact, SessionStore, load_session
+from tiny_agent_nb.session import facts as f
+
+from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from scenario import READ_FILE, Run
+
+__all__ = ["workspace"]  # the fixture, shared with test_agent_loop
+
+
+def _script(server: OpenAIServer, steps: int, prompt_tokens: int = 100) -> None:
+    for n in range(steps):
+        server.enqueue(
+            tool_calls_reply(
+                tool_call(f"c{n}", "read_file", {"path": "README.md"}),
+                usage=usage(prompt_tokens, 10, cost=0.0001),
+            )
+        )
+    server.enqueue(text_reply("done", usage=usage(prompt_tokens, 5, cost=0.0001)))
+
+
+def _snapshots_taken(h: Harness, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    taken = [0]
+    load = h.store.load
+
+    def counting_load() -> object:
+        taken[0] += 1
+        return load()
+
+    monkeypatch.setattr(h.store, "load", counting_load)
+    return lambda: taken[0]
+
+
+def test_a_run_with_a_budget_and_compaction_takes_no_snapshot_at_any_history(
+    server: OpenAIServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both checks live: a budget, and a window the ledger's count is compared with.
+    h = Harness(server, workspace, budget=10.0, context_window=10**6, compact_threshold=0.8)
+    snapshots = _snapshots_taken(h, monkeypatch)
+    try:
+        taken: dict[int, int] = {}
+        for runs in (1, 12):
+            while len(load_session(h.path).operations) < runs - 1:
+                _script(server, 3)
+                assert h.loop.run("Read the readme three times").outcome == "completed"
+            before = snapshots()
+            _script(server, 4)
+            assert h.loop.run("Read the readme four times").outcome == "completed"
+            taken[runs] = snapshots() - before
+    finally:
+        h.close()
+    # A snapshot per attempt (5 here) would make each step O(history).
+    assert taken == {1: 0, 12: 0}
+    assert len(load_session(h.path).attempts) == 10 * 4 + 2 * 5  # the history did grow
+
+
+def test_the_servers_count_of_the_last_request_triggers_compaction(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    # The requests are a few hundred bytes (~100 tokens estimated), but the server counts
+    # 3,500 input tokens: past 0.8 x 4,000, so the run compacts before its second attempt.
+    (workspace / "big.txt").write_text("y" * 2000)
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("r1", "read_file", {"path": "big.txt"}), usage=usage(3500, 10, cost=0.001)
+        ),
+        text_reply("done", usage=usage(3500, 5)),
+    )
+    server.enqueue_summaries(text_reply("SUMMARY: read big.txt", usage=usage(900, 40)))
+    h = Harness(server, workspace, context_window=4000, compact_threshold=0.8, keep_tail_tokens=10)
+    try:
+        assert h.loop.run("Read big.txt").outcome == "completed"
+    finally:
+        h.close()
+    assert len(h.compactions) == 1
+    assert h.compactions[0].tokens_before == 3500
+
+
+def test_the_followed_figures_match_the_ledger_after_every_commit(store: SessionStore) -> None:
+    """Every shape of ledger the reducer accepts for the two figures: usage in the
+    settling transaction, before it and after it; no usage; a null cost; failed attempts
+    with and without usage; tool usage; a compaction; a resume of an interrupted run."""
+    projection = ContextProjection(None)
+    store.subscribe(projection.apply)
+    spending = Spending(store, follow=True)
+    checked: list[str] = []
+
+    def commit(facts: list[NewFact], operation_id: str) -> None:
+        store.commit(facts)
+        state = store.load()
+        assert projection.last_input_tokens() == last_input_tokens(state)
+        rebuilt = ContextProjection.from_state(state, None)
+        assert rebuilt.last_input_tokens() == last_input_tokens(state)
+        assert spending.of(operation_id) == chain_spend(state, operation_id)
+        checked.append(operation_id)
+
+    env = store.header.environmentIdentity
+    first = Run(environment=env)
+    op = first.operation_id
+    commit(first.start("Read"), op)
+    commit(first.attempt(), op)
+    commit(first.answer(None, [("c1", "read_file", {"path": "a"})]), op)  # usage with it
+    intent = first.intent("c1", READ_FILE, {"path": "a"})
+    commit([intent], op)
+    commit([first.result(intent, "A")], op)
+    commit([f.usage(tool_started_id=intent.id, input_tokens=1, cost=0.5)], op)
+    commit(first.attempt(), op)
+    attempt = first.attempt_id or ""
+    commit([f.usage(attempt_id=attempt, input_tokens=700, cost=None)], op)  # before settling
+    commit(first.answer(None, [("c2", "read_file", {"path": "b"})])[:1], op)
+    intent = first.intent("c2", READ_FILE, {"path": "b"})
+    commit([intent], op)
+    commit([first.result(intent, "B")], op)
+    commit(first.attempt(), op)
+    failed = first.attempt_id or ""
+    commit([f.usage(attempt_id=failed, input_tokens=900, cost=0.25)], op)
+    commit([f.attempt_failed(failed, kind="http", message="503", retryable=True)], op)
+    commit(first.attempt(2), op)
+    commit([f.attempt_failed(first.attempt_id or "", kind="http", message="x", retryable=True)], op)
+    commit(first.attempt(3), op)
+    commit(first.answer("Done", cost=0.125)[:1], op)  # settled, no usage yet: unknown
+    commit([f.usage(attempt_id=first.attempt_id, input_tokens=800, cost=0.125)], op)
+    commit([f.operation_finished(op, "interrupted")], op)
+
+    resumed = Run(environment=env)
+    again = resumed.operation_id
+    commit([f.resume_started(again, op)], again)
+    commit(resumed.attempt(), again)
+    entries = list(store.load().entries)
+    commit(
+        [
+            f.compaction("SUMMARY", entries[-1], attempt_id=resumed.attempt_id),
+            f.usage(attempt_id=resumed.attempt_id, input_tokens=300, cost=0.0625),
+        ],
+        again,
+    )
+    commit(resumed.attempt(), again)
+    commit(resumed.answer("Still done", cost=None), again)
+    commit([f.operation_finished(again, "completed")], again)
+    assert len(checked) > 20
+    assert spending.of(again).operations == 2
