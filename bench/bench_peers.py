@@ -121,8 +121,13 @@ class Workload:
         return Step(f"call_{i:08d}", args, self._texts[i % 32], self._results[(i * 7) % 32])
 
 
-def seconds_per_step(times: Sequence[float]) -> float:
-    return statistics.median(times)
+Times = list[tuple[float, float]]  # (wall, CPU) seconds of each step
+
+
+def seconds_per_step(times: Times) -> tuple[float, float]:
+    """Median wall and median CPU time of a step. CPU time (every thread of the process)
+    barely moves when other work shares the cores; wall time is what a user waits."""
+    return statistics.median(t for t, _ in times), statistics.median(c for _, c in times)
 
 
 # ---------------------------------------------------------------- tiny-agent-nb
@@ -134,17 +139,17 @@ def tiny_open(path: Path, durability: str) -> SessionStore:
     return SessionStore.open(path, create=create, durability=durability)  # type: ignore[arg-type]
 
 
-def tiny_write(path: Path, work: Workload, steps: int, durability: str) -> list[float]:
+def tiny_write(path: Path, work: Workload, steps: int, durability: str) -> Times:
     """The loop's commits of `steps` tool steps; the seconds of each step."""
     env = str(path.parent)
-    perf = time.perf_counter
-    times: list[float] = []
+    perf, cpu = time.perf_counter, time.process_time
+    times: list[tuple[float, float]] = []
     with tiny_open(path, durability) as store:
         operation_id, entry_id = new_id(), new_id()
         store.commit([f.user_message(PROMPT, id=entry_id), f.run_started(operation_id, entry_id)])
         for i in range(1, steps + 1):
             s = work.step(i)
-            start = perf()
+            start, cstart = perf(), cpu()
             attempt_id = new_id()
             store.commit(
                 [
@@ -204,7 +209,7 @@ def tiny_write(path: Path, work: Workload, steps: int, durability: str) -> list[
                     )
                 ]
             )
-            times.append(perf() - start)
+            times.append((perf() - start, cpu() - cstart))
     return times
 
 
@@ -230,20 +235,21 @@ def step_records(path: Path) -> list[list[bytes]]:
     return [lines[i : i + 4] for i in range(0, len(lines), 4)]
 
 
-def raw_write(path: Path, records: list[list[bytes]], sync: bool) -> list[float]:
+def raw_write(path: Path, records: list[list[bytes]], sync: bool) -> Times:
     """json.dumps + os.write (+ fsync) of every record of every step."""
     objects = [[json.loads(line) for line in step] for step in records]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-    dumps, write, fsync, perf = json.dumps, os.write, os.fsync, time.perf_counter
-    times = []
+    dumps, write, fsync = json.dumps, os.write, os.fsync
+    perf, cpu = time.perf_counter, time.process_time
+    times: list[tuple[float, float]] = []
     try:
         for step in objects:
-            start = perf()
+            start, cstart = perf(), cpu()
             for obj in step:
                 write(fd, (dumps(obj, separators=COMPACT, ensure_ascii=False) + "\n").encode())
                 if sync:
                     fsync(fd)
-            times.append(perf() - start)
+            times.append((perf() - start, cpu() - cstart))
     finally:
         os.close(fd)
     return times
@@ -300,19 +306,19 @@ def _sqlite_session(path: Path, durability: str) -> Any:
     return NoSyncSession("bench", path)
 
 
-def openai_write(path: Path, work: Workload, steps: int, durability: str) -> list[float]:
+def openai_write(path: Path, work: Workload, steps: int, durability: str) -> Times:
     session = _sqlite_session(path, durability)
-    perf = time.perf_counter
-    times = []
+    perf, cpu = time.perf_counter, time.process_time
+    times: list[tuple[float, float]] = []
     try:
         _Loop.run(session.add_items([{"role": "user", "content": PROMPT}]))
         for i in range(1, steps + 1):
             s = work.step(i)
-            start = perf()
+            start, cstart = perf(), cpu()
             items = _openai_items(s)
             items[0]["arguments"] = json.dumps(s.arguments)
             _Loop.run(session.add_items(items))
-            times.append(perf() - start)
+            times.append((perf() - start, cpu() - cstart))
     finally:
         session.close()
     return times
@@ -368,22 +374,22 @@ class _Graph:
         self.config = self.saver.put(self.config, checkpoint, metadata, {"messages": self.version})
 
 
-def langgraph_write(path: Path, work: Workload, steps: int, durability: str, window: int):
-    """Seconds of each of the last `window` steps; the steps before go in one put."""
+def langgraph_write(path: Path, work: Workload, steps: int, durability: str, window: int) -> Times:
+    """The times of each of the last `window` steps; the steps before go in one put."""
     graph = _Graph(path, durability)
-    perf = time.perf_counter
+    perf, cpu = time.perf_counter, time.process_time
     first = max(1, steps - window + 1)
     for i in range(1, first):
         graph.messages.extend(_lc_messages(work.step(i)))
     if first > 1:
         graph.put(first - 1)
-    times = []
+    times: Times = []
     try:
         for i in range(first, steps + 1):
-            start = perf()
+            start, cstart = perf(), cpu()
             graph.messages.extend(_lc_messages(work.step(i)))
             graph.put(i)
-            times.append(perf() - start)
+            times.append((perf() - start, cpu() - cstart))
     finally:
         graph.conn.close()
     return times
@@ -405,7 +411,7 @@ def langgraph_resume(path: Path) -> int:
 # ---------------------------------------------------------------- measuring
 
 
-Writer = Callable[[Path, Workload, int, str], list[float]]
+Writer = Callable[[Path, Workload, int, str], Times]
 
 
 @dataclass
@@ -417,13 +423,13 @@ class Store:
 
 @dataclass
 class Sample:
-    step: list[float] = field(default_factory=list)  # median seconds per step, per repetition
-    resume: dict[str, list[float]] = field(default_factory=dict)
+    step: Times = field(default_factory=list)  # median (wall, CPU) per step, per repetition
+    resume: dict[str, Times] = field(default_factory=dict)  # (wall, CPU) of each resume
     size: int = 0
 
 
 def stores(names: Sequence[str], window: int) -> list[Store]:
-    def graph_write(path: Path, work: Workload, steps: int, durability: str) -> list[float]:
+    def graph_write(path: Path, work: Workload, steps: int, durability: str) -> Times:
         return langgraph_write(path, work, steps, durability, window)
 
     every = {
@@ -456,11 +462,11 @@ def available(wanted: Sequence[str]) -> list[str]:
     return names
 
 
-def timed(call: Callable[[], object]) -> float:
+def timed(call: Callable[[], object]) -> tuple[float, float]:
     settle()
-    start = time.perf_counter()
+    start, cstart = time.perf_counter(), time.process_time()
     call()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cstart
 
 
 def measure_size(
@@ -505,13 +511,13 @@ def measure_size(
 
 def measure_power(
     tmp: Path, work: Workload, chosen: list[Store], steps: int, repeats: int
-) -> tuple[dict[str, list[float]], list[float]]:
+) -> tuple[dict[str, Times], Times]:
     reference = tmp / "reference-power.jsonl"
     tiny_write(reference, work, steps, "process")
     records = step_records(reference)
     reference.unlink()
-    ours: dict[str, list[float]] = {s.name: [] for s in chosen}
-    raw: list[float] = []
+    ours: dict[str, Times] = {s.name: [] for s in chosen}
+    raw: Times = []
     sides: list[Store | None] = [*chosen, None]
     for rep in range(repeats):
         for side in sides[rep % len(sides) :] + sides[: rep % len(sides)]:
@@ -537,32 +543,47 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:,.1f} ms"
 
 
-def print_size(steps: int, samples: dict[str, Sample], raw: Sample, window: int) -> None:
-    raw_step = statistics.median(raw.step)
-    raw_resume = statistics.median(raw.resume["read + json.loads per line"])
-    print(
-        f"\n### {steps:,} steps (tiny-agent-nb file {samples.get(TINY, raw).size / 1e6:.1f} MB)\n"
+def _medians(pairs: Times) -> tuple[float, float]:
+    return statistics.median(t for t, _ in pairs), statistics.median(c for _, c in pairs)
+
+
+def _cells(
+    values: tuple[float, float], base: tuple[float, float], unit: Callable[[float], str]
+) -> tuple[str, str]:
+    (wall, cpu), (base_wall, base_cpu) = values, base
+    return (
+        f"{unit(wall)} · {unit(cpu)}",
+        f"{wall / base_wall:,.2f}x · {cpu / base_cpu:,.2f}x",
     )
-    print("| store | per step (median) | vs raw | resume (median) | vs raw |")
+
+
+def print_size(steps: int, samples: dict[str, Sample], raw: Sample, window: int) -> None:
+    raw_step = _medians(raw.step)
+    raw_resume = _medians(raw.resume["read + json.loads per line"])
+    size = samples[TINY].size if TINY in samples else raw.size
+    print(f"\n### {steps:,} steps (tiny-agent-nb file {size / 1e6:.1f} MB)\n")
+    print("Each cell: wall · CPU (medians; CPU time counts every thread of the process).\n")
+    print("| store: resume call | per step | vs raw | resume | vs raw |")
     print("|---|---|---|---|---|")
     print(
-        f"| raw: json.dumps + os.write per record; read + json.loads per line | "
-        f"{us(raw_step)} | 1.00x | {ms(raw_resume)} | 1.00x |"
+        "| raw: json.dumps + os.write per record; read + json.loads per line | "
+        f"{' | '.join(_cells(raw_step, raw_step, us))} | "
+        f"{' | '.join(_cells(raw_resume, raw_resume, ms))} |"
     )
     for name, sample in samples.items():
-        step = statistics.median(sample.step)
         where = f" (last {window} steps)" if name == LANGGRAPH and steps > window else ""
+        step, step_ratio = _cells(_medians(sample.step), raw_step, us)
         for k, (how, times) in enumerate(sample.resume.items()):
-            resume = statistics.median(times)
-            writes = f"{us(step)}{where} | {step / raw_step:,.1f}x" if k == 0 else "〃 | 〃"
+            resume, resume_ratio = _cells(_medians(times), raw_resume, ms)
+            writes = f"{step}{where} | {step_ratio}" if k == 0 else "〃 | 〃"
             print(
                 f"| {name} ({sample.size / 1e6:.1f} MB): {how} | {writes} | "
-                f"{ms(resume)} | {resume / raw_resume:.2f}x |"
+                f"{resume} | {resume_ratio} |"
             )
 
 
-def print_power(steps: int, ours: dict[str, list[float]], raw: list[float]) -> None:
-    raw_step = statistics.median(raw)
+def print_power(steps: int, ours: dict[str, Times], raw: Times) -> None:
+    raw_step = statistics.median(t for t, _ in raw)
     print(f"\n### power: {steps} steps, an fsync per commit\n")
     print("| store | commits per step | per step (median) | vs raw |")
     print("|---|---|---|---|")
@@ -570,7 +591,7 @@ def print_power(steps: int, ours: dict[str, list[float]], raw: list[float]) -> N
     commits = {TINY: 4, OPENAI: 1, LANGGRAPH: 1}
     labels = {TINY: "durability power", OPENAI: "default (FULL)", LANGGRAPH: "synchronous=FULL"}
     for name, times in ours.items():
-        step = statistics.median(times)
+        step = statistics.median(t for t, _ in times)
         print(f"| {name}, {labels[name]} | {commits[name]} | {us(step)} | {step / raw_step:.2f}x |")
 
 
