@@ -430,7 +430,7 @@ class Sample:
 
 def stores(names: Sequence[str], window: int) -> list[Store]:
     def graph_write(path: Path, work: Workload, steps: int, durability: str) -> Times:
-        return langgraph_write(path, work, steps, durability, window)
+        return langgraph_write(path, work, steps, durability, graph_window(steps, window))
 
     every = {
         TINY: Store(
@@ -445,6 +445,11 @@ def stores(names: Sequence[str], window: int) -> list[Store]:
         LANGGRAPH: Store(LANGGRAPH, graph_write, {"SqliteSaver() + get_tuple()": langgraph_resume}),
     }
     return [every[n] for n in names]
+
+
+def graph_window(steps: int, window: int) -> int:
+    """LangGraph steps timed: at 100k steps each put writes ~260 MB (the whole history)."""
+    return window if steps < 100_000 else min(window, 5)
 
 
 def available(wanted: Sequence[str]) -> list[str]:
@@ -571,7 +576,8 @@ def print_size(steps: int, samples: dict[str, Sample], raw: Sample, window: int)
         f"{' | '.join(_cells(raw_resume, raw_resume, ms))} |"
     )
     for name, sample in samples.items():
-        where = f" (last {window} steps)" if name == LANGGRAPH and steps > window else ""
+        timed_steps = graph_window(steps, window)
+        where = f" (last {timed_steps} steps)" if name == LANGGRAPH and steps > timed_steps else ""
         step, step_ratio = _cells(_medians(sample.step), raw_step, us)
         for k, (how, times) in enumerate(sample.resume.items()):
             resume, resume_ratio = _cells(_medians(times), raw_resume, ms)
@@ -633,11 +639,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",") if x],
         help="conversation lengths (default 1000,5000; --quick: 200)",
     )
-    parser.add_argument("--huge", action="store_true", help="also 100,000 steps (slow, ~1 GB)")
+    parser.add_argument(
+        "--huge", action="store_true", help="also 100,000 steps (one repetition, ~2 GB of files)"
+    )
     parser.add_argument("--quick", action="store_true", help="small, one repetition")
     parser.add_argument("--repeats", type=int, help="repetitions per size (default 5; quick 1)")
     parser.add_argument("--power-steps", type=int, help="steps of the fsync runs (default 300)")
-    parser.add_argument("--window", type=int, default=50, help="LangGraph steps timed")
+    parser.add_argument(
+        "--window", type=int, default=50, help="LangGraph steps timed (at most 5 at 100k)"
+    )
     parser.add_argument(
         "--only", help=f"comma-separated stores among: {TINY}, {OPENAI}, {LANGGRAPH}"
     )
