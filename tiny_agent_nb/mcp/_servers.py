@@ -18,7 +18,7 @@ from ._config import McpConfig
 from ._names import model_tool_name
 from ._server import ServerSession, State
 from ._thread import LoopThread, wait_done, wait_event
-from ._tool import McpTool
+from ._tool import McpTool, checking_validator
 
 __all__ = ["McpServers", "ServerStatus"]
 
@@ -192,7 +192,7 @@ class McpServers:
                         name=name,
                         server=server,
                         tool=tool,
-                        validator=cls(schema),
+                        validator=checking_validator(schema, cls),
                         loop=self._thread,
                         call_timeout=self._call_timeout,
                     )

@@ -1,0 +1,123 @@
+"""A hostile MCP server (tests/mcp_hostile_server.py says whatever it is scripted to)
+and a hostile configuration: nothing they send makes the kernel fetch an address, hang,
+fail a run, corrupt the usage totals, or log a secret."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_helpers import started, tool_named
+from test_agent_loop import Harness, workspace
+
+from tiny_agent_nb.mcp import parse_config
+from tiny_agent_nb.session import load_session
+from tiny_agent_nb.tools import ToolArgumentError
+
+from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+
+__all__ = ["workspace"]  # the fixture, shared with test_agent_loop
+
+HOSTILE = Path(__file__).resolve().parent / "mcp_hostile_server.py"
+OBJECT = {"type": "object"}
+FOUR_MB = 4 * 1024 * 1024  # what a configuration file may hold
+
+
+def hostile(tmp_path: Path, script: dict[str, Any]) -> Any:
+    """The configuration of one server `h`: the hostile server playing `script`."""
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script))
+    entry = {"command": sys.executable, "args": [str(HOSTILE), str(path)]}
+    return parse_config({"mcpServers": {"h": entry}})
+
+
+@pytest.fixture
+def fetches() -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server serving a JSON Schema to anyone; the paths it was asked."""
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"type": "string"}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ---------------------------------------------------------------- input schemas
+
+
+def test_a_schema_ref_to_a_url_is_never_fetched(
+    tmp_path: Path, fetches: tuple[str, list[str]]
+) -> None:
+    base, asked = fetches
+    schema = {"type": "object", "properties": {"x": {"$ref": f"{base}/schema.json"}}}
+    config = hostile(tmp_path, {"tools": [{"name": "r", "inputSchema": schema}]})
+    with started(config) as (servers, lines):
+        assert lines == []
+        tool = tool_named(servers, "h__r")
+        with pytest.raises(ToolArgumentError, match="cannot be checked"):
+            tool.effective_arguments({"x": "a"})
+    assert asked == []  # jsonschema's default would have GET it from the kernel
+
+
+def test_a_schema_ref_to_nowhere_is_an_error_result_and_the_run_completes(
+    tmp_path: Path, server: OpenAIServer, workspace: Path
+) -> None:
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}
+    config = hostile(tmp_path, {"tools": [{"name": "r", "inputSchema": schema}]})
+    with started(config) as (servers, lines):
+        assert lines == []
+        h = Harness(server, workspace, extra_tools=tuple(servers.tools()))
+        try:
+            server.enqueue(
+                tool_calls_reply(tool_call("c1", "h__r", {"x": "a"})), text_reply("done")
+            )
+            result = h.loop.run("call it")
+        finally:
+            h.close()
+    assert result.outcome == "completed"  # not "failed" by an unexpected error
+    state = load_session(h.path)
+    (intent,) = state.tool_intents.values()
+    assert intent.status == "error"
+    (output,) = h.tool_ends
+    assert "cannot be checked" in output.content and "no call of it is sent" in output.content
+
+
+def test_a_backtracking_pattern_in_a_schema_does_not_hold_the_kernel(tmp_path: Path) -> None:
+    # ^(a+)+$ against "aaa...ab" backtracks 2**n times in Python's re, which Ctrl-C
+    # cannot interrupt: 26 letters are ~10 s, 40 are days.
+    schema = {
+        "type": "object",
+        "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}},
+        "patternProperties": {"^(b+)+$": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    config = hostile(tmp_path, {"tools": [{"name": "r", "inputSchema": schema}]})
+    with started(config) as (servers, lines):
+        assert lines == []
+        tool = tool_named(servers, "h__r")
+        began = time.monotonic()
+        arguments = {"x": "a" * 26 + "!", "b" * 26 + "!": "y"}
+        assert tool.effective_arguments(arguments) == arguments  # the server checks them
+        assert time.monotonic() - began < 3.0
+        with pytest.raises(ToolArgumentError, match="is not of type 'string'"):
+            tool.effective_arguments({"x": 1})  # every other keyword is still checked
