@@ -19,7 +19,7 @@ from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.mcp import parse_config
 from tiny_agent_nb.session import load_session
-from tiny_agent_nb.tools import ToolArgumentError
+from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
@@ -121,3 +121,28 @@ def test_a_backtracking_pattern_in_a_schema_does_not_hold_the_kernel(tmp_path: P
         assert time.monotonic() - began < 3.0
         with pytest.raises(ToolArgumentError, match="is not of type 'string'"):
             tool.effective_arguments({"x": 1})  # every other keyword is still checked
+
+
+# ---------------------------------------------------------------- results
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [{"cost": 1e308}, {"inputTokens": 10**30}, {"outputTokens": 2**53}, {"cost": 2.0**53}],
+)
+def test_usage_beyond_an_exact_json_number_is_no_usage(
+    tmp_path: Path, usage: dict[str, Any]
+) -> None:
+    # Summed into the session's totals, 1e308 twice is infinity.
+    results = {
+        "u": {"content": [{"type": "text", "text": "x"}], "_meta": {"usage": usage}},
+        "fine": {"content": [], "_meta": {"usage": {"inputTokens": 2**53 - 1, "cost": 0.5}}},
+    }
+    tools = [{"name": "u", "inputSchema": OBJECT}, {"name": "fine", "inputSchema": OBJECT}]
+    config = hostile(tmp_path, {"tools": tools, "results": results})
+    context = ToolContext(workspace=tmp_path)
+    with started(config) as (servers, lines):
+        assert lines == []
+        assert tool_named(servers, "h__u").run({}, context).usage is None
+        fine = tool_named(servers, "h__fine").run({}, context).usage
+        assert fine == ToolUsage(input_tokens=2**53 - 1, cost=0.5)
