@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import sys
 import threading
 import time
@@ -17,7 +18,7 @@ import pytest
 from mcp_helpers import started, tool_named
 from test_agent_loop import Harness, workspace
 
-from tiny_agent_nb.mcp import parse_config
+from tiny_agent_nb.mcp import McpConfigError, parse_config
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage
 
@@ -146,3 +147,52 @@ def test_usage_beyond_an_exact_json_number_is_no_usage(
         assert tool_named(servers, "h__u").run({}, context).usage is None
         fine = tool_named(servers, "h__fine").run({}, context).usage
         assert fine == ToolUsage(input_tokens=2**53 - 1, cost=0.5)
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def test_a_configuration_path_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "mcp.json"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def parse() -> None:
+        try:
+            parse_config(str(fifo))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=parse, daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # blocked in open(): let it go before failing
+        os.close(os.open(fifo, os.O_RDWR))
+        reader.join(10)
+        pytest.fail("parse_config blocked on a FIFO until something opened it for writing")
+    (error,) = outcome
+    assert isinstance(error, McpConfigError)
+    assert "not a regular file" in str(error)
+
+
+def test_a_configuration_file_far_too_large_is_refused(tmp_path: Path) -> None:
+    # The same bound keeps /dev/zero (also refused: no regular file) from filling memory.
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": {}}' + " " * FOUR_MB)
+    with pytest.raises(McpConfigError, match="larger than 4 MB"):
+        parse_config(str(path))
+    with pytest.raises(McpConfigError, match="not a regular file"):
+        parse_config("/dev/zero")
+
+
+@pytest.mark.parametrize("as_file", [False, True])
+def test_a_deeply_nested_configuration_is_a_configuration_error(
+    tmp_path: Path, as_file: bool
+) -> None:
+    text = '{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    value = text
+    if as_file:
+        (tmp_path / "mcp.json").write_text(text)
+        value = str(tmp_path / "mcp.json")
+    with pytest.raises(McpConfigError, match="nested too deeply"):
+        parse_config(value)
