@@ -7,7 +7,9 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -196,3 +198,47 @@ def test_a_deeply_nested_configuration_is_a_configuration_error(
         value = str(tmp_path / "mcp.json")
     with pytest.raises(McpConfigError, match="nested too deeply"):
         parse_config(value)
+
+
+# ---------------------------------------------------------------- logs
+
+
+def test_a_header_value_httpcore2_refuses_is_not_logged_by_it(tmp_path: Path) -> None:
+    # In a fresh interpreter: httpcore2 makes its connection loggers on the first
+    # connection, after the redacting filter was installed; another test having
+    # connected before would hide that.
+    secret = "sentinel-header-3b6a0c9e"
+    script = textwrap.dedent(
+        f"""
+        import logging, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from mcp_helpers import HttpTestServer
+        from tiny_agent_nb.mcp import McpServers, parse_config
+        records = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                records.append(record.getMessage() + (record.exc_text or ""))
+        logging.getLogger().addHandler(Keep())
+        logging.getLogger().setLevel(logging.DEBUG)
+        with HttpTestServer() as http:
+            entry = {{"url": http.url, "headers": {{"Authorization": "Bearer {secret}\\nX: 1"}}}}
+            config = parse_config({{"mcpServers": {{"h": entry}}}})
+            servers = McpServers(config, start_timeout=10)
+            print(servers.start())
+            servers.close()
+        print(len(records))
+        print("\\n".join(r for r in records if "Illegal header" in r or {secret!r} in r))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Illegal header value" in done.stdout  # it was refused, and said so
+    assert secret not in done.stdout + done.stderr

@@ -215,6 +215,14 @@ class _RedactingFilter(logging.Filter):
     URL's token in httpx2's request line, a server's stderr in the SDK's) is redacted."""
 
     _PREFIXES = ("mcp", "httpx2", "httpcore2", "httpx", "httpcore")
+    # Loggers made only when their module is first imported, which httpcore2 does on the
+    # first connection, after install(): named here so they exist (getLogger hands the
+    # module the same logger later). httpcore2.http11 logs a refused header's value.
+    _LATER = tuple(
+        f"{package}.{name}"
+        for package in ("httpcore2", "httpcore")
+        for name in ("connection", "http11", "http2", "proxy", "socks")
+    )
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
         super().__init__()
@@ -224,6 +232,8 @@ class _RedactingFilter(logging.Filter):
     def install(self) -> None:
         # A logger's filters see only its own records, not its children's: each existing
         # logger of those packages gets the filter (they exist once the SDK is imported).
+        for name in self._LATER:
+            logging.getLogger(name)
         for name in list(logging.root.manager.loggerDict):
             if name.split(".")[0] in self._PREFIXES:
                 logger = logging.getLogger(name)
