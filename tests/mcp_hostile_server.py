@@ -6,7 +6,8 @@ tells it, including what the SDK's own server API would never send.
 SCRIPT (read with `json.load`, so "\\ud800" in it is a lone surrogate):
   "version": str            serverInfo.version
   "tools": [Tool, ...]      listed as they are (any name, schema, description)
-  "pages_forever": bool     every tools/list page says there is a next one
+  "pages_forever": "same"|"new"   every tools/list page says there is a next one,
+                            at the same cursor or at a new one each time
   "results": {name: CallToolResult as JSON}   the answer to tools/call of that tool
   "before_result": [message, ...]   sent (as they are) before each tools/call answer
 It answers initialize, tools/list and tools/call; every other request gets an error.
@@ -42,8 +43,10 @@ def main() -> None:
             }
         elif method == "tools/list":
             result = {"tools": script.get("tools", [])}
-            if script.get("pages_forever"):
-                result["nextCursor"] = "again"
+            forever = script.get("pages_forever")
+            if forever:
+                cursor = (message.get("params") or {}).get("cursor") or ""
+                result["nextCursor"] = cursor + "+" if forever == "new" else "again"
         elif method == "tools/call":
             for extra in script.get("before_result", []):
                 send(extra)

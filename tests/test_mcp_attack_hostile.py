@@ -126,6 +126,22 @@ def test_a_backtracking_pattern_in_a_schema_does_not_hold_the_kernel(tmp_path: P
             tool.effective_arguments({"x": 1})  # every other keyword is still checked
 
 
+@pytest.mark.parametrize(
+    ("cursor", "said"), [("same", "a page it already gave"), ("new", "yet another")]
+)
+def test_a_tools_list_that_never_ends_is_one_line_at_once(
+    tmp_path: Path, cursor: str, said: str
+) -> None:
+    tools = [{"name": "p", "inputSchema": OBJECT}]
+    config = hostile(tmp_path, {"tools": tools, "pages_forever": cursor})
+    began = time.monotonic()
+    with started(config, start_timeout=60) as (servers, lines):
+        (line,) = lines
+        assert "did not start: its tools/list never ends (page " in line and said in line
+        assert servers.status()[0].state == "failed"
+    assert time.monotonic() - began < 30  # not listed until start_timeout
+
+
 # ---------------------------------------------------------------- results
 
 
