@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import started, tool_named
+from mcp_helpers import started, stdio_entry, tool_named, wait_until
 from test_agent_loop import Harness, workspace
 
-from tiny_agent_nb.mcp import McpConfigError, parse_config
+from tiny_agent_nb.mcp import McpConfigError, McpServers, parse_config
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage
 
@@ -258,3 +258,45 @@ def test_a_header_value_httpcore2_refuses_is_not_logged_by_it(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert "Illegal header value" in done.stdout  # it was refused, and said so
     assert secret not in done.stdout + done.stderr
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def _children_saying(marker: str) -> list[int]:
+    """This process's live children whose command line holds `marker`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            after_comm = stat.read_text().rpartition(")")[2].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        mine = int(after_comm[1]) == os.getpid() and after_comm[0] != "Z"
+        if mine and marker.encode() in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_two_threads_starting_at_once_spawn_one_server_and_close_leaves_none() -> None:
+    marker = f"attack-{os.getpid()}-{time.monotonic_ns()}"
+    config = parse_config({"mcpServers": {"t": stdio_entry("--say", marker)}})
+    servers = McpServers(config)
+    both = threading.Barrier(2)
+    lines: list[list[str]] = []
+
+    def start() -> None:
+        both.wait()
+        lines.append(servers.start())
+
+    try:
+        starters = [threading.Thread(target=start) for _ in range(2)]
+        for starter in starters:
+            starter.start()
+        for starter in starters:
+            starter.join(60)
+        assert lines == [[], []]
+        assert len(_children_saying(marker)) == 1
+    finally:
+        servers.close()
+    wait_until(lambda: not _children_saying(marker), 10, "every server process gone")

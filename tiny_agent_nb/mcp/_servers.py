@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,6 +57,9 @@ class McpServers:
         self._lifetimes: dict[str, concurrent.futures.Future[None]] = {}
         self._tools: list[McpTool] = []
         self._log_filter = _RedactingFilter(config.secrets())
+        # start() and close() one at a time: two starts at once would each spawn every
+        # server, and the process one of them lost track of outlived close().
+        self._lock = threading.RLock()
 
     def __repr__(self) -> str:
         names = ", ".join(s.config.name for s in self._servers)
@@ -64,6 +68,10 @@ class McpServers:
     def start(self) -> list[str]:
         """Start every configured server that is not running, in parallel, each bounded by
         start_timeout. One readable line per problem; never raises for a server."""
+        with self._lock:
+            return self._start()
+
+    def _start(self) -> list[str]:
         if not self._config:
             return []
         starting = [s for s in self._servers if s.state != "running"]
@@ -123,6 +131,10 @@ class McpServers:
 
     def close(self) -> None:
         """Stop every server (stdio processes gone) and end the thread; idempotent, bounded."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._thread is not None:
             self._stop(self._servers, cancel=False)
             self._thread.stop(timeout=3.0)
