@@ -9,7 +9,8 @@ SCRIPT (read with `json.load`, so "\\ud800" in it is a lone surrogate):
   "pages_forever": "same"|"new"   every tools/list page says there is a next one,
                             at the same cursor or at a new one each time
   "results": {name: CallToolResult as JSON}   the answer to tools/call of that tool
-  "before_result": [message, ...]   sent (as they are) before each tools/call answer
+  "before_result": [message, ...]   sent before each tools/call answer (a string is
+                            written as a line as it is: no JSON-RPC at all)
 It answers initialize, tools/list and tools/call; every other request gets an error.
 Written by hand on purpose: a hostile server does not use a well-behaved library.
 """
@@ -49,7 +50,10 @@ def main() -> None:
                 result["nextCursor"] = cursor + "+" if forever == "new" else "again"
         elif method == "tools/call":
             for extra in script.get("before_result", []):
-                send(extra)
+                if isinstance(extra, str):  # a line as it is: what a server's print() writes
+                    sys.stdout.write(extra + "\n")
+                else:
+                    send(extra)
             name = message["params"]["name"]
             result = script.get("results", {}).get(name, {"content": []})
         else:

@@ -260,6 +260,42 @@ def test_a_header_value_httpcore2_refuses_is_not_logged_by_it(tmp_path: Path) ->
     assert secret not in done.stdout + done.stderr
 
 
+def test_a_server_printing_to_stdout_puts_no_traceback_in_the_cell(tmp_path: Path) -> None:
+    # A fresh interpreter without logging configured, as a kernel is: the cell shows
+    # whatever reaches stderr, and logging's last resort writes there.
+    script = {
+        "tools": [{"name": "p", "inputSchema": OBJECT}],
+        "before_result": ["Starting the server... \x1b[32mok\x1b[0m"],
+        "results": {"p": {"content": [{"type": "text", "text": "the answer"}]}},
+    }
+    entry = hostile(tmp_path, script).servers[0]
+    servers = {"mcpServers": {"h": {"command": entry.command, "args": list(entry.args)}}}
+    program = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from tiny_agent_nb.mcp import McpServers, parse_config
+        from tiny_agent_nb.tools import ToolContext
+        servers = McpServers(parse_config({servers!r}))
+        print(servers.start())
+        (tool,) = servers.tools()
+        print(tool.run({{}}, ToolContext(workspace=Path({str(tmp_path)!r}))).content)
+        servers.close()
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "the answer"]
+    assert done.stderr == ""
+
+
 # ---------------------------------------------------------------- lifecycle
 
 

@@ -221,6 +221,14 @@ def _import_sdk() -> None:
     import mcp.client.stdio  # noqa: PLC0415
     import mcp.client.streamable_http  # noqa: F401, PLC0415
 
+    # The SDK logs each line a server garbles (a print() to stdout) at ERROR, with a
+    # traceback; with no handler configured, logging's last resort writes that into the
+    # cell. A handler of the user's own (on the root logger) still gets every record.
+    for name in ("mcp", "httpx2", "httpcore2"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+
 
 class _RedactingFilter(logging.Filter):
     """On the SDK's and httpx2's loggers: a record that would show a configured secret (a
