@@ -72,6 +72,7 @@ def wire_message(entry: EntryFact) -> dict[str, Any] | None:
     return None
 
 
+# perf: register row "projection-runs" (docs/benchmarks.md)
 class _Runs:
     """Encoded messages, kept as a few comma-joined runs of doubling length."""
 
@@ -90,6 +91,7 @@ class _Runs:
         return [run for _, run in self._runs]
 
 
+# perf: register row "projection-tuples" (docs/benchmarks.md)
 # What the projection keeps of one entry: (entry id, encoded wire message, the tool call
 # ids it opens (assistant) or the one it answers (tool result)). A tuple of atoms: the
 # cyclic GC stops tracking it, where a kept EntryFact is ~10 tracked objects.
