@@ -10,7 +10,10 @@ configuration digest) ever shows them. `secrets()` lists them for redaction.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,9 +140,11 @@ def _load_text(text: str) -> Any:
                 f"the MCP configuration is not valid JSON (line {exc.lineno}, column "
                 f"{exc.colno}: {exc.msg})"
             ) from None
+        except RecursionError:
+            raise McpConfigError(_TOO_DEEP.format(what="the MCP configuration")) from None
     path = Path(stripped).expanduser()
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = _read_file(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise McpConfigError(
@@ -153,6 +158,28 @@ def _load_text(text: str) -> Any:
             f"the MCP configuration file {str(path)!r} is not valid JSON (line {exc.lineno}, "
             f"column {exc.colno}: {exc.msg})"
         ) from None
+    except RecursionError:
+        what = f"the MCP configuration file {str(path)!r}"
+        raise McpConfigError(_TOO_DEEP.format(what=what)) from None
+
+
+_TOO_DEEP = "{what} is nested too deeply to read; an mcpServers object is a few levels deep"
+MAX_FILE_SIZE = 4 * 1024 * 1024  # a configuration is a few KB; this bounds a wrong path
+
+
+def _read_file(path: Path) -> str:
+    """The file's text, if it is a regular file of at most MAX_FILE_SIZE bytes: a FIFO
+    would block the kernel until something writes to it, and /dev/zero never ends."""
+    # O_NONBLOCK: opening a FIFO for reading blocks until a writer opens it.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = f.read(MAX_FILE_SIZE + 1)
+    if len(data) > MAX_FILE_SIZE:
+        raise OSError(errno.EFBIG, f"larger than {MAX_FILE_SIZE // (1024 * 1024)} MB")
+    return data.decode("utf-8")
 
 
 def _server(name: str, entry: Mapping[str, Any]) -> ServerConfig:

@@ -84,6 +84,11 @@ def _carried(structured: Any, texts: list[str]) -> bool:
 
 _NOTHING = object()
 
+# The largest count or cost a report may claim: an exact JSON number everywhere (what the
+# file also bounds its times by). A server's 1e308 would otherwise make every total it is
+# summed into infinite, and 10**30 tokens is no report, only an attack on the totals.
+_MAX_REPORTED = 2**53 - 1
+
 # Field names read for each count: our file's camelCase, snake_case, OpenAI's names.
 _COUNTS = {
     "input_tokens": ("inputTokens", "input_tokens", "prompt_tokens"),
@@ -104,7 +109,7 @@ def result_usage(result: Any) -> ToolUsage | None:
     for field, names in _COUNTS.items():
         found = [usage[name] for name in names if name in usage]
         value = found[0] if found else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_REPORTED:
             return None
         counts[field] = value
     cost = usage.get("cost")
@@ -112,7 +117,7 @@ def result_usage(result: Any) -> ToolUsage | None:
         isinstance(cost, bool)
         or not isinstance(cost, int | float)
         or not math.isfinite(cost)
-        or cost < 0
+        or not 0 <= cost <= _MAX_REPORTED
     ):
         return None
     return ToolUsage(**counts, cost=None if cost is None else float(cost))

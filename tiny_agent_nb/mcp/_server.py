@@ -38,6 +38,13 @@ class NotRunningError(Exception):
     """The server is not running; the message says why."""
 
 
+class ServerRefused(Exception):
+    """What the server did cannot be used; the message says what, for the failed line."""
+
+
+MAX_PAGES = 1000  # of tools/list: ten thousand tools and more, at the usual page sizes
+
+
 class StderrTail:
     """A stdio server's stderr: a pipe read by a thread, its last 4 KB kept in memory.
 
@@ -269,6 +276,7 @@ class ServerSession:
         self.version = result.server_info.version if result.server_info else None
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
@@ -276,6 +284,14 @@ class ServerSession:
             cursor = page.next_cursor
             if not cursor:
                 break
+            if cursor in seen or len(seen) >= MAX_PAGES:
+                # A server that always says "there is more" would otherwise be listed
+                # until start_timeout, its tools piling up, and blamed for not answering.
+                raise ServerRefused(
+                    f"its tools/list never ends (page {len(seen) + 1} points to "
+                    f"{'a page it already gave' if cursor in seen else 'yet another'})"
+                )
+            seen.add(cursor)
         self.tools = tools
 
     async def call(self, name: str, arguments: dict[str, Any], done: threading.Event) -> Any:
@@ -324,6 +340,8 @@ class ServerSession:
 
     def _describe(self, exc: BaseException) -> str:
         exc = _leaf(exc)
+        if isinstance(exc, ServerRefused):
+            return str(exc)
         if isinstance(exc, FileNotFoundError) and self.config.transport == "stdio":
             return f"command not found: {self.config.command}"
         if isinstance(exc, PermissionError) and self.config.transport == "stdio":

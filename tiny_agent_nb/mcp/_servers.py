@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ from ._config import McpConfig
 from ._names import model_tool_name
 from ._server import ServerSession, State
 from ._thread import LoopThread, wait_done, wait_event
-from ._tool import McpTool
+from ._tool import McpTool, checking_validator
 
 __all__ = ["McpServers", "ServerStatus"]
 
@@ -56,6 +57,9 @@ class McpServers:
         self._lifetimes: dict[str, concurrent.futures.Future[None]] = {}
         self._tools: list[McpTool] = []
         self._log_filter = _RedactingFilter(config.secrets())
+        # start() and close() one at a time: two starts at once would each spawn every
+        # server, and the process one of them lost track of outlived close().
+        self._lock = threading.RLock()
 
     def __repr__(self) -> str:
         names = ", ".join(s.config.name for s in self._servers)
@@ -64,6 +68,10 @@ class McpServers:
     def start(self) -> list[str]:
         """Start every configured server that is not running, in parallel, each bounded by
         start_timeout. One readable line per problem; never raises for a server."""
+        with self._lock:
+            return self._start()
+
+    def _start(self) -> list[str]:
         if not self._config:
             return []
         starting = [s for s in self._servers if s.state != "running"]
@@ -123,6 +131,10 @@ class McpServers:
 
     def close(self) -> None:
         """Stop every server (stdio processes gone) and end the thread; idempotent, bounded."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._thread is not None:
             self._stop(self._servers, cancel=False)
             self._thread.stop(timeout=3.0)
@@ -192,7 +204,7 @@ class McpServers:
                         name=name,
                         server=server,
                         tool=tool,
-                        validator=cls(schema),
+                        validator=checking_validator(schema, cls),
                         loop=self._thread,
                         call_timeout=self._call_timeout,
                     )
@@ -209,12 +221,28 @@ def _import_sdk() -> None:
     import mcp.client.stdio  # noqa: PLC0415
     import mcp.client.streamable_http  # noqa: F401, PLC0415
 
+    # The SDK logs each line a server garbles (a print() to stdout) at ERROR, with a
+    # traceback; with no handler configured, logging's last resort writes that into the
+    # cell. A handler of the user's own (on the root logger) still gets every record.
+    for name in ("mcp", "httpx2", "httpcore2"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+
 
 class _RedactingFilter(logging.Filter):
     """On the SDK's and httpx2's loggers: a record that would show a configured secret (a
     URL's token in httpx2's request line, a server's stderr in the SDK's) is redacted."""
 
     _PREFIXES = ("mcp", "httpx2", "httpcore2", "httpx", "httpcore")
+    # Loggers made only when their module is first imported, which httpcore2 does on the
+    # first connection, after install(): named here so they exist (getLogger hands the
+    # module the same logger later). httpcore2.http11 logs a refused header's value.
+    _LATER = tuple(
+        f"{package}.{name}"
+        for package in ("httpcore2", "httpcore")
+        for name in ("connection", "http11", "http2", "proxy", "socks")
+    )
 
     def __init__(self, secrets: tuple[str, ...]) -> None:
         super().__init__()
@@ -224,6 +252,8 @@ class _RedactingFilter(logging.Filter):
     def install(self) -> None:
         # A logger's filters see only its own records, not its children's: each existing
         # logger of those packages gets the filter (they exist once the SDK is imported).
+        for name in self._LATER:
+            logging.getLogger(name)
         for name in list(logging.root.manager.loggerDict):
             if name.split(".")[0] in self._PREFIXES:
                 logger = logging.getLogger(name)

@@ -9,7 +9,9 @@ SDK then sends `notifications/cancelled` for the request (its courtesy cancel), 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ConfigDict
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     import mcp_types
     from jsonschema.protocols import Validator  # type: ignore[import-untyped]
 
-__all__ = ["McpTool"]
+__all__ = ["McpTool", "checking_validator"]
 
 # How long a cancelled call is given to send notifications/cancelled and unwind.
 CANCEL_GRACE = 2.0
@@ -84,9 +86,20 @@ class McpTool(Tool):
         )
 
     def parse_arguments(self, arguments: dict[str, Any]) -> ToolArguments:
-        errors = sorted(
-            self._validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path]
-        )
+        from referencing.exceptions import Unresolvable  # noqa: PLC0415
+
+        try:
+            errors = sorted(
+                self._validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.path]
+            )
+        except (Unresolvable, RecursionError) as exc:
+            # The server's schema, not the model's call, is at fault (a "$ref" to nowhere,
+            # or one that is never fetched: see checking_validator).
+            raise ToolArgumentError(
+                f"the input schema MCP server {self._server.config.name} gave for "
+                f"{self.remote_name} cannot be checked ({type(exc).__name__}: "
+                f"{str(exc)[:200]}), so no call of it is sent"
+            ) from None
         if errors:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}"
@@ -143,3 +156,45 @@ class McpTool(Tool):
         """Cancel the call's task and give the cancellation notice a moment to go out."""
         future.cancel()
         wait_event(done, CANCEL_GRACE)
+
+
+def checking_validator(schema: dict[str, Any], cls: Any) -> Validator:
+    """The validator the model's arguments are checked with before the intent is committed.
+
+    It never fetches: a `$ref` to a URL would make the kernel request whatever address a
+    server names (jsonschema's default still retrieves remote references); an empty
+    registry makes such a reference unresolvable instead. And it runs none of the server's
+    regular expressions (`pattern`, `patternProperties`): Python's matcher backtracks, so a
+    pattern like `^(a+)+$` and a 40-character argument would hold the kernel's thread for
+    hours where Ctrl-C cannot reach it. The server checks its own patterns on the call.
+    """
+    from referencing import Registry  # noqa: PLC0415
+
+    return _without_regexes(cls)(schema, registry=Registry())
+
+
+@functools.cache
+def _without_regexes(cls: Any) -> Any:
+    from jsonschema.validators import extend  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    additional = cls.VALIDATORS.get("additionalProperties")
+
+    def skip(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        return iter(())
+
+    def additional_properties(
+        validator: Any, value: Any, instance: Any, schema: Any
+    ) -> Iterator[Any]:
+        # Which properties are "additional" depends on patternProperties' regexes.
+        if "patternProperties" in schema or additional is None:
+            return iter(())
+        return additional(validator, value, instance, schema)  # type: ignore[no-any-return]
+
+    return extend(
+        cls,
+        {
+            "pattern": skip,
+            "patternProperties": skip,
+            "additionalProperties": additional_properties,
+        },
+    )

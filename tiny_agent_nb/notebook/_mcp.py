@@ -53,7 +53,7 @@ class KernelServers:
         except McpConfigError as exc:
             return [
                 self._line(
-                    f"tiny-agent-nb: TinyAgent.mcp_servers: {exc} No MCP server was started; "
+                    f"tiny-agent-nb: TinyAgent.mcp_servers: {exc}. No MCP server was started; "
                     "the built-in tools work as before. Fix it with `%config "
                     "TinyAgent.mcp_servers = ...` (or TINY_AGENT_MCP_SERVERS)."
                 )

@@ -38,10 +38,10 @@ def shown_value(value: str) -> str:
     if not is_json_text(value):
         return value
     try:
-        parsed = json.loads(value)
-    except ValueError:
+        # RecursionError: JSON nested deeper than Python recurses (the parser says so).
+        return json.dumps(_masked(json.loads(value), []), ensure_ascii=False)
+    except (ValueError, RecursionError):
         return f"<JSON that does not parse, {len(value)} characters: not shown>"
-    return json.dumps(_masked(parsed, []), ensure_ascii=False)
 
 
 def value_secrets(value: str) -> tuple[str, ...]:
@@ -50,12 +50,11 @@ def value_secrets(value: str) -> tuple[str, ...]:
     text = value if is_json_text(value) else _file_text(value)
     if text is None:
         return ()
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return ()
     found: list[str] = []
-    _masked(parsed, found)
+    try:
+        _masked(json.loads(text), found)
+    except (ValueError, RecursionError):  # not parsed: no server starts from it either
+        return ()
     return tuple(s for s in dict.fromkeys(found) if s)
 
 
