@@ -410,7 +410,7 @@ def test_help_names_agent_mcp_and_a_servers_tools_pattern(run: Run) -> None:
 def test_a_bug_while_starting_the_servers_is_one_line_and_the_run_goes_on(
     run: Run, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(self: McpServers) -> list[str]:
+    def broken(self: McpServers, *, retry: bool = True) -> list[str]:
         raise RuntimeError(f"a bug that quotes {ENV_SECRET}")
 
     monkeypatch.setattr(McpServers, "start", broken)

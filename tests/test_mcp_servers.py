@@ -187,7 +187,7 @@ def test_a_command_that_does_not_exist_is_one_line() -> None:
         assert lines == [
             "MCP server gone (stdio: no-such-mcp-server-xyz) did not start: the server exited "
             "before it answered (stderr: cannot start no-such-mcp-server-xyz: No such file or "
-            "directory). Its tools are not offered; the next run tries again."
+            "directory). Its tools are not offered; `%agent mcp` tries again."
         ]
         (status,) = servers.status()
         assert (status.state, status.tools) == ("failed", ())
@@ -200,11 +200,33 @@ def test_a_server_that_exits_at_once_shows_its_last_stderr_line() -> None:
         (line,) = lines
         assert line.endswith(
             "did not start: the server exited before it answered (stderr: bad config: no API "
-            "key). Its tools are not offered; the next run tries again."
+            "key). Its tools are not offered; `%agent mcp` tries again."
         )
         assert servers.status()[0].detail == (
             "the server exited before it answered (stderr: bad config: no API key)"
         )
+
+
+def test_a_failed_start_is_tried_again_only_when_asked_but_a_dead_server_always(
+    tmp_path: Path,
+) -> None:
+    """A run does not wait out a broken server's start again (retry=False: one line says
+    how to try); `%agent mcp` (retry=True) does. Each start of the server is counted."""
+    starts = tmp_path / "starts"
+    script = f'echo start >> "{starts}"; exec "$0" "$@"'
+    broken = {"command": "sh", "args": ["-c", script, sys.executable, "-c", "raise SystemExit(3)"]}
+    servers = McpServers(config(broken=broken))
+    try:
+        (first,) = servers.start(retry=False)
+        assert "did not start" in first and starts.read_text().count("start") == 1
+        (again,) = servers.start(retry=False)
+        assert again.startswith("MCP server broken did not start earlier (the server exited")
+        assert again.endswith("its tools are not offered. `%agent mcp` tries again.")
+        assert starts.read_text().count("start") == 1  # not spawned again
+        (asked,) = servers.start(retry=True)
+        assert "did not start" in asked and starts.read_text().count("start") == 2
+    finally:
+        servers.close()
 
 
 def test_a_server_that_never_answers_initialize_is_bounded_by_start_timeout() -> None:
@@ -223,7 +245,7 @@ def test_an_http_url_refusing_connections_is_one_line(unused_port: int) -> None:
     with started(config(down={"url": url})) as (_, lines):
         assert lines == [
             f"MCP server down (http: {url}) did not start: ConnectError: All connection attempts "
-            "failed. Its tools are not offered; the next run tries again."
+            "failed. Its tools are not offered; `%agent mcp` tries again."
         ]
 
 

@@ -56,6 +56,10 @@ class McpServers:
         self._thread: LoopThread | None = None
         self._lifetimes: dict[str, concurrent.futures.Future[None]] = {}
         self._tools: list[McpTool] = []
+        # Servers whose last start failed, and why. A run does not try them again: each
+        # try can cost start_timeout, and a cell a minute late every time is worse than
+        # a line saying how to try again (`start(retry=True)`, `%agent mcp`).
+        self._start_failed: dict[str, str] = {}
         self._log_filter = _RedactingFilter(config.secrets())
         # start() and close() one at a time: two starts at once would each spawn every
         # server, and the process one of them lost track of outlived close().
@@ -65,18 +69,28 @@ class McpServers:
         names = ", ".join(s.config.name for s in self._servers)
         return f"McpServers([{names}])"
 
-    def start(self) -> list[str]:
+    def start(self, *, retry: bool = True) -> list[str]:
         """Start every configured server that is not running, in parallel, each bounded by
-        start_timeout. One readable line per problem; never raises for a server."""
+        start_timeout. One readable line per problem; never raises for a server. With
+        `retry=False` a server whose last start failed is not tried again (one line says
+        so); a server that ran and died since is started again either way."""
         with self._lock:
-            return self._start()
+            return self._start(retry)
 
-    def _start(self) -> list[str]:
+    def _start(self, retry: bool) -> list[str]:
         if not self._config:
             return []
-        starting = [s for s in self._servers if s.state != "running"]
+        not_running = [s for s in self._servers if s.state != "running"]
+        starting = [s for s in not_running if retry or s.config.name not in self._start_failed]
+        failed = self._start_failed
+        skipped = [
+            f"MCP server {s.config.name} did not start earlier ({failed[s.config.name]}); "
+            "its tools are not offered. `%agent mcp` tries again."
+            for s in not_running
+            if s not in starting
+        ]
         if not starting:
-            return []
+            return skipped
         try:
             _import_sdk()
         except ImportError:  # not installed, or installed without what it needs
@@ -101,12 +115,15 @@ class McpServers:
             if not server.ready.is_set():  # the bound above ran out: the loop is stuck
                 self._stop([server], cancel=True)
             if server.state != "running":
+                why = server.detail or "no answer"
+                self._start_failed[server.config.name] = why
                 lines.append(
                     f"MCP server {server.config.name} ({server.config.describe()}) did not "
-                    f"start: {server.detail or 'no answer'}. Its tools are not offered; "
-                    "the next run tries again."
+                    f"start: {why}. Its tools are not offered; `%agent mcp` tries again."
                 )
-        return lines + self._offer()
+            else:
+                self._start_failed.pop(server.config.name, None)
+        return skipped + lines + self._offer()
 
     def tools(self) -> list[McpTool]:
         """Every tool of every running server, in configuration order."""

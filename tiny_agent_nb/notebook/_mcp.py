@@ -43,10 +43,12 @@ class KernelServers:
         self._made_from: tuple[str, float, float] | None = None
         config.observe(self._changed, names=list(TRAITS))
 
-    def start(self) -> list[str]:
-        """Start the configured servers that are not running (a failed or dead one is
-        tried again). Returns the lines for the cell: one per server that failed and per
-        tool refused, or the one line saying what is wrong with the configuration.
+    def start(self, *, retry: bool = False) -> list[str]:
+        """Start the configured servers that are not running: one that died since it ran
+        is started again; one whose start failed only with `retry` (`%agent mcp`), since a
+        run would wait up to its start timeout every time. Returns the lines for the cell:
+        one per server that failed and per tool refused, or the one line saying what is
+        wrong with the configuration.
         KeyboardInterrupt passes (what was starting is stopped)."""
         try:
             servers = self._current()
@@ -61,7 +63,7 @@ class KernelServers:
         if servers is None:
             return []
         try:
-            problems = servers.start()
+            problems = servers.start(retry=retry)
         except Exception as exc:  # a bug: never raised for a server's own failure
             log.exception("starting the MCP servers failed")
             self.close()
@@ -88,7 +90,7 @@ class KernelServers:
     def report(self) -> list[str]:
         """`%agent mcp`: starts the servers, then one block per server: name, transport,
         state, version, the tools the model sees, why it failed."""
-        problems = self.start()
+        problems = self.start(retry=True)
         if self._servers is None:
             return problems or [NONE_CONFIGURED]
         out = []
