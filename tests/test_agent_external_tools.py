@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 from test_agent_loop import Harness, workspace
 
-from tiny_agent_nb.agent import ABORTED_RESULT
+from tiny_agent_nb.agent._planner import ABORTED_RESULT
 from tiny_agent_nb.cli._usage import render_usage, usage_by_run
 from tiny_agent_nb.render import timeline_html, timeline_text
 from tiny_agent_nb.session import ToolIdentity, ToolResultEntry, load_session

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.cli import COMMANDS, OFFLINE_DEMO_PROVIDER, main
-from tiny_agent_nb.provider import DEMO_PROVIDER
+from tiny_agent_nb.cli import COMMANDS, main
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionCorruptError,
@@ -787,11 +786,6 @@ def test_timeline_says_when_the_model_is_the_offline_demo(
     _, out, _ = cli(capsys, "timeline", str(session_path))
 
     assert "OFFLINE DEMO MODEL (scripted, not a real LLM)" in out
-
-
-def test_the_cli_knows_the_demo_providers_name() -> None:
-    # The CLI keeps its own copy so that it does not import the HTTP client.
-    assert OFFLINE_DEMO_PROVIDER == DEMO_PROVIDER
 
 
 def test_timeline_escapes_control_characters_from_the_file(

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
 from tiny_agent_nb.notebook import NotebookAgent, NotebookError, TinyAgent, _runtime
 from tiny_agent_nb.notebook._paths import SessionLocation
-from tiny_agent_nb.provider import Completion, StreamEvent, ToolSchema
+from tiny_agent_nb.provider import Completion, StreamEvent
 from tiny_agent_nb.session import AssistantMessage, HeaderInit, SessionStore, ToolCall
 from tiny_agent_nb.tools import (
     Tool,
@@ -48,6 +48,7 @@ from tiny_agent_nb.tools import (
     ToolContext,
     ToolOutput,
     ToolRegistry,
+    ToolSchema,
     builtin_registry,
 )
 

@@ -24,10 +24,9 @@ import os
 import sys
 import textwrap
 
-from .. import __version__
+from .._version import __version__
 from ._common import (
     EXIT_OUTPUT_CLOSED,
-    OFFLINE_DEMO_PROVIDER,
     Command,
     _Failed,
     _report_failure,
@@ -38,7 +37,7 @@ from ._salvage import _configure_salvage, run_salvage
 from ._timeline import _configure_timeline, run_timeline
 from ._usage import _configure_usage, run_usage
 
-__all__ = ["COMMANDS", "OFFLINE_DEMO_PROVIDER", "Command", "build_parser", "main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:

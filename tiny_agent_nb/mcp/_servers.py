@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..tools._output import redact
+from ..tools import redact
 from ._config import McpConfig
 from ._names import model_tool_name
 from ._server import ServerSession, State
