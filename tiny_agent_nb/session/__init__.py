@@ -22,6 +22,7 @@ from ._exceptions import (
     SessionCorruptError,
     SessionError,
     SessionLockedError,
+    SessionWriteError,
 )
 from ._facts import NewFact
 from ._files import fsync_dir, read_session_file
@@ -49,7 +50,7 @@ from ._models import (
 from ._reader import load_session, load_session_bytes
 from ._salvage import SalvageResult, salvage
 from ._state import SessionState
-from ._store import Durability, HeaderInit, SessionStore, SessionWriteError
+from ._store import Durability, HeaderInit, SessionStore
 from ._tables import Attempt, Operation, ToolIntent, UsageTotals
 
 __all__ = [
