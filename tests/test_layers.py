@@ -149,3 +149,28 @@ def test_the_tools_do_not_load_the_provider() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "False"
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _tested_layer(test_file: Path) -> str | None:
+    """`test_session_store.py` -> `session`; a repository-wide test -> None."""
+    name = test_file.stem.removeprefix("test_")
+    layers = [layer for layer in RANKS if name == layer or name.startswith(f"{layer}_")]
+    return max(layers, key=len) if layers else None
+
+
+def test_a_test_imports_private_modules_of_the_layer_it_tests_only() -> None:
+    # Everything else a test reaches through public names, as a user would: so the
+    # private modules of a layer can move without breaking another layer's tests.
+    found = []
+    for test_file in sorted(TESTS.glob("test_*.py")):
+        layer = _tested_layer(test_file)
+        for line, target in _imports("tests", test_file):
+            parts = target.split(".")
+            if parts[0] != "tiny_agent_nb" or len(parts) < 3:
+                continue
+            if parts[2].startswith("_") and not parts[2].startswith("__") and parts[1] != layer:
+                found.append(f"{test_file.name} (line {line}) imports {target}")
+    assert not found, "\n".join(found)

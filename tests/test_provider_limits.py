@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 from misbehaving_server import MisbehavingServer, Script, forever, once
 
-from tiny_agent_nb.notebook._config import TinyAgent
-from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.notebook import NotebookAgent, TinyAgent
 from tiny_agent_nb.provider import (
     ATTEMPT_TIMEOUT,
     MAX_RESPONSE_BYTES,
