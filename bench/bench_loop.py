@@ -234,8 +234,10 @@ class ScriptedModel(httpx.BaseTransport):
                 200, headers={"content-type": "text/event-stream"}, content=iter(answer)
             )
         else:
+            # An iterator, as a socket gives: `content=bytes` makes a response already read,
+            # whose iter_raw() (what the provider reads) raises StreamConsumed.
             response = httpx.Response(
-                200, headers={"content-type": "application/json"}, content=answer
+                200, headers={"content-type": "application/json"}, content=iter((answer,))
             )
         self.seconds += time.perf_counter() - start
         return response
@@ -374,6 +376,9 @@ class Harness:
                 model=MODEL,
                 provider_digest=config.digest_material(),
                 max_steps=100_000,
+                # No compaction: this times a step's overhead at a given history length
+                # (bench_compaction.py times requests after a checkpoint).
+                context_window=10**9,
             ),
             observer=Observer(),
         )

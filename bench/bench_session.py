@@ -2,7 +2,7 @@
 
     python bench/bench_session.py [--sizes 1000,10000,100000] [--quick] [--profile]
 
-What is timed (DESIGN §2-5), each next to the cheapest code that writes or reads the
+What is timed (docs/spec.md §2-§8), each next to the cheapest code that writes or reads the
 same bytes without the store:
 
 1. commit throughput: `SessionStore.commit` of pre-built transactions (durability

@@ -584,7 +584,7 @@ def make_fixture(name: str, about: str, build: Build, ids: tuple[str, ...]) -> F
     return Fixture(name, about, session.file_bytes(), session.expected())
 
 
-# --- the shared examples (DESIGN.md §5), rebuilt from their ids -----------------------------
+# --- the worked examples the format was designed with, rebuilt from their ids ---------------
 
 COMPLETED_RUN_IDS = (
     "01a22960-953b-7b8c-9834-3e442e43865b",
@@ -1566,7 +1566,8 @@ def readme_text(fixtures: Sequence[Fixture]) -> str:
             "Change the script and rerun it (`--check` fails when these files are stale).",
             "",
             "`NAME.jsonl` is a session file. `NAME.expected.json` is what loading it gives:",
-            '`{"summary": ...}` (the `SessionState.summary()` shape of DESIGN.md section 5),',
+            '`{"summary": ...}` (the `SessionState.summary()` shape of',
+            "[docs/spec.md](../../../docs/spec.md) §13),",
             '`{"error": {"type": "SessionCorruptError", "line": N}}` (lines count from 1,',
             'the header is line 1) or `{"error": {"type": "NotASessionError"}}`.',
             "",

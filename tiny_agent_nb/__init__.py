@@ -26,7 +26,7 @@ _loaded: dict[int, Any] = {}
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext tiny_agent_nb`: register the magics, open this notebook's session."""
-    # Imported here: IPython is needed only inside a shell.
+    # Imported here: IPython is needed only inside a shell (perf: register row "lazy-imports").
     from .notebook import load  # noqa: PLC0415
 
     if id(ipython) in _loaded:

@@ -1,4 +1,4 @@
-"""The run budget (DESIGN §9): what a prompt's run has spent, from the file's ledger.
+"""The run budget (docs/spec.md §11): what a prompt's run has spent, from the file's ledger.
 
 A run's spend is the usage of the attempts and tools of its **chain**: the operation
 and every operation it resumes, back to the `run` that accepted the prompt. So a run
@@ -10,8 +10,9 @@ cost is null, is counted apart. The budget can only stop on what was priced, so 
 with unknown costs keeps going and says once that the budget covers only priced usage
 (a server that never reports cost would otherwise stop every run, or none, wrongly).
 
-The check reads the whole ledger (O(history), a few ms per 10k attempts), and only
-when a budget is set: it runs once per attempt, beside a model request.
+The check reads the whole ledger (O(history): register row "budget-scan" in
+docs/benchmarks.md), and only when a budget is set: it runs once per attempt, beside a
+model request.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Compaction (DESIGN §9): a model attempt that replaces early entries by a summary.
+"""Compaction (docs/spec.md §10): a model attempt that replaces early entries by a summary.
 
     stepAttempt                      -> summarization request (no tools)
     [compaction entry, usage]        or attemptFailed

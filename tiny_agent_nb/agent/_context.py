@@ -2,9 +2,9 @@
 
 Each entry is encoded to wire JSON (`provider.wire`) once, when it is committed, and kept
 in a few comma-joined runs (`_Runs`, merged like a binary counter: O(log n) runs, each
-byte copied O(log n) times in its life). A request sends those runs as they are, so the cost of a
-step does not grow with the length of the history, and a kernel that restarts rebuilds
-the same projection from the file.
+byte copied O(log n) times in its life). A request sends those runs as they are, so the
+cost of a step does not grow with the length of the history, and a kernel that restarts
+rebuilds the same projection from the file.
 
 Two things are not entries but still reach the model:
 - the system prompt, first;
@@ -34,6 +34,7 @@ NOT_STARTED = (
 )
 
 
+# perf: register row "projection-runs" (docs/benchmarks.md)
 class _Runs:
     """Encoded messages, kept as a few comma-joined runs of doubling length."""
 
@@ -52,6 +53,7 @@ class _Runs:
         return [run for _, run in self._runs]
 
 
+# perf: register row "projection-tuples" (docs/benchmarks.md)
 # What the projection keeps of one entry: (entry id, encoded wire message, the tool call
 # ids it opens (assistant) or the one it answers (tool result)). A tuple of atoms: the
 # cyclic GC stops tracking it, where a kept EntryFact is ~10 tracked objects.

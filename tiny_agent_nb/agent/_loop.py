@@ -180,7 +180,7 @@ class AgentLoop:
         return self._drive(operation_id)
 
     def recover(self) -> RecoveryReport | None:
-        """Settle what a dead process left open (DESIGN §6). Idempotent.
+        """Settle what a dead process left open (docs/spec.md §9.1). Idempotent.
 
         Ctrl-C during a replay settles it and the reads not replayed yet as interrupted,
         finishes the operation as interrupted, then re-raises. A commit the session file

@@ -1,4 +1,4 @@
-"""The planner (DESIGN §6): a pure function from what the file says to what to do next.
+"""The planner (docs/spec.md §9): a pure function from what the file says to what to do next.
 
 `load()` only reconstructs; this module decides, and the loop executes and commits:
 - a `safeRead` intent without result whose replayKey, recomputed for the current tool

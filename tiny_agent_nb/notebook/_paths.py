@@ -1,4 +1,4 @@
-"""Which session file belongs to this notebook (DESIGN §7).
+"""Which session file belongs to this notebook (README, "In a notebook").
 
 Resolution order: explicit (`%agent session PATH` / `TinyAgent.session_path`) →
 Jupyter's `JPY_SESSION_NAME` → VS Code's `__vsc_ipynb_file__` → `./agent-session.jsonl`.

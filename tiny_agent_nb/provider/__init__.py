@@ -33,6 +33,7 @@ if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
 
 
 def __getattr__(name: str) -> object:
+    # perf: register row "lazy-imports" (docs/benchmarks.md).
     # httpx loads with the first real request's `Provider`: a kernel on the offline demo
     # model never imports it (nor pays its import time).
     if name in ("Provider", "http_client"):

@@ -198,6 +198,7 @@ class Provider:
         return text
 
     def _post(self, body: list[bytes], size: int, on_event: EventSink) -> Completion:
+        # perf: register row "body-pieces" (docs/benchmarks.md).
         # An explicit Content-Length makes httpx send the pieces as one plain body (not
         # chunked), without joining a history of megabytes into a new buffer per step.
         headers = {

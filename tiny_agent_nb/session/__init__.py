@@ -1,4 +1,4 @@
-"""The durable session store (DESIGN §2-5): the deep module everything else stands on.
+"""The durable session store (docs/spec.md §2-§8): the deep module everything else stands on.
 
 store = SessionStore.open(path, create=HeaderInit(...))
 committed = store.commit([facts.user_message("hi", id=entry_id), facts.run_started(...)])

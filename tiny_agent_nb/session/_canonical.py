@@ -1,4 +1,4 @@
-"""Canonical JSON and the digests derived from it (DESIGN §2 "Canonical values")."""
+"""Canonical JSON and the digests derived from it (docs/spec.md §4.3)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ def json_value_problem(value: Any) -> str | None:
     """
     if not isinstance(value, dict | list):
         return _scalar_problem(value)
+    # perf: register row "ascii-fast-path" (docs/benchmarks.md).
     # Only containers go on the stack; scalars are checked where they are found, and an
     # ASCII string (most of what a model sends) costs two checks. This runs on every
     # tool call's commit and load.
@@ -114,30 +115,23 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
-# json.dumps builds a new encoder whenever an option differs from the defaults; every
-# toolStarted is checked against its replayKey on commit and on load, so build it once.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-
-
 def canonical_json(value: Any) -> str:
     """Keys sorted, no whitespace, UTF-8 text, NaN/Infinity refused."""
-    return _CANONICAL.encode(value)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def sha256_digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
-# ToolIdentity's fields are all strings, so this is its model_dump() at a fraction of the
-# cost (every toolStarted is checked against its key on commit and on load).
-_TOOL_FIELDS = tuple(ToolIdentity.model_fields)
-
-
 def replay_key(tool: ToolIdentity, arguments: dict[str, Any], environment_identity: str) -> str:
     """Identity of a tool effect: the same key means the same call on the same workspace."""
-    identity = {name: getattr(tool, name) for name in _TOOL_FIELDS}
     return sha256_digest(
-        {"tool": identity, "arguments": arguments, "environmentIdentity": environment_identity}
+        {
+            "tool": tool.model_dump(),
+            "arguments": arguments,
+            "environmentIdentity": environment_identity,
+        }
     )

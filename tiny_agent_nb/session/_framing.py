@@ -1,4 +1,4 @@
-"""Bytes <-> transactions: LF framing, the header line, torn tails (DESIGN §2, §3.4-5).
+"""Bytes <-> transactions: LF framing, the header line, torn tails (docs/spec.md §2, §6).
 
 A line is one transaction: a bare fact object or a non-empty array of facts. Bytes after
 the last LF are a torn tail left by a writer that died mid-append; they are never a
@@ -84,6 +84,7 @@ def parse_transaction(line: bytes) -> list[Fact]:
 def encode_transaction(facts: Sequence[Fact]) -> bytes:
     """The transaction's line, LF included; InvalidTransactionError naming the fact that
     cannot be written (a string holding a lone surrogate is no text UTF-8 can encode)."""
+    # perf: register row "model-serializer" (docs/benchmarks.md).
     # Each model's own serializer: the same bytes as the union adapters, without the
     # per-call union dispatch (a third of the encoding time of a two-fact array).
     try:

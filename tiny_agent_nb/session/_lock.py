@@ -1,4 +1,4 @@
-"""Single writer per session file (DESIGN §3.6).
+"""Single writer per session file (docs/spec.md §7.4).
 
 Two layers: a registry refuses a second writer in this process before the OS is asked,
 and `flock` refuses writers in other processes. flock (not POSIX `lockf`) because a POSIX
@@ -69,6 +69,7 @@ class FifoLock:
     """Commits are served in the order they arrived (a plain Lock makes no such promise)."""
 
     def __init__(self) -> None:
+        # perf: register row "fifo-lock" (docs/benchmarks.md).
         # The condition's lock is taken directly on the common paths: `with self._cond`
         # adds two Python-level calls per commit, and after an fsync every call is cold.
         self._lock = threading.RLock()

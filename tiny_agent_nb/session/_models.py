@@ -1,4 +1,4 @@
-"""Pydantic models of the session file (DESIGN §2): header, fact envelopes and payloads.
+"""Pydantic models of the session file (docs/spec.md §2-§3): header, fact envelopes and payloads.
 
 Every model is strict, frozen and closed (unknown fields are rejected), so a line that
 validates here has exactly the shape the format promises. Cross-fact rules (seq, ids,
@@ -129,7 +129,7 @@ class ToolResultEntry(_Model):
 
 class CompactionEntry(_Model):
     """A checkpoint: entries up to `throughEntryId` are replaced by `summary` in the
-    active context (DESIGN §9). `attemptId`: the model attempt that wrote the summary,
+    active context (docs/spec.md §10). `attemptId`: the model attempt that wrote the summary,
     which this entry settles as an assistant entry would; `tokensBefore`: the context
     size it replaced. Both may be absent or null (files written before they existed)."""
 

@@ -80,9 +80,10 @@ def gc_paused() -> Iterator[None]:
     """The cyclic GC off while a file is reduced.
 
     Each line becomes a dozen pydantic objects that die young, plus about one kept record
-    per fact; the young collections they trigger cost ~15% of a 100k-fact load. Nothing
-    made here forms a cycle worth collecting mid-load.
+    per fact; the young collections they trigger are wasted work. Nothing made here forms
+    a cycle worth collecting mid-load. Load and salvage share it (one reader loop).
     """
+    # perf: register row "gc-load" (docs/benchmarks.md)
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -1,4 +1,4 @@
-"""The pure reduction: one fact at a time, every invariant of DESIGN §3.
+"""The pure reduction: one fact at a time, every invariant of docs/spec.md §5.
 
 `apply_fact` checks a fact against the tables and then records it there (each check
 reads only what the fact references, so its cost is independent of history). On load
@@ -202,7 +202,7 @@ def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> Non
 
 def _check_arguments(arguments: object, whose: str) -> None:
     # The one free-form value of the format: checked here, on commit and on load alike,
-    # so the store never writes a line its own reader refuses (docs/session-format.md).
+    # so the store never writes a line its own reader refuses (docs/spec.md §4.4).
     problem = json_value_problem(arguments)
     if problem is not None:
         raise Violation(f"{whose} arguments: {problem}")

@@ -39,7 +39,7 @@ def session_schemas() -> dict[str, dict[str, Any]]:
             "fact.schema.json",
             "tiny-agent-nb session fact (v2)",
             "One entry, record or usage fact. Cross-fact invariants (seq, unique ids, "
-            "references) are not expressible here; see DESIGN.md section 3.",
+            "references) are not expressible here; see docs/spec.md §5.",
             FACT_ADAPTER.json_schema(),
         ),
         "transaction.schema.json": _decorate(

@@ -1,6 +1,6 @@
 """SessionStore: the one writer of a session file, and `load_session` for readers.
 
-Durability (DESIGN §4): a commit is one `os.write` of the whole transaction line to an
+Durability (docs/spec.md §7.2): a commit is one `os.write` of the whole transaction line to an
 O_APPEND descriptor, so once `commit` returns the line survives a crash of this process
 (`kill -9`, OOM); `durability="power"` adds an fsync per commit (and of the directory
 when the file is created) so it also survives power loss.
@@ -278,6 +278,7 @@ class SessionStore:
         for index, new in enumerate(facts):
             fact_id = new.id if new.id is not None else new_id()
             try:
+                # perf: register row "reserved-id-once" (docs/benchmarks.md).
                 # The envelope model checks a reserved id's UUIDv7 pattern; nothing else
                 # in it can be wrong (seq, at and the validated payload come from here).
                 fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
@@ -335,6 +336,7 @@ class SessionStore:
 
     def open_operation(self) -> Operation | None:
         """The operation still open, if any (cheaper than `load()`: no snapshot)."""
+        # perf: register row "open-operation" (docs/benchmarks.md)
         if self._fifo.owner == threading.get_ident():
             return self._state.open_operation
         with sigint_deferred(), self._fifo:

@@ -27,6 +27,7 @@ AttemptStatus = Literal["pending", "settled", "failed"]
 IntentStatus = Literal["pending"] | ToolOutcome
 IdRole = Literal["fact", "operation", "reserved"]
 EntryType = Literal["user", "assistant", "toolResult", "compaction"]
+# perf: register row "history-bytes" (docs/benchmarks.md)
 # (index in `Tables.lines`, position in that transaction, entry type). A plain tuple of
 # atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
 # does).
@@ -35,6 +36,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
+# perf: register row "namedtuple-records" (docs/benchmarks.md)
 class Operation(NamedTuple):
     id: str
     kind: OperationKind
@@ -176,6 +178,7 @@ class Tables:
     last_cut: tuple[int, int] | None = None
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
 
+    # perf: register row "undo-log" (docs/benchmarks.md)
     def put(self, table: dict[K, V], key: K, value: V) -> None:
         undo = self.undo
         if undo is not None:
@@ -186,6 +189,7 @@ class Tables:
         if self.undo is None:
             self.totals.add(usage)
         else:
+            # perf: register row "usage-copy-on-write" (docs/benchmarks.md).
             # Copy on write, so a rollback only has to put the savepoint's object back
             # and a commit without usage copies nothing.
             totals = self.totals.copy()

@@ -1,0 +1,52 @@
+"""An MCP client for tests/test_mcp_guard.py, on the SDK's own stdio transport, starting
+its server under the guard (as the MCP package does).
+
+    python mcp_guard_client.py --session
+    python mcp_guard_client.py --hold -- COMMAND [ARG...]
+
+--session: starts the published reference server `mcp-server-time`, initializes, prints
+`tools NAME...`, then leaves the session and the transport as any client does (the SDK
+closes the server's stdin, and signals it only after a grace) and prints `closed SECONDS`.
+--hold: starts COMMAND through the transport, prints `started` and blocks reading stdin
+(the test SIGKILLs it).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import anyio
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tiny_agent_nb.mcp._guard import guard_argv
+
+
+def guarded(command: str, args: list[str]) -> StdioServerParameters:
+    executable, argv = guard_argv(command, args)
+    return StdioServerParameters(command=executable, args=argv)
+
+
+async def session() -> None:
+    server = guarded(sys.executable, ["-m", "mcp_server_time"])
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as client:
+            await client.initialize()
+            tools = await client.list_tools()
+            print("tools", *sorted(tool.name for tool in tools.tools), flush=True)
+        leaving = time.monotonic()
+    print(f"closed {time.monotonic() - leaving:.3f}", flush=True)
+
+
+async def hold(command: str, args: list[str]) -> None:
+    async with stdio_client(guarded(command, args)):
+        print("started", flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--session":
+        anyio.run(session)
+    else:
+        anyio.run(hold, sys.argv[3], sys.argv[4:])
