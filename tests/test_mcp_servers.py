@@ -183,9 +183,11 @@ def test_a_tool_whose_input_schema_is_invalid_is_refused_with_a_line() -> None:
 
 def test_a_command_that_does_not_exist_is_one_line() -> None:
     with started(config(gone={"command": "no-such-mcp-server-xyz"})) as (servers, lines):
+        # Said by the guard the server is started under (_guard.py), which exists.
         assert lines == [
-            "MCP server gone (stdio: no-such-mcp-server-xyz) did not start: command not found: "
-            "no-such-mcp-server-xyz. Its tools are not offered; the next run tries again."
+            "MCP server gone (stdio: no-such-mcp-server-xyz) did not start: the server exited "
+            "before it answered (stderr: cannot start no-such-mcp-server-xyz: No such file or "
+            "directory). Its tools are not offered; the next run tries again."
         ]
         (status,) = servers.status()
         assert (status.state, status.tools) == ("failed", ())

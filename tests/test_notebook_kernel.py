@@ -199,7 +199,7 @@ def test_help_and_bad_arguments(start_kernel: StartKernel, server: OpenAIServer)
 
     helped = kernel.execute("%agent help")
     assert_clean(helped)
-    assert "%%agent [--model M] [--max-steps N] [--tools a,b]" in helped.stdout
+    assert "%%agent [--model M] [--max-steps N] [--tools a,b,srv__*]" in helped.stdout
     assert "%agent timeline      live timeline (runs" in helped.stdout
 
     bad = {

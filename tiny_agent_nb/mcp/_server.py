@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..provider import redact_url
 from ..tools import redact
 from ._config import ServerConfig
+from ._guard import guard_argv
 
 if TYPE_CHECKING:
     import mcp_types
@@ -84,9 +85,12 @@ def _stdio_parameters(server: ServerConfig) -> StdioServerParameters:
     from mcp.client.stdio import StdioServerParameters  # noqa: PLC0415
 
     assert server.command is not None
+    # Under the guard: the server (and all it started) dies with the kernel, even a
+    # SIGKILLed one, which can run no cleanup of its own.
+    command, args = guard_argv(server.command, server.args)
     return StdioServerParameters(
-        command=server.command,
-        args=list(server.args),
+        command=command,
+        args=args,
         env=dict(server.env) or None,
         cwd=server.cwd,
         encoding_error_handler="replace",
@@ -156,6 +160,9 @@ class ServerSession:
                     failure = self._lost or (
                         "the server exited" if self._stderr else "the connection closed"
                     )
+                    # At once, not after the contexts below are left (the SDK's shutdown of
+                    # a process takes a while): the next start() must restart this server.
+                    self.state, self.detail = "failed", self._redacted(failure)
         except Exception as exc:
             # Once a call found the connection gone, ending the session fails the same way.
             failure = self._lost or self._describe(exc)
@@ -285,6 +292,8 @@ class ServerSession:
                     # task ends the session, and the next start() connects afresh.
                     self._lost = f"the connection was lost ({self._describe(exc)})"
                     self._closed.set()
+                    # As in live(): failed before this call's result is seen.
+                    self.state, self.detail = "failed", self._redacted(self._lost)
                 closed = self._closed is not None and self._closed.is_set()
                 if closed or self.state != "running":
                     raise NotRunningError(self.not_running()) from None

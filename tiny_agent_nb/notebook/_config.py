@@ -35,6 +35,7 @@ from ..provider import (
     url_secrets,
 )
 from ..tools import KEY_VARIABLES, builtin_registry
+from ._mcp_value import shown_value, value_secrets
 
 DEFAULT_MODEL = "deepseek/deepseek-v4-flash-0731"
 
@@ -124,9 +125,11 @@ class TinyAgent(Configurable):
         help="Tools that change things (write_file, edit_file, bash, python): run (auto), "
         "ask first (ask), or refuse (deny). Reads always run.",
     ).tag(config=True)
-    tools = List(Unicode(), help="Tools the agent may use (default: all built-ins).").tag(
-        config=True
-    )
+    tools = List(
+        Unicode(),
+        help="Tools the agent may use (default: all built-ins and every MCP tool). MCP tools "
+        "by name (time__get_current_time) or by server (time__*).",
+    ).tag(config=True)
     session_path = Unicode(
         None, allow_none=True, help="Session file; default: beside the notebook (NAME.agent.jsonl)."
     ).tag(config=True)
@@ -162,6 +165,20 @@ class TinyAgent(Configurable):
     extra = Instance(dict, args=(), help="Extra sampling parameters (temperature, top_p...).").tag(
         config=True
     )
+    mcp_servers = Unicode(
+        help='MCP servers whose tools the agent may call: the JSON {"mcpServers": {NAME: '
+        '{"command", "args", "env", "cwd"} | {"url", "headers"}}} other MCP clients use, or '
+        "a path to a file holding it (env TINY_AGENT_MCP_SERVERS). Empty: none. Env and "
+        "header values and URL credentials are sent to the servers only and shown as ****."
+    ).tag(config=True)
+    mcp_start_timeout = Float(
+        30.0,
+        help="Seconds an MCP server may take to start (spawn or connect, initialize, list "
+        "its tools) before it is reported as failed; the run goes on without it.",
+    ).tag(config=True)
+    mcp_call_timeout = Float(
+        300.0, help="Seconds one MCP tool call may take before it ends as an error result."
+    ).tag(config=True)
 
     @default("model")
     def _default_model(self) -> str:
@@ -191,6 +208,30 @@ class TinyAgent(Configurable):
         """The base URL requests go to, credentials included: for the provider only."""
         shown = self.base_url  # first: computing the default is what keeps its credentials
         return self._endpoint.reveal() if self._endpoint is not None else shown
+
+    # The MCP configuration as given; `mcp_servers` holds the form `shown_value` makes
+    # (every env value, header value and URL credential as ****), for the same reason.
+    _mcp_source: Secret | None = None
+
+    @default("mcp_servers")
+    def _default_mcp_servers(self) -> str:
+        return self._keep_mcp_source(os.environ.get("TINY_AGENT_MCP_SERVERS", ""))
+
+    @validate("mcp_servers")
+    def _hide_mcp_secrets(self, proposal: Any) -> str:
+        return self._keep_mcp_source(str(proposal["value"]))
+
+    def _keep_mcp_source(self, value: str) -> str:
+        kept = self._mcp_source
+        if kept is not None and value != kept.reveal() and shown_value(kept.reveal()) == value:
+            return value  # the shown form set back: it stands for the configuration kept
+        self._mcp_source = Secret(value)
+        return shown_value(value)
+
+    def mcp_source(self) -> str:
+        """The MCP configuration with its secrets: for starting the servers only."""
+        shown = self.mcp_servers  # first: computing the default is what keeps the source
+        return self._mcp_source.reveal() if self._mcp_source is not None else shown
 
     @default("api_key")
     def _default_api_key(self) -> Secret | None:
@@ -237,7 +278,7 @@ class TinyAgent(Configurable):
             raise ValueError(f"TinyAgent.budget must be a positive number of USD, not {value!r}")
         return value  # type: ignore[no-any-return]
 
-    @validate("attempt_timeout", "max_response_bytes")
+    @validate("attempt_timeout", "max_response_bytes", "mcp_start_timeout", "mcp_call_timeout")
     def _positive_limit(self, proposal: Any) -> Any:
         value = proposal["value"]
         if not value > 0:  # also refuses NaN
@@ -246,11 +287,13 @@ class TinyAgent(Configurable):
 
     def secrets(self) -> tuple[str, ...]:
         """What tools must never show or pass on: the key (as configured and as found in
-        the environment) and every credential the base URL carries (`url_secrets`, the
-        same list the provider scrubs its own messages with)."""
+        the environment), every credential the base URL carries (`url_secrets`, the
+        same list the provider scrubs its own messages with), and the MCP servers' env
+        values, header values and URL credentials (a server may echo them)."""
         found = [self.api_key.reveal()] if self.api_key is not None else []
         found += [os.environ.get(name, "").strip() for name in KEY_VARIABLES]
         found += url_secrets(self.endpoint())
+        found += value_secrets(self.mcp_source())
         return tuple(s for s in dict.fromkeys(found) if s)
 
     def api_key_source(self) -> str:

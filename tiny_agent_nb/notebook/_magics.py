@@ -24,12 +24,14 @@ from ._display import CellDisplay
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
+from ._report import tool_label
 from ._runtime import NotebookAgent
 from ._timeline_view import TimelineView
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("status", "timeline", "usage", "resume", "compact", "new", "session", "help")
+COMMANDS = ("status", "timeline", "usage", "resume", "compact", "new", "session", "mcp", "help")
+MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
 
 
 @magics_class
@@ -44,7 +46,11 @@ class AgentMagics(Magics):
     @argument("--model", "-m", help="model id for this cell (default: TinyAgent.model)")
     @argument("--max-steps", type=int, help="model steps before stopping (stepLimit)")
     @argument("--budget", type=float, metavar="USD", help="USD this run may spend (budgetLimit)")
-    @argument("--tools", help="comma-separated tools for this cell, e.g. read_file,grep")
+    @argument(
+        "--tools",
+        help="comma-separated tools for this cell, e.g. read_file,grep; an MCP server's tools "
+        "by name (time__get_current_time) or all of them (time__*)",
+    )
     @argument("--approve", choices=["auto", "ask", "deny"], help="tools that change things")
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -52,9 +58,12 @@ class AgentMagics(Magics):
 
         Cell form (the body is the prompt):
 
-            %%agent [--model M] [--max-steps N] [--tools a,b] [--approve auto|ask|deny]
+            %%agent [--model M] [--max-steps N] [--tools a,b,srv__*] [--approve auto|ask|deny]
                     [--budget USD]
             Find why tests/test_parse.py fails and fix it.
+
+        `--tools` names built-in tools and MCP tools (`srv__tool`; `srv__*` is every tool
+        of the MCP server srv). `--approve` applies to MCP tools like to bash.
 
         `{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
         keeps `{name}` as text. Nothing else changes: unknown names, `${VAR}`, other
@@ -72,6 +81,8 @@ class AgentMagics(Magics):
             %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
             %agent session [P]   show, or switch to, the session file P (in a directory
                                  that exists)
+            %agent mcp           the MCP servers (TinyAgent.mcp_servers): state, version,
+                                 tools; starts them if they are not running
             %agent help          this text
 
         Every step is written to the session file before it takes effect; after a kernel
@@ -115,6 +126,8 @@ class AgentMagics(Magics):
         view = CellDisplay(rich=self._rich())
         if self.runtime.config.demo_mode() and args.model is None:
             print(f"[{DEMO_LABEL}]")
+        if not self._start_mcp():
+            return
         try:
             result = self.runtime.run(
                 prompt,
@@ -138,6 +151,18 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
+
+    def _start_mcp(self) -> bool:
+        """Start the MCP servers a run may call; False when Ctrl-C stopped it (nothing of
+        the run was committed yet)."""
+        try:
+            lines = self.runtime.mcp.start()
+        except KeyboardInterrupt:
+            print(MCP_INTERRUPTED)
+            return False
+        for line in lines:
+            print(line)
+        return True
 
     def _ask(self, tool: str, arguments: object) -> bool:
         try:
@@ -185,7 +210,7 @@ class AgentMagics(Magics):
         interrupted = [i for i in state.tool_intents.values() if i.status == "interrupted"]
         for intent in interrupted[-5:]:
             summary = cell_text(short_arguments(intent.arguments))
-            print(f"  ⚠ {cell_text(intent.tool.name)} {summary} — interrupted")
+            print(f"  ⚠ {tool_label(intent)} {summary} — interrupted")
         unreported = sum(unreported_attempts(state).values())
         print(f"cost     {money(*priced(state.totals, unreported))}")
         compacted = compaction_status(state)
@@ -222,6 +247,9 @@ class AgentMagics(Magics):
 
     def _cmd_resume(self) -> None:
         self.runtime.check_ready()
+        self.runtime.require_store()
+        if not self._start_mcp():
+            return
         view = CellDisplay(rich=self._rich())
         try:
             result = self.runtime.resume(observer=view, ask=self._ask)
@@ -254,6 +282,14 @@ class AgentMagics(Magics):
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
         print(report.text())
+
+    def _cmd_mcp(self) -> None:
+        try:
+            lines = self.runtime.mcp.report()
+        except KeyboardInterrupt:
+            print("■ Interrupted while the MCP servers were starting.")
+            return
+        print("\n".join(lines))
 
     def _cmd_session(self, path: str | None = None) -> None:
         if path is None:

@@ -63,7 +63,14 @@ class OpenReport:
 
 def _call(intent: ToolIntent) -> str:
     """A recorded tool call on one line; both parts come from the file."""
-    return f"{cell_text(intent.tool.name)} {cell_text(short_arguments(intent.arguments))}"
+    return f"{tool_label(intent)} {cell_text(short_arguments(intent.arguments))}"
+
+
+def tool_label(intent: ToolIntent) -> str:
+    """The tool's name, and where it comes from unless it is built in, as the timeline
+    says it (docs/glossary.md): `get_current_time · mcp:time`. From the file: escaped."""
+    name, source = intent.tool.name, intent.tool.source
+    return cell_text(name if source == "builtin" else f"{name} · {source}")
 
 
 def _source(location: SessionLocation) -> str:

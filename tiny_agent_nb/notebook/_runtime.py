@@ -41,8 +41,9 @@ from ..session import (
     SessionStore,
     load_session,
 )
-from ..tools import ToolContext, builtin_registry
+from ..tools import ToolContext, ToolRegistry, builtin_registry
 from ._config import TinyAgent, is_openrouter
+from ._mcp import KernelServers
 from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
@@ -89,6 +90,9 @@ class NotebookAgent:
         self._http: httpx.Client | None = None
         # (base URL, model) -> the window its server lists; asked once per open session.
         self._windows: dict[tuple[str, str], int | None] = {}
+        # The kernel's MCP servers: started by the first run that needs them, stopped
+        # with the session (`close()`) or when their configuration changes.
+        self.mcp = KernelServers(config)
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -172,12 +176,14 @@ class NotebookAgent:
 
     def _recover(self) -> RecoveryReport | None:
         """Settle what a dead kernel left open. It asks no model, so it runs even when
-        no provider can be built (a malformed API key is reported by the first run)."""
-        return self._loop(provider=NO_MODEL).recover()
+        no provider can be built (a malformed API key is reported by the first run).
+        It starts no MCP server: an MCP intent is never re-run, only marked interrupted."""
+        return self._loop(provider=NO_MODEL, with_mcp=False).recover()
 
     def close(self) -> None:
         self._forget_context()
         self._windows.clear()
+        self.mcp.close()
         if self._unfollow_store is not None:
             self._unfollow_store()
             self._unfollow_store = None
@@ -350,6 +356,7 @@ class NotebookAgent:
         tools: list[str] | None = None,
         approve: str | None = None,
         provider: ChatProvider | None = None,
+        with_mcp: bool = True,
     ) -> AgentLoop:
         store = self.require_store()
         provider_config = self.provider_config(model)
@@ -362,15 +369,15 @@ class NotebookAgent:
             # Unset, the window is the one the server lists for this model (asked once
             # per session); a recovery's loop (a provider given) asks no server.
             window = self.config.context_window or self.context_window(model)
-        registry = builtin_registry()
-        try:
-            registry = registry.subset(tools or self.config.tools)
-        except ValueError as exc:
-            raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
+        registry = self._registry(tools, with_mcp=with_mcp)
+        digest = provider_config.digest_material()
+        servers = self.mcp.digest_material(registry)
+        if servers:  # a different server behind the same tool names is another configuration
+            digest = {**digest, "mcpServers": servers}
         config = LoopConfig(
             provider=provider_config.provider,
             model=provider_config.model,
-            provider_digest=provider_config.digest_material(),
+            provider_digest=digest,
             system_prompt=self.config.system_prompt or DEFAULT_SYSTEM_PROMPT,
             max_steps=max_steps or self.config.max_steps,
             budget=budget if budget is not None else self.config.budget,
@@ -391,6 +398,20 @@ class NotebookAgent:
             observer=observer,
             projection=self.context(),
         )
+
+    def _registry(self, tools: list[str] | None, *, with_mcp: bool) -> ToolRegistry:
+        """The tools a loop may call: the cell's `--tools`, else `TinyAgent.tools`; the
+        default (all built-ins) also offers every tool of the running MCP servers, a list
+        of one's own only the MCP tools it names (`srv__*`: all of one server's)."""
+        builtins = builtin_registry()
+        mcp_tools = self.mcp.tools() if with_mcp else []
+        wanted = list(tools or self.config.tools)
+        if tools is None and set(wanted) == set(builtins.names):
+            wanted += [tool.name for tool in mcp_tools]
+        try:
+            return ToolRegistry([*builtins, *mcp_tools]).subset(wanted)
+        except ValueError as exc:
+            raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
 
     def _provider(self, config: ProviderConfig) -> Provider:
         from ..provider import Provider, http_client  # noqa: PLC0415 (see TYPE_CHECKING)

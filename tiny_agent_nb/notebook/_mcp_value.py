@@ -1,0 +1,116 @@
+"""The value of `TinyAgent.mcp_servers` as it may be shown, and the secrets it holds.
+
+The value is the `{"mcpServers": {...}}` JSON other MCP clients use, or a path to a file
+holding it. Its `env` and `headers` values (API keys, bearer tokens) and the credentials
+in a server's `url` are sent to the servers and shown nowhere: `%config TinyAgent`, reprs
+and error messages get the form `shown_value` makes, where each of them is `****`.
+
+This reads the JSON loosely on purpose: a value the configuration parser refuses (a
+server with neither command nor url, a wrong type) must still be shown without its
+secrets, and its secrets must still be redacted from what tools return.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..provider import redact_url, url_secrets
+
+MASK = "****"
+# Keys whose values are credentials wherever they appear in a server's entry.
+SECRET_MAPPINGS = ("env", "headers")
+# A configuration file is a few kilobytes; a path to something huge is not one.
+MAX_FILE_BYTES = 1 << 20
+
+
+def is_json_text(value: str) -> bool:
+    """JSON text rather than a path: what the configuration parser reads as JSON too."""
+    return value.lstrip().startswith("{")
+
+
+def shown_value(value: str) -> str:
+    """`value` as `%config TinyAgent` may show it: a path as it is (the file holds the
+    secrets, not its name); JSON with every env and header value and every URL credential
+    replaced by `****`; JSON that does not parse as its size only (where its secrets are
+    cannot be told)."""
+    if not is_json_text(value):
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return f"<JSON that does not parse, {len(value)} characters: not shown>"
+    return json.dumps(_masked(parsed, []), ensure_ascii=False)
+
+
+def value_secrets(value: str) -> tuple[str, ...]:
+    """Every env value, header value and URL credential in `value` (JSON text, or the
+    file a path names), for redacting from tool results, errors and cell lines."""
+    text = value if is_json_text(value) else _file_text(value)
+    if text is None:
+        return ()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return ()
+    found: list[str] = []
+    _masked(parsed, found)
+    return tuple(s for s in dict.fromkeys(found) if s)
+
+
+def _file_text(value: str) -> str | None:
+    if not value.strip():
+        return None
+    try:
+        path = Path(value.strip()).expanduser()
+        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _masked(node: Any, found: list[str]) -> Any:
+    """A copy of `node` with its secrets masked; each secret is appended to `found`."""
+    if isinstance(node, list):
+        return [_masked(item, found) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, item in node.items():
+        if key in SECRET_MAPPINGS:
+            out[key] = _masked_mapping(item, found)
+        elif key == "url" and isinstance(item, str):
+            found.extend(url_secrets(item))
+            out[key] = redact_url(item)
+        else:
+            out[key] = _masked(item, found)
+    return out
+
+
+def _masked_mapping(item: Any, found: list[str]) -> Any:
+    if isinstance(item, dict):
+        for value in item.values():
+            if isinstance(value, str):
+                # "Bearer TOKEN": the token alone may appear in a server's output too.
+                found.extend((value, value.split()[-1]) if value.strip() else (value,))
+        return dict.fromkeys(item, MASK)
+    # Not a mapping (a list of "K=V", a string): the configuration parser refuses it, and
+    # whatever it holds is kept out of sight whole.
+    found.extend(_strings(item))
+    return MASK
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        out = [node]
+        # "KEY=value": the value alone may appear in a server's output too.
+        if "=" in node:
+            out.append(node.split("=", 1)[1])
+        return out
+    if isinstance(node, list):
+        return [s for item in node for s in _strings(item)]
+    if isinstance(node, dict):
+        return [s for item in node.values() for s in _strings(item)]
+    return []
