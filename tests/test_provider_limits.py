@@ -179,9 +179,9 @@ def test_a_stream_event_nested_past_the_decoder_is_a_protocol_error_not_a_crash(
 
 def test_the_limits_are_tinyagent_traits_that_reach_the_provider() -> None:
     configured = NotebookAgent(TinyAgent(attempt_timeout=5.5, max_response_bytes=1000), {})
-    config = configured.provider_config()
+    config = configured.model.provider_config()
     assert (config.attempt_timeout, config.max_response_bytes) == (5.5, 1000)
-    default = NotebookAgent(TinyAgent(), {}).provider_config()
+    default = NotebookAgent(TinyAgent(), {}).model.provider_config()
     assert (default.attempt_timeout, default.max_response_bytes) == (
         ATTEMPT_TIMEOUT,
         MAX_RESPONSE_BYTES,

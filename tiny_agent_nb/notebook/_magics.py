@@ -121,7 +121,7 @@ class AgentMagics(Magics):
         if args.budget is not None and not 0 < args.budget < float("inf"):
             raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
         tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
-        self.runtime.check_ready(args.model)
+        self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
         if self.runtime.config.demo_mode() and args.model is None:
@@ -246,7 +246,7 @@ class AgentMagics(Magics):
         )
 
     def _cmd_resume(self) -> None:
-        self.runtime.check_ready()
+        self.runtime.model.check_ready()
         self.runtime.require_store()
         if not self._start_mcp():
             return
@@ -265,7 +265,7 @@ class AgentMagics(Magics):
             )
 
     def _cmd_compact(self, instructions: str | None) -> None:
-        self.runtime.check_ready()
+        self.runtime.model.check_ready()
         view = CellDisplay(rich=self._rich())
         try:
             result = self.runtime.compact(instructions, observer=view)
