@@ -82,9 +82,16 @@ from _report import (  # bench/ is on sys.path when a script here runs
 )
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
-from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent, ToolSchema
+from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent
 from tiny_agent_nb.session import Fact, HeaderInit, NewFact, SessionState, SessionStore
-from tiny_agent_nb.tools import Tool, ToolArguments, ToolContext, ToolOutput, ToolRegistry
+from tiny_agent_nb.tools import (
+    Tool,
+    ToolArguments,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    ToolSchema,
+)
 
 MODEL = "bench/model"
 BASE_URL = "http://model.invalid/v1"

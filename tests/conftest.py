@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from tiny_agent_nb.session import HeaderInit, SessionStore
+from tiny_agent_nb.session import facts as f
 
 from openai_server import OpenAIServer
+from scenario import BASH, Run, complete_run
 
 
 @pytest.fixture
@@ -47,6 +49,52 @@ def store(session_path: Path, header_init: HeaderInit) -> Iterator[SessionStore]
     s = SessionStore.open(session_path, create=header_init)
     yield s
     s.close()
+
+
+# Sessions the CLI tests read (tests/cli_helpers.py calls the CLI).
+
+
+@pytest.fixture
+def completed(store: SessionStore, session_path: Path) -> Path:
+    complete_run(store)
+    return session_path
+
+
+@pytest.fixture
+def killed_during_bash(store: SessionStore, session_path: Path) -> Path:
+    """The kernel died after committing the bash intent, before its result."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("Deploy"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("call_1", "bash", {"command": "./deploy.sh"})], cost=None))
+    store.commit([run.intent("call_1", BASH, {"command": "./deploy.sh"})])
+    return session_path
+
+
+@pytest.fixture
+def three_runs(store: SessionStore, session_path: Path) -> Path:
+    """A completed run, a failed run (a 401, usage of unknown cost), and an open run with
+    a pending bash intent (the kernel died)."""
+    complete_run(store, "List the files")
+    failed = Run(environment=store.header.environmentIdentity)
+    store.commit(failed.start("Summarize the log"))
+    store.commit(failed.attempt())
+    assert failed.attempt_id is not None
+    store.commit(
+        [
+            f.attempt_failed(
+                failed.attempt_id, kind="http", message="401 bad key", retryable=False
+            ),
+            f.usage(attempt_id=failed.attempt_id, input_tokens=7, output_tokens=0, cost=None),
+        ]
+    )
+    store.commit([f.operation_finished(failed.operation_id, "failed", detail="401 bad key")])
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("Deploy"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("call_1", "bash", {"command": "./deploy.sh"})], cost=None))
+    store.commit([run.intent("call_1", BASH, {"command": "./deploy.sh"})])
+    return session_path
 
 
 # Hypothesis must not write its example database into the checkout (tests write only to

@@ -19,9 +19,9 @@ from tiny_agent_nb.provider import (
     ProviderConfig,
     ProviderError,
     StreamEvent,
-    ToolSchema,
 )
 from tiny_agent_nb.session import CompactionEntry, load_session
+from tiny_agent_nb.tools import ToolSchema
 
 from openai_server import MODEL, OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 

@@ -61,7 +61,6 @@ from tiny_agent_nb.session import (
     SessionStore,
     ToolIntent,
     ToolResultEntry,
-    UsageFact,
     load_session,
 )
 
@@ -164,8 +163,8 @@ class Snapshot:
         return "between commits"
 
 
-def usage_facts(state: SessionState) -> dict[str, UsageFact]:
-    return {f.id: f for f in state.facts if isinstance(f, UsageFact)}
+def usage_facts(state: SessionState) -> dict[str, Any]:
+    return {f.id: f for f in state.facts if f.kind == "usage"}
 
 
 def results_per_intent(state: SessionState) -> Counter[str]:

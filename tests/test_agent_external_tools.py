@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 import pytest
 from test_agent_loop import Harness, workspace
 
-from tiny_agent_nb.agent import ABORTED_RESULT
-from tiny_agent_nb.cli._usage import render_usage, usage_by_run
+from tiny_agent_nb.agent._planner import ABORTED_RESULT
+from tiny_agent_nb.cli import main
 from tiny_agent_nb.render import timeline_html, timeline_text
 from tiny_agent_nb.session import ToolIdentity, ToolResultEntry, load_session
 from tiny_agent_nb.timeline import build_timeline
@@ -133,16 +133,18 @@ def test_usage_the_file_cannot_hold_is_dropped_and_the_result_kept(
 
 
 def test_usage_and_timeline_show_a_tools_reported_usage_and_its_source(
-    server: OpenAIServer, workspace: Path
+    server: OpenAIServer, workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     h = Harness(server, workspace, extra_tools=(Echo(REPORTED),))
     try:
         _echo_run(server, h, text="<b>x</b>")
         state = load_session(h.path)
-        (run,) = usage_by_run(state)
-        assert run.totals.output_tokens == 2 + 7 + 3
-        assert run.totals.cost == pytest.approx(0.0031)
-        table = "\n".join(render_usage(state, [run]))
+        assert main(["usage", str(h.path), "--json"]) == 0
+        (run,) = json.loads(capsys.readouterr().out)["usage"]["runs"]
+        assert run["outputTokens"] == 2 + 7 + 3
+        assert run["cost"] == pytest.approx(0.0031)
+        assert main(["usage", str(h.path)]) == 0
+        table = capsys.readouterr().out
         assert "at least $0.0031" in table  # the attempts reported no cost
         timeline = build_timeline(state)
         (tool,) = timeline.runs[0].tools

@@ -76,6 +76,17 @@ def workspace(tmp_path: Path) -> Path:
     return root.resolve()
 
 
+class Switchable:
+    """Delegates to `target`, which a test swaps: a provider's bug fixed, a display that
+    breaks (the loop is given this once, as a notebook gives its own)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
 class Harness:
     def __init__(
         self,
@@ -127,9 +138,11 @@ class Harness:
                 harness.compactions.append(compacted)
 
         self.observer = Observer()
+        self.model = Switchable(provider or self.provider)
+        self.display = Switchable(self.observer)
         self.loop = AgentLoop(
             self.store,
-            provider or self.provider,
+            self.model,
             tools,
             ToolContext(workspace=workspace, namespace={}, secrets=secrets),
             LoopConfig(
@@ -139,7 +152,7 @@ class Harness:
                 **config,
             ),
             ask=ask,
-            observer=self.observer,
+            observer=self.display,
             sleep=self.sleeps.append,
             clock=clock,
         )
@@ -315,7 +328,7 @@ def test_interrupt_during_the_stream_records_the_abort(
         def on_stream(self, event: StreamEvent) -> None:
             raise KeyboardInterrupt
 
-    h.loop._observer = Stop()  # the notebook's display hook is where Ctrl-C lands
+    h.display.target = Stop()  # the notebook's display hook is where Ctrl-C lands
     try:
         server.enqueue(text_reply("a long answer that is cut short"))
         with pytest.raises(KeyboardInterrupt):
@@ -567,7 +580,7 @@ def assert_failed_then_usable(
     assert all(a.status != "pending" for a in state.attempts.values())
     assert all(i.status != "pending" for i in state.tool_intents.values())
     server.enqueue(text_reply("next cell works"))
-    h.loop._provider = h.provider
+    h.model.target = h.provider
     assert h.loop.run("next").outcome == "completed"
 
 
@@ -597,13 +610,13 @@ def test_a_display_failing_while_a_tool_runs_fails_the_run_and_settles_the_inten
         def on_tool_start(self, call: ToolCall, arguments: Any) -> None:
             raise RuntimeError("the widget's comm is closed")
 
-    h.loop._observer = BrokenDisplay()
+    h.display.target = BrokenDisplay()
     try:
         server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": "echo hi"})))
         result = h.loop.run("go")
         (intent,) = load_session(h.path).tool_intents.values()
         assert intent.status == "interrupted"  # recorded, then the run stopped: unknown
-        h.loop._observer = h.observer
+        h.display.target = h.observer
         assert_failed_then_usable(h, server, result, "the widget's comm is closed")
     finally:
         h.close()

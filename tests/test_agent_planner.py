@@ -7,12 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tiny_agent_nb.agent import (
-    abort_transaction,
-    failure_transaction,
-    plan_recovery,
-    resumable_operation,
-)
+from tiny_agent_nb.agent import plan_recovery, resumable_operation
+from tiny_agent_nb.agent._planner import abort_transaction, failure_transaction
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionState,

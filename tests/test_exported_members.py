@@ -1,30 +1,153 @@
-"""The public surface is what __all__ says, and every name in it exists."""
+"""Every subpackage's public surface is what its __all__ says (as httpx's test does): each
+name in it exists, no public name is missing from it, and what it exports is its own."""
 
 from __future__ import annotations
+import __future__
+
+import importlib
+import inspect
+from types import ModuleType
+
+import pytest
 
 import tiny_agent_nb
-from tiny_agent_nb import session
+
+SUBPACKAGES = ["session", "provider", "tools", "mcp", "agent", "notebook", "cli"]
 
 
-def test_session_exports_are_complete_and_public() -> None:
-    exported = set(session.__all__)
-    for name in exported:
-        assert hasattr(session, name), name
-    assert {
+def _package(name: str) -> ModuleType:
+    return importlib.import_module(f"tiny_agent_nb.{name}")
+
+
+def _public_names(package: ModuleType) -> set[str]:
+    """Names a user can import from the package, bar the modules it imported for its own
+    use (`os`, `sys`) and `from __future__ import annotations`."""
+    names = set()
+    for name, value in vars(package).items():
+        if name.startswith("_") or isinstance(value, __future__._Feature):
+            continue
+        if inspect.ismodule(value) and not value.__name__.startswith(package.__name__):
+            continue
+        names.add(name)
+    return names
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_every_exported_name_exists(name: str) -> None:
+    package = _package(name)
+    assert len(set(package.__all__)) == len(package.__all__), "a name is exported twice"
+    missing = [member for member in package.__all__ if not hasattr(package, member)]
+    assert not missing
+    assert not [member for member in package.__all__ if member.startswith("_")]
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_no_public_name_is_missing_from_all(name: str) -> None:
+    package = _package(name)
+    assert _public_names(package) - set(package.__all__) == set()
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_a_package_exports_only_what_it_defines(name: str) -> None:
+    # One home per concept: a class or function re-exported from another package would
+    # give it two names to import it by.
+    package = _package(name)
+    foreign = []
+    for member in package.__all__:
+        value = getattr(package, member)
+        defined = inspect.isclass(value) or inspect.isfunction(value)
+        if defined and not value.__module__.startswith(package.__name__):
+            foreign.append(f"{member} (from {value.__module__})")
+    assert not foreign
+
+
+def test_session_exports_what_users_and_the_other_layers_use() -> None:
+    from tiny_agent_nb import session  # noqa: PLC0415
+
+    assert set(session.__all__) == {
+        # the store, reading, salvage
         "SessionStore",
-        "load_session",
-        "new_id",
+        "HeaderInit",
+        "Durability",
         "SessionState",
+        "load_session",
+        "load_session_bytes",
+        "read_session_file",
+        "fsync_dir",
+        "salvage",
+        "SalvageResult",
+        # the drawn error tree
         "SessionError",
+        "NotASessionError",
         "SessionCorruptError",
         "SessionLockedError",
         "InvalidTransactionError",
-        "NotASessionError",
-        "HeaderInit",
-    } <= exported
-    assert not [name for name in exported if name.startswith("_")]
-    public = {n for n in vars(session) if not n.startswith("_")}
-    assert public - exported == set(), "public names missing from __all__"
+        "SessionWriteError",
+        "SessionClosedError",
+        # facts and what they hold
+        "facts",
+        "NewFact",
+        "Fact",
+        "EntryFact",
+        "RecordFact",
+        "UsageFact",
+        "RunStarted",
+        "StepAttempt",
+        "AttemptFailed",
+        "Header",
+        "UserEntry",
+        "AssistantEntry",
+        "AssistantMessage",
+        "ToolCall",
+        "ToolResultEntry",
+        "CompactionEntry",
+        "ToolStarted",
+        "ToolIdentity",
+        "ReplayPolicy",
+        "ToolOutcome",
+        "OperationOutcome",
+        "Usage",
+        "FORMAT_VERSION",
+        # the reduced tables
+        "Operation",
+        "Attempt",
+        "ToolIntent",
+        "UsageTotals",
+        # ids, canonical JSON, values
+        "new_id",
+        "canonical_json",
+        "replay_key",
+        "sha256_digest",
+        "json_depth",
+        "json_value_problem",
+        "MAX_JSON_DEPTH",
+        "MAX_EPOCH_MS",
+    }
+
+
+def test_agent_exports_what_users_and_the_notebook_use() -> None:
+    from tiny_agent_nb import agent  # noqa: PLC0415
+
+    assert set(agent.__all__) == {
+        "AgentLoop",
+        "LoopConfig",
+        "LoopObserver",
+        "ChatProvider",
+        "Approval",
+        "RunResult",
+        "AgentError",
+        "DEFAULT_SYSTEM_PROMPT",
+        "ContextProjection",
+        "NOT_STARTED",
+        "INTERRUPTED_RESULT",
+        "plan_recovery",
+        "Recovery",
+        "RecoveryReport",
+        "resumable_operation",
+        "Compacted",
+        "compaction_line",
+        "compaction_status",
+    }
 
 
 def test_package_has_a_version() -> None:

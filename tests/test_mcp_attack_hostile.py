@@ -21,8 +21,6 @@ from mcp_helpers import started, stdio_entry, tool_named, wait_until
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.mcp import McpConfigError, McpServers, parse_config
-from tiny_agent_nb.notebook import TinyAgent
-from tiny_agent_nb.notebook._mcp import KernelServers
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage
 
@@ -338,23 +336,3 @@ def test_two_threads_starting_at_once_spawn_one_server_and_close_leaves_none() -
     finally:
         servers.close()
     wait_until(lambda: not _children_saying(marker), 10, "every server process gone")
-
-
-def test_a_deeply_nested_mcp_servers_value_is_one_line_and_breaks_nothing_else(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # From the environment, the value is read for every run (its secrets are redacted
-    # from every tool's output): a RecursionError there stopped the built-in tools too.
-    deep = '{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    monkeypatch.setenv("TINY_AGENT_MCP_SERVERS", deep)
-    config = TinyAgent()
-    assert config.mcp_servers == f"<JSON that does not parse, {len(deep)} characters: not shown>"
-    assert config.mcp_source() == deep
-    config.secrets()  # no RecursionError
-    (line,) = KernelServers(config).start()
-    assert line.startswith(
-        "tiny-agent-nb: TinyAgent.mcp_servers: the MCP configuration is nested too deeply to "
-        "read; an mcpServers object is a few levels deep. No MCP server was started; "
-    )
-    config.mcp_servers = deep  # set in the cell: the same, no traceback
-    assert config.mcp_source() == deep

@@ -1,4 +1,4 @@
-"""`NotebookAgent.context_window()`: the window of the configured model as its server
+"""`NotebookAgent.model.context_window()`: the window of the configured model as its server
 lists it, asked once per open session (the compaction trigger reads it every run)."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ def test_the_window_is_asked_once_per_session_and_again_after_it_closes(
     server.models = [model_entry(context_length=65_536)]
     agent = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
-        assert agent.context_window() == 65_536
-        assert agent.context_window() == 65_536
+        assert agent.model.context_window() == 65_536
+        assert agent.model.context_window() == 65_536
         assert listings(server) == 1
         agent.close()  # %agent new / session: the next session asks afresh
         server.models = [model_entry(context_length=8192)]
-        assert agent.context_window() == 8192
+        assert agent.model.context_window() == 8192
         assert listings(server) == 2
     finally:
         agent.close()
@@ -35,11 +35,11 @@ def test_another_model_is_asked_for_its_own_window(server: OpenAIServer) -> None
     config = TinyAgent(base_url=server.base_url, model="test/model")
     agent = NotebookAgent(config, {})
     try:
-        assert agent.context_window() == 4096
+        assert agent.model.context_window() == 4096
         config.model = "big/one"  # %config TinyAgent.model = ... between cells
-        assert agent.context_window() == 10**6
+        assert agent.model.context_window() == 10**6
         config.model = "test/model"
-        assert agent.context_window() == 4096
+        assert agent.model.context_window() == 4096
         assert listings(server) == 2
     finally:
         agent.close()
@@ -50,8 +50,8 @@ def test_a_server_without_a_window_says_none_and_is_not_asked_again(
 ) -> None:
     agent = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
-        assert agent.context_window() is None
-        assert agent.context_window() is None
+        assert agent.model.context_window() is None
+        assert agent.model.context_window() is None
         assert listings(server) == 1
     finally:
         agent.close()
@@ -60,5 +60,5 @@ def test_a_server_without_a_window_says_none_and_is_not_asked_again(
 def test_the_demo_model_has_no_window_and_sends_nothing() -> None:
     agent = NotebookAgent(TinyAgent(), {})
     assert agent.config.demo_mode()
-    assert agent.context_window() is None
-    assert agent._http is None  # no client was even made
+    assert agent.model.context_window() is None
+    assert agent.model._http is None  # no client was even made

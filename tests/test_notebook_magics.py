@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import fresh_shell, served
 
 from tiny_agent_nb.notebook import TimelineView, fill_prompt
-from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session, new_id
 from tiny_agent_nb.session import facts as f
 
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply, usage
@@ -341,3 +341,22 @@ def test_usage_per_run_counts_the_tools_usage_too(
         "$0.75",
     ]
     assert lines[-1].startswith("total  107 in / 13 out")
+
+
+def test_loading_a_session_offers_resume_by_the_planners_rule_past_a_compaction(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report of an opened session offers `%agent resume` exactly when the planner
+    would resume a run: a compaction after the interrupted run does not hide it."""
+    path = tmp_path / "interrupted-then-compacted.agent.jsonl"
+    init = HeaderInit(cwd=str(tmp_path), provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        interrupted = Run(environment="/w")
+        store.commit(interrupted.start("long job"))
+        store.commit(interrupted.finish("interrupted"))
+        compaction = new_id()
+        store.commit([f.compaction_started(compaction)])
+        store.commit([f.operation_finished(compaction, "failed", "nothing to compact")])
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    out = run(shell, f"%agent session {path}", capsys)
+    assert "`%agent resume` continues the interrupted run." in out

@@ -19,6 +19,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import fresh_shell, served
 
+from tiny_agent_nb.notebook._display import answer_bundle
+from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
@@ -313,3 +315,13 @@ def test_a_malformed_api_key_loads_and_the_run_names_the_variable_to_fix(
     assert key not in out and key.split(maxsplit=1)[0] not in out
     assert server.requests == []
     assert load_session(tmp_path / SESSION).last_seq == 0
+
+
+PAYLOAD = "<img src=x onerror=alert(1)>"
+
+
+def test_the_answer_bundle_keeps_the_answer_as_plain_text() -> None:
+    answer = f"Done {PAYLOAD}\n\tindented\x1b[2J"
+    bundle = answer_bundle(answer)
+    assert bundle["text/plain"] == f"Done {PAYLOAD}\n\tindented\\x1b[2J"
+    assert bundle["text/markdown"] == safe_markdown(answer)

@@ -24,9 +24,10 @@ from tiny_agent_nb.provider import (
     StreamEvent,
     TextDelta,
     ToolCallStarted,
-    ToolSchema,
     UsageReport,
+    wire,
 )
+from tiny_agent_nb.tools import ToolSchema
 
 from openai_server import (
     OpenAIServer,
@@ -278,7 +279,7 @@ def test_request_body_shape(server: OpenAIServer) -> None:
     assert with_tools == {
         "model": "test/model",
         "messages": [{"role": "user", "content": "Fix the failing test."}],
-        "tools": [READ.wire()],
+        "tools": [wire.tool_definition(READ)],
         "stream": True,
         "stream_options": {"include_usage": True},
         "temperature": 0.2,

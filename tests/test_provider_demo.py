@@ -13,7 +13,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import OFFLINE, fresh_shell
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
-from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, ToolSchema
+from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta
+from tiny_agent_nb.tools import ToolSchema
 
 BASH = ToolSchema(name="bash", version="1", description="run", parameters={"type": "object"})
 PROMPT = "Do this:\n```bash\necho one\n```\nand then\n```sh\necho two\n```\n"

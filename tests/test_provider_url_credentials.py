@@ -18,7 +18,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import fresh_shell, served
 
-from tiny_agent_nb.notebook._config import TinyAgent
+from tiny_agent_nb.notebook import TinyAgent
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError, redact_url
 from tiny_agent_nb.session import load_session
 

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiny_agent_nb.notebook._display import answer_bundle
 from tiny_agent_nb.safe_markdown import safe_markdown, safe_text
 
 mistune = pytest.importorskip("mistune")  # comes with jupyterlab (the test extra)
@@ -218,13 +217,6 @@ MARKDOWNISH = st.lists(st.sampled_from(TOKENS), max_size=60).map("".join)
 @given(MARKDOWNISH)
 def test_any_mix_of_markdown_syntax_and_payloads_is_inert(text: str) -> None:
     assert_inert(text)
-
-
-def test_the_answer_bundle_keeps_the_answer_as_plain_text() -> None:
-    answer = f"Done {PAYLOAD}\n\tindented\x1b[2J"
-    bundle = answer_bundle(answer)
-    assert bundle["text/plain"] == f"Done {PAYLOAD}\n\tindented\\x1b[2J"
-    assert bundle["text/markdown"] == safe_markdown(answer)
 
 
 # JupyterLab's link finder for text output (rendermime's webLinkRegex), as it is in 4.x

@@ -10,12 +10,12 @@ from pydantic import ValidationError
 
 from tiny_agent_nb.session import (
     InvalidTransactionError,
-    RunStarted,
     SessionStore,
     load_session,
     new_id,
 )
 from tiny_agent_nb.session import facts as f
+from tiny_agent_nb.session._models import RunStarted
 
 from scenario import BASH, Run
 

@@ -9,7 +9,8 @@ import uuid
 
 import uuid6
 
-from tiny_agent_nb.session import is_uuid7, new_id
+from tiny_agent_nb.session import new_id
+from tiny_agent_nb.session._ids import is_uuid7
 
 
 def test_ids_parse_as_version_7_with_the_rfc_variant() -> None:

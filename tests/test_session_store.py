@@ -173,6 +173,22 @@ def test_load_returns_a_snapshot(store: SessionStore) -> None:
     assert store.load().last_seq == 3
 
 
+def test_a_loaded_state_is_read_only_in_fact(store: SessionStore) -> None:
+    complete_run(store)
+    state = load_session(store.path)
+    before = state.summary()
+    for name in ("path", "header", "torn_tail_bytes"):
+        with pytest.raises(AttributeError):
+            setattr(state, name, getattr(state, name))
+    assert not hasattr(state, "tables")
+    for view in (state.operations, state.attempts, state.tool_intents, state.usage):
+        key = next(iter(view))
+        with pytest.raises(TypeError):
+            del view[key]  # type: ignore[attr-defined]
+    state.totals.input_tokens += 1000  # a copy: the state's totals do not move
+    assert state.summary() == before
+
+
 def test_subscribers_see_committed_facts_in_order(store: SessionStore) -> None:
     seen: list[int] = []
     unsubscribe = store.subscribe(lambda committed: seen.extend(x.seq for x in committed))
@@ -318,7 +334,7 @@ def test_every_refused_commit_leaves_file_and_state_identical(
             after = s.load()
             assert session_path.read_bytes() == before_bytes, name
             assert after.summary() == before.summary(), name
-            assert after.tables == before.tables, name
+            assert after._tables == before._tables, name
         # and the store still accepts the valid continuation
         state = s.load()
         intent = next(x for x in state.tool_intents.values() if x.status == "pending")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ._version import __version__
+
 # A library's loggers stay silent unless the application configures logging: a run's
 # failure is shown in the cell (escaped), not as Python's last-resort stderr line
 # carrying an unescaped exception message.
 logging.getLogger("tiny_agent_nb").addHandler(logging.NullHandler())
-
-__version__ = "0.1.0.dev0"
 
 __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -27,7 +27,7 @@ _loaded: dict[int, Any] = {}
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext tiny_agent_nb`: register the magics, open this notebook's session."""
     # Imported here: IPython is needed only inside a shell (perf: register row "lazy-imports").
-    from .notebook._magics import load  # noqa: PLC0415
+    from .notebook import load  # noqa: PLC0415
 
     if id(ipython) in _loaded:
         return
@@ -35,7 +35,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .notebook._magics import unload  # noqa: PLC0415
+    from .notebook import unload  # noqa: PLC0415
 
     magics = _loaded.pop(id(ipython), None)
     if magics is not None:

@@ -12,6 +12,7 @@ import html
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .provider import DEMO_LABEL
 from .safe_markdown import safe_text
 from .timeline import REPLAY_WORDS, RunRow, Timeline, ToolRow, Totals, shorten, tokens
 
@@ -85,17 +86,18 @@ def _totals_line(t: Totals) -> str:
     )
 
 
+# The terminal has no banner colour to flag the scripted model: it shouts its name.
+_demo_name, _, _demo_why = DEMO_LABEL.partition(" (")
+_SHOUTED_DEMO_LABEL = f"{_demo_name.upper()} ({_demo_why}"
+
+
 def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = None) -> str:
     """`note`: how this view stands to the session (read-only, closed), shown first."""
     e = html.escape
     parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}">']
     if note:
         parts.append(f'<div class="tan-note">{e(note)}</div>')
-    banner = (
-        ' <span class="tan-scripted">offline demo model (scripted, not a real LLM)</span>'
-        if scripted
-        else ""
-    )
+    banner = f' <span class="tan-scripted">{e(DEMO_LABEL)}</span>' if scripted else ""
     parts.append(
         f'<div class="tan-head"><b>Agent timeline</b> · {e(t.provider)} / {e(t.model)}{banner}'
         f"<br>{e(_totals_line(t.totals))}"
@@ -258,7 +260,7 @@ def timeline_text(
 
     lines = [
         f"Agent timeline · {t.provider} / {t.model}"
-        + (" · OFFLINE DEMO MODEL (scripted, not a real LLM)" if scripted else ""),
+        + (f" · {_SHOUTED_DEMO_LABEL}" if scripted else ""),
         _totals_line(t.totals) + (f" · page {t.page + 1} of {t.pages}" if t.pages > 1 else ""),
     ]
     if note:

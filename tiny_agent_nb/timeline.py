@@ -8,6 +8,7 @@ Payload is bounded: a page of runs, and within a run only the latest rows.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,55 @@ def priced(totals: UsageTotals, unreported: int = 0) -> tuple[float | None, int]
     if totals.priced:
         return round(totals.cost, 12), unpriced
     return (None if unpriced else 0.0), unpriced
+
+
+def session_cost(state: SessionState) -> tuple[float | None, int]:
+    """`priced` of the whole session (its usage ledger and every answered attempt that
+    reported no usage): the cost `%agent status`, `%agent usage`, the report of an opened
+    session and the CLI all say."""
+    return priced(state.totals, sum(unreported_attempts(state).values()))
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """The usage ledger of one run: every usage fact of its attempts and tool intents."""
+
+    number: int  # 1-based, in file order
+    operation_id: str
+    kind: str
+    status: str
+    totals: UsageTotals
+    unreported_attempts: int  # pending attempts with no usage: tokens and cost unknown
+    unpriced_attempts: int  # answered (settled) attempts that reported no usage
+    detail: str | None = None  # the run's detail (a budgetLimit's budget and spend)
+
+    @property
+    def cost(self) -> tuple[float | None, int]:
+        return priced(self.totals, self.unpriced_attempts)
+
+
+def usage_by_run(state: SessionState) -> list[RunUsage]:
+    """Per-run sums of the usage ledger; together they are exactly `state.totals`."""
+    totals = state.usage_by_operation()
+    unreported: Counter[str] = Counter(
+        a.operation_id
+        for a in state.attempts.values()
+        if a.status == "pending" and a.id not in state.usage
+    )
+    settled = unreported_attempts(state)
+    return [
+        RunUsage(
+            n,
+            op.id,
+            op.kind,
+            op.status,
+            totals[op.id],
+            unreported[op.id],
+            settled[op.id],
+            op.detail,
+        )
+        for n, op in enumerate(state.operations.values(), start=1)
+    ]
 
 
 @dataclass(frozen=True)

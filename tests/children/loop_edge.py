@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
-from tiny_agent_nb.notebook import NotebookAgent, NotebookError, TinyAgent, _runtime
+from tiny_agent_nb.notebook import NotebookAgent, NotebookError, TinyAgent, _mcp
 from tiny_agent_nb.notebook._paths import SessionLocation
-from tiny_agent_nb.provider import Completion, StreamEvent, ToolSchema
+from tiny_agent_nb.provider import Completion, StreamEvent
 from tiny_agent_nb.session import AssistantMessage, HeaderInit, SessionStore, ToolCall
 from tiny_agent_nb.tools import (
     Tool,
@@ -48,6 +48,7 @@ from tiny_agent_nb.tools import (
     ToolContext,
     ToolOutput,
     ToolRegistry,
+    ToolSchema,
     builtin_registry,
 )
 
@@ -172,7 +173,7 @@ def main() -> None:
     tools = with_waiting_read()
     if mode == "notebook-recover":
         # The notebook's own loading, with the read that waits among its tools.
-        _runtime.builtin_registry = with_waiting_read
+        _mcp.builtin_registry = with_waiting_read  # the tools a run may call (KernelServers)
         config = TinyAgent(workspace=str(workspace), tools=list(tools.names))
         agent = NotebookAgent(config, {})
         print(agent.open(SessionLocation(session, "explicit")).text(), flush=True)

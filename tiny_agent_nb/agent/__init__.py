@@ -3,16 +3,12 @@
 Nothing here imports IPython; the notebook layer is glue over this package.
 """
 
-from ._compaction import DEFAULT_CONTEXT_WINDOW, Compacted, compaction_line, compaction_status
-from ._context import NOT_STARTED, ContextProjection, wire_message
+from ._compaction import Compacted, compaction_line, compaction_status
+from ._context import NOT_STARTED, ContextProjection
 from ._loop import AgentLoop
 from ._planner import (
-    ABORTED_RESULT,
     INTERRUPTED_RESULT,
     Recovery,
-    abort_transaction,
-    can_replay,
-    failure_transaction,
     plan_recovery,
     resumable_operation,
 )
@@ -28,8 +24,6 @@ from ._types import (
 )
 
 __all__ = [
-    "ABORTED_RESULT",
-    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
     "NOT_STARTED",
@@ -44,12 +38,8 @@ __all__ = [
     "Recovery",
     "RecoveryReport",
     "RunResult",
-    "abort_transaction",
-    "can_replay",
     "compaction_line",
     "compaction_status",
-    "failure_transaction",
     "plan_recovery",
     "resumable_operation",
-    "wire_message",
 ]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..provider import Completion, ProviderError, ToolSchema
+from ..provider import Completion, ProviderError, wire
 from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import (
     AssistantEntry,
@@ -34,7 +34,7 @@ from ..session import (
     new_id,
 )
 from ..session import facts as f
-from ._context import wire_message
+from ..tools import ToolSchema
 from ._planner import attempt_usage
 
 # When neither the trait nor the server says how big the model's window is: small enough
@@ -144,8 +144,8 @@ def choose_cut(state: SessionState, keep_tail_tokens: int) -> Cut:
             open_calls = {c.id for c in body.message.toolCalls}
         else:
             open_calls = set()
-        wire = wire_message(entry)
-        sizes.append(estimate_tokens(len(json.dumps(wire, ensure_ascii=False).encode())))
+        message = wire.entry_message(entry)
+        sizes.append(estimate_tokens(len(json.dumps(message, ensure_ascii=False).encode())))
         clean.append(not open_calls)
     tail = 0
     for index in range(len(candidates) - 1, -1, -1):

@@ -1,10 +1,10 @@
 """The active context: what the model is sent, projected from entries as they commit.
 
-Each entry is encoded to wire JSON once, when it is committed, and kept in a few
-comma-joined runs (`_Runs`, merged like a binary counter: O(log n) runs, each byte copied
-O(log n) times in its life). A request sends those runs as they are, so the cost of a
-step does not grow with the length of the history, and a kernel that restarts rebuilds
-the same projection from the file.
+Each entry is encoded to wire JSON (`provider.wire`) once, when it is committed, and kept
+in a few comma-joined runs (`_Runs`, merged like a binary counter: O(log n) runs, each
+byte copied O(log n) times in its life). A request sends those runs as they are, so the
+cost of a step does not grow with the length of the history, and a kernel that restarts
+rebuilds the same projection from the file.
 
 Two things are not entries but still reach the model:
 - the system prompt, first;
@@ -16,10 +16,9 @@ Two things are not entries but still reach the model:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+from ..provider import wire
 from ..session import (
     AssistantEntry,
     AttemptFailed,
@@ -31,49 +30,12 @@ from ..session import (
     StepAttempt,
     ToolResultEntry,
     UsageFact,
-    UserEntry,
 )
 
 NOT_STARTED = (
     "Not run: the session stopped before this tool call started, so it had no effect. "
     "Call it again if it is still needed."
 )
-
-
-def _encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def wire_message(entry: EntryFact) -> dict[str, Any] | None:
-    """The OpenAI chat-completions message of one entry (None for compactions)."""
-    body = entry.entry
-    if isinstance(body, UserEntry):
-        return {"role": "user", "content": body.message.content}
-    if isinstance(body, AssistantEntry):
-        msg = body.message
-        # Servers differ on `content: null` beside tool calls; "" is accepted everywhere.
-        wire: dict[str, Any] = {"role": "assistant", "content": msg.content or msg.refusal or ""}
-        if msg.toolCalls:
-            wire["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {
-                        "name": call.name,
-                        # Malformed arguments are not echoed back: some servers reject them.
-                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
-                    },
-                }
-                for call in msg.toolCalls
-            ]
-        return wire
-    if isinstance(body, ToolResultEntry):
-        return {
-            "role": "tool",
-            "tool_call_id": body.message.toolCallId,
-            "content": body.message.content,
-        }
-    return None
 
 
 # perf: register row "projection-runs" (docs/benchmarks.md)
@@ -104,13 +66,14 @@ _Projected = tuple[str, bytes, tuple[str, ...], tuple[str, ...]]
 
 def _project(entry: EntryFact) -> _Projected:
     body = entry.entry
-    wire = wire_message(entry)
-    assert wire is not None  # compactions are handled before projecting
+    message = wire.entry_message(entry)
+    assert message is not None  # compactions are handled before projecting
+    encoded = wire.encode(message)
     if isinstance(body, AssistantEntry):
-        return entry.id, _encode(wire), tuple(c.id for c in body.message.toolCalls), ()
+        return entry.id, encoded, tuple(c.id for c in body.message.toolCalls), ()
     if isinstance(body, ToolResultEntry):
-        return entry.id, _encode(wire), (), (body.message.toolCallId,)
-    return entry.id, _encode(wire), (), ()
+        return entry.id, encoded, (), (body.message.toolCallId,)
+    return entry.id, encoded, (), ()
 
 
 class ContextProjection:
@@ -133,9 +96,7 @@ class ContextProjection:
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
         """The first message of every request (not an entry: it may change between runs)."""
-        self._system = (
-            [_encode({"role": "system", "content": system_prompt})] if system_prompt else []
-        )
+        self._system = [wire.system_message(system_prompt)] if system_prompt else []
 
     def apply(self, facts: Sequence[Fact]) -> None:
         """Store subscriber: project the entries among newly committed facts."""
@@ -180,7 +141,7 @@ class ContextProjection:
         keep = self._entries[ids.index(body.throughEntryId) + 1 :]
         summary = f"[Summary of the earlier conversation]\n{body.summary}"
         self._messages = _Runs()
-        self._messages.append(_encode({"role": "user", "content": summary}))
+        self._messages.append(wire.user_message(summary))
         self._entries = []
         self._unanswered = {}
         for projected in keep:
@@ -197,13 +158,13 @@ class ContextProjection:
 
 
 def _synthetic_result(call_id: str) -> bytes:
-    return _encode({"role": "tool", "tool_call_id": call_id, "content": NOT_STARTED})
+    return wire.tool_message(call_id, NOT_STARTED)
 
 
 def last_input_tokens(state: SessionState) -> int | None:
     """The server's input token count of the newest settled attempt, unless that attempt
     was a compaction (the context it measured is gone) or reported no usage."""
-    for attempt in reversed(state.tables.attempts.values()):  # newest first, no copy
+    for attempt in state.attempts_newest_first():  # newest first, no copy
         if attempt.status != "settled":
             continue
         if attempt.entry_id is None or state.entries.type_of(attempt.entry_id) != "assistant":
@@ -235,7 +196,7 @@ class _LastRequest:
     def from_state(cls, state: SessionState) -> _LastRequest:
         ledger = cls()
         ledger.tokens = last_input_tokens(state)
-        for attempt in reversed(state.tables.attempts.values()):
+        for attempt in state.attempts_newest_first():
             if attempt.status == "pending":
                 usage = state.usage.get(attempt.id)
                 ledger._pending = attempt.id

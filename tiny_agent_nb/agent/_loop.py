@@ -16,7 +16,8 @@ Before each stepAttempt the run may first compact (its own stepAttempt and one
 KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Any other
 exception after runStarted (a provider or tool registry bug, a commit the store refused,
 a display that failed): commit `failure_transaction`, so the run ends `failed` and the
-next one can start. Tool results are committed by `ToolStep` (see _tool_step.py).
+next one can start. A step's attempts are `ModelStep`'s (_model_step.py), tool results
+`ToolStep`'s (_tool_step.py).
 """
 
 from __future__ import annotations
@@ -24,13 +25,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
-from ..provider import Completion, ProviderError, backoff_delay
 from ..session import (
     AssistantEntry,
     NewFact,
-    OperationOutcome,
     SessionState,
     SessionStore,
     ToolIdentity,
@@ -40,19 +38,16 @@ from ..session import (
 )
 from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry, truncate
-from ._budget import Spending, budget_reached, unknown_cost_note
 from ._compaction import (
-    CONTEXT_LENGTH,
     AttemptLabel,
     CompactionFailed,
     Compactor,
     NoRoom,
-    too_long_detail,
 )
 from ._context import ContextProjection
+from ._model_step import ModelStep
 from ._planner import (
     abort_transaction,
-    attempt_usage,
     failure_transaction,
     plan_recovery,
     resumable_operation,
@@ -93,11 +88,9 @@ class AgentLoop:
         loops (a notebook does, so a cell does not re-encode the whole history); without
         one the loop rebuilds it from the file and follows the store until `close()`."""
         self._store = store
-        self._provider = provider
         self._tools = tools
         self._config = config
         self._observer = observer or LoopObserver()
-        self._sleep = sleep
         self._clock = clock
         self._schemas = tools.schemas()
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
@@ -113,8 +106,6 @@ class AgentLoop:
             }
         )
         self._unsubscribe: Callable[[], None] = _nothing
-        self._cost_note: str | None = None
-        self._spending = Spending(store, follow=config.budget is not None)
         if projection is None:
             projection = ContextProjection.from_state(store.load(), config.system_prompt)
             self._unsubscribe = store.subscribe(projection.apply)
@@ -132,6 +123,18 @@ class AgentLoop:
             ledger_tokens=projection.last_input_tokens,
             on_compaction=self._observer.on_compaction,
         )
+        self._model = ModelStep(
+            store,
+            provider,
+            config,
+            schemas=self._schemas,
+            digest=self._digest,
+            projection=projection,
+            compactor=self._compactor,
+            tool_step=self._tool_step,
+            observer=self._observer,
+            sleep=sleep,
+        )
 
     @property
     def configuration_digest(self) -> str:
@@ -139,7 +142,7 @@ class AgentLoop:
 
     def close(self) -> None:
         self._unsubscribe()
-        self._spending.close()
+        self._model.close()
 
     # ------------------------------------------------------------------ entry points
     def run(self, prompt: str) -> RunResult:
@@ -240,8 +243,10 @@ class AgentLoop:
             try:
                 self._compactor.run(operation_id, 1, 1, instructions)
             except (NoRoom, CompactionFailed) as exc:
-                return self._finish(operation_id, "failed", detail=self._tool_step.clean(str(exc)))
-            return self._finish(operation_id, "completed")
+                return self._model.finish(
+                    operation_id, "failed", detail=self._tool_step.clean(str(exc))
+                )
+            return self._model.finish(operation_id, "completed")
 
         return self._drive(operation_id, body)
 
@@ -249,7 +254,7 @@ class AgentLoop:
     def _drive(
         self, operation_id: str, body: Callable[[str], RunResult] | None = None
     ) -> RunResult:
-        self._cost_note = None  # said once per run (see _budget.py)
+        self._model.begin_run()
         what = f"closing operation {operation_id}"
         try:
             return (body or self._steps)(operation_id)
@@ -294,124 +299,20 @@ class AgentLoop:
             step += 1
             if step > self._config.max_steps:
                 detail = f"stopped after {self._config.max_steps} model steps (max_steps)"
-                return self._finish(operation_id, "stepLimit", detail=detail)
-            outcome = self._model_step(operation_id, step)
+                return self._model.finish(operation_id, "stepLimit", detail=detail)
+            outcome = self._model.run(operation_id, step)
             if isinstance(outcome, RunResult):
                 return outcome
             attempt_id, completion = outcome
             calls = completion.message.toolCalls
             if not calls:
-                return self._finish(operation_id, "completed", text=completion.message.content)
+                return self._model.finish(
+                    operation_id, "completed", text=completion.message.content
+                )
             for call in calls:
                 self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
-    def _model_step(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
-        """Attempts of one step until one settles; retryable failures become new attempts."""
-        too_long = False  # a contextLength failure compacts and retries once per step
-        for attempt in range(1, self._config.max_attempts + 1):
-            over = self._over_budget(operation_id)
-            if over is not None:
-                return self._finish(operation_id, "budgetLimit", detail=over)
-            stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
-            if stopped is not None:
-                return self._finish(operation_id, "failed", detail=self._tool_step.clean(stopped))
-            attempt_id = new_id()
-            self._store.commit(
-                [
-                    f.step_attempt(
-                        operation_id,
-                        step=step,
-                        attempt=attempt,
-                        provider=self._config.provider,
-                        model=self._config.model,
-                        configuration_digest=self._digest,
-                        id=attempt_id,
-                    )
-                ]
-            )
-            try:
-                completion = self._provider.complete(
-                    self._projection.messages(), self._schemas, on_event=self._observer.on_stream
-                )
-            except ProviderError as error:
-                failed = f.attempt_failed(
-                    attempt_id,
-                    kind=error.kind,
-                    message=error.message,
-                    retryable=error.retryable,
-                    status=error.status,
-                )
-                last = attempt == self._config.max_attempts
-                if error.kind == CONTEXT_LENGTH and not too_long and not last:
-                    too_long = True  # compact, then retry as a new attempt, once
-                    self._store.commit([failed])
-                    stopped = self._compactor.make_room(operation_id, step, attempt, forced=True)
-                    if stopped is None:
-                        continue
-                    return self._finish(
-                        operation_id, "failed", detail=self._tool_step.clean(stopped)
-                    )
-                if error.kind == CONTEXT_LENGTH or not error.retryable or last:
-                    detail = (
-                        too_long_detail(self._compactor.window, error.message)
-                        if error.kind == CONTEXT_LENGTH
-                        else error.message
-                        if not error.retryable
-                        else f"gave up after {attempt} attempts: {error.message}"
-                    )
-                    self._store.commit(
-                        [failed, f.operation_finished(operation_id, "failed", detail)]
-                    )
-                    return RunResult(operation_id, "failed", detail=detail)
-                self._store.commit([failed])
-                delay = backoff_delay(attempt, error.retry_after)
-                self._observer.on_retry(error, delay)
-                self._sleep(delay)
-                continue
-            message = self._tool_step.clean_message(completion.message)
-            completion = replace(completion, message=message)
-            self._store.commit(self._settle(attempt_id, completion))
-            return attempt_id, completion
-        raise AssertionError("unreachable: max_attempts >= 1")
-
-    @staticmethod
-    def _settle(attempt_id: str, completion: Completion) -> list[NewFact]:
-        m = completion.message
-        settled = f.assistant_message(
-            attempt_id,
-            content=m.content,
-            tool_calls=m.toolCalls,
-            reasoning=m.reasoning,
-            refusal=m.refusal,
-            finish_reason=m.finishReason,
-        )
-        return [settled, *attempt_usage(attempt_id, completion.usage)]
-
     # ------------------------------------------------------------------ helpers
-    def _over_budget(self, operation_id: str) -> str | None:
-        """Checked before each attempt: the detail of a budgetLimit stop, else None."""
-        budget = self._config.budget
-        if budget is None:
-            return None
-        spend = self._spending.of(operation_id)
-        if spend.unknown and self._cost_note is None:
-            self._cost_note = unknown_cost_note(spend, budget)
-            self._observer.on_notice(self._cost_note)
-        return budget_reached(spend, budget)
-
-    def _finish(
-        self,
-        operation_id: str,
-        outcome: OperationOutcome,
-        *,
-        text: str | None = None,
-        detail: str | None = None,
-    ) -> RunResult:
-        if self._cost_note is not None:  # the run's detail keeps what the cell said
-            detail = f"{detail}; {self._cost_note}" if detail else self._cost_note
-        self._store.commit([f.operation_finished(operation_id, outcome, detail)])
-        return RunResult(operation_id, outcome, text=text, detail=detail)
-
     def _tool_identities(self) -> dict[str, ToolIdentity]:
         return {
             name: tool.identity for name in self._tools.names if (tool := self._tools.get(name))

@@ -24,12 +24,20 @@ from ..session import (
     ToolCall,
     ToolIdentity,
     ToolIntent,
+    ToolOutcome,
     ToolStarted,
 )
 from ..session import facts as f
-from ..session._models import ToolOutcome
-from ..tools import Tool, ToolArgumentError, ToolContext, ToolOutput, ToolRegistry, ToolUsage
-from ..tools._output import clean_output, redact
+from ..tools import (
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+    ToolOutput,
+    ToolRegistry,
+    ToolUsage,
+    clean_output,
+    redact,
+)
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
 
 Approval = Literal["auto", "ask", "deny"]

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..provider import Completion, ProviderError, StreamEvent, ToolSchema
+from ..provider import Completion, ProviderError, StreamEvent
 from ..session import OperationOutcome, ToolCall, ToolIntent
-from ..tools import ToolOutput
+from ..tools import ToolOutput, ToolSchema
 from ._compaction import Compacted
 from ._tool_step import Approval
 

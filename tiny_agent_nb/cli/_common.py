@@ -26,11 +26,6 @@ EXIT_NOT_A_SESSION = 4
 EXIT_WRITE_FAILED = 5
 EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE: stdout's reader went away (`| head`)
 
-# The provider of the offline demo model: its answers are scripted, not an LLM's, and the
-# timeline says so, as the widget does. (provider.DEMO_PROVIDER; not imported, so that the
-# CLI does not load the HTTP client.)
-OFFLINE_DEMO_PROVIDER = "offline-demo"
-
 OPEN_OPERATION = "open — the kernel stopped during this run"
 PENDING_NEVER = "effect may have happened; not re-run"
 # A pending safeRead intent is replayed on resume when its replayKey still matches the

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..render import money, printable
 from ..session import SessionState, ToolIntent
-from ..timeline import REPLAY_WORDS, priced, unreported_attempts
+from ..timeline import REPLAY_WORDS, session_cost
 from ._common import (
     ARGUMENTS_WIDTH,
     EXIT_OK,
@@ -125,8 +125,8 @@ def _usage_line(state: SessionState) -> str:
 def _cost(state: SessionState) -> str:
     """`render.money` of the whole session, and what makes it a lower bound."""
     t = state.totals
-    unreported = sum(unreported_attempts(state).values())
-    cost, unpriced = priced(t, unreported)
+    cost, unpriced = session_cost(state)
+    unreported = unpriced - t.unpriced  # answered attempts that reported no usage
     why = ["the provider reported no cost"] if cost is None else []
     if cost is not None and t.unpriced:
         why.append(f"{t.unpriced} of {t.priced + t.unpriced} usage records have no cost")

@@ -13,13 +13,14 @@ from typing import Any
 from ..render import printable
 from ..session import (
     NotASessionError,
+    SalvageResult,
     SessionCorruptError,
     SessionState,
+    fsync_dir,
     load_session,
+    read_session_file,
     salvage,
 )
-from ..session._files import fsync_dir, read_session_file
-from ..session._salvage import SalvageResult
 from ._common import (
     EXIT_CORRUPT,
     EXIT_OK,
@@ -146,8 +147,7 @@ def _verify(tmp: str, out: Path, result: SalvageResult) -> SessionState:
         reason = str(exc)
     else:
         if state.transaction_count == result.transactions and state.torn_tail_bytes == 0:
-            state.path = str(out)
-            return state
+            return state  # read from the temp file: the report uses its counts, not its path
         reason = f"it holds {state.transaction_count} transactions, not {result.transactions}"
     message = f"error: the salvaged copy does not load as it should ({printable(reason)}); nothing "
     message += f"was written to {printable(str(out))}."

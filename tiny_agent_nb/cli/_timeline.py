@@ -9,12 +9,12 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from ..provider import DEMO_PROVIDER  # a name only: the provider loads httpx lazily
 from ..render import printable, timeline_text
 from ..timeline import PAGE_SIZE, ROWS_PER_RUN, Timeline, build_timeline
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,
-    OFFLINE_DEMO_PROVIDER,
     _Failed,
     _print_json,
     _read,
@@ -67,7 +67,7 @@ def run_timeline(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"timeline": timeline_json(timeline)})
         return EXIT_OK
-    scripted = state.header.provider == OFFLINE_DEMO_PROVIDER
+    scripted = state.header.provider == DEMO_PROVIDER
     print(timeline_text(timeline, color=_use_color(sys.stdout), scripted=scripted))
     for line in _hidden_rows_lines(timeline):
         print(line)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ..render import money, printable
@@ -13,53 +11,11 @@ from ..session import (
     SessionState,
     UsageTotals,
 )
-from ..timeline import priced, unreported_attempts
+from ..timeline import RunUsage, session_cost, usage_by_run
 from ._common import EXIT_OK, _print_json, _read
 from ._inspect import _cost
 
 # ---------------------------------------------------------------- usage
-
-
-@dataclass(frozen=True)
-class RunUsage:
-    """The usage ledger of one run: every usage fact of its attempts and tool intents."""
-
-    number: int  # 1-based, in file order
-    operation_id: str
-    kind: str
-    status: str
-    totals: UsageTotals
-    unreported_attempts: int  # pending attempts with no usage: tokens and cost unknown
-    unpriced_attempts: int  # answered (settled) attempts that reported no usage
-    detail: str | None = None  # the run's detail (a budgetLimit's budget and spend)
-
-    @property
-    def cost(self) -> tuple[float | None, int]:
-        return priced(self.totals, self.unpriced_attempts)
-
-
-def usage_by_run(state: SessionState) -> list[RunUsage]:
-    """Per-run sums of the usage ledger; together they are exactly `state.totals`."""
-    totals = state.usage_by_operation()
-    unreported: Counter[str] = Counter(
-        a.operation_id
-        for a in state.attempts.values()
-        if a.status == "pending" and a.id not in state.usage
-    )
-    settled = unreported_attempts(state)
-    return [
-        RunUsage(
-            n,
-            op.id,
-            op.kind,
-            op.status,
-            totals[op.id],
-            unreported[op.id],
-            settled[op.id],
-            op.detail,
-        )
-        for n, op in enumerate(state.operations.values(), start=1)
-    ]
 
 
 def _configure_usage(parser: argparse.ArgumentParser) -> None:
@@ -104,7 +60,7 @@ def usage_json(state: SessionState, runs: list[RunUsage]) -> dict[str, Any]:
             }
             for r in runs
         ],
-        "totals": _usage_record(state.totals, _total_cost(state, runs)),
+        "totals": _usage_record(state.totals, session_cost(state)),
     }
 
 
@@ -124,7 +80,7 @@ def render_usage(state: SessionState, runs: list[RunUsage]) -> list[str]:
         ]
         for r in runs
     ]
-    total = ["", "total", "", *_token_cells(state.totals), money(*_total_cost(state, runs)), ""]
+    total = ["", "total", "", *_token_cells(state.totals), money(*session_cost(state)), ""]
     head = ["#", "kind", "status", *USAGE_COLUMNS, "cost", "run id"]
     table = [head, *rows, total]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
@@ -158,11 +114,6 @@ def _token_cells(t: UsageTotals) -> list[str]:
         str(t.reasoning_tokens),
         str(t.cached_input_tokens),
     ]
-
-
-def _total_cost(state: SessionState, runs: list[RunUsage]) -> tuple[float | None, int]:
-    """`priced` of the whole session: the runs' ledgers add up to `state.totals`."""
-    return priced(state.totals, sum(r.unpriced_attempts for r in runs))
 
 
 def _usage_notes(runs: list[RunUsage]) -> Iterator[str]:

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..provider._urls import redact_url
-from ..tools._output import redact
+from ..provider import redact_url
+from ..tools import redact
 from ._config import ServerConfig
 from ._guard import guard_argv
 

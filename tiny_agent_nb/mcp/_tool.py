@@ -16,11 +16,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ConfigDict
 
-from ..provider import ToolSchema
-from ..session import ToolIdentity
-from ..session._models import ReplayPolicy
-from ..tools import Tool, ToolArgumentError, ToolArguments, ToolContext, ToolOutput, truncate
-from ..tools._output import redact
+from ..session import ReplayPolicy, ToolIdentity
+from ..tools import (
+    Tool,
+    ToolArgumentError,
+    ToolArguments,
+    ToolContext,
+    ToolOutput,
+    ToolSchema,
+    redact,
+    truncate,
+)
 from ._result import result_text, result_usage
 from ._server import NotRunningError, ServerSession
 from ._thread import LoopThread, wait, wait_event

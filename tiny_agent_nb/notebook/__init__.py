@@ -1,7 +1,7 @@
 """The notebook surface: `%%agent` magics, TinyAgent configuration, timeline display."""
 
 from ._config import TinyAgent
-from ._magics import AgentMagics
+from ._magics import AgentMagics, load, unload
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import fill_prompt
@@ -15,5 +15,7 @@ __all__ = [
     "TimelineView",
     "TinyAgent",
     "fill_prompt",
+    "load",
     "resolve_session_path",
+    "unload",
 ]

@@ -34,8 +34,7 @@ from ..provider import (
     redact_url,
     url_secrets,
 )
-from ..tools import builtin_registry
-from ..tools._bash import KEY_VARIABLES
+from ..tools import KEY_VARIABLES, builtin_registry
 from ._mcp_value import shown_value, value_secrets
 
 DEFAULT_MODEL = "deepseek/deepseek-v4-flash-0731"

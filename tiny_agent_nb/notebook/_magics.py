@@ -17,7 +17,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..agent import compaction_status
 from ..provider import DEMO_LABEL
 from ..render import cell_text, money
-from ..timeline import priced, short_arguments, tokens, unreported_attempts
+from ..timeline import session_cost, short_arguments, tokens, usage_by_run
 from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
@@ -121,7 +121,7 @@ class AgentMagics(Magics):
         if args.budget is not None and not 0 < args.budget < float("inf"):
             raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
         tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
-        self.runtime.check_ready(args.model)
+        self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
         if self.runtime.config.demo_mode() and args.model is None:
@@ -211,8 +211,7 @@ class AgentMagics(Magics):
         for intent in interrupted[-5:]:
             summary = cell_text(short_arguments(intent.arguments))
             print(f"  ⚠ {tool_label(intent)} {summary} — interrupted")
-        unreported = sum(unreported_attempts(state).values())
-        print(f"cost     {money(*priced(state.totals, unreported))}")
+        print(f"cost     {money(*session_cost(state))}")
         compacted = compaction_status(state)
         if compacted:
             print(f"context  {compacted}")
@@ -231,14 +230,13 @@ class AgentMagics(Magics):
         t = state.totals
         # The timeline's words and money (docs/glossary.md): the same session reads the
         # same here, in the widget and in `tiny-agent-nb timeline`.
-        unreported = unreported_attempts(state)
-        for op_id, run in state.usage_by_operation().items():
-            op = state.operations[op_id]
-            cost, unpriced = priced(run, unreported[op_id])
-            used = tokens(run.input_tokens, run.output_tokens, cost, unpriced)
-            stop = f" — {cell_text(op.detail)}" if op.status == "budgetLimit" and op.detail else ""
-            print(f"{op.kind:<6} {op.status:<11} {used} · cost {money(cost, unpriced)}{stop}")
-        cost, unpriced = priced(t, sum(unreported.values()))
+        for run in usage_by_run(state):
+            cost, unpriced = run.cost
+            used = tokens(run.totals.input_tokens, run.totals.output_tokens, cost, unpriced)
+            stopped = run.detail if run.status == "budgetLimit" else None
+            stop = f" — {cell_text(stopped)}" if stopped else ""
+            print(f"{run.kind:<6} {run.status:<11} {used} · cost {money(cost, unpriced)}{stop}")
+        cost, unpriced = session_cost(state)
         print(
             f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "
             f"{t.reasoning_tokens} reasoning, {t.cached_input_tokens} cached · "
@@ -246,7 +244,7 @@ class AgentMagics(Magics):
         )
 
     def _cmd_resume(self) -> None:
-        self.runtime.check_ready()
+        self.runtime.model.check_ready()
         self.runtime.require_store()
         if not self._start_mcp():
             return
@@ -265,7 +263,7 @@ class AgentMagics(Magics):
             )
 
     def _cmd_compact(self, instructions: str | None) -> None:
-        self.runtime.check_ready()
+        self.runtime.model.check_ready()
         view = CellDisplay(rich=self._rich())
         try:
             result = self.runtime.compact(instructions, observer=view)

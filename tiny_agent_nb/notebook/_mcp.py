@@ -17,9 +17,9 @@ from typing import Any
 
 from ..mcp import McpConfig, McpConfigError, McpServers, ServerStatus, parse_config
 from ..render import cell_text
-from ..tools import Tool
-from ..tools._output import redact
+from ..tools import Tool, ToolRegistry, builtin_registry, redact
 from ._config import TinyAgent
+from ._opening import NotebookError
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,20 @@ class KernelServers:
         if self._servers is None or self._made_from != self._key():
             return []
         return list(self._servers.tools())
+
+    def registry(self, tools: list[str] | None, *, with_mcp: bool) -> ToolRegistry:
+        """The tools a loop may call: the cell's `--tools`, else `TinyAgent.tools`; the
+        default (all built-ins) also offers every tool of the running MCP servers, a list
+        of one's own only the MCP tools it names (`srv__*`: all of one server's)."""
+        builtins = builtin_registry()
+        mcp_tools = self.tools() if with_mcp else []
+        wanted = list(tools or self._config.tools)
+        if tools is None and set(wanted) == set(builtins.names):
+            wanted += [tool.name for tool in mcp_tools]
+        try:
+            return ToolRegistry([*builtins, *mcp_tools]).subset(wanted)
+        except ValueError as exc:
+            raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
 
     def digest_material(self, tools: Iterable[Tool]) -> list[dict[str, Any]]:
         """What a configurationDigest covers of the servers `tools` come from: where each

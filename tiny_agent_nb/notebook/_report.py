@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..agent import RecoveryReport
+from ..agent import RecoveryReport, resumable_operation
 from ..render import cell_text, money
 from ..session import SessionState, ToolIntent
-from ..timeline import priced, short_arguments, unreported_attempts
+from ..timeline import session_cost, short_arguments
 from ._paths import SessionLocation
 
 
@@ -29,7 +29,7 @@ class OpenReport:
         if self.created:
             head = f"tiny-agent-nb: new session {where} ({_source(self.location)})."
             return "\n".join([head, *(f"  {note}" for note in self.notes)])
-        cost = money(*priced(s.totals, sum(unreported_attempts(s).values())))
+        cost = money(*session_cost(s))
         lines = [
             f"tiny-agent-nb: session {where} ({_source(self.location)}) — "
             f"{len(s.operations)} run(s), cost {cost}."
@@ -54,8 +54,7 @@ class OpenReport:
                 lines.append(
                     f"  {r.failed_attempts} model request(s) in flight were marked interrupted."
                 )
-        latest = list(s.operations.values())[-1] if s.operations else None
-        if latest is not None and latest.status in ("interrupted", "aborted"):
+        if not isinstance(resumable_operation(s), str):  # the planner's rule, not a copy
             lines.append("  `%agent resume` continues the interrupted run.")
         lines.extend(f"  {note}" for note in self.notes)
         return "\n".join(lines)

@@ -10,7 +10,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..agent import (
     DEFAULT_SYSTEM_PROMPT,
@@ -27,7 +26,6 @@ from ..provider import (
     DEMO_MODEL,
     DEMO_PROVIDER,
     DemoProvider,
-    ProviderConfig,
 )
 from ..render import cell_text
 from ..session import (
@@ -41,8 +39,8 @@ from ..session import (
     SessionStore,
     load_session,
 )
-from ..tools import ToolContext, ToolRegistry, builtin_registry
-from ._config import TinyAgent, is_openrouter
+from ..tools import ToolContext
+from ._config import TinyAgent
 from ._mcp import KernelServers
 from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
@@ -55,12 +53,8 @@ from ._opening import (
     store_error,
 )
 from ._paths import SessionLocation, next_archive_path
+from ._provider import KernelProvider
 from ._report import OpenReport
-
-if TYPE_CHECKING:  # httpx is imported only when a real model is asked (not by the demo)
-    import httpx
-
-    from ..provider import Provider
 
 AskFn = Callable[[str, object], bool]
 Watcher = Callable[[Sequence[Fact]], None]
@@ -85,11 +79,10 @@ class NotebookAgent:
         # `%agent new`/`session` close the store they would hold.
         self._watchers: list[Watcher] = []
         self._unfollow_store: Callable[[], None] | None = None
-        # One HTTP client per open session, made by its first real request: the cells
-        # reuse its keep-alive connection; `close()` (new, session, unload, exit) ends it.
-        self._http: httpx.Client | None = None
-        # (base URL, model) -> the window its server lists; asked once per open session.
-        self._windows: dict[tuple[str, str], int | None] = {}
+        # The way to the model: its HTTP client and the windows its servers list, kept
+        # for the open session (`close()` ends them), and the refusal of a run that
+        # cannot succeed.
+        self.model = KernelProvider(config)
         # The kernel's MCP servers: started by the first run that needs them, stopped
         # with the session (`close()`) or when their configuration changes.
         self.mcp = KernelServers(config)
@@ -182,14 +175,11 @@ class NotebookAgent:
 
     def close(self) -> None:
         self._forget_context()
-        self._windows.clear()
         self.mcp.close()
         if self._unfollow_store is not None:
             self._unfollow_store()
             self._unfollow_store = None
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        self.model.close()
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -359,17 +349,17 @@ class NotebookAgent:
         with_mcp: bool = True,
     ) -> AgentLoop:
         store = self.require_store()
-        provider_config = self.provider_config(model)
+        provider_config = self.model.provider_config(model)
         window = self.config.context_window
         if self.config.demo_mode() and model is None:
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:
-            provider = self._provider(provider_config)
+            provider = self.model.provider(provider_config)
             # Unset, the window is the one the server lists for this model (asked once
             # per session); a recovery's loop (a provider given) asks no server.
-            window = self.config.context_window or self.context_window(model)
-        registry = self._registry(tools, with_mcp=with_mcp)
+            window = self.config.context_window or self.model.context_window(model)
+        registry = self.mcp.registry(tools, with_mcp=with_mcp)
         digest = provider_config.digest_material()
         servers = self.mcp.digest_material(registry)
         if servers:  # a different server behind the same tool names is another configuration
@@ -398,79 +388,3 @@ class NotebookAgent:
             observer=observer,
             projection=self.context(),
         )
-
-    def _registry(self, tools: list[str] | None, *, with_mcp: bool) -> ToolRegistry:
-        """The tools a loop may call: the cell's `--tools`, else `TinyAgent.tools`; the
-        default (all built-ins) also offers every tool of the running MCP servers, a list
-        of one's own only the MCP tools it names (`srv__*`: all of one server's)."""
-        builtins = builtin_registry()
-        mcp_tools = self.mcp.tools() if with_mcp else []
-        wanted = list(tools or self.config.tools)
-        if tools is None and set(wanted) == set(builtins.names):
-            wanted += [tool.name for tool in mcp_tools]
-        try:
-            return ToolRegistry([*builtins, *mcp_tools]).subset(wanted)
-        except ValueError as exc:
-            raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
-
-    def _provider(self, config: ProviderConfig) -> Provider:
-        from ..provider import Provider, http_client  # noqa: PLC0415 (see TYPE_CHECKING)
-
-        if self._http is None:
-            self._http = http_client()
-        try:
-            return Provider(config, client=self._http)
-        except ValueError as exc:
-            # The provider names the variable and never the key (a header it refuses).
-            raise NotebookError(
-                f"tiny-agent-nb: {exc} Nothing was sent and nothing was recorded: fix it and "
-                "restart the kernel, or `%config TinyAgent.api_key = '...'`."
-            ) from None
-
-    def context_window(self, model: str | None = None) -> int | None:
-        """The context window of `model` (default: the configured one) as its server's
-        model listing reports it; None when it reports none, for the offline demo model,
-        or when no provider can be made."""
-        config = self.provider_config(model)
-        where = (config.redacted_base_url, config.model)
-        if (self.config.demo_mode() and model is None) or where in self._windows:
-            return self._windows.get(where)
-        try:
-            provider = self._provider(config)
-        except NotebookError:  # a key no header can carry: the run itself says so
-            return None
-        with provider:  # closes nothing shared: the session's client stays open
-            self._windows[where] = provider.context_window()
-        return self._windows[where]
-
-    def provider_config(self, model: str | None = None) -> ProviderConfig:
-        c = self.config
-        key = c.api_key.reveal() if c.api_key is not None else None
-        return ProviderConfig(
-            model=model or c.model,
-            base_url=c.endpoint(),
-            provider=c.provider_label(),
-            api_key=key,
-            api_key_source=c.api_key_source(),
-            stream=c.stream,
-            read_timeout=float(c.request_timeout),
-            attempt_timeout=c.attempt_timeout,
-            max_response_bytes=c.max_response_bytes,
-            temperature=c.extra.get("temperature"),
-            top_p=c.extra.get("top_p"),
-            max_tokens=c.extra.get("max_tokens"),
-        )
-
-    def check_ready(self, model: str | None = None) -> None:
-        """Refuse early (nothing committed) when a run cannot possibly succeed. `model`
-        is a cell's `--model`: it asks for a real model, so the demo does not answer it."""
-        if self.config.demo_mode() and model is None:
-            return
-        if is_openrouter(self.config.base_url) and self.config.api_key is None:
-            asked = f"--model {cell_text(model)} asks OpenRouter, but there is " if model else ""
-            raise NotebookError(
-                f"tiny-agent-nb: {asked}no API key for OpenRouter. Set OPENROUTER_API_KEY (or "
-                "TINY_AGENT_API_KEY) and restart the kernel, or `%config TinyAgent.api_key = "
-                "'...'`. For a local server: `%config TinyAgent.base_url = "
-                "'http://127.0.0.1:8080/v1'` (no key needed). Nothing was sent or recorded."
-            )

@@ -9,6 +9,7 @@ whose `retryable`/`retry_after` feed `backoff_delay` in the agent loop.
 
 import typing as _typing
 
+from . import _wire as wire
 from ._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROVIDER, DemoProvider
 from ._retry import backoff_delay
 from ._types import (
@@ -22,7 +23,6 @@ from ._types import (
     StreamEvent,
     TextDelta,
     ToolCallStarted,
-    ToolSchema,
     UsageReport,
 )
 from ._urls import redact_url, url_secrets
@@ -59,11 +59,11 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "ToolCallStarted",
-    "ToolSchema",
     "UsageReport",
     "backoff_delay",
     "estimate_tokens",
     "http_client",
     "redact_url",
     "url_secrets",
+    "wire",
 ]

@@ -16,10 +16,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import httpx
 
-from .. import __version__
+from .._version import __version__
 from ._answer import EventSink, read_answer
 from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
 from ._errors import (
@@ -30,9 +31,12 @@ from ._errors import (
     undecodable,
 )
 from ._request import request_parts
-from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, ToolSchema
+from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
 from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
 from ._window import window_in_listing
+
+if TYPE_CHECKING:
+    from ..tools import ToolSchema
 
 log = logging.getLogger(__name__)
 

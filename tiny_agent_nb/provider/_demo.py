@@ -16,10 +16,13 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..session import AssistantMessage, ToolCall
-from ._types import Completion, StreamEvent, TextDelta, ToolCallStarted, ToolSchema, UsageReport
+from ._types import Completion, StreamEvent, TextDelta, ToolCallStarted, UsageReport
+
+if TYPE_CHECKING:
+    from ..tools import ToolSchema
 
 DEMO_PROVIDER = "offline-demo"
 DEMO_MODEL = "tiny-agent-nb/scripted-demo"

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._types import ProviderConfig, ToolSchema
+from ._types import ProviderConfig
+from ._wire import tool_definition
+
+if TYPE_CHECKING:
+    from ..tools import ToolSchema
 
 
 def _dumps(value: Any) -> bytes:
@@ -33,7 +37,7 @@ def request_parts(
         parts.append(message)
     parts.append(b"]")
     if tools:  # OpenAI rejects `tools: []`
-        parts += [b',"tools":', _dumps([tool.wire() for tool in tools])]
+        parts += [b',"tools":', _dumps([tool_definition(tool) for tool in tools])]
     if config.stream:
         parts.append(b',"stream":true,"stream_options":{"include_usage":true}')
     else:

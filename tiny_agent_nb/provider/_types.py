@@ -75,26 +75,6 @@ class ProviderConfig:
 
 
 @dataclass(frozen=True)
-class ToolSchema:
-    """A tool as the model sees it (OpenAI `tools[]` entry) plus its version."""
-
-    name: str
-    version: str
-    description: str
-    parameters: Mapping[str, Any]
-
-    def wire(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": dict(self.parameters),
-            },
-        }
-
-
-@dataclass(frozen=True)
 class UsageReport:
     """Usage of one physical request as the server reported it (None: not reported)."""
 

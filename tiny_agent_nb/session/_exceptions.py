@@ -5,6 +5,7 @@ SessionError
 ├── SessionCorruptError     a complete line is invalid: names the file, the line and the reason
 ├── SessionLockedError      another writer holds the file (names its pid when the OS tells)
 ├── InvalidTransactionError a commit was refused; nothing was written, nothing changed
+├── SessionWriteError       the OS refused a write (disk full, I/O): cut back, nothing committed
 └── SessionClosedError      the store was closed
 """
 
@@ -81,3 +82,15 @@ class SessionClosedError(SessionError):
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         super().__init__(f"{self.path}: this SessionStore is closed")
+
+
+class SessionWriteError(SessionError):
+    """The OS refused the write (disk full, quota, I/O error). Nothing was committed."""
+
+    def __init__(self, path: str, exc: OSError) -> None:
+        self.path = path
+        self.errno = exc.errno
+        super().__init__(
+            f"could not append to {path}: {exc.strerror or exc}. Nothing was committed and "
+            "the file was cut back to its last complete transaction."
+        )

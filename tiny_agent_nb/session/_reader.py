@@ -104,9 +104,8 @@ def _read(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
             reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
     lines = complete.split(b"\n")
-    state = SessionState(str(path), parse_header(path, lines[0]))
-    state.torn_tail_bytes = torn
-    tables = state.tables
+    state = SessionState(str(path), parse_header(path, lines[0]), torn_tail_bytes=torn)
+    tables = state._tables  # the reader builds the state it hands out
     for lineno, line in enumerate(islice(lines, 1, None), start=2):
         try:
             apply_transaction(tables, parse_transaction(line))

@@ -9,6 +9,7 @@ bytes and tuples of atoms are neither.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ._framing import parse_transaction
@@ -17,65 +18,87 @@ from ._tables import Attempt, EntrySlot, EntryType, Operation, Tables, ToolInten
 
 
 class SessionState:
-    """The reduction of a session file. Read-only for its users."""
+    """The reduction of a session file, read-only: every view is a property, its mappings
+    are read-only proxies and its totals a copy. Only the session's own reader and store
+    write `_tables` (the reducer applies each committed transaction to them)."""
 
-    def __init__(self, path: str, header: Header, tables: Tables | None = None) -> None:
-        self.path = path
-        self.header = header
-        self.tables = tables if tables is not None else Tables()
-        self.torn_tail_bytes = 0
+    def __init__(
+        self, path: str, header: Header, tables: Tables | None = None, torn_tail_bytes: int = 0
+    ) -> None:
+        self._path = path
+        self._header = header
+        self._tables = tables if tables is not None else Tables()
+        self._torn_tail_bytes = torn_tail_bytes
+
+    @property
+    def path(self) -> str:
+        """The file this state was read from (as it was named when opened)."""
+        return self._path
+
+    @property
+    def header(self) -> Header:
+        return self._header
+
+    @property
+    def torn_tail_bytes(self) -> int:
+        """Bytes after the last complete line when the file was read (a write cut short)."""
+        return self._torn_tail_bytes
 
     # -- views -------------------------------------------------------------
     @property
     def transaction_count(self) -> int:
         """Lines after the header: one per committed transaction."""
-        return len(self.tables.lines)
+        return len(self._tables.lines)
 
     @property
     def last_seq(self) -> int:
-        return self.tables.last_seq
+        return self._tables.last_seq
 
     @property
     def open_operation(self) -> Operation | None:
-        op_id = self.tables.open_operation_id
-        return None if op_id is None else self.tables.operations[op_id]
+        op_id = self._tables.open_operation_id
+        return None if op_id is None else self._tables.operations[op_id]
 
     @property
     def facts(self) -> list[Fact]:
         """Every committed fact, decoded from the transaction lines: O(history), for tools
         and tests; the views above are what a running notebook reads."""
-        return facts_of(self.tables.lines)
+        return facts_of(self._tables.lines)
 
     @property
     def entries(self) -> EntryView:
         """Entries in commit order; each is decoded from its line when read."""
-        return EntryView(self.tables.entries, self.tables.lines)
+        return EntryView(self._tables.entries, self._tables.lines)
 
     @property
     def operations(self) -> Mapping[str, Operation]:
-        return self.tables.operations
+        return MappingProxyType(self._tables.operations)
 
     @property
     def attempts(self) -> Mapping[str, Attempt]:
-        return self.tables.attempts
+        return MappingProxyType(self._tables.attempts)
+
+    def attempts_newest_first(self) -> Iterator[Attempt]:
+        """The attempts in reverse commit order, without copying the table."""
+        return reversed(self._tables.attempts.values())
 
     @property
     def tool_intents(self) -> Mapping[str, ToolIntent]:
-        return self.tables.intents
+        return MappingProxyType(self._tables.intents)
 
     @property
     def usage(self) -> Mapping[str, Usage]:
         """The usage of each stepAttempt or toolStarted that reported one, by its id."""
-        return self.tables.usage
+        return MappingProxyType(self._tables.usage)
 
     @property
     def totals(self) -> UsageTotals:
-        return self.tables.totals
+        return self._tables.totals.copy()
 
     def usage_by_operation(self) -> dict[str, UsageTotals]:
         """The usage ledger summed per operation (attempts' and tool intents' usage), in
         file order; together the sums are exactly `totals`."""
-        t = self.tables
+        t = self._tables
         by_operation = {op_id: UsageTotals() for op_id in t.operations}
         for target, usage in t.usage.items():
             attempt = t.attempts.get(target)
@@ -84,7 +107,7 @@ class SessionState:
         return by_operation
 
     def copy(self) -> SessionState:
-        t = self.tables
+        t = self._tables
         tables = Tables(
             ids=dict(t.ids),
             entries=dict(t.entries),
@@ -101,13 +124,11 @@ class SessionState:
             open_operation_id=t.open_operation_id,
             last_cut=t.last_cut,
         )
-        state = SessionState(self.path, self.header, tables)
-        state.torn_tail_bytes = self.torn_tail_bytes
-        return state
+        return SessionState(self._path, self._header, tables, self._torn_tail_bytes)
 
     def summary(self) -> dict[str, Any]:
         """The canonical, language-neutral summary the conformance fixtures compare."""
-        t = self.tables
+        t = self._tables
         return {
             "sessionId": self.header.id,
             "version": self.header.version,

@@ -24,6 +24,7 @@ from ._exceptions import (
     NotASessionError,
     SessionClosedError,
     SessionError,
+    SessionWriteError,
 )
 from ._facts import NewFact
 from ._files import DescriptorFile, MemoryFile, StoreFile, fsync_dir, open_regular
@@ -46,18 +47,6 @@ log = logging.getLogger("tiny_agent_nb.session")
 
 def _epoch_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class SessionWriteError(SessionError):
-    """The OS refused the write (disk full, quota, I/O error). Nothing was committed."""
-
-    def __init__(self, path: str, exc: OSError) -> None:
-        self.path = path
-        self.errno = exc.errno
-        super().__init__(
-            f"could not append to {path}: {exc.strerror or exc}. Nothing was committed and "
-            "the file was cut back to its last complete transaction."
-        )
 
 
 @dataclass(frozen=True)
@@ -260,7 +249,7 @@ class SessionStore:
                 self._resync(file)
             if not facts:
                 raise InvalidTransactionError("a transaction holds at least one fact")
-            tables = self._state.tables
+            tables = self._state._tables  # the store's own state, never handed out
             savepoint = tables.begin()
             try:
                 built = self._apply(tables, facts)

@@ -15,13 +15,14 @@ from ._base import (
     ToolContext,
     ToolError,
     ToolOutput,
+    ToolSchema,
     ToolUsage,
     truncate,
 )
-from ._bash import Bash
+from ._bash import KEY_VARIABLES, Bash
 from ._builtin import BuiltinTool
 from ._grep import Grep
-from ._output import CappedOutput
+from ._output import CappedOutput, clean_output, redact
 from ._python import Python
 from ._read import ListFiles, ReadFile
 from ._registry import ToolRegistry, builtin_registry
@@ -29,6 +30,7 @@ from ._write import EditFile, WriteFile
 
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
+    "KEY_VARIABLES",
     "Bash",
     "BuiltinTool",
     "CappedOutput",
@@ -45,8 +47,11 @@ __all__ = [
     "ToolError",
     "ToolOutput",
     "ToolRegistry",
+    "ToolSchema",
     "ToolUsage",
     "WriteFile",
     "builtin_registry",
+    "clean_output",
+    "redact",
     "truncate",
 ]

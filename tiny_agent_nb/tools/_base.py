@@ -19,15 +19,14 @@ translates them, once, into `ToolOutput(is_error=True)`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..provider import ToolSchema
-from ..session import ToolIdentity
-from ..session._models import ReplayPolicy
+from ..session import ReplayPolicy, ToolIdentity
 from ._output import truncate
 
 __all__ = [  # truncate lives in _output; it stays importable from here
@@ -39,11 +38,23 @@ __all__ = [  # truncate lives in _output; it stays importable from here
     "ToolContext",
     "ToolError",
     "ToolOutput",
+    "ToolSchema",
     "ToolUsage",
     "truncate",
 ]
 
 DEFAULT_OUTPUT_LIMIT = 30_000  # characters of a result sent back to the model
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    """A tool as the model sees it (name, description, JSON Schema of its arguments) plus
+    its version. How it is put on the wire is the provider's business (`provider.wire`)."""
+
+    name: str
+    version: str
+    description: str
+    parameters: Mapping[str, Any]
 
 
 class ToolArguments(BaseModel):

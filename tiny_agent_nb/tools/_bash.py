@@ -26,7 +26,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ..session._models import ReplayPolicy
+from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolOutput
 from ._builtin import BuiltinTool
 from ._output import CappedOutput, hidden_secrets

@@ -16,7 +16,7 @@ from typing import BinaryIO, ClassVar
 
 from pydantic import Field
 
-from ..session._models import ReplayPolicy
+from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
 from ._builtin import BuiltinTool, describe_os_error, display_path
 from ._limits import DEFAULT_TIME_LIMIT, Deadline, run_in_child

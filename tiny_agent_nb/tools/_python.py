@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from ..session._models import ReplayPolicy
+from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolOutput
 from ._builtin import BuiltinTool
 from ._output import truncate

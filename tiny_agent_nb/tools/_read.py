@@ -17,7 +17,7 @@ from typing import BinaryIO, ClassVar
 
 from pydantic import Field
 
-from ..session._models import ReplayPolicy
+from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
 from ._builtin import BuiltinTool, display_path, file_target
 from ._limits import DEFAULT_TIME_LIMIT, Deadline

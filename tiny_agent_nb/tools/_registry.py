@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from ..provider import ToolSchema
-from ._base import Tool
+from ._base import Tool, ToolSchema
 from ._bash import Bash
 from ._grep import Grep
 from ._python import Python

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from ..session._models import ReplayPolicy
+from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
 from ._builtin import BuiltinTool, file_target
 from ._paths import open_file, workspace_root

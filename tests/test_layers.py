@@ -1,0 +1,176 @@
+"""The house's layers are sealed: every import arrow points down, and no module reaches
+into another package's private modules.
+
+Each module's imports are read with `ast` (nothing is imported), so the rule holds for
+imports inside functions and under TYPE_CHECKING too: a name a module speaks of is an
+arrow as much as one it loads.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
+
+# Low to high: a layer imports only layers of a lower rank (never one of its own rank
+# but another name, never a higher one). `_version` is the leaf every layer may read.
+RANKS: dict[str, int] = {
+    "_version": 0,
+    "session": 1,  # the file format, the store, the reducer: the deep module
+    "tools": 2,  # the tool protocol and the built-in tools (owns ToolSchema)
+    "timeline": 2,  # the timeline read from a session
+    "safe_markdown": 2,  # escaping untrusted text for markdown
+    "provider": 3,  # the chat-completions wire format and client (speaks of ToolSchema)
+    "render": 4,  # HTML and text of a timeline (names the demo model)
+    "mcp": 4,  # MCP servers' tools (a Tool; URL redaction from the provider)
+    "agent": 5,  # planner, context projection, compaction, the loop
+    "demo": 5,  # the headless demo notebook runner
+    "cli": 6,  # the command line
+    "notebook": 6,  # the IPython glue
+    "__init__": 7,  # the package root: load_ipython_extension
+    "__main__": 7,  # python -m tiny_agent_nb
+}
+
+
+def _layer(module: str) -> str:
+    """`tiny_agent_nb.session._store` -> `session`; the root package -> `__init__`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        yield ".".join(parts), path
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, imported module or module.name) for every import of the package's own."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                # `from ..session import facts` may name a module: both are checked.
+                yield node.lineno, f"{source}.{alias.name}"
+
+
+def _own_imports() -> Iterator[tuple[str, int, str]]:
+    for module, path in _modules():
+        for line, target in _imports(module, path):
+            if target == "tiny_agent_nb" or target.startswith("tiny_agent_nb."):
+                yield module, line, target
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Which layer imports which (arrows between layers only)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, _, target in _own_imports():
+        source, dest = _layer(module), _layer(target)
+        if source != dest and target != "tiny_agent_nb.__version__":
+            graph[source].add(dest)
+    return graph
+
+
+def test_every_module_belongs_to_a_ranked_layer() -> None:
+    unranked = {_layer(module) for module, _ in _modules()} - set(RANKS)
+    assert not unranked, f"give these layers a rank in RANKS: {sorted(unranked)}"
+
+
+def test_every_import_arrow_points_down_the_layers() -> None:
+    upward = [
+        f"{module} (line {line}) imports {target}: {_layer(module)} "
+        f"(rank {RANKS[_layer(module)]}) -> {_layer(target)} (rank {RANKS[_layer(target)]})"
+        for module, line, target in _own_imports()
+        if _layer(module) != _layer(target)
+        and target != "tiny_agent_nb.__version__"
+        and RANKS[_layer(target)] >= RANKS[_layer(module)]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    private = []
+    for module, line, target in _own_imports():
+        parts = target.split(".")
+        # tiny_agent_nb.<package>._<module>...: private unless it is the importer's own
+        # package (the root's private leaf `_version` is a layer of its own).
+        if (
+            len(parts) > 2
+            and parts[2].startswith("_")
+            and not parts[2].startswith("__")
+            and _layer(target) != _layer(module)
+        ):
+            private.append(f"{module} (line {line}) imports {target}")
+    assert not private, "\n".join(private)
+
+
+def test_the_layer_check_sees_an_upward_arrow_and_a_private_import(tmp_path: Path) -> None:
+    # The checks above pass on an empty list: show they would catch what they forbid.
+    bad = tmp_path / "tiny_agent_nb" / "session" / "_bad.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("from ..agent import AgentLoop\nfrom ..tools._base import Tool\n")
+    found = list(_imports("tiny_agent_nb.session._bad", bad))
+    assert (1, "tiny_agent_nb.agent.AgentLoop") in found
+    assert (2, "tiny_agent_nb.tools._base.Tool") in found
+    assert RANKS[_layer("tiny_agent_nb.agent.AgentLoop")] > RANKS["session"]
+
+
+@pytest.mark.parametrize("module", ["tiny_agent_nb.tools", "tiny_agent_nb.cli"])
+def test_importing_the_tools_or_the_cli_loads_no_http_client(module: str) -> None:
+    # Neither speaks HTTP: the provider's client (and httpx) load with the first request.
+    code = f"import sys, {module}; print(sorted(m for m in sys.modules if 'httpx' in m))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "[]"
+
+
+def test_the_tools_do_not_load_the_provider() -> None:
+    # tools owns ToolSchema; the provider only names it (under TYPE_CHECKING).
+    code = "import sys, tiny_agent_nb.tools; print('tiny_agent_nb.provider' in sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "False"
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _tested_layer(test_file: Path) -> str | None:
+    """`test_session_store.py` -> `session`; a repository-wide test -> None."""
+    name = test_file.stem.removeprefix("test_")
+    layers = [layer for layer in RANKS if name == layer or name.startswith(f"{layer}_")]
+    return max(layers, key=len) if layers else None
+
+
+def test_a_test_imports_private_modules_of_the_layer_it_tests_only() -> None:
+    # Everything else a test reaches through public names, as a user would: so the
+    # private modules of a layer can move without breaking another layer's tests.
+    found = []
+    for test_file in sorted(TESTS.glob("test_*.py")):
+        layer = _tested_layer(test_file)
+        for line, target in _imports("tests", test_file):
+            parts = target.split(".")
+            if parts[0] != "tiny_agent_nb" or len(parts) < 3:
+                continue
+            if parts[2].startswith("_") and not parts[2].startswith("__") and parts[1] != layer:
+                found.append(f"{test_file.name} (line {line}) imports {target}")
+    assert not found, "\n".join(found)

@@ -1,0 +1,84 @@
+"""The command line's parser: what each subcommand is, says and runs (`COMMANDS`)."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+from .._version import __version__
+from ._common import Command
+from ._demo import _configure_demo, run_demo
+from ._inspect import _configure_inspect, run_inspect
+from ._salvage import _configure_salvage, run_salvage
+from ._timeline import _configure_timeline, run_timeline
+from ._usage import _configure_usage, run_usage
+
+WRITES = (
+    "Look at tiny-agent-nb session files (JSONL) outside Jupyter. No command modifies a "
+    "session file: inspect, timeline and usage only read FILE; salvage reads FILE and "
+    "writes only the new file NEW; demo writes only in its own directory (--dir, else a "
+    "new temporary one)."
+)
+EXIT_CODES = """\
+exit codes:
+  0    success (salvage: something was salvaged into NEW)
+  2    bad usage (a page that does not exist; salvage's NEW exists or is FILE)
+  3    FILE is corrupt: a complete line is invalid, the error names it
+       (salvage: even the header is invalid, nothing to salvage)
+  4    FILE holds no session (empty, torn header, other data, not a regular
+       file) or cannot be read (missing, unreadable)
+  5    salvage could not write NEW (disk full, directory not writable);
+       FILE is untouched and no partial NEW is left
+  141  the output's reader went away (`... | head`)"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tiny-agent-nb",
+        description=textwrap.fill(WRITES, 79),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub = subparsers.add_parser(
+            name,
+            help=command.help,
+            description=command.help,
+            epilog=EXIT_CODES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.configure(sub)
+    return parser
+
+
+COMMANDS: dict[str, Command] = {
+    "demo": Command(
+        help="run the crash-and-resume example notebook headless: a kernel killed mid-tool, "
+        "then resumed; prints the timeline",
+        configure=_configure_demo,
+        run=run_demo,
+    ),
+    "inspect": Command(
+        help="summarize a session file: runs, attempts, tool calls, usage, damage",
+        configure=_configure_inspect,
+        run=run_inspect,
+    ),
+    "timeline": Command(
+        help="the notebook's timeline as a table: runs, attempts, tool calls, usage",
+        configure=_configure_timeline,
+        run=run_timeline,
+    ),
+    "usage": Command(
+        help="tokens and cost per run, and the totals (unknown cost is never shown as 0)",
+        configure=_configure_usage,
+        run=run_usage,
+    ),
+    "salvage": Command(
+        help="copy the longest loadable prefix of a damaged session into the new file NEW "
+        "(FILE is only read)",
+        configure=_configure_salvage,
+        run=run_salvage,
+    ),
+}

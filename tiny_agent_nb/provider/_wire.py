@@ -1,0 +1,77 @@
+"""The OpenAI chat-completions wire format: entries and tools as the server reads them.
+
+The one place that knows the shape of a `messages[]` item and of a `tools[]` entry: the
+agent's context projection encodes each committed entry here once, and the request body
+(`_request.py`) splices the bytes in as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..session import AssistantEntry, EntryFact, ToolResultEntry, UserEntry
+
+if TYPE_CHECKING:  # only named: importing the tools is not a provider's business
+    from ..tools import ToolSchema
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as the bytes a request carries (UTF-8, compact)."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def system_message(content: str) -> bytes:
+    return encode({"role": "system", "content": content})
+
+
+def user_message(content: str) -> bytes:
+    return encode({"role": "user", "content": content})
+
+
+def tool_message(tool_call_id: str, content: str) -> bytes:
+    return encode({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+
+
+def entry_message(entry: EntryFact) -> dict[str, Any] | None:
+    """The chat-completions message of one entry (None for compactions)."""
+    body = entry.entry
+    if isinstance(body, UserEntry):
+        return {"role": "user", "content": body.message.content}
+    if isinstance(body, AssistantEntry):
+        msg = body.message
+        # Servers differ on `content: null` beside tool calls; "" is accepted everywhere.
+        wire: dict[str, Any] = {"role": "assistant", "content": msg.content or msg.refusal or ""}
+        if msg.toolCalls:
+            wire["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        # Malformed arguments are not echoed back: some servers reject them.
+                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    },
+                }
+                for call in msg.toolCalls
+            ]
+        return wire
+    if isinstance(body, ToolResultEntry):
+        return {
+            "role": "tool",
+            "tool_call_id": body.message.toolCallId,
+            "content": body.message.content,
+        }
+    return None
+
+
+def tool_definition(schema: ToolSchema) -> dict[str, Any]:
+    """A tool as a `tools[]` entry of the request."""
+    return {
+        "type": "function",
+        "function": {
+            "name": schema.name,
+            "description": schema.description,
+            "parameters": dict(schema.parameters),
+        },
+    }
