@@ -154,6 +154,9 @@ def test_a_call_too_long_to_show_is_not_allowed_and_never_asked_about(
     a 4 MB command would be approved unseen. What cannot be shown whole is refused; a
     huge written content keeps its head and tail but offers no `v`."""
     run(shell, "%load_ext tiny_agent_nb", capsys)
+    # Room for the 6 MB of arguments: no compaction takes the scripted "Done." as its
+    # summary (the run would then retry into an empty script, backing off 15 s).
+    run(shell, "%config TinyAgent.context_window = 10_000_000", capsys)
     command = "ls" + " " * 4_000_000 + "; touch PWNED"
     content = "x\n" * 1_000_000
     server.enqueue(
@@ -173,6 +176,7 @@ def test_a_call_too_long_to_show_is_not_allowed_and_never_asked_about(
     assert len(asked) + len(out) < 200_000
     assert not (tmp_path / "PWNED").exists()
     assert (tmp_path / "big.txt").read_text() == content
+    assert "Done." in out and server.pending_replies == 0 and len(server.requests) == 2
 
 
 # ---------------------------------------------------------------- terminal (item 4)
