@@ -157,7 +157,8 @@ class ServerSession:
                     failure = f"did not answer initialize and tools/list within {start_timeout:g} s"
                     return
                 if not started:
-                    failure = "the server exited before it answered"
+                    if not self._stop.is_set():
+                        failure = "the server exited before it answered"
                     return
                 self._session, self.state = session, "running"
                 self.ready.set()
@@ -252,15 +253,15 @@ class ServerSession:
     async def _initialize_unless_closed(self, session: ClientSession) -> bool:
         """Initialize and list the tools; False when the connection ended first (a server
         that exits at once may do so before the request is written, and then nothing
-        would ever answer it)."""
+        would ever answer it) or a stop was asked for (Ctrl-C during the start)."""
         import anyio  # noqa: PLC0415
 
-        closed = self._closed
-        assert closed is not None
+        closed, stop = self._closed, self._stop
+        assert closed is not None and stop is not None
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:
-                await closed.wait()
+                await _first(closed.wait(), stop.wait())
                 group.cancel_scope.cancel()
 
             group.start_soon(watch)

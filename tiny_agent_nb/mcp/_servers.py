@@ -108,7 +108,10 @@ class McpServers:
             for server in starting:
                 wait_event(server.ready, self._start_timeout + _SHUTDOWN_BOUND)
         except KeyboardInterrupt:
-            self._stop(starting, cancel=True)
+            # Asked to stop, not cancelled: a cancellation that lands while the SDK is
+            # still spawning the process loses the process (and the guard waits for a
+            # parent thread that lives on). A start stops at its next await instead.
+            self._stop(starting, cancel=False)
             raise
         lines = []
         for server in starting:
