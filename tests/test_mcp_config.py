@@ -196,8 +196,10 @@ def test_the_package_exports_exactly_the_shared_interface() -> None:
         "McpTool",
         "ServerConfig",
         "ServerStatus",
+        "is_json_text",
         "model_tool_name",
         "parse_config",
+        "read_config_file",
     ]
     public = {name for name in vars(package) if not name.startswith("_")}
     assert public == set(package.__all__)

@@ -90,6 +90,20 @@ def test_the_environment_variable_names_a_file_whose_secrets_are_kept(
     assert TinyAgent(mcp_servers="").mcp_source() == ""
 
 
+def test_every_file_servers_start_from_has_its_secrets_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2 MB file (long args) is one the parser starts servers from: its secrets are
+    redacted too (the redaction read files up to 1 MB only, the parser up to 4 MB)."""
+    monkeypatch.delenv("TINY_AGENT_MCP_SERVERS", raising=False)
+    big = json.loads(json.dumps(CONFIG))
+    big["mcpServers"]["local"]["args"] = ["x" * (2 << 20)]
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(big), encoding="utf-8")
+    config = TinyAgent(mcp_servers=str(path))
+    assert {ENV_SECRET, HEADER_SECRET, URL_SECRET} <= set(config.secrets())
+
+
 @pytest.fixture
 def shell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer

@@ -10,7 +10,14 @@ does, so a kernel without MCP servers never pays for it, and one without the SDK
 installed gets one line saying what to install.
 """
 
-from ._config import McpConfig, McpConfigError, ServerConfig, parse_config
+from ._config import (
+    McpConfig,
+    McpConfigError,
+    ServerConfig,
+    is_json_text,
+    parse_config,
+    read_config_file,
+)
 from ._names import model_tool_name
 from ._servers import McpServers, ServerStatus
 from ._tool import McpTool
@@ -22,6 +29,8 @@ __all__ = [
     "McpTool",
     "ServerConfig",
     "ServerStatus",
+    "is_json_text",
     "model_tool_name",
     "parse_config",
+    "read_config_file",
 ]

@@ -129,37 +129,35 @@ def parse_config(value: str | Mapping[str, Any] | None) -> McpConfig:
     return McpConfig(tuple(parsed))
 
 
+def is_json_text(value: str) -> bool:
+    """JSON text rather than a path to a file holding it."""
+    return value.lstrip().startswith("{")
+
+
 def _load_text(text: str) -> Any:
-    stripped = text.strip()
-    if stripped.startswith("{"):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            # The position only: the text itself may hold a header value.
-            raise McpConfigError(
-                f"the MCP configuration is not valid JSON (line {exc.lineno}, column "
-                f"{exc.colno}: {exc.msg})"
-            ) from None
-        except RecursionError:
-            raise McpConfigError(_TOO_DEEP.format(what="the MCP configuration")) from None
-    path = Path(stripped).expanduser()
+    if is_json_text(text):
+        return _parse(text, "the MCP configuration")
+    path = Path(text.strip()).expanduser()
     try:
-        raw = _read_file(path)
+        raw = read_config_file(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise McpConfigError(
             f"cannot read the MCP configuration file {str(path)!r}: {reason}; "
             'set it to a JSON file holding {"mcpServers": ...}, or to that JSON text'
         ) from None
+    return _parse(raw, f"the MCP configuration file {str(path)!r}")
+
+
+def _parse(text: str, what: str) -> Any:
     try:
-        return json.loads(raw)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
+        # The position only: the text itself may hold a header value.
         raise McpConfigError(
-            f"the MCP configuration file {str(path)!r} is not valid JSON (line {exc.lineno}, "
-            f"column {exc.colno}: {exc.msg})"
+            f"{what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
     except RecursionError:
-        what = f"the MCP configuration file {str(path)!r}"
         raise McpConfigError(_TOO_DEEP.format(what=what)) from None
 
 
@@ -167,7 +165,7 @@ _TOO_DEEP = "{what} is nested too deeply to read; an mcpServers object is a few 
 MAX_FILE_SIZE = 4 * 1024 * 1024  # a configuration is a few KB; this bounds a wrong path
 
 
-def _read_file(path: Path) -> str:
+def read_config_file(path: Path) -> str:
     """The file's text, if it is a regular file of at most MAX_FILE_SIZE bytes: a FIFO
     would block the kernel until something writes to it, and /dev/zero never ends."""
     # O_NONBLOCK: opening a FIFO for reading blocks until a writer opens it.

@@ -16,18 +16,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..mcp import is_json_text, read_config_file
 from ..provider import redact_url, url_secrets
 
 MASK = "****"
 # Keys whose values are credentials wherever they appear in a server's entry.
 SECRET_MAPPINGS = ("env", "headers")
-# A configuration file is a few kilobytes; a path to something huge is not one.
-MAX_FILE_BYTES = 1 << 20
-
-
-def is_json_text(value: str) -> bool:
-    """JSON text rather than a path: what the configuration parser reads as JSON too."""
-    return value.lstrip().startswith("{")
 
 
 def shown_value(value: str) -> str:
@@ -62,10 +56,9 @@ def _file_text(value: str) -> str | None:
     if not value.strip():
         return None
     try:
-        path = Path(value.strip()).expanduser()
-        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-            return None
-        return path.read_text(encoding="utf-8")
+        # The parser's own read: the secrets of every file it would start servers from
+        # are the ones redacted (and a FIFO or /dev/zero blocks neither).
+        return read_config_file(Path(value.strip()).expanduser())
     except (OSError, UnicodeDecodeError, ValueError):
         return None
 
