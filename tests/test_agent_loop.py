@@ -668,15 +668,7 @@ def pending_read(h: Harness, workspace: Path) -> str:
     h.store.commit(run.attempt())
     h.store.commit(run.answer(None, [("s1", "slow_read", {})]))
     identity = ToolIdentity(name="slow_read", version="1", source="builtin")
-    intent = f.tool_started(
-        run.operation_id,
-        run.attempt_id or "",
-        "s1",
-        tool=identity,
-        arguments={},
-        replay_policy="safeRead",
-        environment_identity=str(workspace),
-    )
+    intent = run.intent("s1", identity, {}, replay_policy="safeRead")
     h.store.commit([intent])
     assert intent.id is not None
     return intent.id
