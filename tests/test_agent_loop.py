@@ -162,6 +162,13 @@ class Harness:
         self.store.close()
         self.provider.close()
 
+    def run_once(self, prompt: str) -> RunResult:
+        """One run of the loop, then the harness closed (also when the run raises)."""
+        try:
+            return self.loop.run(prompt)
+        finally:
+            self.close()
+
 
 @pytest.fixture
 def harness(server: OpenAIServer, workspace: Path) -> Iterator[Harness]:
