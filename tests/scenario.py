@@ -12,6 +12,7 @@ from tiny_agent_nb.session import (
     SessionStore,
     ToolCall,
     ToolIdentity,
+    ToolIntent,
     ToolStarted,
     new_id,
 )
@@ -20,6 +21,17 @@ from tiny_agent_nb.session import facts as f
 DIGEST = "sha256:" + "ab" * 32
 READ_FILE = ToolIdentity(name="read_file", version="1", source="builtin")
 BASH = ToolIdentity(name="bash", version="1", source="builtin")
+
+
+def intent_result(intent: ToolIntent, content: str, outcome: str = "completed") -> NewFact:
+    """The ToolResult settling `intent`, a pending intent of a loaded state."""
+    return f.tool_result(
+        tool_started_id=intent.id,
+        result_entry_id=intent.result_entry_id,
+        tool_call_id=intent.tool_call_id,
+        content=content,
+        outcome=outcome,  # type: ignore[arg-type]
+    )
 
 
 @dataclass

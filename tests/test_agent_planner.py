@@ -19,7 +19,7 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, READ_FILE, Run
+from scenario import BASH, READ_FILE, Run, intent_result
 
 TOOLS = {"read_file": READ_FILE, "bash": BASH}
 
@@ -273,17 +273,7 @@ def test_recovery_closes_the_operation_and_a_second_plan_is_empty(
     assert plan is not None
     with SessionStore.in_memory(buffer) as store:
         for intent in plan.replay:  # stand-in for running the read: the loop tests do it for real
-            store.commit(
-                [
-                    f.tool_result(
-                        tool_started_id=intent.id,
-                        result_entry_id=intent.result_entry_id,
-                        tool_call_id=intent.tool_call_id,
-                        content="replayed",
-                        outcome="replayed",
-                    )
-                ]
-            )
+            store.commit([intent_result(intent, "replayed", "replayed")])
         store.commit(plan.closing_transaction())
     after = load_session_bytes(bytes(buffer))
     op = after.operations[plan.operation.id]
