@@ -6,12 +6,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiny_agent_nb.session import NewFact, SessionStore, ToolCall, ToolIdentity, ToolStarted, new_id
+from tiny_agent_nb.session import (
+    NewFact,
+    ReplayPolicy,
+    SessionStore,
+    ToolCall,
+    ToolIdentity,
+    ToolIntent,
+    ToolStarted,
+    new_id,
+)
 from tiny_agent_nb.session import facts as f
 
 DIGEST = "sha256:" + "ab" * 32
 READ_FILE = ToolIdentity(name="read_file", version="1", source="builtin")
 BASH = ToolIdentity(name="bash", version="1", source="builtin")
+
+
+def intent_result(intent: ToolIntent, content: str, outcome: str = "completed") -> NewFact:
+    """The ToolResult settling `intent`, a pending intent of a loaded state."""
+    return f.tool_result(
+        tool_started_id=intent.id,
+        result_entry_id=intent.result_entry_id,
+        tool_call_id=intent.tool_call_id,
+        content=content,
+        outcome=outcome,  # type: ignore[arg-type]
+    )
 
 
 @dataclass
@@ -61,15 +81,26 @@ class Run:
             f.usage(attempt_id=self.attempt_id, input_tokens=100, output_tokens=10, cost=cost),
         ]
 
-    def intent(self, call_id: str, tool: ToolIdentity, arguments: dict[str, Any]) -> NewFact:
+    def intent(
+        self,
+        call_id: str,
+        tool: ToolIdentity,
+        arguments: dict[str, Any],
+        *,
+        replay_policy: ReplayPolicy | None = None,
+    ) -> NewFact:
+        """The ToolStarted of `call_id`; its replay policy `safeRead` for read_file and
+        `never` for the others unless `replay_policy` says otherwise."""
         assert self.attempt_id is not None
+        if replay_policy is None:
+            replay_policy = "safeRead" if tool.name == "read_file" else "never"
         return f.tool_started(
             self.operation_id,
             self.attempt_id,
             call_id,
             tool=tool,
             arguments=arguments,
-            replay_policy="safeRead" if tool.name == "read_file" else "never",
+            replay_policy=replay_policy,
             environment_identity=self.environment,
         )
 

@@ -30,10 +30,7 @@ def test_budget_stops_at_the_check_after_the_attempt_that_crosses_it(
 ) -> None:
     server.enqueue(_read(1, 0.004), _read(2, 0.004), _read(3, 0.004), text_reply("never sent"))
     h = Harness(server, workspace, budget=0.01)
-    try:
-        result = h.loop.run("Read the readme again and again")
-    finally:
-        h.close()
+    result = h.run_once("Read the readme again and again")
     # 0.008 < 0.01: the third attempt is made; it crosses (0.012), the next check stops
     assert len(server.requests) == 3
     assert result.outcome == "budgetLimit"
@@ -52,10 +49,7 @@ def test_budget_reached_exactly_stops_before_the_next_attempt(
 ) -> None:
     server.enqueue(_read(1, 0.005), _read(2, 0.005), text_reply("never sent"))
     h = Harness(server, workspace, budget=0.01)
-    try:
-        result = h.loop.run("Read it twice")
-    finally:
-        h.close()
+    result = h.run_once("Read it twice")
     assert len(server.requests) == 2
     assert result.outcome == "budgetLimit"
 
@@ -64,10 +58,7 @@ def test_no_budget_never_stops_a_run(server: OpenAIServer, workspace: Path) -> N
     assert LoopConfig(provider="openrouter", model="m").budget is None  # the default
     server.enqueue(_read(1, 5.0), text_reply("done", usage=usage(cost=5.0)))
     h = Harness(server, workspace)
-    try:
-        assert h.loop.run("Read it").outcome == "completed"
-    finally:
-        h.close()
+    assert h.run_once("Read it").outcome == "completed"
 
 
 def test_a_resumed_run_keeps_counting_from_the_file(server: OpenAIServer, workspace: Path) -> None:
@@ -123,10 +114,7 @@ def test_unknown_cost_is_said_once_and_never_taken_as_zero(
         text_reply("done", usage=usage(cost=0.002)),
     )
     h = Harness(server, workspace, budget=0.01)
-    try:
-        result = h.loop.run("Read it three times")
-    finally:
-        h.close()
+    result = h.run_once("Read it three times")
     # the budget covers priced usage only (0.004 < 0.01): the run goes on, and says so once
     assert result.outcome == "completed"
     assert len(h.notices) == 1
@@ -140,10 +128,7 @@ def test_unknown_cost_is_not_mentioned_without_a_budget(
 ) -> None:
     server.enqueue(text_reply("hi", usage=None))
     h = Harness(server, workspace)
-    try:
-        assert h.loop.run("hi").outcome == "completed"
-    finally:
-        h.close()
+    assert h.run_once("hi").outcome == "completed"
     assert h.notices == []
     (op,) = load_session(h.path).operations.values()
     assert op.detail is None

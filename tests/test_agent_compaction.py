@@ -62,10 +62,7 @@ def test_a_run_past_the_threshold_compacts_before_its_next_attempt(
     h = Harness(
         server, big_workspace, context_window=4000, compact_threshold=0.8, keep_tail_tokens=1000
     )
-    try:
-        result = h.loop.run("Read big.txt until you are sure")
-    finally:
-        h.close()
+    result = h.run_once("Read big.txt until you are sure")
     assert result.outcome == "completed"
     state = load_session(h.path)
     compactions = [e for e in state.entries.values() if isinstance(e.entry, CompactionEntry)]
@@ -97,10 +94,7 @@ def test_a_run_below_the_threshold_never_compacts(
     server.enqueue(_read(1), text_reply("done"))
     server.enqueue_summaries(_summary())
     h = Harness(server, big_workspace, context_window=100_000, keep_tail_tokens=1000)
-    try:
-        assert h.loop.run("Read big.txt").outcome == "completed"
-    finally:
-        h.close()
+    assert h.run_once("Read big.txt").outcome == "completed"
     assert len(server.requests) == 2
     assert all("tools" in r.body for r in server.requests)
 
@@ -144,10 +138,7 @@ def test_a_context_length_refusal_compacts_and_retries_as_a_new_attempt(
         context_window=1_000_000,  # the trait is too big: only the server knows
         keep_tail_tokens=100,
     )
-    try:
-        result = h.loop.run("Read big.txt twice")
-    finally:
-        h.close()
+    result = h.run_once("Read big.txt twice")
     assert result.outcome == "completed", result.detail
     assert provider.refused == 1
     state = load_session(h.path)
@@ -164,10 +155,7 @@ def test_still_too_long_after_compacting_fails_saying_what_to_do(
     provider = TooLong(real_provider, 9000)
     # the verbatim tail alone does not fit: the compaction cannot make enough room
     h = Harness(server, big_workspace, provider=provider, keep_tail_tokens=2000)
-    try:
-        result = h.loop.run("Read big.txt twice")
-    finally:
-        h.close()
+    result = h.run_once("Read big.txt twice")
     assert result.outcome == "failed"
     assert result.detail is not None
     assert "does not fit the model's context window" in result.detail
@@ -281,10 +269,7 @@ def test_a_second_context_length_refusal_after_compacting_fails_saying_what_to_d
     provider = TooLong(real_provider, 3000)
     # the compaction can only summarize the prompt: the read (6 KB) stays verbatim
     h = Harness(server, big_workspace, provider=provider, keep_tail_tokens=100)
-    try:
-        result = h.loop.run("Read big.txt")
-    finally:
-        h.close()
+    result = h.run_once("Read big.txt")
     assert (result.outcome, provider.refused) == ("failed", 2)
     assert result.detail is not None
     assert "does not fit the model's context window (32768 tokens) even after compacting" in (

@@ -43,6 +43,15 @@ def _restart_changes_nothing(bench: Bench) -> None:
     assert bench.session.read_bytes() == before
 
 
+def _resume_completes_after_one_failed_attempt(bench: Bench) -> None:
+    """A new process resumes the killed run: it recovers one failed attempt and completes
+    the run; a restart after it changes nothing."""
+    report = bench.start("resume", "auto", *SMALL).report()
+    _restart_changes_nothing(bench)
+    assert report["recovered"]["failedAttempts"] == 1
+    assert report["resume"]["outcome"] == "completed"
+
+
 def test_killed_during_the_summarization_request_the_resume_compacts_again(
     server: OpenAIServer, tmp_path: Path
 ) -> None:
@@ -60,12 +69,9 @@ def test_killed_during_the_summarization_request_the_resume_compacts_again(
         assert _compactions(state) == [] and _context(bench.session) == context
         assert [a.status for a in state.attempts.values()][-1] == "pending"
         server.enqueue_summaries(text_reply("SUMMARY from the resume"))
-        report = bench.start("resume", "auto", *SMALL).report()
-        _restart_changes_nothing(bench)
+        _resume_completes_after_one_failed_attempt(bench)
     finally:
         bench.close()
-    assert report["recovered"]["failedAttempts"] == 1
-    assert report["resume"]["outcome"] == "completed"
     state = load_session(bench.session)
     (compaction,) = _compactions(state)
     assert compaction.summary == "SUMMARY from the resume"
@@ -87,12 +93,9 @@ def test_killed_after_the_compaction_committed_the_resume_starts_from_the_summar
         child.kill()
         hold.set()
         server.enqueue(text_reply("done"))
-        report = bench.start("resume", "auto", *SMALL).report()
-        _restart_changes_nothing(bench)
+        _resume_completes_after_one_failed_attempt(bench)
     finally:
         bench.close()
-    assert report["recovered"]["failedAttempts"] == 1
-    assert report["resume"]["outcome"] == "completed"
     state = load_session(bench.session)
     assert [c.summary for c in _compactions(state)] == ["SUMMARY kept"]  # not redone
     last = server.requests[-1].body["messages"]

@@ -21,7 +21,6 @@ from tiny_agent_nb.session import (
     ToolResultEntry,
     load_session,
 )
-from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
 from children.loop_edge import FILL_THE_DISK
@@ -129,15 +128,7 @@ def test_ctrl_c_during_a_replay_at_load_settles_the_run_and_a_second_load_change
             ("b1", "bash", {"command": "make"}),
         ]
         store.commit(run.answer(None, calls))
-        waiting = f.tool_started(
-            run.operation_id,
-            run.attempt_id or "",
-            "w1",
-            tool=WAITING_READ,
-            arguments={},
-            replay_policy="safeRead",
-            environment_identity=env,
-        )
+        waiting = run.intent("w1", WAITING_READ, {}, replay_policy="safeRead")
         read = run.intent("r1", READ_FILE, {"path": "README.md"})
         bash = run.intent("b1", BASH, {"command": "make"})
         store.commit([waiting, read, bash])

@@ -162,6 +162,13 @@ class Harness:
         self.store.close()
         self.provider.close()
 
+    def run_once(self, prompt: str) -> RunResult:
+        """One run of the loop, then the harness closed (also when the run raises)."""
+        try:
+            return self.loop.run(prompt)
+        finally:
+            self.close()
+
 
 @pytest.fixture
 def harness(server: OpenAIServer, workspace: Path) -> Iterator[Harness]:
@@ -668,15 +675,7 @@ def pending_read(h: Harness, workspace: Path) -> str:
     h.store.commit(run.attempt())
     h.store.commit(run.answer(None, [("s1", "slow_read", {})]))
     identity = ToolIdentity(name="slow_read", version="1", source="builtin")
-    intent = f.tool_started(
-        run.operation_id,
-        run.attempt_id or "",
-        "s1",
-        tool=identity,
-        arguments={},
-        replay_policy="safeRead",
-        environment_identity=str(workspace),
-    )
+    intent = run.intent("s1", identity, {}, replay_policy="safeRead")
     h.store.commit([intent])
     assert intent.id is not None
     return intent.id

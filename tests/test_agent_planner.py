@@ -11,6 +11,7 @@ from tiny_agent_nb.agent import plan_recovery, resumable_operation
 from tiny_agent_nb.agent._planner import abort_transaction, failure_transaction
 from tiny_agent_nb.session import (
     HeaderInit,
+    NewFact,
     SessionState,
     SessionStore,
     ToolIdentity,
@@ -18,7 +19,7 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, READ_FILE, Run
+from scenario import BASH, READ_FILE, Run, intent_result
 
 TOOLS = {"read_file": READ_FILE, "bash": BASH}
 
@@ -230,6 +231,23 @@ def _call_ids(state: SessionState, intents: tuple[object, ...]) -> tuple[str, ..
     return tuple(i.tool_call_id for i in intents)  # type: ignore[attr-defined]
 
 
+def _settled(
+    steps: tuple[Scenario, ...],
+    settle: Callable[[SessionState, str, str], list[NewFact]],
+    reason: str,
+) -> tuple[str, list[NewFact], SessionState]:
+    """Builds the steps, settles their open operation with `settle` (the planner's abort
+    or failure transaction) and commits that: the operation's id, the transaction, and
+    the state the file loads to after it."""
+    state, buffer = _build(steps)
+    op = state.open_operation
+    assert op is not None
+    transaction = settle(state, op.id, reason)
+    with SessionStore.in_memory(buffer) as store:
+        store.commit(transaction)
+        return op.id, transaction, store.load()
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_recovery_plan(case: Case) -> None:
     state, _ = _build(case.steps)
@@ -255,17 +273,7 @@ def test_recovery_closes_the_operation_and_a_second_plan_is_empty(
     assert plan is not None
     with SessionStore.in_memory(buffer) as store:
         for intent in plan.replay:  # stand-in for running the read: the loop tests do it for real
-            store.commit(
-                [
-                    f.tool_result(
-                        tool_started_id=intent.id,
-                        result_entry_id=intent.result_entry_id,
-                        tool_call_id=intent.tool_call_id,
-                        content="replayed",
-                        outcome="replayed",
-                    )
-                ]
-            )
+            store.commit([intent_result(intent, "replayed", "replayed")])
         store.commit(plan.closing_transaction())
     after = load_session_bytes(bytes(buffer))
     op = after.operations[plan.operation.id]
@@ -317,29 +325,17 @@ def test_read_is_not_replayed_when_identity_changed(
 
 
 def test_abort_resolves_what_is_in_flight() -> None:
-    state, buffer = _build(
-        (_start, _attempt, _answer_calls, _intent("r1"), _result("r1"), _intent("b1"))
-    )
-    op = state.open_operation
-    assert op is not None
-    transaction = abort_transaction(state, op.id, "KeyboardInterrupt")
+    steps = (_start, _attempt, _answer_calls, _intent("r1"), _result("r1"), _intent("b1"))
+    op_id, transaction, after = _settled(steps, abort_transaction, "KeyboardInterrupt")
     kinds = [type(t.body).__name__ for t in transaction]
     assert kinds == ["AbortRequested", "ToolResultEntry", "OperationFinished"]
-    with SessionStore.in_memory(buffer) as store:
-        store.commit(transaction)
-        after = store.load()
-    assert after.operations[op.id].status == "aborted"
-    assert resumable_operation(after) == after.operations[op.id]
-    assert abort_transaction(after, op.id, "again") == []
+    assert after.operations[op_id].status == "aborted"
+    assert resumable_operation(after) == after.operations[op_id]
+    assert abort_transaction(after, op_id, "again") == []
 
 
 def test_abort_during_request_fails_the_attempt_as_aborted() -> None:
-    state, buffer = _build((_start, _attempt))
-    op = state.open_operation
-    assert op is not None
-    with SessionStore.in_memory(buffer) as store:
-        store.commit(abort_transaction(state, op.id, "KeyboardInterrupt"))
-        after = store.load()
+    _, _, after = _settled((_start, _attempt), abort_transaction, "KeyboardInterrupt")
     (attempt,) = after.attempts.values()
     assert attempt.status == "failed" and attempt.error is not None
     assert attempt.error.kind == "aborted"
@@ -352,29 +348,19 @@ def test_nothing_to_resume_after_a_completed_run() -> None:
 
 
 def test_a_failure_settles_what_is_in_flight_and_finishes_failed_without_an_abort() -> None:
-    state, buffer = _build((_start, _attempt, _answer_calls, _intent("r1"), _intent("b1")))
-    op = state.open_operation
-    assert op is not None
+    steps = (_start, _attempt, _answer_calls, _intent("r1"), _intent("b1"))
     reason = "stopped by an unexpected error: TypeError: boom"
-    transaction = failure_transaction(state, op.id, reason)
+    op_id, transaction, after = _settled(steps, failure_transaction, reason)
     kinds = [type(t.body).__name__ for t in transaction]
     assert kinds == ["ToolResultEntry", "ToolResultEntry", "OperationFinished"]
-    with SessionStore.in_memory(buffer) as store:
-        store.commit(transaction)
-        after = store.load()
-    assert (after.operations[op.id].status, after.operations[op.id].detail) == ("failed", reason)
+    assert (after.operations[op_id].status, after.operations[op_id].detail) == ("failed", reason)
     assert [i.status for i in after.tool_intents.values()] == ["interrupted", "interrupted"]
     assert resumable_operation(after) == "completed"  # a failed run is not resumed
-    assert failure_transaction(after, op.id, "again") == []
+    assert failure_transaction(after, op_id, "again") == []
 
 
 def test_a_failure_during_a_request_fails_the_attempt_with_the_reason() -> None:
-    state, buffer = _build((_start, _attempt))
-    op = state.open_operation
-    assert op is not None
-    with SessionStore.in_memory(buffer) as store:
-        store.commit(failure_transaction(state, op.id, "TypeError: boom"))
-        after = store.load()
+    _, _, after = _settled((_start, _attempt), failure_transaction, "TypeError: boom")
     (attempt,) = after.attempts.values()
     assert attempt.status == "failed" and attempt.error is not None
     assert (attempt.error.kind, attempt.error.message) == ("interrupted", "TypeError: boom")

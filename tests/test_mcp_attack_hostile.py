@@ -219,6 +219,20 @@ def test_a_deeply_nested_configuration_is_a_configuration_error(
 # ---------------------------------------------------------------- logs
 
 
+def _fresh_python(program: str) -> subprocess.CompletedProcess[str]:
+    """`program` run by a fresh interpreter (no logging configured, as a kernel's), with
+    this test run's import path; its exit code, stdout and stderr."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(
+        [sys.executable, "-c", program],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
 def test_a_header_value_httpcore2_refuses_is_not_logged_by_it(tmp_path: Path) -> None:
     # In a fresh interpreter: httpcore2 makes its connection loggers on the first
     # connection, after the redacting filter was installed; another test having
@@ -246,15 +260,7 @@ def test_a_header_value_httpcore2_refuses_is_not_logged_by_it(tmp_path: Path) ->
         print("\\n".join(r for r in records if "Illegal header" in r or {secret!r} in r))
         """
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    done = _fresh_python(script)
     assert done.returncode == 0, done.stderr
     assert "Illegal header value" in done.stdout  # it was refused, and said so
     assert secret not in done.stdout + done.stderr
@@ -282,15 +288,7 @@ def test_a_server_printing_to_stdout_puts_no_traceback_in_the_cell(tmp_path: Pat
         servers.close()
         """
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    done = _fresh_python(program)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["[]", "the answer"]
     assert done.stderr == ""

@@ -23,7 +23,7 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, DIGEST, READ_FILE, Run, complete_run
+from scenario import BASH, DIGEST, READ_FILE, Run, complete_run, intent_result
 
 
 def lines(path: Path) -> list[bytes]:
@@ -338,17 +338,7 @@ def test_every_refused_commit_leaves_file_and_state_identical(
         # and the store still accepts the valid continuation
         state = s.load()
         intent = next(x for x in state.tool_intents.values() if x.status == "pending")
-        s.commit(
-            [
-                f.tool_result(
-                    tool_started_id=intent.id,
-                    result_entry_id=intent.result_entry_id,
-                    tool_call_id=intent.tool_call_id,
-                    content="ok",
-                    outcome="completed",
-                )
-            ]
-        )
+        s.commit([intent_result(intent, "ok")])
     assert load_session(session_path).tool_intents[intent.id].status == "completed"
 
 

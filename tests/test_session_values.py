@@ -78,6 +78,12 @@ def _started(store: SessionStore, arguments: dict[str, Any] | None = None) -> Ru
     return run
 
 
+def _new_store(path: Path) -> SessionStore:
+    """A new session file at `path`, open for commits."""
+    init = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
+    return SessionStore.open(path, create=init)
+
+
 @contextmanager
 def refused_and_unchanged(store: SessionStore, path: Path, *reason: str) -> Iterator[None]:
     """The block must raise InvalidTransactionError, leaving file and state as they were."""
@@ -164,8 +170,7 @@ def test_arguments_nested_right_up_to_the_limit_come_back_from_the_file_as_they_
     tmp_path_factory: pytest.TempPathFactory, arguments: dict[str, Any]
 ) -> None:
     path = tmp_path_factory.mktemp("deep") / "s.jsonl"
-    init = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
-    with SessionStore.open(path, create=init) as store:
+    with _new_store(path) as store:
         run = _started(store, arguments)
         intent = run.intent("call_1", READ_FILE, arguments)
         store.commit([intent])
@@ -181,8 +186,7 @@ def test_arguments_one_level_deeper_are_refused(
     tmp_path_factory: pytest.TempPathFactory, arguments: dict[str, Any]
 ) -> None:
     path = tmp_path_factory.mktemp("deep") / "s.jsonl"
-    init = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
-    with SessionStore.open(path, create=init) as store:
+    with _new_store(path) as store:
         run = _started(store)
         with refused_and_unchanged(store, path):
             store.commit(run.answer(None, [("call_1", "read_file", arguments)]))
