@@ -30,7 +30,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -40,6 +40,7 @@ import nbformat
 from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
+from polling import wait_until
 
 from tiny_agent_nb.demo import cell_text, run_notebook
 
@@ -57,20 +58,6 @@ SCRUBBED = (
     "TINY_AGENT_DEMO",
     "JPY_SESSION_NAME",
 )
-
-
-def wait_until(
-    condition: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, what: str = ""
-) -> Any:
-    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"not true after {timeout}s: {what or condition}")
-        time.sleep(interval)
 
 
 def kernel_env(

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from polling import wait_until
 from test_notebook_kernel import (
     SESSION,
     StartKernel,
@@ -22,7 +23,7 @@ from test_notebook_kernel import (
 from tiny_agent_nb.agent import ContextProjection
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
-from kernel_helpers import Kernel, wait_until
+from kernel_helpers import Kernel
 from openai_server import OpenAIServer, RecordedRequest, text_reply, tool_call, tool_calls_reply
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, shared with test_notebook_kernel

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import load_session
@@ -25,7 +26,6 @@ from kernel_helpers import (
     kernel_env,
     stop_commands,
     stray_commands,
-    wait_until,
 )
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
@@ -107,7 +107,7 @@ def test_kill_mid_tool_then_recover_and_resume(
     first = start_kernel()
     assert load(first) == f"tiny-agent-nb: new session {SESSION} (beside this notebook).\n"
     run = first.send("%%agent\nRun the slow command.")
-    wait_until(lambda: marker.exists() and marker.read_text() == "ran\n", what="marker written")
+    wait_until(lambda: marker.exists() and marker.read_text() == "ran\n", 30, what="marker written")
     first.sigkill()
     first.collect(run, until_dead=True, timeout=10)
     assert not run.finished
