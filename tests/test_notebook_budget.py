@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from test_notebook_magics import run, shell
+from ipython_shell import run, shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import load_session
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 
-__all__ = ["shell"]  # the fixture, shared with test_notebook_magics
+__all__ = ["shell"]  # the fixture, from ipython_shell
 
 STOP = "budget $0.01 reached: this run spent $0.012"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from test_notebook_magics import run, shell
+from ipython_shell import run, shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.render import timeline_html
@@ -24,7 +24,7 @@ from openai_server import (
     usage,
 )
 
-__all__ = ["shell"]  # the fixture, shared with test_notebook_magics
+__all__ = ["shell"]  # the fixture, from ipython_shell
 
 BIG = "y" * 8000
 

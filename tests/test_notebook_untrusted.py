@@ -12,12 +12,12 @@ import builtins
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
+from ipython_shell import run as run_cell
+from ipython_shell import shell
 
 from tiny_agent_nb.notebook._display import answer_bundle
 from tiny_agent_nb.safe_markdown import safe_markdown
@@ -26,7 +26,8 @@ from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
 from scenario import BASH, Run
 
-KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
+__all__ = ["shell"]  # the fixture, from ipython_shell
+
 SESSION = "analysis.agent.jsonl"
 HOLDER = Path(__file__).parent / "children" / "hold_lock.py"
 # What a terminal acts on or hides: ESC and CSI sequences, OSC 52 (clipboard), BEL, CR,
@@ -34,19 +35,11 @@ HOLDER = Path(__file__).parent / "children" / "hold_lock.py"
 HOSTILE = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\r\x9b31m\x7f\u202e\u200b"
 
 
-@pytest.fixture
-def shell(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
-) -> Iterator[InteractiveShell]:
-    yield from fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY))
-
-
 def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
-    result = shell.run_cell(code)
-    out = capsys.readouterr()
-    assert result.error_in_exec is None, out
-    assert "Traceback" not in out.out + out.err, out
-    return out.out + out.err
+    """`ipython_shell.run`, and the cell printed no traceback either."""
+    out = run_cell(shell, code, capsys)
+    assert "Traceback" not in out, out
+    return out
 
 
 def controls(text: str) -> set[str]:
