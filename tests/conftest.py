@@ -63,11 +63,7 @@ def completed(store: SessionStore, session_path: Path) -> Path:
 @pytest.fixture
 def killed_during_bash(store: SessionStore, session_path: Path) -> Path:
     """The kernel died after committing the bash intent, before its result."""
-    run = Run(environment=store.header.environmentIdentity)
-    store.commit(run.start("Deploy"))
-    store.commit(run.attempt())
-    store.commit(run.answer(None, [("call_1", "bash", {"command": "./deploy.sh"})], cost=None))
-    store.commit([run.intent("call_1", BASH, {"command": "./deploy.sh"})])
+    _die_during_bash(store)
     return session_path
 
 
@@ -89,12 +85,17 @@ def three_runs(store: SessionStore, session_path: Path) -> Path:
         ]
     )
     store.commit([f.operation_finished(failed.operation_id, "failed", detail="401 bad key")])
+    _die_during_bash(store)
+    return session_path
+
+
+def _die_during_bash(store: SessionStore) -> None:
+    """A run "Deploy" whose bash intent is committed and never answered: the kernel died."""
     run = Run(environment=store.header.environmentIdentity)
     store.commit(run.start("Deploy"))
     store.commit(run.attempt())
     store.commit(run.answer(None, [("call_1", "bash", {"command": "./deploy.sh"})], cost=None))
     store.commit([run.intent("call_1", BASH, {"command": "./deploy.sh"})])
-    return session_path
 
 
 # Hypothesis must not write its example database into the checkout (tests write only to

@@ -9,6 +9,13 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from openai_server import OpenAIServer
+
+__all__ = ["KEY", "OFFLINE", "fresh_shell", "run", "served", "shell"]
+
+# The key of the `shell` fixture's kernel: a test asserts it is never shown or written.
+KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
+
 # Nothing configured: the offline demo model answers.
 OFFLINE: Mapping[str, str | None] = {
     "TINY_AGENT_API_KEY": None,
@@ -47,3 +54,19 @@ def fresh_shell(
     yield shell
     shell.run_line_magic("unload_ext", "tiny_agent_nb")
     InteractiveShell.clear_instance()
+
+
+@pytest.fixture
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
+) -> Iterator[InteractiveShell]:
+    """A shell for analysis.ipynb whose model is the loopback `server`, reached with KEY."""
+    yield from fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY))
+
+
+def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run a cell that must not raise; what it printed (stdout, then stderr)."""
+    result = shell.run_cell(code)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, out
+    return out.out + out.err

@@ -30,18 +30,22 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 from typing import IO, Any
 
 import nbformat
+import pytest
 from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
+from polling import wait_until
 
 from tiny_agent_nb.demo import cell_text, run_notebook
+
+from openai_server import OpenAIServer
 
 KERNEL_NAME = "python3"
 STARTUP_TIMEOUT = 60.0
@@ -57,20 +61,6 @@ SCRUBBED = (
     "TINY_AGENT_DEMO",
     "JPY_SESSION_NAME",
 )
-
-
-def wait_until(
-    condition: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, what: str = ""
-) -> Any:
-    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"not true after {timeout}s: {what or condition}")
-        time.sleep(interval)
 
 
 def kernel_env(
@@ -284,6 +274,40 @@ def notebook_env(notebook: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["JPY_SESSION_NAME"] = str(notebook.resolve())
     return env
+
+
+# ---------------------------------------------------------------- fixtures
+
+NOTEBOOK = "analysis.ipynb"
+StartKernel = Callable[..., Kernel]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The notebook's folder, the kernels' working directory (tmp_path/work)."""
+    root = tmp_path / "work"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def start_kernel(tmp_path: Path, workspace: Path, server: OpenAIServer) -> Iterator[StartKernel]:
+    """Start kernels on the workspace's analysis.ipynb whose model is the loopback `server`
+    (`kernel_env`'s options as keywords); all are shut down afterwards, and any command a
+    killed kernel left running is stopped."""
+    started: list[Kernel] = []
+
+    def start(**env_options: object) -> Kernel:
+        options = {"base_url": server.base_url, **env_options}
+        env = kernel_env(tmp_path, notebook=workspace / NOTEBOOK, **options)  # type: ignore[arg-type]
+        kernel = Kernel.start(cwd=workspace, env=env)
+        started.append(kernel)
+        return kernel
+
+    yield start
+    for kernel in started:
+        kernel.shutdown()
+    stop_commands(stray_commands(workspace))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

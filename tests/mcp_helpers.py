@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,18 +45,6 @@ def stdio_entry(*flags: str, env: dict[str, str] | None = None) -> dict[str, Any
     if env:
         entry["env"] = env
     return entry
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
-    """Poll `condition` until it is truthy (returned) or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
-        time.sleep(0.02)
 
 
 def pid_alive(pid: int) -> bool:

@@ -48,10 +48,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from crash import agent_child
+from polling import wait_until
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
 from tiny_agent_nb.session import (
@@ -92,20 +93,6 @@ PRELOAD = [
 STEP_USAGE = usage(100, 10, cost=0.001)
 RESUME_USAGE = usage(140, 6, cost=0.0004)
 APPEND_X = "echo x >> marker.txt"
-
-T = TypeVar("T")
-
-
-def poll(condition: Callable[[], T], what: str, timeout: float = TIMEOUT_S) -> T:
-    """Wait until `condition()` is truthy (polling with a deadline) and return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.002)
 
 
 def try_load(path: Path) -> SessionState | None:
@@ -431,9 +418,11 @@ def kill_after_tool_started(b: Bench) -> Expect:
         tool_calls_reply(tool_call("b1", "bash", {"command": command}), usage=STEP_USAGE)
     )
     child = b.start("run")
-    poll(
+    wait_until(
         lambda: pending(b.session, "bash") and b.bash_pid() is not None,
+        TIMEOUT_S,
         "the bash intent and its command running",
+        interval=0.002,
     )
     child.kill()
     b.kill_bash_group()
@@ -447,7 +436,12 @@ def kill_after_effect(b: Bench) -> Expect:
         tool_calls_reply(tool_call("b1", "bash", {"command": command}), usage=STEP_USAGE)
     )
     child = b.start("run")
-    poll(lambda: marker_lines(b.workspace) == ["x"], "the effect (a line in marker.txt)")
+    wait_until(
+        lambda: marker_lines(b.workspace) == ["x"],
+        TIMEOUT_S,
+        "the effect (a line in marker.txt)",
+        interval=0.002,
+    )
     child.kill()
     b.kill_bash_group()
     return Expect("tool running: bash", interrupted=("b1",), marker=1)
@@ -484,7 +478,9 @@ def pending_read(b: Bench) -> None:
         )
     )
     child = b.start("run")
-    poll(lambda: pending(b.session, "read_file"), "the read_file intent")
+    wait_until(
+        lambda: pending(b.session, "read_file"), TIMEOUT_S, "the read_file intent", interval=0.002
+    )
     child.proc.send_signal(signal.SIGSTOP)  # freeze it, then make sure the read is still open
     assert pending(b.session, "read_file"), "the read finished before the kill; file too small?"
     child.kill()

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import started, stdio_entry, tool_named, wait_until
+from mcp_helpers import started, stdio_entry, tool_named
+from polling import wait_until
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.mcp import McpConfigError, McpServers, parse_config

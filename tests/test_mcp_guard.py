@@ -23,10 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from tiny_agent_nb.mcp._guard import CANNOT_START, GRACE_S, guard_argv
-
-from kernel_helpers import wait_until
 
 CHILDREN = Path(__file__).parent / "children"
 PARENT = CHILDREN / "mcp_guard_parent.py"

@@ -21,10 +21,11 @@ from mcp_notebook_helpers import (
     tool_results,
     transactions,
 )
+from polling import wait_until
 
 from tiny_agent_nb.session import load_session
 
-from kernel_helpers import Execution, Kernel, kernel_env, wait_until
+from kernel_helpers import Execution, Kernel, kernel_env, workspace
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 NOTEBOOK = "analysis.ipynb"
@@ -33,12 +34,7 @@ INTERRUPTED_LINE = "■ Interrupted. The abort is recorded; `%agent resume` cont
 
 StartKernel = Callable[..., Kernel]
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root
+__all__ = ["workspace"]  # the fixture, from kernel_helpers
 
 
 @pytest.fixture

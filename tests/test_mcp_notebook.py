@@ -24,12 +24,12 @@ from mcp_notebook_helpers import (
     tool_results,
     transactions,
 )
+from polling import wait_until
 
 from tiny_agent_nb.mcp import McpServers, parse_config
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session
 from tiny_agent_nb.tools import ToolContext
 
-from kernel_helpers import wait_until
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 from scenario import Run as ScenarioRun
 
@@ -256,7 +256,7 @@ def test_a_server_killed_mid_run_gives_an_error_result_and_the_next_run_restarts
         server.wait_for_requests(2, timeout=60)
         pid = int(marker.read_text().split()[0])
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(pid), what="the server killed")
+        wait_until(lambda: not pid_alive(pid), 30, what="the server killed")
         held.set()
 
     killer = threading.Thread(target=kill_the_server)
@@ -319,20 +319,20 @@ def test_servers_stop_on_agent_new_and_session_on_unload_and_on_a_new_configurat
     configure(run, {"tiny": stdio_entry()})
     pid = started_pid()
     run("%agent new")
-    wait_until(lambda: not pid_alive(pid), what="the server stopped by %agent new")
+    wait_until(lambda: not pid_alive(pid), 30, what="the server stopped by %agent new")
 
     pid = started_pid()
     run(f"%agent session {tmp_path / 'other.agent.jsonl'}")
-    wait_until(lambda: not pid_alive(pid), what="the server stopped by %agent session")
+    wait_until(lambda: not pid_alive(pid), 30, what="the server stopped by %agent session")
 
     pid = started_pid()
     run("%config TinyAgent.mcp_servers = ''")
-    wait_until(lambda: not pid_alive(pid), what="the server stopped by a new configuration")
+    wait_until(lambda: not pid_alive(pid), 30, what="the server stopped by a new configuration")
 
     configure(run, {"tiny": stdio_entry()})
     pid = started_pid()
     run("%unload_ext tiny_agent_nb")
-    wait_until(lambda: not pid_alive(pid), what="the server stopped by %unload_ext")
+    wait_until(lambda: not pid_alive(pid), 30, what="the server stopped by %unload_ext")
     run("%load_ext tiny_agent_nb")  # the fixture unloads it at the end
 
 
@@ -438,7 +438,7 @@ def test_a_server_a_call_found_dead_is_restarted_by_the_very_next_start(
         tools = {tool.name: tool for tool in servers.tools()}
         pid = int(tools["tiny__pid"].run({}, context).content)
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(pid), what="the server killed")
+        wait_until(lambda: not pid_alive(pid), 30, what="the server killed")
         dead = tools["tiny__echo"].run({"text": "anyone?"}, context)
         assert dead.is_error and "not running" in dead.content
         assert [s.state for s in servers.status()] == ["failed"]

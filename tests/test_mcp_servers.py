@@ -25,8 +25,8 @@ from mcp_helpers import (
     started,
     stdio_entry,
     tool_named,
-    wait_until,
 )
+from polling import wait_until
 
 from tiny_agent_nb.mcp import McpServers, parse_config
 from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage

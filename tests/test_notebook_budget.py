@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from test_notebook_magics import run, shell
+from ipython_shell import run, shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import load_session
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 
-__all__ = ["shell"]  # the fixture, shared with test_notebook_magics
+__all__ = ["shell"]  # the fixture, from ipython_shell
 
 STOP = "budget $0.01 reached: this run spent $0.012"
 
@@ -25,14 +25,19 @@ def _read(n: int, cost: float | None) -> dict[str, object]:
     )
 
 
+def _loaded(shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """notes.txt beside the notebook, and the extension loaded."""
+    (tmp_path / "notes.txt").write_text("hello\n")
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+
+
 def test_budget_option_stops_the_run_and_every_view_shows_the_spend(
     shell: InteractiveShell,
     server: OpenAIServer,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (tmp_path / "notes.txt").write_text("hello\n")
-    run(shell, "%load_ext tiny_agent_nb", capsys)
+    _loaded(shell, tmp_path, capsys)
     server.enqueue(_read(1, 0.012), text_reply("never sent"))
     out = run(shell, "%%agent --budget 0.01\nRead the notes", capsys)
     assert len(server.requests) == 1
@@ -55,8 +60,7 @@ def test_budget_trait_applies_and_unknown_cost_is_said_once(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (tmp_path / "notes.txt").write_text("hello\n")
-    run(shell, "%load_ext tiny_agent_nb", capsys)
+    _loaded(shell, tmp_path, capsys)
     run(shell, "%config TinyAgent.budget = 0.01", capsys)
     server.enqueue(_read(1, None), _read(2, None), text_reply("Read twice."))
     out = run(shell, "%%agent\nRead the notes twice", capsys)

@@ -6,33 +6,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
+from ipython_shell import run, shell
 
 from tiny_agent_nb.provider import DEMO_LABEL
 from tiny_agent_nb.session import load_session
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
-KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
-
-
-@pytest.fixture
-def shell(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
-) -> Iterator[InteractiveShell]:
-    yield from fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY))
-
-
-def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
-    result = shell.run_cell(code)
-    out = capsys.readouterr()
-    assert result.error_in_exec is None, out
-    return out.out + out.err
+__all__ = ["shell"]  # the fixture, from ipython_shell
 
 
 # ---------------------------------------------------------------- why a tool failed

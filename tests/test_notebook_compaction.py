@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from test_notebook_magics import run, shell
+from ipython_shell import run, shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.render import timeline_html
@@ -24,7 +24,7 @@ from openai_server import (
     usage,
 )
 
-__all__ = ["shell"]  # the fixture, shared with test_notebook_magics
+__all__ = ["shell"]  # the fixture, from ipython_shell
 
 BIG = "y" * 8000
 
@@ -33,15 +33,23 @@ def _read(n: int) -> dict[str, object]:
     return tool_calls_reply(tool_call(f"r{n}", "read_file", {"path": "big.txt"}))
 
 
+def _loaded(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str], *configs: str
+) -> None:
+    """big.txt beside the notebook, the extension loaded, then each `%config TinyAgent.` line."""
+    (tmp_path / "big.txt").write_text(BIG)
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    for config in configs:
+        run(shell, f"%config TinyAgent.{config}", capsys)
+
+
 def test_agent_compact_summarizes_with_instructions_and_status_shows_it(
     shell: InteractiveShell,
     server: OpenAIServer,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (tmp_path / "big.txt").write_text(BIG)
-    run(shell, "%load_ext tiny_agent_nb", capsys)
-    run(shell, "%config TinyAgent.keep_tail_tokens = 10", capsys)
+    _loaded(shell, tmp_path, capsys, "keep_tail_tokens = 10")
     server.enqueue(_read(1), _read(2), text_reply("Read it twice."))
     run(shell, "%%agent\nRead big.txt twice", capsys)
     server.enqueue_summaries(text_reply("SUMMARY: big.txt is 8000 y's", usage=usage(cost=0.002)))
@@ -76,10 +84,7 @@ def test_a_cell_past_the_threshold_says_it_compacted(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    (tmp_path / "big.txt").write_text(BIG)
-    run(shell, "%load_ext tiny_agent_nb", capsys)
-    run(shell, "%config TinyAgent.context_window = 4000", capsys)
-    run(shell, "%config TinyAgent.keep_tail_tokens = 1000", capsys)
+    _loaded(shell, tmp_path, capsys, "context_window = 4000", "keep_tail_tokens = 1000")
     server.enqueue(_read(1), _read(2), text_reply("Done."))
     server.enqueue_summaries(text_reply("SUMMARY"))
     out = run(shell, "%%agent\nRead big.txt twice", capsys)
@@ -97,10 +102,8 @@ def test_the_window_the_server_lists_sets_when_a_cell_compacts(
 ) -> None:
     """With TinyAgent.context_window unset, the model's own window (GET /models) is the
     one the threshold is taken of: 4000 tokens here, where the default would not compact."""
-    (tmp_path / "big.txt").write_text(BIG)
     server.models = [model_entry(context_length=4000)]
-    run(shell, "%load_ext tiny_agent_nb", capsys)
-    run(shell, "%config TinyAgent.keep_tail_tokens = 1000", capsys)
+    _loaded(shell, tmp_path, capsys, "keep_tail_tokens = 1000")
     server.enqueue(_read(1), _read(2), text_reply("Done."))
     server.enqueue_summaries(text_reply("SUMMARY"))
     out = run(shell, "%%agent\nRead big.txt twice", capsys)

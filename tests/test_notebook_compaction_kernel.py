@@ -9,23 +9,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from test_notebook_kernel import (
-    SESSION,
-    StartKernel,
-    assert_clean,
-    load,
-    markdown,
-    start_kernel,
-    workspace,
-)
+from polling import wait_until
+from test_notebook_kernel import SESSION, assert_clean, load, markdown
 
 from tiny_agent_nb.agent import ContextProjection
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
-from kernel_helpers import Kernel, wait_until
+from kernel_helpers import Kernel, StartKernel, start_kernel, workspace
 from openai_server import OpenAIServer, RecordedRequest, text_reply, tool_call, tool_calls_reply
 
-__all__ = ["start_kernel", "workspace"]  # the fixtures, shared with test_notebook_kernel
+__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
 BIG = "k" * 8000  # ~2000 tokens a read: two reads pass 0.8 x 4000
 

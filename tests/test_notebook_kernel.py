@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
+from polling import wait_until
 
 from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import load_session
@@ -22,46 +21,20 @@ from tiny_agent_nb.session import load_session
 from kernel_helpers import (
     Execution,
     Kernel,
-    kernel_env,
+    StartKernel,
+    start_kernel,
     stop_commands,
     stray_commands,
-    wait_until,
+    workspace,
 )
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
-NOTEBOOK = "analysis.ipynb"
 SESSION = "analysis.agent.jsonl"
 SLEEPER = "echo ran >> marker.txt; sleep 60"
 INTERRUPTED_LINE = "■ Interrupted. The abort is recorded; `%agent resume` continues the run.\n"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
-StartKernel = Callable[..., Kernel]
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def start_kernel(tmp_path: Path, workspace: Path, server: OpenAIServer) -> Iterator[StartKernel]:
-    """Start kernels on the workspace's analysis.ipynb; all are shut down afterwards,
-    and any command a killed kernel left running is stopped."""
-    started: list[Kernel] = []
-
-    def start(**env_options: object) -> Kernel:
-        options = {"base_url": server.base_url, **env_options}
-        env = kernel_env(tmp_path, notebook=workspace / NOTEBOOK, **options)  # type: ignore[arg-type]
-        kernel = Kernel.start(cwd=workspace, env=env)
-        started.append(kernel)
-        return kernel
-
-    yield start
-    for kernel in started:
-        kernel.shutdown()
-    stop_commands(stray_commands(workspace))
+__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
 
 def load(kernel: Kernel) -> str:
@@ -107,7 +80,7 @@ def test_kill_mid_tool_then_recover_and_resume(
     first = start_kernel()
     assert load(first) == f"tiny-agent-nb: new session {SESSION} (beside this notebook).\n"
     run = first.send("%%agent\nRun the slow command.")
-    wait_until(lambda: marker.exists() and marker.read_text() == "ran\n", what="marker written")
+    wait_until(lambda: marker.exists() and marker.read_text() == "ran\n", 30, what="marker written")
     first.sigkill()
     first.collect(run, until_dead=True, timeout=10)
     assert not run.finished

@@ -6,21 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_notebook_kernel import (
-    SESSION,
-    StartKernel,
-    assert_clean,
-    load,
-    markdown,
-    start_kernel,
-    workspace,
-)
+from test_notebook_kernel import SESSION, assert_clean, load, markdown
 
 from tiny_agent_nb.session import CompactionEntry, load_session
 
+from kernel_helpers import StartKernel, start_kernel, workspace
 from openai_server import OpenAIServer, RecordedRequest, text_reply, tool_call, tool_calls_reply
 
-__all__ = ["start_kernel", "workspace"]  # the fixtures, shared with test_notebook_kernel
+__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
 CELLS = 210
 WINDOW = 16000  # tokens; compaction past 0.8 x 16000 = 12800 (~51 KB of messages)

@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
+from ipython_shell import KEY, run, shell
 
 from tiny_agent_nb.notebook import TimelineView, fill_prompt
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session, new_id
@@ -20,21 +19,7 @@ from tiny_agent_nb.session import facts as f
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply, usage
 from scenario import BASH, Run
 
-KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
-
-
-@pytest.fixture
-def shell(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
-) -> Iterator[InteractiveShell]:
-    yield from fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY))
-
-
-def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
-    result = shell.run_cell(code)
-    out = capsys.readouterr()
-    assert result.error_in_exec is None, out
-    return out.out + out.err
+__all__ = ["shell"]  # the fixture, from ipython_shell
 
 
 def test_load_ext_creates_the_session_beside_the_notebook(

@@ -10,41 +10,17 @@ notebook keeps, readable with no kernel) and text/plain (terminals, text exports
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from kernel_helpers import Execution, Kernel, kernel_env, stop_commands, stray_commands
+from kernel_helpers import Execution, StartKernel, start_kernel, workspace
 from openai_server import OpenAIServer, text_reply
 
-NOTEBOOK = "analysis.ipynb"
 SESSION = "analysis.agent.jsonl"
-StartKernel = Callable[[], Kernel]
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def start_kernel(tmp_path: Path, workspace: Path, server: OpenAIServer) -> Iterator[StartKernel]:
-    started: list[Kernel] = []
-
-    def start() -> Kernel:
-        env = kernel_env(tmp_path, notebook=workspace / NOTEBOOK, base_url=server.base_url)
-        kernel = Kernel.start(cwd=workspace, env=env)
-        started.append(kernel)
-        return kernel
-
-    yield start
-    for kernel in started:
-        kernel.shutdown()
-    stop_commands(stray_commands(workspace))
+__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
 
 def clean(run: Execution) -> Execution:

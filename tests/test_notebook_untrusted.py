@@ -12,12 +12,12 @@ import builtins
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
+from ipython_shell import run as run_cell
+from ipython_shell import shell
 
 from tiny_agent_nb.notebook._display import answer_bundle
 from tiny_agent_nb.safe_markdown import safe_markdown
@@ -26,7 +26,8 @@ from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
 from scenario import BASH, Run
 
-KEY = "sk-or-v1-TOPSECRET-abcdef0123456789"
+__all__ = ["shell"]  # the fixture, from ipython_shell
+
 SESSION = "analysis.agent.jsonl"
 HOLDER = Path(__file__).parent / "children" / "hold_lock.py"
 # What a terminal acts on or hides: ESC and CSI sequences, OSC 52 (clipboard), BEL, CR,
@@ -34,19 +35,11 @@ HOLDER = Path(__file__).parent / "children" / "hold_lock.py"
 HOSTILE = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\r\x9b31m\x7f\u202e\u200b"
 
 
-@pytest.fixture
-def shell(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
-) -> Iterator[InteractiveShell]:
-    yield from fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY))
-
-
 def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
-    result = shell.run_cell(code)
-    out = capsys.readouterr()
-    assert result.error_in_exec is None, out
-    assert "Traceback" not in out.out + out.err, out
-    return out.out + out.err
+    """`ipython_shell.run`, and the cell printed no traceback either."""
+    out = run_cell(shell, code, capsys)
+    assert "Traceback" not in out, out
+    return out
 
 
 def controls(text: str) -> set[str]:
@@ -68,6 +61,20 @@ class Answers:
         return self._answers.pop(0)
 
 
+def answering(
+    shell: InteractiveShell,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cell: str,
+    *answers: str,
+) -> tuple[list[str], str]:
+    """Run `cell` with the user answering `answers` in turn: what the terminal showed before
+    each question, and what the cell printed."""
+    keyboard = Answers(capsys, *answers)
+    monkeypatch.setattr(builtins, "input", keyboard)
+    return keyboard.shown, run(shell, cell, capsys)
+
+
 # ---------------------------------------------------------------- approval (item 2)
 
 
@@ -82,10 +89,7 @@ def test_approval_shows_the_whole_command_and_a_refusal_runs_nothing(
     command = "echo '" + "a long and harmless looking message " * 6 + "' ; touch PWNED"
     server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
     server.enqueue(text_reply("Not run."))
-    answers = Answers(capsys, "n")
-    monkeypatch.setattr(builtins, "input", answers)
-    run(shell, "%%agent --approve ask\nsay something", capsys)
-    (shown,) = answers.shown
+    (shown,), _ = answering(shell, capsys, monkeypatch, "%%agent --approve ask\nsay something", "n")
     assert command in shown  # all of it, the part that does harm included
     assert shown.rstrip().endswith("Allow bash? [y/N]")
     assert not (tmp_path / "PWNED").exists()
@@ -105,10 +109,7 @@ def test_approval_makes_characters_that_hide_text_visible(
     command = f"touch PWNED #{HOSTILE}\recho safe"
     server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
     server.enqueue(text_reply("Not run."))
-    answers = Answers(capsys, "no")
-    monkeypatch.setattr(builtins, "input", answers)
-    run(shell, "%%agent --approve ask\ngo", capsys)
-    (shown,) = answers.shown
+    (shown,), _ = answering(shell, capsys, monkeypatch, "%%agent --approve ask\ngo", "no")
     assert controls(shown) == set()
     line = next(line for line in shown.splitlines() if "command:" in line)
     assert line == (
@@ -129,10 +130,9 @@ def test_a_long_write_shows_its_size_head_and_tail_and_v_shows_all_of_it(
     content = "".join(f"line {n}\n" for n in range(1000)).replace("line 500", "import os")
     call = tool_call("w1", "write_file", {"path": "big.py", "content": content})
     server.enqueue(tool_calls_reply(call), text_reply("Written."))
-    answers = Answers(capsys, "v", "y")
-    monkeypatch.setattr(builtins, "input", answers)
-    run(shell, "%%agent --approve ask\nwrite it", capsys)
-    short, whole = answers.shown
+    (short, whole), _ = answering(
+        shell, capsys, monkeypatch, "%%agent --approve ask\nwrite it", "v", "y"
+    )
     assert "  path: big.py" in short and "  path: big.py" in whole
     assert f"content: ({len(content)} characters, 1001 lines)" in short
     assert "line 0" in short and "line 999" in short and "import os" not in short
@@ -167,10 +167,8 @@ def test_a_call_too_long_to_show_is_not_allowed_and_never_asked_about(
         ),
         text_reply("Done."),
     )
-    answers = Answers(capsys, "y")
-    monkeypatch.setattr(builtins, "input", answers)
-    out = run(shell, "%%agent --approve ask\ngo", capsys)
-    (asked,) = answers.shown  # only the write was asked about
+    (asked,), out = answering(shell, capsys, monkeypatch, "%%agent --approve ask\ngo", "y")
+    # only the write was asked about
     assert "bash was not allowed" in asked and "too long to show here" in asked
     assert "(too many to show here)" in asked and asked.rstrip().endswith("[y/N]")
     assert len(asked) + len(out) < 200_000

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import OFFLINE, fresh_shell
+from ipython_shell import run as run_cell
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 
@@ -26,11 +27,9 @@ def shell(
 
 
 def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """`ipython_shell.run`, after dropping what was printed before the cell."""
     capsys.readouterr()
-    result = shell.run_cell(code)
-    out = capsys.readouterr()
-    assert result.error_in_exec is None, out
-    return out.out + out.err
+    return run_cell(shell, code, capsys)
 
 
 def test_the_offline_banner_is_said_once_per_kernel_in_short_lines(
