@@ -10,7 +10,11 @@ T = TypeVar("T")
 
 
 def wait_until(
-    condition: Callable[[], T], timeout: float = 20.0, what: str = "", *, interval: float = 0.02
+    condition: Callable[[], T | None],
+    timeout: float = 20.0,
+    what: str = "",
+    *,
+    interval: float = 0.02,
 ) -> T:
     """Poll `condition` every `interval` seconds until it returns something truthy (which
     is returned); fail after `timeout` seconds, naming `what` (or the condition)."""

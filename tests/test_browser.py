@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
+from polling import wait_until
 
 from browser_helpers import (
     CHROMIUM,
@@ -402,8 +403,20 @@ def _check_timeline(s: LabSession) -> None:
     s.screenshot("browser-timeline-output.png", TIMELINE)
 
 
+def _saved_cells(path: Path) -> list[dict[str, Any]] | None:
+    """The notebook's cells as on disk, or None while a save is writing it: jupyter_server's
+    atomic_writing copies the old file aside and rewrites this one in place, so a reader
+    can find it empty or cut short."""
+    try:
+        cells: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except json.JSONDecodeError:
+        return None
+    return cells
+
+
 def _notebook_cells(path: Path) -> list[str]:
-    return [_source(c) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    cells = wait_until(lambda: _saved_cells(path), what=f"{path.name} written whole")
+    return [_source(c) for c in cells]
 
 
 def _source_is(source: str, line: str) -> bool:
@@ -536,18 +549,17 @@ def test_the_saved_timeline_shows_after_reopening_with_the_kernel_shut_down(
 
 def _wait_for_saved_timeline(path: Path, runs: int, timeout: float = 30.0) -> dict[str, Any]:
     """The `%agent timeline` output as saved on disk, once it holds `runs` runs."""
-    deadline = time.monotonic() + timeout
-    data: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+
+    def saved() -> dict[str, Any] | None:
+        for cell in _saved_cells(path) or []:
             for output in cell.get("outputs", []):
                 html = "".join(output.get("data", {}).get("text/html", ""))
-                if 'class="tan-timeline"' in html:
-                    data = output["data"]
-                    if html.count('class="tan-run"') == runs:
-                        return data
-        time.sleep(0.2)  # polling interval
-    raise AssertionError(f"{path.name} was not saved with {runs} runs in {timeout}s: {data}")
+                if html.count('class="tan-run"') == runs and 'class="tan-timeline"' in html:
+                    data: dict[str, Any] = output["data"]
+                    return data
+        return None
+
+    return wait_until(saved, timeout, f"{path.name} saved with {runs} runs", interval=0.2)
 
 
 # Text against what is behind it, as a reader sees it: colors with alpha (JupyterLab's
@@ -850,15 +862,14 @@ def _check_inert(s: LabSession, answer: Any) -> None:
 
 def _wait_for_saved_answer(path: Path, timeout: float = 30.0) -> str:
     """The answer's text/markdown as saved on disk, once the save has written it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+    def saved() -> str | None:
+        cells = _saved_cells(path)
         markdown = [
             "".join(o["data"]["text/markdown"])
-            for o in cells[1].get("outputs", [])
+            for o in (cells[1].get("outputs", []) if cells else [])
             if "text/markdown" in o.get("data", {})
         ]
-        if markdown:
-            return markdown[-1]
-        time.sleep(0.2)  # polling interval
-    raise AssertionError(f"{path.name} was not saved with the answer in {timeout}s")
+        return markdown[-1] if markdown else None
+
+    return wait_until(saved, timeout, f"{path.name} saved with the answer", interval=0.2)
