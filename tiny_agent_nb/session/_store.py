@@ -2,8 +2,10 @@
 
 Durability (docs/spec.md §7.2): a commit is one `os.write` of the whole transaction line to an
 O_APPEND descriptor, so once `commit` returns the line survives a crash of this process
-(`kill -9`, OOM); `durability="power"` adds an fsync per commit (and of the directory
-when the file is created) so it also survives power loss.
+(`kill -9`, OOM). `durability="power"` also fsyncs the file (and the directory when the
+file is created) before a commit that precedes an effect returns: a stepAttempt, an intent,
+an operation's start or end (`syncs_at_once`). A commit that only records what came of an
+effect is synced by the next one that does, or by `close` (a group commit).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ._files import DescriptorFile, MemoryFile, StoreFile, fsync_dir, open_regul
 from ._framing import describe_validation_error, encode_transaction, is_torn_header
 from ._ids import is_uuid7, new_id
 from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
-from ._models import Fact, Header
+from ._models import Fact, Header, RecordFact
 from ._reader import reduce_bytes
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
@@ -88,6 +90,7 @@ class SessionStore:
         self._fifo = FifoLock()
         self._subscribers: list[Subscriber] = []
         self._stale = False  # memory may lag the file after an interrupted commit
+        self._unsynced = False  # power: bytes written since the last sync
         self.repaired_tail_bytes = state.torn_tail_bytes
         self.created = False
 
@@ -254,7 +257,7 @@ class SessionStore:
             try:
                 built = self._apply(tables, facts)
                 line = encode_transaction(built)
-                self._append(file, line)
+                self._append(file, line, syncs_at_once(built))
             except (InvalidTransactionError, SessionWriteError):
                 tables.rollback(savepoint)
                 raise
@@ -306,11 +309,17 @@ class SessionStore:
         self._stale = False
         self._notify(self._state.facts[known:])
 
-    def _append(self, file: StoreFile, line: bytes) -> None:
+    def _append(self, file: StoreFile, line: bytes, sync: bool) -> None:
         try:
-            file.append(line)
             if self._durability == "power":
-                file.sync()
+                # Set before the write: a signal handler that raises after it leaves the
+                # line in the file (see commit), still to be synced.
+                self._unsynced = True
+            file.append(line)
+            # perf: register row "group-commit" (docs/benchmarks.md)
+            if sync and self._durability == "power":
+                file.sync()  # of the file: the lines before this one are synced with it
+                self._unsynced = False
         except OSError as exc:
             try:
                 file.truncate(self._size)
@@ -364,8 +373,23 @@ class SessionStore:
 
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
+        """Sync what power mode left pending (docs/spec.md §7.2), then close the file and
+        release it. A sync that fails still closes the file, and raises SessionError."""
         with sigint_deferred(), self._fifo:
-            self._close_file()
+            if self._file is None:
+                return
+            try:
+                if self._unsynced:
+                    self._file.sync()
+                    self._unsynced = False
+            except OSError as exc:
+                raise SessionError(
+                    f"could not sync {self._path} when closing it: {exc.strerror or exc}. "
+                    "Every committed line was written and survives a crash of this process; "
+                    "whether the last ones reached the disk is not known. The file is closed."
+                ) from exc
+            finally:
+                self._close_file()
 
     def _close_file(self) -> None:
         if self._file is not None:
@@ -388,3 +412,15 @@ class SessionStore:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"lastSeq={self._state.last_seq}"
         return f"<SessionStore {str(self._path)!r} {state} durability={self._durability}>"
+
+
+def syncs_at_once(facts: Sequence[Fact]) -> bool:
+    """Whether power mode syncs this transaction before `commit` returns (docs/spec.md
+    §7.2): when it holds any record but `attemptFailed`, i.e. precedes an effect (a
+    `stepAttempt`, an intent) or starts, aborts or ends an operation. Entries, usage and
+    `attemptFailed` record what came of an effect: a power cut that loses them leaves the
+    attempt or intent pending, settled as after a crash during the effect (§9.1). A
+    record type added later syncs unless it is named here."""
+    return any(
+        isinstance(fact, RecordFact) and fact.record.type != "attemptFailed" for fact in facts
+    )
