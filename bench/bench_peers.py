@@ -10,7 +10,8 @@ tool call, and that call's 1 KB tool result. Each store records it as its own AP
   (agent/_loop.py, agent/_tool_step.py): [stepAttempt]; [assistant entry, usage];
   [toolStarted]; [tool result entry]: four transactions, facts built with
   `session.facts` inside the timed step, as the loop builds them. Durability `process`
-  (no fsync) and `power` (an fsync per commit).
+  (no sync) and `power` (a sync before each effect: the stepAttempt's and the
+  toolStarted's commits; the other two ride with the next one, docs/spec.md §7.2).
 - openai-agents `SQLiteSession`: one `add_items` per step (function_call +
   function_call_output items; one SQLite transaction, WAL). Its default
   (`synchronous=FULL`: an fsync per commit) is paired with `power`; `synchronous=NORMAL`
@@ -25,10 +26,16 @@ Resume is "open + the whole history as the API gives it back": `load_session`, a
 `SessionStore.open` + `load` + the planner's recovery view (`plan_recovery`) for
 tiny-agent-nb; `SQLiteSession(...)` + `get_items()`; `SqliteSaver(conn)` + `get_tuple()`.
 
+- sqlite3 (power only, always there: the standard library's): SQLiteSession's tables and
+  statements run synchronously, WAL, the module's default `synchronous`; what
+  `SQLiteSession`'s default pays per step without its thread hop, for when the peer is
+  not installed.
+
 Raw baselines, measured in the same run on tiny-agent-nb's own lines: per step,
-`json.dumps` + `os.write` of each of the step's four records (+ `os.fsync` each, for
-power); resume: read the file + `json.loads` of every line. Stores run interleaved (the
-order rotates every repetition); the tables give medians, and ratios from this run.
+`json.dumps` + `os.write` of each of the step's four records (+ for power `os.fsync`
+after the same two the store syncs); resume: read the file + `json.loads` of every line.
+Stores run interleaved (the order rotates every repetition); the tables give medians, and
+ratios from this run.
 
 It is a report, not a test: it always exits 0.
 """
@@ -229,14 +236,19 @@ def tiny_open_recover(path: Path) -> int:
 # ---------------------------------------------------------------- raw baselines
 
 
+# The records of a step after which power mode syncs: the stepAttempt, the toolStarted.
+POWER_SYNCS = frozenset({0, 2})
+
+
 def step_records(path: Path) -> list[list[bytes]]:
     """The records of each step as plain JSON-ready objects re-encoded per write."""
     lines = path.read_bytes().splitlines()[2:]  # header, [user, runStarted]
     return [lines[i : i + 4] for i in range(0, len(lines), 4)]
 
 
-def raw_write(path: Path, records: list[list[bytes]], sync: bool) -> Times:
-    """json.dumps + os.write (+ fsync) of every record of every step."""
+def raw_write(path: Path, records: list[list[bytes]], syncs: frozenset[int]) -> Times:
+    """json.dumps + os.write of every record of every step, os.fsync after the records
+    numbered in `syncs`."""
     objects = [[json.loads(line) for line in step] for step in records]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
     dumps, write, fsync = json.dumps, os.write, os.fsync
@@ -245,9 +257,9 @@ def raw_write(path: Path, records: list[list[bytes]], sync: bool) -> Times:
     try:
         for step in objects:
             start, cstart = perf(), cpu()
-            for obj in step:
+            for k, obj in enumerate(step):
                 write(fd, (dumps(obj, separators=COMPACT, ensure_ascii=False) + "\n").encode())
-                if sync:
+                if k in syncs:
                     fsync(fd)
             times.append((perf() - start, cpu() - cstart))
     finally:
@@ -332,6 +344,67 @@ def openai_resume(path: Path) -> int:
         return len(_Loop.run(session.get_items()))
     finally:
         session.close()
+
+
+def sqlite_write(path: Path, work: Workload, steps: int, durability: str) -> Times:
+    """SQLiteSession's tables and add_items statements (openai-agents 0.24), run here
+    synchronously on the standard library's sqlite3: WAL, `synchronous` as the module
+    leaves it (power) or NORMAL (process)."""
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    if durability == "process":
+        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS agent_sessions (session_id TEXT PRIMARY KEY,
+            created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+            updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+        CREATE TABLE IF NOT EXISTS agent_messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL, message_data TEXT NOT NULL,
+            created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+            FOREIGN KEY (session_id) REFERENCES agent_sessions (session_id) ON DELETE CASCADE);
+        CREATE INDEX IF NOT EXISTS idx_agent_messages_session_id
+            ON agent_messages (session_id, created_at);
+        """
+    )
+    conn.commit()
+    perf, cpu = time.perf_counter, time.process_time
+    times: Times = []
+
+    def add_items(items: list[dict[str, Any]]) -> None:
+        conn.execute("INSERT OR IGNORE INTO agent_sessions (session_id) VALUES (?)", ("bench",))
+        conn.executemany(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
+            [("bench", json.dumps(item)) for item in items],
+        )
+        conn.execute(
+            "UPDATE agent_sessions SET updated_at = CURRENT_TIMESTAMP WHERE session_id = ?",
+            ("bench",),
+        )
+        conn.commit()
+
+    try:
+        add_items([{"role": "user", "content": PROMPT}])
+        for i in range(1, steps + 1):
+            s = work.step(i)
+            start, cstart = perf(), cpu()
+            add_items(_openai_items(s))
+            times.append((perf() - start, cpu() - cstart))
+    finally:
+        conn.close()
+    return times
+
+
+def sqlite_synchronous() -> str:
+    """The sqlite3 module's default `synchronous` of a WAL database (its name)."""
+    with tempfile.TemporaryDirectory() as name:
+        conn = sqlite3.connect(str(Path(name) / "probe.db"))
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            level = conn.execute("PRAGMA synchronous").fetchone()[0]
+        finally:
+            conn.close()
+    return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
 
 
 # ---------------------------------------------------------------- LangGraph
@@ -491,7 +564,7 @@ def measure_size(
             path = tmp / f"{name.split()[0]}-{steps}-{rep}.db"
             settle()
             if side is None:
-                raw.step.append(seconds_per_step(raw_write(path, records, sync=False)))
+                raw.step.append(seconds_per_step(raw_write(path, records, frozenset())))
                 raw.size = path.stat().st_size
                 path.unlink()
                 continue
@@ -514,6 +587,9 @@ def measure_size(
     return samples, raw
 
 
+SQLITE = "sqlite3"  # the stand-in for SQLiteSession's default, always measured in power
+
+
 def measure_power(
     tmp: Path, work: Workload, chosen: list[Store], steps: int, repeats: int
 ) -> tuple[dict[str, Times], Times]:
@@ -521,17 +597,19 @@ def measure_power(
     tiny_write(reference, work, steps, "process")
     records = step_records(reference)
     reference.unlink()
-    ours: dict[str, Times] = {s.name: [] for s in chosen}
+    writers: dict[str, Writer] = {s.name: s.write for s in chosen}
+    writers[SQLITE] = sqlite_write
+    ours: dict[str, Times] = {name: [] for name in writers}
     raw: Times = []
-    sides: list[Store | None] = [*chosen, None]
+    sides: list[str | None] = [*writers, None]
     for rep in range(repeats):
         for side in sides[rep % len(sides) :] + sides[: rep % len(sides)]:
-            path = tmp / f"power-{rep}-{'raw' if side is None else side.name.split()[0]}.db"
+            path = tmp / f"power-{rep}-{'raw' if side is None else side.split()[0]}.db"
             settle()
             if side is None:
-                raw.append(seconds_per_step(raw_write(path, records, sync=True)))
+                raw.append(seconds_per_step(raw_write(path, records, POWER_SYNCS)))
             else:
-                ours[side.name].append(seconds_per_step(side.write(path, work, steps, "power")))
+                ours[side].append(seconds_per_step(writers[side](path, work, steps, "power")))
         for path in tmp.glob(f"power-{rep}-*"):
             path.unlink()
     return ours, raw
@@ -589,16 +667,26 @@ def print_size(steps: int, samples: dict[str, Sample], raw: Sample, window: int)
 
 
 def print_power(steps: int, ours: dict[str, Times], raw: Times) -> None:
-    raw_step = statistics.median(t for t, _ in raw)
-    print(f"\n### power: {steps} steps, an fsync per commit\n")
-    print("| store | commits per step | per step (median) | vs raw |")
-    print("|---|---|---|---|")
-    print(f"| raw: json.dumps + os.write + os.fsync per record | 4 | {us(raw_step)} | 1.00x |")
-    commits = {TINY: 4, OPENAI: 1, LANGGRAPH: 1}
-    labels = {TINY: "durability power", OPENAI: "default (FULL)", LANGGRAPH: "synchronous=FULL"}
-    for name, times in ours.items():
-        step = statistics.median(t for t, _ in times)
-        print(f"| {name}, {labels[name]} | {commits[name]} | {us(step)} | {step / raw_step:.2f}x |")
+    raw_step = _medians(raw)
+    sqlite_step = _medians(ours[SQLITE])
+    print(f"\n### power: {steps} steps, synced as each store does by default\n")
+    print("Each cell: wall · CPU (medians).\n")
+    print("| store | syncs per step | per step | vs raw | vs sqlite3 WAL |")
+    print("|---|---|---|---|---|")
+    syncs = {TINY: len(POWER_SYNCS), OPENAI: 1, LANGGRAPH: 1, SQLITE: 1}
+    labels = {
+        TINY: "durability power",
+        OPENAI: "default",
+        LANGGRAPH: "synchronous=FULL",
+        SQLITE: f"SQLiteSession's statements, WAL, synchronous={sqlite_synchronous()}",
+    }
+    rows = [("raw: json.dumps + os.write per record, os.fsync after two", raw_step)]
+    rows += [(f"{name}, {labels[name]}", _medians(times)) for name, times in ours.items()]
+    for k, (what, step) in enumerate(rows):
+        cell, vs_raw = _cells(step, raw_step, us)
+        vs_sqlite = _cells(step, sqlite_step, us)[1]
+        count = len(POWER_SYNCS) if k == 0 else syncs[list(ours)[k - 1]]
+        print(f"| {what} | {count} | {cell} | {vs_raw} | {vs_sqlite} |")
 
 
 def profile_resume(tmp: Path, work: Workload, steps: int) -> None:
