@@ -14,6 +14,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -322,6 +325,40 @@ def test_an_unsynced_commit_is_in_the_file_when_it_returns_and_synced_at_close(
     assert load_session(power.path).last_seq == power.load().last_seq
     power.close()
     assert log.syncs()[synced:] == [power.path.stat().st_size]  # close synced it
+
+
+CHILD = """
+import sys, time
+from tiny_agent_nb.session import HeaderInit, SessionStore
+from scenario import Run
+here = sys.argv[2]
+init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
+store = SessionStore.open(sys.argv[1], create=init, durability="power")
+run = Run(environment=here)
+store.commit(run.start("Read it"))
+store.commit(run.attempt())
+store.commit(run.answer("Nothing to do."))
+print("committed", flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_unsynced_commit_acknowledged_before_kill_9_is_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "nb.agent.jsonl"
+    tests = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "committed\n"
+        child.send_signal(signal.SIGKILL)
+        assert child.wait() == -signal.SIGKILL
+    # The answer was never synced, and the writer is gone: the kernel still has it.
+    assert [a.status for a in load_session(path).attempts.values()] == ["settled"]
 
 
 def test_a_failed_sync_of_an_intent_cuts_the_intent_and_keeps_the_answer_before_it(
