@@ -6,8 +6,11 @@ import gc
 import json
 from pathlib import Path
 
+import pytest
+
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection
-from tiny_agent_nb.session import SessionStore
+from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.session import SessionState, SessionStore
 from tiny_agent_nb.session import facts as f
 
 from scenario import BASH, Run, complete_run
@@ -88,3 +91,54 @@ def test_the_projection_keeps_encoded_messages_not_entry_objects(store: SessionS
     kept = len(gc.get_objects()) - before
     assert len(decode(projection.messages())) == 1 + 240
     assert kept < 30, f"the projection of 240 entries keeps {kept} tracked objects"
+
+
+# ---------------------------------------------------------------- built when first read
+
+
+def test_a_following_projection_reads_the_session_at_its_first_request_only(
+    store: SessionStore,
+) -> None:
+    loads = []
+
+    def load() -> SessionState:
+        loads.append(1)
+        return store.load()
+
+    projection = ContextProjection.following(load, "be brief")
+    store.subscribe(projection.apply)
+    complete_run(store, "before the first request")
+    assert loads == []  # committing, and following the commits, reads nothing
+    first = decode(projection.messages())
+    assert loads == [1]
+    assert first == decode(ContextProjection.from_state(store.load(), "be brief").messages())
+    # After the build the facts it read are not projected twice; new ones are projected.
+    complete_run(store, "after it")
+    assert decode(projection.messages()) == decode(
+        ContextProjection.from_state(store.load(), "be brief").messages()
+    )
+    assert len(decode(projection.messages())) == 1 + 2 * 4
+    assert loads == [1]
+
+
+def test_a_following_projection_whose_build_failed_builds_again_at_the_next_read(
+    store: SessionStore,
+) -> None:
+    complete_run(store)
+    failures = [OSError("the disk went away")]
+
+    def load() -> SessionState:
+        if failures:
+            raise failures.pop()
+        return store.load()
+
+    projection = ContextProjection.following(load, None)
+    store.subscribe(projection.apply)
+    with pytest.raises(OSError):
+        projection.messages()
+    complete_run(store, "second")
+    assert decode(projection.messages()) == decode(
+        ContextProjection.from_state(store.load(), None).messages()
+    )
+    tokens = last_input_tokens(store.load())
+    assert tokens is not None and projection.last_input_tokens() == tokens

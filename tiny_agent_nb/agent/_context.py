@@ -16,7 +16,7 @@ Two things are not entries but still reach the model:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..provider import wire
 from ..session import (
@@ -86,13 +86,41 @@ class ContextProjection:
         self._entries: list[_Projected] = []  # kept only to rebuild after a compaction
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
         self._ledger = _LastRequest()
+        # Set while the projection is deferred (`following`): how to read the session.
+        self._load: Callable[[], SessionState] | None = None
+        self._through_seq = 0  # facts up to here are in the projection already
 
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
         projection = cls(system_prompt)
         projection.extend(state.entries.values())
         projection._ledger = _LastRequest.from_state(state)
+        projection._through_seq = state.last_seq
         return projection
+
+    @classmethod
+    def following(
+        cls, load: Callable[[], SessionState], system_prompt: str | None
+    ) -> ContextProjection:
+        """A projection of the session `load()` reads, built from it when first read (the
+        next model request), not now: settling what a dead kernel left open does not
+        need the context, and building it decodes and encodes the whole history.
+        Subscribe its `apply` to the store: facts committed before the build are skipped
+        (the build reads them from the session), later ones are projected as they commit."""
+        projection = cls(system_prompt)
+        projection._load = load
+        return projection
+
+    def _built(self) -> None:
+        load = self._load
+        if load is None:
+            return
+        # Built aside and then taken whole: a build that raises leaves the projection
+        # deferred, so the next read tries again instead of sending half a history.
+        built = ContextProjection.from_state(load(), None)
+        self._messages, self._entries = built._messages, built._entries
+        self._unanswered, self._ledger = built._unanswered, built._ledger
+        self._through_seq, self._load = built._through_seq, None
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
         """The first message of every request (not an entry: it may change between runs)."""
@@ -100,14 +128,18 @@ class ContextProjection:
 
     def apply(self, facts: Sequence[Fact]) -> None:
         """Store subscriber: project the entries among newly committed facts."""
+        if self._load is not None or (facts and facts[-1].seq <= self._through_seq):
+            return  # not built yet, or built from a state that holds these facts already
         self._ledger.observe(facts)
         self.extend(f for f in facts if isinstance(f, EntryFact))
 
     def last_input_tokens(self) -> int | None:
         """`last_input_tokens(state)` of the followed store, without a snapshot."""
+        self._built()
         return self._ledger.tokens
 
     def extend(self, entries: Iterable[EntryFact]) -> None:
+        self._built()
         for entry in entries:
             self._add(entry)
 
@@ -150,10 +182,12 @@ class ContextProjection:
     def messages(self) -> list[bytes]:
         """System prompt, projected entries, and answers for never-started tool calls, as
         encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
+        self._built()
         pending = [_synthetic_result(call_id) for call_id in self._unanswered]
         return [*self._system, *self._messages.parts(), *pending]
 
     def unanswered_tool_calls(self) -> list[str]:
+        self._built()
         return list(self._unanswered)
 
 
