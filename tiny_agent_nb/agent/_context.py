@@ -44,24 +44,35 @@ class _Runs:
 
     def __init__(self) -> None:
         self._runs: list[tuple[int, bytes]] = []  # (level, run); levels strictly decrease
+        self._length = 0  # of the runs joined with commas
 
-    def append(self, message: bytes) -> None:
+    def append(self, message: bytes) -> int:
+        """Add `message`; where it starts in the runs joined with commas."""
+        offset = self._length + 1 if self._length else 0
+        self._length = offset + len(message)
         level, run = 0, message
         while self._runs and self._runs[-1][0] == level:
             _, earlier = self._runs.pop()
             run = earlier + b"," + run
             level += 1
         self._runs.append((level, run))
+        return offset
 
     def parts(self) -> list[bytes]:
         return [run for _, run in self._runs]
 
+    def since(self, offset: int) -> bytes:
+        """The messages from `offset` on, comma-joined (one copy, made at a checkpoint)."""
+        return b",".join(self.parts())[offset:]
+
 
 # perf: register row "projection-tuples" (docs/benchmarks.md)
-# What the projection keeps of one entry: (entry id, encoded wire message, the tool call
-# ids it opens (assistant) or the one it answers (tool result)). A tuple of atoms: the
-# cyclic GC stops tracking it, where a kept EntryFact is ~10 tracked objects.
+# One entry as it is projected: (entry id, encoded wire message, the tool call ids it
+# opens (assistant) or the one it answers (tool result)). What the projection keeps of it
+# afterwards is (entry id, where its message starts in `_Runs`): atoms the cyclic GC does
+# not track, and no second copy of the message (a checkpoint slices the runs instead).
 _Projected = tuple[str, bytes, tuple[str, ...], tuple[str, ...]]
+_Kept = tuple[str, int]
 
 
 def _project(entry: EntryFact) -> _Projected:
@@ -83,7 +94,7 @@ class ContextProjection:
         self._system: list[bytes] = []
         self.set_system_prompt(system_prompt)
         self._messages = _Runs()
-        self._entries: list[_Projected] = []  # kept only to rebuild after a compaction
+        self._entries: list[_Kept] = []  # kept only to cut at a compaction
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
         self._ledger = _LastRequest()
         # Set while the projection is deferred (`following`): how to read the session.
@@ -151,13 +162,12 @@ class ContextProjection:
             self._append(_project(entry))
 
     def _append(self, projected: _Projected) -> None:
-        self._entries.append(projected)
-        _, message, opens, answers = projected
+        entry_id, message, opens, answers = projected
         if answers:
             self._unanswered.pop(answers[0], None)
         else:
             self._close_unanswered()
-        self._messages.append(message)
+        self._entries.append((entry_id, self._messages.append(message)))
         if opens:
             self._unanswered = dict.fromkeys(opens)
 
@@ -167,17 +177,25 @@ class ContextProjection:
         self._unanswered = {}
 
     def _compact(self, body: CompactionEntry) -> None:
-        ids = [projected[0] for projected in self._entries]
+        ids = [entry_id for entry_id, _ in self._entries]
         if body.throughEntryId not in ids:
             return  # already compacted away by a later checkpoint
         keep = self._entries[ids.index(body.throughEntryId) + 1 :]
         summary = f"[Summary of the earlier conversation]\n{body.summary}"
-        self._messages = _Runs()
-        self._messages.append(wire.user_message(summary))
+        messages = _Runs()
+        messages.append(wire.user_message(summary))
         self._entries = []
-        self._unanswered = {}
-        for projected in keep:
-            self._append(projected)
+        if keep:
+            # The messages from the first kept entry on are the ones a rebuild from the
+            # kept entries would make: the cut is clean (docs/spec.md §5 rule 12), so the
+            # first kept entry answers no call before it, and a never-started call's
+            # synthetic answer before it stays out. `_unanswered` is the kept entries'.
+            start = keep[0][1]
+            moved = messages.append(self._messages.since(start)) - start
+            self._entries = [(entry_id, offset + moved) for entry_id, offset in keep]
+        else:
+            self._unanswered = {}
+        self._messages = messages
 
     def messages(self) -> list[bytes]:
         """System prompt, projected entries, and answers for never-started tool calls, as
