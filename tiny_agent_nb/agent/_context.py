@@ -109,6 +109,7 @@ class ContextProjection:
         projection._through_seq = state.last_seq
         return projection
 
+    # perf: register row "projection-deferred" (docs/benchmarks.md)
     @classmethod
     def following(
         cls, load: Callable[[], SessionState], system_prompt: str | None
