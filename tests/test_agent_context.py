@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import gc
 import json
+import tracemalloc
 from pathlib import Path
 
+import pytest
+
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection
-from tiny_agent_nb.session import SessionStore
+from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.session import SessionState, SessionStore
 from tiny_agent_nb.session import facts as f
 
 from scenario import BASH, Run, complete_run
@@ -73,6 +77,43 @@ def test_compaction_replaces_what_it_summarizes(store: SessionStore) -> None:
     assert messages[1] == {"role": "user", "content": "second"}
 
 
+def test_a_checkpoint_keeps_the_messages_after_its_cut_and_their_unanswered_call(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    live = ContextProjection(None)
+    store.subscribe(live.apply)
+    complete_run(store, "first")
+    run = Run(environment=str(tmp_path))
+    store.commit(run.start("two commands"))
+    cut = list(store.load().entries)[-2]  # "first"'s answer: the cut keeps "two commands"
+    store.commit(run.attempt())
+    store.commit(
+        run.answer(None, [("c1", "bash", {"command": "a"}), ("c2", "bash", {"command": "b"})])
+    )
+    intent = run.intent("c1", BASH, {"command": "a"})
+    store.commit([intent, Run.result(intent, "done")])
+    store.commit([f.operation_finished(run.operation_id, "aborted")])
+    store.commit([f.compaction("they listed files", cut)])
+    expected = [
+        ("user", "[Summary of the earlier conversation]\nthey listed files"),
+        ("user", "two commands"),
+        ("assistant", None),
+        ("tool", "done"),
+        ("tool", NOT_STARTED),  # c2 never started: still answered after the checkpoint
+    ]
+    for projection in (live, ContextProjection.from_state(store.load(), None)):
+        messages = decode(projection.messages())
+        assert [(m["role"], m["content"] or None) for m in messages] == expected
+    store.commit([f.user_message("next")])
+    assert decode(live.messages()) == decode(
+        ContextProjection.from_state(store.load(), None).messages()
+    )
+    assert decode(live.messages())[-2:] == [
+        {"role": "tool", "tool_call_id": "c2", "content": NOT_STARTED},
+        {"role": "user", "content": "next"},
+    ]
+
+
 def test_the_projection_keeps_encoded_messages_not_entry_objects(store: SessionStore) -> None:
     """A kernel runs with the projection alive: kept EntryFacts would be ~10 objects each
     for the cyclic GC to rescan on every full collection, for the whole history."""
@@ -88,3 +129,73 @@ def test_the_projection_keeps_encoded_messages_not_entry_objects(store: SessionS
     kept = len(gc.get_objects()) - before
     assert len(decode(projection.messages())) == 1 + 240
     assert kept < 30, f"the projection of 240 entries keeps {kept} tracked objects"
+
+
+def test_the_projection_holds_one_copy_of_what_it_sends(store: SessionStore) -> None:
+    """The encoded history is kept once, in the runs a request sends: a second copy per
+    entry (to rebuild after a checkpoint) doubled a kernel's memory for its context."""
+    for i in range(40):
+        complete_run(store, f"{i} " + "long prompt " * 1000)  # 12 KB a run
+    state = store.load()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        projection = ContextProjection.from_state(state, None)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    sent = sum(len(part) for part in projection.messages())
+    assert sent > 40 * 12_000
+    assert held < 1.3 * sent, f"the projection holds {held:,} bytes to send {sent:,}"
+
+
+# ---------------------------------------------------------------- built when first read
+
+
+def test_a_following_projection_reads_the_session_at_its_first_request_only(
+    store: SessionStore,
+) -> None:
+    loads = []
+
+    def load() -> SessionState:
+        loads.append(1)
+        return store.load()
+
+    projection = ContextProjection.following(load, "be brief")
+    store.subscribe(projection.apply)
+    complete_run(store, "before the first request")
+    assert loads == []  # committing, and following the commits, reads nothing
+    first = decode(projection.messages())
+    assert loads == [1]
+    assert first == decode(ContextProjection.from_state(store.load(), "be brief").messages())
+    # After the build the facts it read are not projected twice; new ones are projected.
+    complete_run(store, "after it")
+    assert decode(projection.messages()) == decode(
+        ContextProjection.from_state(store.load(), "be brief").messages()
+    )
+    assert len(decode(projection.messages())) == 1 + 2 * 4
+    assert loads == [1]
+
+
+def test_a_following_projection_whose_build_failed_builds_again_at_the_next_read(
+    store: SessionStore,
+) -> None:
+    complete_run(store)
+    failures = [OSError("the disk went away")]
+
+    def load() -> SessionState:
+        if failures:
+            raise failures.pop()
+        return store.load()
+
+    projection = ContextProjection.following(load, None)
+    store.subscribe(projection.apply)
+    with pytest.raises(OSError):
+        projection.messages()
+    complete_run(store, "second")
+    assert decode(projection.messages()) == decode(
+        ContextProjection.from_state(store.load(), None).messages()
+    )
+    tokens = last_input_tokens(store.load())
+    assert tokens is not None and projection.last_input_tokens() == tokens

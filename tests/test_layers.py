@@ -9,13 +9,12 @@ arrow as much as one it loads.
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 
@@ -132,14 +131,35 @@ def test_the_layer_check_sees_an_upward_arrow_and_a_private_import(tmp_path: Pat
     assert RANKS[_layer("tiny_agent_nb.agent.AgentLoop")] > RANKS["session"]
 
 
-@pytest.mark.parametrize("module", ["tiny_agent_nb.tools", "tiny_agent_nb.cli"])
-def test_importing_the_tools_or_the_cli_loads_no_http_client(module: str) -> None:
-    # Neither speaks HTTP: the provider's client (and httpx) load with the first request.
-    code = f"import sys, {module}; print(sorted(m for m in sys.modules if 'httpx' in m))"
-    loaded = subprocess.run(
+# What a user imports outside a notebook, in an order where each adds to the last.
+IPYTHON_FREE = [
+    "tiny_agent_nb",
+    "tiny_agent_nb.session",
+    "tiny_agent_nb.tools",
+    "tiny_agent_nb.provider",
+    "tiny_agent_nb.agent",
+    "tiny_agent_nb.cli",
+]
+
+
+def test_the_ipython_free_layers_import_neither_ipython_nor_an_http_client() -> None:
+    # IPython loads with `%load_ext` only; httpx (perf: register row "lazy-imports") with
+    # the first real request's Provider: a CLI command or an offline kernel pays neither.
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {IPYTHON_FREE!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('IPython', 'httpx'))\n"
+        "    print(json.dumps([name, heavy]))\n"
+        "from tiny_agent_nb.provider import Provider\n"
+        "print(json.dumps(['Provider', 'httpx' in sys.modules]))\n"
+    )
+    out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert loaded.strip() == "[]"
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[:-1] == [[name, []] for name in IPYTHON_FREE]
+    assert lines[-1] == ["Provider", True]  # the lazy name still gives the client
 
 
 def test_the_tools_do_not_load_the_provider() -> None:

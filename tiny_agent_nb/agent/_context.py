@@ -16,7 +16,7 @@ Two things are not entries but still reach the model:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..provider import wire
 from ..session import (
@@ -44,24 +44,35 @@ class _Runs:
 
     def __init__(self) -> None:
         self._runs: list[tuple[int, bytes]] = []  # (level, run); levels strictly decrease
+        self._length = 0  # of the runs joined with commas
 
-    def append(self, message: bytes) -> None:
+    def append(self, message: bytes) -> int:
+        """Add `message`; where it starts in the runs joined with commas."""
+        offset = self._length + 1 if self._length else 0
+        self._length = offset + len(message)
         level, run = 0, message
         while self._runs and self._runs[-1][0] == level:
             _, earlier = self._runs.pop()
             run = earlier + b"," + run
             level += 1
         self._runs.append((level, run))
+        return offset
 
     def parts(self) -> list[bytes]:
         return [run for _, run in self._runs]
 
+    def since(self, offset: int) -> bytes:
+        """The messages from `offset` on, comma-joined (one copy, made at a checkpoint)."""
+        return b",".join(self.parts())[offset:]
+
 
 # perf: register row "projection-tuples" (docs/benchmarks.md)
-# What the projection keeps of one entry: (entry id, encoded wire message, the tool call
-# ids it opens (assistant) or the one it answers (tool result)). A tuple of atoms: the
-# cyclic GC stops tracking it, where a kept EntryFact is ~10 tracked objects.
+# One entry as it is projected: (entry id, encoded wire message, the tool call ids it
+# opens (assistant) or the one it answers (tool result)). What the projection keeps of it
+# afterwards is (entry id, where its message starts in `_Runs`): atoms the cyclic GC does
+# not track, and no second copy of the message (a checkpoint slices the runs instead).
 _Projected = tuple[str, bytes, tuple[str, ...], tuple[str, ...]]
+_Kept = tuple[str, int]
 
 
 def _project(entry: EntryFact) -> _Projected:
@@ -83,16 +94,45 @@ class ContextProjection:
         self._system: list[bytes] = []
         self.set_system_prompt(system_prompt)
         self._messages = _Runs()
-        self._entries: list[_Projected] = []  # kept only to rebuild after a compaction
+        self._entries: list[_Kept] = []  # kept only to cut at a compaction
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
         self._ledger = _LastRequest()
+        # Set while the projection is deferred (`following`): how to read the session.
+        self._load: Callable[[], SessionState] | None = None
+        self._through_seq = 0  # facts up to here are in the projection already
 
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
         projection = cls(system_prompt)
         projection.extend(state.entries.values())
         projection._ledger = _LastRequest.from_state(state)
+        projection._through_seq = state.last_seq
         return projection
+
+    # perf: register row "projection-deferred" (docs/benchmarks.md)
+    @classmethod
+    def following(
+        cls, load: Callable[[], SessionState], system_prompt: str | None
+    ) -> ContextProjection:
+        """A projection of the session `load()` reads, built from it when first read (the
+        next model request), not now: settling what a dead kernel left open does not
+        need the context, and building it decodes and encodes the whole history.
+        Subscribe its `apply` to the store: facts committed before the build are skipped
+        (the build reads them from the session), later ones are projected as they commit."""
+        projection = cls(system_prompt)
+        projection._load = load
+        return projection
+
+    def _built(self) -> None:
+        load = self._load
+        if load is None:
+            return
+        # Built aside and then taken whole: a build that raises leaves the projection
+        # deferred, so the next read tries again instead of sending half a history.
+        built = ContextProjection.from_state(load(), None)
+        self._messages, self._entries = built._messages, built._entries
+        self._unanswered, self._ledger = built._unanswered, built._ledger
+        self._through_seq, self._load = built._through_seq, None
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
         """The first message of every request (not an entry: it may change between runs)."""
@@ -100,14 +140,18 @@ class ContextProjection:
 
     def apply(self, facts: Sequence[Fact]) -> None:
         """Store subscriber: project the entries among newly committed facts."""
+        if self._load is not None or (facts and facts[-1].seq <= self._through_seq):
+            return  # not built yet, or built from a state that holds these facts already
         self._ledger.observe(facts)
         self.extend(f for f in facts if isinstance(f, EntryFact))
 
     def last_input_tokens(self) -> int | None:
         """`last_input_tokens(state)` of the followed store, without a snapshot."""
+        self._built()
         return self._ledger.tokens
 
     def extend(self, entries: Iterable[EntryFact]) -> None:
+        self._built()
         for entry in entries:
             self._add(entry)
 
@@ -119,13 +163,12 @@ class ContextProjection:
             self._append(_project(entry))
 
     def _append(self, projected: _Projected) -> None:
-        self._entries.append(projected)
-        _, message, opens, answers = projected
+        entry_id, message, opens, answers = projected
         if answers:
             self._unanswered.pop(answers[0], None)
         else:
             self._close_unanswered()
-        self._messages.append(message)
+        self._entries.append((entry_id, self._messages.append(message)))
         if opens:
             self._unanswered = dict.fromkeys(opens)
 
@@ -135,25 +178,35 @@ class ContextProjection:
         self._unanswered = {}
 
     def _compact(self, body: CompactionEntry) -> None:
-        ids = [projected[0] for projected in self._entries]
+        ids = [entry_id for entry_id, _ in self._entries]
         if body.throughEntryId not in ids:
             return  # already compacted away by a later checkpoint
         keep = self._entries[ids.index(body.throughEntryId) + 1 :]
         summary = f"[Summary of the earlier conversation]\n{body.summary}"
-        self._messages = _Runs()
-        self._messages.append(wire.user_message(summary))
+        messages = _Runs()
+        messages.append(wire.user_message(summary))
         self._entries = []
-        self._unanswered = {}
-        for projected in keep:
-            self._append(projected)
+        if keep:
+            # The messages from the first kept entry on are the ones a rebuild from the
+            # kept entries would make: the cut is clean (docs/spec.md §5 rule 12), so the
+            # first kept entry answers no call before it, and a never-started call's
+            # synthetic answer before it stays out. `_unanswered` is the kept entries'.
+            start = keep[0][1]
+            moved = messages.append(self._messages.since(start)) - start
+            self._entries = [(entry_id, offset + moved) for entry_id, offset in keep]
+        else:
+            self._unanswered = {}
+        self._messages = messages
 
     def messages(self) -> list[bytes]:
         """System prompt, projected entries, and answers for never-started tool calls, as
         encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
+        self._built()
         pending = [_synthetic_result(call_id) for call_id in self._unanswered]
         return [*self._system, *self._messages.parts(), *pending]
 
     def unanswered_tool_calls(self) -> list[str]:
+        self._built()
         return list(self._unanswered)
 
 

@@ -86,7 +86,8 @@ class AgentLoop:
     ) -> None:
         """`projection`: a context projection the caller keeps following this store across
         loops (a notebook does, so a cell does not re-encode the whole history); without
-        one the loop rebuilds it from the file and follows the store until `close()`."""
+        one the loop follows the store until `close()` with one built from the file at
+        its first request (`recover()` makes none, so it never builds it)."""
         self._store = store
         self._tools = tools
         self._config = config
@@ -107,7 +108,7 @@ class AgentLoop:
         )
         self._unsubscribe: Callable[[], None] = _nothing
         if projection is None:
-            projection = ContextProjection.from_state(store.load(), config.system_prompt)
+            projection = ContextProjection.following(store.load, config.system_prompt)
             self._unsubscribe = store.subscribe(projection.apply)
         else:
             projection.set_system_prompt(config.system_prompt)

@@ -69,8 +69,9 @@ class NotebookAgent:
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
         self.open_error: str | None = None
-        # Built once per open session and kept current by its subscription, so a cell
-        # does not decode and re-encode the whole history before its first request.
+        # Built once per open session, at its first model request (not by the recovery
+        # at open), and kept current by its subscription, so a cell does not decode and
+        # re-encode the whole history before its first request.
         self._context: ContextProjection | None = None
         self._unfollow_context: Callable[[], None] | None = None
         # Set while another process writes the chosen file: this kernel only reads it.
@@ -224,7 +225,7 @@ class NotebookAgent:
         """What the model is sent, followed for the open session across cells."""
         store = self.require_store()
         if self._context is None:
-            context = ContextProjection.from_state(store.load(), None)
+            context = ContextProjection.following(store.load, None)
 
             def follow(facts: Sequence[Fact]) -> None:
                 try:

@@ -1,0 +1,37 @@
+"""bench/bench_startup.py --quick: fresh processes load the extension on sessions a dead
+kernel left open, and the script reports import, open, recovery and memory."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_startup.py"
+
+
+def test_quick_run_times_each_part_of_load_ext_and_weighs_the_session(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == [], "the script left files behind"
+    out = done.stdout
+    for size in ("1k facts", "5k facts"):
+        assert f"### {size} (" in out, out
+        for metric in (
+            "%load_ext with its import, CPU",
+            "resident memory kept (RSS after - before)",
+            "held by Python objects (tracemalloc)",
+        ):
+            assert re.search(rf"\| {size} \([\d.]+ MB\): {re.escape(metric)} \| [\d,.]+ [mM]", out)
+    # Every part is timed; a process that found no open run would have failed the script.
+    for part in ("import `tiny_agent_nb.notebook`", "open the store", "recovery (`_recover`)"):
+        assert re.search(rf"\| {re.escape(part)}[^|]* \| [\d,]+ ms \(\d+\) \|", out), out
+    assert "httpx was imported" not in out, out

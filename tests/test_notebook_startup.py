@@ -1,0 +1,74 @@
+"""A kernel's start on a long session a dead kernel left open: `%load_ext` settles the
+run without projecting the history; the first request after it sends all of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from ipython_shell import run, shell
+
+from tiny_agent_nb.provider import wire
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+
+from openai_server import OpenAIServer, text_reply
+from scenario import BASH, Run, complete_run
+
+__all__ = ["shell"]  # the fixture, from ipython_shell
+
+RUNS = 25
+
+
+def _left_open(path: Path) -> None:
+    """RUNS complete runs, then a run whose bash call the dead kernel never answered."""
+    env = str(path.parent)
+    init = HeaderInit(cwd=env, provider="openrouter", model="test/model", environment_identity=env)
+    with SessionStore.open(path, create=init) as store:
+        for i in range(RUNS):
+            complete_run(store, f"question {i}")
+        last = Run(environment=env)
+        store.commit(last.start("Deploy"))
+        store.commit(last.attempt())
+        store.commit(last.answer(None, [("call_deploy", "bash", {"command": "./deploy.sh"})]))
+        store.commit([last.intent("call_deploy", BASH, {"command": "./deploy.sh"})])
+
+
+def test_load_ext_settles_a_long_session_without_projecting_its_history(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "analysis.agent.jsonl"
+    _left_open(path)
+    # Every entry the context projects is made a wire message here, once.
+    projected: list[str] = []
+    entry_message: Callable[..., object] = wire.entry_message
+
+    def counted(entry: object) -> object:
+        projected.append(type(entry).__name__)
+        return entry_message(entry)
+
+    monkeypatch.setattr(wire, "entry_message", counted)
+    out = run(shell, "%load_ext tiny_agent_nb", capsys)
+    assert "marked interrupted" in out and "./deploy.sh" in out, out
+    assert projected == []  # the recovery did not pay per history entry
+
+    server.enqueue(text_reply("all done"))
+    out = run(shell, "%%agent\nwhat is left?", capsys)
+    assert "all done" in out, out
+    # The first request, the projection built for it, sends the whole history: every
+    # question, the interrupted call answered by the recovery's result, the new prompt.
+    (request,) = server.requests
+    messages = request.body["messages"]
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    assert users == [*(f"question {i}" for i in range(RUNS)), "Deploy", "what is left?"]
+    deploy = [m for m in messages if m.get("tool_call_id") == "call_deploy"]
+    assert len(deploy) == 1 and deploy[0]["content"].startswith("Interrupted:"), deploy
+    assert len(messages) == 1 + RUNS * 4 + 3 + 1  # system, runs, Deploy's three, prompt
+    # Built once, for that request, then followed: each entry projected exactly once.
+    entries = load_session(path).entries
+    assert len(projected) == len(entries) == RUNS * 4 + 3 + 2  # Deploy, prompt, answer
