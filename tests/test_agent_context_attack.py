@@ -1,0 +1,360 @@
+"""The deferred context projection (`ContextProjection.following`) against the eager one it
+replaced: whatever commits before, between and after, the first request's body is what
+the old way sent.
+
+For a session of N transactions, every (s, b) with s <= b is tried: the projection is made
+when the session holds s transactions (a kernel's start, or `%agent session` switching to
+it), the transactions up to b commit before its first read (a recovery, a user's entry),
+and it is built at b, then follows the rest. Each view it gives (the messages sent,
+the unanswered calls, the ledger's input tokens) must equal a rebuild from the file at
+that point, and the eager projection made at s and followed (the old way) must agree too.
+Sessions: the valid conformance fixtures, and runs built with tests/scenario.py that go
+through retries, aborts with never-started calls, a crash with an interrupted tool,
+recovery, resume, a context-length refusal, checkpoints mid-run and a checkpoint that keeps
+nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiny_agent_nb.agent import DEFAULT_SYSTEM_PROMPT, NOT_STARTED, ContextProjection, LoopObserver
+from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.notebook._config import TinyAgent
+from tiny_agent_nb.notebook._paths import SessionLocation
+from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.provider import wire
+from tiny_agent_nb.session import (
+    AssistantEntry,
+    CompactionEntry,
+    EntryFact,
+    Fact,
+    HeaderInit,
+    RecordFact,
+    SessionState,
+    SessionStore,
+    StepAttempt,
+    ToolResultEntry,
+    new_id,
+)
+from tiny_agent_nb.session import facts as f
+
+from openai_server import OpenAIServer, text_reply
+from scenario import BASH, READ_FILE, Run, complete_run, intent_result
+
+FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "session" / "fixtures"
+VALID = sorted(
+    p.name.removesuffix(".expected.json")
+    for p in FIXTURES.glob("*.expected.json")
+    if "summary" in json.loads(p.read_text())
+)
+View = tuple[list[Any], list[str], int | None]
+
+
+def _reference(state: SessionState, system: str | None) -> View:
+    """What the eager projection sent before checkpoints sliced their runs (e0f3e51): at a
+    checkpoint whose cut it still holds, a summary, then the kept entries replayed."""
+    kept: list[EntryFact] = []
+    summary: str | None = None
+    for entry in state.entries.values():
+        body = entry.entry
+        if not isinstance(body, CompactionEntry):
+            kept.append(entry)
+            continue
+        ids = [k.id for k in kept]
+        if body.throughEntryId in ids:
+            kept = kept[ids.index(body.throughEntryId) + 1 :]
+            summary = f"[Summary of the earlier conversation]\n{body.summary}"
+    messages: list[bytes] = [wire.system_message(system)] if system else []
+    if summary is not None:
+        messages.append(wire.user_message(summary))
+    unanswered: list[str] = []
+    for entry in kept:
+        body = entry.entry
+        if isinstance(body, ToolResultEntry):
+            if body.message.toolCallId in unanswered:
+                unanswered.remove(body.message.toolCallId)
+        else:
+            messages += [wire.tool_message(c, NOT_STARTED) for c in unanswered]
+            unanswered = []
+        message = wire.entry_message(entry)
+        assert message is not None
+        messages.append(wire.encode(message))
+        if isinstance(body, AssistantEntry):
+            unanswered = [c.id for c in body.message.toolCalls]
+    messages += [wire.tool_message(c, NOT_STARTED) for c in unanswered]
+    return [json.loads(m) for m in messages], unanswered, last_input_tokens(state)
+
+
+def _view(projection: ContextProjection) -> View:
+    parts = projection.messages()
+    return (
+        json.loads(b"[" + b",".join(parts) + b"]"),
+        projection.unanswered_tool_calls(),
+        projection.last_input_tokens(),
+    )
+
+
+def _states(data: bytes) -> list[SessionState]:
+    """The session after each of its complete lines (the header's first)."""
+    ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
+    return [SessionStore.in_memory(bytearray(data[:end])).load() for end in ends]
+
+
+def _reading(reading: list[SessionState]) -> Callable[[], SessionState]:
+    """`store.load` of a session that is at `reading[0]` when it is called."""
+    return lambda: reading[0]
+
+
+def assert_every_way_agrees(data: bytes, system: str | None = "be brief") -> int:
+    states = _states(data)
+    txs: list[Sequence[Fact]] = [()] + [
+        later.facts[earlier.last_seq :] for earlier, later in itertools.pairwise(states)
+    ]
+    rebuilt = [_view(ContextProjection.from_state(state, system)) for state in states]
+    assert rebuilt == [_reference(state, system) for state in states]
+    last = len(states) - 1
+    for s in range(len(states)):
+        eager = ContextProjection.from_state(states[s], system)
+        for k in range(s + 1, len(states)):
+            eager.apply(txs[k])
+            assert _view(eager) == rebuilt[k], f"eager from {s}, after {k}"
+        for b in range(s, len(states)):
+            reading = [states[s]]
+            lazy = ContextProjection.following(_reading(reading), system)
+            for k in range(s + 1, b + 1):
+                reading[0] = states[k]
+                lazy.apply(txs[k])  # committed before the first request: skipped
+            assert _view(lazy) == rebuilt[b], f"made at {s}, built at {b}"
+            for k in range(b + 1, len(states)):
+                reading[0] = states[k]
+                lazy.apply(txs[k])
+            assert _view(lazy) == rebuilt[last], f"made at {s}, built at {b}, at the end"
+    return len(states)
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_a_deferred_projection_of_a_fixture_sends_what_a_rebuild_sends(name: str) -> None:
+    assert_every_way_agrees((FIXTURES / f"{name}.jsonl").read_bytes())
+
+
+def _session(build: Callable[[SessionStore], None]) -> bytes:
+    buffer = bytearray()
+    init = HeaderInit(
+        cwd="/w", provider="openrouter", model="test/model", environment_identity="/w"
+    )
+    store = SessionStore.in_memory(buffer, create=init)
+    build(store)
+    store.close()
+    return bytes(buffer)
+
+
+def _last_entry(store: SessionStore) -> str:
+    return list(store.load().entries)[-1]
+
+
+def _retry_abort_crash_recover_resume(store: SessionStore) -> None:
+    complete_run(store, "first")
+    # A retried attempt, then two calls of which one is never started (Ctrl-C).
+    run = Run(environment="/w")
+    store.commit(run.start("two commands"))
+    store.commit(run.attempt())
+    assert run.attempt_id is not None
+    store.commit(
+        [f.attempt_failed(run.attempt_id, kind="http", message="429", retryable=True, status=429)]
+    )
+    store.commit(run.attempt(2))
+    store.commit(
+        run.answer(None, [("c1", "bash", {"command": "a"}), ("c2", "bash", {"command": "b"})])
+    )
+    first = run.intent("c1", BASH, {"command": "a"})
+    store.commit([first, Run.result(first, "done")])
+    store.commit(
+        [
+            f.abort_requested(run.operation_id, "Ctrl-C"),
+            f.operation_finished(run.operation_id, "aborted"),
+        ]
+    )
+    # A crash while a tool ran, with a model request in flight after a read: recovery
+    # marks the tool interrupted, then a resume goes on.
+    crashed = Run(environment="/w")
+    store.commit(crashed.start("bash then read"))
+    store.commit(crashed.attempt())
+    store.commit(crashed.answer(None, [("c3", "bash", {"command": "rm x"})]))
+    lost = crashed.intent("c3", BASH, {"command": "rm x"})
+    store.commit([lost])
+    pending = store.load().tool_intents[lost.id or ""]
+    store.commit(
+        [
+            intent_result(pending, "interrupted: it may have run", "interrupted"),
+            f.operation_finished(crashed.operation_id, "interrupted"),
+        ]
+    )
+    resumed = Run(environment="/w")
+    store.commit([f.resume_started(resumed.operation_id, crashed.operation_id)])
+    store.commit(resumed.attempt())
+    store.commit(resumed.answer("It may have removed x."))
+    store.commit(resumed.finish())
+    store.commit([f.user_message("a note between runs")])
+
+
+def _checkpoints_mid_run(store: SessionStore) -> None:
+    complete_run(store, "first")
+    complete_run(store, "second")
+    run = Run(environment="/w")
+    store.commit(run.start("read twice"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("r1", "read_file", {"path": "a"})]))
+    read = run.intent("r1", READ_FILE, {"path": "a"})
+    store.commit([read])
+    store.commit([Run.result(read, "A")])
+    # A context-length refusal, then a checkpoint settling its own attempt mid-run,
+    # keeping this run's messages (the cut is after the second run).
+    store.commit(run.attempt())
+    assert run.attempt_id is not None
+    store.commit(
+        [
+            f.attempt_failed(
+                run.attempt_id, kind="contextLength", message="too long", retryable=False
+            )
+        ]
+    )
+    store.commit(run.attempt(2))
+    through = list(store.load().entries)[7]  # the second run's final answer
+    store.commit(
+        [
+            f.compaction("they ran twice", through, attempt_id=run.attempt_id, tokens_before=9),
+            f.usage(attempt_id=run.attempt_id, input_tokens=50, output_tokens=5),
+        ]
+    )
+    store.commit(run.attempt(3))
+    store.commit(run.answer(None, [("r2", "read_file", {"path": "b"})]))
+    again = run.intent("r2", READ_FILE, {"path": "b"})
+    store.commit([again, Run.result(again, "B")])
+    # The same cut again (allowed: a cut never moves backwards), compacted away already.
+    store.commit([f.compaction("the same cut", through)])
+    store.commit(run.attempt())
+    store.commit(run.answer("Read a and b."))
+    store.commit(run.finish())
+    # `%agent compact`: an operation of its own, cutting at the last entry (keeps nothing).
+    op = new_id()
+    attempt = new_id()
+    store.commit([f.compaction_started(op)])
+    store.commit(
+        [
+            f.step_attempt(
+                op,
+                step=1,
+                attempt=1,
+                provider="openrouter",
+                model="test/model",
+                configuration_digest="sha256:" + "ab" * 32,
+                id=attempt,
+            )
+        ]
+    )
+    store.commit([f.compaction("everything so far", _last_entry(store), attempt_id=attempt)])
+    store.commit([f.operation_finished(op, "completed")])
+    complete_run(store, "after everything")
+
+
+def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
+    run = Run(environment="/w")
+    store.commit(run.start("two commands"))
+    store.commit(run.attempt())
+    store.commit(
+        run.answer(None, [("c1", "bash", {"command": "a"}), ("c2", "bash", {"command": "b"})])
+    )
+    store.commit([f.abort_requested(run.operation_id, "Ctrl-C")])
+    store.commit([f.operation_finished(run.operation_id, "aborted")])
+    through = _last_entry(store)  # the assistant whose calls never started
+    store.commit([f.user_message("then this")])
+    complete_run(store, "second")
+    store.commit([f.compaction("two calls never ran", through)])
+    complete_run(store, "third")
+    # A checkpoint keeping an aborted run whose two calls never started: their answers
+    # are still owed at the end of what is sent.
+    through = _last_entry(store)
+    aborted = Run(environment="/w")
+    store.commit(aborted.start("two more"))
+    store.commit(aborted.attempt())
+    store.commit(
+        aborted.answer(None, [("c5", "bash", {"command": "e"}), ("c6", "bash", {"command": "f"})])
+    )
+    store.commit([f.operation_finished(aborted.operation_id, "aborted")])
+    store.commit([f.compaction("three runs", through)])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        _retry_abort_crash_recover_resume,
+        _checkpoints_mid_run,
+        _checkpoint_after_never_started_calls,
+    ],
+)
+def test_a_deferred_projection_of_a_hostile_run_sends_what_a_rebuild_sends(
+    build: Callable[[SessionStore], None],
+) -> None:
+    assert assert_every_way_agrees(_session(build)) > 15
+
+
+def _crashed(path: Path, prompt: str) -> None:
+    """A session whose kernel died while a bash call ran, after a compacted first run."""
+    init = HeaderInit(
+        cwd=str(path.parent),
+        provider="openrouter",
+        model="test/model",
+        environment_identity=str(path.parent),
+    )
+    with SessionStore.open(path, create=init) as store:
+        complete_run(store, f"{prompt}: first")
+        store.commit([f.compaction(f"{prompt} listed files", _last_entry(store))])
+        run = Run(environment=str(path.parent))
+        store.commit(run.start(prompt))
+        store.commit(run.attempt())
+        store.commit(run.answer(None, [("b1", "bash", {"command": "touch x"}), ("b2", "bash", {})]))
+        store.commit([run.intent("b1", BASH, {"command": "touch x"})])
+
+
+def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_sends(
+    server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first, second = tmp_path / "a.agent.jsonl", tmp_path / "b.agent.jsonl"
+    _crashed(first, "in a")
+    _crashed(second, "in b")
+    agent = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
+    try:
+        assert agent.open(SessionLocation(first, "explicit")).recovery is not None
+        agent.context().messages()  # a's context is built and followed...
+        # ...then `%agent session` switches: b's dead run is settled at open, and a note
+        # is committed before b's first request.
+        assert agent.open(SessionLocation(second, "explicit")).recovery is not None
+        store = agent.require_store()
+        store.commit([f.user_message("a note before the next run")])
+        expected: list[View] = []
+
+        def at_request(facts: Sequence[Fact]) -> None:
+            if any(
+                isinstance(fact, RecordFact) and isinstance(fact.record, StepAttempt)
+                for fact in facts
+            ):
+                expected.append(_reference(store.load(), DEFAULT_SYSTEM_PROMPT))
+
+        store.subscribe(at_request)
+        server.enqueue(text_reply("done"))
+        result = agent.run("and now?", observer=LoopObserver(), ask=None)
+        assert result.outcome == "completed"
+    finally:
+        agent.close()
+    sent = server.requests[0].body["messages"]
+    assert sent == expected[0][0]
+    assert "in b listed files" in sent[1]["content"]
+    assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["b1", "b2"]
