@@ -34,6 +34,7 @@ from ..session import (
     HeaderInit,
     NotASessionError,
     SessionCorruptError,
+    SessionError,
     SessionLockedError,
     SessionState,
     SessionStore,
@@ -109,17 +110,16 @@ class NotebookAgent:
             self.open_error = str(exc)
             self.read_only = read_only_label(exc)
             raise
-        self.close()
+        notes = self._close_noting()  # closed even when its last sync fails: go on
         self.store, self.location, self.open_error = store, location, None
         self.read_only = None
         self._unfollow_store = store.subscribe(self._tell)
         self._tell(())
-        notes: list[str] = []
         try:
             recovery = self._recover()
         except AgentError as exc:  # the file refused the write (disk full): nothing changed
-            self.close()
-            self.open_error = f"tiny-agent-nb: {exc}"
+            closing = self._close_noting()
+            self.open_error = " ".join([f"tiny-agent-nb: {exc}", *closing])
             raise NotebookError(self.open_error) from None
         except KeyboardInterrupt:
             if store.open_operation() is not None:
@@ -181,10 +181,25 @@ class NotebookAgent:
             self._unfollow_store()
             self._unfollow_store = None
         self.model.close()
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        store, self.store = self.store, None
+        if store is None:
+            return
+        try:
+            store.close()
+        except SessionError as exc:
+            # Power mode's last sync failed (docs/spec.md §7.2): the file is closed and
+            # released anyway, so this kernel holds no session from here on.
+            raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
+        finally:
             self._tell(())
+
+    def _close_noting(self) -> list[str]:
+        """`close()`, its failure kept as a note for the report of what opens next."""
+        try:
+            self.close()
+        except NotebookError as exc:
+            return [str(exc).removeprefix("tiny-agent-nb: ")]
+        return []
 
     # ------------------------------------------------------------------ displays
     def watch(self, watcher: Watcher) -> Callable[[], None]:
@@ -268,8 +283,10 @@ class NotebookAgent:
         finally:
             if held is not None and held is not self.store:
                 held.close()
-        self.close()
-        return archived, self.open(location)
+        notes = self._close_noting()
+        report = self.open(location)
+        report.notes[:0] = notes
+        return archived, report
 
     def require_store(self) -> SessionStore:
         if self.store is None:

@@ -1,0 +1,154 @@
+"""Power mode's group commit (docs/spec.md §7.2) against a disk that refuses to sync.
+
+The disk is the real seam: os.fsync and os.fdatasync are replaced in this test process,
+failing with EIO while `Disk.failing` is set. What came of an effect (an answer, a tool
+result) is written unsynced and left for the next sync or `close()`: when that sync
+fails, `close()` still closes the file and raises. These tests check that whoever closes
+the store (`%agent session`, `%agent new`, the kernel's exit) survives that and says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.agent import LoopObserver
+from tiny_agent_nb.notebook._config import TinyAgent
+from tiny_agent_nb.notebook._opening import NotebookError
+from tiny_agent_nb.notebook._paths import SessionLocation
+from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.provider import StreamEvent
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+
+from openai_server import OpenAIServer, text_reply
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+
+
+class Disk:
+    """os.fsync / os.fdatasync of this process, failing with EIO while `failing`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.failing = False
+        self.refused = 0
+        for name in ("fsync", "fdatasync"):
+            monkeypatch.setattr(os, name, self._wrap(getattr(os, name)))
+
+    def _wrap(self, real: Callable[[int], None]) -> Callable[[int], None]:
+        def sync(fd: int) -> None:
+            if self.failing:
+                self.refused += 1
+                raise OSError(errno.EIO, "Input/output error")
+            real(fd)
+
+        return sync
+
+
+class FailsOnceAnswered(LoopObserver):
+    """The disk starts failing while the model's answer streams in: its stepAttempt was
+    synced, the answer is written unsynced, and the run's end cannot be synced."""
+
+    def __init__(self, disk: Disk) -> None:
+        self.disk = disk
+
+    def on_stream(self, event: StreamEvent) -> None:
+        self.disk.failing = True
+
+
+@pytest.fixture
+def agent(
+    server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[NotebookAgent]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
+    config = TinyAgent(base_url=server.base_url, model="test/model", durability="power")
+    runtime = NotebookAgent(config, {})
+    yield runtime
+    runtime.close()
+
+
+def _power_session(path: Path) -> None:
+    here = str(path.parent)
+    init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
+    SessionStore.open(path, create=init, durability="power").close()
+
+
+def _answered_but_unsynced(agent: NotebookAgent, server: OpenAIServer, disk: Disk) -> None:
+    """A run whose answer is in the file but whose end the disk refused to sync."""
+    server.enqueue(text_reply("done"))
+    with pytest.raises(NotebookError, match="could not be recorded"):
+        agent.run("answer", observer=FailsOnceAnswered(disk), ask=None)
+
+
+def test_switching_sessions_when_the_old_ones_sync_fails_opens_the_new_one_and_says_so(
+    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = Disk(monkeypatch)
+    first, second = tmp_path / "a.agent.jsonl", tmp_path / "b.agent.jsonl"
+    _power_session(second)
+    agent.open(SessionLocation(first, "explicit"))
+    _answered_but_unsynced(agent, server, disk)
+    refused = disk.refused
+    # `%agent session b.agent.jsonl` while the disk still refuses a's pending sync.
+    report = agent.open(SessionLocation(second, "explicit"))
+    assert disk.refused > refused  # a's close did try to sync what it had left pending
+    assert agent.store is not None and agent.store.path == second
+    text = report.text()
+    assert "could not sync" in text and "a.agent.jsonl" in text
+    assert "whether the last ones reached the disk is not known" in text
+    disk.failing = False
+    # a was released (its lock and this process's claim), its answer kept in the file.
+    with SessionStore.open(first) as again:
+        assert [e.entry.type for e in again.load().entries.values()][-1] == "message"
+        assert again.open_operation() is not None  # the next load settles it
+    server.enqueue(text_reply("ok"))
+    result = agent.run("and in b?", observer=LoopObserver(), ask=None)
+    assert result.outcome == "completed"
+    assert load_session(second).open_operation is None
+
+
+def test_closing_when_the_pending_sync_fails_forgets_the_store_and_says_why(
+    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = Disk(monkeypatch)
+    path = tmp_path / "a.agent.jsonl"
+    agent.open(SessionLocation(path, "explicit"))
+    told: list[object] = []
+    agent.watch(told.append)
+    _answered_but_unsynced(agent, server, disk)
+    with pytest.raises(NotebookError, match=r"could not sync \S*a\.agent\.jsonl when closing it"):
+        agent.close()  # the kernel's exit, or %unload_ext
+    assert agent.store is None  # not a closed store still taken for the open session
+    assert told[-1] == ()  # the displays were told the session is gone
+    disk.failing = False
+    SessionStore.open(path).close()  # released
+    agent.close()  # again: nothing left to close, nothing raised
+
+
+def test_a_new_session_when_the_old_ones_sync_fails_starts_it_and_says_so(
+    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    disk = Disk(monkeypatch)
+    path = tmp_path / "a.agent.jsonl"
+    agent.open(SessionLocation(path, "explicit"))
+    _answered_but_unsynced(agent, server, disk)
+    disk.failing = False  # the new file's creation syncs: the disk is back by then
+    failing_once = {"left": 1}
+    real = os.fsync
+
+    def fails_once(fd: int) -> None:
+        if failing_once["left"]:
+            failing_once["left"] -= 1
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fails_once)
+    monkeypatch.setattr(os, "fdatasync", fails_once)
+    archived, report = agent.new()  # `%agent new`: the old file's close sync fails
+    assert report.created and agent.store is not None and agent.store.path == path
+    assert "could not sync" in report.text()
+    assert load_session(archived).open_operation is not None  # kept, settled at its next load
