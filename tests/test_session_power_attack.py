@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from ipython_shell import KEY, fresh_shell, run, served
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook._config import TinyAgent
@@ -26,20 +27,22 @@ from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
 from openai_server import OpenAIServer, text_reply
 
-KEY = "sk-test-SECRET-0123456789abcdef"
-
 
 class Disk:
     """os.fsync / os.fdatasync of this process, failing with EIO while `failing`."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.failing = False
+        self.fail_after: int | None = None  # syncs that still succeed, then `failing`
         self.refused = 0
         for name in ("fsync", "fdatasync"):
             monkeypatch.setattr(os, name, self._wrap(getattr(os, name)))
 
     def _wrap(self, real: Callable[[int], None]) -> Callable[[int], None]:
         def sync(fd: int) -> None:
+            if self.fail_after is not None:
+                self.failing = self.fail_after == 0
+                self.fail_after = None if self.failing else self.fail_after - 1
             if self.failing:
                 self.refused += 1
                 raise OSError(errno.EIO, "Input/output error")
@@ -152,3 +155,26 @@ def test_a_new_session_when_the_old_ones_sync_fails_starts_it_and_says_so(
     assert report.created and agent.store is not None and agent.store.path == path
     assert "could not sync" in report.text()
     assert load_session(archived).open_operation is not None  # kept, settled at its next load
+
+
+def test_unloading_when_the_pending_sync_fails_unloads_and_says_so(
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for shell in fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY)):
+        shell.config.TinyAgent.durability = "power"
+        run(shell, "%load_ext tiny_agent_nb", capsys)
+        disk = Disk(monkeypatch)
+        server.enqueue(text_reply("done"))
+        # The run's start and its stepAttempt sync; its end does not (the disk fails
+        # from then on), so its answer is left unsynced for the close.
+        disk.fail_after = 2
+        out = run(shell, "%%agent\nanswer", capsys)
+        assert "could not be recorded" in out
+        out = run(shell, "%unload_ext tiny_agent_nb", capsys)
+        assert "could not sync" in out and "analysis.agent.jsonl" in out
+        assert not any(type(c).__name__ == "TinyAgent" for c in shell.configurables)
+        disk.failing = False
+        SessionStore.open(tmp_path / "analysis.agent.jsonl").close()  # released

@@ -359,6 +359,9 @@ def load(shell: Any) -> AgentMagics:
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
     atexit.unregister(magics.runtime.close)
-    magics.runtime.close()
+    try:
+        magics.runtime.close()
+    except NotebookError as exc:  # closed anyway: power mode's last sync failed
+        print(exc)
     if magics.runtime.config in shell.configurables:
         shell.configurables.remove(magics.runtime.config)
