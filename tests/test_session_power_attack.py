@@ -23,9 +23,10 @@ from tiny_agent_nb.notebook._opening import NotebookError
 from tiny_agent_nb.notebook._paths import SessionLocation
 from tiny_agent_nb.notebook._runtime import NotebookAgent
 from tiny_agent_nb.provider import StreamEvent
-from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+from tiny_agent_nb.session import HeaderInit, SessionStore, SessionWriteError, load_session
 
 from openai_server import OpenAIServer, text_reply
+from scenario import READ_FILE, Run
 
 
 class Disk:
@@ -178,3 +179,56 @@ def test_unloading_when_the_pending_sync_fails_unloads_and_says_so(
         assert not any(type(c).__name__ == "TinyAgent" for c in shell.configurables)
         disk.failing = False
         SessionStore.open(tmp_path / "analysis.agent.jsonl").close()  # released
+
+
+# ---------------------------------------------------------------- the store alone
+
+
+def test_a_writer_that_closes_itself_after_a_failed_cut_first_syncs_what_it_owed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills during an intent's append and the cut back fails too: the writer
+    closes itself (docs/spec.md §7.3). The answer committed before it was acknowledged
+    and left for the next sync or close() (§7.2); that close is this one."""
+    path = tmp_path / "nb.agent.jsonl"
+    here = str(tmp_path)
+    init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
+    store = SessionStore.open(path, create=init, durability="power")
+    run = Run(environment=here)
+    store.commit(run.start("Read it"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("call_1", "read_file", {"path": "README.md"})]))
+    answered = path.stat().st_size
+    synced: list[int] = []
+    real_fsync, real_write = os.fsync, os.write
+    ours = path.stat()
+
+    def is_ours(fd: int) -> bool:
+        st = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
+
+    def fsync(fd: int) -> None:
+        if is_ours(fd):
+            synced.append(os.fstat(fd).st_size)
+        real_fsync(fd)
+
+    def write(fd: int, data: bytes) -> int:
+        if is_ours(fd):
+            real_write(fd, bytes(data[:10]))  # a short write, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    def ftruncate(fd: int, size: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fsync)
+    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "ftruncate", ftruncate)
+    with pytest.raises(SessionWriteError, match="No space left"):
+        store.commit([run.intent("call_1", READ_FILE, {"path": "README.md"})])
+    assert store.closed
+    assert synced and synced[-1] >= answered  # the answer's sync was not dropped
+    monkeypatch.undo()
+    state = load_session(path)  # the partial intent is a torn tail
+    assert state.torn_tail_bytes == 10 and state.tool_intents == {}

@@ -326,9 +326,21 @@ class SessionStore:
             except OSError:
                 # The file may now end in a partial line (a torn tail, which readers
                 # ignore), but appending after it would glue two transactions together.
+                # This is the writer's close: the sync it owes acknowledged lines first.
+                self._sync_owed(file)
                 self._close_file()
                 log.exception("could not cut %s back after a failed write", self._path)
             raise SessionWriteError(str(self._path), exc) from exc
+
+    def _sync_owed(self, file: StoreFile) -> None:
+        """Power mode: sync the lines committed unsynced before a close that cannot raise."""
+        if not self._unsynced:
+            return
+        try:
+            file.sync()
+            self._unsynced = False
+        except OSError:
+            log.exception("could not sync %s before closing it", self._path)
 
     # ------------------------------------------------------------------ reading
     def load(self) -> SessionState:
