@@ -26,9 +26,7 @@ import pytest
 
 from tiny_agent_nb.agent import DEFAULT_SYSTEM_PROMPT, NOT_STARTED, ContextProjection, LoopObserver
 from tiny_agent_nb.agent._context import last_input_tokens
-from tiny_agent_nb.notebook._config import TinyAgent
-from tiny_agent_nb.notebook._paths import SessionLocation
-from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.notebook import NotebookAgent, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import wire
 from tiny_agent_nb.session import (
     AssistantEntry,
@@ -55,6 +53,11 @@ VALID = sorted(
     if "summary" in json.loads(p.read_text())
 )
 View = tuple[list[Any], list[str], int | None]
+
+
+def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook)
+    """`%agent session PATH`'s location."""
+    return resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=path.parent)
 
 
 def _reference(state: SessionState, system: str | None) -> View:
@@ -332,11 +335,11 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
     _crashed(second, "in b")
     agent = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
-        assert agent.open(SessionLocation(first, "explicit")).recovery is not None
+        assert agent.open(_at(first)).recovery is not None
         agent.context().messages()  # a's context is built and followed...
         # ...then `%agent session` switches: b's dead run is settled at open, and a note
         # is committed before b's first request.
-        assert agent.open(SessionLocation(second, "explicit")).recovery is not None
+        assert agent.open(_at(second)).recovery is not None
         store = agent.require_store()
         store.commit([f.user_message("a note before the next run")])
         expected: list[View] = []
