@@ -13,15 +13,13 @@ import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ipython_shell import KEY, fresh_shell, run, served
 
 from tiny_agent_nb.agent import LoopObserver
-from tiny_agent_nb.notebook._config import TinyAgent
-from tiny_agent_nb.notebook._opening import NotebookError
-from tiny_agent_nb.notebook._paths import SessionLocation
-from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.notebook import NotebookAgent, NotebookError, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import StreamEvent
 from tiny_agent_nb.session import HeaderInit, SessionStore, SessionWriteError, load_session
 
@@ -75,6 +73,11 @@ def agent(
     runtime.close()
 
 
+def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook)
+    """`%agent session PATH`'s location."""
+    return resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=path.parent)
+
+
 def _power_session(path: Path) -> None:
     here = str(path.parent)
     init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
@@ -94,11 +97,11 @@ def test_switching_sessions_when_the_old_ones_sync_fails_opens_the_new_one_and_s
     disk = Disk(monkeypatch)
     first, second = tmp_path / "a.agent.jsonl", tmp_path / "b.agent.jsonl"
     _power_session(second)
-    agent.open(SessionLocation(first, "explicit"))
+    agent.open(_at(first))
     _answered_but_unsynced(agent, server, disk)
     refused = disk.refused
     # `%agent session b.agent.jsonl` while the disk still refuses a's pending sync.
-    report = agent.open(SessionLocation(second, "explicit"))
+    report = agent.open(_at(second))
     assert disk.refused > refused  # a's close did try to sync what it had left pending
     assert agent.store is not None and agent.store.path == second
     text = report.text()
@@ -120,7 +123,7 @@ def test_closing_when_the_pending_sync_fails_forgets_the_store_and_says_why(
 ) -> None:
     disk = Disk(monkeypatch)
     path = tmp_path / "a.agent.jsonl"
-    agent.open(SessionLocation(path, "explicit"))
+    agent.open(_at(path))
     told: list[object] = []
     agent.watch(told.append)
     _answered_but_unsynced(agent, server, disk)
@@ -138,7 +141,7 @@ def test_a_new_session_when_the_old_ones_sync_fails_starts_it_and_says_so(
 ) -> None:
     disk = Disk(monkeypatch)
     path = tmp_path / "a.agent.jsonl"
-    agent.open(SessionLocation(path, "explicit"))
+    agent.open(_at(path))
     _answered_but_unsynced(agent, server, disk)
     disk.failing = False  # the new file's creation syncs: the disk is back by then
     failing_once = {"left": 1}
@@ -179,6 +182,24 @@ def test_unloading_when_the_pending_sync_fails_unloads_and_says_so(
         assert not any(type(c).__name__ == "TinyAgent" for c in shell.configurables)
         disk.failing = False
         SessionStore.open(tmp_path / "analysis.agent.jsonl").close()  # released
+
+
+def test_a_run_whose_start_the_disk_refuses_says_so_and_records_nothing(
+    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's first commit (its prompt and runStarted) syncs before the run goes on:
+    a refused sync is the run's first failure, said as one (not a traceback)."""
+    disk = Disk(monkeypatch)
+    path = tmp_path / "a.agent.jsonl"
+    agent.open(_at(path))
+    before = path.read_bytes()
+    disk.failing = True
+    with pytest.raises(NotebookError, match=r"could not start.*Input/output error"):
+        agent.run("answer", observer=LoopObserver(), ask=None)
+    assert path.read_bytes() == before and server.requests == []
+    disk.failing = False
+    server.enqueue(text_reply("done"))
+    assert agent.run("answer", observer=LoopObserver(), ask=None).outcome == "completed"
 
 
 # ---------------------------------------------------------------- the store alone

@@ -29,8 +29,10 @@ from collections.abc import Callable
 from ..session import (
     AssistantEntry,
     NewFact,
+    SessionClosedError,
     SessionState,
     SessionStore,
+    SessionWriteError,
     ToolIdentity,
     ToolIntent,
     new_id,
@@ -149,9 +151,7 @@ class AgentLoop:
     def run(self, prompt: str) -> RunResult:
         self._require_idle()
         entry_id, operation_id = new_id(), new_id()
-        self._store.commit(
-            [f.user_message(prompt, id=entry_id), f.run_started(operation_id, entry_id)]
-        )
+        self._start([f.user_message(prompt, id=entry_id), f.run_started(operation_id, entry_id)])
         return self._drive(operation_id)
 
     def resume(self) -> RunResult:
@@ -172,14 +172,14 @@ class AgentLoop:
             # finished: the answer is complete, asking the model again would only make
             # it continue its own last message.
             detail = "the interrupted run had already given its final answer"
-            self._store.commit(
+            self._start(
                 [
                     f.resume_started(operation_id, target.id),
                     f.operation_finished(operation_id, "completed", detail),
                 ]
             )
             return RunResult(operation_id, "completed", text=answer, detail=detail)
-        self._store.commit([f.resume_started(operation_id, target.id)])
+        self._start([f.resume_started(operation_id, target.id)])
         return self._drive(operation_id)
 
     def recover(self) -> RecoveryReport | None:
@@ -238,7 +238,7 @@ class AgentLoop:
         except NoRoom as exc:
             raise AgentError(f"nothing to compact: {exc}") from exc
         operation_id = new_id()
-        self._store.commit([f.compaction_started(operation_id)])
+        self._start([f.compaction_started(operation_id)])
 
         def body(operation_id: str) -> RunResult:
             try:
@@ -274,6 +274,15 @@ class AgentLoop:
                 raise  # SystemExit and the like still end what they were meant to end
             log.error("run %s %s", operation_id, detail, exc_info=exc)
             return RunResult(operation_id, "failed", detail=detail)
+
+    def _start(self, facts: list[NewFact]) -> None:
+        """Commit an operation's start. Before it nothing is open to record a failure in:
+        a file that refuses it (a full disk, a failed sync in power mode, a writer that
+        closed itself after a failed cut) is this call's error, nothing recorded."""
+        try:
+            self._store.commit(facts)
+        except (SessionWriteError, SessionClosedError) as exc:
+            raise AgentError(f"the operation could not start: {exc}") from exc
 
     def _close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
         """Commit the transaction that closes an operation, from inside an except block:
