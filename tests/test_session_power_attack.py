@@ -202,6 +202,40 @@ def test_a_run_whose_start_the_disk_refuses_says_so_and_records_nothing(
     assert agent.run("answer", observer=LoopObserver(), ask=None).outcome == "completed"
 
 
+def test_a_session_whose_writer_closed_itself_is_said_and_opened_again(
+    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write fails part-way and its cut back fails too: the writer closes itself
+    (docs/spec.md §7.3). The next cell says so in a line, and `%agent session` on the
+    same path opens it again (not "already open": the store it holds is closed)."""
+    path = tmp_path / "a.agent.jsonl"
+    agent.open(_at(path))
+    real_write = os.write
+    ours = path.stat()
+
+    def write(fd: int, data: bytes) -> int:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino):
+            real_write(fd, bytes(data[:10]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    def ftruncate(fd: int, size: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    with monkeypatch.context() as disk:
+        disk.setattr(os, "write", write)
+        disk.setattr(os, "ftruncate", ftruncate)
+        with pytest.raises(NotebookError, match=r"could not start.*No space left"):
+            agent.run("answer", observer=LoopObserver(), ask=None)
+    with pytest.raises(NotebookError, match=r"a\.agent\.jsonl was closed.*%agent session"):
+        agent.run("again", observer=LoopObserver(), ask=None)
+    report = agent.open(_at(path))
+    assert report.repaired_tail_bytes == 10  # the torn end is cut as the file opens
+    server.enqueue(text_reply("done"))
+    assert agent.run("again", observer=LoopObserver(), ask=None).outcome == "completed"
+
+
 # ---------------------------------------------------------------- the store alone
 
 

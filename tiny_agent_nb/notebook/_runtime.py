@@ -93,6 +93,7 @@ class NotebookAgent:
     def open(self, location: SessionLocation) -> OpenReport:
         """Switch to `location`. The new file is opened (and locked) before the current
         session is closed: if it is refused, this kernel keeps the session it had."""
+        self._drop_closed_store()
         current = self.store
         if current is not None and same_file(current.path, location.path):
             # Already ours: reopening would close it first, for nothing.
@@ -226,6 +227,7 @@ class NotebookAgent:
     def read_state(self) -> tuple[SessionState, str | None]:
         """The current session as of now, and a label when this kernel only reads it
         (another process writes it: reading needs no lock)."""
+        self._drop_closed_store()
         if self.store is not None:
             return self.store.load(), None
         if self.read_only is not None and self.location is not None:
@@ -288,7 +290,20 @@ class NotebookAgent:
         report.notes[:0] = notes
         return archived, report
 
+    def _drop_closed_store(self) -> None:
+        """Forget a store that closed itself (a write it could not cut back, docs/spec.md
+        §7.3), so the next cell says why and `%agent session` opens the file again."""
+        if self.store is None or not self.store.closed:
+            return
+        name = cell_text(self.store.path.name)
+        self._close_noting()
+        self.open_error = (
+            f"tiny-agent-nb: {name} was closed: a write to it failed and could not be cut "
+            f"back. `%agent session {name}` opens it again (cutting the unfinished line)."
+        )
+
     def require_store(self) -> SessionStore:
+        self._drop_closed_store()
         if self.store is None:
             # Repeat why the last open failed (e.g. the file is in use by another kernel).
             raise NotebookError(
