@@ -287,3 +287,67 @@ def test_a_writer_that_closes_itself_after_a_failed_cut_first_syncs_what_it_owed
     monkeypatch.undo()
     state = load_session(path)  # the partial intent is a torn tail
     assert state.torn_tail_bytes == 10 and state.tool_intents == {}
+
+
+def test_after_a_failed_sync_the_lines_it_covered_are_written_again_before_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linux reports a failed writeback once: the pages it covered may be marked clean
+    and a later fsync writes nothing of them and succeeds. Before group commit a failed
+    sync covered only its own line, which is cut; now it also covers the answer written
+    unsynced before it, so the store writes those bytes again (unchanged) before it
+    syncs next, or the next intent's sync would vouch for an answer it never wrote."""
+    path = tmp_path / "nb.agent.jsonl"
+    here = str(tmp_path)
+    init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
+    store = SessionStore.open(path, create=init, durability="power")
+    run = Run(environment=here)
+    store.commit(run.start("Read it"))
+    store.commit(run.attempt())
+    synced_at = path.stat().st_size
+    store.commit(run.answer(None, [("call_1", "read_file", {"path": "README.md"})]))
+    answered = path.read_bytes()
+    ours = path.stat()
+    events: list[tuple[str, int, int]] = []  # (call, offset or size, length)
+    real_fsync, real_pwrite = os.fsync, os.pwrite
+    failing = {"left": 1}
+
+    def is_ours(fd: int) -> bool:
+        st = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
+
+    def fsync(fd: int) -> None:
+        if is_ours(fd):
+            events.append(("fsync", os.fstat(fd).st_size, 0))
+            if failing["left"]:
+                failing["left"] -= 1
+                raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        if is_ours(fd):
+            events.append(("pwrite", offset, len(data)))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fsync)
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    intent = run.intent("call_1", READ_FILE, {"path": "README.md"})
+    with pytest.raises(SessionWriteError, match="Input/output error"):
+        store.commit([intent])
+    assert path.read_bytes() == answered
+    events.clear()
+    store.commit([intent])  # the same intent again: the disk is back
+    rewritten = sum(n for call, at, n in events if call == "pwrite" and at == synced_at)
+    call, size, _ = events[-1]
+    assert call == "fsync"
+    # Everything past the last good sync (the answer, and the intent just appended) was
+    # written again before this sync.
+    assert size > len(answered) and rewritten == size - synced_at
+    assert path.read_bytes().startswith(answered)  # unchanged, and the intent after it
+    events.clear()
+    store.commit([Run.result(intent, "# Demo\n")])
+    store.commit(run.attempt())
+    assert [call for call, _, _ in events] == ["fsync"]  # once written, not again
+    store.close()
+    assert load_session(path).tool_intents[intent.id or ""].status == "completed"

@@ -11,6 +11,7 @@ NotASessionError unless it is a regular file.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from pathlib import Path
@@ -102,6 +103,7 @@ class StoreFile(Protocol):
     def append(self, data: bytes) -> None: ...
     def truncate(self, size: int) -> None: ...
     def sync(self) -> None: ...
+    def rewrite(self, offset: int) -> None: ...
     def size(self) -> int: ...
     def close(self) -> None: ...
 
@@ -123,6 +125,21 @@ class DescriptorFile:
 
     def sync(self) -> None:
         os.fsync(self.fd)
+
+    def rewrite(self, offset: int) -> None:
+        """Write the bytes from `offset` to the end again, unchanged, so the next sync
+        writes them whatever a failed one left the page cache believing."""
+        data = read_fd(self.fd)[offset:]
+        flags = fcntl.fcntl(self.fd, fcntl.F_GETFL)
+        # pwrite on an O_APPEND descriptor appends on Linux, whatever the offset.
+        fcntl.fcntl(self.fd, fcntl.F_SETFL, flags & ~os.O_APPEND)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.pwrite(self.fd, view, offset)
+                view, offset = view[written:], offset + written
+        finally:
+            fcntl.fcntl(self.fd, fcntl.F_SETFL, flags)
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
@@ -148,6 +165,9 @@ class MemoryFile:
 
     def sync(self) -> None:
         """Memory has nothing to flush."""
+
+    def rewrite(self, offset: int) -> None:
+        """Memory loses nothing to a failed flush."""
 
     def size(self) -> int:
         return len(self.buffer)

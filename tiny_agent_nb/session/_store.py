@@ -91,6 +91,8 @@ class SessionStore:
         self._subscribers: list[Subscriber] = []
         self._stale = False  # memory may lag the file after an interrupted commit
         self._unsynced = False  # power: bytes written since the last sync
+        self._synced_size = size  # power: the file's size at the last sync that succeeded
+        self._sync_failed = False  # power: a sync failed since then (see _sync)
         self.repaired_tail_bytes = state.torn_tail_bytes
         self.created = False
 
@@ -318,8 +320,7 @@ class SessionStore:
             file.append(line)
             # perf: register row "group-commit" (docs/benchmarks.md)
             if sync and self._durability == "power":
-                file.sync()  # of the file: the lines before this one are synced with it
-                self._unsynced = False
+                self._sync(file)  # of the file: the lines before this one are synced with it
         except OSError as exc:
             try:
                 file.truncate(self._size)
@@ -332,13 +333,27 @@ class SessionStore:
                 log.exception("could not cut %s back after a failed write", self._path)
             raise SessionWriteError(str(self._path), exc) from exc
 
+    def _sync(self, file: StoreFile) -> None:
+        """fsync the file. A failed fsync may leave the pages it covered marked written
+        (Linux reports a writeback error once), so a later one would neither write nor
+        fail for them: until a sync succeeds, what lies past the last good one (lines
+        acknowledged unsynced, §7.2) is written again, unchanged, before each sync."""
+        try:
+            if self._sync_failed:
+                file.rewrite(self._synced_size)
+            file.sync()
+        except OSError:
+            self._sync_failed = True
+            raise
+        self._sync_failed = self._unsynced = False
+        self._synced_size = file.size()
+
     def _sync_owed(self, file: StoreFile) -> None:
         """Power mode: sync the lines committed unsynced before a close that cannot raise."""
         if not self._unsynced:
             return
         try:
-            file.sync()
-            self._unsynced = False
+            self._sync(file)
         except OSError:
             log.exception("could not sync %s before closing it", self._path)
 
@@ -392,8 +407,7 @@ class SessionStore:
                 return
             try:
                 if self._unsynced:
-                    self._file.sync()
-                    self._unsynced = False
+                    self._sync(self._file)
             except OSError as exc:
                 raise SessionError(
                     f"could not sync {self._path} when closing it: {exc.strerror or exc}. "
