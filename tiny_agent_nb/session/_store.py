@@ -320,7 +320,8 @@ class SessionStore:
             file.append(line)
             # perf: register row "group-commit" (docs/benchmarks.md)
             if sync and self._durability == "power":
-                self._sync(file)  # of the file: the lines before this one are synced with it
+                # Of the file: the lines before this one are synced with it.
+                self._sync(file, self._size + len(line))
         except OSError as exc:
             try:
                 file.truncate(self._size)
@@ -333,7 +334,7 @@ class SessionStore:
                 log.exception("could not cut %s back after a failed write", self._path)
             raise SessionWriteError(str(self._path), exc) from exc
 
-    def _sync(self, file: StoreFile) -> None:
+    def _sync(self, file: StoreFile, size: int) -> None:
         """fsync the file. A failed fsync may leave the pages it covered marked written
         (Linux reports a writeback error once), so a later one would neither write nor
         fail for them: until a sync succeeds, what lies past the last good one (lines
@@ -346,14 +347,14 @@ class SessionStore:
             self._sync_failed = True
             raise
         self._sync_failed = self._unsynced = False
-        self._synced_size = file.size()
+        self._synced_size = size
 
     def _sync_owed(self, file: StoreFile) -> None:
         """Power mode: sync the lines committed unsynced before a close that cannot raise."""
         if not self._unsynced:
             return
         try:
-            self._sync(file)
+            self._sync(file, self._size)
         except OSError:
             log.exception("could not sync %s before closing it", self._path)
 
@@ -407,7 +408,7 @@ class SessionStore:
                 return
             try:
                 if self._unsynced:
-                    self._sync(self._file)
+                    self._sync(self._file, self._size)
             except OSError as exc:
                 raise SessionError(
                     f"could not sync {self._path} when closing it: {exc.strerror or exc}. "
