@@ -25,9 +25,9 @@ from ._framing import (
     is_torn_header,
     parse_header,
     parse_transaction,
-    split_complete,
 )
 from ._reducer import Violation, apply_transaction
+from ._snapshot import load_snapshot
 from ._state import SessionState
 
 
@@ -46,8 +46,9 @@ Reporter = Callable[[Damage], None]
 def load_session(path: str | Path) -> SessionState:
     """Read-only load: takes no lock, never writes, ignores a torn tail.
 
-    Only a regular file is read (a FIFO or a device is refused without blocking)."""
-    return reduce_bytes(path, read_session_file(path))
+    Only a regular file is read (a FIFO or a device is refused without blocking). An
+    authentic snapshot beside it saves reducing the lines it covers (docs/spec.md §14)."""
+    return reduce_bytes(path, read_session_file(path), snapshot=True)
 
 
 def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
@@ -56,23 +57,27 @@ def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
     return reduce_bytes(name, data)
 
 
-def reduce_bytes(path: str | Path, data: bytes) -> SessionState:
-    """The whole file image reduced into a SessionState; damage is SessionCorruptError."""
+def reduce_bytes(path: str | Path, data: bytes, *, snapshot: bool = False) -> SessionState:
+    """The whole file image reduced into a SessionState; damage is SessionCorruptError.
+    With `snapshot`, `data` is the file at `path` and the snapshot beside it may be used
+    for the lines it covers; the result is the same either way."""
 
     def corrupt(damage: Damage) -> None:
         raise SessionCorruptError(path, damage.line, damage.reason)
 
-    return read_session(path, data, corrupt)
+    return read_session(path, data, corrupt, snapshot=snapshot)
 
 
-def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
+def read_session(
+    path: str | Path, data: bytes, reporter: Reporter, *, snapshot: bool = False
+) -> SessionState:
     """Every whole line of `data` up to the first damaged one (given to `reporter`).
 
     A missing or invalid header raises NotASessionError / SessionCorruptError (line 1)
     whatever the reporter: without a header there is nothing to read.
     """
     with gc_paused():
-        return _read(path, data, reporter)
+        return _read(path, data, reporter, snapshot)
 
 
 @contextmanager
@@ -93,9 +98,10 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
-    complete, torn = split_complete(data)
-    if not complete and not data.startswith(b"\n"):
+def _read(path: str | Path, data: bytes, reporter: Reporter, snapshot: bool) -> SessionState:
+    lines = data.split(b"\n")  # not `split_complete` first: a copy of the whole file
+    torn = len(lines.pop())  # the bytes after the last LF
+    if not lines:
         if not data:
             reason = "the file is empty"
         elif is_torn_header(data):
@@ -103,10 +109,17 @@ def _read(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
         else:  # a foreign file with no line end (one line of JSON, a note)
             reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
-    lines = complete.split(b"\n")
     state = SessionState(str(path), parse_header(path, lines[0]), torn_tail_bytes=torn)
+    state._header_line = lines[0]
+    first = 1
+    if snapshot:
+        tables = load_snapshot(path, data, lines[1:])
+        if tables is not None:
+            state._tables = tables
+            state._snapshot_lines = len(tables.lines)
+            first = 1 + len(tables.lines)
     tables = state._tables  # the reader builds the state it hands out
-    for lineno, line in enumerate(islice(lines, 1, None), start=2):
+    for lineno, line in enumerate(islice(lines, first, None), start=first + 1):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a

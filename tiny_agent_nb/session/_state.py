@@ -14,7 +14,17 @@ from typing import Any
 
 from ._framing import parse_transaction
 from ._models import EntryFact, Fact, Header, Usage
-from ._tables import Attempt, EntrySlot, EntryType, Operation, Tables, ToolIntent, UsageTotals
+from ._tables import (
+    Attempt,
+    EntrySlot,
+    EntryType,
+    Operation,
+    Tables,
+    ToolIntent,
+    UsageRow,
+    UsageTotals,
+    usage_of,
+)
 
 
 class SessionState:
@@ -29,6 +39,10 @@ class SessionState:
         self._header = header
         self._tables = tables if tables is not None else Tables()
         self._torn_tail_bytes = torn_tail_bytes
+        # For the store's snapshot (docs/spec.md §14): the header line as read (its
+        # bytes are what a snapshot's MAC covers), and the lines a snapshot gave.
+        self._header_line = b""
+        self._snapshot_lines = 0
 
     @property
     def path(self) -> str:
@@ -89,7 +103,7 @@ class SessionState:
     @property
     def usage(self) -> Mapping[str, Usage]:
         """The usage of each stepAttempt or toolStarted that reported one, by its id."""
-        return MappingProxyType(self._tables.usage)
+        return UsageView(self._tables.usage)
 
     @property
     def totals(self) -> UsageTotals:
@@ -100,10 +114,10 @@ class SessionState:
         file order; together the sums are exactly `totals`."""
         t = self._tables
         by_operation = {op_id: UsageTotals() for op_id in t.operations}
-        for target, usage in t.usage.items():
+        for target, row in t.usage.items():
             attempt = t.attempts.get(target)
             owner = attempt.operation_id if attempt else t.intents[target].operation_id
-            by_operation[owner].add(usage)
+            by_operation[owner].add(usage_of(row))
         return by_operation
 
     def copy(self) -> SessionState:
@@ -204,6 +218,27 @@ class EntryView(Mapping[str, EntryFact]):
         if not self._slots:
             return None
         return self[next(reversed(self._slots))]
+
+
+class UsageView(Mapping[str, Usage]):
+    """`SessionState.usage`: a read-only mapping that makes each Usage when read."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: dict[str, UsageRow]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, target: str) -> Usage:
+        return usage_of(self._rows[target])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, target: object) -> bool:
+        return target in self._rows
 
 
 def _as_entry(fact: Fact) -> EntryFact:

@@ -35,6 +35,7 @@ from ._models import Fact, Header
 from ._reader import reduce_bytes
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
+from ._snapshot import refresh_snapshot
 from ._state import SessionState
 from ._tables import Operation, Tables
 
@@ -90,6 +91,7 @@ class SessionStore:
         self._stale = False  # memory may lag the file after an interrupted commit
         self.repaired_tail_bytes = state.torn_tail_bytes
         self.created = False
+        self._snapshot_lines = 0  # transaction lines the snapshot on disk covers
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -159,7 +161,7 @@ class SessionStore:
     ) -> SessionStore:
         data = file.read()
         try:
-            state = reduce_bytes(path, data)
+            state = reduce_bytes(path, data, snapshot=key is not None)
         except NotASessionError:
             if create is None or not is_torn_header(data):
                 raise
@@ -186,6 +188,8 @@ class SessionStore:
             clock=clock,
         )
         store.created = created
+        store._snapshot_lines = state._snapshot_lines
+        store._snapshot_if_behind()
         return store
 
     @staticmethod
@@ -215,7 +219,9 @@ class SessionStore:
         file.append(line)
         if durability == "power":
             file.sync()
-        return SessionState(str(path), header)
+        state = SessionState(str(path), header)
+        state._header_line = line[:-1]
+        return state
 
     # ------------------------------------------------------------------ properties
     @property
@@ -365,7 +371,16 @@ class SessionStore:
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         with sigint_deferred(), self._fifo:
+            if self._file is not None and not self._stale:
+                self._snapshot_if_behind()
             self._close_file()
+
+    def _snapshot_if_behind(self) -> None:
+        if self._key is not None:  # a file, not memory
+            sync = self._durability == "power"
+            self._snapshot_lines = refresh_snapshot(
+                self._path, self._state, self._snapshot_lines, sync=sync
+            )
 
     def _close_file(self) -> None:
         if self._file is not None:

@@ -32,6 +32,11 @@ EntryType = Literal["user", "assistant", "toolResult", "compaction"]
 # atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
 # does).
 EntrySlot = tuple[int, int, EntryType]
+# perf: register row "usage-rows" (docs/benchmarks.md)
+# A usage fact's body as a tuple of atoms (which the cyclic GC stops tracking), not a
+# pydantic Usage (three tracked objects): attemptId, toolStartedId, inputTokens,
+# outputTokens, reasoningTokens, cachedInputTokens, cost. `usage_of` makes the Usage back.
+UsageRow = tuple[str | None, str | None, int, int, int, int, float | None]
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -136,6 +141,45 @@ class UsageTotals:
 
 
 _MISSING: Any = object()
+USAGE_FIELDS = (
+    "attemptId",
+    "toolStartedId",
+    "inputTokens",
+    "outputTokens",
+    "reasoningTokens",
+    "cachedInputTokens",
+    "cost",
+)
+# The fields a usage line holds: its one target, the counts and the cost (maybe null).
+_FIELDS_SET = (frozenset(USAGE_FIELDS[1:]), frozenset(USAGE_FIELDS[:1] + USAGE_FIELDS[2:]))
+_new_usage = Usage.__new__
+_set = object.__setattr__
+# What `usage_of` leaves out of `model_construct` must not exist for Usage.
+assert not Usage.__pydantic_post_init__ and not Usage.__private_attributes__
+assert tuple(Usage.model_fields) == USAGE_FIELDS
+
+
+def usage_row(u: Usage) -> UsageRow:
+    return (
+        u.attemptId,
+        u.toolStartedId,
+        u.inputTokens,
+        u.outputTokens,
+        u.reasoningTokens,
+        u.cachedInputTokens,
+        u.cost,
+    )
+
+
+def usage_of(row: UsageRow) -> Usage:
+    """The Usage of a row made from a validated one: what `model_construct` makes (its
+    fields, the fields its line held, no extra, no private) without its Python loop."""
+    usage = _new_usage(Usage)
+    _set(usage, "__dict__", dict(zip(USAGE_FIELDS, row, strict=True)))
+    _set(usage, "__pydantic_fields_set__", set(_FIELDS_SET[row[0] is not None]))
+    _set(usage, "__pydantic_extra__", None)
+    _set(usage, "__pydantic_private__", None)
+    return usage
 
 
 class Savepoint(NamedTuple):
@@ -160,7 +204,7 @@ class Tables:
     attempts: dict[str, Attempt] = field(default_factory=dict)
     intents: dict[str, ToolIntent] = field(default_factory=dict)
     intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
-    usage: dict[str, Usage] = field(default_factory=dict)  # target id -> its usage
+    usage: dict[str, UsageRow] = field(default_factory=dict)  # target id -> its usage
     consumed_inputs: dict[str, str] = field(default_factory=dict)
     # Entries committed while an assistant entry's tool calls were still unanswered in
     # the open operation: entry id -> (operation id, its answered_tool_calls then). A
