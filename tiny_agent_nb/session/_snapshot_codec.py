@@ -22,7 +22,8 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from itertools import chain, islice, repeat
+from itertools import accumulate, chain, islice, repeat
+from operator import sub
 from typing import Any, TypeVar, get_args
 
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
@@ -80,8 +81,7 @@ def _same(value: object) -> tuple[type, object]:
     return type(value), value.hex() if isinstance(value, float) else value
 
 
-def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
-    """A plain list, or {"v": values, "n": counts} when runs at least halve it."""
+def _runs(values: Iterable[Any]) -> tuple[list[Any], list[int]]:
     runs: list[Any] = []
     counts: list[int] = []
     last: object = object()
@@ -93,9 +93,22 @@ def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
             runs.append(value)
             counts.append(1)
             last = key
+    return runs, counts
+
+
+def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
+    """A plain list; or {"v": values, "n": counts} when runs at least halve it; or, for
+    integers that grow by steady amounts (ids' indexes, line numbers, steps), the runs
+    of their differences: {"d": differences, "n": counts}."""
+    runs, counts = _runs(values)
+    best: list[Any] | dict[str, list[Any]] = list(values)
     if 2 * len(runs) <= len(values):
-        return {"v": runs, "n": counts}
-    return list(values)
+        best = {"v": runs, "n": counts}
+    if values and all(type(v) is int for v in values):
+        deltas, delta_counts = _runs(map(sub, values, (0, *values[:-1])))
+        if 2 * len(deltas) <= len(values) and len(deltas) < len(runs):
+            best = {"d": deltas, "n": delta_counts}
+    return best
 
 
 class _Strings:
@@ -256,11 +269,14 @@ class _Decoder:
 
     def column(self, raw: object, what: str, length: int, convert: Convert) -> list[Any]:
         if isinstance(raw, dict):
-            _check(raw.keys() == {"v", "n"}, f"{what}: runs are v and n")
-            values = _list(raw["v"], what)
+            _check(raw.keys() in ({"v", "n"}, {"d", "n"}), f"{what}: runs are v or d, and n")
+            values = _list(raw.get("v", raw.get("d")), what)
             counts = _INTS(_list(raw["n"], what, len(values)), what)
             _check(not counts or min(counts) > 0, f"{what}: an empty run")
             _check(sum(counts) == length, f"{what} has the wrong length")
+            if "d" in raw:  # differences: add them up, then check the values
+                deltas = chain.from_iterable(map(repeat, _INTS(values, what), counts))
+                return convert(list(accumulate(deltas)), what)
             return list(chain.from_iterable(map(repeat, convert(values, what), counts)))
         return convert(_list(raw, what, length), what)
 
