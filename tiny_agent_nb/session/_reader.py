@@ -99,9 +99,9 @@ def gc_paused() -> Iterator[None]:
 
 
 def _read(path: str | Path, data: bytes, reporter: Reporter, snapshot: bool) -> SessionState:
-    lines = data.split(b"\n")  # not `split_complete` first: a copy of the whole file
-    torn = len(lines.pop())  # the bytes after the last LF
-    if not lines:
+    header_end = data.find(b"\n")
+    torn = len(data) - data.rfind(b"\n") - 1  # the bytes after the last LF
+    if header_end < 0:
         if not data:
             reason = "the file is empty"
         elif is_torn_header(data):
@@ -109,17 +109,22 @@ def _read(path: str | Path, data: bytes, reporter: Reporter, snapshot: bool) -> 
         else:  # a foreign file with no line end (one line of JSON, a note)
             reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
-    state = SessionState(str(path), parse_header(path, lines[0]), torn_tail_bytes=torn)
-    state._header_line = lines[0]
-    first = 1
-    if snapshot:
-        tables = load_snapshot(path, data, lines[1:])
-        if tables is not None:
-            state._tables = tables
-            state._snapshot_lines = len(tables.lines)
-            first = 1 + len(tables.lines)
+    header_line = data[:header_end]
+    state = SessionState(str(path), parse_header(path, header_line), torn_tail_bytes=torn)
+    state._header_line = header_line
+    found = load_snapshot(path, data) if snapshot else None
+    if found is None:
+        lines = data.split(b"\n")  # not a copy of the complete lines first: of the file
+        del lines[0]  # the header
+        start = header_end + 1
+    else:
+        state._tables, start = found
+        state._snapshot_lines = len(state._tables.lines)
+        lines = data[start:].split(b"\n")
+    lines.pop()  # the torn tail, or the nothing after the last LF
+    first = 2 + len(state._tables.lines)
     tables = state._tables  # the reader builds the state it hands out
-    for lineno, line in enumerate(islice(lines, first, None), start=first + 1):
+    for lineno, line in enumerate(lines, start=first):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a
@@ -131,7 +136,7 @@ def _read(path: str | Path, data: bytes, reporter: Reporter, snapshot: bool) -> 
         except Violation as exc:
             reason = str(exc)
         # Counted only on damage, so a clean load pays nothing for it.
-        offset = sum(len(before) + 1 for before in islice(lines, lineno - 1))
+        offset = start + sum(len(before) + 1 for before in islice(lines, lineno - first))
         reporter(Damage(lineno, offset, len(line), reason))
         break
     return state

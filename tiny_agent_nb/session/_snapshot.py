@@ -81,18 +81,18 @@ def _read_snapshot(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def load_snapshot(path: str | Path, data: bytes, lines: list[bytes]) -> Tables | None:
-    """The tables of the snapshot beside `path`, if it is authentic and covers a prefix
-    of `data` whose transaction lines are `lines` (split from `data`, the header's
-    excluded); None for anything else. Never raises, never writes."""
+def load_snapshot(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
+    """The tables of the snapshot beside `path` and the bytes of `data` they cover, if
+    it is authentic and made from a prefix of `data`; None for anything else. Never
+    raises, never writes."""
     try:
-        return _load(path, data, lines)
+        return _load(path, data)
     except Exception:  # any failure of any kind means: read in full
         log.debug("snapshot of %s ignored", path, exc_info=True)
         return None
 
 
-def _load(path: str | Path, data: bytes, lines: list[bytes]) -> Tables | None:
+def _load(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
     raw = _read_snapshot(snapshot_path(path), len(data) + _SLACK)
     if raw is None:
         return None
@@ -103,7 +103,7 @@ def _load(path: str | Path, data: bytes, lines: list[bytes]) -> Tables | None:
     if mac is None:
         return None
     covered, size = int(first[1]), int(first[2])
-    if size > len(data) or covered > len(lines) or data[size - 1 : size] != b"\n":
+    if size > len(data) or data[size - 1 : size] != b"\n":
         return None
     key = read_key()
     if key is None:
@@ -112,11 +112,10 @@ def _load(path: str | Path, data: bytes, lines: list[bytes]) -> Tables | None:
     expected = _mac(key, raw[: first.end()], view[mac.end() :], memoryview(data)[:size])
     if not hmac.compare_digest(expected, bytes.fromhex(mac[1].decode("ascii"))):
         return None
-    # Authentic, so its counts are the ones it was made with; the split must agree.
-    covered_lines = lines[:covered]
-    if data.index(b"\n") + 1 + sum(map(len, covered_lines)) + covered != size:
+    tables = decode_tables(raw[mac.end() :], data, data.index(b"\n") + 1, size)
+    if len(tables.lines) != covered:
         return None
-    return decode_tables(raw[mac.end() :], covered_lines)
+    return tables, size
 
 
 # ---------------------------------------------------------------- writing
@@ -153,17 +152,14 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     if body is None:
         return False
     lines = tables.lines
-    size = len(header_line) + 1 + sum(map(len, lines)) + len(lines)
-    size -= sum(1 for line in lines if line.endswith(b"\n"))  # a committed line keeps its LF
+    size = len(header_line) + 1 + sum(lines.sizes())
     first = b"tiny-agent-nb snapshot 1 lines=%d bytes=%d " % (len(lines), size)
     mac = hmac.new(key, first, "sha256")
     mac.update(body)
     mac.update(header_line)
     mac.update(b"\n")
-    for line in lines:
-        mac.update(line)
-        if not line.endswith(b"\n"):
-            mac.update(b"\n")
+    for piece in lines.pieces():
+        mac.update(piece)
     content = b"".join((first, b"mac=%s\n" % mac.hexdigest().encode("ascii"), body))
     target = snapshot_path(path)
     draft = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")

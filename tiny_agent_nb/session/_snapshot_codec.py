@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import accumulate, chain, islice, repeat
-from operator import sub
+from operator import itemgetter, sub
 from typing import Any, TypeVar, get_args
 
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
@@ -33,6 +33,7 @@ from ._tables import (
     EntryType,
     IdRole,
     IntentStatus,
+    Lines,
     Operation,
     OperationStatus,
     Tables,
@@ -201,6 +202,7 @@ def encode_tables(t: Tables) -> bytes | None:
         "lastSeq": t.last_seq,
         "openOperation": s.ref(t.open_operation_id),
         "lastCut": None if t.last_cut is None else list(t.last_cut),
+        "lineSizes": _column(t.lines.sizes()),
         "ids": ",".join(ids),
         "strings": s.strings,
     }
@@ -301,13 +303,23 @@ def _records(cls: type[R], columns: Sequence[Iterable[Any]]) -> list[R]:
     return list(map(partial(tuple.__new__, cls), zip(*columns, strict=True)))
 
 
-def decode_tables(data: bytes, lines: list[bytes]) -> Tables:
-    """The tables a snapshot body describes, holding `lines` (the covered transaction
-    lines, read from the session file itself). Raises on anything malformed."""
-    body = json.loads(data)
+def decode_tables(raw: bytes, data: bytes, start: int, end: int) -> Tables:
+    """The tables a snapshot body `raw` describes; their lines are those of the session
+    file's bytes `data` from `start` (after the header) to `end`, cut where the body's
+    line sizes say (every cut checked to be an LF). Raises on anything malformed."""
+    body = json.loads(raw)
     _check(isinstance(body, dict), "the body is not an object")
     _check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
     d = _Decoder(body)
+    raw_sizes = body.get("lineSizes")
+    sizes = d.column(raw_sizes, "line sizes", d.length(raw_sizes, "line sizes"), _INTS)
+    _check(not sizes or min(sizes) > 0, "an empty line")
+    starts = list(accumulate(sizes, initial=start))
+    _check(starts[-1] == end, "the lines do not end where the snapshot does")
+    if len(sizes) > 1:  # itemgetter of one index gives the byte, not a tuple
+        last_bytes = itemgetter(*map(sub, starts[1:], repeat(1)))(data)
+        _check(last_bytes.count(10) == len(sizes), "a line that does not end with an LF")
+    lines = Lines([], data, starts)
     roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(_ROLES))
     ids = dict(zip(d.ids, roles, strict=True))
     _check(len(ids) == len(d.ids), "the ids are not distinct")
@@ -326,7 +338,7 @@ def decode_tables(data: bytes, lines: list[bytes]) -> Tables:
     )
     entries = dict(zip(keys, slots, strict=True))
 
-    intents = _intents(d, d.part("intents", 11))
+    intents, by_call = _intents(d, d.part("intents", 11))
     raw_keys, raw_values = d.part("consumed", 2)
     n = d.length(raw_keys, "consumed inputs")
     consumed = dict(
@@ -358,8 +370,7 @@ def decode_tables(data: bytes, lines: list[bytes]) -> Tables:
         operations=_operations(d, _list(body.get("operations"), "operations")),
         attempts=_attempts(d, d.part("attempts", 15)),
         intents=intents,
-        # Written with each intent and never removed: derived, not stored.
-        intent_by_call={(i.attempt_id, i.tool_call_id): i.id for i in intents.values()},
+        intent_by_call=by_call,
         usage=_usage(d, d.part("usage", 7)),
         consumed_inputs=consumed,
         open_call_entries=open_calls,
@@ -394,8 +405,12 @@ def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
     ids = d.refs(cols[0], "attempt ids", n)
     counts = d.column(cols[9], "tool call counts", n, _INTS)
     _check(not counts or min(counts) >= 0, "a negative count of tool calls")
-    flat = iter(d.refs(cols[10], "tool calls", 2 * sum(counts)))
-    calls = [tuple(zip(it, it, strict=True)) for it in (islice(flat, 2 * k) for k in counts)]
+    flat = d.refs(cols[10], "tool calls", 2 * sum(counts))
+    pairs = zip(flat[0::2], flat[1::2], strict=True)
+    if counts and min(counts) == max(counts) == 1:  # one call per answer: zip makes 1-tuples
+        calls: list[Any] = list(zip(pairs))
+    else:
+        calls = [tuple(islice(pairs, k)) for k in counts]
     errors: list[AttemptError | None] = [None] * n
     for row in _list(cols[11], "attempt errors"):
         index, kind, message, status = _list(row, "an attempt error", 4)
@@ -420,7 +435,11 @@ def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
     return dict(zip(ids, _records(Attempt, columns), strict=True))
 
 
-def _intents(d: _Decoder, cols: list[Any]) -> dict[str, ToolIntent]:
+def _intents(
+    d: _Decoder, cols: list[Any]
+) -> tuple[dict[str, ToolIntent], dict[tuple[str, str], str]]:
+    """The intents, and `intent_by_call`: written with each intent and never removed, so
+    derived here rather than stored."""
     tools = [
         ToolIdentity.__pydantic_validator__.validate_python(
             dict(zip(("name", "version", "source"), _list(row, "a tool", 3), strict=True))
@@ -438,7 +457,8 @@ def _intents(d: _Decoder, cols: list[Any]) -> dict[str, ToolIntent]:
     ]
     _check(set(columns[6]) <= _POLICIES, "an unknown replay policy")
     _check(set(columns[10]) <= _INTENT_STATUSES, "an unknown intent status")
-    return dict(zip(ids, _records(ToolIntent, columns), strict=True))
+    by_call = dict(zip(zip(columns[2], columns[3], strict=True), ids, strict=True))
+    return dict(zip(ids, _records(ToolIntent, columns), strict=True)), by_call
 
 
 def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:

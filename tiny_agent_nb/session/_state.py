@@ -8,7 +8,7 @@ bytes and tuples of atoms are neither.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -18,6 +18,7 @@ from ._tables import (
     Attempt,
     EntrySlot,
     EntryType,
+    Lines,
     Operation,
     Tables,
     ToolIntent,
@@ -132,7 +133,7 @@ class SessionState:
             usage=dict(t.usage),
             consumed_inputs=dict(t.consumed_inputs),
             open_call_entries=dict(t.open_call_entries),
-            lines=list(t.lines),
+            lines=t.lines.copy(),
             totals=t.totals.copy(),
             last_seq=t.last_seq,
             open_operation_id=t.open_operation_id,
@@ -176,7 +177,7 @@ class SessionState:
         )
 
 
-def facts_of(lines: list[bytes]) -> list[Fact]:
+def facts_of(lines: Iterable[bytes]) -> list[Fact]:
     facts: list[Fact] = []
     for line in lines:
         facts.extend(parse_transaction(line))
@@ -191,7 +192,7 @@ class EntryView(Mapping[str, EntryFact]):
 
     __slots__ = ("_lines", "_slots")
 
-    def __init__(self, slots: dict[str, EntrySlot], lines: list[bytes]) -> None:
+    def __init__(self, slots: dict[str, EntrySlot], lines: Lines) -> None:
         self._slots = slots
         self._lines = lines
 
