@@ -53,6 +53,8 @@ def _tables(state: SessionState) -> dict[str, Any]:
     out["totals"] = t.totals.summary(), t.totals.priced, t.totals.unpriced
     out["scalars"] = t.last_seq, t.open_operation_id, t.last_cut
     out["usage views"] = [(k, u, u.model_fields_set) for k, u in state.usage.items()]
+    out["entries read"] = [state.entries[k] for k in state.entries], state.entries.last()
+    out["facts"] = state.facts
     out["header"] = state.header, state.torn_tail_bytes, state.summary()
     return out
 
