@@ -22,8 +22,8 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from itertools import accumulate, chain, islice, repeat
-from operator import itemgetter, sub
+from itertools import accumulate, chain, groupby, islice, repeat
+from operator import itemgetter, ne, sub
 from typing import Any, TypeVar, get_args
 
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
@@ -82,34 +82,41 @@ def _same(value: object) -> tuple[type, object]:
     return type(value), value.hex() if isinstance(value, float) else value
 
 
-def _runs(values: Iterable[Any]) -> tuple[list[Any], list[int]]:
-    runs: list[Any] = []
-    counts: list[int] = []
-    last: object = object()
-    for value in values:
-        key = _same(value)
-        if key == last:
-            counts[-1] += 1
-        else:
-            runs.append(value)
-            counts.append(1)
-            last = key
-    return runs, counts
+def _runs(values: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    # Values of one type that is not float are equal exactly when identical: grouped
+    # without a key (C-level per value); otherwise by `_same`.
+    kinds = set(map(type, values))
+    plain = len(kinds) == 1 and float not in kinds
+    groups = [(k, sum(1 for _ in g)) for k, g in groupby(values, None if plain else _same)]
+    if not plain:  # the keys are (type, value): keep the values themselves
+        firsts = list(accumulate((n for _, n in groups), initial=0))[:-1]
+        return [values[i] for i in firsts], [n for _, n in groups]
+    return [k for k, _ in groups], [n for _, n in groups]
 
 
 def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
     """A plain list; or {"v": values, "n": counts} when runs at least halve it; or, for
     integers that grow by steady amounts (ids' indexes, line numbers, steps), the runs
     of their differences: {"d": differences, "n": counts}."""
-    runs, counts = _runs(values)
-    best: list[Any] | dict[str, list[Any]] = list(values)
-    if 2 * len(runs) <= len(values):
-        best = {"v": runs, "n": counts}
-    if values and all(type(v) is int for v in values):
-        deltas, delta_counts = _runs(map(sub, values, (0, *values[:-1])))
-        if 2 * len(deltas) <= len(values) and len(deltas) < len(runs):
-            best = {"d": deltas, "n": delta_counts}
+    runs: list[Any] = list(values)
+    best: list[Any] | dict[str, list[Any]] = runs
+    # Counting value changes in C first spares the grouping of a column without runs
+    # (1 == True == 1.0 only ever undercounts them: the exact runs are made below).
+    if 2 * _changes(values) < len(values):
+        runs, counts = _runs(values)
+        if 2 * len(runs) <= len(values):
+            best = {"v": runs, "n": counts}
+    if values and set(map(type, values)) == {int}:
+        deltas = list(map(sub, values, (0, *values[:-1])))
+        if 2 * _changes(deltas) < len(values):
+            deltas, delta_counts = _runs(deltas)
+            if 2 * len(deltas) <= len(values) and len(deltas) < len(runs):
+                best = {"d": deltas, "n": delta_counts}
     return best
+
+
+def _changes(values: Sequence[Any]) -> int:
+    return sum(map(ne, values[1:], values[:-1]))
 
 
 class _Strings:
