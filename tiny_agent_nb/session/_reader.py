@@ -9,9 +9,7 @@ and the bytes after the last LF are a torn tail, never a transaction.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
@@ -26,6 +24,7 @@ from ._framing import (
     parse_header,
     parse_transaction,
 )
+from ._gc import gc_paused
 from ._reducer import Violation, apply_transaction
 from ._snapshot import load_snapshot
 from ._state import SessionState
@@ -78,24 +77,6 @@ def read_session(
     """
     with gc_paused():
         return _read(path, data, reporter, snapshot)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic GC off while a file is reduced.
-
-    Each line becomes a dozen pydantic objects that die young, plus about one kept record
-    per fact; the young collections they trigger are wasted work. Nothing made here forms
-    a cycle worth collecting mid-load. Load and salvage share it (one reader loop).
-    """
-    # perf: register row "gc-load" (docs/benchmarks.md)
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read(path: str | Path, data: bytes, reporter: Reporter, snapshot: bool) -> SessionState:

@@ -30,6 +30,7 @@ import stat
 from pathlib import Path
 
 from ._files import fsync_dir
+from ._gc import gc_paused
 from ._snapshot_codec import decode_tables, encode_tables
 from ._snapshot_key import key_for_writing, read_key
 from ._state import SessionState
@@ -148,7 +149,8 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     key = key_for_writing()
     if key is None:
         return False
-    body = encode_tables(tables)
+    with gc_paused():
+        body = encode_tables(tables)
     if body is None:
         return False
     lines = tables.lines
