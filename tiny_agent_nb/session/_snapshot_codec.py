@@ -22,8 +22,8 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from itertools import accumulate, chain, groupby, islice, repeat
-from operator import itemgetter, ne, sub
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import is_, itemgetter, ne, sub
 from typing import Any, TypeVar, get_args
 
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
@@ -77,21 +77,18 @@ def _check(ok: bool, what: str) -> None:
 # ---------------------------------------------------------------- encoding
 
 
-def _same(value: object) -> tuple[type, object]:
-    # True == 1 == 1.0 and 0.0 == -0.0 in Python; a run holds values that are identical.
-    return type(value), value.hex() if isinstance(value, float) else value
-
-
 def _runs(values: Sequence[Any]) -> tuple[list[Any], list[int]]:
-    # Values of one type that is not float are equal exactly when identical: grouped
-    # without a key (C-level per value); otherwise by `_same`.
+    # A run holds identical values, and True == 1 == 1.0, 0.0 == -0.0 in Python: values
+    # of one type that is not float are compared as they are, others by (type, repr).
+    # Where a run starts is found in C.
+    if not values:
+        return [], []
     kinds = set(map(type, values))
     plain = len(kinds) == 1 and float not in kinds
-    groups = [(k, sum(1 for _ in g)) for k, g in groupby(values, None if plain else _same)]
-    if not plain:  # the keys are (type, value): keep the values themselves
-        firsts = list(accumulate((n for _, n in groups), initial=0))[:-1]
-        return [values[i] for i in firsts], [n for _, n in groups]
-    return [k for k, _ in groups], [n for _, n in groups]
+    keys = values if plain else list(zip(map(type, values), map(repr, values), strict=True))
+    starts = [0, *compress(range(1, len(keys)), map(ne, keys[1:], keys[:-1]))]
+    counts = list(map(sub, [*starts[1:], len(keys)], starts))
+    return list(map(values.__getitem__, starts)), counts
 
 
 def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
@@ -120,25 +117,31 @@ def _changes(values: Sequence[Any]) -> int:
 
 
 class _Strings:
-    """The string table: the session's ids, then every other string once."""
+    """The string table: the session's ids, then every other string once; None is -1."""
 
     def __init__(self, ids: Sequence[str]) -> None:
-        self.ids = ids
         self.strings: list[str] = []
-        self.index = {s: i for i, s in enumerate(ids)}
+        self.index: dict[str | None, int] = {s: i for i, s in enumerate(ids)}
+        self.size = len(self.index)
+        self.index[None] = -1
 
     def ref(self, value: str | None) -> int:
-        if value is None:
-            return -1
         found = self.index.get(value)
         if found is None:
-            found = self.index[value] = len(self.index)
+            assert value is not None
+            found = self.index[value] = self.size
+            self.size += 1
             self.strings.append(value)
         return found
 
     def col(self, values: Iterable[str | None]) -> list[Any] | dict[str, list[Any]]:
-        ref = self.ref
-        return _column([ref(v) for v in values])
+        values = list(values)
+        refs = list(map(self.index.get, values))
+        if None in refs:  # strings not in the table yet: each added once, then looked up
+            for new in dict.fromkeys(compress(values, map(is_, refs, repeat(None)))):
+                self.ref(new)
+            refs = list(map(self.index.get, values))
+        return _column(refs)
 
 
 def _fields(records: Sequence[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
@@ -156,9 +159,12 @@ def encode_tables(t: Tables) -> bytes | None:
     entries = _fields(list(t.entries.values()), 3)
     a = _fields(list(t.attempts.values()), len(Attempt._fields))
     i = _fields(list(t.intents.values()), len(ToolIntent._fields))
-    tools: dict[ToolIdentity, int] = {}
-    for tool in i[4]:
-        tools.setdefault(tool, len(tools))
+    # Keyed by their fields: each intent holds its own equal copy, whose pydantic
+    # __eq__ and __hash__ would run for each.
+    tools: dict[tuple[str, str, str], int] = {}
+    tool_refs = [
+        tools.setdefault((tool.name, tool.version, tool.source), len(tools)) for tool in i[4]
+    ]
     usage = list(t.usage.values())  # rows: attemptId, toolStartedId, counts..., cost
     body = {
         "version": SNAPSHOT_VERSION,
@@ -189,11 +195,11 @@ def encode_tables(t: Tables) -> bytes | None:
         ],
         "intents": [
             *(s.col(c) for c in i[:4]),
-            col([tools[tool] for tool in i[4]]),
+            col(tool_refs),
             list(i[5]),
             *(s.col(c) for c in i[6:]),
         ],
-        "tools": [[tool.name, tool.version, tool.source] for tool in tools],
+        "tools": [list(tool) for tool in tools],
         "usage": [
             col(["a" if u[0] is not None else "t" for u in usage]),
             s.col(t.usage),

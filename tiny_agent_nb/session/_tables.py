@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from operator import sub
+from operator import add, methodcaller, not_, sub
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._models import (
@@ -191,6 +191,9 @@ class Savepoint(NamedTuple):
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
 
 
+_ends_line = methodcaller("endswith", b"\n")
+
+
 class Lines:
     """The transaction lines: a list of bytes (each without its LF when read from a file,
     with it when committed), some of which may still be inside the file's bytes.
@@ -249,7 +252,9 @@ class Lines:
         """Each line's size in the file, its LF included."""
         starts = self._starts
         inside = list(map(sub, starts[1:], starts[:-1]))
-        return inside + [len(line) + (line[-1:] != b"\n") for line in self._more]
+        more = self._more
+        # A line split from the file has no LF; one committed holds it.
+        return inside + list(map(add, map(len, more), map(not_, map(_ends_line, more))))
 
     def pieces(self) -> Iterator[bytes | memoryview]:
         """The lines' bytes as the file holds them, every LF included, in a few pieces."""
