@@ -31,7 +31,8 @@ from pathlib import Path
 
 from ._files import fsync_dir
 from ._gc import gc_paused
-from ._snapshot_codec import decode_tables, encode_tables
+from ._snapshot_codec import decode_tables
+from ._snapshot_encode import encode_tables
 from ._snapshot_key import key_for_writing, read_key
 from ._state import SessionState
 from ._tables import Tables

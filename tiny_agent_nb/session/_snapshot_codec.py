@@ -1,14 +1,16 @@
-"""`Tables` <-> JSON: the body of a snapshot (docs/spec.md §14).
+"""JSON -> `Tables`: the body of a snapshot (docs/spec.md §14); `_snapshot_encode` writes it.
 
 # perf: register row "snapshot" (docs/benchmarks.md)
 Column-wise, so a resume rebuilds each table with a few C-level `map`/`zip` calls rather
-than Python code per record: a table is one column per field; a column whose values
-repeat (a run's operation id, the model, `settled`) is stored as runs; every string is an
-index into one string table whose head is the session's ids, in order, joined by commas
-(ids are UUIDv7 text: one `str.split` instead of a JSON string per id); -1 stands for
-None. Records are rebuilt with `tuple.__new__` on the NamedTuple class (`_make` without
-its Python frame); the pydantic values they hold (`ToolIdentity`, `AttemptError`,
-`Usage`) go through their own strict validators.
+than Python code per record: a table is one column per field, a list of values, or
+{"v": values, "n": counts} for runs of one value (a run's operation id, the model,
+`settled`), or {"d": differences, "n": counts} for integers growing by steady steps (ids'
+indexes, line numbers); every string is an index into one string table whose head is the
+session's ids, in order, joined by commas (ids are UUIDv7 text: one `str.split` instead of
+a JSON string per id); -1 stands for None. Records are rebuilt with `tuple.__new__` on the
+NamedTuple class (`_make` without its Python frame); the pydantic values they hold
+(`ToolIdentity`, `AttemptError`) go through their own strict validators, usage rows are
+checked column by column.
 
 Decoding checks everything it can check cheaply: each column has the right length and
 its values the right types, each index is in range, each status is one the format knows.
@@ -22,8 +24,8 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from itertools import accumulate, chain, compress, islice, repeat
-from operator import is_, itemgetter, ne, sub
+from itertools import accumulate, chain, islice, repeat
+from operator import itemgetter, sub
 from typing import Any, TypeVar, get_args
 
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
@@ -57,10 +59,8 @@ def _values(literal: object) -> frozenset[str]:
     return frozenset(a for arg in args for a in (_values(arg) if get_args(arg) else (arg,)))
 
 
-_ROLES: dict[str, IdRole] = {"f": "fact", "o": "operation", "r": "reserved"}
-_TYPES: dict[str, EntryType] = {"u": "user", "a": "assistant", "t": "toolResult", "c": "compaction"}
-_ROLE_CODES = {role: code for code, role in _ROLES.items()}
-_TYPE_CODES = {entry_type: code for code, entry_type in _TYPES.items()}
+ROLES: dict[str, IdRole] = {"f": "fact", "o": "operation", "r": "reserved"}
+TYPES: dict[str, EntryType] = {"u": "user", "a": "assistant", "t": "toolResult", "c": "compaction"}
 _KINDS = _values(OperationKind)
 _OPERATION_STATUSES = _values(OperationStatus)
 _ATTEMPT_STATUSES = _values(AttemptStatus)
@@ -72,166 +72,6 @@ _USAGE_KINDS = {"a": True, "t": False}  # names the attempt (else the toolStarte
 def _check(ok: bool, what: str) -> None:
     if not ok:
         raise SnapshotError(what)
-
-
-# ---------------------------------------------------------------- encoding
-
-
-def _runs(values: Sequence[Any]) -> tuple[list[Any], list[int]]:
-    # A run holds identical values, and True == 1 == 1.0, 0.0 == -0.0 in Python: values
-    # of one type that is not float are compared as they are, others by (type, repr).
-    # Where a run starts is found in C.
-    if not values:
-        return [], []
-    kinds = set(map(type, values))
-    plain = len(kinds) == 1 and float not in kinds
-    keys = values if plain else list(zip(map(type, values), map(repr, values), strict=True))
-    starts = [0, *compress(range(1, len(keys)), map(ne, keys[1:], keys[:-1]))]
-    counts = list(map(sub, [*starts[1:], len(keys)], starts))
-    return list(map(values.__getitem__, starts)), counts
-
-
-def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
-    """A plain list; or {"v": values, "n": counts} when runs at least halve it; or, for
-    integers that grow by steady amounts (ids' indexes, line numbers, steps), the runs
-    of their differences: {"d": differences, "n": counts}."""
-    runs: list[Any] = list(values)
-    best: list[Any] | dict[str, list[Any]] = runs
-    # Counting value changes in C first spares the grouping of a column without runs
-    # (1 == True == 1.0 only ever undercounts them: the exact runs are made below).
-    if 2 * _changes(values) < len(values):
-        runs, counts = _runs(values)
-        if 2 * len(runs) <= len(values):
-            best = {"v": runs, "n": counts}
-    if values and set(map(type, values)) == {int}:
-        deltas = list(map(sub, values, (0, *values[:-1])))
-        if 2 * _changes(deltas) < len(values):
-            deltas, delta_counts = _runs(deltas)
-            if 2 * len(deltas) <= len(values) and len(deltas) < len(runs):
-                best = {"d": deltas, "n": delta_counts}
-    return best
-
-
-def _changes(values: Sequence[Any]) -> int:
-    return sum(map(ne, values[1:], values[:-1]))
-
-
-class _Strings:
-    """The string table: the session's ids, then every other string once; None is -1."""
-
-    def __init__(self, ids: Sequence[str]) -> None:
-        self.strings: list[str] = []
-        self.index: dict[str | None, int] = {s: i for i, s in enumerate(ids)}
-        self.size = len(self.index)
-        self.index[None] = -1
-
-    def ref(self, value: str | None) -> int:
-        found = self.index.get(value)
-        if found is None:
-            assert value is not None
-            found = self.index[value] = self.size
-            self.size += 1
-            self.strings.append(value)
-        return found
-
-    def col(self, values: Iterable[str | None]) -> list[Any] | dict[str, list[Any]]:
-        values = list(values)
-        refs = list(map(self.index.get, values))
-        if None in refs:  # strings not in the table yet: each added once, then looked up
-            for new in dict.fromkeys(compress(values, map(is_, refs, repeat(None)))):
-                self.ref(new)
-            refs = list(map(self.index.get, values))
-        return _column(refs)
-
-
-def _fields(records: Sequence[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
-    return list(zip(*records, strict=True)) if records else [() for _ in range(width)]
-
-
-def encode_tables(t: Tables) -> bytes | None:
-    """The body of a snapshot of `t`; None if the ids cannot be joined (never for ids the
-    reducer accepted: they are UUIDv7 text)."""
-    ids = list(t.ids)
-    if any("," in i for i in ids) or "" in ids:
-        return None
-    s = _Strings(ids)
-    col = _column
-    entries = _fields(list(t.entries.values()), 3)
-    a = _fields(list(t.attempts.values()), len(Attempt._fields))
-    i = _fields(list(t.intents.values()), len(ToolIntent._fields))
-    # Keyed by their fields: each intent holds its own equal copy, whose pydantic
-    # __eq__ and __hash__ would run for each.
-    tools: dict[tuple[str, str, str], int] = {}
-    tool_refs = [
-        tools.setdefault((tool.name, tool.version, tool.source), len(tools)) for tool in i[4]
-    ]
-    usage = list(t.usage.values())  # rows: attemptId, toolStartedId, counts..., cost
-    body = {
-        "version": SNAPSHOT_VERSION,
-        "roles": col([_ROLE_CODES[r] for r in t.ids.values()]),
-        "entries": [
-            s.col(t.entries),
-            *(col(c) for c in entries[:2]),
-            col([_TYPE_CODES[x] for x in entries[2]]),
-        ],
-        "operations": [
-            [
-                s.ref(op.id),
-                s.ref(op.input_entry_id),
-                s.ref(op.resumes_operation_id),
-                *op[1:3],
-                *op[5:],
-            ]
-            for op in t.operations.values()
-        ],
-        "attempts": [
-            *(s.col(c) for c in a[:2]),
-            *(col(c) for c in a[2:4]),
-            *(s.col(c) for c in a[4:9]),
-            col([len(calls) for calls in a[9]]),
-            s.col(part for calls in a[9] for call in calls for part in call),
-            [[row, e.kind, e.message, e.status] for row, e in enumerate(a[10]) if e is not None],
-            *(col(c) for c in a[11:]),
-        ],
-        "intents": [
-            *(s.col(c) for c in i[:4]),
-            col(tool_refs),
-            list(i[5]),
-            *(s.col(c) for c in i[6:]),
-        ],
-        "tools": [list(tool) for tool in tools],
-        "usage": [
-            col(["a" if u[0] is not None else "t" for u in usage]),
-            s.col(t.usage),
-            *(col([u[k] for u in usage]) for k in range(2, 7)),
-        ],
-        "consumed": [s.col(t.consumed_inputs), s.col(t.consumed_inputs.values())],
-        "openCalls": [
-            s.col(t.open_call_entries),
-            s.col(op for op, _ in t.open_call_entries.values()),
-            col([answered for _, answered in t.open_call_entries.values()]),
-        ],
-        "totals": _totals(t.totals),
-        "lastSeq": t.last_seq,
-        "openOperation": s.ref(t.open_operation_id),
-        "lastCut": None if t.last_cut is None else list(t.last_cut),
-        "lineSizes": _column(t.lines.sizes()),
-        "ids": ",".join(ids),
-        "strings": s.strings,
-    }
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _totals(u: UsageTotals) -> list[int | float]:
-    return [
-        u.input_tokens,
-        u.output_tokens,
-        u.reasoning_tokens,
-        u.cached_input_tokens,
-        u.cost,
-        u.priced,
-        u.unpriced,
-    ]
 
 
 # ---------------------------------------------------------------- decoding
@@ -333,7 +173,7 @@ def decode_tables(raw: bytes, data: bytes, start: int, end: int) -> Tables:
         last_bytes = itemgetter(*map(sub, starts[1:], repeat(1)))(data)
         _check(last_bytes.count(10) == len(sizes), "a line that does not end with an LF")
     lines = Lines([], data, starts)
-    roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(_ROLES))
+    roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(ROLES))
     ids = dict(zip(d.ids, roles, strict=True))
     _check(len(ids) == len(d.ids), "the ids are not distinct")
 
@@ -346,7 +186,7 @@ def decode_tables(raw: bytes, data: bytes, start: int, end: int) -> Tables:
     slots = zip(
         line_col,
         d.column(raw_slots[1], "entry positions", n, _INTS),
-        d.column(raw_slots[2], "entry types", n, _codes(_TYPES)),
+        d.column(raw_slots[2], "entry types", n, _codes(TYPES)),
         strict=True,
     )
     entries = dict(zip(keys, slots, strict=True))
