@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,3 +119,17 @@ def sigint_raises() -> Iterator[None]:
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """XDG_STATE_HOME in a temporary directory for the whole run: the session store keeps
+    its snapshot key there (docs/spec.md §14), and a test writes nothing outside
+    temporary directories. Set in os.environ, so kernels and subprocesses inherit it."""
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if saved is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = saved

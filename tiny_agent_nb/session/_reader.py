@@ -9,9 +9,7 @@ and the bytes after the last LF are a torn tail, never a transaction.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
@@ -25,9 +23,10 @@ from ._framing import (
     is_torn_header,
     parse_header,
     parse_transaction,
-    split_complete,
 )
+from ._gc import gc_paused
 from ._reducer import Violation, apply_transaction
+from ._snapshot import load_snapshot
 from ._state import SessionState
 
 
@@ -46,8 +45,9 @@ Reporter = Callable[[Damage], None]
 def load_session(path: str | Path) -> SessionState:
     """Read-only load: takes no lock, never writes, ignores a torn tail.
 
-    Only a regular file is read (a FIFO or a device is refused without blocking)."""
-    return reduce_bytes(path, read_session_file(path))
+    Only a regular file is read (a FIFO or a device is refused without blocking). An
+    authentic snapshot beside it saves reducing the lines it covers (docs/spec.md §14)."""
+    return reduce_bytes(path, read_session_file(path), snapshot=True)
 
 
 def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
@@ -56,46 +56,33 @@ def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
     return reduce_bytes(name, data)
 
 
-def reduce_bytes(path: str | Path, data: bytes) -> SessionState:
-    """The whole file image reduced into a SessionState; damage is SessionCorruptError."""
+def reduce_bytes(path: str | Path, data: bytes, *, snapshot: bool = False) -> SessionState:
+    """The whole file image reduced into a SessionState; damage is SessionCorruptError.
+    With `snapshot`, `data` is the file at `path` and the snapshot beside it may be used
+    for the lines it covers; the result is the same either way."""
 
     def corrupt(damage: Damage) -> None:
         raise SessionCorruptError(path, damage.line, damage.reason)
 
-    return read_session(path, data, corrupt)
+    return read_session(path, data, corrupt, snapshot=snapshot)
 
 
-def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
+def read_session(
+    path: str | Path, data: bytes, reporter: Reporter, *, snapshot: bool = False
+) -> SessionState:
     """Every whole line of `data` up to the first damaged one (given to `reporter`).
 
     A missing or invalid header raises NotASessionError / SessionCorruptError (line 1)
     whatever the reporter: without a header there is nothing to read.
     """
     with gc_paused():
-        return _read(path, data, reporter)
+        return _read(path, data, reporter, snapshot)
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic GC off while a file is reduced.
-
-    Each line becomes a dozen pydantic objects that die young, plus about one kept record
-    per fact; the young collections they trigger are wasted work. Nothing made here forms
-    a cycle worth collecting mid-load. Load and salvage share it (one reader loop).
-    """
-    # perf: register row "gc-load" (docs/benchmarks.md)
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _read(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
-    complete, torn = split_complete(data)
-    if not complete and not data.startswith(b"\n"):
+def _read(path: str | Path, data: bytes, reporter: Reporter, snapshot: bool) -> SessionState:
+    header_end = data.find(b"\n")
+    torn = len(data) - data.rfind(b"\n") - 1  # the bytes after the last LF
+    if header_end < 0:
         if not data:
             reason = "the file is empty"
         elif is_torn_header(data):
@@ -103,10 +90,22 @@ def _read(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
         else:  # a foreign file with no line end (one line of JSON, a note)
             reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
-    lines = complete.split(b"\n")
-    state = SessionState(str(path), parse_header(path, lines[0]), torn_tail_bytes=torn)
+    header_line = data[:header_end]
+    state = SessionState(str(path), parse_header(path, header_line), torn_tail_bytes=torn)
+    state._header_line = header_line
+    found = load_snapshot(path, data) if snapshot else None
+    if found is None:
+        lines = data.split(b"\n")  # not a copy of the complete lines first: of the file
+        del lines[0]  # the header
+        start = header_end + 1
+    else:
+        state._tables, start = found
+        state._snapshot_lines = len(state._tables.lines)
+        lines = data[start:].split(b"\n")
+    lines.pop()  # the torn tail, or the nothing after the last LF
+    first = 2 + len(state._tables.lines)
     tables = state._tables  # the reader builds the state it hands out
-    for lineno, line in enumerate(islice(lines, 1, None), start=2):
+    for lineno, line in enumerate(lines, start=first):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a
@@ -118,7 +117,7 @@ def _read(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
         except Violation as exc:
             reason = str(exc)
         # Counted only on damage, so a clean load pays nothing for it.
-        offset = sum(len(before) + 1 for before in islice(lines, lineno - 1))
+        offset = start + sum(len(before) + 1 for before in islice(lines, lineno - first))
         reporter(Damage(lineno, offset, len(line), reason))
         break
     return state

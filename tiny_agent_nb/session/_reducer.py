@@ -29,7 +29,7 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._tables import Attempt, EntryType, Operation, Tables, ToolIntent
+from ._tables import Attempt, EntryType, Operation, Tables, ToolIntent, usage_row
 
 
 class Violation(Exception):
@@ -397,5 +397,5 @@ def _apply_usage(t: Tables, fact: UsageFact) -> None:
     if target in t.usage:
         raise Violation(f"{target} already has usage (one usage fact per attempt or tool)")
     _open_operation(t, op_id, "usage")
-    t.put(t.usage, target, u)
+    t.put(t.usage, target, usage_row(u))
     t.add_usage(u)

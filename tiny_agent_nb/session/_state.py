@@ -8,13 +8,24 @@ bytes and tuples of atoms are neither.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
 from ._framing import parse_transaction
 from ._models import EntryFact, Fact, Header, Usage
-from ._tables import Attempt, EntrySlot, EntryType, Operation, Tables, ToolIntent, UsageTotals
+from ._tables import (
+    Attempt,
+    EntrySlot,
+    EntryType,
+    Lines,
+    Operation,
+    Tables,
+    ToolIntent,
+    UsageRow,
+    UsageTotals,
+    usage_of,
+)
 
 
 class SessionState:
@@ -29,6 +40,10 @@ class SessionState:
         self._header = header
         self._tables = tables if tables is not None else Tables()
         self._torn_tail_bytes = torn_tail_bytes
+        # For the store's snapshot (docs/spec.md §14): the header line as read (its
+        # bytes are what a snapshot's MAC covers), and the lines a snapshot gave.
+        self._header_line = b""
+        self._snapshot_lines = 0
 
     @property
     def path(self) -> str:
@@ -89,7 +104,7 @@ class SessionState:
     @property
     def usage(self) -> Mapping[str, Usage]:
         """The usage of each stepAttempt or toolStarted that reported one, by its id."""
-        return MappingProxyType(self._tables.usage)
+        return UsageView(self._tables.usage)
 
     @property
     def totals(self) -> UsageTotals:
@@ -100,10 +115,10 @@ class SessionState:
         file order; together the sums are exactly `totals`."""
         t = self._tables
         by_operation = {op_id: UsageTotals() for op_id in t.operations}
-        for target, usage in t.usage.items():
+        for target, row in t.usage.items():
             attempt = t.attempts.get(target)
             owner = attempt.operation_id if attempt else t.intents[target].operation_id
-            by_operation[owner].add(usage)
+            by_operation[owner].add(usage_of(row))
         return by_operation
 
     def copy(self) -> SessionState:
@@ -118,7 +133,7 @@ class SessionState:
             usage=dict(t.usage),
             consumed_inputs=dict(t.consumed_inputs),
             open_call_entries=dict(t.open_call_entries),
-            lines=list(t.lines),
+            lines=t.lines.copy(),
             totals=t.totals.copy(),
             last_seq=t.last_seq,
             open_operation_id=t.open_operation_id,
@@ -162,7 +177,7 @@ class SessionState:
         )
 
 
-def facts_of(lines: list[bytes]) -> list[Fact]:
+def facts_of(lines: Iterable[bytes]) -> list[Fact]:
     facts: list[Fact] = []
     for line in lines:
         facts.extend(parse_transaction(line))
@@ -177,7 +192,7 @@ class EntryView(Mapping[str, EntryFact]):
 
     __slots__ = ("_lines", "_slots")
 
-    def __init__(self, slots: dict[str, EntrySlot], lines: list[bytes]) -> None:
+    def __init__(self, slots: dict[str, EntrySlot], lines: Lines) -> None:
         self._slots = slots
         self._lines = lines
 
@@ -204,6 +219,27 @@ class EntryView(Mapping[str, EntryFact]):
         if not self._slots:
             return None
         return self[next(reversed(self._slots))]
+
+
+class UsageView(Mapping[str, Usage]):
+    """`SessionState.usage`: a read-only mapping that makes each Usage when read."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: dict[str, UsageRow]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, target: str) -> Usage:
+        return usage_of(self._rows[target])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, target: object) -> bool:
+        return target in self._rows
 
 
 def _as_entry(fact: Fact) -> EntryFact:

@@ -37,6 +37,7 @@ from ._models import Fact, Header, RecordFact
 from ._reader import reduce_bytes
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
+from ._snapshot import refresh_snapshot
 from ._state import SessionState
 from ._tables import Operation, Tables
 
@@ -95,6 +96,7 @@ class SessionStore:
         self._sync_failed = False  # power: a sync failed since then (see _sync)
         self.repaired_tail_bytes = state.torn_tail_bytes
         self.created = False
+        self._snapshot_lines = 0  # transaction lines the snapshot on disk covers
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -164,7 +166,7 @@ class SessionStore:
     ) -> SessionStore:
         data = file.read()
         try:
-            state = reduce_bytes(path, data)
+            state = reduce_bytes(path, data, snapshot=key is not None)
         except NotASessionError:
             if create is None or not is_torn_header(data):
                 raise
@@ -191,6 +193,8 @@ class SessionStore:
             clock=clock,
         )
         store.created = created
+        store._snapshot_lines = state._snapshot_lines
+        store._snapshot_if_behind()
         return store
 
     @staticmethod
@@ -220,7 +224,9 @@ class SessionStore:
         file.append(line)
         if durability == "power":
             file.sync()
-        return SessionState(str(path), header)
+        state = SessionState(str(path), header)
+        state._header_line = line[:-1]
+        return state
 
     # ------------------------------------------------------------------ properties
     @property
@@ -409,6 +415,8 @@ class SessionStore:
             try:
                 if self._unsynced:
                     self._sync(self._file, self._size)
+                if not self._stale:
+                    self._snapshot_if_behind()
             except OSError as exc:
                 raise SessionError(
                     f"could not sync {self._path} when closing it: {exc.strerror or exc}. "
@@ -417,6 +425,13 @@ class SessionStore:
                 ) from exc
             finally:
                 self._close_file()
+
+    def _snapshot_if_behind(self) -> None:
+        if self._key is not None:  # a file, not memory
+            sync = self._durability == "power"
+            self._snapshot_lines = refresh_snapshot(
+                self._path, self._state, self._snapshot_lines, sync=sync
+            )
 
     def _close_file(self) -> None:
         if self._file is not None:

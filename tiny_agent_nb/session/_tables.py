@@ -9,7 +9,9 @@ old record back.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import add, methodcaller, not_, sub
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._models import (
@@ -32,6 +34,11 @@ EntryType = Literal["user", "assistant", "toolResult", "compaction"]
 # atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
 # does).
 EntrySlot = tuple[int, int, EntryType]
+# perf: register row "usage-rows" (docs/benchmarks.md)
+# A usage fact's body as a tuple of atoms (which the cyclic GC stops tracking), not a
+# pydantic Usage (three tracked objects): attemptId, toolStartedId, inputTokens,
+# outputTokens, reasoningTokens, cachedInputTokens, cost. `usage_of` makes the Usage back.
+UsageRow = tuple[str | None, str | None, int, int, int, int, float | None]
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -136,6 +143,45 @@ class UsageTotals:
 
 
 _MISSING: Any = object()
+USAGE_FIELDS = (
+    "attemptId",
+    "toolStartedId",
+    "inputTokens",
+    "outputTokens",
+    "reasoningTokens",
+    "cachedInputTokens",
+    "cost",
+)
+# The fields a usage line holds: its one target, the counts and the cost (maybe null).
+_FIELDS_SET = (frozenset(USAGE_FIELDS[1:]), frozenset(USAGE_FIELDS[:1] + USAGE_FIELDS[2:]))
+_new_usage = Usage.__new__
+_set = object.__setattr__
+# What `usage_of` leaves out of `model_construct` must not exist for Usage.
+assert not Usage.__pydantic_post_init__ and not Usage.__private_attributes__
+assert tuple(Usage.model_fields) == USAGE_FIELDS
+
+
+def usage_row(u: Usage) -> UsageRow:
+    return (
+        u.attemptId,
+        u.toolStartedId,
+        u.inputTokens,
+        u.outputTokens,
+        u.reasoningTokens,
+        u.cachedInputTokens,
+        u.cost,
+    )
+
+
+def usage_of(row: UsageRow) -> Usage:
+    """The Usage of a row made from a validated one: what `model_construct` makes (its
+    fields, the fields its line held, no extra, no private) without its Python loop."""
+    usage = _new_usage(Usage)
+    _set(usage, "__dict__", dict(zip(USAGE_FIELDS, row, strict=True)))
+    _set(usage, "__pydantic_fields_set__", set(_FIELDS_SET[row[0] is not None]))
+    _set(usage, "__pydantic_extra__", None)
+    _set(usage, "__pydantic_private__", None)
+    return usage
 
 
 class Savepoint(NamedTuple):
@@ -143,6 +189,81 @@ class Savepoint(NamedTuple):
     open_operation_id: str | None
     last_cut: tuple[int, int] | None
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
+
+
+_ends_line = methodcaller("endswith", b"\n")
+
+
+class Lines:
+    """The transaction lines: a list of bytes (each without its LF when read from a file,
+    with it when committed), some of which may still be inside the file's bytes.
+
+    # perf: register row "snapshot-lines" (docs/benchmarks.md)
+    A load through a snapshot (docs/spec.md §14) keeps the lines it covers in the bytes
+    read from the file (`data`, cut at `starts`) and cuts one out when it is read, instead
+    of splitting the whole file into a bytes object per line first: one copy of history,
+    not two. Lines applied afterwards are bytes objects in `more`.
+    """
+
+    __slots__ = ("_data", "_more", "_starts")
+
+    def __init__(
+        self, more: list[bytes] | None = None, data: bytes = b"", starts: list[int] | None = None
+    ) -> None:
+        self._more = [] if more is None else more
+        self._data = data
+        # Line i of `data` is data[starts[i] : starts[i + 1] - 1]; never changed once made,
+        # so copies share it.
+        self._starts = [0] if starts is None else starts
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1 + len(self._more)
+
+    def __getitem__(self, index: int) -> bytes:
+        inside = len(self._starts) - 1
+        if index < 0:
+            index += len(self)
+        if 0 <= index < inside:
+            return self._data[self._starts[index] : self._starts[index + 1] - 1]
+        if index < 0:
+            raise IndexError(index)
+        return self._more[index - inside]
+
+    def __iter__(self) -> Iterator[bytes]:
+        data, starts = self._data, self._starts
+        for k in range(len(starts) - 1):
+            yield data[starts[k] : starts[k + 1] - 1]
+        yield from self._more
+
+    def append(self, line: bytes) -> None:
+        self._more.append(line)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Lines):
+            other = list(other)
+        return list(self) == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
+
+    def copy(self) -> Lines:
+        return Lines(list(self._more), self._data, self._starts)
+
+    def sizes(self) -> list[int]:
+        """Each line's size in the file, its LF included."""
+        starts = self._starts
+        inside = list(map(sub, starts[1:], starts[:-1]))
+        more = self._more
+        # A line split from the file has no LF; one committed holds it.
+        return inside + list(map(add, map(len, more), map(not_, map(_ends_line, more))))
+
+    def pieces(self) -> Iterator[bytes | memoryview]:
+        """The lines' bytes as the file holds them, every LF included, in a few pieces."""
+        if len(self._starts) > 1:
+            yield memoryview(self._data)[self._starts[0] : self._starts[-1]]
+        for line in self._more:
+            yield line
+            if line[-1:] != b"\n":
+                yield b"\n"
 
 
 @dataclass(slots=True)
@@ -160,7 +281,7 @@ class Tables:
     attempts: dict[str, Attempt] = field(default_factory=dict)
     intents: dict[str, ToolIntent] = field(default_factory=dict)
     intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
-    usage: dict[str, Usage] = field(default_factory=dict)  # target id -> its usage
+    usage: dict[str, UsageRow] = field(default_factory=dict)  # target id -> its usage
     consumed_inputs: dict[str, str] = field(default_factory=dict)
     # Entries committed while an assistant entry's tool calls were still unanswered in
     # the open operation: entry id -> (operation id, its answered_tool_calls then). A
@@ -170,7 +291,7 @@ class Tables:
     open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
     # The transaction lines, the only copy of history's content: as split from the file
     # on load, as written (LF included, not worth a copy to cut) on commit.
-    lines: list[bytes] = field(default_factory=list)
+    lines: Lines = field(default_factory=Lines)
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0
     open_operation_id: str | None = None

@@ -1,0 +1,365 @@
+"""Snapshots (docs/spec.md §14): a load through one gives exactly the state of a full read,
+and a snapshot that is not both authentic and over these very bytes changes nothing.
+
+The reference is always a full read of the same bytes (`load_session_bytes`, which never
+looks for a snapshot): the same state, table by table and in order, or the same error at
+the same line. Hostile snapshots are made *authentic-looking but wrong* (tables altered
+before writing), so a reader that believed one would give a different state: the
+equality with the full read is what shows it was refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import stat
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiny_agent_nb.session import (
+    HeaderInit,
+    SessionError,
+    SessionState,
+    SessionStore,
+    ToolIdentity,
+    load_session,
+    load_session_bytes,
+)
+from tiny_agent_nb.session import _snapshot_codec as codec
+from tiny_agent_nb.session import facts as f
+from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL, snapshot_path, write_snapshot
+from tiny_agent_nb.session._snapshot_key import KEY_NAME, state_dir
+
+from scenario import READ_FILE, Run, complete_run
+
+FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "session" / "fixtures"
+TIME = ToolIdentity(name="get_time", version="2", source="mcp:clock")
+
+
+def _tables(state: SessionState) -> dict[str, Any]:
+    """Every table of the state, in order (a committed line keeps its LF: not compared)."""
+    t = state._tables
+    out: dict[str, Any] = {
+        f.name: list(getattr(t, f.name).items())
+        for f in fields(t)
+        if isinstance(getattr(t, f.name), dict)
+    }
+    out["lines"] = [line.removesuffix(b"\n") for line in t.lines]
+    out["totals"] = t.totals.summary(), t.totals.priced, t.totals.unpriced
+    out["scalars"] = t.last_seq, t.open_operation_id, t.last_cut
+    out["usage views"] = [(k, u, u.model_fields_set) for k, u in state.usage.items()]
+    out["entries read"] = [state.entries[k] for k in state.entries], state.entries.last()
+    out["facts"] = state.facts
+    out["header"] = state.header, state.torn_tail_bytes, state.summary()
+    return out
+
+
+def _outcome(read: Any) -> Any:
+    """A load's result as something comparable: the tables, or the error and its line."""
+    try:
+        return _tables(read())
+    except SessionError as exc:
+        return type(exc).__name__, getattr(exc, "line", None), str(exc)
+
+
+def _same_as_full_read(path: Path) -> Any:
+    got = _outcome(lambda: load_session(path))
+    assert got == _outcome(lambda: load_session_bytes(path.read_bytes(), str(path)))
+    return got
+
+
+def _snapshot_of(path: Path, data: bytes, alter: bool = False) -> None:
+    """An authentic snapshot of the session `data` (a prefix of the file at `path`),
+    its usage totals off by one token when `alter`: believed, it would show."""
+    state = load_session_bytes(data, str(path))
+    if alter:
+        state._tables.totals.input_tokens += 1
+    assert write_snapshot(path, state._header_line, state._tables, sync=False)
+
+
+def _used(path: Path) -> bool:
+    """Whether a load believes the snapshot: it was written altered (`_snapshot_of`)."""
+    loaded = load_session(path).totals.input_tokens
+    full = load_session_bytes(path.read_bytes()).totals.input_tokens
+    return loaded == full + 1
+
+
+def _long_run(store: SessionStore, steps: int) -> None:
+    """A run of `steps` tool steps with everything the tables hold: a failed attempt, a
+    tool's usage, an MCP tool, two calls in one answer, a compaction, an open end."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("go"))
+    for i in range(steps):
+        store.commit(run.attempt())
+        if i % 7 == 3:
+            failed = f.attempt_failed(
+                run.attempt_id or "", kind="http", message="429", retryable=True, status=429
+            )
+            store.commit([failed])
+            store.commit(run.attempt(attempt=2))
+        calls = [(f"c{i}a", "read_file", {"path": f"f{i}", "n": [i, 1.5, None]})]
+        if i % 5 == 0:
+            calls.append((f"c{i}b", "clock__get_time", {}))
+        store.commit(run.answer(f"step {i}", calls, cost=None if i % 3 else 0.25))
+        first = run.intent(f"c{i}a", READ_FILE, calls[0][2])
+        store.commit([first])
+        store.commit([run.result(first, "x" * (i % 50), "completed" if i % 4 else "error")])
+        if len(calls) > 1:
+            second = run.intent(f"c{i}b", TIME, {})
+            store.commit([second])
+            usage = f.usage(tool_started_id=second.id, input_tokens=i, output_tokens=1, cost=0.5)
+            store.commit([run.result(second, "noon"), usage])
+    store.commit(run.attempt())
+    store.commit(run.answer("summary"))
+    state = store.load()
+    early = list(state.entries)[: len(state.entries) // 2]
+    through = next(e for e in reversed(early) if e not in state._tables.open_call_entries)
+    store.commit([f.compaction("earlier work", through)])
+    store.commit(run.attempt())  # left pending: the run stays open
+    assert len(store.load()._tables.lines) >= SNAPSHOT_TAIL
+
+
+@pytest.fixture
+def long_session(session_path: Path, header_init: HeaderInit) -> Path:
+    with SessionStore.open(session_path, create=header_init) as store:
+        _long_run(store, 60)
+    return session_path
+
+
+# ---------------------------------------------------------------- the same state
+
+
+def _fixture_prefixes() -> list[tuple[str, int]]:
+    """(fixture, k) for every fixture whose header and first k transactions load."""
+    cases = []
+    for path in sorted(FIXTURES.glob("*.jsonl")):
+        lines = path.read_bytes().splitlines(keepends=True)
+        for k in range(len(lines)):
+            try:
+                load_session_bytes(b"".join(lines[: k + 1]))
+            except SessionError:
+                break
+            cases.append((path.name, k))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "covered"), _fixture_prefixes())
+def test_a_snapshot_of_any_prefix_of_any_fixture_loads_as_a_full_read(
+    tmp_path: Path, name: str, covered: int
+) -> None:
+    path = tmp_path / name
+    shutil.copy(FIXTURES / name, path)
+    data = path.read_bytes()
+    _snapshot_of(path, b"".join(data.splitlines(keepends=True)[: covered + 1]))
+    _same_as_full_read(path)  # the lines after the snapshot reduced as in a full read
+
+
+def test_a_long_session_resumes_from_the_snapshot_its_writer_left(
+    long_session: Path, header_init: HeaderInit
+) -> None:
+    snapshot = snapshot_path(long_session)
+    assert stat.S_IMODE(snapshot.stat().st_mode) == 0o600
+    assert (
+        load_session(long_session)._snapshot_lines == load_session(long_session).transaction_count
+    )
+    before = _same_as_full_read(long_session)
+    with SessionStore.open(long_session) as store:  # more commits: a tail past the snapshot
+        assert _tables(store.load()) == before
+        _long_run_after_open(store)
+    _same_as_full_read(long_session)
+    key = state_dir() / KEY_NAME
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key.parent.stat().st_mode) == 0o700
+
+
+def _long_run_after_open(store: SessionStore) -> None:
+    state = store.load()
+    pending = next(a for a in state.attempts.values() if a.status == "pending")
+    store.commit(
+        [f.attempt_failed(pending.id, kind="interrupted", message="died", retryable=False)]
+    )
+    store.commit([f.operation_finished(pending.operation_id, "interrupted")])
+    complete_run(store, "again")
+
+
+def test_the_writer_refreshes_a_snapshot_left_behind_by_a_long_tail(
+    long_session: Path,
+) -> None:
+    with SessionStore.open(long_session) as store:
+        covered = load_session(long_session)._snapshot_lines
+        _long_run_after_open(store)
+        for _ in range(SNAPSHOT_TAIL // 8 + 1):
+            complete_run(store)
+    assert load_session(long_session)._snapshot_lines > covered + SNAPSHOT_TAIL
+    _same_as_full_read(long_session)
+
+
+def test_an_authentic_snapshot_is_believed_for_the_lines_it_covers(long_session: Path) -> None:
+    _snapshot_of(long_session, long_session.read_bytes(), alter=True)
+    assert _used(long_session)  # the check the hostile cases below rely on
+
+
+def test_load_session_never_writes_a_snapshot(long_session: Path) -> None:
+    snapshot_path(long_session).unlink()
+    load_session(long_session)
+    assert not snapshot_path(long_session).exists()
+
+
+def test_a_snapshot_holds_no_string_the_session_does_not(long_session: Path) -> None:
+    raw = snapshot_path(long_session).read_bytes()
+    body = json.loads(raw[raw.index(b"\n") + 1 :])
+    session = long_session.read_bytes()
+    strings = {*body["ids"].split(","), *body["strings"]}
+    missing = {s for s in strings if json.dumps(s)[1:-1].encode() not in session}
+    assert len(strings) > 100 and missing == {"settled", "failed", "pending"}  # statuses
+
+
+# ---------------------------------------------------------------- changed sessions
+
+
+def test_a_changed_byte_in_the_covered_prefix_gives_a_full_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.agent.jsonl"
+    init = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        for _ in range(3):
+            complete_run(store)
+    data = path.read_bytes()
+    ends = [i for i, b in enumerate(data) if b == 0x0A]
+    rng = random.Random(14)
+    spots = {p for e in ends for p in (e - 1, e, e + 1) if p < len(data)}
+    spots |= set(rng.sample(range(len(data)), 60))
+    _snapshot_of(path, data, alter=True)
+    for spot in sorted(spots):
+        for new in {data[spot] ^ 0x01, ord(" "), ord("\n")} - {data[spot]}:
+            path.write_bytes(data[:spot] + bytes([new]) + data[spot + 1 :])
+            _same_as_full_read(path)
+    path.write_bytes(data)
+    assert _used(path)  # the snapshot was good for the bytes it was made from
+
+
+def test_a_truncated_session_gives_a_full_read(long_session: Path) -> None:
+    data = long_session.read_bytes()
+    _snapshot_of(long_session, data, alter=True)
+    ends = [i for i, b in enumerate(data) if b == 0x0A]
+    for cut in [*ends[-3:], ends[-1] + 1 - 1, ends[-2] + 5, len(data) // 2, 10]:
+        long_session.write_bytes(data[:cut])
+        _same_as_full_read(long_session)
+
+
+def test_a_corrupt_line_after_the_snapshot_is_reported_at_its_line(long_session: Path) -> None:
+    data = long_session.read_bytes()
+    _snapshot_of(long_session, data)
+    long_session.write_bytes(data + b'{"kind":"entry"}\n')
+    error = _same_as_full_read(long_session)
+    assert error[:2] == ("SessionCorruptError", data.count(b"\n") + 1)
+
+
+def test_the_same_bytes_in_another_file_still_load_as_a_full_read(long_session: Path) -> None:
+    other = long_session.with_name("copy.agent.jsonl")
+    shutil.copy(long_session, other)
+    _snapshot_of(other, other.read_bytes(), alter=True)
+    assert _used(other)  # its bytes are those it was made from: that is all that counts
+
+
+# ---------------------------------------------------------------- hostile snapshots
+
+
+def _rewrite(path: Path, change: Any) -> None:
+    snapshot = snapshot_path(path)
+    snapshot.write_bytes(change(snapshot.read_bytes()))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda raw: raw[: len(raw) // 2],  # truncated
+        lambda raw: b"",
+        lambda raw: os.urandom(len(raw)),  # garbage
+        lambda raw: raw.replace(b"mac=", b"mac=0", 1)[:-1],
+        lambda raw: raw[:40] + b"9" + raw[41:],  # the counts in the first line
+        lambda raw: raw.replace(b'"lastSeq":', b'"lastSeq":1', 1),  # the body, MAC kept
+        lambda raw: raw + b" ",
+    ],
+    ids=["truncated", "empty", "garbage", "mac", "first-line", "body", "tail"],
+)
+def test_a_damaged_snapshot_gives_a_full_read(long_session: Path, change: Any) -> None:
+    _snapshot_of(long_session, long_session.read_bytes(), alter=True)
+    _rewrite(long_session, change)
+    _same_as_full_read(long_session)
+
+
+def test_a_snapshot_under_another_key_gives_a_full_read(
+    long_session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "elsewhere"))
+    _snapshot_of(long_session, long_session.read_bytes(), alter=True)  # a foreign user's key
+    monkeypatch.undo()
+    _same_as_full_read(long_session)
+
+
+def test_a_snapshot_of_another_version_gives_a_full_read(
+    long_session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(codec, "SNAPSHOT_VERSION", 0)
+    _snapshot_of(long_session, long_session.read_bytes(), alter=True)
+    monkeypatch.undo()
+    _same_as_full_read(long_session)
+
+
+def test_a_snapshot_reached_through_a_symlink_is_not_read(long_session: Path) -> None:
+    _snapshot_of(long_session, long_session.read_bytes(), alter=True)
+    real = long_session.with_name("elsewhere.snapshot")
+    snapshot_path(long_session).rename(real)
+    snapshot_path(long_session).symlink_to(real)
+    _same_as_full_read(long_session)
+
+
+def test_the_writer_replaces_a_symlink_and_never_writes_through_it(
+    long_session: Path,
+) -> None:
+    target = long_session.with_name("target.txt")
+    target.write_text("not yours")
+    snapshot = snapshot_path(long_session)
+    snapshot.unlink()
+    snapshot.symlink_to(target)
+    SessionStore.open(long_session).close()  # no usable snapshot: the writer makes one
+    assert target.read_text() == "not yours"
+    assert not snapshot.is_symlink() and stat.S_IMODE(snapshot.stat().st_mode) == 0o600
+
+
+def test_a_snapshot_path_that_cannot_be_written_costs_nothing(long_session: Path) -> None:
+    snapshot = snapshot_path(long_session)
+    snapshot.unlink()
+    snapshot.mkdir()  # neither readable as a snapshot nor replaceable by one
+    SessionStore.open(long_session).close()  # it tries, at open and at close
+    assert snapshot.is_dir() and not list(long_session.parent.glob(".*.tmp"))
+    _same_as_full_read(long_session)
+
+
+def test_without_a_usable_key_there_is_no_snapshot_and_no_error(
+    session_path: Path, header_init: HeaderInit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state_home = state_dir().parent
+    blocker = state_home / "blocked"
+    blocker.write_text("a file where the state directory would be")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker))
+    with SessionStore.open(session_path, create=header_init) as store:
+        _long_run(store, 60)
+    assert not snapshot_path(session_path).exists()
+    assert load_session(session_path).transaction_count > SNAPSHOT_TAIL
+
+
+def test_a_key_others_can_read_is_no_key(long_session: Path) -> None:
+    _snapshot_of(long_session, long_session.read_bytes(), alter=True)
+    key = state_dir() / KEY_NAME
+    key.chmod(0o644)
+    try:
+        _same_as_full_read(long_session)
+    finally:
+        key.chmod(0o600)
+    assert _used(long_session)

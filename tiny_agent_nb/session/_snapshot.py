@@ -1,0 +1,191 @@
+"""Snapshots: the reduced tables of a session's first lines, kept beside it (docs/spec.md §14).
+
+`<session file>.snapshot` lets a reader skip reducing the lines it covers. It is derived
+and disposable: the session file stays the only copy of anything, a snapshot is believed
+only when it proves both what it covers and who wrote it, and anything else about it --
+missing, truncated, garbage, another version, stale, forged, a symlink, unreadable --
+makes the reader ignore it silently and reduce the whole file, as if it did not exist.
+
+The file is one line of text, then the body (`_snapshot_codec`):
+
+    tiny-agent-nb snapshot 1 lines=<N> bytes=<B> mac=<64 hex>\\n<body: JSON>
+
+N transaction lines (the header's not counted) and B bytes: the session's first B bytes,
+which end with the N-th transaction's LF. The MAC is HMAC-SHA256, under the user's key
+(`_snapshot_key`), of that first line up to `mac=`, the body, and those B bytes of the
+session: so a snapshot is used only over the very bytes it was made from, and only if
+this user's writer made it. The lines after the B bytes are reduced by the normal reader,
+so damage there is reported at its own line number.
+
+Only the writer (SessionStore) writes one; `load_session` only reads.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import re
+import stat
+from pathlib import Path
+
+from ._files import fsync_dir
+from ._gc import gc_paused
+from ._snapshot_codec import decode_tables
+from ._snapshot_encode import encode_tables
+from ._snapshot_key import key_for_writing, read_key
+from ._state import SessionState
+from ._tables import Tables
+
+SUFFIX = ".snapshot"
+# A session's snapshot is smaller than the session (its values come from the lines);
+# anything much larger is not one of ours, and is not read into memory.
+_SLACK = 1 << 20
+_FIRST = re.compile(rb"tiny-agent-nb snapshot 1 lines=(\d{1,12}) bytes=(\d{1,15}) ")
+_MAC = re.compile(rb"mac=([0-9a-f]{64})\n")
+
+log = logging.getLogger("tiny_agent_nb.session")
+
+
+def snapshot_path(path: str | Path) -> Path:
+    return Path(f"{os.fspath(path)}{SUFFIX}")
+
+
+def _mac(key: bytes, first: bytes, body: bytes | memoryview, prefix: memoryview) -> bytes:
+    mac = hmac.new(key, first, "sha256")
+    mac.update(body)
+    mac.update(prefix)
+    return mac.digest()
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _read_snapshot(path: Path, limit: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # missing, a symlink (ELOOP), unreadable
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 24):
+            chunks.append(chunk)
+            limit -= len(chunk)
+            if limit < 0:  # grew while read
+                return None
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def load_snapshot(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
+    """The tables of the snapshot beside `path` and the bytes of `data` they cover, if
+    it is authentic and made from a prefix of `data`; None for anything else. Never
+    raises, never writes."""
+    try:
+        return _load(path, data)
+    except Exception:  # any failure of any kind means: read in full
+        log.debug("snapshot of %s ignored", path, exc_info=True)
+        return None
+
+
+def _load(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
+    raw = _read_snapshot(snapshot_path(path), len(data) + _SLACK)
+    if raw is None:
+        return None
+    first = _FIRST.match(raw)
+    if first is None:
+        return None
+    mac = _MAC.match(raw, first.end())
+    if mac is None:
+        return None
+    covered, size = int(first[1]), int(first[2])
+    if size > len(data) or data[size - 1 : size] != b"\n":
+        return None
+    key = read_key()
+    if key is None:
+        return None
+    view = memoryview(raw)
+    expected = _mac(key, raw[: first.end()], view[mac.end() :], memoryview(data)[:size])
+    if not hmac.compare_digest(expected, bytes.fromhex(mac[1].decode("ascii"))):
+        return None
+    tables = decode_tables(raw[mac.end() :], data, data.index(b"\n") + 1, size)
+    if len(tables.lines) != covered:
+        return None
+    return tables, size
+
+
+# ---------------------------------------------------------------- writing
+
+# Transaction lines left to reduce past a snapshot before the writer makes a new one:
+# reducing this many costs a resume a few milliseconds; a snapshot of a long session costs
+# its writer far more (docs/benchmarks.md, register row "snapshot").
+SNAPSHOT_TAIL = 256
+
+
+def refresh_snapshot(path: Path, state: SessionState, covered: int, *, sync: bool) -> int:
+    """The writer's policy, at open and at close: a new snapshot when the one on disk (of
+    `covered` lines; 0: none usable) leaves SNAPSHOT_TAIL lines or more to reduce.
+    Returns the lines the snapshot on disk covers now. It can fail without consequence."""
+    lines = state._tables.lines
+    if len(lines) - covered < SNAPSHOT_TAIL:
+        return covered
+    try:
+        if write_snapshot(path, state._header_line, state._tables, sync=sync):
+            return len(lines)
+    except Exception:
+        log.exception("could not write the snapshot of %s", path)
+    return covered
+
+
+def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync: bool) -> bool:
+    """Write the snapshot of `tables` (all of its lines) beside `path`: a new file, then a
+    rename over the old one. False (and nothing left behind) when it cannot be made; a
+    snapshot is never worth an error."""
+    key = key_for_writing()
+    if key is None:
+        return False
+    with gc_paused():
+        body = encode_tables(tables)
+    if body is None:
+        return False
+    lines = tables.lines
+    size = len(header_line) + 1 + sum(lines.sizes())
+    first = b"tiny-agent-nb snapshot 1 lines=%d bytes=%d " % (len(lines), size)
+    mac = hmac.new(key, first, "sha256")
+    mac.update(body)
+    mac.update(header_line)
+    mac.update(b"\n")
+    for piece in lines.pieces():
+        mac.update(piece)
+    content = b"".join((first, b"mac=%s\n" % mac.hexdigest().encode("ascii"), body))
+    target = snapshot_path(path)
+    draft = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+    try:
+        fd = os.open(
+            draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+    except OSError:
+        return False
+    try:
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        draft.replace(target)  # replaces a symlink at `target`, never follows it
+        if sync:
+            fsync_dir(target.parent)
+    except OSError:
+        log.debug("snapshot of %s not written", path, exc_info=True)
+        draft.unlink(missing_ok=True)
+        return False
+    return True

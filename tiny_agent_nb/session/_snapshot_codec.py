@@ -1,0 +1,334 @@
+"""JSON -> `Tables`: the body of a snapshot (docs/spec.md §14); `_snapshot_encode` writes it.
+
+# perf: register row "snapshot" (docs/benchmarks.md)
+Column-wise, so a resume rebuilds each table with a few C-level `map`/`zip` calls rather
+than Python code per record: a table is one column per field, a list of values, or
+{"v": values, "n": counts} for runs of one value (a run's operation id, the model,
+`settled`), or {"d": differences, "n": counts} for integers growing by steady steps (ids'
+indexes, line numbers); every string is an index into one string table whose head is the
+session's ids, in order, joined by commas (ids are UUIDv7 text: one `str.split` instead of
+a JSON string per id); -1 stands for None. Records are rebuilt with `tuple.__new__` on the
+NamedTuple class (`_make` without its Python frame); the pydantic values they hold
+(`ToolIdentity`, `AttemptError`) go through their own strict validators, usage rows are
+checked column by column.
+
+Decoding checks everything it can check cheaply: each column has the right length and
+its values the right types, each index is in range, each status is one the format knows.
+Anything else raises (SnapshotError, or whatever the failing step raises) and the caller
+reads the session in full. JSON only: decoding bytes can never run code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from itertools import accumulate, chain, islice, repeat
+from operator import itemgetter, sub
+from typing import Any, TypeVar, get_args
+
+from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
+from ._tables import (
+    Attempt,
+    AttemptStatus,
+    EntryType,
+    IdRole,
+    IntentStatus,
+    Lines,
+    Operation,
+    OperationStatus,
+    Tables,
+    ToolIntent,
+    UsageRow,
+    UsageTotals,
+)
+
+SNAPSHOT_VERSION = 1
+R = TypeVar("R", bound=tuple[Any, ...])
+Convert = Callable[[list[Any], str], list[Any]]
+
+
+class SnapshotError(Exception):
+    """A snapshot body that does not decode into tables."""
+
+
+def _values(literal: object) -> frozenset[str]:
+    """The strings a Literal (or a union of Literals) allows."""
+    args = get_args(literal)
+    return frozenset(a for arg in args for a in (_values(arg) if get_args(arg) else (arg,)))
+
+
+ROLES: dict[str, IdRole] = {"f": "fact", "o": "operation", "r": "reserved"}
+TYPES: dict[str, EntryType] = {"u": "user", "a": "assistant", "t": "toolResult", "c": "compaction"}
+_KINDS = _values(OperationKind)
+_OPERATION_STATUSES = _values(OperationStatus)
+_ATTEMPT_STATUSES = _values(AttemptStatus)
+_INTENT_STATUSES = _values(IntentStatus)
+_POLICIES = _values(ReplayPolicy)
+_USAGE_KINDS = {"a": True, "t": False}  # names the attempt (else the toolStarted)
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise SnapshotError(what)
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _list(value: object, what: str, length: int | None = None) -> list[Any]:
+    _check(isinstance(value, list), f"{what} is not a list")
+    assert isinstance(value, list)
+    _check(length is None or len(value) == length, f"{what} has the wrong length")
+    return value
+
+
+def _typed(*types: type) -> Convert:
+    allowed = set(types)
+
+    def convert(values: list[Any], what: str) -> list[Any]:
+        _check(set(map(type, values)) <= allowed, f"{what} holds a value of the wrong type")
+        return values
+
+    return convert
+
+
+def _codes(codes: dict[str, Any]) -> Convert:
+    def convert(values: list[Any], what: str) -> list[Any]:
+        _check(set(values) <= codes.keys(), f"{what}: an unknown code")
+        return list(map(codes.__getitem__, values))
+
+    return convert
+
+
+_INTS = _typed(int)
+_INTS_OR_NONE = _typed(int, type(None))
+
+
+class _Decoder:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        joined = body.get("ids")
+        _check(isinstance(joined, str), "ids is not a string")
+        assert isinstance(joined, str)
+        self.ids = joined.split(",") if joined else []
+        strings = _list(body.get("strings"), "strings")
+        _check(set(map(type, strings)) <= {str}, "a string is not a string")
+        self.count = len(self.ids) + len(strings)
+        # -1 is None: the one negative index allowed (checked per column).
+        self.lookup: Callable[[int], str | None] = [*self.ids, *strings, None].__getitem__
+
+    def part(self, name: str, width: int) -> list[Any]:
+        return _list(self.body.get(name), name, width)
+
+    def column(self, raw: object, what: str, length: int, convert: Convert) -> list[Any]:
+        if isinstance(raw, dict):
+            _check(raw.keys() in ({"v", "n"}, {"d", "n"}), f"{what}: runs are v or d, and n")
+            values = _list(raw.get("v", raw.get("d")), what)
+            counts = _INTS(_list(raw["n"], what, len(values)), what)
+            _check(not counts or min(counts) > 0, f"{what}: an empty run")
+            _check(sum(counts) == length, f"{what} has the wrong length")
+            if "d" in raw:  # differences: add them up, then check the values
+                deltas = chain.from_iterable(map(repeat, _INTS(values, what), counts))
+                return convert(list(accumulate(deltas)), what)
+            return list(chain.from_iterable(map(repeat, convert(values, what), counts)))
+        return convert(_list(raw, what, length), what)
+
+    def length(self, raw: object, what: str) -> int:
+        if isinstance(raw, dict):
+            return sum(_INTS(_list(raw.get("n"), what), what))
+        return len(_list(raw, what))
+
+    def refs(self, raw: object, what: str, length: int, *, nullable: bool = False) -> list[Any]:
+        least = -1 if nullable else 0
+
+        def convert(values: list[Any], what: str) -> list[Any]:
+            _INTS(values, what)
+            if values:
+                _check(least <= min(values) and max(values) < self.count, f"{what}: bad index")
+            return list(map(self.lookup, values))
+
+        return self.column(raw, what, length, convert)
+
+
+def _records(cls: type[R], columns: Sequence[Iterable[Any]]) -> list[R]:
+    return list(map(partial(tuple.__new__, cls), zip(*columns, strict=True)))
+
+
+def decode_tables(raw: bytes, data: bytes, start: int, end: int) -> Tables:
+    """The tables a snapshot body `raw` describes; their lines are those of the session
+    file's bytes `data` from `start` (after the header) to `end`, cut where the body's
+    line sizes say (every cut checked to be an LF). Raises on anything malformed."""
+    body = json.loads(raw)
+    _check(isinstance(body, dict), "the body is not an object")
+    _check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
+    d = _Decoder(body)
+    raw_sizes = body.get("lineSizes")
+    sizes = d.column(raw_sizes, "line sizes", d.length(raw_sizes, "line sizes"), _INTS)
+    _check(not sizes or min(sizes) > 0, "an empty line")
+    starts = list(accumulate(sizes, initial=start))
+    _check(starts[-1] == end, "the lines do not end where the snapshot does")
+    if len(sizes) > 1:  # itemgetter of one index gives the byte, not a tuple
+        last_bytes = itemgetter(*map(sub, starts[1:], repeat(1)))(data)
+        _check(last_bytes.count(10) == len(sizes), "a line that does not end with an LF")
+    lines = Lines([], data, starts)
+    roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(ROLES))
+    ids = dict(zip(d.ids, roles, strict=True))
+    _check(len(ids) == len(d.ids), "the ids are not distinct")
+
+    raw_keys, *raw_slots = d.part("entries", 4)
+    n = d.length(raw_keys, "entry ids")
+    keys = d.refs(raw_keys, "entry ids", n)
+    line_col = d.column(raw_slots[0], "entry lines", n, _INTS)
+    if line_col:
+        _check(min(line_col) >= 0 and max(line_col) < len(lines), "an entry past the lines")
+    slots = zip(
+        line_col,
+        d.column(raw_slots[1], "entry positions", n, _INTS),
+        d.column(raw_slots[2], "entry types", n, _codes(TYPES)),
+        strict=True,
+    )
+    entries = dict(zip(keys, slots, strict=True))
+
+    intents, by_call = _intents(d, d.part("intents", 11))
+    raw_keys, raw_values = d.part("consumed", 2)
+    n = d.length(raw_keys, "consumed inputs")
+    consumed = dict(
+        zip(d.refs(raw_keys, "consumed", n), d.refs(raw_values, "consumers", n), strict=True)
+    )
+    raw_keys, raw_ops, raw_counts = d.part("openCalls", 3)
+    n = d.length(raw_keys, "open call entries")
+    open_calls = dict(
+        zip(
+            d.refs(raw_keys, "open call entries", n),
+            zip(
+                d.refs(raw_ops, "open call operations", n),
+                d.column(raw_counts, "open call counts", n, _INTS),
+                strict=True,
+            ),
+            strict=True,
+        )
+    )
+    totals = _typed(int, float)(_list(body.get("totals"), "totals", 7), "totals")
+    _check(all(type(x) is int for x in totals[:4] + totals[5:]), "a total is not a count")
+    last_seq = body.get("lastSeq")
+    _check(type(last_seq) is int, "lastSeq is not an int")
+    last_cut = body.get("lastCut")
+    if last_cut is not None:
+        last_cut = tuple(_INTS(_list(last_cut, "lastCut", 2), "lastCut"))
+    return Tables(
+        ids=ids,
+        entries=entries,
+        operations=_operations(d, _list(body.get("operations"), "operations")),
+        attempts=_attempts(d, d.part("attempts", 15)),
+        intents=intents,
+        intent_by_call=by_call,
+        usage=_usage(d, d.part("usage", 7)),
+        consumed_inputs=consumed,
+        open_call_entries=open_calls,
+        lines=lines,
+        totals=UsageTotals(*totals),
+        last_seq=last_seq,
+        open_operation_id=d.refs([body.get("openOperation")], "open", 1, nullable=True)[0],
+        last_cut=last_cut,
+    )
+
+
+_OPERATION_FIELDS = _typed(int)  # the four counts; then two optional texts and started_at
+
+
+def _operations(d: _Decoder, rows: list[Any]) -> dict[str, Operation]:
+    operations: dict[str, Operation] = {}
+    for raw in rows:
+        row = _list(raw, "an operation", 12)
+        op_id, input_id, resumes = d.refs(row[:3], "operation ids", 3, nullable=True)
+        kind, status, *counts = row[3:]
+        _check(kind in _KINDS and status in _OPERATION_STATUSES, "an unknown kind or status")
+        _OPERATION_FIELDS([*counts[:4], counts[6]], "operation counts")
+        _typed(str, type(None))(counts[4:6], "operation texts")
+        _check(op_id is not None and op_id not in operations, "an operation id")
+        assert op_id is not None
+        operations[op_id] = Operation(op_id, kind, status, input_id, resumes, *counts)
+    return operations
+
+
+def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
+    n = d.length(cols[0], "attempt ids")
+    ids = d.refs(cols[0], "attempt ids", n)
+    counts = d.column(cols[9], "tool call counts", n, _INTS)
+    _check(not counts or min(counts) >= 0, "a negative count of tool calls")
+    flat = d.refs(cols[10], "tool calls", 2 * sum(counts))
+    pairs = zip(flat[0::2], flat[1::2], strict=True)
+    if counts and min(counts) == max(counts) == 1:  # one call per answer: zip makes 1-tuples
+        calls: list[Any] = list(zip(pairs))
+    else:
+        calls = [tuple(islice(pairs, k)) for k in counts]
+    errors: list[AttemptError | None] = [None] * n
+    for row in _list(cols[11], "attempt errors"):
+        index, kind, message, status = _list(row, "an attempt error", 4)
+        _check(type(index) is int and 0 <= index < n, "an attempt error past the attempts")
+        fields = {"kind": kind, "message": message, "status": status}
+        if status is None:
+            del fields["status"]
+        errors[index] = AttemptError.__pydantic_validator__.validate_python(fields)
+    columns = [
+        ids,
+        d.refs(cols[1], "attempt operations", n),
+        d.column(cols[2], "attempt steps", n, _INTS),
+        d.column(cols[3], "attempt numbers", n, _INTS),
+        *(d.refs(cols[k], "attempt fields", n, nullable=k == 8) for k in range(4, 9)),
+        calls,
+        errors,
+        d.column(cols[12], "attempt retryable", n, _typed(bool, type(None))),
+        d.column(cols[13], "attempt starts", n, _INTS),
+        d.column(cols[14], "attempt ends", n, _INTS_OR_NONE),
+    ]
+    _check(set(columns[7]) <= _ATTEMPT_STATUSES, "an unknown attempt status")
+    return dict(zip(ids, _records(Attempt, columns), strict=True))
+
+
+def _intents(
+    d: _Decoder, cols: list[Any]
+) -> tuple[dict[str, ToolIntent], dict[tuple[str, str], str]]:
+    """The intents, and `intent_by_call`: written with each intent and never removed, so
+    derived here rather than stored."""
+    tools = [
+        ToolIdentity.__pydantic_validator__.validate_python(
+            dict(zip(("name", "version", "source"), _list(row, "a tool", 3), strict=True))
+        )
+        for row in _list(d.body.get("tools"), "tools")
+    ]
+    n = d.length(cols[0], "intent ids")
+    ids = d.refs(cols[0], "intent ids", n)
+    columns = [
+        ids,
+        *(d.refs(cols[k], "intent fields", n) for k in range(1, 4)),
+        d.column(cols[4], "intent tools", n, lambda v, w: list(map(tools.__getitem__, v))),
+        d.column(cols[5], "intent arguments", n, _typed(dict)),
+        *(d.refs(cols[k], "intent fields", n) for k in range(6, 11)),
+    ]
+    _check(set(columns[6]) <= _POLICIES, "an unknown replay policy")
+    _check(set(columns[10]) <= _INTENT_STATUSES, "an unknown intent status")
+    by_call = dict(zip(zip(columns[2], columns[3], strict=True), ids, strict=True))
+    return dict(zip(ids, _records(ToolIntent, columns), strict=True)), by_call
+
+
+def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
+    n = d.length(cols[0], "usage kinds")
+    kinds = d.column(cols[0], "usage kinds", n, _codes(_USAGE_KINDS))
+    targets = d.refs(cols[1], "usage targets", n)
+    counts = [d.column(cols[2 + k], "usage counts", n, _INTS) for k in range(4)]
+    _check(all(min(c) >= 0 for c in counts if c), "a negative token count")
+    costs = d.column(cols[6], "usage costs", n, _typed(float, type(None)))
+    _check(all(map(_cost_ok, costs)), "a cost that is no amount")
+    # Exactly one target each, by construction: the column says which field it names.
+    attempts = [t if k else None for k, t in zip(kinds, targets, strict=True)]
+    tools = [None if k else t for k, t in zip(kinds, targets, strict=True)]
+    rows = dict(zip(targets, zip(attempts, tools, *counts, costs, strict=True), strict=True))
+    _check(len(rows) == n, "a usage target twice")
+    return rows
+
+
+def _cost_ok(cost: float | None) -> bool:
+    return cost is None or (cost >= 0 and math.isfinite(cost))

@@ -1,0 +1,174 @@
+"""`Tables` -> JSON: a snapshot's body, as `_snapshot_codec` decodes it (its layout is
+described there). The writer's side: it runs at open and close, not on a resume.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from itertools import compress, repeat
+from operator import is_, ne, sub
+from typing import Any
+
+from . import _snapshot_codec as codec
+from ._tables import Attempt, Tables, ToolIntent, UsageTotals
+
+ROLE_CODES = {role: code for code, role in codec.ROLES.items()}
+TYPE_CODES = {entry_type: code for code, entry_type in codec.TYPES.items()}
+
+
+def _runs(values: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    # A run holds identical values, and True == 1 == 1.0, 0.0 == -0.0 in Python: values
+    # of one type that is not float are compared as they are, others by (type, repr).
+    # Where a run starts is found in C.
+    if not values:
+        return [], []
+    kinds = set(map(type, values))
+    plain = len(kinds) == 1 and float not in kinds
+    keys = values if plain else list(zip(map(type, values), map(repr, values), strict=True))
+    starts = [0, *compress(range(1, len(keys)), map(ne, keys[1:], keys[:-1]))]
+    counts = list(map(sub, [*starts[1:], len(keys)], starts))
+    return list(map(values.__getitem__, starts)), counts
+
+
+def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
+    """A plain list; or {"v": values, "n": counts} when runs at least halve it; or, for
+    integers that grow by steady amounts (ids' indexes, line numbers, steps), the runs
+    of their differences: {"d": differences, "n": counts}."""
+    runs: list[Any] = list(values)
+    best: list[Any] | dict[str, list[Any]] = runs
+    # Counting value changes in C first spares the grouping of a column without runs
+    # (1 == True == 1.0 only ever undercounts them: the exact runs are made below).
+    if 2 * _changes(values) < len(values):
+        runs, counts = _runs(values)
+        if 2 * len(runs) <= len(values):
+            best = {"v": runs, "n": counts}
+    if values and set(map(type, values)) == {int}:
+        deltas = list(map(sub, values, (0, *values[:-1])))
+        if 2 * _changes(deltas) < len(values):
+            deltas, delta_counts = _runs(deltas)
+            if 2 * len(deltas) <= len(values) and len(deltas) < len(runs):
+                best = {"d": deltas, "n": delta_counts}
+    return best
+
+
+def _changes(values: Sequence[Any]) -> int:
+    return sum(map(ne, values[1:], values[:-1]))
+
+
+class _Strings:
+    """The string table: the session's ids, then every other string once; None is -1."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.strings: list[str] = []
+        self.index: dict[str | None, int] = {s: i for i, s in enumerate(ids)}
+        self.size = len(self.index)
+        self.index[None] = -1
+
+    def ref(self, value: str | None) -> int:
+        found = self.index.get(value)
+        if found is None:
+            assert value is not None
+            found = self.index[value] = self.size
+            self.size += 1
+            self.strings.append(value)
+        return found
+
+    def col(self, values: Iterable[str | None]) -> list[Any] | dict[str, list[Any]]:
+        values = list(values)
+        refs = list(map(self.index.get, values))
+        if None in refs:  # strings not in the table yet: each added once, then looked up
+            for new in dict.fromkeys(compress(values, map(is_, refs, repeat(None)))):
+                self.ref(new)
+            refs = list(map(self.index.get, values))
+        return _column(refs)
+
+
+def _fields(records: Sequence[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
+    return list(zip(*records, strict=True)) if records else [() for _ in range(width)]
+
+
+def encode_tables(t: Tables) -> bytes | None:
+    """The body of a snapshot of `t`; None if the ids cannot be joined (never for ids the
+    reducer accepted: they are UUIDv7 text)."""
+    ids = list(t.ids)
+    if any("," in i for i in ids) or "" in ids:
+        return None
+    s = _Strings(ids)
+    col = _column
+    entries = _fields(list(t.entries.values()), 3)
+    a = _fields(list(t.attempts.values()), len(Attempt._fields))
+    i = _fields(list(t.intents.values()), len(ToolIntent._fields))
+    # Keyed by their fields: each intent holds its own equal copy, whose pydantic
+    # __eq__ and __hash__ would run for each.
+    tools: dict[tuple[str, str, str], int] = {}
+    tool_refs = [
+        tools.setdefault((tool.name, tool.version, tool.source), len(tools)) for tool in i[4]
+    ]
+    usage = list(t.usage.values())  # rows: attemptId, toolStartedId, counts..., cost
+    body = {
+        "version": codec.SNAPSHOT_VERSION,
+        "roles": col([ROLE_CODES[r] for r in t.ids.values()]),
+        "entries": [
+            s.col(t.entries),
+            *(col(c) for c in entries[:2]),
+            col([TYPE_CODES[x] for x in entries[2]]),
+        ],
+        "operations": [
+            [
+                s.ref(op.id),
+                s.ref(op.input_entry_id),
+                s.ref(op.resumes_operation_id),
+                *op[1:3],
+                *op[5:],
+            ]
+            for op in t.operations.values()
+        ],
+        "attempts": [
+            *(s.col(c) for c in a[:2]),
+            *(col(c) for c in a[2:4]),
+            *(s.col(c) for c in a[4:9]),
+            col([len(calls) for calls in a[9]]),
+            s.col(part for calls in a[9] for call in calls for part in call),
+            [[row, e.kind, e.message, e.status] for row, e in enumerate(a[10]) if e is not None],
+            *(col(c) for c in a[11:]),
+        ],
+        "intents": [
+            *(s.col(c) for c in i[:4]),
+            col(tool_refs),
+            list(i[5]),
+            *(s.col(c) for c in i[6:]),
+        ],
+        "tools": [list(tool) for tool in tools],
+        "usage": [
+            col(["a" if u[0] is not None else "t" for u in usage]),
+            s.col(t.usage),
+            *(col([u[k] for u in usage]) for k in range(2, 7)),
+        ],
+        "consumed": [s.col(t.consumed_inputs), s.col(t.consumed_inputs.values())],
+        "openCalls": [
+            s.col(t.open_call_entries),
+            s.col(op for op, _ in t.open_call_entries.values()),
+            col([answered for _, answered in t.open_call_entries.values()]),
+        ],
+        "totals": _totals(t.totals),
+        "lastSeq": t.last_seq,
+        "openOperation": s.ref(t.open_operation_id),
+        "lastCut": None if t.last_cut is None else list(t.last_cut),
+        "lineSizes": _column(t.lines.sizes()),
+        "ids": ",".join(ids),
+        "strings": s.strings,
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _totals(u: UsageTotals) -> list[int | float]:
+    return [
+        u.input_tokens,
+        u.output_tokens,
+        u.reasoning_tokens,
+        u.cached_input_tokens,
+        u.cost,
+        u.priced,
+        u.unpriced,
+    ]
