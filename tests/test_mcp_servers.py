@@ -26,6 +26,7 @@ from mcp_helpers import (
     stdio_entry,
     tool_named,
 )
+from mcp_notebook_helpers import processes_mentioning
 from polling import wait_until
 
 from tiny_agent_nb.mcp import McpServers, parse_config
@@ -229,6 +230,7 @@ def test_a_failed_start_is_tried_again_only_when_asked_but_a_dead_server_always(
         servers.close()
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_initialize_is_bounded_by_start_timeout() -> None:
     begun = time.monotonic()
     with started(config(mute=stdio_entry("--hang")), start_timeout=1.0) as (servers, lines):
@@ -400,15 +402,25 @@ def test_a_call_past_the_call_timeout_is_cancelled_and_its_effect_unknown(
         wait_until(lambda: marker.read_text().endswith("cancelled\n"), what="the cancellation")
 
 
-def test_ctrl_c_during_start_stops_what_was_starting(sigint_raises: None) -> None:
-    servers = McpServers(config(mute=stdio_entry("--hang")), start_timeout=30)
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+@pytest.mark.slow
+def test_ctrl_c_during_start_stops_what_was_starting(sigint_raises: None, tmp_path: Path) -> None:
+    tag = str(tmp_path / "mute-server")  # in its command line, so that it can be found
+    servers = McpServers(config(mute=stdio_entry("--say", tag, "--hang")), start_timeout=30)
+
+    def interrupt_once_it_runs() -> None:
+        # Not after a fixed delay: a start that first imports the SDK (the first start in
+        # a process, on a loaded machine) was interrupted before it started anything.
+        wait_until(lambda: processes_mentioning(tag), 30, what="the server process")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_it_runs, daemon=True).start()
     begun = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         servers.start()
     assert time.monotonic() - begun < 15
     assert servers.status()[0].state in ("failed", "stopped")
     servers.close()
+    wait_until(lambda: not processes_mentioning(tag), 30, what="the server process to end")
 
 
 # ---------------------------------------------------------------- close
@@ -433,6 +445,7 @@ def test_close_leaves_no_server_process_and_start_after_close_restarts(
     wait_until(lambda: not pid_alive(again), what="the restarted server to end")
 
 
+@pytest.mark.slow
 def test_close_is_bounded_when_a_server_ignores_stdin_eof_and_sigterm(
     context: ToolContext,
 ) -> None:
