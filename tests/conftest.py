@@ -145,3 +145,10 @@ def forkserver() -> ForkServerContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
     return ctx
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` start first. A parallel run (pyproject's addopts) hands tests
+    to its workers in this order, so the long ones overlap with the many short ones
+    instead of finishing the run alone; a serial run (`-n 0`) only runs them earlier."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
