@@ -32,6 +32,7 @@ sessions and share of the kills), so a parallel run spreads them over workers.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import queue
@@ -667,6 +668,29 @@ class Forked:
         return self.proc.exitcode == -signal.SIGKILL
 
 
+def writer_lock_free(session: Path) -> bool:
+    """Whether a writer could take the session's lock (flock) now; released at once."""
+    with session.open("rb") as stream:
+        try:
+            fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
+        return True
+
+
+def flock_holders(session: Path) -> str:
+    """The processes with the session open, and their command lines (for a failure)."""
+    found = []
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        with contextlib.suppress(OSError):
+            if fd.resolve() == session.resolve():
+                pid = fd.parent.parent.name
+                cmdline = (fd.parent.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                found.append(f"{pid}: {cmdline.decode(errors='replace')}")
+    return "; ".join(found) or "no process now"
+
+
 @dataclass
 class Matrix:
     ctx: ForkServerContext
@@ -820,6 +844,15 @@ class Matrix:
     def after_kill(self, mode: str) -> Snapshot:
         self.kills += 1
         self.kills_in_episode += 1
+        # A process the killed child was starting (a bash call between fork and exec)
+        # holds a copy of its descriptors, the session's and so its lock, until it execs:
+        # on a loaded machine, for a moment after the kill. A kernel restarted by hand
+        # never meets that moment; the next child here would, and be refused as a second
+        # writer. A lock that stays held fails here, naming who has the file open.
+        try:
+            wait_until(lambda: writer_lock_free(self.session), TIMEOUT_S, what="the lock")
+        except AssertionError as exc:
+            raise AssertionError(self.fail(f"{exc}: {flock_holders(self.session)}")) from None
         snap = Snapshot.take(self.session)
         self.where[f"{mode}: {snap.where()}"] += 1
         return snap
