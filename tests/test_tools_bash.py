@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -251,6 +252,28 @@ def test_interrupt_kills_the_process_group_and_reraises(tmp_path: Path, workspac
     assert not running(bash_pid, bash_started)
     assert wait_until(lambda: not running(background, background_started))
     assert wait_until(lambda: not live_group_members(bash_pid))
+
+
+def test_an_interrupt_while_bash_is_being_started_still_stops_it(
+    context: ToolContext, monkeypatch: pytest.MonkeyPatch, sigint_raises: None
+) -> None:
+    # Ctrl-C inside Popen, once bash runs but before the tool holds it (a loaded machine
+    # deschedules the kernel right there): the command must not go on unwatched.
+    started: list[int] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_interrupt(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        signal.raise_signal(signal.SIGINT)  # handled before Popen returns
+        return proc
+
+    monkeypatch.setattr(_bash.subprocess, "Popen", popen_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        bash(context, "sleep 100")
+    (pid,) = started
+    assert not running(pid)
+    assert not live_group_members(pid)
 
 
 def test_the_command_does_not_get_the_api_key_variables(
