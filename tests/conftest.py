@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 from collections.abc import Iterator
+from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,35 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         del os.environ["XDG_STATE_HOME"]
     else:
         os.environ["XDG_STATE_HOME"] = saved
+
+
+# The crash loops (test_session_store_crash, test_agent_crash) fork their SIGKILLed
+# children from one multiprocessing forkserver per test process. There is only one per
+# process and its preload list is fixed when it starts, so every loop asks for the union:
+# whichever runs first on a worker, children of the other still import nothing heavy
+# (a fresh interpreter spends ~0.3 s importing pydantic and httpx; hundreds of kills
+# cannot afford it). Python 3.11's forkserver ignores the parent's sys.path, so only
+# the package (on PYTHONPATH or installed) and its dependencies can be preloaded there.
+FORKSERVER_PRELOAD = [
+    "tiny_agent_nb.session",
+    "tiny_agent_nb.agent",
+    "tiny_agent_nb.provider",
+    "tiny_agent_nb.tools",
+    "httpx",
+    "httpcore",
+    "children.commit_loop",
+]
+
+
+@pytest.fixture(scope="session")
+def forkserver() -> ForkServerContext:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return ctx
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` start first. A parallel run (pyproject's addopts) hands tests
+    to its workers in this order, so the long ones overlap with the many short ones
+    instead of finishing the run alone; a serial run (`-n 0`) only runs them earlier."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

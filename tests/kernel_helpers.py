@@ -27,7 +27,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -110,10 +113,13 @@ class Execution:
 class Kernel:
     """One real IPython kernel process, started in `cwd` with `env`."""
 
-    def __init__(self, km: KernelManager, kc: BlockingKernelClient, log: IO[bytes]) -> None:
+    def __init__(
+        self, km: KernelManager, kc: BlockingKernelClient, log: IO[bytes], sockets: Path
+    ) -> None:
         self.km = km
         self.kc = kc
         self._log = log
+        self._sockets = sockets
 
     @classmethod
     def start(cls, *, cwd: Path, env: Mapping[str, str]) -> Kernel:
@@ -122,7 +128,18 @@ class Kernel:
         runtime = Path(env.get("JUPYTER_RUNTIME_DIR") or cwd)
         runtime.mkdir(parents=True, exist_ok=True)
         name = f"kernel-{uuid.uuid4().hex[:12]}"
-        km = KernelManager(kernel_name=KERNEL_NAME, connection_file=str(runtime / f"{name}.json"))
+        # Its channels are socket files (ipc), as the demo's are, not TCP ports: a port
+        # jupyter_client picks by binding and releasing it can be taken by another process
+        # before the kernel binds it (parallel test workers start kernels and servers at
+        # once), and the kernel then dies at start. A Unix socket's path must stay under
+        # 108 bytes, which tmp_path does not promise: a short directory of their own.
+        sockets = Path(tempfile.mkdtemp(prefix="tan-kernel-"))
+        km = KernelManager(
+            kernel_name=KERNEL_NAME,
+            connection_file=str(runtime / f"{name}.json"),
+            transport="ipc",
+            ip=str(sockets / "k"),
+        )
         log = (runtime / f"{name}.log").open("wb")
         km.start_kernel(cwd=str(cwd), env=dict(env), stdout=log, stderr=log)
         kc = km.blocking_client()
@@ -133,8 +150,12 @@ class Kernel:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
             log.close()
+            shutil.rmtree(sockets, ignore_errors=True)
+            # Why it did not start is in what the kernel process wrote (shown with the failure).
+            log_text = Path(log.name).read_text(encoding="utf-8", errors="replace")
+            print(f"kernel {name} did not start; it wrote:\n{log_text}", file=sys.stderr)
             raise
-        return cls(km, kc, log)
+        return cls(km, kc, log, sockets)
 
     @property
     def log_text(self) -> str:
@@ -213,6 +234,7 @@ class Kernel:
         else:
             self.km.cleanup_resources()
         self._log.close()
+        shutil.rmtree(self._sockets, ignore_errors=True)
 
 
 def _absorb(run: Execution, msg: dict[str, Any]) -> None:

@@ -51,6 +51,10 @@ except ImportError:  # a test extra; _require() decides between skip and fail
     sync_playwright = None
     PlaywrightTimeout = TimeoutError
 
+# The tests share a JupyterLab server and Chromium per fixture and run in order (a later
+# test reopens what an earlier one saved): one worker runs them all in a parallel run.
+pytestmark = pytest.mark.xdist_group("browser")
+
 QUICKSTART = REPO / "tiny_agent_nb" / "examples" / "quickstart.ipynb"
 STEP_TIMEOUT_MS = 60_000  # generous for a loaded CI machine; a healthy run needs seconds
 TIMELINE = ".jp-OutputArea-output:has(.tan-timeline)"

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tiny_agent_nb.session import load_session
 
 
+@pytest.mark.slow
 def test_demo_kills_a_kernel_mid_tool_and_resumes_with_the_offline_model(tmp_path: Path) -> None:
     env = {
         k: v

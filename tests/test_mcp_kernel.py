@@ -124,6 +124,7 @@ def started_pid(marker: Path) -> int:
     return int(marker_lines(marker)[0].split()[0])
 
 
+@pytest.mark.slow
 def test_a_kernel_killed_during_an_mcp_call_leaves_no_server_and_is_never_rerun(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer, marker: Path
 ) -> None:
@@ -182,6 +183,7 @@ def test_a_kernel_killed_during_an_mcp_call_leaves_no_server_and_is_never_rerun(
     ]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_an_mcp_call_cancels_it_and_the_kernel_goes_on(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer, marker: Path
 ) -> None:
@@ -220,6 +222,7 @@ def test_ctrl_c_during_an_mcp_call_cancels_it_and_the_kernel_goes_on(
     wait_until(lambda: not processes_mentioning(lingering(workspace)), 30, what="no orphan left")
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_a_server_starts_stops_it_and_records_nothing(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:

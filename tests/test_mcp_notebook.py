@@ -221,6 +221,7 @@ def test_a_server_that_fails_to_start_is_one_line_and_the_run_goes_on(
     assert [o.status for o in state.operations.values()] == ["completed"]
 
 
+@pytest.mark.slow
 def test_a_server_that_hangs_on_initialize_is_given_up_after_the_start_timeout(
     run: Run, server: OpenAIServer, tmp_path: Path
 ) -> None:

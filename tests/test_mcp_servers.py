@@ -26,6 +26,7 @@ from mcp_helpers import (
     stdio_entry,
     tool_named,
 )
+from mcp_notebook_helpers import processes_mentioning
 from polling import wait_until
 
 from tiny_agent_nb.mcp import McpServers, parse_config
@@ -38,9 +39,15 @@ def http_server() -> Iterator[HttpTestServer]:
         yield server
 
 
-@pytest.fixture(params=["stdio", "http"])
+# The tools-and-results tests list the test server's tools and call stateless ones, each
+# with a workspace of its own: they share one started server per transport (a stdio
+# server is a Python start and the SDK's import each time), on one worker.
+SHARED_SERVER = pytest.mark.xdist_group("mcp_servers_shared")
+
+
+@pytest.fixture(scope="module", params=["stdio", "http"])
 def servers(request: pytest.FixtureRequest, http_server: HttpTestServer) -> Iterator[McpServers]:
-    """The test server as `t`, over each transport."""
+    """The test server as `t`, over each transport, started once for the module."""
     entry = stdio_entry() if request.param == "stdio" else {"url": http_server.url}
     with started(parse_config({"mcpServers": {"t": entry}})) as (servers, lines):
         assert lines == []
@@ -59,6 +66,7 @@ def config(**entries: dict[str, Any]) -> Any:
 # ---------------------------------------------------------------- tools and results
 
 
+@SHARED_SERVER
 def test_every_tool_is_offered_as_server__tool_with_the_servers_identity(
     servers: McpServers,
 ) -> None:
@@ -80,18 +88,21 @@ def test_every_tool_is_offered_as_server__tool_with_the_servers_identity(
     assert status.tools == tuple(t.name for t in tools)
 
 
+@SHARED_SERVER
 def test_text_and_is_error_results(servers: McpServers, context: ToolContext) -> None:
     assert tool_named(servers, "t__add").run({"a": 2, "b": 40}, context).content == "42"
     failed = tool_named(servers, "t__fail").run({"message": "disk full"}, context)
     assert (failed.content, failed.is_error) == ("disk full", True)
 
 
+@SHARED_SERVER
 def test_an_image_is_described_never_dumped(servers: McpServers, context: ToolContext) -> None:
     output = tool_named(servers, "t__image").run({}, context)
     assert output.content == "[image image/png, 70 B, not shown]"
     assert "iVBOR" not in output.content  # the PNG's base64
 
 
+@SHARED_SERVER
 def test_structured_content_is_compact_json_unless_a_text_block_carries_it(
     servers: McpServers, context: ToolContext
 ) -> None:
@@ -102,6 +113,7 @@ def test_structured_content_is_compact_json_unless_a_text_block_carries_it(
     assert tool_named(servers, "t__echo").run({"text": "hi"}, context).content == "hi"
 
 
+@SHARED_SERVER
 def test_resources_are_shown_by_uri_with_text_and_blobs_described(
     servers: McpServers, context: ToolContext
 ) -> None:
@@ -115,6 +127,7 @@ def test_resources_are_shown_by_uri_with_text_and_blobs_described(
     assert base64.b64encode(bytes(2048)).decode()[:40] not in output.content
 
 
+@SHARED_SERVER
 def test_usage_the_tool_reports_in_its_result_meta(
     servers: McpServers, context: ToolContext
 ) -> None:
@@ -123,6 +136,7 @@ def test_usage_the_tool_reports_in_its_result_meta(
     assert tool_named(servers, "t__echo").run({"text": "x"}, context).usage is None
 
 
+@SHARED_SERVER
 def test_a_large_result_is_truncated_like_the_builtins(servers: McpServers, tmp_path: Path) -> None:
     output = tool_named(servers, "t__big").run(
         {"n": 5000}, ToolContext(workspace=tmp_path, output_limit=300)
@@ -132,6 +146,7 @@ def test_a_large_result_is_truncated_like_the_builtins(servers: McpServers, tmp_
     assert len(output.content) < 400
 
 
+@SHARED_SERVER
 def test_arguments_are_validated_against_the_input_schema_naming_the_field(
     servers: McpServers,
 ) -> None:
@@ -143,6 +158,7 @@ def test_arguments_are_validated_against_the_input_schema_naming_the_field(
         add.parse_arguments({"a": 1})
 
 
+@SHARED_SERVER
 def test_effective_arguments_are_the_arguments_as_sent_without_defaults_filled(
     servers: McpServers, context: ToolContext
 ) -> None:
@@ -229,6 +245,7 @@ def test_a_failed_start_is_tried_again_only_when_asked_but_a_dead_server_always(
         servers.close()
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_initialize_is_bounded_by_start_timeout() -> None:
     begun = time.monotonic()
     with started(config(mute=stdio_entry("--hang")), start_timeout=1.0) as (servers, lines):
@@ -400,15 +417,25 @@ def test_a_call_past_the_call_timeout_is_cancelled_and_its_effect_unknown(
         wait_until(lambda: marker.read_text().endswith("cancelled\n"), what="the cancellation")
 
 
-def test_ctrl_c_during_start_stops_what_was_starting(sigint_raises: None) -> None:
-    servers = McpServers(config(mute=stdio_entry("--hang")), start_timeout=30)
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+@pytest.mark.slow
+def test_ctrl_c_during_start_stops_what_was_starting(sigint_raises: None, tmp_path: Path) -> None:
+    tag = str(tmp_path / "mute-server")  # in its command line, so that it can be found
+    servers = McpServers(config(mute=stdio_entry("--say", tag, "--hang")), start_timeout=30)
+
+    def interrupt_once_it_runs() -> None:
+        # Not after a fixed delay: a start that first imports the SDK (the first start in
+        # a process, on a loaded machine) was interrupted before it started anything.
+        wait_until(lambda: processes_mentioning(tag), 30, what="the server process")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_it_runs, daemon=True).start()
     begun = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         servers.start()
     assert time.monotonic() - begun < 15
     assert servers.status()[0].state in ("failed", "stopped")
     servers.close()
+    wait_until(lambda: not processes_mentioning(tag), 30, what="the server process to end")
 
 
 # ---------------------------------------------------------------- close
@@ -433,6 +460,7 @@ def test_close_leaves_no_server_process_and_start_after_close_restarts(
     wait_until(lambda: not pid_alive(again), what="the restarted server to end")
 
 
+@pytest.mark.slow
 def test_close_is_bounded_when_a_server_ignores_stdin_eof_and_sigterm(
     context: ToolContext,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_notebook_kernel import SESSION, assert_clean, load, markdown
 
 from tiny_agent_nb.session import CompactionEntry, load_session
@@ -20,6 +21,7 @@ WINDOW = 16000  # tokens; compaction past 0.8 x 16000 = 12800 (~51 KB of message
 BIG = "\n".join(f"line {i:04d} " + "q" * 50 for i in range(100))  # ~6 KB, ~1500 tokens
 
 
+@pytest.mark.slow
 def test_two_hundred_cells_with_large_tool_outputs_stay_within_the_window(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:

@@ -19,13 +19,14 @@ already imported the store, so a kill costs milliseconds instead of a fresh inte
 ~0.2 s of imports. Each child is still its own process that opens the file itself, holds
 its own descriptor and flock, and dies by a real SIGKILL.
 
-Seed: TINY_AGENT_CRASH_SEED (default below). Kills: TINY_AGENT_CRASH_KILLS.
+Seed: TINY_AGENT_CRASH_SEED (default below). Kills: TINY_AGENT_CRASH_KILLS, in SHARDS
+independent tests (each its own seed stream, files and share of the kills, each needing
+its own torn tails), so a parallel run spreads them over workers.
 """
 
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import random
 import signal
@@ -49,22 +50,12 @@ KILLS = int(os.environ.get("TINY_AGENT_CRASH_KILLS", "240"))
 # repair on repair, few enough that reopening (a full reduction) stays cheap.
 KILLS_PER_FILE = 20
 BIG_SHARE = 0.4  # share of children that write 1-4 MB tool results
+SHARDS = 4
 # Kills land inside a write by chance; if too few did, aim more kills at large writes.
-MIN_TORN_TAILS = 3
+# Per shard: the whole loop sees at least SHARDS torn tails.
+MIN_TORN_TAILS = 1
 MAX_EXTRA_KILLS = 150
 TIMEOUT_S = 30.0
-
-
-@pytest.fixture(scope="module")
-def forkserver() -> ForkServerContext:
-    ctx = multiprocessing.get_context("forkserver")
-    # Python 3.11's forkserver ignores the parent's sys.path, so the installed package is
-    # what it can preload there; later versions find the child module as well. The agent
-    # package: a child reconciles with the planner's recovery (80 ms to import per child).
-    ctx.set_forkserver_preload(
-        ["tiny_agent_nb.session", "tiny_agent_nb.agent", "children.commit_loop"]
-    )
-    return ctx
 
 
 @dataclass
@@ -72,6 +63,7 @@ class CrashLoop:
     ctx: ForkServerContext
     directory: Path
     rng: random.Random
+    shard: int = 0
     path: Path = Path()
     kills: int = 0
     kills_on_file: int = 0
@@ -82,7 +74,10 @@ class CrashLoop:
     strategies: dict[str, int] = field(default_factory=dict)
 
     def fail(self, what: str) -> str:
-        return f"seed {SEED} (TINY_AGENT_CRASH_SEED), kill {self.kills} ({self.path.name}): {what}"
+        return (
+            f"seed {SEED} (TINY_AGENT_CRASH_SEED) shard {self.shard}, kill {self.kills} "
+            f"({self.path.name}): {what}"
+        )
 
     def run(self, kills: int) -> None:
         for n in itertools.count():
@@ -185,7 +180,8 @@ class CrashLoop:
         torn = len(raw) - (raw.rfind(b"\n") + 1)
         state = load_session(self.path)  # must not raise: a kill never corrupts the file
         assert state.torn_tail_bytes == torn, self.fail(f"reader ignored {state.torn_tail_bytes}")
-        seqs = [fact.seq for fact in state.facts]
+        facts = state.facts  # built from the file on each access: once here
+        seqs = [fact.seq for fact in facts]
         assert seqs == list(range(1, state.last_seq + 1)), self.fail("seqs not contiguous")
         assert state.last_seq >= self.last_seq, self.fail("committed facts disappeared")
         if acks:
@@ -194,7 +190,7 @@ class CrashLoop:
             assert state.last_seq >= acked_seq, self.fail(
                 f"acknowledged seq {acked_seq} lost: the file ends at seq {state.last_seq}"
             )
-            assert state.facts[acked_seq - 1].id == acked_id, self.fail(
+            assert facts[acked_seq - 1].id == acked_id, self.fail(
                 f"seq {acked_seq} is not the acknowledged fact {acked_id}"
             )
         if torn:
@@ -216,19 +212,21 @@ class CrashLoop:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("shard", range(SHARDS))
 def test_sigkilled_writers_never_lose_acknowledged_commits(
-    tmp_path: Path, forkserver: ForkServerContext
+    tmp_path: Path, forkserver: ForkServerContext, shard: int
 ) -> None:
-    loop = CrashLoop(forkserver, tmp_path, random.Random(SEED))
+    kills = KILLS // SHARDS + (shard < KILLS % SHARDS)
+    loop = CrashLoop(forkserver, tmp_path, random.Random(f"{SEED}/{shard}"), shard)
     started = time.monotonic()
-    loop.run(KILLS)
+    loop.run(kills)
 
     report = (
-        f"seed {SEED}: {loop.kills} SIGKILLs in {time.monotonic() - started:.1f}s, "
+        f"seed {SEED} shard {shard}: {loop.kills} SIGKILLs in {time.monotonic() - started:.1f}s, "
         f"{len(loop.torn_tails)} left a torn tail "
         f"(sizes {sorted(loop.torn_tails)}), kills by strategy {loop.strategies}"
     )
     print(report)
-    assert loop.kills >= KILLS, report
+    assert loop.kills >= kills, report
     assert loop.torn_tails, "no kill landed inside a write: torn-tail repair untested. " + report
     assert loop.last_seq > 0, report

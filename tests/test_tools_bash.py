@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,10 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
     return condition()
 
 
-def running(pid: int) -> bool:
+def running(pid: int, started: str | None = None) -> bool:
+    """Whether the process runs; with `started` (its `started_at`), whether that very
+    process does: the suite starts processes fast enough, in parallel, that a pid can
+    be handed to a new one."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
@@ -62,7 +66,17 @@ def running(pid: int) -> bool:
         except ProcessLookupError:
             return False
         return True
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    fields = stat.rsplit(")", 1)[1].split()  # from field 3, the state
+    return fields[0] not in ("Z", "X") and started in (None, fields[19])
+
+
+def started_at(pid: int) -> str | None:
+    """The process's start time (field 22 of /proc/PID/stat): with its pid, it names one
+    process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
 
 
 def live_group_members(pgid: int) -> list[int]:
@@ -224,7 +238,8 @@ def test_interrupt_kills_the_process_group_and_reraises(tmp_path: Path, workspac
         started = wait_until(lambda: pidfile.exists() or child.poll() is not None, 30)
         assert started and pidfile.exists(), child.communicate(timeout=10)
         bash_pid, background = read_pids(pidfile)
-        assert running(background)
+        bash_started, background_started = started_at(bash_pid), started_at(background)
+        assert running(background, background_started)
 
         child.send_signal(signal.SIGINT)
         stdout, stderr = child.communicate(timeout=30)
@@ -234,9 +249,31 @@ def test_interrupt_kills_the_process_group_and_reraises(tmp_path: Path, workspac
             child.wait()
     assert child.returncode == 130, (stdout, stderr)
     assert stdout.strip() == "KeyboardInterrupt propagated"
-    assert not running(bash_pid)
-    assert wait_until(lambda: not running(background))
+    assert not running(bash_pid, bash_started)
+    assert wait_until(lambda: not running(background, background_started))
     assert wait_until(lambda: not live_group_members(bash_pid))
+
+
+def test_an_interrupt_while_bash_is_being_started_still_stops_it(
+    context: ToolContext, monkeypatch: pytest.MonkeyPatch, sigint_raises: None
+) -> None:
+    # Ctrl-C inside Popen, once bash runs but before the tool holds it (a loaded machine
+    # deschedules the kernel right there): the command must not go on unwatched.
+    started: list[int] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_interrupt(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        signal.raise_signal(signal.SIGINT)  # handled before Popen returns
+        return proc
+
+    monkeypatch.setattr(_bash.subprocess, "Popen", popen_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        bash(context, "sleep 100")
+    (pid,) = started
+    assert not running(pid)
+    assert not live_group_members(pid)
 
 
 def test_the_command_does_not_get_the_api_key_variables(

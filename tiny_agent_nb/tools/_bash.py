@@ -19,10 +19,11 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -67,17 +68,20 @@ class Bash(BuiltinTool[BashArguments]):
 
     def execute(self, arguments: BashArguments, context: ToolContext) -> ToolOutput:
         output = CappedOutput(context.output_limit)
-        proc = subprocess.Popen(
-            ["bash", "-c", arguments.command],
-            cwd=workspace_root(context),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=child_environment(os.environ, context.secrets),
-        )
+        held = _InterruptHeld()
+        with held:
+            proc = subprocess.Popen(
+                ["bash", "-c", arguments.command],
+                cwd=workspace_root(context),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=child_environment(os.environ, context.secrets),
+            )
         assert proc.stdout is not None
         try:
+            held.deliver()  # an interrupt that came while bash started: stopped below
             ending = _collect(proc, proc.stdout.fileno(), output, arguments.timeout)
             if ending == "timeout":
                 stop_group(proc)
@@ -90,6 +94,41 @@ class Bash(BuiltinTool[BashArguments]):
         finally:
             proc.stdout.close()
         return _result(output.text(), ending, proc.returncode, arguments.timeout)
+
+
+class _InterruptHeld:
+    """Ctrl-C (SIGINT, KeyboardInterrupt in the main thread) waits while bash starts: one
+    landing inside Popen, once bash runs but before `proc` is ours, would leave the command
+    running unwatched. `deliver()` raises it where the caller can stop the command; if
+    Popen itself failed, leaving the block raises it. Elsewhere than on the main thread
+    SIGINT never arrives as an exception, and nothing is held."""
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._pending = False
+
+    def _record(self, signum: int, frame: object) -> None:
+        self._pending = True
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is not None:  # None: a handler not set from Python, left alone
+            self._previous = previous
+            signal.signal(signal.SIGINT, self._record)
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        if kind is not None:
+            self.deliver()
+
+    def deliver(self) -> None:
+        if self._pending:
+            self._pending = False
+            signal.raise_signal(signal.SIGINT)  # the kernel's own handler, as if it came now
 
 
 def child_environment(environ: Mapping[str, str], secrets: Iterable[str]) -> dict[str, str]:
