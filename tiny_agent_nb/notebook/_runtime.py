@@ -6,7 +6,6 @@ failure becomes a `NotebookError` with one readable message.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +29,6 @@ from ..provider import (
 from ..render import cell_text
 from ..session import (
     Durability,
-    Fact,
     HeaderInit,
     NotASessionError,
     SessionCorruptError,
@@ -42,6 +40,7 @@ from ..session import (
 )
 from ..tools import ToolContext
 from ._config import TinyAgent
+from ._followers import SessionFollowers, Watcher
 from ._mcp import KernelServers
 from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
@@ -58,9 +57,6 @@ from ._provider import KernelProvider
 from ._report import OpenReport
 
 AskFn = Callable[[str, object], bool]
-Watcher = Callable[[Sequence[Fact]], None]
-
-log = logging.getLogger(__name__)
 
 
 class NotebookAgent:
@@ -70,17 +66,10 @@ class NotebookAgent:
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
         self.open_error: str | None = None
-        # Built once per open session, at its first model request (not by the recovery
-        # at open), and kept current by its subscription, so a cell does not decode and
-        # re-encode the whole history before its first request.
-        self._context: ContextProjection | None = None
-        self._unfollow_context: Callable[[], None] | None = None
         # Set while another process writes the chosen file: this kernel only reads it.
         self.read_only: str | None = None
-        # Displays follow "the current session" through this kernel, never a store:
-        # `%agent new`/`session` close the store they would hold.
-        self._watchers: list[Watcher] = []
-        self._unfollow_store: Callable[[], None] | None = None
+        # The displays and the model's context, moved from store to store with the session.
+        self._followers = SessionFollowers()
         # The way to the model: its HTTP client and the windows its servers list, kept
         # for the open session (`close()` ends them), and the refusal of a run that
         # cannot succeed.
@@ -114,8 +103,7 @@ class NotebookAgent:
         notes = self._close_noting()  # closed even when its last sync fails: go on
         self.store, self.location, self.open_error = store, location, None
         self.read_only = None
-        self._unfollow_store = store.subscribe(self._tell)
-        self._tell(())
+        self._followers.follow(store)
         try:
             recovery = self._recover()
         except AgentError as exc:  # the file refused the write (disk full): nothing changed
@@ -176,11 +164,8 @@ class NotebookAgent:
         return self._loop(provider=NO_MODEL, with_mcp=False).recover()
 
     def close(self) -> None:
-        self._forget_context()
+        self._followers.unfollow()
         self.mcp.close()
-        if self._unfollow_store is not None:
-            self._unfollow_store()
-            self._unfollow_store = None
         self.model.close()
         store, self.store = self.store, None
         if store is None:
@@ -192,7 +177,7 @@ class NotebookAgent:
             # released anyway, so this kernel holds no session from here on.
             raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
         finally:
-            self._tell(())
+            self._followers.tell(())
 
     def _close_noting(self) -> list[str]:
         """`close()`, its failure kept as a note for the report of what opens next."""
@@ -207,22 +192,7 @@ class NotebookAgent:
         """Call `watcher(facts)` after each commit to the current session, whichever
         it is, and `watcher(())` when this kernel switches or closes its session.
         Returns unwatch."""
-        self._watchers.append(watcher)
-
-        def unwatch() -> None:
-            if watcher in self._watchers:
-                self._watchers.remove(watcher)
-
-        return unwatch
-
-    def _tell(self, facts: Sequence[Fact]) -> None:
-        for watcher in list(self._watchers):
-            try:
-                watcher(facts)
-            except Exception:
-                # A display that fails must not fail the commit, the run or the switch
-                # it was told about: the facts are durable already.
-                log.exception("timeline display %r failed", watcher)
+        return self._followers.watch(watcher)
 
     def read_state(self) -> tuple[SessionState, str | None]:
         """The current session as of now, and a label when this kernel only reads it
@@ -240,27 +210,7 @@ class NotebookAgent:
 
     def context(self) -> ContextProjection:
         """What the model is sent, followed for the open session across cells."""
-        store = self.require_store()
-        if self._context is None:
-            context = ContextProjection.following(store.load, None)
-
-            def follow(facts: Sequence[Fact]) -> None:
-                try:
-                    context.apply(facts)
-                except Exception:
-                    # Out of step with the file from here on: the next cell rebuilds it
-                    # from the file instead of sending a conversation with a hole in it.
-                    self._forget_context()
-                    raise
-
-            self._context = context
-            self._unfollow_context = store.subscribe(follow)
-        return self._context
-
-    def _forget_context(self) -> None:
-        if self._unfollow_context is not None:
-            self._unfollow_context()
-        self._context = self._unfollow_context = None
+        return self._followers.context(self.require_store())
 
     def new(self) -> tuple[Path, OpenReport]:
         """Keep the current file under the next free `<stem>.agent.<n>.jsonl`; start fresh.
