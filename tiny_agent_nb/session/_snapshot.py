@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ._files import fsync_dir
 from ._gc import gc_paused
+from ._lines import Lines, Source
 from ._snapshot_codec import decode_tables
 from ._snapshot_encode import encode_tables
 from ._snapshot_key import key_for_writing, read_key
@@ -83,19 +84,20 @@ def _read_snapshot(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def load_snapshot(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
-    """The tables of the snapshot beside `path` and the bytes of `data` they cover, if
-    it is authentic and made from a prefix of `data`; None for anything else. Never
-    raises, never writes."""
+def load_snapshot(path: str | Path, source: Source, size: int, start: int) -> Tables | None:
+    """The tables of the snapshot beside `path`, if it is authentic and made from a
+    prefix of the file's first `size` bytes in `source` (whose lines start at `start`);
+    their lines end where that prefix does. None for anything else. Never raises, never
+    writes."""
     try:
-        return _load(path, data)
+        return _load(path, source, size, start)
     except Exception:  # any failure of any kind means: read in full
         log.debug("snapshot of %s ignored", path, exc_info=True)
         return None
 
 
-def _load(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
-    raw = _read_snapshot(snapshot_path(path), len(data) + _SLACK)
+def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | None:
+    raw = _read_snapshot(snapshot_path(path), size + _SLACK)
     if raw is None:
         return None
     first = _FIRST.match(raw)
@@ -104,20 +106,33 @@ def _load(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
     mac = _MAC.match(raw, first.end())
     if mac is None:
         return None
-    covered, size = int(first[1]), int(first[2])
-    if size > len(data) or data[size - 1 : size] != b"\n":
+    covered, end = int(first[1]), int(first[2])
+    if not start <= end <= size:
         return None
     key = read_key()
     if key is None:
         return None
-    view = memoryview(raw)
-    expected = _mac(key, raw[: first.end()], view[mac.end() :], memoryview(data)[:size])
-    if not hmac.compare_digest(expected, bytes.fromhex(mac[1].decode("ascii"))):
+    # One pass over the covered bytes, a chunk at a time: the MAC, and the lines with
+    # their digests (docs/spec.md §14.1). No copy of the file is held.
+    digest = hmac.new(key, raw[: first.end()], "sha256")
+    digest.update(memoryview(raw)[mac.end() :])
+    for chunk in source.chunks(0, start):
+        digest.update(chunk)
+    lines = Lines(source, start)
+    pending = b""
+    for chunk in source.chunks(start, end):
+        digest.update(chunk)
+        parts = (pending + chunk).split(b"\n") if pending else chunk.split(b"\n")
+        pending = parts.pop()
+        lines.add_read_many(parts)
+    if pending or lines.end() != end:  # the prefix does not end with an LF, or is short
         return None
-    tables = decode_tables(raw[mac.end() :], data, data.index(b"\n") + 1, size)
+    if not hmac.compare_digest(digest.digest(), bytes.fromhex(mac[1].decode("ascii"))):
+        return None
+    tables = decode_tables(raw[mac.end() :], lines)
     if len(tables.lines) != covered:
         return None
-    return tables, size
+    return tables
 
 
 # ---------------------------------------------------------------- writing

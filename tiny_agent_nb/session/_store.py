@@ -34,7 +34,7 @@ from ._framing import describe_validation_error, encode_transaction, is_torn_hea
 from ._ids import is_uuid7, new_id
 from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header, RecordFact
-from ._reader import reduce_bytes
+from ._reader import reduce_source
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
 from ._snapshot import refresh_snapshot
@@ -164,11 +164,11 @@ class SessionStore:
         clock: Clock,
         sync_dir: bool = False,
     ) -> SessionStore:
-        data = file.read()
+        source, size = file.reader(str(path))
         try:
-            state = reduce_bytes(path, data, snapshot=key is not None)
+            state = reduce_source(path, source, size, snapshot=key is not None)
         except NotASessionError:
-            if create is None or not is_torn_header(data):
+            if create is None or not is_torn_header(file.read()):
                 raise
             # Empty, or a header torn by a writer that died while creating: start over.
             state = cls._write_header(file, path, create, durability, clock)
@@ -178,7 +178,7 @@ class SessionStore:
             if state.torn_tail_bytes:
                 # The previous writer died mid-append; its partial line was never
                 # committed. Cut it so the next line starts on a clean boundary.
-                file.truncate(len(data) - state.torn_tail_bytes)
+                file.truncate(size - state.torn_tail_bytes)
                 if durability == "power":
                     file.sync()
         if created and sync_dir:
@@ -306,14 +306,15 @@ class SessionStore:
         return built
 
     def _resync(self, file: StoreFile) -> None:
-        data = file.read()
-        torn = len(data) - (data.rfind(b"\n") + 1)
-        if torn:
-            file.truncate(len(data) - torn)
-            data = data[: len(data) - torn]
+        source, size = file.reader(str(self._path))
         known = self._state.last_seq
-        self._state = reduce_bytes(self._path, data)
-        self._size = len(data)
+        state = reduce_source(self._path, source, size)
+        if state.torn_tail_bytes:
+            size -= state.torn_tail_bytes
+            file.truncate(size)
+            state._torn_tail_bytes = 0
+        self._state = state
+        self._size = size
         self._stale = False
         self._notify(self._state.facts[known:])
 
