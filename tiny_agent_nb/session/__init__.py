@@ -51,10 +51,11 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
+from ._opening import Durability, HeaderInit
 from ._reader import load_session, load_session_bytes
 from ._salvage import SalvageResult, salvage
 from ._state import SessionState
-from ._store import Durability, HeaderInit, SessionStore
+from ._store import SessionStore
 from ._tables import Attempt, Operation, ToolIntent, UsageTotals
 
 __all__ = [

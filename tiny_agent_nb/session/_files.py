@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ._exceptions import NotASessionError
+from ._lines import Source
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -100,6 +101,7 @@ class StoreFile(Protocol):
     """What a SessionStore needs of the file it is the one writer of."""
 
     def read(self) -> bytes: ...
+    def reader(self, name: str) -> tuple[Source, int]: ...
     def append(self, data: bytes) -> None: ...
     def truncate(self, size: int) -> None: ...
     def sync(self) -> None: ...
@@ -116,6 +118,20 @@ class DescriptorFile:
 
     def read(self) -> bytes:
         return read_fd(self.fd)
+
+    def reader(self, name: str) -> tuple[Source, int]:
+        """A read-only descriptor of this very file (its own open file description, so
+        holding it keeps no lock) for a state to read its lines back from, and the
+        file's size now."""
+        try:
+            fd = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # no /proc: the path, if it still names this file
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+            mine, theirs = os.fstat(self.fd), os.fstat(fd)
+            if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+                os.close(fd)
+                raise OSError(f"{name} was replaced while it was opened") from None
+        return Source(name, fd=fd), os.fstat(self.fd).st_size
 
     def append(self, data: bytes) -> None:
         write_all(self.fd, data)
@@ -156,6 +172,10 @@ class MemoryFile:
 
     def read(self) -> bytes:
         return bytes(self.buffer)
+
+    def reader(self, name: str) -> tuple[Source, int]:
+        data = bytes(self.buffer)
+        return Source(name, data=data), len(data)
 
     def append(self, data: bytes) -> None:
         self.buffer += data

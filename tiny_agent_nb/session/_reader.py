@@ -4,20 +4,22 @@ As LevelDB's `log::Reader` does with its `Reporter`, the loop reads every comple
 after the header, applies it, and hands a damaged one to a reporter instead of deciding
 itself what damage means: `load_session` raises SessionCorruptError, `salvage` keeps the
 prefix before it. Either way the damaged line ends the read -- a line is never skipped --
-and the bytes after the last LF are a torn tail, never a transaction.
+and the bytes after the last LF are a torn tail, never a transaction. The file is read a
+chunk at a time (`_lines.CHUNK`): the state keeps where each line is and a digest of it,
+not its bytes (docs/spec.md §14.1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from itertools import islice
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from pydantic import ValidationError
 
 from ._exceptions import NotASessionError, SessionCorruptError
-from ._files import read_session_file
+from ._files import open_regular
 from ._framing import (
     describe_validation_error,
     is_torn_header,
@@ -25,6 +27,7 @@ from ._framing import (
     parse_transaction,
 )
 from ._gc import gc_paused
+from ._lines import Lines, Source
 from ._reducer import Violation, apply_transaction
 from ._snapshot import load_snapshot
 from ._state import SessionState
@@ -46,78 +49,106 @@ def load_session(path: str | Path) -> SessionState:
     """Read-only load: takes no lock, never writes, ignores a torn tail.
 
     Only a regular file is read (a FIFO or a device is refused without blocking). An
-    authentic snapshot beside it saves reducing the lines it covers (docs/spec.md §14)."""
-    return reduce_bytes(path, read_session_file(path), snapshot=True)
+    authentic snapshot beside it saves reducing the lines it covers (docs/spec.md §14).
+    The state keeps the descriptor it read through, to read lines back (docs/spec.md §14.1)."""
+    fd = open_regular(path, os.O_RDONLY)
+    source = Source(str(path), fd=fd)  # owns fd from here on
+    return reduce_source(path, source, os.fstat(fd).st_size, snapshot=True)
 
 
 def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
     """`load_session` of a session file's bytes already in memory; `name` stands for its
-    path in errors and in the state."""
-    return reduce_bytes(name, data)
+    path in errors and in the state (which reads its lines back from `data`)."""
+    return reduce_source(name, Source(name, data=data), len(data))
 
 
-def reduce_bytes(path: str | Path, data: bytes, *, snapshot: bool = False) -> SessionState:
-    """The whole file image reduced into a SessionState; damage is SessionCorruptError.
-    With `snapshot`, `data` is the file at `path` and the snapshot beside it may be used
-    for the lines it covers; the result is the same either way."""
+def reduce_source(
+    path: str | Path, source: Source, size: int, *, snapshot: bool = False
+) -> SessionState:
+    """The file's first `size` bytes reduced into a SessionState; damage is
+    SessionCorruptError. With `snapshot`, `source` is the file at `path` and the snapshot
+    beside it may be used for the lines it covers; the result is the same either way."""
 
     def corrupt(damage: Damage) -> None:
         raise SessionCorruptError(path, damage.line, damage.reason)
 
-    return read_session(path, data, corrupt, snapshot=snapshot)
+    with gc_paused():
+        return _read(path, source, size, corrupt, snapshot)
 
 
-def read_session(
-    path: str | Path, data: bytes, reporter: Reporter, *, snapshot: bool = False
-) -> SessionState:
+def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
     """Every whole line of `data` up to the first damaged one (given to `reporter`).
 
     A missing or invalid header raises NotASessionError / SessionCorruptError (line 1)
     whatever the reporter: without a header there is nothing to read.
     """
     with gc_paused():
-        return _read(path, data, reporter, snapshot)
+        return _read(path, Source(str(path), data=data), len(data), reporter, False)
 
 
-def _read(path: str | Path, data: bytes, reporter: Reporter, snapshot: bool) -> SessionState:
-    header_end = data.find(b"\n")
-    torn = len(data) - data.rfind(b"\n") - 1  # the bytes after the last LF
+def _split(pending: bytes, chunks: Iterator[bytes], tail: list[bytes]) -> Iterator[bytes]:
+    """The complete lines of `pending` and then of `chunks`; the bytes after the last LF
+    go to `tail`. Never more than a chunk and a line in memory at once."""
+    parts = pending.split(b"\n")
+    pending = parts.pop()
+    yield from parts
+    for chunk in chunks:
+        parts = (pending + chunk).split(b"\n") if pending else chunk.split(b"\n")
+        pending = parts.pop()
+        yield from parts
+    tail.append(pending)
+
+
+def _read(
+    path: str | Path, source: Source, size: int, reporter: Reporter, snapshot: bool
+) -> SessionState:
+    chunks = source.chunks(0, size)
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if b"\n" in chunk:
+            break
+    header_end = head.find(b"\n")
     if header_end < 0:
-        if not data:
+        torn = len(head)
+        if not head:
             reason = "the file is empty"
-        elif is_torn_header(data):
+        elif is_torn_header(head):
             reason = f"the header line is torn ({torn} bytes, no LF)"
         else:  # a foreign file with no line end (one line of JSON, a note)
             reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
-    header_line = data[:header_end]
-    state = SessionState(str(path), parse_header(path, header_line), torn_tail_bytes=torn)
+    header_line = head[:header_end]
+    state = SessionState(str(path), parse_header(path, header_line))
     state._header_line = header_line
-    found = load_snapshot(path, data) if snapshot else None
+    start = header_end + 1
+    found = load_snapshot(path, source, size, start) if snapshot else None
     if found is None:
-        lines = data.split(b"\n")  # not a copy of the complete lines first: of the file
-        del lines[0]  # the header
-        start = header_end + 1
+        state._tables.lines = Lines(source, start)
+        pending = head[start:]
     else:
-        state._tables, start = found
-        state._snapshot_lines = len(state._tables.lines)
-        lines = data[start:].split(b"\n")
-    lines.pop()  # the torn tail, or the nothing after the last LF
-    first = 2 + len(state._tables.lines)
+        state._tables = found
+        state._snapshot_lines = len(found.lines)
+        start, pending = found.lines.end(), b""
+        chunks = source.chunks(start, size)
+    del head
     tables = state._tables  # the reader builds the state it hands out
-    for lineno, line in enumerate(lines, start=first):
+    lines = tables.lines
+    tail: list[bytes] = []
+    offset = start
+    for lineno, line in enumerate(_split(pending, chunks, tail), start=2 + len(lines)):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a
             # compaction's cut never moves backwards): the line is kept as it is applied.
-            tables.lines.append(line)
+            lines.add_read(line)
+            offset += len(line) + 1
             continue
         except ValidationError as exc:
             reason = describe_validation_error(exc)
         except Violation as exc:
             reason = str(exc)
-        # Counted only on damage, so a clean load pays nothing for it.
-        offset = start + sum(len(before) + 1 for before in islice(lines, lineno - first))
         reporter(Damage(lineno, offset, len(line), reason))
-        break
+        return state  # its torn tail is not counted: the file does not load as it is
+    state._torn_tail_bytes = len(tail[0]) if tail else 0
     return state

@@ -8,14 +8,14 @@ makes the reader ignore it silently and reduce the whole file, as if it did not 
 
 The file is one line of text, then the body (`_snapshot_codec`):
 
-    tiny-agent-nb snapshot 1 lines=<N> bytes=<B> mac=<64 hex>\\n<body: JSON>
+    tiny-agent-nb snapshot 2 lines=<N> bytes=<B> mac=<64 hex>\\n<body: JSON>
 
 N transaction lines (the header's not counted) and B bytes: the session's first B bytes,
 which end with the N-th transaction's LF. The MAC is HMAC-SHA256, under the user's key
-(`_snapshot_key`), of that first line up to `mac=`, the body, and those B bytes of the
-session: so a snapshot is used only over the very bytes it was made from, and only if
-this user's writer made it. The lines after the B bytes are reduced by the normal reader,
-so damage there is reported at its own line number.
+(`_snapshot_key`), of that first line up to `mac=`, the body, and the SHA-256 of each
+64 KiB block of those B bytes of the session: so a snapshot is used only over the very
+bytes it was made from, and only if this user's writer made it. The lines after the B
+bytes are reduced by the normal reader, so damage there is reported at its own line number.
 
 Only the writer (SessionStore) writes one; `load_session` only reads.
 """
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ._files import fsync_dir
 from ._gc import gc_paused
+from ._lines import BLOCK, BLOCK_DIGEST_SIZE, BlockHasher, Source, block_digests
 from ._snapshot_codec import decode_tables
 from ._snapshot_encode import encode_tables
 from ._snapshot_key import key_for_writing, read_key
@@ -41,7 +42,7 @@ SUFFIX = ".snapshot"
 # A session's snapshot is smaller than the session (its values come from the lines);
 # anything much larger is not one of ours, and is not read into memory.
 _SLACK = 1 << 20
-_FIRST = re.compile(rb"tiny-agent-nb snapshot 1 lines=(\d{1,12}) bytes=(\d{1,15}) ")
+_FIRST = re.compile(rb"tiny-agent-nb snapshot 2 lines=(\d{1,12}) bytes=(\d{1,15}) ")
 _MAC = re.compile(rb"mac=([0-9a-f]{64})\n")
 
 log = logging.getLogger("tiny_agent_nb.session")
@@ -51,10 +52,12 @@ def snapshot_path(path: str | Path) -> Path:
     return Path(f"{os.fspath(path)}{SUFFIX}")
 
 
-def _mac(key: bytes, first: bytes, body: bytes | memoryview, prefix: memoryview) -> bytes:
+def _mac(key: bytes, first: bytes, body: bytes | memoryview, blocks: bytes) -> bytes:
+    """Of the first line up to `mac=`, the body, and the SHA-256 of each block of the
+    session's first B bytes (as good as the bytes themselves, and what a reader keeps)."""
     mac = hmac.new(key, first, "sha256")
     mac.update(body)
-    mac.update(prefix)
+    mac.update(blocks)
     return mac.digest()
 
 
@@ -83,19 +86,20 @@ def _read_snapshot(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def load_snapshot(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
-    """The tables of the snapshot beside `path` and the bytes of `data` they cover, if
-    it is authentic and made from a prefix of `data`; None for anything else. Never
-    raises, never writes."""
+def load_snapshot(path: str | Path, source: Source, size: int, start: int) -> Tables | None:
+    """The tables of the snapshot beside `path`, if it is authentic and made from a
+    prefix of the file's first `size` bytes in `source` (whose lines start at `start`);
+    their lines end where that prefix does. None for anything else. Never raises, never
+    writes."""
     try:
-        return _load(path, data)
+        return _load(path, source, size, start)
     except Exception:  # any failure of any kind means: read in full
         log.debug("snapshot of %s ignored", path, exc_info=True)
         return None
 
 
-def _load(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
-    raw = _read_snapshot(snapshot_path(path), len(data) + _SLACK)
+def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | None:
+    raw = _read_snapshot(snapshot_path(path), size + _SLACK)
     if raw is None:
         return None
     first = _FIRST.match(raw)
@@ -104,20 +108,29 @@ def _load(path: str | Path, data: bytes) -> tuple[Tables, int] | None:
     mac = _MAC.match(raw, first.end())
     if mac is None:
         return None
-    covered, size = int(first[1]), int(first[2])
-    if size > len(data) or data[size - 1 : size] != b"\n":
+    covered, end = int(first[1]), int(first[2])
+    if not start <= end <= size:
         return None
     key = read_key()
     if key is None:
         return None
-    view = memoryview(raw)
-    expected = _mac(key, raw[: first.end()], view[mac.end() :], memoryview(data)[:size])
-    if not hmac.compare_digest(expected, bytes.fromhex(mac[1].decode("ascii"))):
+    # One pass over the covered bytes, a chunk at a time: their blocks' digests, which
+    # the MAC covers and the state keeps to check the lines it reads back (§14.1).
+    blocks, last = bytearray(), b""
+    for chunk in source.chunks(0, end):
+        blocks += block_digests(chunk)
+        last = chunk[-1:]
+    if last != b"\n" or len(blocks) != -(-end // BLOCK) * BLOCK_DIGEST_SIZE:
+        return None  # the file is shorter now, or the B-th byte is no LF
+    if not hmac.compare_digest(
+        _mac(key, raw[: first.end()], memoryview(raw)[mac.end() :], bytes(blocks)),
+        bytes.fromhex(mac[1].decode("ascii")),
+    ):
         return None
-    tables = decode_tables(raw[mac.end() :], data, data.index(b"\n") + 1, size)
+    tables = decode_tables(raw[mac.end() :], source, start, end, bytes(blocks))
     if len(tables.lines) != covered:
         return None
-    return tables, size
+    return tables
 
 
 # ---------------------------------------------------------------- writing
@@ -156,14 +169,14 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
         return False
     lines = tables.lines
     size = len(header_line) + 1 + sum(lines.sizes())
-    first = b"tiny-agent-nb snapshot 1 lines=%d bytes=%d " % (len(lines), size)
-    mac = hmac.new(key, first, "sha256")
-    mac.update(body)
-    mac.update(header_line)
-    mac.update(b"\n")
+    first = b"tiny-agent-nb snapshot 2 lines=%d bytes=%d " % (len(lines), size)
+    hasher = BlockHasher()
+    hasher.update(header_line)
+    hasher.update(b"\n")
     for piece in lines.pieces():
-        mac.update(piece)
-    content = b"".join((first, b"mac=%s\n" % mac.hexdigest().encode("ascii"), body))
+        hasher.update(piece)
+    mac = _mac(key, first, body, hasher.finish())
+    content = b"".join((first, b"mac=%s\n" % mac.hex().encode("ascii"), body))
     target = snapshot_path(path)
     draft = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
     try:

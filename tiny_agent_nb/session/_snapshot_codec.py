@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import accumulate, chain, islice, repeat
-from operator import itemgetter, sub
 from typing import Any, TypeVar, get_args
 
+from ._lines import Lines, Source
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
 from ._tables import (
     Attempt,
@@ -35,7 +36,6 @@ from ._tables import (
     EntryType,
     IdRole,
     IntentStatus,
-    Lines,
     Operation,
     OperationStatus,
     Tables,
@@ -156,10 +156,10 @@ def _records(cls: type[R], columns: Sequence[Iterable[Any]]) -> list[R]:
     return list(map(partial(tuple.__new__, cls), zip(*columns, strict=True)))
 
 
-def decode_tables(raw: bytes, data: bytes, start: int, end: int) -> Tables:
+def decode_tables(raw: bytes, source: Source, start: int, end: int, blocks: bytes) -> Tables:
     """The tables a snapshot body `raw` describes; their lines are those of the session
-    file's bytes `data` from `start` (after the header) to `end`, cut where the body's
-    line sizes say (every cut checked to be an LF). Raises on anything malformed."""
+    file in `source` from `start` (after the header) to `end`, cut where the body's line
+    sizes say, checked by `blocks` when read back. Raises on anything malformed."""
     body = json.loads(raw)
     _check(isinstance(body, dict), "the body is not an object")
     _check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
@@ -167,12 +167,9 @@ def decode_tables(raw: bytes, data: bytes, start: int, end: int) -> Tables:
     raw_sizes = body.get("lineSizes")
     sizes = d.column(raw_sizes, "line sizes", d.length(raw_sizes, "line sizes"), _INTS)
     _check(not sizes or min(sizes) > 0, "an empty line")
-    starts = list(accumulate(sizes, initial=start))
-    _check(starts[-1] == end, "the lines do not end where the snapshot does")
-    if len(sizes) > 1:  # itemgetter of one index gives the byte, not a tuple
-        last_bytes = itemgetter(*map(sub, starts[1:], repeat(1)))(data)
-        _check(last_bytes.count(10) == len(sizes), "a line that does not end with an LF")
-    lines = Lines([], data, starts)
+    ends = array("q", accumulate(sizes, initial=start))
+    _check(ends[-1] == end, "the lines do not end where the snapshot does")
+    lines = Lines(source, ends=ends, blocks=blocks)
     roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(ROLES))
     ids = dict(zip(d.ids, roles, strict=True))
     _check(len(ids) == len(d.ids), "the ids are not distinct")

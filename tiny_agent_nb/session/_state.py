@@ -13,12 +13,12 @@ from types import MappingProxyType
 from typing import Any
 
 from ._framing import parse_transaction
+from ._lines import Lines
 from ._models import EntryFact, Fact, Header, Usage
 from ._tables import (
     Attempt,
     EntrySlot,
     EntryType,
-    Lines,
     Operation,
     Tables,
     ToolIntent,

@@ -13,58 +13,34 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from pydantic import ValidationError
 
 from ._exceptions import (
     InvalidTransactionError,
-    NotASessionError,
     SessionClosedError,
     SessionError,
     SessionWriteError,
 )
 from ._facts import NewFact
-from ._files import DescriptorFile, MemoryFile, StoreFile, fsync_dir, open_regular
-from ._framing import describe_validation_error, encode_transaction, is_torn_header
+from ._files import DescriptorFile, MemoryFile, StoreFile, open_regular
+from ._framing import describe_validation_error, encode_transaction
 from ._ids import is_uuid7, new_id
 from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header, RecordFact
-from ._reader import reduce_bytes
+from ._opening import Clock, Durability, HeaderInit, check_durability, epoch_ms, open_state
+from ._reader import reduce_source
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
 from ._snapshot import refresh_snapshot
 from ._state import SessionState
 from ._tables import Operation, Tables
 
-Durability = Literal["process", "power"]
 Subscriber = Callable[[Sequence[Fact]], None]
-Clock = Callable[[], int]
 
 log = logging.getLogger("tiny_agent_nb.session")
-
-
-def _epoch_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class HeaderInit:
-    """What a new session file's header says; id and createdAt are filled in."""
-
-    cwd: str
-    provider: str
-    model: str
-    environment_identity: str
-
-
-def _check(durability: str) -> None:
-    if durability not in ("process", "power"):
-        raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
 
 
 class SessionStore:
@@ -106,14 +82,14 @@ class SessionStore:
         create: HeaderInit | None = None,
         durability: Durability = "process",
         *,
-        clock: Clock = _epoch_ms,
+        clock: Clock = epoch_ms,
     ) -> SessionStore:
         """Open `path` as its only writer, repairing a torn tail.
 
         With `create`, a missing file (or one holding only a torn header) becomes a new
         session; an existing session is opened as it is.
         """
-        _check(durability)
+        check_durability(durability)
         path = Path(path)
         key = os.path.realpath(path)
         claim_in_process(key, path)
@@ -141,14 +117,14 @@ class SessionStore:
         create: HeaderInit | None = None,
         durability: Durability = "process",
         *,
-        clock: Clock = _epoch_ms,
+        clock: Clock = epoch_ms,
         name: str = "<memory>",
     ) -> SessionStore:
         """The writer of a session file held in `buffer`, appended to and cut exactly as
         `open` does a file (the same repair, commit and resync code); no disk, no lock.
         For properties over many byte images (LevelDB's log tests, pi-mono's inMemory()).
         `name` stands for the path in errors and in the state."""
-        _check(durability)
+        check_durability(durability)
         file = MemoryFile(buffer)
         return cls._open_file(file, Path(name), None, create, durability=durability, clock=clock)
 
@@ -164,25 +140,9 @@ class SessionStore:
         clock: Clock,
         sync_dir: bool = False,
     ) -> SessionStore:
-        data = file.read()
-        try:
-            state = reduce_bytes(path, data, snapshot=key is not None)
-        except NotASessionError:
-            if create is None or not is_torn_header(data):
-                raise
-            # Empty, or a header torn by a writer that died while creating: start over.
-            state = cls._write_header(file, path, create, durability, clock)
-            created = True
-        else:
-            created = False
-            if state.torn_tail_bytes:
-                # The previous writer died mid-append; its partial line was never
-                # committed. Cut it so the next line starts on a clean boundary.
-                file.truncate(len(data) - state.torn_tail_bytes)
-                if durability == "power":
-                    file.sync()
-        if created and sync_dir:
-            fsync_dir(path.parent)
+        state, created = open_state(
+            file, path, create, durability, clock, snapshot=key is not None, sync_dir=sync_dir
+        )
         store = cls(
             path=path,
             key=key,
@@ -196,37 +156,6 @@ class SessionStore:
         store._snapshot_lines = state._snapshot_lines
         store._snapshot_if_behind()
         return store
-
-    @staticmethod
-    def _write_header(
-        file: StoreFile, path: Path, create: HeaderInit, durability: Durability, clock: Clock
-    ) -> SessionState:
-        # Built and encoded before the torn bytes are cut: a header that cannot be written
-        # (a clock out of range, a cwd that is no text) leaves the file as it was.
-        try:
-            header = Header(
-                kind="header",
-                version=2,
-                id=new_id(),
-                createdAt=clock(),
-                cwd=create.cwd,
-                provider=create.provider,
-                model=create.model,
-                environmentIdentity=create.environment_identity,
-            )
-            line = header.model_dump_json().encode("utf-8") + b"\n"
-        except ValidationError as exc:
-            reason = f"the new header is invalid: {describe_validation_error(exc)}"
-            raise InvalidTransactionError(reason) from None
-        except ValueError as exc:  # PydanticSerializationError: a lone surrogate
-            raise InvalidTransactionError(f"the new header cannot be written: {exc}") from None
-        file.truncate(0)
-        file.append(line)
-        if durability == "power":
-            file.sync()
-        state = SessionState(str(path), header)
-        state._header_line = line[:-1]
-        return state
 
     # ------------------------------------------------------------------ properties
     @property
@@ -306,14 +235,15 @@ class SessionStore:
         return built
 
     def _resync(self, file: StoreFile) -> None:
-        data = file.read()
-        torn = len(data) - (data.rfind(b"\n") + 1)
-        if torn:
-            file.truncate(len(data) - torn)
-            data = data[: len(data) - torn]
+        source, size = file.reader(str(self._path))
         known = self._state.last_seq
-        self._state = reduce_bytes(self._path, data)
-        self._size = len(data)
+        state = reduce_source(self._path, source, size)
+        if state.torn_tail_bytes:
+            size -= state.torn_tail_bytes
+            file.truncate(size)
+            state._torn_tail_bytes = 0
+        self._state = state
+        self._size = size
         self._stale = False
         self._notify(self._state.facts[known:])
 

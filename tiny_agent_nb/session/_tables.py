@@ -9,11 +9,10 @@ old record back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from operator import add, methodcaller, not_, sub
 from typing import Any, Literal, NamedTuple, TypeVar
 
+from ._lines import Lines
 from ._models import (
     AttemptError,
     OperationKind,
@@ -191,81 +190,6 @@ class Savepoint(NamedTuple):
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
 
 
-_ends_line = methodcaller("endswith", b"\n")
-
-
-class Lines:
-    """The transaction lines: a list of bytes (each without its LF when read from a file,
-    with it when committed), some of which may still be inside the file's bytes.
-
-    # perf: register row "snapshot-lines" (docs/benchmarks.md)
-    A load through a snapshot (docs/spec.md §14) keeps the lines it covers in the bytes
-    read from the file (`data`, cut at `starts`) and cuts one out when it is read, instead
-    of splitting the whole file into a bytes object per line first: one copy of history,
-    not two. Lines applied afterwards are bytes objects in `more`.
-    """
-
-    __slots__ = ("_data", "_more", "_starts")
-
-    def __init__(
-        self, more: list[bytes] | None = None, data: bytes = b"", starts: list[int] | None = None
-    ) -> None:
-        self._more = [] if more is None else more
-        self._data = data
-        # Line i of `data` is data[starts[i] : starts[i + 1] - 1]; never changed once made,
-        # so copies share it.
-        self._starts = [0] if starts is None else starts
-
-    def __len__(self) -> int:
-        return len(self._starts) - 1 + len(self._more)
-
-    def __getitem__(self, index: int) -> bytes:
-        inside = len(self._starts) - 1
-        if index < 0:
-            index += len(self)
-        if 0 <= index < inside:
-            return self._data[self._starts[index] : self._starts[index + 1] - 1]
-        if index < 0:
-            raise IndexError(index)
-        return self._more[index - inside]
-
-    def __iter__(self) -> Iterator[bytes]:
-        data, starts = self._data, self._starts
-        for k in range(len(starts) - 1):
-            yield data[starts[k] : starts[k + 1] - 1]
-        yield from self._more
-
-    def append(self, line: bytes) -> None:
-        self._more.append(line)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Lines):
-            other = list(other)
-        return list(self) == other if isinstance(other, list) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like the list it stands for
-
-    def copy(self) -> Lines:
-        return Lines(list(self._more), self._data, self._starts)
-
-    def sizes(self) -> list[int]:
-        """Each line's size in the file, its LF included."""
-        starts = self._starts
-        inside = list(map(sub, starts[1:], starts[:-1]))
-        more = self._more
-        # A line split from the file has no LF; one committed holds it.
-        return inside + list(map(add, map(len, more), map(not_, map(_ends_line, more))))
-
-    def pieces(self) -> Iterator[bytes | memoryview]:
-        """The lines' bytes as the file holds them, every LF included, in a few pieces."""
-        if len(self._starts) > 1:
-            yield memoryview(self._data)[self._starts[0] : self._starts[-1]]
-        for line in self._more:
-            yield line
-            if line[-1:] != b"\n":
-                yield b"\n"
-
-
 @dataclass(slots=True)
 class Tables:
     """Everything the invariants need, written by the reducer.
@@ -289,8 +213,8 @@ class Tables:
     # answering another call: calls that never started never get a result (the context
     # answers them "not run"). Entries outside such windows cost nothing here.
     open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
-    # The transaction lines, the only copy of history's content: as split from the file
-    # on load, as written (LF included, not worth a copy to cut) on commit.
+    # The transaction lines: where each read from the file lies (its content stays on
+    # disk, `_lines`), then those committed here as written (LF included).
     lines: Lines = field(default_factory=Lines)
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0

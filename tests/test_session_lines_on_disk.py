@@ -1,0 +1,178 @@
+"""A state keeps where its lines are and a digest of each, not their bytes (docs/spec.md
+§14.1): lines are read back from the state's own descriptor and checked, so a file
+changed after the load is an error at the changed line, never content nobody validated.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from tiny_agent_nb.session import (
+    HeaderInit,
+    SessionCorruptError,
+    SessionState,
+    SessionStore,
+    load_session,
+    load_session_bytes,
+)
+from tiny_agent_nb.session._lines import BLOCK
+from tiny_agent_nb.session._snapshot import snapshot_path
+
+from scenario import READ_FILE, Run
+
+
+def _write_run(store: SessionStore, steps: int, result_bytes: int = 100) -> None:
+    """`steps` tool steps: attempt, answer with a call, intent, result."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("go"))
+    for i in range(steps):
+        store.commit(run.attempt())
+        store.commit(run.answer(f"step {i}", [(f"c{i}", "read_file", {"path": f"f{i}"})]))
+        intent = run.intent(f"c{i}", READ_FILE, {"path": f"f{i}"})
+        store.commit([intent])
+        store.commit([run.result(intent, f"{i}:" + "x" * result_bytes)])
+    store.commit(run.finish())
+
+
+def _file_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")[1:-1]
+
+
+def _state_lines(state: SessionState) -> list[bytes]:
+    return [line.removesuffix(b"\n") for line in state._tables.lines]
+
+
+@pytest.fixture(params=["through its snapshot", "read in full"])
+def session(request: pytest.FixtureRequest, session_path: Path, header_init: HeaderInit) -> Path:
+    with SessionStore.open(session_path, create=header_init) as store:
+        _write_run(store, 100, result_bytes=1000)
+    assert snapshot_path(session_path).exists()  # the writer's close left one
+    if request.param == "read in full":
+        snapshot_path(session_path).unlink()
+    return session_path
+
+
+def test_a_loaded_state_reads_back_the_files_lines_byte_for_byte(session: Path) -> None:
+    state = load_session(session)
+    assert _state_lines(state) == _file_lines(session)
+    assert state.facts == load_session_bytes(session.read_bytes()).facts
+    entry_id = list(state.entries)[57]
+    assert state.entries[entry_id] == load_session_bytes(session.read_bytes()).entries[entry_id]
+
+
+def test_a_writers_state_reads_back_its_lines_after_open_and_after_commits(
+    session: Path,
+) -> None:
+    with SessionStore.open(session) as store:
+        assert _state_lines(store.load()) == _file_lines(session)
+        _write_run(store, 3)
+        state = store.load()
+        assert _state_lines(state) == _file_lines(session)
+        assert state.facts == load_session_bytes(session.read_bytes()).facts
+
+
+def _entry_on_line(state: SessionState, index: int) -> str:
+    """An entry of transaction line `index` (0-based, the header not counted)."""
+    return next(e for e, (line, _, _) in state._tables.entries.items() if line == index)
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The 1-based line number of the line holding byte `offset` of the file."""
+    return path.read_bytes().count(b"\n", 0, offset) + 1
+
+
+def _first_changed(state: SessionState, path: Path, offset: int) -> int:
+    """The line a full iteration names for a change at `offset`: that very line, or for
+    lines a snapshot covers (checked a block at a time, docs/spec.md §14.1) the first
+    line in its block."""
+    if offset >= state._tables.lines._ends[state._tables.lines._covered]:
+        return _line_at(path, offset)
+    return max(2, _line_at(path, offset - offset % BLOCK))
+
+
+def test_a_byte_changed_after_the_load_is_an_error_at_its_line(session: Path) -> None:
+    state = load_session(session)
+    index = 250  # a line the snapshot covers, when there is one
+    entry_id = _entry_on_line(state, index)
+    at = len(b"\n".join(session.read_bytes().split(b"\n")[: index + 1])) + 1
+    at += _file_lines(session)[index].index(b"step") + 2
+    fd = os.open(session, os.O_WRONLY)
+    try:  # in place: same size, same inode; "step" becomes "stap"
+        os.pwrite(fd, b"a", at)
+    finally:
+        os.close(fd)
+    with pytest.raises(SessionCorruptError) as raised:
+        state.entries[entry_id]
+    assert raised.value.line == index + 2  # the header is line 1
+    with pytest.raises(SessionCorruptError) as raised:
+        _ = state.facts
+    assert raised.value.line == _first_changed(state, session, at) <= index + 2
+    assert state.entries[_entry_on_line(state, index - 200)]  # another block still reads
+
+
+def test_a_file_truncated_after_the_load_is_an_error_at_the_first_line_cut(session: Path) -> None:
+    state = load_session(session)
+    lines = session.read_bytes().split(b"\n")
+    keep = 300
+    cut = len(b"\n".join(lines[: keep + 1])) + 1 + 10  # into line keep+2
+    os.truncate(session, cut)
+    with pytest.raises(SessionCorruptError) as raised:
+        list(state._tables.lines)
+    assert raised.value.line == _first_changed(state, session, cut) <= keep + 2
+    with pytest.raises(SessionCorruptError) as raised:
+        state.entries[_entry_on_line(state, keep + 6)]
+    assert raised.value.line == keep + 8
+    assert state.entries[_entry_on_line(state, keep - 200)]
+
+
+def test_a_state_outlives_its_writers_close_and_releases_no_lock(session: Path) -> None:
+    with SessionStore.open(session) as store:
+        _write_run(store, 2)
+        state = store.load()
+    expected, facts = _file_lines(session), load_session_bytes(session.read_bytes()).facts
+    with SessionStore.open(session) as again:  # the state's descriptor holds no lock
+        _write_run(again, 1)
+    assert _state_lines(state) == expected
+    assert state.facts == facts
+
+
+def test_a_state_reads_the_file_it_loaded_after_it_is_replaced_or_deleted(
+    session: Path, header_init: HeaderInit
+) -> None:
+    state = load_session(session)
+    expected = _file_lines(session)
+    other = session.with_name("other.jsonl")
+    with SessionStore.open(other, create=header_init) as store:
+        _write_run(store, 100)
+    other.replace(session)  # what an editor's save does
+    assert _state_lines(state) == expected
+    session.unlink()
+    assert _state_lines(state) == expected
+
+
+def test_load_session_holds_at_most_one_and_a_half_times_the_file(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    with SessionStore.open(session_path, create=header_init) as store:
+        _write_run(store, 1200, result_bytes=3000)  # ~5 MB
+    size = session_path.stat().st_size
+    assert size > 4_000_000
+    for snapshot in (True, False):  # the writer left one; then a full read
+        if not snapshot:
+            snapshot_path(session_path).unlink()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            state = load_session(session_path)
+            gc.collect()
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert state.transaction_count == 4802
+        assert held <= 1.5 * size, (snapshot, held / size)
+        del state

@@ -1,0 +1,106 @@
+"""How a writer opens its file: the state read from it, a torn tail cut, or a new header
+written (docs/spec.md §7.6). `SessionStore.open` and `.in_memory` share it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from ._exceptions import InvalidTransactionError, NotASessionError
+from ._files import StoreFile, fsync_dir
+from ._framing import describe_validation_error, is_torn_header
+from ._ids import new_id
+from ._models import Header
+from ._reader import reduce_source
+from ._state import SessionState
+
+Durability = Literal["process", "power"]
+Clock = Callable[[], int]
+
+
+def epoch_ms() -> int:
+    """The writer's default clock."""
+    return time.time_ns() // 1_000_000
+
+
+def check_durability(durability: str) -> None:
+    if durability not in ("process", "power"):
+        raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
+
+
+@dataclass(frozen=True)
+class HeaderInit:
+    """What a new session file's header says; id and createdAt are filled in."""
+
+    cwd: str
+    provider: str
+    model: str
+    environment_identity: str
+
+
+def open_state(
+    file: StoreFile,
+    path: Path,
+    create: HeaderInit | None,
+    durability: Durability,
+    clock: Clock,
+    *,
+    snapshot: bool,
+    sync_dir: bool,
+) -> tuple[SessionState, bool]:
+    """The state of the file the writer just opened and locked, and whether it was
+    created. The state reads its lines back from its own descriptor (`file.reader`)."""
+    source, size = file.reader(str(path))
+    try:
+        state = reduce_source(path, source, size, snapshot=snapshot)
+    except NotASessionError:
+        if create is None or not is_torn_header(file.read()):
+            raise
+        # Empty, or a header torn by a writer that died while creating: start over.
+        state = _write_header(file, path, create, durability, clock)
+        if sync_dir:
+            fsync_dir(path.parent)
+        return state, True
+    if state.torn_tail_bytes:
+        # The previous writer died mid-append; its partial line was never
+        # committed. Cut it so the next line starts on a clean boundary.
+        file.truncate(size - state.torn_tail_bytes)
+        if durability == "power":
+            file.sync()
+    return state, False
+
+
+def _write_header(
+    file: StoreFile, path: Path, create: HeaderInit, durability: Durability, clock: Clock
+) -> SessionState:
+    # Built and encoded before the torn bytes are cut: a header that cannot be written
+    # (a clock out of range, a cwd that is no text) leaves the file as it was.
+    try:
+        header = Header(
+            kind="header",
+            version=2,
+            id=new_id(),
+            createdAt=clock(),
+            cwd=create.cwd,
+            provider=create.provider,
+            model=create.model,
+            environmentIdentity=create.environment_identity,
+        )
+        line = header.model_dump_json().encode("utf-8") + b"\n"
+    except ValidationError as exc:
+        reason = f"the new header is invalid: {describe_validation_error(exc)}"
+        raise InvalidTransactionError(reason) from None
+    except ValueError as exc:  # PydanticSerializationError: a lone surrogate
+        raise InvalidTransactionError(f"the new header cannot be written: {exc}") from None
+    file.truncate(0)
+    file.append(line)
+    if durability == "power":
+        file.sync()
+    state = SessionState(str(path), header)
+    state._header_line = line[:-1]
+    return state
