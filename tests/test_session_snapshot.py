@@ -17,7 +17,7 @@ import shutil
 import stat
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -34,6 +34,7 @@ from tiny_agent_nb.session import _snapshot_codec as codec
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL, snapshot_path, write_snapshot
 from tiny_agent_nb.session._snapshot_key import KEY_NAME, state_dir
+from tiny_agent_nb.session._tables import Operation, ToolIntent
 
 from scenario import READ_FILE, Run, complete_run
 
@@ -363,3 +364,18 @@ def test_a_key_others_can_read_is_no_key(long_session: Path) -> None:
     finally:
         key.chmod(0o600)
     assert _used(long_session)
+
+
+def test_a_record_whose_fields_change_makes_older_snapshots_another_version() -> None:
+    """A field added to a table record (a later release) changes the version a snapshot
+    carries, so snapshots written before are read in full, not decoded into the wrong
+    fields."""
+
+    class AttemptWithMore(NamedTuple):
+        id: str
+        more: int
+
+    assert codec.layout_version() == codec.SNAPSHOT_VERSION
+    changed = codec.layout_version((Operation, AttemptWithMore, ToolIntent))
+    assert changed != codec.SNAPSHOT_VERSION
+    assert changed.split(":")[0] == codec.SNAPSHOT_VERSION.split(":")[0]

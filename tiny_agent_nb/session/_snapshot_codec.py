@@ -20,10 +20,12 @@ reads the session in full. JSON only: decoding bytes can never run code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from array import array
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import fields
 from functools import partial
 from itertools import accumulate, chain, islice, repeat
 from typing import Any, TypeVar, get_args
@@ -44,7 +46,23 @@ from ._tables import (
     UsageTotals,
 )
 
-SNAPSHOT_VERSION = 1
+# The body's version names the records' layout as well as the format: a field added,
+# removed, renamed or moved in a table record makes every snapshot written before
+# "another snapshot version" (a full read) without anyone having to remember a bump.
+# A change in what a field *means*, or in how a column is encoded, still bumps FORMAT.
+SNAPSHOT_FORMAT = 1
+
+
+def layout_version(
+    records: Sequence[type[tuple[Any, ...]]] = (Operation, Attempt, ToolIntent),
+) -> str:
+    """FORMAT and a digest of the record classes' fields, the usage totals' and rows'."""
+    layout = [cls._fields for cls in records]  # type: ignore[attr-defined]
+    layout += [[f.name for f in fields(UsageTotals)], get_args(UsageRow)]
+    return f"{SNAPSHOT_FORMAT}:{hashlib.sha256(repr(layout).encode()).hexdigest()[:16]}"
+
+
+SNAPSHOT_VERSION = layout_version()
 R = TypeVar("R", bound=tuple[Any, ...])
 Convert = Callable[[list[Any], str], list[Any]]
 
