@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +136,9 @@ def test_unknown_cost_is_not_mentioned_without_a_budget(
 
 
 def test_budget_counts_across_a_sigkill_and_a_resume_in_a_new_process(
-    server: OpenAIServer, tmp_path: Path
+    forkserver: ForkServerContext, server: OpenAIServer, tmp_path: Path
 ) -> None:
-    bench = Bench(server, tmp_path)
+    bench = Bench(forkserver, server, tmp_path)
     try:
         hold = bench.hold()
         server.enqueue(_read(1, 0.006), _read(2, 0.05, hold=hold))

@@ -1,8 +1,10 @@
-"""kill -9 during a compaction (a real child process, tests/crash/agent_child.py), then
-recover and resume in a new process; a second restart changes nothing."""
+"""kill -9 during a compaction (a real child process, tests/crash/agent_child.py forked
+from the forkserver), then recover and resume in a new process; a second restart
+changes nothing."""
 
 from __future__ import annotations
 
+from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,8 @@ def _read(n: int, **options: Any) -> dict[str, Any]:
     return tool_calls_reply(tool_call(f"r{n}", "read_file", {"path": "big.txt"}), **options)
 
 
-def _bench(server: OpenAIServer, tmp_path: Path) -> Bench:
-    bench = Bench(server, tmp_path)
+def _bench(forkserver: ForkServerContext, server: OpenAIServer, tmp_path: Path) -> Bench:
+    bench = Bench(forkserver, server, tmp_path)
     (bench.workspace / "big.txt").write_text(BIG)
     return bench
 
@@ -53,9 +55,9 @@ def _resume_completes_after_one_failed_attempt(bench: Bench) -> None:
 
 
 def test_killed_during_the_summarization_request_the_resume_compacts_again(
-    server: OpenAIServer, tmp_path: Path
+    forkserver: ForkServerContext, server: OpenAIServer, tmp_path: Path
 ) -> None:
-    bench = _bench(server, tmp_path)
+    bench = _bench(forkserver, server, tmp_path)
     try:
         hold = bench.hold()
         server.enqueue(_read(1), _read(2), text_reply("done"))
@@ -81,9 +83,9 @@ def test_killed_during_the_summarization_request_the_resume_compacts_again(
 
 
 def test_killed_after_the_compaction_committed_the_resume_starts_from_the_summary(
-    server: OpenAIServer, tmp_path: Path
+    forkserver: ForkServerContext, server: OpenAIServer, tmp_path: Path
 ) -> None:
-    bench = _bench(server, tmp_path)
+    bench = _bench(forkserver, server, tmp_path)
     try:
         hold = bench.hold()
         server.enqueue(_read(1), _read(2), text_reply("never served", hold=hold))
@@ -104,9 +106,9 @@ def test_killed_after_the_compaction_committed_the_resume_starts_from_the_summar
 
 
 def test_killed_during_agent_compact_the_context_is_as_it_was(
-    server: OpenAIServer, tmp_path: Path
+    forkserver: ForkServerContext, server: OpenAIServer, tmp_path: Path
 ) -> None:
-    bench = _bench(server, tmp_path)
+    bench = _bench(forkserver, server, tmp_path)
     tail = ("--keep-tail-tokens", "10")
     try:
         server.enqueue(_read(1), text_reply("done"))

@@ -1,6 +1,7 @@
 """The crash matrix (DESIGN §6): SIGKILL a real agent process, resume in a new one.
 
-A child process (`crash/agent_child.py`) wires `AgentLoop` to the real `Provider`, talking
+A child process (`crash/agent_child.py`, forked from a forkserver that has imported the
+package, tests/conftest.py) wires `AgentLoop` to the real `Provider`, talking
 to the OpenAI-compatible server that runs in this (the parent) process, and to the
 built-in tools acting on a workspace under tmp_path. The parent kills it with SIGKILL at
 a chosen point, then starts a NEW process that recovers and resumes, then a third one
@@ -35,12 +36,9 @@ import contextlib
 import fcntl
 import json
 import os
-import queue
 import random
 import signal
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -76,7 +74,6 @@ from openai_server import (
     usage,
 )
 
-CHILD = Path(__file__).resolve().parent / "crash" / "agent_child.py"
 TIMEOUT_S = 20.0
 SEED = int(os.environ.get("TINY_AGENT_CRASH_SEED", "20240917"))
 KILLS = int(os.environ.get("TINY_AGENT_AGENT_CRASH_KILLS", "100"))
@@ -257,57 +254,61 @@ def tool_messages(request: RecordedRequest) -> dict[str, str]:
 
 
 class Child:
-    """`python crash/agent_child.py MODE ...`, its stdout read line by line."""
+    """`crash/agent_child.py MODE ...` in a new process forked from the forkserver (the
+    package already imported: see `Forked`); its lines arrive on a pipe, read one by one."""
 
-    def __init__(self, argv: Sequence[str], stderr: Path) -> None:
-        self.stderr = stderr
-        with stderr.open("w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(CHILD), *argv],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-            )
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+    def __init__(self, ctx: ForkServerContext, argv: Sequence[str]) -> None:
+        self.conn, theirs = ctx.Pipe(duplex=True)  # duplex: an approval answer goes back
+        self.proc = ctx.Process(target=agent_child.forked, args=(list(argv), theirs, True))
+        self.proc.daemon = True
+        self.proc.start()
+        theirs.close()  # the child holds the only other end: EOF once it is gone
+        self.errors: list[str] = []
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)
+    @property
+    def pid(self) -> int:
+        assert self.proc.pid is not None
+        return self.proc.pid
 
     def expect(self, prefix: str) -> str:
         deadline = time.monotonic() + TIMEOUT_S
         while True:
-            try:
-                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0))
-            except queue.Empty:
-                line = None
+            line = None
+            with contextlib.suppress(EOFError):
+                if self.conn.poll(max(deadline - time.monotonic(), 0)):
+                    line = self.conn.recv_bytes().decode()
             if line is None:
-                self.proc.kill()
-                self.proc.wait()
-                raise AssertionError(
-                    f"child never printed {prefix!r}:\n{self.stderr.read_text()[-3000:]}"
-                )
+                self.stop()
+                raise AssertionError(f"child never printed {prefix!r}: {self.errors}")
+            if line.startswith("error "):
+                self.errors.append(line)
             if line.startswith(prefix):
                 return line
 
     def report(self) -> dict[str, Any]:
         line = self.expect("report ")
-        assert self.proc.wait(TIMEOUT_S) == 0, self.stderr.read_text()
+        self.proc.join(TIMEOUT_S)
+        assert self.proc.exitcode == 0, (self.proc.exitcode, self.errors)
         return json.loads(line.removeprefix("report "))  # type: ignore[no-any-return]
 
     def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        assert self.proc.wait(TIMEOUT_S) == -signal.SIGKILL
+        os.kill(self.pid, signal.SIGKILL)
+        self.proc.join(TIMEOUT_S)
+        assert self.proc.exitcode == -signal.SIGKILL, (self.proc.exitcode, self.errors)
+
+    def stop(self) -> None:
+        """SIGKILL unless it has exited; for a failed test's clean-up."""
+        if self.proc.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):  # it exited and was reaped
+                os.kill(self.pid, signal.SIGKILL)
+            self.proc.join(TIMEOUT_S)
 
 
 class Bench:
     """A workspace, a session file and the server; starts and kills children."""
 
-    def __init__(self, server: OpenAIServer, root: Path) -> None:
+    def __init__(self, ctx: ForkServerContext, server: OpenAIServer, root: Path) -> None:
+        self.ctx = ctx
         self.server = server
         self.root = root
         self.workspace = root / "work"
@@ -330,7 +331,7 @@ class Bench:
             "--approval",
             approval,
         ]
-        child = Child(argv, self.root / f"child-{len(self.children)}-{mode}.err")
+        child = Child(self.ctx, argv)
         self.children.append(child)
         return child
 
@@ -364,9 +365,7 @@ class Bench:
         for event in self.holds:
             event.set()
         for child in self.children:
-            if child.proc.poll() is None:
-                child.proc.kill()
-                child.proc.wait()
+            child.stop()
         pgid = self.bash_pid()
         if pgid is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -476,7 +475,7 @@ def pending_read(b: Bench) -> None:
     wait_until(
         lambda: pending(b.session, "read_file"), TIMEOUT_S, "the read_file intent", interval=0.002
     )
-    child.proc.send_signal(signal.SIGSTOP)  # freeze it, then make sure the read is still open
+    os.kill(child.pid, signal.SIGSTOP)  # freeze it, then make sure the read is still open
     assert pending(b.session, "read_file"), "the read finished before the kill; file too small?"
     child.kill()
 
@@ -511,8 +510,8 @@ POINTS: dict[str, Callable[[Bench], Expect]] = {
 
 
 @pytest.fixture
-def bench(server: OpenAIServer, tmp_path: Path) -> Iterator[Bench]:
-    b = Bench(server, tmp_path)
+def bench(forkserver: ForkServerContext, server: OpenAIServer, tmp_path: Path) -> Iterator[Bench]:
+    b = Bench(forkserver, server, tmp_path)
     yield b
     b.close()
 

@@ -51,8 +51,10 @@ except ImportError:  # a test extra; _require() decides between skip and fail
     sync_playwright = None
     PlaywrightTimeout = TimeoutError
 
-# The tests share a JupyterLab server and Chromium per fixture and run in order (a later
-# test reopens what an earlier one saved): one worker runs them all in a parallel run.
+# The tests share one JupyterLab server, one model server and Chromium (starting each is
+# most of the module's CPU), each session its own notebook in its own directory, its own
+# page and kernel; they run in order (a later test reopens what an earlier one saved): one
+# worker runs them all in a parallel run.
 pytestmark = pytest.mark.xdist_group("browser")
 
 QUICKSTART = REPO / "tiny_agent_nb" / "examples" / "quickstart.ipynb"
@@ -170,11 +172,12 @@ class LabSession:
     page: Any
     server: OpenAIServer
     lab: JupyterLab
-    root: Path
+    root: Path  # the notebook's own directory, inside the lab's root
     notebook: Path
     cells: list[str]
     tools: list[str]
     artifacts: Path
+    first_request: int  # the shared model server's requests before this session's
     timings: dict[str, float] = field(default_factory=dict)
     console: list[str] = field(default_factory=list)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, url) of the page
@@ -187,6 +190,20 @@ class LabSession:
             self.page.locator(selector).last.screenshot(path=str(path))
         print(f"screenshot: {path}")
         return path
+
+    @property
+    def relative(self) -> str:
+        """The notebook's path as JupyterLab names it (relative to the lab's root)."""
+        return self.notebook.relative_to(self.lab.root).as_posix()
+
+    def model_requests(self) -> list[Any]:
+        """What this session's kernels asked the shared model server."""
+        return self.server.requests[self.first_request :]
+
+    def kernel_ids(self) -> list[str]:
+        """The kernels of this notebook's sessions, as the server lists them."""
+        sessions = httpx.get(self.lab.url("api/sessions"), timeout=5).json()
+        return [x["kernel"]["id"] for x in sessions if x["path"] == self.relative]
 
     def notebook_text(self) -> str:
         return str(self.page.locator(".jp-Notebook").inner_text())
@@ -207,42 +224,68 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
+@dataclass
+class Lab:
+    """The module's JupyterLab, its kernels pointed at the module's model server."""
+
+    lab: JupyterLab
+    server: OpenAIServer
+
+    def directory(self, name: str) -> Path:
+        """A new directory of the lab's root, for one session's notebook."""
+        path = self.lab.root / name
+        path.mkdir()
+        return path
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    base = tmp_path_factory.mktemp("browser")
+    root = base / "root"
+    root.mkdir()
+    started = time.monotonic()
+    with OpenAIServer() as server:
+        env: dict[str, str | None] = {
+            "TINY_AGENT_BASE_URL": server.base_url,
+            "TINY_AGENT_MODEL": MODEL,
+            "TINY_AGENT_API_KEY": None,
+            "OPENROUTER_API_KEY": None,
+            "JPY_SESSION_NAME": None,
+        }
+        log_path = artifacts_dir() / "browser-jupyterlab.log"
+        with JupyterLab(root, base / "jupyter", env=env, log_path=log_path) as jupyterlab:
+            print(f"jupyterlab up in {time.monotonic() - started:.2f}s")
+            yield Lab(jupyterlab, server)
+
+
 @contextmanager
 def _lab(
-    base: Path,
+    lab: Lab,
     notebook_path: Path,
     cells: list[str],
     tools: list[str],
-    server: OpenAIServer,
     browser: Any,
 ) -> Iterator[LabSession]:
-    """JupyterLab serving `notebook_path`'s directory, Chromium on it, the notebook open
-    and every cell run (Run > Run All Cells)."""
-    root = notebook_path.parent
+    """A page of the shared JupyterLab on `notebook_path` (in its own directory), the
+    notebook open and every cell run (Run > Run All Cells)."""
     artifacts = artifacts_dir()
     started = time.monotonic()
     with ExitStack() as stack:
-        lab = stack.enter_context(
-            JupyterLab(
-                root,
-                base / "jupyter",
-                env={
-                    "TINY_AGENT_BASE_URL": server.base_url,
-                    "TINY_AGENT_MODEL": MODEL,
-                    "TINY_AGENT_API_KEY": None,
-                    "OPENROUTER_API_KEY": None,
-                    "JPY_SESSION_NAME": None,
-                },
-                log_path=artifacts / f"browser-jupyterlab-{notebook_path.stem}.log",
-            )
-        )
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         stack.callback(page.close)
         page.set_default_timeout(STEP_TIMEOUT_MS)
         session = LabSession(
-            page, server, lab, root, notebook_path, cells, tools, artifacts=artifacts
+            page,
+            lab.server,
+            lab.lab,
+            notebook_path.parent,
+            notebook_path,
+            cells,
+            tools,
+            artifacts=artifacts,
+            first_request=len(lab.server.requests),
         )
-        session.timings["jupyterlab_and_browser_up"] = time.monotonic() - started
+        session.timings["page_up"] = time.monotonic() - started
         page.on("console", lambda m: _record_console(session, m.type, m.text))
         page.on("pageerror", lambda e: session.console.append(f"pageerror: {e}"))
         page.on("request", lambda r: session.requests.append((r.method, r.url)))
@@ -257,29 +300,25 @@ def _lab(
 
 
 @pytest.fixture(scope="module")
-def lab_session(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[LabSession]:
-    base = tmp_path_factory.mktemp("browser")
-    root = base / "root"
-    root.mkdir()
-    notebook_path, notebook = prepare_notebook(root)
+def lab_session(lab: Lab, browser: Any) -> Iterator[LabSession]:
+    notebook_path, notebook = prepare_notebook(lab.directory("quickstart"))
     cells = agent_cells(notebook)
     assert cells, f"{notebook_path.name} has no %%agent cell to test"
     origin = "examples/quickstart.ipynb" if QUICKSTART.exists() else "fallback notebook"
     print(f"notebook: {notebook_path.name} ({origin})")
 
-    with OpenAIServer() as server:
-        tools = []
-        for n, cell in enumerate(cells):
-            name, replies = scripted_run(n, cell)
-            tools.append(name)
-            server.enqueue(*replies)
-        with _lab(base, notebook_path, cells, tools, server, browser) as session:
-            yield session
-            timings = {k: round(v, 2) for k, v in session.timings.items()}
-            (session.artifacts / "browser-timings.json").write_text(
-                json.dumps(timings, indent=1), encoding="utf-8"
-            )
-            print("timings (s):", timings)
+    tools = []
+    for n, cell in enumerate(cells):
+        name, replies = scripted_run(n, cell)
+        tools.append(name)
+        lab.server.enqueue(*replies)
+    with _lab(lab, notebook_path, cells, tools, browser) as session:
+        yield session
+        timings = {k: round(v, 2) for k, v in session.timings.items()}
+        (session.artifacts / "browser-timings.json").write_text(
+            json.dumps(timings, indent=1), encoding="utf-8"
+        )
+        print("timings (s):", timings)
 
 
 def _record_console(session: LabSession, kind: str, text: str) -> None:
@@ -287,28 +326,29 @@ def _record_console(session: LabSession, kind: str, text: str) -> None:
         session.console.append(f"{kind}: {text}")
 
 
-def _wait_for_kernel(lab: JupyterLab, timeout: float) -> None:
-    """The server's view: a kernel with the browser's websocket attached, idle."""
+def _wait_for_kernel(s: LabSession, timeout: float) -> None:
+    """The server's view: the notebook's kernel with the browser's websocket attached, idle."""
     deadline = time.monotonic() + timeout
     kernels: Any = []
     while time.monotonic() < deadline:
         # Under load the server sometimes answers with an error object (a dict) instead
         # of the list: not ready yet, ask again.
-        kernels = httpx.get(lab.url("api/kernels"), timeout=5).json()
-        if isinstance(kernels, list) and any(
-            k["connections"] >= 1 and k["execution_state"] == "idle" for k in kernels
-        ):
-            return
+        sessions = httpx.get(s.lab.url("api/sessions"), timeout=5).json()
+        if isinstance(sessions, list):
+            kernels = [x["kernel"] for x in sessions if x["path"] == s.relative]
+            if any(k["connections"] >= 1 and k["execution_state"] == "idle" for k in kernels):
+                return
         time.sleep(0.2)  # polling interval
     raise AssertionError(f"no idle, connected kernel in {timeout}s: {kernels}")
 
 
 def _open_and_run_all(s: LabSession) -> None:
     page, t0 = s.page, time.monotonic()
-    page.goto(s.lab.url(f"lab/tree/{s.notebook.name}"))
+    # A workspace of its own: the lab's default one would reopen other sessions' notebooks.
+    page.goto(s.lab.url(f"lab/workspaces/{s.root.name}/tree/{s.relative}"))
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
     s.timings["notebook_open"] = time.monotonic() - t0
-    _wait_for_kernel(s.lab, STEP_TIMEOUT_MS / 1000)
+    _wait_for_kernel(s, STEP_TIMEOUT_MS / 1000)
     page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
     s.timings["kernel_ready"] = time.monotonic() - t0
     assert not page.locator(".jp-Dialog").count(), "a dialog is in the way: " + (
@@ -400,7 +440,7 @@ def _check_timeline(s: LabSession) -> None:
 
     # the session file sits beside the notebook (JPY_SESSION_NAME), one request per step
     assert (s.root / f"{s.notebook.stem}.agent.jsonl").exists()
-    assert [r.status for r in s.server.requests] == [200] * (2 * k)
+    assert [r.status for r in s.model_requests()] == [200] * (2 * k)
 
     view.scroll_into_view_if_needed()
     s.screenshot("browser-timeline.png")
@@ -532,9 +572,9 @@ def test_the_saved_timeline_shows_after_reopening_with_the_kernel_shut_down(
         saved = _wait_for_saved_timeline(s.notebook, k)
         assert "application/vnd.jupyter.widget-view+json" not in saved
         assert f"{k} run(s)" in "".join(saved["text/plain"])
-        for kernel in httpx.get(s.lab.url("api/kernels"), timeout=5).json():
-            httpx.delete(s.lab.url(f"api/kernels/{kernel['id']}"), timeout=30)
-        assert httpx.get(s.lab.url("api/kernels"), timeout=5).json() == []
+        for kernel in s.kernel_ids():
+            httpx.delete(s.lab.url(f"api/kernels/{kernel}"), timeout=30)
+        assert s.kernel_ids() == []
 
         s.page.reload()
         view = s.timeline()
@@ -618,17 +658,20 @@ def test_the_timeline_reads_in_the_light_and_the_dark_theme(lab_session: LabSess
             tool.locator("summary").click()
         tool.locator("pre").last.wait_for(state="visible")
         found, tints = {}, {}
-        for theme in ("JupyterLab Light", "JupyterLab Dark"):
-            _set_theme(s, theme)
-            found[theme] = {
-                what: view.locator(selector).first.evaluate(CONTRAST_JS)
-                for what, selector in READ.items()
-            }
-            tints[theme] = view.locator(".tan-tool pre").first.evaluate(
-                "e => getComputedStyle(e).backgroundColor"
-            )
-            view.scroll_into_view_if_needed()
-            s.screenshot(f"timeline-{theme.split()[-1].lower()}.png", TIMELINE)
+        try:
+            for theme in ("JupyterLab Light", "JupyterLab Dark"):
+                _set_theme(s, theme)
+                found[theme] = {
+                    what: view.locator(selector).first.evaluate(CONTRAST_JS)
+                    for what, selector in READ.items()
+                }
+                tints[theme] = view.locator(".tan-tool pre").first.evaluate(
+                    "e => getComputedStyle(e).backgroundColor"
+                )
+                view.scroll_into_view_if_needed()
+                s.screenshot(f"timeline-{theme.split()[-1].lower()}.png", TIMELINE)
+        finally:  # the theme is a setting of the shared lab: later sessions open in light
+            _set_theme(s, "JupyterLab Light")
         print("contrast:", found)
         low = {t: {w: r for w, r in v.items() if r < 4.5} for t, v in found.items()}
         assert low == {"JupyterLab Light": {}, "JupyterLab Dark": {}}, found
@@ -681,12 +724,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
-def recovery_session(
-    tmp_path_factory: pytest.TempPathFactory, browser: Any
-) -> Iterator[LabSession]:
-    base = tmp_path_factory.mktemp("browser-recovery")
-    root = base / "root"
-    root.mkdir()
+def recovery_session(lab: Lab, browser: Any) -> Iterator[LabSession]:
+    root = lab.directory("recovery")
     died = subprocess.run(
         [sys.executable, "-c", DYING_WRITER, str(root), str(REPO / "tests"), MODEL],
         capture_output=True,
@@ -704,7 +743,7 @@ def recovery_session(
     }
     path = root / "recovery.ipynb"
     path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
-    with OpenAIServer() as server, _lab(base, path, [], [], server, browser) as session:
+    with _lab(lab, path, [], [], browser) as session:
         yield session
 
 
@@ -729,7 +768,7 @@ def test_a_tool_cut_short_by_a_dead_kernel_shows_as_interrupted(
         badge = view.locator('.tan-tool .tan-badge[data-status="interrupted"]').first
         assert badge.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(239, 108, 0)"
     assert (s.root / "marker.txt").read_text() == "ran\n"  # once: before the kernel died
-    assert s.server.requests == []  # settling a dead kernel's run asks no model
+    assert s.model_requests() == []  # settling a dead kernel's run asks no model
     view.scroll_into_view_if_needed()
     s.screenshot("browser-recovery.png")
     s.screenshot("browser-recovery-cells.png", ".jp-NotebookPanel .jp-WindowedPanel-viewport")
@@ -777,10 +816,8 @@ UNSAFE_HREF = re.compile(r"^\s*(javascript|data|vbscript|file):", re.IGNORECASE)
 
 
 @pytest.fixture(scope="module")
-def hostile_session(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> Iterator[LabSession]:
-    base = tmp_path_factory.mktemp("browser-hostile")
-    root = base / "root"
-    root.mkdir()
+def hostile_session(lab: Lab, browser: Any) -> Iterator[LabSession]:
+    root = lab.directory("hostile")
     notebook = {
         "cells": [
             _code_cell(0, "%load_ext tiny_agent_nb"),
@@ -795,13 +832,12 @@ def hostile_session(tmp_path_factory: pytest.TempPathFactory, browser: Any) -> I
     }
     path = root / "hostile.ipynb"
     path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
-    with OpenAIServer() as server:
-        server.enqueue(
-            tool_calls_reply(tool_call("call_0", "list_files", {"path": HOSTILE_PATH})),
-            text_reply(HOSTILE_ANSWER),
-        )
-        with _lab(base, path, [], [], server, browser) as session:
-            yield session
+    lab.server.enqueue(
+        tool_calls_reply(tool_call("call_0", "list_files", {"path": HOSTILE_PATH})),
+        text_reply(HOSTILE_ANSWER),
+    )
+    with _lab(lab, path, [], [], browser) as session:
+        yield session
 
 
 def test_a_hostile_answer_shows_as_text_and_runs_nothing_also_after_reopening(
@@ -835,6 +871,8 @@ def _check_inert(s: LabSession, answer: Any) -> None:
     # take (milliseconds) before checking that they did not happen.
     page.wait_for_timeout(1_000)
     assert page.evaluate("() => window.__pwned") is None
+    # the fetch writes at the lab's root (the contents API's path is absolute)
+    assert not (s.lab.root / "pwned.txt").exists()
     assert not (s.root / "pwned.txt").exists()
     attacks = [r for r in s.requests if "pwned" in r[1] or "exfil" in r[1]]
     assert attacks == [], attacks
@@ -854,7 +892,8 @@ def _check_inert(s: LabSession, answer: Any) -> None:
     assert found["handlers"] == [], found
     # the one image kept is the relative one, served by JupyterLab from beside the notebook
     kept = [src.split("?")[0] for src in found["images"]]
-    assert kept == [f"http://127.0.0.1:{s.lab.port}/files/plot.png"], found
+    beside = s.root.relative_to(s.lab.root).as_posix()
+    assert kept == [f"http://127.0.0.1:{s.lab.port}/files/{beside}/plot.png"], found
     assert not [h for h in found["hrefs"] if h and UNSAFE_HREF.match(h)], found
     assert found["linked"] == 0, found
     # the model's markup is there to read, as text

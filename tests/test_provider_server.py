@@ -174,7 +174,9 @@ def test_a_held_reply_waits_for_its_event_and_requests_can_be_awaited(
     client.join(10)
     provider.close()
     assert answers == ["after the hold"]
-    assert request.finished.is_set() and request.status == 200
+    # The client can read the whole answer before the server's thread marks the request
+    # finished (after its write returned): wait for it, bounded.
+    assert request.finished.wait(10) and request.status == 200
 
 
 def test_waiting_for_requests_that_never_come_times_out(server: OpenAIServer) -> None:

@@ -20,10 +20,10 @@ Protocol on stdout, one line each: `ready <pid>` once the loop is wired, `asking
 and finally `report <json>`: what `recover` returned (operation, call ids replayed and
 interrupted, attempts failed) and what `run`/`resume` returned (or the AgentError).
 
-The random crash matrix forks this module from a multiprocessing forkserver that has
-already imported the package (a fresh interpreter spends ~0.3 s importing pydantic and
-httpx, too much for hundreds of processes); `forked` is that entry point, with the same
-lines sent on a pipe instead of stdout.
+The crash tests fork this module from a multiprocessing forkserver that has already
+imported the package (a fresh interpreter spends ~0.3 s importing pydantic and httpx, too
+much for hundreds of processes); `forked` is that entry point, with the same lines sent
+on a pipe instead of stdout (and the approval answer read from it).
 """
 
 from __future__ import annotations
@@ -152,17 +152,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def forked(argv: Sequence[str], conn: Connection) -> None:
-    """Entry point in a forkserver child: the same protocol, on `conn`; never asks."""
+def forked(argv: Sequence[str], conn: Connection, asks: bool = False) -> None:
+    """Entry point in a forkserver child: the same protocol, on `conn`. With `asks` (a
+    duplex `conn`), `--approval ask` reads its answer from `conn`; else it never asks."""
 
     def emit(line: str) -> None:
         conn.send_bytes(line.encode())
 
-    def refuse(tool: str, arguments: Mapping[str, Any]) -> bool:
-        return False
+    def ask(tool: str, arguments: Mapping[str, Any]) -> bool:
+        if not asks:
+            return False
+        emit(f"asking {tool}")
+        return conn.recv_bytes() == b"yes"
 
     try:
-        report = drive(parse(argv), emit, refuse)
+        report = drive(parse(argv), emit, ask)
     except Exception:
         emit("error " + traceback.format_exc())  # the parent shows it in its failure
         raise
