@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
@@ -167,3 +169,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     to its workers in this order, so the long ones overlap with the many short ones
     instead of finishing the run alone; a serial run (`-n 0`) only runs them earlier."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Bytecode for the processes the tests start, in a temporary directory.
+
+    Kernels, CLI runs and crash children are new interpreters; where the environment says
+    PYTHONDONTWRITEBYTECODE (this machine does), each compiled the package's modules
+    from source again. The run (the controller, before its workers start, so they and
+    every process a test starts inherit it) points PYTHONPYCACHEPREFIX at a temporary
+    directory and lets those processes write there: one compile per module per run, and
+    nothing written beside the sources. A prefix the user set is left alone."""
+    if "PYTEST_XDIST_WORKER" in os.environ or "PYTHONPYCACHEPREFIX" in os.environ:
+        return
+    cache = tempfile.mkdtemp(prefix="tiny-agent-nb-pycache-")
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+    os.environ["PYTHONPYCACHEPREFIX"] = cache
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

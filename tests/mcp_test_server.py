@@ -52,6 +52,10 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if options.hang:
         _sleep_forever()
+    # The SDK starts a server with an environment of its own (no PYTHONPYCACHEPREFIX or
+    # PYTHONDONTWRITEBYTECODE from the run): without this, importing the module below
+    # would leave its bytecode in tests/, outside a temporary directory.
+    sys.dont_write_bytecode = True
     from mcp_test_tools import add_odd_tool, serve_http, server  # noqa: PLC0415 (see above)
 
     if options.bad_schema:
