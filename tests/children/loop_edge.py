@@ -119,6 +119,13 @@ def causes(exc: BaseException | None) -> list[str]:
 
 
 def main() -> None:
+    # SIGINT delivered and raising KeyboardInterrupt, as in a kernel, whatever this
+    # process inherited: a test run started in the background leaves SIGINT ignored in
+    # every process it starts (Python then installs no handler of its own), and a
+    # blocked signal stays blocked across exec; either way the parent's interrupt would
+    # be lost and the test would wait out its timeout (seen once in a CI run).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     mode, session, workspace = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]).resolve()
     if mode == "full-disk":
         init = HeaderInit(
