@@ -371,13 +371,6 @@ def test_an_http_server_gone_later_gives_error_results_and_a_failed_state(
 # ---------------------------------------------------------------- cancellation
 
 
-@pytest.fixture
-def sigint_raises() -> Iterator[None]:
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, before)
-
-
 def test_ctrl_c_cancels_the_call_and_the_server_sees_the_cancellation(
     sigint_raises: None, context: ToolContext, tmp_path: Path
 ) -> None:
