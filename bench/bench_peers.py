@@ -195,32 +195,47 @@ def tiny_write(path: Path, work: Workload, steps: int, durability: str) -> Times
                     ),
                 ]
             )
-            intent = f.tool_started(
-                operation_id,
-                attempt_id,
-                call.id,
-                tool=TOOL,
-                arguments=dict(s.arguments),
-                replay_policy="safeRead",
-                environment_identity=env,
-            )
-            store.commit([intent])
-            body = intent.body
-            assert isinstance(body, ToolStarted) and intent.id is not None
-            store.commit(
-                [
-                    f.tool_result(
-                        tool_started_id=intent.id,
-                        result_entry_id=body.resultEntryId,
-                        tool_call_id=call.id,
-                        content=s.result,
-                        outcome="completed",
-                        is_error=False,
-                    )
-                ]
+            commit_tool_call(
+                store, call, s.result, operation_id=operation_id, attempt_id=attempt_id, env=env
             )
             times.append((perf() - start, cpu() - cstart))
     return times
+
+
+def commit_tool_call(
+    store: SessionStore,
+    call: ToolCall,
+    result: str,
+    *,
+    operation_id: str,
+    attempt_id: str,
+    env: str,
+) -> None:
+    """A tool call's two commits as the loop makes them: its intent, then its result."""
+    intent = f.tool_started(
+        operation_id,
+        attempt_id,
+        call.id,
+        tool=TOOL,
+        arguments=dict(call.arguments),
+        replay_policy="safeRead",
+        environment_identity=env,
+    )
+    store.commit([intent])
+    body = intent.body
+    assert isinstance(body, ToolStarted) and intent.id is not None
+    store.commit(
+        [
+            f.tool_result(
+                tool_started_id=intent.id,
+                result_entry_id=body.resultEntryId,
+                tool_call_id=call.id,
+                content=result,
+                outcome="completed",
+                is_error=False,
+            )
+        ]
+    )
 
 
 def tiny_load(path: Path) -> int:

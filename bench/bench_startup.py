@@ -56,13 +56,12 @@ TARGET_MEMORY = 1.5
 def build(directory: Path, facts: int) -> Path:
     """A session of about `facts` facts, its last run open (killed during `bash`)."""
     sys.path.insert(0, str(HERE))
-    from bench_peers import DIGEST, MODEL, TOOL, Workload  # noqa: PLC0415
+    from bench_peers import DIGEST, MODEL, TOOL, Workload, commit_tool_call  # noqa: PLC0415
 
     from tiny_agent_nb.session import (  # noqa: PLC0415
         HeaderInit,
         SessionStore,
         ToolCall,
-        ToolStarted,
         new_id,
     )
     from tiny_agent_nb.session import facts as f  # noqa: PLC0415
@@ -110,26 +109,9 @@ def build(directory: Path, facts: int) -> Path:
                 attempt_id = attempt(operation_id, n)
                 call = ToolCall(id=s.call_id, name=TOOL.name, arguments=s.arguments)
                 answer(attempt_id, s.text, [call])
-                started = f.tool_started(
-                    operation_id,
-                    attempt_id,
-                    call.id,
-                    tool=TOOL,
-                    arguments=dict(s.arguments),
-                    replay_policy="safeRead",
-                    environment_identity=env,
+                commit_tool_call(
+                    store, call, s.result, operation_id=operation_id, attempt_id=attempt_id, env=env
                 )
-                store.commit([started])
-                body = started.body
-                assert isinstance(body, ToolStarted) and started.id is not None
-                result = f.tool_result(
-                    tool_started_id=started.id,
-                    result_entry_id=body.resultEntryId,
-                    tool_call_id=call.id,
-                    content=s.result,
-                    outcome="completed",
-                )
-                store.commit([result])
             answer(attempt(operation_id, STEPS_PER_RUN + 1), "Fixed: the trailing comma.", [])
             store.commit([f.operation_finished(operation_id, "completed")])
         # The kernel dies while `bash` runs: recovery marks the call interrupted.
