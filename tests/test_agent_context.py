@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection
-from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.agent._context import SEALED_RUN, last_input_tokens
 from tiny_agent_nb.session import SessionState, SessionStore
 from tiny_agent_nb.session import facts as f
 
@@ -148,6 +148,47 @@ def test_the_projection_holds_one_copy_of_what_it_sends(store: SessionStore) -> 
     sent = sum(len(part) for part in projection.messages())
     assert sent > 40 * 12_000
     assert held < 1.3 * sent, f"the projection holds {held:,} bytes to send {sent:,}"
+
+
+def test_the_projection_keeps_an_id_and_an_offset_per_entry(store: SessionStore) -> None:
+    """Per entry, beyond its message: a reference to the id string the session's tables
+    hold and an 8-byte offset, where an (id, offset) tuple with its own copy of the id
+    and an int object cost about ten times that, for the whole history."""
+    for _ in range(500):
+        complete_run(store, "ok")
+    state = store.load()
+    # Once first: decoding fills pydantic's (bounded) cache of short strings.
+    ContextProjection.from_state(state, None)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        projection = ContextProjection.from_state(state, None)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    sent = sum(len(part) for part in projection.messages())
+    beyond = (held - sent) / len(state.entries)
+    assert beyond < 40, f"{beyond:.0f} bytes per entry beyond its message"
+
+
+def test_a_followed_projection_seals_its_runs_and_sends_what_a_rebuild_sends(
+    store: SessionStore,
+) -> None:
+    """A kernel's projection follows every commit for hours: its runs stop merging at
+    SEALED_RUN bytes, so no merge copies (and frees) a run the size of the history."""
+    live = ContextProjection(None)
+    store.subscribe(live.apply)
+    for i in range(400):
+        complete_run(store, f"{i} " + "long prompt " * 1000)  # 12 KB a run: 4.8 MB
+    parts = live.messages()
+    total = sum(len(part) for part in parts)
+    assert total > 4 * SEALED_RUN
+    assert max(len(part) for part in parts) < 2 * SEALED_RUN
+    assert len(parts) <= total // SEALED_RUN + 12  # sealed runs, and O(log n) others
+    rebuilt = ContextProjection.from_state(store.load(), None).messages()
+    assert max(len(part) for part in rebuilt) < SEALED_RUN + 13_000  # one message past
+    assert decode(parts) == decode(rebuilt)
 
 
 # ---------------------------------------------------------------- built when first read

@@ -1,10 +1,11 @@
 """The active context: what the model is sent, projected from entries as they commit.
 
 Each entry is encoded to wire JSON (`provider.wire`) once, when it is committed, and kept
-in a few comma-joined runs (`_Runs`, merged like a binary counter: O(log n) runs, each
-byte copied O(log n) times in its life). A request sends those runs as they are, so the
-cost of a step does not grow with the length of the history, and a kernel that restarts
-rebuilds the same projection from the file.
+in comma-joined runs (`_Runs`, merged like a binary counter up to SEALED_RUN bytes: one
+run per SEALED_RUN bytes of history and O(log n) more, each byte copied O(log SEALED_RUN)
+times in its life). A request sends those runs as they are, so the cost of a step does
+not grow with the length of the history, and a kernel that restarts rebuilds the same
+projection from the file, each sealed run joined once (`_RunWriter`).
 
 Two things are not entries but still reach the model:
 - the system prompt, first;
@@ -16,6 +17,7 @@ Two things are not entries but still reach the model:
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 
 from ..provider import wire
@@ -38,12 +40,28 @@ NOT_STARTED = (
 )
 
 
+# A run this long is sealed: it is never merged again (see `_Runs`).
+SEALED_RUN = 1 << 20
+_SEALED = -1  # the level of a sealed run: no run being merged ever has it
+
+
 # perf: register row "projection-runs" (docs/benchmarks.md)
+# perf: register row "projection-sealed-runs" (docs/benchmarks.md)
 class _Runs:
-    """Encoded messages, kept as a few comma-joined runs of doubling length."""
+    """Encoded messages, kept as a few comma-joined runs of doubling length, each sealed
+    once it reaches SEALED_RUN bytes. Without the seal the last merge of a long history
+    makes a run the size of the whole context out of two halves, and the C allocator
+    keeps the holes such runs leave when freed: building the context of a long session
+    grew the kernel's resident memory by about twice the context. Sealed, no run made
+    and freed on the way is larger than twice SEALED_RUN, a byte is copied at most
+    log2(SEALED_RUN / message size) times, and a request sends at most two runs per
+    SEALED_RUN bytes of history (a run left unsealed before a sealed one is never
+    merged again), plus O(log n)."""
 
     def __init__(self) -> None:
-        self._runs: list[tuple[int, bytes]] = []  # (level, run); levels strictly decrease
+        # (level, run): a level counts the merges that made the run (2**level messages);
+        # the unsealed levels at the end strictly decrease.
+        self._runs: list[tuple[int, bytes]] = []
         self._length = 0  # of the runs joined with commas
 
     def append(self, message: bytes) -> int:
@@ -54,6 +72,9 @@ class _Runs:
         while self._runs and self._runs[-1][0] == level:
             _, earlier = self._runs.pop()
             run = earlier + b"," + run
+            if len(run) >= SEALED_RUN:
+                level = _SEALED
+                break
             level += 1
         self._runs.append((level, run))
         return offset
@@ -66,13 +87,55 @@ class _Runs:
         return b",".join(self.parts())[offset:]
 
 
+# perf: register row "projection-sealed-runs" (docs/benchmarks.md)
+class _RunWriter:
+    """`_Runs` as a whole session's context is built: the messages are gathered until
+    they fill a sealed run, which is then made at once, at its size. Merged two by two,
+    the runs of every size below SEALED_RUN would be made and freed on the way, each
+    byte copied up to log2(SEALED_RUN / message size) times."""
+
+    def __init__(self) -> None:
+        self._sealed: list[bytes] = []
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+        self._length = 0  # of the messages joined with commas
+
+    def append(self, message: bytes) -> int:
+        offset = self._length + 1 if self._length else 0
+        self._length = offset + len(message)
+        self._pending.append(message)
+        self._pending_size += len(message) + 1
+        if self._pending_size > SEALED_RUN:
+            self._sealed.append(b",".join(self._pending))
+            self._pending, self._pending_size = [], 0
+        return offset
+
+    def parts(self) -> list[bytes]:
+        return [*self._sealed, *self._pending]
+
+    def since(self, offset: int) -> bytes:
+        return b",".join(self.parts())[offset:]
+
+    def runs(self) -> _Runs:
+        """What `_Runs` would hold had each message been appended to it (up to where
+        the last few messages were merged)."""
+        runs = _Runs()
+        runs._runs = [(_SEALED, run) for run in self._sealed]
+        if self._pending:
+            level = len(self._pending).bit_length() - 1  # less than 2**(level + 1) of them
+            runs._runs.append((level, b",".join(self._pending)))
+        runs._length = self._length
+        self._sealed, self._pending = [], []
+        return runs
+
+
 # perf: register row "projection-tuples" (docs/benchmarks.md)
-# One entry as it is projected: (entry id, encoded wire message, the tool call ids it
-# opens (assistant) or the one it answers (tool result)). What the projection keeps of it
-# afterwards is (entry id, where its message starts in `_Runs`): atoms the cyclic GC does
-# not track, and no second copy of the message (a checkpoint slices the runs instead).
-_Projected = tuple[str, bytes, tuple[str, ...], tuple[str, ...]]
-_Kept = tuple[str, int]
+# One entry as it is projected: (encoded wire message, the tool call ids it opens
+# (assistant) or the one it answers (tool result)). What the projection keeps of it
+# afterwards is its id (the string the session's tables hold already, when built from a
+# state) and where its message starts in `_Runs` (an `array` of offsets): nothing the
+# cyclic GC tracks, and no second copy of the message (a checkpoint slices the runs).
+_Projected = tuple[bytes, tuple[str, ...], tuple[str, ...]]
 
 
 def _project(entry: EntryFact) -> _Projected:
@@ -81,10 +144,10 @@ def _project(entry: EntryFact) -> _Projected:
     assert message is not None  # compactions are handled before projecting
     encoded = wire.encode(message)
     if isinstance(body, AssistantEntry):
-        return entry.id, encoded, tuple(c.id for c in body.message.toolCalls), ()
+        return encoded, tuple(c.id for c in body.message.toolCalls), ()
     if isinstance(body, ToolResultEntry):
-        return entry.id, encoded, (), (body.message.toolCallId,)
-    return entry.id, encoded, (), ()
+        return encoded, (), (body.message.toolCallId,)
+    return encoded, (), ()
 
 
 class ContextProjection:
@@ -93,8 +156,11 @@ class ContextProjection:
     def __init__(self, system_prompt: str | None) -> None:
         self._system: list[bytes] = []
         self.set_system_prompt(system_prompt)
-        self._messages = _Runs()
-        self._entries: list[_Kept] = []  # kept only to cut at a compaction
+        self._messages: _Runs | _RunWriter = _Runs()
+        # Each projected entry's id and where its message starts: kept only to cut at a
+        # compaction.
+        self._entry_ids: list[str] = []
+        self._offsets = array("q")
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
         self._ledger = _LastRequest()
         # Set while the projection is deferred (`following`): how to read the session.
@@ -104,7 +170,11 @@ class ContextProjection:
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
         projection = cls(system_prompt)
-        projection.extend(state.entries.values())
+        projection._messages = _RunWriter()
+        for entry_id, entry in state.entries.items():  # the tables' own id strings
+            projection._add(entry, entry_id)
+        if isinstance(projection._messages, _RunWriter):
+            projection._messages = projection._messages.runs()
         projection._ledger = _LastRequest.from_state(state)
         projection._through_seq = state.last_seq
         return projection
@@ -130,7 +200,11 @@ class ContextProjection:
         # Built aside and then taken whole: a build that raises leaves the projection
         # deferred, so the next read tries again instead of sending half a history.
         built = ContextProjection.from_state(load(), None)
-        self._messages, self._entries = built._messages, built._entries
+        self._messages, self._entry_ids, self._offsets = (
+            built._messages,
+            built._entry_ids,
+            built._offsets,
+        )
         self._unanswered, self._ledger = built._unanswered, built._ledger
         self._through_seq, self._load = built._through_seq, None
 
@@ -153,22 +227,23 @@ class ContextProjection:
     def extend(self, entries: Iterable[EntryFact]) -> None:
         self._built()
         for entry in entries:
-            self._add(entry)
+            self._add(entry, entry.id)
 
-    def _add(self, entry: EntryFact) -> None:
+    def _add(self, entry: EntryFact, entry_id: str) -> None:
         body = entry.entry
         if isinstance(body, CompactionEntry):
             self._compact(body)
         else:
-            self._append(_project(entry))
+            self._append(entry_id, _project(entry))
 
-    def _append(self, projected: _Projected) -> None:
-        entry_id, message, opens, answers = projected
+    def _append(self, entry_id: str, projected: _Projected) -> None:
+        message, opens, answers = projected
         if answers:
             self._unanswered.pop(answers[0], None)
         else:
             self._close_unanswered()
-        self._entries.append((entry_id, self._messages.append(message)))
+        self._entry_ids.append(entry_id)
+        self._offsets.append(self._messages.append(message))
         if opens:
             self._unanswered = dict.fromkeys(opens)
 
@@ -178,22 +253,24 @@ class ContextProjection:
         self._unanswered = {}
 
     def _compact(self, body: CompactionEntry) -> None:
-        ids = [entry_id for entry_id, _ in self._entries]
+        ids = self._entry_ids
         if body.throughEntryId not in ids:
             return  # already compacted away by a later checkpoint
-        keep = self._entries[ids.index(body.throughEntryId) + 1 :]
+        cut = ids.index(body.throughEntryId) + 1
+        keep_ids, keep_offsets = ids[cut:], self._offsets[cut:]
         summary = f"[Summary of the earlier conversation]\n{body.summary}"
-        messages = _Runs()
+        # A checkpoint met while building from a whole session keeps building the same way.
+        messages = _RunWriter() if isinstance(self._messages, _RunWriter) else _Runs()
         messages.append(wire.user_message(summary))
-        self._entries = []
-        if keep:
+        self._entry_ids, self._offsets = keep_ids, array("q")
+        if keep_ids:
             # The messages from the first kept entry on are the ones a rebuild from the
             # kept entries would make: the cut is clean (docs/spec.md §5 rule 12), so the
             # first kept entry answers no call before it, and a never-started call's
             # synthetic answer before it stays out. `_unanswered` is the kept entries'.
-            start = keep[0][1]
+            start = keep_offsets[0]
             moved = messages.append(self._messages.since(start)) - start
-            self._entries = [(entry_id, offset + moved) for entry_id, offset in keep]
+            self._offsets = array("q", [offset + moved for offset in keep_offsets])
         else:
             self._unanswered = {}
         self._messages = messages

@@ -1,0 +1,38 @@
+"""Child: how much resident memory building a session's context adds, in a fresh process.
+
+    python context_rss.py SESSION_FILE
+
+Prints one JSON line: {"grew": bytes of RSS the build added, "sent": bytes the context
+sends}. A process of its own, so the allocator holds nothing of a test run before it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+from pathlib import Path
+
+from tiny_agent_nb.agent import ContextProjection
+from tiny_agent_nb.session import SessionStore
+
+
+def resident() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise LookupError("VmRSS")
+
+
+def main(path: str) -> None:
+    with SessionStore.open(path) as store:
+        gc.collect()
+        before = resident()
+        context = ContextProjection.following(store.load, None)
+        sent = sum(map(len, context.messages()))
+        gc.collect()
+        print(json.dumps({"grew": resident() - before, "sent": sent}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
