@@ -2,8 +2,9 @@
 
     python context_rss.py SESSION_FILE
 
-Prints one JSON line: {"grew": bytes of RSS the build added, "sent": bytes the context
-sends}. A process of its own, so the allocator holds nothing of a test run before it.
+Prints one JSON line: {"opened": bytes of RSS opening the session added, "grew": bytes
+of RSS building its context added, "sent": bytes the context sends}. A process of its
+own, so the allocator holds nothing of a test run before it.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ def resident() -> int:
 
 
 def main(path: str) -> None:
+    gc.collect()
+    start = resident()
     with SessionStore.open(path) as store:
         gc.collect()
         before = resident()
         context = ContextProjection.following(store.load, None)
         sent = sum(map(len, context.messages()))
         gc.collect()
-        print(json.dumps({"grew": resident() - before, "sent": sent}))
+        grew = resident() - before
+        print(json.dumps({"opened": before - start, "grew": grew, "sent": sent}))
 
 
 if __name__ == "__main__":

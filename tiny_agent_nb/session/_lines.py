@@ -27,7 +27,9 @@ from ._exceptions import SessionCorruptError
 
 DIGEST_SIZE = 8
 # A chunk of the file read at once: by the reader's scan, and by iteration over lines.
-CHUNK = 1 << 22
+# perf: register row "read-sizes" (docs/benchmarks.md): two are alive at once, and the
+# allocator keeps later temporaries up to a freed chunk's size in its heap.
+CHUNK = 1 << 20
 # The covered prefix is hashed in blocks of this size (CHUNK is a multiple of it), and a
 # read of one covered line reads (and checks) READ_AHEAD of them at once.
 BLOCK = 1 << 16

@@ -73,13 +73,14 @@ def _read_snapshot(path: Path, limit: int) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 24):
-            chunks.append(chunk)
-            limit -= len(chunk)
-            if limit < 0:  # grew while read
-                return None
-        return b"".join(chunks)
+        # perf: register row "read-sizes" (docs/benchmarks.md)
+        # Its size and no more: a larger read allocates that much and frees it, and the
+        # allocator then keeps every temporary up to that size (the load's chunks) in
+        # its heap, whose holes stay resident.
+        data = os.read(fd, st.st_size)
+        if len(data) != st.st_size or os.read(fd, 1):
+            return None  # changed while read
+        return data
     except OSError:
         return None
     finally:
