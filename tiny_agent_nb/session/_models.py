@@ -324,5 +324,10 @@ Fact = Annotated[EntryFact | RecordFact | UsageFact, Field(discriminator="kind")
 FactList = Annotated[list[Fact], Field(min_length=1)]
 
 HEADER_ADAPTER: TypeAdapter[Header] = TypeAdapter(Header)
-FACT_ADAPTER: TypeAdapter[Fact] = TypeAdapter(Fact)
-FACT_LIST_ADAPTER: TypeAdapter[list[Fact]] = TypeAdapter(FactList)
+# perf: register row "fact-string-cache" (docs/benchmarks.md)
+# Only keys go through pydantic's process-wide cache of short strings: with every value
+# in it, decoding a session's lines (a load, the context's build) left thousands of ids
+# alive in the cache for the life of the kernel.
+_KEYS_CACHED = ConfigDict(cache_strings="keys")
+FACT_ADAPTER: TypeAdapter[Fact] = TypeAdapter(Fact, config=_KEYS_CACHED)
+FACT_LIST_ADAPTER: TypeAdapter[list[Fact]] = TypeAdapter(FactList, config=_KEYS_CACHED)
