@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tiny_agent_nb.safe_markdown import safe_markdown, safe_text
@@ -29,7 +29,11 @@ ELEMENTS = {
     "hr", "del", "table", "thead", "tbody", "tr", "th", "td",
     "h1", "h2", "h3", "h4", "h5", "h6",
 }  # fmt: skip
-SAFE_HREF = re.compile(r"(https?:|mailto:|[^:/?#]*(?:[/?#]|$))", re.IGNORECASE)
+# A URL has a scheme only when it starts with a letter (WHATWG URL, "scheme start
+# state"): `%5D():` is a relative link, `javascript:` is not. Checked after removing what
+# a browser strips or skips (C0 controls and spaces).
+SAFE_HREF = re.compile(r"(?:https?:|mailto:|(?![a-z][a-z0-9+.-]*:))", re.IGNORECASE)
+BROWSER_SKIPS = re.compile(r"[\x00-\x20]+")
 SAFE_SRC = re.compile(r"(?!//)[^:/?#]*(?:[/?#]|$)")
 OUR_TAGS = re.compile(r"</?(?:pre|code)>")
 
@@ -76,7 +80,7 @@ def assert_inert(text: str) -> Page:
         assert tag in ELEMENTS, (tag, out)
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs, out)
         href, src = attrs.get("href"), attrs.get("src")
-        assert href is None or SAFE_HREF.match("".join(href.split())), (href, out)
+        assert href is None or SAFE_HREF.match(BROWSER_SKIPS.sub("", href)), (href, out)
         assert src is None or SAFE_SRC.match("".join(src.split())), (src, out)
     return page
 
@@ -215,6 +219,9 @@ MARKDOWNISH = st.lists(st.sampled_from(TOKENS), max_size=60).map("".join)
 
 @settings(max_examples=400, deadline=None)
 @given(MARKDOWNISH)
+# Found by hypothesis: mistune percent-encodes `]` and decodes `&amp;#58;` to `:`, so the
+# href is `%5D():` (relative; an oracle that wanted no `:` before a `/` called it unsafe).
+@example("[](]()&#58;)")
 def test_any_mix_of_markdown_syntax_and_payloads_is_inert(text: str) -> None:
     assert_inert(text)
 
