@@ -1,4 +1,5 @@
-"""JSON -> `Tables`: the body of a snapshot (docs/spec.md §14); `_snapshot_encode` writes it.
+"""JSON + binary -> `Tables`: the body of a snapshot (docs/spec.md §14); `_snapshot_encode`
+writes it.
 
 # perf: register row "snapshot" (docs/benchmarks.md)
 Column-wise, so a resume rebuilds each table with a few C-level `map`/`zip` calls rather
@@ -7,7 +8,14 @@ than Python code per record: a table is one column per field, a list of values, 
 `settled`), or {"d": differences, "n": counts} for integers growing by steady steps (ids'
 indexes, line numbers); every string is an index into one string table whose head is the
 session's ids, in order, joined by commas (ids are UUIDv7 text: one `str.split` instead of
-a JSON string per id); -1 stands for None. Records are rebuilt with `tuple.__new__` on the
+a JSON string per id); -1 stands for None.
+
+# perf: register row "snapshot-binary" (docs/benchmarks.md)
+The body is a JSON text, then a binary section that the JSON points into by [offset,
+size]: the ids, as ASCII, and every integer column that runs do not shorten, as
+{"a": [offset, count, width]}: `count` little-endian signed integers of `width` bytes (1,
+2, 4 or 8), read with one `array.frombytes` (no JSON number parsed, no type to check;
+their range is checked with `min`/`max`). Records are rebuilt with `tuple.__new__` on the
 NamedTuple class (`_make` without its Python frame); the pydantic values they hold
 (`ToolIdentity`, `AttemptError`) go through their own strict validators, usage rows are
 checked column by column.
@@ -23,11 +31,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from functools import partial
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import ne
 from typing import Any, TypeVar, get_args
 
 from ._lines import Lines, Source
@@ -50,7 +60,10 @@ from ._tables import (
 # removed, renamed or moved in a table record makes every snapshot written before
 # "another snapshot version" (a full read) without anyone having to remember a bump.
 # A change in what a field *means*, or in how a column is encoded, still bumps FORMAT.
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+# The array typecode of each width of the binary section's integers.
+TYPECODES = {array(code).itemsize: code for code in "bhilq"}
+assert all(width in TYPECODES for width in (1, 2, 4, 8))
 
 
 def layout_version(
@@ -106,6 +119,9 @@ def _typed(*types: type) -> Convert:
     allowed = set(types)
 
     def convert(values: list[Any], what: str) -> list[Any]:
+        if isinstance(values, array):  # integers by construction
+            _check(int in allowed, f"{what} holds a value of the wrong type")
+            return values.tolist()
         _check(set(map(type, values)) <= allowed, f"{what} holds a value of the wrong type")
         return values
 
@@ -121,15 +137,21 @@ def _codes(codes: dict[str, Any]) -> Convert:
 
 
 _INTS = _typed(int)
+
+
+def _as_is(values: list[Any], what: str) -> list[Any]:
+    """Integers, left in their array if they come in one."""
+    return values if isinstance(values, array) else _INTS(values, what)
+
+
 _INTS_OR_NONE = _typed(int, type(None))
 
 
 class _Decoder:
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, Any], binary: bytes) -> None:
         self.body = body
-        joined = body.get("ids")
-        _check(isinstance(joined, str), "ids is not a string")
-        assert isinstance(joined, str)
+        self.binary = binary
+        joined = self.span(body.get("ids"), "ids").decode("ascii")
         self.ids = joined.split(",") if joined else []
         strings = _list(body.get("strings"), "strings")
         _check(set(map(type, strings)) <= {str}, "a string is not a string")
@@ -140,7 +162,25 @@ class _Decoder:
     def part(self, name: str, width: int) -> list[Any]:
         return _list(self.body.get(name), name, width)
 
+    def span(self, raw: object, what: str) -> bytes:
+        """The bytes at [offset, size] in the binary section."""
+        offset, size = _INTS(_list(raw, what, 2), what)
+        _check(offset >= 0 and size >= 0 and offset + size <= len(self.binary), f"{what}: bad span")
+        return self.binary[offset : offset + size]
+
+    def ints(self, raw: object, what: str, length: int) -> array[int]:
+        """The array at {"a": [offset, count, width]} in the binary section."""
+        offset, count, width = _INTS(_list(raw, what, 3), what)
+        _check(width in (1, 2, 4, 8) and count == length, f"{what}: a bad array")
+        values = array(TYPECODES[width])
+        values.frombytes(self.span([offset, count * width], what))
+        if sys.byteorder == "big":
+            values.byteswap()
+        return values
+
     def column(self, raw: object, what: str, length: int, convert: Convert) -> list[Any]:
+        if isinstance(raw, dict) and raw.keys() == {"a"}:
+            return convert(self.ints(raw["a"], what, length), what)  # type: ignore[arg-type]
         if isinstance(raw, dict):
             _check(raw.keys() in ({"v", "n"}, {"d", "n"}), f"{what}: runs are v or d, and n")
             values = _list(raw.get("v", raw.get("d")), what)
@@ -154,6 +194,8 @@ class _Decoder:
         return convert(_list(raw, what, length), what)
 
     def length(self, raw: object, what: str) -> int:
+        if isinstance(raw, dict) and raw.keys() == {"a"}:
+            return int(_INTS(_list(raw["a"], what, 3), what)[1])
         if isinstance(raw, dict):
             return sum(_INTS(_list(raw.get("n"), what), what))
         return len(_list(raw, what))
@@ -162,7 +204,8 @@ class _Decoder:
         least = -1 if nullable else 0
 
         def convert(values: list[Any], what: str) -> list[Any]:
-            _INTS(values, what)
+            if not isinstance(values, array):
+                _INTS(values, what)
             if values:
                 _check(least <= min(values) and max(values) < self.count, f"{what}: bad index")
             return list(map(self.lookup, values))
@@ -174,23 +217,28 @@ def _records(cls: type[R], columns: Sequence[Iterable[Any]]) -> list[R]:
     return list(map(partial(tuple.__new__, cls), zip(*columns, strict=True)))
 
 
-def decode_tables(raw: bytes, source: Source, start: int, end: int, blocks: bytes) -> Tables:
-    """The tables a snapshot body `raw` describes; their lines are those of the session
-    file in `source` from `start` (after the header) to `end`, cut where the body's line
-    sizes say, checked by `blocks` when read back. Raises on anything malformed."""
-    body = json.loads(raw)
+def decode_tables(
+    body_parts: tuple[bytes, bytes], source: Source, start: int, end: int, blocks: bytes
+) -> Tables:
+    """The tables a snapshot body (its JSON text and binary section) describes; their
+    lines are those of the session file in `source` from `start` (after the header) to
+    `end`, cut where the body's line sizes say, checked by `blocks` when read back.
+    Raises on anything malformed."""
+    text, binary = body_parts
+    body = json.loads(text)
     _check(isinstance(body, dict), "the body is not an object")
     _check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
-    d = _Decoder(body)
+    d = _Decoder(body, binary)
     raw_sizes = body.get("lineSizes")
-    sizes = d.column(raw_sizes, "line sizes", d.length(raw_sizes, "line sizes"), _INTS)
+    length = d.length(raw_sizes, "line sizes")
+    # An array is summed as it is: its ints are made one at a time, never all at once.
+    sizes = d.column(raw_sizes, "line sizes", length, _as_is)
     _check(not sizes or min(sizes) > 0, "an empty line")
     ends = array("q", accumulate(sizes, initial=start))
     _check(ends[-1] == end, "the lines do not end where the snapshot does")
     lines = Lines(source, ends=ends, blocks=blocks)
     roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(ROLES))
-    ids = dict(zip(d.ids, roles, strict=True))
-    _check(len(ids) == len(d.ids), "the ids are not distinct")
+    ids = _id_table(d.ids, roles)
 
     raw_keys, *raw_slots = d.part("entries", 4)
     n = d.length(raw_keys, "entry ids")
@@ -319,7 +367,7 @@ def _intents(
     columns = [
         ids,
         *(d.refs(cols[k], "intent fields", n) for k in range(1, 4)),
-        d.column(cols[4], "intent tools", n, lambda v, w: list(map(tools.__getitem__, v))),
+        d.column(cols[4], "intent tools", n, partial(_tool_refs, tools)),
         d.column(cols[5], "intent arguments", n, _typed(dict)),
         *(d.refs(cols[k], "intent fields", n) for k in range(6, 11)),
     ]
@@ -329,6 +377,11 @@ def _intents(
     return dict(zip(ids, _records(ToolIntent, columns), strict=True)), by_call
 
 
+def _tool_refs(tools: list[ToolIdentity], refs: list[Any], what: str) -> list[ToolIdentity]:
+    _check(not refs or min(refs) >= 0, f"{what}: bad index")
+    return list(map(tools.__getitem__, refs))
+
+
 def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
     n = d.length(cols[0], "usage kinds")
     kinds = d.column(cols[0], "usage kinds", n, _codes(_USAGE_KINDS))
@@ -336,13 +389,27 @@ def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
     counts = [d.column(cols[2 + k], "usage counts", n, _INTS) for k in range(4)]
     _check(all(min(c) >= 0 for c in counts if c), "a negative token count")
     costs = d.column(cols[6], "usage costs", n, _typed(float, type(None)))
-    _check(all(map(_cost_ok, costs)), "a cost that is no amount")
+    _check(all(map(_cost_ok, set(costs))), "a cost that is no amount")  # a few distinct
     # Exactly one target each, by construction: the column says which field it names.
-    attempts = [t if k else None for k, t in zip(kinds, targets, strict=True)]
-    tools = [None if k else t for k, t in zip(kinds, targets, strict=True)]
+    # (Usage names an attempt, as a rule: the common case is one C-level copy.)
+    if all(kinds):
+        attempts, tools = targets, [None] * n
+    else:
+        attempts = [t if k else None for k, t in zip(kinds, targets, strict=True)]
+        tools = [None if k else t for k, t in zip(kinds, targets, strict=True)]
     rows = dict(zip(targets, zip(attempts, tools, *counts, costs, strict=True), strict=True))
     _check(len(rows) == n, "a usage target twice")
     return rows
+
+
+def _id_table(ids: list[str], roles: list[IdRole]) -> dict[str, IdRole]:
+    """`dict(zip(ids, roles))`, made as `dict.fromkeys` (no pair per id) with the ids of
+    the rarer roles set again after: the same dict, keys in the same order."""
+    table: dict[str, IdRole] = dict.fromkeys(ids, "fact")
+    _check(len(table) == len(ids) == len(roles), "the ids are not distinct")
+    for index in compress(range(len(ids)), map(ne, roles, repeat("fact"))):
+        table[ids[index]] = roles[index]
+    return table
 
 
 def _cost_ok(cost: float | None) -> bool:
