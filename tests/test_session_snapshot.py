@@ -54,7 +54,7 @@ def _tables(state: SessionState) -> dict[str, Any]:
     out: dict[str, Any] = {
         f.name: list(getattr(t, f.name).items())
         for f in fields(t)
-        if isinstance(getattr(t, f.name), dict)
+        if not f.name.startswith("_") and isinstance(getattr(t, f.name), dict)
     }
     out["lines"] = [line.removesuffix(b"\n") for line in t.lines]
     out["totals"] = t.totals.summary(), t.totals.priced, t.totals.unpriced
@@ -209,6 +209,28 @@ def test_the_writer_refreshes_a_snapshot_left_behind_by_a_long_tail(
 def test_an_authentic_snapshot_is_believed_for_the_lines_it_covers(long_session: Path) -> None:
     _snapshot_of(long_session, long_session.read_bytes(), alter=True)
     assert _used(long_session)  # the check the hostile cases below rely on
+
+
+def test_intent_by_call_is_made_from_a_snapshot_on_its_first_use(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    with SessionStore.open(session_path, create=header_init) as store:
+        for _ in range(SNAPSHOT_TAIL // 8 + 1):
+            complete_run(store)
+    full = load_session_bytes(session_path.read_bytes())._tables
+    tables = load_session(session_path)._tables
+    assert "intent_by_call" in tables._deferred  # not made by the load
+    assert list(tables.intent_by_call.items()) == list(full.intent_by_call.items())
+    assert tables._deferred == {} and tables == full
+    with SessionStore.open(session_path) as store:  # a writer's reducer makes and uses it
+        run = Run(environment=store.header.environmentIdentity)
+        store.commit(run.start("again"))
+        store.commit(run.attempt())
+        store.commit(run.answer(None, [("c", "read_file", {"path": "f"})]))
+        store.commit([run.intent("c", READ_FILE, {"path": "f"})])
+        with pytest.raises(SessionError, match="already has toolStarted"):
+            store.commit([run.intent("c", READ_FILE, {"path": "f"})])
+    _same_as_full_read(session_path)
 
 
 def test_load_session_never_writes_a_snapshot(long_session: Path) -> None:

@@ -280,13 +280,12 @@ def decode_tables(
     last_cut = body.get("lastCut")
     if last_cut is not None:
         last_cut = tuple(_INTS(_list(last_cut, "lastCut", 2), "lastCut"))
-    return Tables(
+    tables = Tables(
         ids=ids,
         entries=entries,
         operations=_operations(d, _list(body.get("operations"), "operations")),
         attempts=_attempts(d, d.part("attempts", 15)),
         intents=intents,
-        intent_by_call=by_call,
         usage=_usage(d, d.part("usage", 7)),
         consumed_inputs=consumed,
         open_call_entries=open_calls,
@@ -296,6 +295,8 @@ def decode_tables(
         open_operation_id=d.refs([body.get("openOperation")], "open", 1, nullable=True)[0],
         last_cut=last_cut,
     )
+    tables.defer("intent_by_call", by_call)
+    return tables
 
 
 _OPERATION_FIELDS = _typed(int)  # the four counts; then two optional texts and started_at
@@ -353,9 +354,10 @@ def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
 
 def _intents(
     d: _Decoder, cols: list[Any]
-) -> tuple[dict[str, ToolIntent], dict[tuple[str, str], str]]:
-    """The intents, and `intent_by_call`: written with each intent and never removed, so
-    derived here rather than stored."""
+) -> tuple[dict[str, ToolIntent], Callable[[], dict[tuple[str, str], str]]]:
+    """The intents, and what makes `intent_by_call` (on first use: the reducer's check of
+    a new toolStarted is its only reader): written with each intent and never removed,
+    so derived from the intents' columns rather than stored."""
     tools = [
         ToolIdentity.__pydantic_validator__.validate_python(
             dict(zip(("name", "version", "source"), _list(row, "a tool", 3), strict=True))
@@ -373,8 +375,12 @@ def _intents(
     ]
     _check(set(columns[6]) <= _POLICIES, "an unknown replay policy")
     _check(set(columns[10]) <= _INTENT_STATUSES, "an unknown intent status")
-    by_call = dict(zip(zip(columns[2], columns[3], strict=True), ids, strict=True))
+    by_call = partial(_by_call, columns[2], columns[3], ids)
     return dict(zip(ids, _records(ToolIntent, columns), strict=True)), by_call
+
+
+def _by_call(attempts: list[str], calls: list[str], ids: list[str]) -> dict[tuple[str, str], str]:
+    return dict(zip(zip(attempts, calls, strict=True), ids, strict=True))
 
 
 def _tool_refs(tools: list[ToolIdentity], refs: list[Any], what: str) -> list[ToolIdentity]:
