@@ -211,18 +211,22 @@ def test_an_authentic_snapshot_is_believed_for_the_lines_it_covers(long_session:
     assert _used(long_session)  # the check the hostile cases below rely on
 
 
-def test_intent_by_call_is_made_from_a_snapshot_on_its_first_use(
+def test_the_reducers_own_tables_are_made_from_a_snapshot_on_their_first_use(
     session_path: Path, header_init: HeaderInit
 ) -> None:
+    """`ids` and `intent_by_call`: made by the first commit (or copy), never by a read."""
     with SessionStore.open(session_path, create=header_init) as store:
-        for _ in range(SNAPSHOT_TAIL // 8 + 1):
-            complete_run(store)
+        runs = [complete_run(store) for _ in range(SNAPSHOT_TAIL // 8 + 1)]
     full = load_session_bytes(session_path.read_bytes())._tables
     tables = load_session(session_path)._tables
-    assert "intent_by_call" in tables._deferred  # not made by the load
+    assert set(tables._deferred) == {"ids", "intent_by_call"}  # not made by the load
     assert list(tables.intent_by_call.items()) == list(full.intent_by_call.items())
+    assert list(tables.ids.items()) == list(full.ids.items())
     assert tables._deferred == {} and tables == full
-    with SessionStore.open(session_path) as store:  # a writer's reducer makes and uses it
+    with SessionStore.open(session_path) as store:  # a writer's reducer makes and uses them
+        assert "ids" in store._state._tables._deferred
+        with pytest.raises(SessionError, match="already used"):
+            store.commit(runs[0].start("an operation id the snapshot covers"))
         run = Run(environment=store.header.environmentIdentity)
         store.commit(run.start("again"))
         store.commit(run.attempt())

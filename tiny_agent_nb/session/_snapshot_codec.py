@@ -238,7 +238,6 @@ def decode_tables(
     _check(ends[-1] == end, "the lines do not end where the snapshot does")
     lines = Lines(source, ends=ends, blocks=blocks)
     roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(ROLES))
-    ids = _id_table(d.ids, roles)
 
     raw_keys, *raw_slots = d.part("entries", 4)
     n = d.length(raw_keys, "entry ids")
@@ -281,7 +280,6 @@ def decode_tables(
     if last_cut is not None:
         last_cut = tuple(_INTS(_list(last_cut, "lastCut", 2), "lastCut"))
     tables = Tables(
-        ids=ids,
         entries=entries,
         operations=_operations(d, _list(body.get("operations"), "operations")),
         attempts=_attempts(d, d.part("attempts", 15)),
@@ -295,6 +293,9 @@ def decode_tables(
         open_operation_id=d.refs([body.get("openOperation")], "open", 1, nullable=True)[0],
         last_cut=last_cut,
     )
+    # The reducer is the only reader of these two: a state that is only read never
+    # makes them (docs/benchmarks.md, register row "deferred-tables").
+    tables.defer("ids", partial(_id_table, d.ids, roles))
     tables.defer("intent_by_call", by_call)
     return tables
 
@@ -410,9 +411,12 @@ def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
 
 def _id_table(ids: list[str], roles: list[IdRole]) -> dict[str, IdRole]:
     """`dict(zip(ids, roles))`, made as `dict.fromkeys` (no pair per id) with the ids of
-    the rarer roles set again after: the same dict, keys in the same order."""
+    the rarer roles set again after: the same dict, keys in the same order.
+
+    The ids are distinct as the writer wrote them (a dict's keys), which the MAC vouches
+    for like everything else about what the lines reduce to; their type and the roles'
+    were checked by the load."""
     table: dict[str, IdRole] = dict.fromkeys(ids, "fact")
-    _check(len(table) == len(ids) == len(roles), "the ids are not distinct")
     for index in compress(range(len(ids)), map(ne, roles, repeat("fact"))):
         table[ids[index]] = roles[index]
     return table

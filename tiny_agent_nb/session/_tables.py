@@ -230,10 +230,10 @@ class Tables:
 
     # perf: register row "deferred-tables" (docs/benchmarks.md)
     def defer(self, name: str, make: Callable[[], Any]) -> None:
-        """Make the table `name` on its first use, with `make`: for a table derived from
-        others (a snapshot's `intent_by_call`), which a state that is only read never
-        consults. Until then the slot is empty, and `__getattr__` fills it; after, it is
-        a plain attribute again."""
+        """Make the table `name` on its first use, with `make`: for a snapshot's tables
+        that only the reducer consults (`ids`, and `intent_by_call`, derived from the
+        intents), which a state that is only read never needs. Until then the slot is
+        empty, and `__getattr__` fills it; after, it is a plain attribute again."""
         delattr(self, name)
         self._deferred[name] = make
 
