@@ -237,6 +237,21 @@ def test_the_reducers_own_tables_are_made_from_a_snapshot_on_their_first_use(
     _same_as_full_read(session_path)
 
 
+def test_a_header_longer_than_the_first_read_still_loads_through_the_snapshot(
+    session_path: Path,
+) -> None:
+    """The reader reads BLOCK bytes for the header line before the snapshot's digests;
+    a longer header line is read on, whole."""
+    init = HeaderInit(cwd="/w" * 40_000, provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(session_path, create=init) as store:
+        for _ in range(SNAPSHOT_TAIL // 8 + 1):
+            complete_run(store)
+    assert session_path.read_bytes().index(b"\n") > _lines.BLOCK
+    assert load_session(session_path)._snapshot_lines > 0
+    _snapshot_of(session_path, session_path.read_bytes(), alter=True)
+    assert _used(session_path)
+
+
 def test_load_session_never_writes_a_snapshot(long_session: Path) -> None:
     snapshot_path(long_session).unlink()
     load_session(long_session)

@@ -127,14 +127,18 @@ class Source:
             view.release()
         return b"".join(digests), bytes(buffer[filled - 1 : filled]) if offset else b""
 
-    def chunks(self, start: int, end: int) -> Iterator[bytes]:
-        """The bytes from `start` to `end`, CHUNK at a time (fewer at the file's end)."""
+    def chunks(self, start: int, end: int, first: int = 0) -> Iterator[bytes]:
+        """The bytes from `start` to `end`, CHUNK at a time (fewer at the file's end),
+        the first piece `first` bytes if given: a reader that wants the header line
+        alone, and then the snapshot's digests, reads no more than that before them."""
+        size = first or CHUNK
         while start < end:
-            chunk = self.read(start, min(CHUNK, end - start))
+            chunk = self.read(start, min(size, end - start))
             if not chunk:
                 return
             yield chunk
             start += len(chunk)
+            size = CHUNK
 
 
 class Lines:

@@ -187,9 +187,9 @@ class _Decoder:
             counts = _INTS(_list(raw["n"], what, len(values)), what)
             _check(not counts or min(counts) > 0, f"{what}: an empty run")
             _check(sum(counts) == length, f"{what} has the wrong length")
-            if "d" in raw:  # differences: add them up, then check the values
+            if "d" in raw:  # differences: add them up (ints of ints: no type to check)
                 deltas = chain.from_iterable(map(repeat, _INTS(values, what), counts))
-                return convert(list(accumulate(deltas)), what)
+                return convert(array("q", accumulate(deltas)), what)  # type: ignore[arg-type]
             return list(chain.from_iterable(map(repeat, convert(values, what), counts)))
         return convert(_list(raw, what, length), what)
 
