@@ -144,6 +144,20 @@ def _as_is(values: list[Any], what: str) -> list[Any]:
     return values if isinstance(values, array) else _INTS(values, what)
 
 
+def _sums(deltas: list[int], counts: list[int]) -> array[int]:
+    """The running sums of `deltas`, each repeated `counts` times: for a column that
+    starts somewhere and then grows by one steady step (ids' indexes, line numbers), an
+    array made from a `range` rather than by adding every difference."""
+    first = step = count = 0
+    if len(deltas) == 1:
+        first, step, count = deltas[0], deltas[0], counts[0]
+    elif len(deltas) == 2 and counts[0] == 1:
+        first, step, count = deltas[0], deltas[1], 1 + counts[1]
+    if step:
+        return array("q", range(first, first + step * count, step))
+    return array("q", accumulate(chain.from_iterable(map(repeat, deltas, counts))))
+
+
 _INTS_OR_NONE = _typed(int, type(None))
 
 
@@ -188,8 +202,9 @@ class _Decoder:
             _check(not counts or min(counts) > 0, f"{what}: an empty run")
             _check(sum(counts) == length, f"{what} has the wrong length")
             if "d" in raw:  # differences: add them up (ints of ints: no type to check)
-                deltas = chain.from_iterable(map(repeat, _INTS(values, what), counts))
-                return convert(array("q", accumulate(deltas)), what)  # type: ignore[arg-type]
+                return convert(_sums(_INTS(values, what), counts), what)  # type: ignore[arg-type]
+            if len(values) == 1:  # one run: the whole column one value
+                return convert(values, what) * length
             return list(chain.from_iterable(map(repeat, convert(values, what), counts)))
         return convert(_list(raw, what, length), what)
 
