@@ -16,6 +16,7 @@ import random
 import shutil
 import stat
 from dataclasses import fields
+from itertools import accumulate, chain, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -285,6 +286,27 @@ def test_a_snapshot_keeps_its_ids_and_integer_columns_in_its_binary_section(
     columns = [*body["entries"], body["lineSizes"]]
     arrays = [c["a"] for c in columns if isinstance(c, dict) and "a" in c]
     assert arrays and all(offset + count * width <= len(binary) for offset, count, width in arrays)
+
+
+@pytest.mark.parametrize(
+    ("deltas", "counts"),
+    [
+        ([7], [1]),
+        ([7], [5]),
+        ([0], [4]),
+        ([3, 2], [1, 9]),
+        ([9, -2], [1, 6]),  # a negative step
+        ([5, 0], [1, 3]),
+        ([4, 1, 3], [2, 3, 1]),
+        ([-1, 1], [2, 2]),
+    ],
+)
+def test_a_column_of_steady_steps_decodes_to_the_sums_of_its_differences(
+    deltas: list[int], counts: list[int]
+) -> None:
+    """One steady step is decoded as a range; the sums are those of every difference."""
+    expected = list(accumulate(chain.from_iterable(map(repeat, deltas, counts))))
+    assert codec._sums(deltas, counts).tolist() == expected
 
 
 def _resealed(path: Path, change: Any) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from ._gc import gc_paused
 from ._lines import Lines
 from ._models import (
     AttemptError,
@@ -245,7 +246,8 @@ class Tables:
             with _MAKING:  # two threads' first uses make it once
                 make = self._deferred.pop(name, None)
                 if make is not None:
-                    setattr(self, name, make())
+                    with gc_paused():  # as when it was made by the load ("gc-load")
+                        setattr(self, name, make())
             return object.__getattribute__(self, name)
 
     # perf: register row "undo-log" (docs/benchmarks.md)
