@@ -306,7 +306,7 @@ def test_a_column_of_steady_steps_decodes_to_the_sums_of_its_differences(
 ) -> None:
     """One steady step is decoded as a range; the sums are those of every difference."""
     expected = list(accumulate(chain.from_iterable(map(repeat, deltas, counts))))
-    assert codec._sums(deltas, counts).tolist() == expected
+    assert list(codec._sums(deltas, counts)) == expected
 
 
 def _resealed(path: Path, change: Any) -> None:

@@ -119,9 +119,9 @@ def _typed(*types: type) -> Convert:
     allowed = set(types)
 
     def convert(values: list[Any], what: str) -> list[Any]:
-        if isinstance(values, array):  # integers by construction
+        if isinstance(values, (array, range)):  # integers by construction
             _check(int in allowed, f"{what} holds a value of the wrong type")
-            return values.tolist()
+            return values.tolist() if isinstance(values, array) else list(values)
         _check(set(map(type, values)) <= allowed, f"{what} holds a value of the wrong type")
         return values
 
@@ -141,20 +141,20 @@ _INTS = _typed(int)
 
 def _as_is(values: list[Any], what: str) -> list[Any]:
     """Integers, left in their array if they come in one."""
-    return values if isinstance(values, array) else _INTS(values, what)
+    return values if isinstance(values, (array, range)) else _INTS(values, what)
 
 
-def _sums(deltas: list[int], counts: list[int]) -> array[int]:
+def _sums(deltas: list[int], counts: list[int]) -> range | array[int]:
     """The running sums of `deltas`, each repeated `counts` times: for a column that
-    starts somewhere and then grows by one steady step (ids' indexes, line numbers), an
-    array made from a `range` rather than by adding every difference."""
+    starts somewhere and then grows by one steady step (ids' indexes, line numbers), a
+    `range` (its bounds known without a pass) rather than every difference added up."""
     first = step = count = 0
     if len(deltas) == 1:
         first, step, count = deltas[0], deltas[0], counts[0]
     elif len(deltas) == 2 and counts[0] == 1:
         first, step, count = deltas[0], deltas[1], 1 + counts[1]
     if step:
-        return array("q", range(first, first + step * count, step))
+        return range(first, first + step * count, step)
     return array("q", accumulate(chain.from_iterable(map(repeat, deltas, counts))))
 
 
@@ -219,10 +219,14 @@ class _Decoder:
         least = -1 if nullable else 0
 
         def convert(values: list[Any], what: str) -> list[Any]:
-            if not isinstance(values, array):
-                _INTS(values, what)
-            if values:
-                _check(least <= min(values) and max(values) < self.count, f"{what}: bad index")
+            if isinstance(values, range):
+                ends = [values[0], values[-1]] if values else []
+            else:
+                if not isinstance(values, array):
+                    _INTS(values, what)
+                ends = [min(values), max(values)] if values else []
+            if ends:
+                _check(least <= min(ends) and max(ends) < self.count, f"{what}: bad index")
             return list(map(self.lookup, values))
 
         return self.column(raw, what, length, convert)
