@@ -16,6 +16,7 @@ import random
 import shutil
 import stat
 from dataclasses import fields
+from itertools import accumulate, chain, repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,13 +28,19 @@ from tiny_agent_nb.session import (
     SessionState,
     SessionStore,
     ToolIdentity,
+    _lines,
     load_session,
     load_session_bytes,
 )
 from tiny_agent_nb.session import _snapshot_codec as codec
 from tiny_agent_nb.session import facts as f
-from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL, snapshot_path, write_snapshot
-from tiny_agent_nb.session._snapshot_key import KEY_NAME, state_dir
+from tiny_agent_nb.session._snapshot import (
+    SNAPSHOT_TAIL,
+    _mac,
+    snapshot_path,
+    write_snapshot,
+)
+from tiny_agent_nb.session._snapshot_key import KEY_NAME, read_key, state_dir
 from tiny_agent_nb.session._tables import Operation, ToolIntent
 
 from scenario import READ_FILE, Run, complete_run
@@ -48,7 +55,7 @@ def _tables(state: SessionState) -> dict[str, Any]:
     out: dict[str, Any] = {
         f.name: list(getattr(t, f.name).items())
         for f in fields(t)
-        if isinstance(getattr(t, f.name), dict)
+        if not f.name.startswith("_") and isinstance(getattr(t, f.name), dict)
     }
     out["lines"] = [line.removesuffix(b"\n") for line in t.lines]
     out["totals"] = t.totals.summary(), t.totals.priced, t.totals.unpriced
@@ -205,19 +212,179 @@ def test_an_authentic_snapshot_is_believed_for_the_lines_it_covers(long_session:
     assert _used(long_session)  # the check the hostile cases below rely on
 
 
+def test_the_reducers_own_tables_are_made_from_a_snapshot_on_their_first_use(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    """`ids` and `intent_by_call`: made by the first commit (or copy), never by a read."""
+    with SessionStore.open(session_path, create=header_init) as store:
+        runs = [complete_run(store) for _ in range(SNAPSHOT_TAIL // 8 + 1)]
+    full = load_session_bytes(session_path.read_bytes())._tables
+    tables = load_session(session_path)._tables
+    assert set(tables._deferred) == {"ids", "intent_by_call"}  # not made by the load
+    assert list(tables.intent_by_call.items()) == list(full.intent_by_call.items())
+    assert list(tables.ids.items()) == list(full.ids.items())
+    assert tables._deferred == {} and tables == full
+    with SessionStore.open(session_path) as store:  # a writer's reducer makes and uses them
+        assert "ids" in store._state._tables._deferred
+        with pytest.raises(SessionError, match="already used"):
+            store.commit(runs[0].start("an operation id the snapshot covers"))
+        run = Run(environment=store.header.environmentIdentity)
+        store.commit(run.start("again"))
+        store.commit(run.attempt())
+        store.commit(run.answer(None, [("c", "read_file", {"path": "f"})]))
+        store.commit([run.intent("c", READ_FILE, {"path": "f"})])
+        with pytest.raises(SessionError, match="already has toolStarted"):
+            store.commit([run.intent("c", READ_FILE, {"path": "f"})])
+    _same_as_full_read(session_path)
+
+
+def test_a_header_longer_than_the_first_read_still_loads_through_the_snapshot(
+    session_path: Path,
+) -> None:
+    """The reader reads BLOCK bytes for the header line before the snapshot's digests;
+    a longer header line is read on, whole."""
+    init = HeaderInit(cwd="/w" * 40_000, provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(session_path, create=init) as store:
+        for _ in range(SNAPSHOT_TAIL // 8 + 1):
+            complete_run(store)
+    assert session_path.read_bytes().index(b"\n") > _lines.BLOCK
+    assert load_session(session_path)._snapshot_lines > 0
+    _snapshot_of(session_path, session_path.read_bytes(), alter=True)
+    assert _used(session_path)
+
+
 def test_load_session_never_writes_a_snapshot(long_session: Path) -> None:
     snapshot_path(long_session).unlink()
     load_session(long_session)
     assert not snapshot_path(long_session).exists()
 
 
+def _body(raw: bytes) -> tuple[dict[str, Any], bytes]:
+    """A snapshot's JSON and its binary section."""
+    first, _, rest = raw.partition(b"\n")
+    size = int(first.split(b" json=")[1].split(b" ")[0])
+    return json.loads(rest[:size]), rest[size:]
+
+
 def test_a_snapshot_holds_no_string_the_session_does_not(long_session: Path) -> None:
-    raw = snapshot_path(long_session).read_bytes()
-    body = json.loads(raw[raw.index(b"\n") + 1 :])
+    body, binary = _body(snapshot_path(long_session).read_bytes())
     session = long_session.read_bytes()
-    strings = {*body["ids"].split(","), *body["strings"]}
+    offset, size = body["ids"]
+    strings = {*binary[offset : offset + size].decode("ascii").split(","), *body["strings"]}
     missing = {s for s in strings if json.dumps(s)[1:-1].encode() not in session}
     assert len(strings) > 100 and missing == {"settled", "failed", "pending"}  # statuses
+
+
+def test_a_snapshot_keeps_its_ids_and_integer_columns_in_its_binary_section(
+    long_session: Path,
+) -> None:
+    body, binary = _body(snapshot_path(long_session).read_bytes())
+    offset, size = body["ids"]
+    assert binary[offset : offset + size].decode("ascii").split(",") == list(
+        load_session_bytes(long_session.read_bytes())._tables.ids
+    )
+    columns = [*body["entries"], body["lineSizes"]]
+    arrays = [c["a"] for c in columns if isinstance(c, dict) and "a" in c]
+    assert arrays and all(offset + count * width <= len(binary) for offset, count, width in arrays)
+
+
+@pytest.mark.parametrize(
+    ("deltas", "counts"),
+    [
+        ([7], [1]),
+        ([7], [5]),
+        ([0], [4]),
+        ([3, 2], [1, 9]),
+        ([9, -2], [1, 6]),  # a negative step
+        ([5, 0], [1, 3]),
+        ([4, 1, 3], [2, 3, 1]),
+        ([-1, 1], [2, 2]),
+    ],
+)
+def test_a_column_of_steady_steps_decodes_to_the_sums_of_its_differences(
+    deltas: list[int], counts: list[int]
+) -> None:
+    """One steady step is decoded as a range; the sums are those of every difference."""
+    expected = list(accumulate(chain.from_iterable(map(repeat, deltas, counts))))
+    assert list(codec._sums(deltas, counts)) == expected
+
+
+def _resealed(path: Path, change: Any) -> None:
+    """The snapshot beside `path` with its JSON changed by `change` (a function of the
+    JSON object), sealed again under the user's key: authentic, and wrong."""
+    raw = snapshot_path(path).read_bytes()
+    body, binary = _body(raw)
+    change(body)
+    text = json.dumps(body, separators=(",", ":")).encode()
+    head = raw[: raw.index(b" json=")] + b" json=%d " % len(text)
+    key = read_key()
+    assert key is not None
+    blocks = _lines.block_digests(path.read_bytes()[: int(head.split(b"bytes=")[1].split()[0])])
+    mac = _mac(key, head, text + binary, blocks).hex().encode()
+    snapshot_path(path).write_bytes(head + b"mac=" + mac + b"\n" + text + binary)
+
+
+def _line_sizes(width: int = 0, offset: int = 0, count: int = 0) -> Any:
+    def change(body: dict[str, Any]) -> None:
+        array = body["lineSizes"]["a"]
+        array[0] += offset
+        array[1] += count
+        array[2] = width or array[2]
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _line_sizes(offset=1 << 20),  # past the end of the binary section
+        _line_sizes(offset=-(1 << 20)),
+        _line_sizes(count=1),  # one more than the lines
+        _line_sizes(width=3),  # no such width
+        lambda body: body.update(ids=[body["ids"][0], body["ids"][1] + (1 << 20)]),
+        lambda body: body.update(ids=[body["ids"][0] + 1, body["ids"][1]]),  # cut ids
+    ],
+    ids=["past-the-end", "before-the-start", "count", "width", "ids-past-the-end", "ids-cut"],
+)
+def test_an_authentic_snapshot_whose_spans_do_not_fit_gives_a_full_read(
+    long_session: Path, change: Any
+) -> None:
+    _snapshot_of(long_session, long_session.read_bytes(), alter=True)
+    _resealed(long_session, lambda body: None)
+    assert _used(long_session)  # resealing alone changes nothing
+    _resealed(long_session, change)
+    _same_as_full_read(long_session)
+    assert not _used(long_session)
+
+
+def test_a_session_read_in_many_chunks_is_hashed_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The covered prefix is read a chunk at a time into one buffer: a byte changed in
+    any chunk, the last one short, gives a full read."""
+    monkeypatch.setattr(_lines, "CHUNK", _lines.BLOCK)
+    path = tmp_path / "s.agent.jsonl"
+    init = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        run = Run(environment=store.header.environmentIdentity)
+        store.commit(run.start("go"))
+        for i in range(12):
+            store.commit(run.attempt())
+            store.commit(run.answer(None, [(f"c{i}", "read_file", {"path": "f"})]))
+            intent = run.intent(f"c{i}", READ_FILE, {"path": "f"})
+            store.commit([intent])
+            store.commit([run.result(intent, "y" * 20_000)])
+    data = path.read_bytes()
+    assert len(data) > 3 * _lines.BLOCK and len(data) % _lines.BLOCK
+    _snapshot_of(path, data, alter=True)
+    assert _used(path)
+    # A tool result's "y" made "z": every line still loads, only the bytes differ.
+    spots = [data.index(b"yyyy", k * _lines.BLOCK) for k in range(4)] + [data.rindex(b"y")]
+    assert data.rindex(b"y") > 3 * _lines.BLOCK
+    for spot in spots:
+        path.write_bytes(data[:spot] + b"z" + data[spot + 1 :])
+        _same_as_full_read(path)
+        assert not _used(path)
 
 
 # ---------------------------------------------------------------- changed sessions

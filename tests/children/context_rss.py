@@ -29,6 +29,10 @@ def main(path: str) -> None:
     gc.collect()
     start = resident()
     with SessionStore.open(path) as store:
+        # What the kernel's recovery does at `%load_ext`: a writer's first load makes the
+        # tables only the reducer reads (register row "deferred-tables"), which belong to
+        # the open, not to the context.
+        store.load()
         gc.collect()
         before = resident()
         context = ContextProjection.following(store.load, None)

@@ -99,14 +99,48 @@ class Source:
             offset, size = offset + len(part), size - len(part)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def chunks(self, start: int, end: int) -> Iterator[bytes]:
-        """The bytes from `start` to `end`, CHUNK at a time (fewer at the file's end)."""
+    def block_digests(self, end: int) -> tuple[bytes, bytes]:
+        """`block_digests` of the first `end` bytes (fewer if the file is shorter now),
+        and the last of them (b"" for none).
+
+        # perf: register row "hash-buffer" (docs/benchmarks.md)
+        The file is read CHUNK at a time into one reused buffer and hashed from it: a
+        fresh `bytes` per chunk would fault its pages in again on every read."""
+        if self._fd < 0:
+            data = self._data[:end]
+            return block_digests(data), data[-1:]
+        digests: list[bytes] = []
+        buffer = bytearray(min(CHUNK, end))
+        view = memoryview(buffer)
+        offset = filled = 0
+        try:
+            while offset < end:
+                want = min(CHUNK, end - offset)
+                filled = 0
+                while filled < want:
+                    got = os.preadv(self._fd, [view[filled:want]], offset + filled)
+                    if not got:  # the file is shorter now: the caller sees it
+                        end = offset + filled
+                        break
+                    filled += got
+                digests.append(block_digests(view[:filled]))
+                offset += filled
+        finally:
+            view.release()
+        return b"".join(digests), bytes(buffer[filled - 1 : filled]) if offset else b""
+
+    def chunks(self, start: int, end: int, first: int = 0) -> Iterator[bytes]:
+        """The bytes from `start` to `end`, CHUNK at a time (fewer at the file's end),
+        the first piece `first` bytes if given: a reader that wants the header line
+        alone, and then the snapshot's digests, reads no more than that before them."""
+        size = first or CHUNK
         while start < end:
-            chunk = self.read(start, min(CHUNK, end - start))
+            chunk = self.read(start, min(size, end - start))
             if not chunk:
                 return
             yield chunk
             start += len(chunk)
+            size = CHUNK
 
 
 class Lines:

@@ -27,7 +27,7 @@ from ._framing import (
     parse_transaction,
 )
 from ._gc import gc_paused
-from ._lines import Lines, Source
+from ._lines import BLOCK, Lines, Source
 from ._reducer import Violation, apply_transaction
 from ._snapshot import load_snapshot
 from ._state import SessionState
@@ -102,7 +102,8 @@ def _split(pending: bytes, chunks: Iterator[bytes], tail: list[bytes]) -> Iterat
 def _read(
     path: str | Path, source: Source, size: int, reporter: Reporter, snapshot: bool
 ) -> SessionState:
-    chunks = source.chunks(0, size)
+    # perf: register row "header-read" (docs/benchmarks.md)
+    chunks = source.chunks(0, size, first=BLOCK if snapshot else 0)
     head = b""
     for chunk in chunks:
         head += chunk

@@ -8,8 +8,10 @@ makes the reader ignore it silently and reduce the whole file, as if it did not 
 
 The file is one line of text, then the body (`_snapshot_codec`):
 
-    tiny-agent-nb snapshot 2 lines=<N> bytes=<B> mac=<64 hex>\\n<body: JSON>
+    tiny-agent-nb snapshot 3 lines=<N> bytes=<B> json=<J> mac=<64 hex>\\n<body>
 
+The body is J bytes of JSON, then a binary section the JSON points into (ids, integer
+columns).
 N transaction lines (the header's not counted) and B bytes: the session's first B bytes,
 which end with the N-th transaction's LF. The MAC is HMAC-SHA256, under the user's key
 (`_snapshot_key`), of that first line up to `mac=`, the body, and the SHA-256 of each
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from ._files import fsync_dir
 from ._gc import gc_paused
-from ._lines import BLOCK, BLOCK_DIGEST_SIZE, BlockHasher, Source, block_digests
+from ._lines import BLOCK, BLOCK_DIGEST_SIZE, BlockHasher, Source
 from ._snapshot_codec import decode_tables
 from ._snapshot_encode import encode_tables
 from ._snapshot_key import key_for_writing, read_key
@@ -42,7 +44,7 @@ SUFFIX = ".snapshot"
 # A session's snapshot is smaller than the session (its values come from the lines);
 # anything much larger is not one of ours, and is not read into memory.
 _SLACK = 1 << 20
-_FIRST = re.compile(rb"tiny-agent-nb snapshot 2 lines=(\d{1,12}) bytes=(\d{1,15}) ")
+_FIRST = re.compile(rb"tiny-agent-nb snapshot 3 lines=(\d{1,12}) bytes=(\d{1,15}) json=(\d{1,15}) ")
 _MAC = re.compile(rb"mac=([0-9a-f]{64})\n")
 
 log = logging.getLogger("tiny_agent_nb.session")
@@ -117,18 +119,18 @@ def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | N
         return None
     # One pass over the covered bytes, a chunk at a time: their blocks' digests, which
     # the MAC covers and the state keeps to check the lines it reads back (§14.1).
-    blocks, last = bytearray(), b""
-    for chunk in source.chunks(0, end):
-        blocks += block_digests(chunk)
-        last = chunk[-1:]
+    blocks, last = source.block_digests(end)
     if last != b"\n" or len(blocks) != -(-end // BLOCK) * BLOCK_DIGEST_SIZE:
         return None  # the file is shorter now, or the B-th byte is no LF
     if not hmac.compare_digest(
-        _mac(key, raw[: first.end()], memoryview(raw)[mac.end() :], bytes(blocks)),
+        _mac(key, raw[: first.end()], memoryview(raw)[mac.end() :], blocks),
         bytes.fromhex(mac[1].decode("ascii")),
     ):
         return None
-    tables = decode_tables(raw[mac.end() :], source, start, end, bytes(blocks))
+    split = mac.end() + int(first[3])
+    if split > len(raw):
+        return None
+    tables = decode_tables((raw[mac.end() : split], raw[split:]), source, start, end, blocks)
     if len(tables.lines) != covered:
         return None
     return tables
@@ -165,12 +167,14 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     if key is None:
         return False
     with gc_paused():
-        body = encode_tables(tables)
-    if body is None:
+        encoded = encode_tables(tables)
+    if encoded is None:
         return False
+    text, binary = encoded
+    body = text + binary
     lines = tables.lines
     size = len(header_line) + 1 + sum(lines.sizes())
-    first = b"tiny-agent-nb snapshot 2 lines=%d bytes=%d " % (len(lines), size)
+    first = b"tiny-agent-nb snapshot 3 lines=%d bytes=%d json=%d " % (len(lines), size, len(text))
     hasher = BlockHasher()
     hasher.update(header_line)
     hasher.update(b"\n")

@@ -1,4 +1,5 @@
-"""JSON -> `Tables`: the body of a snapshot (docs/spec.md §14); `_snapshot_encode` writes it.
+"""JSON + binary -> `Tables`: the body of a snapshot (docs/spec.md §14); `_snapshot_encode`
+writes it.
 
 # perf: register row "snapshot" (docs/benchmarks.md)
 Column-wise, so a resume rebuilds each table with a few C-level `map`/`zip` calls rather
@@ -7,7 +8,14 @@ than Python code per record: a table is one column per field, a list of values, 
 `settled`), or {"d": differences, "n": counts} for integers growing by steady steps (ids'
 indexes, line numbers); every string is an index into one string table whose head is the
 session's ids, in order, joined by commas (ids are UUIDv7 text: one `str.split` instead of
-a JSON string per id); -1 stands for None. Records are rebuilt with `tuple.__new__` on the
+a JSON string per id); -1 stands for None.
+
+# perf: register row "snapshot-binary" (docs/benchmarks.md)
+The body is a JSON text, then a binary section that the JSON points into by [offset,
+size]: the ids, as ASCII, and every integer column that runs do not shorten, as
+{"a": [offset, count, width]}: `count` little-endian signed integers of `width` bytes (1,
+2, 4 or 8), read with one `array.frombytes` (no JSON number parsed, no type to check;
+their range is checked with `min`/`max`). Records are rebuilt with `tuple.__new__` on the
 NamedTuple class (`_make` without its Python frame); the pydantic values they hold
 (`ToolIdentity`, `AttemptError`) go through their own strict validators, usage rows are
 checked column by column.
@@ -23,11 +31,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from functools import partial
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import ne
 from typing import Any, TypeVar, get_args
 
 from ._lines import Lines, Source
@@ -50,7 +60,10 @@ from ._tables import (
 # removed, renamed or moved in a table record makes every snapshot written before
 # "another snapshot version" (a full read) without anyone having to remember a bump.
 # A change in what a field *means*, or in how a column is encoded, still bumps FORMAT.
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+# The array typecode of each width of the binary section's integers.
+TYPECODES = {array(code).itemsize: code for code in "bhilq"}
+assert all(width in TYPECODES for width in (1, 2, 4, 8))
 
 
 def layout_version(
@@ -106,6 +119,9 @@ def _typed(*types: type) -> Convert:
     allowed = set(types)
 
     def convert(values: list[Any], what: str) -> list[Any]:
+        if isinstance(values, (array, range)):  # integers by construction
+            _check(int in allowed, f"{what} holds a value of the wrong type")
+            return values.tolist() if isinstance(values, array) else list(values)
         _check(set(map(type, values)) <= allowed, f"{what} holds a value of the wrong type")
         return values
 
@@ -121,15 +137,35 @@ def _codes(codes: dict[str, Any]) -> Convert:
 
 
 _INTS = _typed(int)
+
+
+def _as_is(values: list[Any], what: str) -> list[Any]:
+    """Integers, left in their array if they come in one."""
+    return values if isinstance(values, (array, range)) else _INTS(values, what)
+
+
+def _sums(deltas: list[int], counts: list[int]) -> range | array[int]:
+    """The running sums of `deltas`, each repeated `counts` times: for a column that
+    starts somewhere and then grows by one steady step (ids' indexes, line numbers), a
+    `range` (its bounds known without a pass) rather than every difference added up."""
+    first = step = count = 0
+    if len(deltas) == 1:
+        first, step, count = deltas[0], deltas[0], counts[0]
+    elif len(deltas) == 2 and counts[0] == 1:
+        first, step, count = deltas[0], deltas[1], 1 + counts[1]
+    if step:
+        return range(first, first + step * count, step)
+    return array("q", accumulate(chain.from_iterable(map(repeat, deltas, counts))))
+
+
 _INTS_OR_NONE = _typed(int, type(None))
 
 
 class _Decoder:
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, Any], binary: bytes) -> None:
         self.body = body
-        joined = body.get("ids")
-        _check(isinstance(joined, str), "ids is not a string")
-        assert isinstance(joined, str)
+        self.binary = binary
+        joined = self.span(body.get("ids"), "ids").decode("ascii")
         self.ids = joined.split(",") if joined else []
         strings = _list(body.get("strings"), "strings")
         _check(set(map(type, strings)) <= {str}, "a string is not a string")
@@ -140,20 +176,41 @@ class _Decoder:
     def part(self, name: str, width: int) -> list[Any]:
         return _list(self.body.get(name), name, width)
 
+    def span(self, raw: object, what: str) -> bytes:
+        """The bytes at [offset, size] in the binary section."""
+        offset, size = _INTS(_list(raw, what, 2), what)
+        _check(offset >= 0 and size >= 0 and offset + size <= len(self.binary), f"{what}: bad span")
+        return self.binary[offset : offset + size]
+
+    def ints(self, raw: object, what: str, length: int) -> array[int]:
+        """The array at {"a": [offset, count, width]} in the binary section."""
+        offset, count, width = _INTS(_list(raw, what, 3), what)
+        _check(width in (1, 2, 4, 8) and count == length, f"{what}: a bad array")
+        values = array(TYPECODES[width])
+        values.frombytes(self.span([offset, count * width], what))
+        if sys.byteorder == "big":
+            values.byteswap()
+        return values
+
     def column(self, raw: object, what: str, length: int, convert: Convert) -> list[Any]:
+        if isinstance(raw, dict) and raw.keys() == {"a"}:
+            return convert(self.ints(raw["a"], what, length), what)  # type: ignore[arg-type]
         if isinstance(raw, dict):
             _check(raw.keys() in ({"v", "n"}, {"d", "n"}), f"{what}: runs are v or d, and n")
             values = _list(raw.get("v", raw.get("d")), what)
             counts = _INTS(_list(raw["n"], what, len(values)), what)
             _check(not counts or min(counts) > 0, f"{what}: an empty run")
             _check(sum(counts) == length, f"{what} has the wrong length")
-            if "d" in raw:  # differences: add them up, then check the values
-                deltas = chain.from_iterable(map(repeat, _INTS(values, what), counts))
-                return convert(list(accumulate(deltas)), what)
+            if "d" in raw:  # differences: add them up (ints of ints: no type to check)
+                return convert(_sums(_INTS(values, what), counts), what)  # type: ignore[arg-type]
+            if len(values) == 1:  # one run: the whole column one value
+                return convert(values, what) * length
             return list(chain.from_iterable(map(repeat, convert(values, what), counts)))
         return convert(_list(raw, what, length), what)
 
     def length(self, raw: object, what: str) -> int:
+        if isinstance(raw, dict) and raw.keys() == {"a"}:
+            return int(_INTS(_list(raw["a"], what, 3), what)[1])
         if isinstance(raw, dict):
             return sum(_INTS(_list(raw.get("n"), what), what))
         return len(_list(raw, what))
@@ -162,9 +219,14 @@ class _Decoder:
         least = -1 if nullable else 0
 
         def convert(values: list[Any], what: str) -> list[Any]:
-            _INTS(values, what)
-            if values:
-                _check(least <= min(values) and max(values) < self.count, f"{what}: bad index")
+            if isinstance(values, range):
+                ends = [values[0], values[-1]] if values else []
+            else:
+                if not isinstance(values, array):
+                    _INTS(values, what)
+                ends = [min(values), max(values)] if values else []
+            if ends:
+                _check(least <= min(ends) and max(ends) < self.count, f"{what}: bad index")
             return list(map(self.lookup, values))
 
         return self.column(raw, what, length, convert)
@@ -174,23 +236,27 @@ def _records(cls: type[R], columns: Sequence[Iterable[Any]]) -> list[R]:
     return list(map(partial(tuple.__new__, cls), zip(*columns, strict=True)))
 
 
-def decode_tables(raw: bytes, source: Source, start: int, end: int, blocks: bytes) -> Tables:
-    """The tables a snapshot body `raw` describes; their lines are those of the session
-    file in `source` from `start` (after the header) to `end`, cut where the body's line
-    sizes say, checked by `blocks` when read back. Raises on anything malformed."""
-    body = json.loads(raw)
+def decode_tables(
+    body_parts: tuple[bytes, bytes], source: Source, start: int, end: int, blocks: bytes
+) -> Tables:
+    """The tables a snapshot body (its JSON text and binary section) describes; their
+    lines are those of the session file in `source` from `start` (after the header) to
+    `end`, cut where the body's line sizes say, checked by `blocks` when read back.
+    Raises on anything malformed."""
+    text, binary = body_parts
+    body = json.loads(text)
     _check(isinstance(body, dict), "the body is not an object")
     _check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
-    d = _Decoder(body)
+    d = _Decoder(body, binary)
     raw_sizes = body.get("lineSizes")
-    sizes = d.column(raw_sizes, "line sizes", d.length(raw_sizes, "line sizes"), _INTS)
+    length = d.length(raw_sizes, "line sizes")
+    # An array is summed as it is: its ints are made one at a time, never all at once.
+    sizes = d.column(raw_sizes, "line sizes", length, _as_is)
     _check(not sizes or min(sizes) > 0, "an empty line")
     ends = array("q", accumulate(sizes, initial=start))
     _check(ends[-1] == end, "the lines do not end where the snapshot does")
     lines = Lines(source, ends=ends, blocks=blocks)
     roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(ROLES))
-    ids = dict(zip(d.ids, roles, strict=True))
-    _check(len(ids) == len(d.ids), "the ids are not distinct")
 
     raw_keys, *raw_slots = d.part("entries", 4)
     n = d.length(raw_keys, "entry ids")
@@ -232,13 +298,11 @@ def decode_tables(raw: bytes, source: Source, start: int, end: int, blocks: byte
     last_cut = body.get("lastCut")
     if last_cut is not None:
         last_cut = tuple(_INTS(_list(last_cut, "lastCut", 2), "lastCut"))
-    return Tables(
-        ids=ids,
+    tables = Tables(
         entries=entries,
         operations=_operations(d, _list(body.get("operations"), "operations")),
         attempts=_attempts(d, d.part("attempts", 15)),
         intents=intents,
-        intent_by_call=by_call,
         usage=_usage(d, d.part("usage", 7)),
         consumed_inputs=consumed,
         open_call_entries=open_calls,
@@ -248,6 +312,11 @@ def decode_tables(raw: bytes, source: Source, start: int, end: int, blocks: byte
         open_operation_id=d.refs([body.get("openOperation")], "open", 1, nullable=True)[0],
         last_cut=last_cut,
     )
+    # The reducer is the only reader of these two: a state that is only read never
+    # makes them (docs/benchmarks.md, register row "deferred-tables").
+    tables.defer("ids", partial(_id_table, d.ids, roles))
+    tables.defer("intent_by_call", by_call)
+    return tables
 
 
 _OPERATION_FIELDS = _typed(int)  # the four counts; then two optional texts and started_at
@@ -305,9 +374,10 @@ def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
 
 def _intents(
     d: _Decoder, cols: list[Any]
-) -> tuple[dict[str, ToolIntent], dict[tuple[str, str], str]]:
-    """The intents, and `intent_by_call`: written with each intent and never removed, so
-    derived here rather than stored."""
+) -> tuple[dict[str, ToolIntent], Callable[[], dict[tuple[str, str], str]]]:
+    """The intents, and what makes `intent_by_call` (on first use: the reducer's check of
+    a new toolStarted is its only reader): written with each intent and never removed,
+    so derived from the intents' columns rather than stored."""
     tools = [
         ToolIdentity.__pydantic_validator__.validate_python(
             dict(zip(("name", "version", "source"), _list(row, "a tool", 3), strict=True))
@@ -319,14 +389,23 @@ def _intents(
     columns = [
         ids,
         *(d.refs(cols[k], "intent fields", n) for k in range(1, 4)),
-        d.column(cols[4], "intent tools", n, lambda v, w: list(map(tools.__getitem__, v))),
+        d.column(cols[4], "intent tools", n, partial(_tool_refs, tools)),
         d.column(cols[5], "intent arguments", n, _typed(dict)),
         *(d.refs(cols[k], "intent fields", n) for k in range(6, 11)),
     ]
     _check(set(columns[6]) <= _POLICIES, "an unknown replay policy")
     _check(set(columns[10]) <= _INTENT_STATUSES, "an unknown intent status")
-    by_call = dict(zip(zip(columns[2], columns[3], strict=True), ids, strict=True))
+    by_call = partial(_by_call, columns[2], columns[3], ids)
     return dict(zip(ids, _records(ToolIntent, columns), strict=True)), by_call
+
+
+def _by_call(attempts: list[str], calls: list[str], ids: list[str]) -> dict[tuple[str, str], str]:
+    return dict(zip(zip(attempts, calls, strict=True), ids, strict=True))
+
+
+def _tool_refs(tools: list[ToolIdentity], refs: list[Any], what: str) -> list[ToolIdentity]:
+    _check(not refs or min(refs) >= 0, f"{what}: bad index")
+    return list(map(tools.__getitem__, refs))
 
 
 def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
@@ -336,13 +415,30 @@ def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
     counts = [d.column(cols[2 + k], "usage counts", n, _INTS) for k in range(4)]
     _check(all(min(c) >= 0 for c in counts if c), "a negative token count")
     costs = d.column(cols[6], "usage costs", n, _typed(float, type(None)))
-    _check(all(map(_cost_ok, costs)), "a cost that is no amount")
+    _check(all(map(_cost_ok, set(costs))), "a cost that is no amount")  # a few distinct
     # Exactly one target each, by construction: the column says which field it names.
-    attempts = [t if k else None for k, t in zip(kinds, targets, strict=True)]
-    tools = [None if k else t for k, t in zip(kinds, targets, strict=True)]
+    # (Usage names an attempt, as a rule: the common case is one C-level copy.)
+    if all(kinds):
+        attempts, tools = targets, [None] * n
+    else:
+        attempts = [t if k else None for k, t in zip(kinds, targets, strict=True)]
+        tools = [None if k else t for k, t in zip(kinds, targets, strict=True)]
     rows = dict(zip(targets, zip(attempts, tools, *counts, costs, strict=True), strict=True))
     _check(len(rows) == n, "a usage target twice")
     return rows
+
+
+def _id_table(ids: list[str], roles: list[IdRole]) -> dict[str, IdRole]:
+    """`dict(zip(ids, roles))`, made as `dict.fromkeys` (no pair per id) with the ids of
+    the rarer roles set again after: the same dict, keys in the same order.
+
+    The ids are distinct as the writer wrote them (a dict's keys), which the MAC vouches
+    for like everything else about what the lines reduce to; their type and the roles'
+    were checked by the load."""
+    table: dict[str, IdRole] = dict.fromkeys(ids, "fact")
+    for index in compress(range(len(ids)), map(ne, roles, repeat("fact"))):
+        table[ids[index]] = roles[index]
+    return table
 
 
 def _cost_ok(cost: float | None) -> bool:

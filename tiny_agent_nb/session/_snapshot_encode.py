@@ -1,10 +1,13 @@
-"""`Tables` -> JSON: a snapshot's body, as `_snapshot_codec` decodes it (its layout is
-described there). The writer's side: it runs at open and close, not on a resume.
+"""`Tables` -> a snapshot's body (JSON, then the binary section), as `_snapshot_codec`
+decodes it (its layout is described there). The writer's side: it runs at open and
+close, not on a resume.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
 from itertools import compress, repeat
 from operator import is_, ne, sub
@@ -31,12 +34,40 @@ def _runs(values: Sequence[Any]) -> tuple[list[Any], list[int]]:
     return list(map(values.__getitem__, starts)), counts
 
 
-def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
-    """A plain list; or {"v": values, "n": counts} when runs at least halve it; or, for
-    integers that grow by steady amounts (ids' indexes, line numbers, steps), the runs
-    of their differences: {"d": differences, "n": counts}."""
-    runs: list[Any] = list(values)
-    best: list[Any] | dict[str, list[Any]] = runs
+class _Binary:
+    """The body's binary section: integer columns as little-endian arrays, and the ids."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, data: bytes) -> list[int]:
+        """[offset, size] of `data`, appended to the section."""
+        self.parts.append(data)
+        self.size += len(data)
+        return [self.size - len(data), len(data)]
+
+    def ints(self, values: Sequence[int]) -> dict[str, list[int]]:
+        """{"a": [offset, count, width]}: the values in the narrowest width that holds them."""
+        low, high = (min(values), max(values)) if values else (0, 0)
+        width = next(
+            w for w in (1, 2, 4, 8) if -(1 << (8 * w - 1)) <= low <= high < 1 << (8 * w - 1)
+        )
+        packed = array(codec.TYPECODES[width], values)
+        if sys.byteorder == "big":
+            packed.byteswap()
+        offset, _ = self.add(packed.tobytes())
+        return {"a": [offset, len(values), width]}
+
+
+def _column(values: Sequence[Any], binary: _Binary) -> list[Any] | dict[str, list[Any]]:
+    """A plain list, or for integers that fit in 64 bits their array in the binary
+    section; or {"v": values, "n": counts} when runs at least halve it; or, for integers
+    that grow by steady amounts (ids' indexes, line numbers, steps), the runs of their
+    differences: {"d": differences, "n": counts}."""
+    plain: list[Any] = list(values)
+    runs: list[Any] = plain
+    best: list[Any] | dict[str, list[Any]] = plain
     # Counting value changes in C first spares the grouping of a column without runs
     # (1 == True == 1.0 only ever undercounts them: the exact runs are made below).
     if 2 * _changes(values) < len(values):
@@ -49,6 +80,8 @@ def _column(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
             deltas, delta_counts = _runs(deltas)
             if 2 * len(deltas) <= len(values) and len(deltas) < len(runs):
                 best = {"d": deltas, "n": delta_counts}
+        if best is plain and min(values) >= -(1 << 63) and max(values) < 1 << 63:
+            best = binary.ints(values)
     return best
 
 
@@ -59,7 +92,8 @@ def _changes(values: Sequence[Any]) -> int:
 class _Strings:
     """The string table: the session's ids, then every other string once; None is -1."""
 
-    def __init__(self, ids: Sequence[str]) -> None:
+    def __init__(self, ids: Sequence[str], binary: _Binary) -> None:
+        self.binary = binary
         self.strings: list[str] = []
         self.index: dict[str | None, int] = {s: i for i, s in enumerate(ids)}
         self.size = len(self.index)
@@ -81,21 +115,26 @@ class _Strings:
             for new in dict.fromkeys(compress(values, map(is_, refs, repeat(None)))):
                 self.ref(new)
             refs = list(map(self.index.get, values))
-        return _column(refs)
+        return _column(refs, self.binary)
 
 
 def _fields(records: Sequence[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
     return list(zip(*records, strict=True)) if records else [() for _ in range(width)]
 
 
-def encode_tables(t: Tables) -> bytes | None:
-    """The body of a snapshot of `t`; None if the ids cannot be joined (never for ids the
-    reducer accepted: they are UUIDv7 text)."""
+def encode_tables(t: Tables) -> tuple[bytes, bytes] | None:
+    """The body of a snapshot of `t`: its JSON and its binary section. None if the ids
+    cannot be joined in ASCII (never for ids the reducer accepted: they are UUIDv7 text)."""
     ids = list(t.ids)
-    if any("," in i for i in ids) or "" in ids:
+    joined = ",".join(ids)
+    if any("," in i for i in ids) or "" in ids or not joined.isascii():
         return None
-    s = _Strings(ids)
-    col = _column
+    binary = _Binary()
+    s = _Strings(ids, binary)
+
+    def col(values: Sequence[Any]) -> list[Any] | dict[str, list[Any]]:
+        return _column(values, binary)
+
     entries = _fields(list(t.entries.values()), 3)
     a = _fields(list(t.attempts.values()), len(Attempt._fields))
     i = _fields(list(t.intents.values()), len(ToolIntent._fields))
@@ -155,11 +194,12 @@ def encode_tables(t: Tables) -> bytes | None:
         "lastSeq": t.last_seq,
         "openOperation": s.ref(t.open_operation_id),
         "lastCut": None if t.last_cut is None else list(t.last_cut),
-        "lineSizes": _column(t.lines.sizes()),
-        "ids": ",".join(ids),
+        "lineSizes": col(t.lines.sizes()),
+        "ids": binary.add(joined.encode("ascii")),
         "strings": s.strings,
     }
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return text, b"".join(binary.parts)
 
 
 def _totals(u: UsageTotals) -> list[int | float]:

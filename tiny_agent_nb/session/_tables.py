@@ -9,9 +9,12 @@ old record back.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from ._gc import gc_paused
 from ._lines import Lines
 from ._models import (
     AttemptError,
@@ -142,6 +145,7 @@ class UsageTotals:
 
 
 _MISSING: Any = object()
+_MAKING = threading.Lock()
 USAGE_FIELDS = (
     "attemptId",
     "toolStartedId",
@@ -222,6 +226,29 @@ class Tables:
     # (line, position) of the latest compaction's throughEntryId: a cut never moves back.
     last_cut: tuple[int, int] | None = None
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
+    # Tables made on first use (`defer`), by name.
+    _deferred: dict[str, Callable[[], Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    # perf: register row "deferred-tables" (docs/benchmarks.md)
+    def defer(self, name: str, make: Callable[[], Any]) -> None:
+        """Make the table `name` on its first use, with `make`: for a snapshot's tables
+        that only the reducer consults (`ids`, and `intent_by_call`, derived from the
+        intents), which a state that is only read never needs. Until then the slot is
+        empty, and `__getattr__` fills it; after, it is a plain attribute again."""
+        delattr(self, name)
+        self._deferred[name] = make
+
+    if not TYPE_CHECKING:  # (for mypy, every attribute is declared above)
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "_deferred":
+                raise AttributeError(name)
+            with _MAKING:  # two threads' first uses make it once
+                make = self._deferred.pop(name, None)
+                if make is not None:
+                    with gc_paused():  # as when it was made by the load ("gc-load")
+                        setattr(self, name, make())
+            return object.__getattribute__(self, name)
 
     # perf: register row "undo-log" (docs/benchmarks.md)
     def put(self, table: dict[K, V], key: K, value: V) -> None:
