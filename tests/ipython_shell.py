@@ -3,6 +3,8 @@ history and the session file in the test's tmp, the environment as the test sets
 
 from __future__ import annotations
 
+import atexit
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -49,11 +51,35 @@ def fresh_shell(
         else:
             monkeypatch.setenv(name, value)
     monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / notebook))
+    # The shell installs its namespace as sys.modules["__main__"]; the test process's
+    # comes back at the end, and with it nothing refers to the shell (see _release).
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     InteractiveShell.clear_instance()
     shell = InteractiveShell.instance()
     yield shell
     shell.run_line_magic("unload_ext", "tiny_agent_nb")
     InteractiveShell.clear_instance()
+    _release(shell)
+
+
+def _release(shell: InteractiveShell) -> None:
+    """Let the process drop the shell now instead of holding it until exit.
+
+    IPython registers every shell's exit work with atexit (a namespace reset that runs a
+    full gc.collect(), and a sweep of %%script jobs) and starts a history thread per
+    shell, also stopped at exit. A worker that ran a few dozen shell tests collected its
+    whole heap once per shell on its way out: seconds per worker, and the run's end
+    waited for the slowest worker (xdist kills one after 10 s). The history database is
+    in tmp_path and nothing reads it after the test: the thread is stopped and the exit
+    work dropped."""
+    atexit.unregister(shell.atexit_operations)
+    script_magics = shell.magics_manager.registry.get("ScriptMagics")
+    if script_magics is not None:  # %%bash and friends: kills their background jobs
+        atexit.unregister(script_magics.kill_bg_processes)
+    thread = shell.history_manager.save_thread if shell.history_manager else None
+    if thread is not None:
+        atexit.unregister(thread.stop)
+        thread.stop()
 
 
 @pytest.fixture

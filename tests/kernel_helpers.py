@@ -39,7 +39,6 @@ from pathlib import Path
 from queue import Empty
 from typing import IO, Any
 
-import nbformat
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.manager import KernelManager
@@ -337,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("notebook", type=Path)
     parser.add_argument("-o", "--output", type=Path, help="write the executed notebook here")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per cell")
+    # nbformat imports jsonschema, whose format checkers build a grammar at import
+    # (~0.8 s): every test worker imports this module, only the command reads notebooks.
+    import nbformat  # noqa: PLC0415
+
     args = parser.parse_args(argv)
     path: Path = args.notebook.resolve()
     notebook = nbformat.read(path, as_version=4)

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_startup.py"
 
 
+@pytest.mark.slow
 def test_quick_run_times_each_part_of_load_ext_and_weighs_the_session(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],

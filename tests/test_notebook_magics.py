@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
+import gc
+import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import KEY, run, shell
+from ipython_shell import KEY, OFFLINE, fresh_shell, run, shell
 
 from tiny_agent_nb.notebook import TimelineView, fill_prompt
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session, new_id
@@ -20,6 +23,25 @@ from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool
 from scenario import BASH, Run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
+
+
+def test_a_test_shell_is_released_when_its_test_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test suite's own hygiene: IPython's atexit hooks and history thread would keep
+    every shell of a worker alive, each running a full gc.collect() at the worker's exit."""
+    shells = fresh_shell(tmp_path, monkeypatch, OFFLINE)
+    shell = next(shells)
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    history_thread = weakref.ref(shell.history_manager.save_thread)
+    released = weakref.ref(shell)
+    del shell
+    assert next(shells, None) is None  # the fixture's teardown
+    monkeypatch.undo()  # the test process's __main__ back (the monkeypatch fixture's teardown)
+    gc.collect()
+    assert released() is None
+    assert history_thread() is None  # stopped, and nothing holds it
+    assert "IPythonHistorySavingThread" not in {t.name for t in threading.enumerate()}
 
 
 def test_load_ext_creates_the_session_beside_the_notebook(

@@ -8,6 +8,10 @@ the prompt's ```bash blocks).
 
 crash-and-resume.ipynb kills its own kernel from inside a bash tool call
 (`kill -9 $PPID`); `run_notebook` restarts the kernel after that cell, as Jupyter does.
+
+nbformat is imported by the tests that read notebooks: it imports jsonschema, whose format
+checkers build a grammar at import (~0.8 s), and every worker of a parallel run imports
+this module to collect it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from tiny_agent_nb.demo import DIES_TAG, run_notebook
@@ -60,6 +63,8 @@ def execute(name: str, tmp_path: Path, server: OpenAIServer | None) -> Executed:
     workdir.mkdir()
     copy = workdir / name
     shutil.copyfile(NOTEBOOKS / name, copy)
+    import nbformat  # noqa: PLC0415
+
     notebook = nbformat.read(copy, as_version=4)
     if server is not None:
         env = kernel_env(tmp_path, base_url=server.base_url, notebook=copy)
@@ -121,6 +126,8 @@ def assert_no_errors(notebook: Any) -> None:
 
 @pytest.mark.parametrize("name", ["quickstart.ipynb", "crash-and-resume.ipynb"])
 def test_committed_notebooks_have_no_outputs_and_name_no_endpoint(name: str) -> None:
+    import nbformat  # noqa: PLC0415
+
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(notebook)
     for cell in notebook.cells:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jsonschema
+# jsonschema is imported by the tests that use it: its format checkers build a grammar
+# at import (~0.8 s where rfc3987-syntax is installed, as Jupyter installs it), and every
+# worker of a parallel run imports this module to collect it.
 import pytest
 
 from tiny_agent_nb.session._schema import session_schemas
@@ -36,6 +38,8 @@ def _valid_fixture_lines() -> list[tuple[str, int, bytes]]:
 
 
 def test_every_line_of_every_valid_fixture_matches_the_schemas() -> None:
+    import jsonschema  # noqa: PLC0415
+
     header = jsonschema.Draft202012Validator(session_schemas()["header.schema.json"])
     transaction = jsonschema.Draft202012Validator(session_schemas()["transaction.schema.json"])
     lines = _valid_fixture_lines()
@@ -64,5 +68,7 @@ def test_every_line_of_every_valid_fixture_matches_the_schemas() -> None:
     ],
 )
 def test_schema_rejects_malformed_transactions(line: str, why: str) -> None:
+    import jsonschema  # noqa: PLC0415
+
     validator = jsonschema.Draft202012Validator(session_schemas()["transaction.schema.json"])
     assert not validator.is_valid(json.loads(line)), why

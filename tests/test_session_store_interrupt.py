@@ -12,9 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 CHILD = Path(__file__).parent / "children" / "commit_under_sigint.py"
 
 
+@pytest.mark.slow
 def test_sigint_inside_commit_never_splits_memory_from_file(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     seed = int(os.environ.get("TINY_AGENT_TEST_SEED", "1234"))

@@ -152,6 +152,7 @@ def _expected(raw: bytes, k: int, summaries: list[dict[str, Any]]) -> dict[str, 
     return {**summaries[complete_lines - 1], "tornTailBytes": k - last_lf - 1}
 
 
+@pytest.mark.slow
 @settings(max_examples=20)
 @given(data=st.data())
 def test_every_truncation_loads_the_longest_whole_prefix_and_repairs(data: st.DataObject) -> None:

@@ -7,7 +7,9 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+# jsonschema is imported by the tests that use it: its format checkers build a grammar
+# at import (~0.8 s where rfc3987-syntax is installed, as Jupyter installs it), and every
+# worker of a parallel run imports this module to collect it.
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -125,6 +127,8 @@ def test_two_tools_with_one_name_are_refused() -> None:
 
 @pytest.mark.parametrize("name", BUILTINS)
 def test_schema_is_a_closed_json_schema_object(name: str) -> None:
+    import jsonschema  # noqa: PLC0415
+
     tool = builtin_registry().get(name)
     assert tool is not None
     schema = tool.schema()
@@ -153,6 +157,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("name", BUILTINS)
 def test_effective_arguments_satisfy_the_schema(name: str) -> None:
+    import jsonschema  # noqa: PLC0415
+
     tool = builtin_registry().get(name)
     assert tool is not None
     effective = tool.effective_arguments(EXAMPLES[name])
