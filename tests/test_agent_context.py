@@ -131,12 +131,8 @@ def test_the_projection_keeps_encoded_messages_not_entry_objects(store: SessionS
     assert kept < 30, f"the projection of 240 entries keeps {kept} tracked objects"
 
 
-def test_the_projection_holds_one_copy_of_what_it_sends(store: SessionStore) -> None:
-    """The encoded history is kept once, in the runs a request sends: a second copy per
-    entry (to rebuild after a checkpoint) doubled a kernel's memory for its context."""
-    for i in range(40):
-        complete_run(store, f"{i} " + "long prompt " * 1000)  # 12 KB a run
-    state = store.load()
+def projection_held_and_sent(state: SessionState) -> tuple[int, int]:
+    """Bytes a projection built from `state` holds (tracemalloc), and bytes it sends."""
     gc.collect()
     tracemalloc.start()
     try:
@@ -145,7 +141,15 @@ def test_the_projection_holds_one_copy_of_what_it_sends(store: SessionStore) -> 
         held = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    sent = sum(len(part) for part in projection.messages())
+    return held, sum(len(part) for part in projection.messages())
+
+
+def test_the_projection_holds_one_copy_of_what_it_sends(store: SessionStore) -> None:
+    """The encoded history is kept once, in the runs a request sends: a second copy per
+    entry (to rebuild after a checkpoint) doubled a kernel's memory for its context."""
+    for i in range(40):
+        complete_run(store, f"{i} " + "long prompt " * 1000)  # 12 KB a run
+    held, sent = projection_held_and_sent(store.load())
     assert sent > 40 * 12_000
     assert held < 1.3 * sent, f"the projection holds {held:,} bytes to send {sent:,}"
 
@@ -159,15 +163,7 @@ def test_the_projection_keeps_an_id_and_an_offset_per_entry(store: SessionStore)
     state = store.load()
     # Once first: decoding fills pydantic's (bounded) cache of short strings.
     ContextProjection.from_state(state, None)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        projection = ContextProjection.from_state(state, None)
-        gc.collect()
-        held = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    sent = sum(len(part) for part in projection.messages())
+    held, sent = projection_held_and_sent(state)
     beyond = (held - sent) / len(state.entries)
     assert beyond < 40, f"{beyond:.0f} bytes per entry beyond its message"
 
