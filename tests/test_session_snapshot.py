@@ -212,6 +212,31 @@ def test_an_authentic_snapshot_is_believed_for_the_lines_it_covers(long_session:
     assert _used(long_session)  # the check the hostile cases below rely on
 
 
+def test_a_deferred_table_whose_making_fails_fails_again_at_its_next_use(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    """The maker is forgotten only once it has made the table: a failure is not turned
+    into an AttributeError on every later use."""
+    with SessionStore.open(session_path, create=header_init) as store:
+        for _ in range(SNAPSHOT_TAIL // 8 + 1):
+            complete_run(store)
+    tables = load_session(session_path)._tables
+    make, calls = tables._deferred["ids"], []
+
+    def failing_once() -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("the disk went away")
+        return make()
+
+    tables._deferred["ids"] = failing_once
+    with pytest.raises(OSError, match="went away"):
+        tables.ids  # noqa: B018 (the first use makes it)
+    full = load_session_bytes(session_path.read_bytes())._tables
+    assert list(tables.ids.items()) == list(full.ids.items())
+    assert "ids" not in tables._deferred and len(calls) == 2
+
+
 def test_the_reducers_own_tables_are_made_from_a_snapshot_on_their_first_use(
     session_path: Path, header_init: HeaderInit
 ) -> None:

@@ -244,10 +244,14 @@ class Tables:
             if name == "_deferred":
                 raise AttributeError(name)
             with _MAKING:  # two threads' first uses make it once
-                make = self._deferred.pop(name, None)
+                make = self._deferred.get(name)
                 if make is not None:
                     with gc_paused():  # as when it was made by the load ("gc-load")
-                        setattr(self, name, make())
+                        table = make()
+                    # Forgotten only once made: a maker that raises raises again at the
+                    # next use, rather than leaving an AttributeError for the slot.
+                    setattr(self, name, table)
+                    del self._deferred[name]
             return object.__getattribute__(self, name)
 
     # perf: register row "undo-log" (docs/benchmarks.md)
