@@ -36,6 +36,7 @@ from tiny_agent_nb.session import _snapshot_codec as codec
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.session._snapshot import (
     SNAPSHOT_TAIL,
+    _draft,
     _mac,
     snapshot_path,
     write_snapshot,
@@ -210,6 +211,36 @@ def test_the_writer_refreshes_a_snapshot_left_behind_by_a_long_tail(
 def test_an_authentic_snapshot_is_believed_for_the_lines_it_covers(long_session: Path) -> None:
     _snapshot_of(long_session, long_session.read_bytes(), alter=True)
     assert _used(long_session)  # the check the hostile cases below rely on
+
+
+def test_a_writer_removes_the_snapshot_drafts_a_killed_writer_left(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    """A writer killed mid-snapshot leaves its draft (as large as a snapshot); the next
+    writer removes it as it opens. A reader never writes; nothing else is touched."""
+    with SessionStore.open(session_path, create=header_init) as store:
+        complete_run(store)
+    target = snapshot_path(session_path)
+    drafts = [_draft(target) for _ in range(2)]
+    for draft in drafts:
+        draft.write_bytes(b"tiny-agent-nb snapshot 3 lines=1 half written")
+    drafts.append(target.with_name(f".{target.name}.{'a' * 12}.tmp"))
+    drafts[2].symlink_to(session_path)
+    kept = [
+        _draft(snapshot_path(session_path.with_name("other.agent.jsonl"))),
+        target.with_name(f".{target.name}.notahexname.tmp"),
+        target.with_name(f"{target.name}.{'b' * 12}.tmp"),
+    ]
+    for other in kept:
+        other.write_bytes(b"not ours to remove")
+    load_session(session_path)
+    assert all(draft.exists() for draft in drafts)  # a reader never writes
+    with SessionStore.open(session_path):
+        pass
+    left = sorted(p.name for p in session_path.parent.iterdir() if p.name.endswith(".tmp"))
+    assert left == sorted(p.name for p in kept)
+    assert session_path.exists()  # the symlink went, not the file it names
+    load_session(session_path)
 
 
 def test_a_deferred_table_whose_making_fails_fails_again_at_its_next_use(

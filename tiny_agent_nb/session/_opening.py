@@ -17,6 +17,7 @@ from ._framing import describe_validation_error, is_torn_header
 from ._ids import new_id
 from ._models import Header
 from ._reader import reduce_source
+from ._snapshot import remove_drafts
 from ._state import SessionState
 
 Durability = Literal["process", "power"]
@@ -66,6 +67,8 @@ def open_state(
         if sync_dir:
             fsync_dir(path.parent)
         return state, True
+    if snapshot:  # a file on disk: what a writer killed mid-snapshot left (§14)
+        remove_drafts(path)
     if state.torn_tail_bytes:
         # The previous writer died mid-append; its partial line was never
         # committed. Cut it so the next line starts on a clean boundary.

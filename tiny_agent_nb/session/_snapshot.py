@@ -138,6 +138,37 @@ def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | N
 
 # ---------------------------------------------------------------- writing
 
+_DRAFT_ID = re.compile(r"[0-9a-f]{12}")
+
+
+def _draft(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+
+
+def remove_drafts(path: str | Path) -> None:
+    """Remove the drafts of `path`'s snapshot a writer killed mid-write left (as large
+    as a snapshot each). Called by a writer as it opens: only the writer, holding the
+    session's lock, writes a draft, so any found then is no one's. Never raises."""
+    target = snapshot_path(path)
+    prefix = f".{target.name}."
+
+    def is_draft(name: str) -> bool:
+        middle = name[len(prefix) : -len(".tmp")]
+        return (
+            name.startswith(prefix) and name.endswith(".tmp") and bool(_DRAFT_ID.fullmatch(middle))
+        )
+
+    try:
+        drafts = [p for p in target.parent.iterdir() if is_draft(p.name)]
+    except OSError:
+        return
+    for draft in drafts:
+        try:
+            draft.unlink()  # a symlink goes, not what it names
+        except OSError:
+            log.debug("%s not removed", draft, exc_info=True)
+
+
 # Transaction lines left to reduce past a snapshot before the writer makes a new one:
 # reducing this many costs a resume a few milliseconds; a snapshot of a long session costs
 # its writer far more (docs/benchmarks.md, register row "snapshot").
@@ -183,7 +214,7 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     mac = _mac(key, first, body, hasher.finish())
     content = b"".join((first, b"mac=%s\n" % mac.hex().encode("ascii"), body))
     target = snapshot_path(path)
-    draft = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+    draft = _draft(target)
     try:
         fd = os.open(
             draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
