@@ -309,6 +309,34 @@ def test_a_header_longer_than_the_first_read_still_loads_through_the_snapshot(
     assert _used(session_path)
 
 
+def test_a_load_through_a_snapshot_reads_the_session_once(
+    long_session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header line is read from the file's first BLOCK bytes, then every covered
+    byte once for its digest: a first read of a whole chunk read a short session twice
+    (register row "header-read")."""
+    read: list[int] = []
+    pread, preadv = os.pread, os.preadv
+
+    def counted_pread(fd: int, size: int, offset: int) -> bytes:
+        data = pread(fd, size, offset)
+        read.append(len(data))
+        return data
+
+    def counted_preadv(fd: int, buffers: list[Any], offset: int) -> int:
+        got = preadv(fd, buffers, offset)
+        read.append(got)
+        return got
+
+    size = long_session.stat().st_size
+    assert _lines.BLOCK < size < _lines.CHUNK
+    monkeypatch.setattr(os, "pread", counted_pread)
+    monkeypatch.setattr(os, "preadv", counted_preadv)
+    assert load_session(long_session)._snapshot_lines > 0
+    # The header's first BLOCK, the covered bytes, and the few lines past the snapshot.
+    assert sum(read) < size + _lines.BLOCK + 4096
+
+
 def test_load_session_never_writes_a_snapshot(long_session: Path) -> None:
     snapshot_path(long_session).unlink()
     load_session(long_session)
