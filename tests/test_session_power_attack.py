@@ -78,10 +78,25 @@ def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook
     return resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=path.parent)
 
 
-def _power_session(path: Path) -> None:
+def _power_store(path: Path) -> SessionStore:
     here = str(path.parent)
     init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
-    SessionStore.open(path, create=init, durability="power").close()
+    return SessionStore.open(path, create=init, durability="power")
+
+
+def _power_session(path: Path) -> None:
+    _power_store(path).close()
+
+
+def _is_file(path: Path) -> Callable[[int], bool]:
+    """Is a descriptor open on `path` (as it is now), not on another file."""
+    ours = path.stat()
+
+    def is_ours(fd: int) -> bool:
+        st = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
+
+    return is_ours
 
 
 def _answered_but_unsynced(agent: NotebookAgent, server: OpenAIServer, disk: Disk) -> None:
@@ -210,12 +225,10 @@ def test_a_session_whose_writer_closed_itself_is_said_and_opened_again(
     same path opens it again (not "already open": the store it holds is closed)."""
     path = tmp_path / "a.agent.jsonl"
     agent.open(_at(path))
-    real_write = os.write
-    ours = path.stat()
+    real_write, is_ours = os.write, _is_file(path)
 
     def write(fd: int, data: bytes) -> int:
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino):
+        if is_ours(fd):
             real_write(fd, bytes(data[:10]))
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
@@ -246,21 +259,15 @@ def test_a_writer_that_closes_itself_after_a_failed_cut_first_syncs_what_it_owed
     closes itself (docs/spec.md §7.3). The answer committed before it was acknowledged
     and left for the next sync or close() (§7.2); that close is this one."""
     path = tmp_path / "nb.agent.jsonl"
-    here = str(tmp_path)
-    init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
-    store = SessionStore.open(path, create=init, durability="power")
-    run = Run(environment=here)
+    store = _power_store(path)
+    run = Run(environment=str(tmp_path))
     store.commit(run.start("Read it"))
     store.commit(run.attempt())
     store.commit(run.answer(None, [("call_1", "read_file", {"path": "README.md"})]))
     answered = path.stat().st_size
     synced: list[int] = []
     real_fsync, real_write = os.fsync, os.write
-    ours = path.stat()
-
-    def is_ours(fd: int) -> bool:
-        st = os.fstat(fd)
-        return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
+    is_ours = _is_file(path)
 
     def fsync(fd: int) -> None:
         if is_ours(fd):
@@ -298,23 +305,17 @@ def test_after_a_failed_sync_the_lines_it_covered_are_written_again_before_the_n
     unsynced before it, so the store writes those bytes again (unchanged) before it
     syncs next, or the next intent's sync would vouch for an answer it never wrote."""
     path = tmp_path / "nb.agent.jsonl"
-    here = str(tmp_path)
-    init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
-    store = SessionStore.open(path, create=init, durability="power")
-    run = Run(environment=here)
+    store = _power_store(path)
+    run = Run(environment=str(tmp_path))
     store.commit(run.start("Read it"))
     store.commit(run.attempt())
     synced_at = path.stat().st_size
     store.commit(run.answer(None, [("call_1", "read_file", {"path": "README.md"})]))
     answered = path.read_bytes()
-    ours = path.stat()
+    is_ours = _is_file(path)
     events: list[tuple[str, int, int]] = []  # (call, offset or size, length)
     real_fsync, real_pwrite = os.fsync, os.pwrite
     failing = {"left": 1}
-
-    def is_ours(fd: int) -> bool:
-        st = os.fstat(fd)
-        return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
 
     def fsync(fd: int) -> None:
         if is_ours(fd):

@@ -45,9 +45,20 @@ SEALED_RUN = 1 << 20
 _SEALED = -1  # the level of a sealed run: no run being merged ever has it
 
 
+class _Joined:
+    """Encoded messages kept in parts that a request sends comma-joined."""
+
+    def parts(self) -> list[bytes]:
+        raise NotImplementedError
+
+    def since(self, offset: int) -> bytes:
+        """The messages from `offset` on, comma-joined (one copy, made at a checkpoint)."""
+        return b",".join(self.parts())[offset:]
+
+
 # perf: register row "projection-runs" (docs/benchmarks.md)
 # perf: register row "projection-sealed-runs" (docs/benchmarks.md)
-class _Runs:
+class _Runs(_Joined):
     """Encoded messages, kept as a few comma-joined runs of doubling length, each sealed
     once it reaches SEALED_RUN bytes. Without the seal the last merge of a long history
     makes a run the size of the whole context out of two halves, and the C allocator
@@ -82,13 +93,9 @@ class _Runs:
     def parts(self) -> list[bytes]:
         return [run for _, run in self._runs]
 
-    def since(self, offset: int) -> bytes:
-        """The messages from `offset` on, comma-joined (one copy, made at a checkpoint)."""
-        return b",".join(self.parts())[offset:]
-
 
 # perf: register row "projection-sealed-runs" (docs/benchmarks.md)
-class _RunWriter:
+class _RunWriter(_Joined):
     """`_Runs` as a whole session's context is built: the messages are gathered until
     they fill a sealed run, which is then made at once, at its size. Merged two by two,
     the runs of every size below SEALED_RUN would be made and freed on the way, each
@@ -112,9 +119,6 @@ class _RunWriter:
 
     def parts(self) -> list[bytes]:
         return [*self._sealed, *self._pending]
-
-    def since(self, offset: int) -> bytes:
-        return b",".join(self.parts())[offset:]
 
     def runs(self) -> _Runs:
         """What `_Runs` would hold had each message been appended to it (up to where
@@ -173,8 +177,9 @@ class ContextProjection:
         projection._messages = _RunWriter()
         for entry_id, entry in state.entries.items():  # the tables' own id strings
             projection._add(entry, entry_id)
-        if isinstance(projection._messages, _RunWriter):
-            projection._messages = projection._messages.runs()
+        # Still a writer: a checkpoint met on the way makes a new one (`_compact`).
+        assert isinstance(projection._messages, _RunWriter)
+        projection._messages = projection._messages.runs()
         projection._ledger = _LastRequest.from_state(state)
         projection._through_seq = state.last_seq
         return projection
