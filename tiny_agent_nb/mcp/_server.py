@@ -135,6 +135,13 @@ class ServerSession:
         # (asyncio events bind to a loop only when first waited on.)
         self._stop, self._closed = asyncio.Event(), asyncio.Event()
 
+    def abandon(self) -> None:
+        """A start given up (Ctrl-C) after prepare() and before its task ran: nothing
+        started, so nothing is left to wait for."""
+        self.state = "stopped"
+        self.ready.set()
+        self.ended.set()
+
     def request_stop(self) -> None:
         """Called on the loop thread (call_soon): the lifetime task exits its contexts."""
         if self._stop is not None:

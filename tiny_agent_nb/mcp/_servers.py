@@ -97,22 +97,39 @@ class McpServers:
             return [SDK_MISSING]
         if self._thread is None or not self._thread.alive():
             self._thread = LoopThread()
-        thread = self._thread
-        for server in starting:
-            # A server found dead a moment ago may still be leaving its contexts.
-            wait_event(server.ended, _SHUTDOWN_BOUND)
-            server.prepare()
-            self._lifetimes[server.config.name] = thread.submit(server.live(self._start_timeout))
         self._log_filter.install()
+        submitted: list[ServerSession] = []
         try:
-            for server in starting:
-                wait_event(server.ready, self._start_timeout + _SHUTDOWN_BOUND)
+            # Everything from the first submission on is one interruptible whole: a Ctrl-C
+            # between two submissions (or while the tools are offered) must not leave a
+            # server started behind a start that raised.
+            return skipped + self._submit_and_wait(starting, submitted)
         except KeyboardInterrupt:
             # Asked to stop, not cancelled: a cancellation that lands while the SDK is
             # still spawning the process loses the process (and the guard waits for a
             # parent thread that lives on). A start stops at its next await instead.
-            self._stop(starting, cancel=False)
+            self._stop(submitted, cancel=False)
+            for server in submitted:
+                lifetime = self._lifetimes.get(server.config.name)
+                if server.state == "starting" and (lifetime is None or lifetime.done()):
+                    server.abandon()  # prepared, but its task never ran to say so
             raise
+
+    def _submit_and_wait(
+        self, starting: list[ServerSession], submitted: list[ServerSession]
+    ) -> list[str]:
+        """Start each server (appended to `submitted` as it is handed to the loop), wait
+        for every start to end; one line per server that did not start, then _offer's."""
+        thread = self._thread
+        assert thread is not None
+        for server in starting:
+            # A server found dead a moment ago may still be leaving its contexts.
+            wait_event(server.ended, _SHUTDOWN_BOUND)
+            submitted.append(server)  # before prepare(): an interrupt after it undoes it
+            server.prepare()
+            self._lifetimes[server.config.name] = thread.submit(server.live(self._start_timeout))
+        for server in starting:
+            wait_event(server.ready, self._start_timeout + _SHUTDOWN_BOUND)
         lines = []
         for server in starting:
             if not server.ready.is_set():  # the bound above ran out: the loop is stuck
@@ -126,7 +143,7 @@ class McpServers:
                 )
             else:
                 self._start_failed.pop(server.config.name, None)
-        return skipped + lines + self._offer()
+        return lines + self._offer()
 
     def tools(self) -> list[McpTool]:
         """Every tool of every running server, in configuration order."""
