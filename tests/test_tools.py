@@ -83,6 +83,7 @@ class Remote(ReadFile):
 
     def __init__(self, name: str) -> None:
         self.name = name  # type: ignore[misc]
+        self.source = f"mcp:{name.partition('__')[0]}"  # type: ignore[misc]
 
 
 def _remote_registry() -> ToolRegistry:

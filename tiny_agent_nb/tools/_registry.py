@@ -38,29 +38,29 @@ class ToolRegistry:
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
         """Only the named tools (e.g. `%%agent --tools read_file,grep,github__*`). A name
-        ending in `*` takes every tool whose name begins with what precedes it (an MCP
-        server's tools: `github__*`); nothing else is a pattern, so `[` or `?` in a name
-        mean themselves. ValueError names every exact name that is no tool and every
-        pattern that matches none, and lists the known tools."""
+        `<server>__*` takes every tool of that MCP server, by its source (`mcp:<server>`,
+        `_of_server`), never by name: `a__*` is not also the tools of a server `a_` or
+        `a__b`, whose names begin with `a__` too. Any other name ending in `*` takes every
+        tool whose name begins with what precedes it; nothing else is a pattern, so `[` or
+        `?` in a name mean themselves. ValueError names every exact name that is no tool
+        and every pattern that matches none, and lists the known tools."""
         wanted = list(dict.fromkeys(names))
         exact = {name for name in wanted if not name.endswith("*")}
-        prefixes = [name[:-1] for name in wanted if name.endswith("*")]
+        patterns = [name for name in wanted if name.endswith("*")]
         problems = []
         if unknown := [name for name in wanted if name in exact and name not in self._tools]:
             problems.append(f"unknown tool(s): {', '.join(unknown)}")
         problems.extend(
-            f"no tool matches {prefix + '*'!r}"
-            for prefix in prefixes
-            if not any(name.startswith(prefix) for name in self._tools)
+            f"no tool matches {pattern!r}"
+            for pattern in patterns
+            if not any(_matches(tool, pattern) for tool in self)
         )
         if problems:
             raise ValueError(
                 f"{'; '.join(problems)}; known tools: {', '.join(self.names) or 'none'}"
             )
         return ToolRegistry(
-            tool
-            for tool in self
-            if tool.name in exact or any(tool.name.startswith(p) for p in prefixes)
+            tool for tool in self if tool.name in exact or any(_matches(tool, p) for p in patterns)
         )
 
     def __iter__(self) -> Iterator[Tool]:
@@ -74,6 +74,25 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"ToolRegistry({', '.join(self.names)})"
+
+
+def _matches(tool: Tool, pattern: str) -> bool:
+    """Whether `pattern` (a name ending in `*`) takes `tool` (see `ToolRegistry.subset`)."""
+    if pattern.endswith("__*"):
+        return _of_server(tool, pattern[:-3])
+    return tool.name.startswith(pattern[:-1])
+
+
+def _of_server(tool: Tool, server: str) -> bool:
+    """Whether `tool` comes from the MCP server `server`: its source is `mcp:<name>` with
+    `name` either `server` (as configured) or what the model sees of it, which begins the
+    tool's name. The model's name makes each character outside `[A-Za-z0-9_-]` one `_`
+    (`model_tool_name`), so that part of the name is exactly as long as the configured
+    one: "aé" is seen as "a_", which `a__*` does not take though `a___x` begins `a__`."""
+    if not tool.source.startswith("mcp:"):
+        return False
+    name = tool.source.removeprefix("mcp:")
+    return name == server or (len(name) == len(server) and tool.name.startswith(f"{server}__"))
 
 
 def builtin_registry() -> ToolRegistry:
