@@ -468,13 +468,14 @@ def _source_is(source: str, line: str) -> bool:
 
 
 class KernelStalled(AssertionError):
-    """The `%%agent` cell run below a live timeline committed its start, then froze."""
+    """The `%%agent` cell run below a live timeline froze mid-run (before its first model
+    request, or after its answer was streamed whole)."""
 
 
 def _diagnose_stall(s: LabSession, k: int) -> None:
-    """No model request came: KernelStalled when the file shows the known deadlock's
-    signature (the new run's runStarted is the last line, nothing after it), else a
-    plain failure."""
+    """No model request came: KernelStalled when the new run's runStarted is the file's
+    last line (the signature of the deadlock between a commit and the timeline's
+    trailing render, tests/test_notebook_timeline_threads.py), else a plain failure."""
     s.screenshot("browser-live-stalled.png")
     lines = (s.root / f"{s.notebook.stem}.agent.jsonl").read_text(encoding="utf-8").splitlines()
     started = sum('"type":"runStarted"' in line for line in lines)
@@ -489,7 +490,8 @@ def _diagnose_stall(s: LabSession, k: int) -> None:
 
 
 class TimelineStale(AssertionError):
-    """The session file holds the tool's result, the timeline still does not show it."""
+    """The session file holds what the timeline still does not show (the tool's result,
+    the run's end)."""
 
 
 def _diagnose_stale(s: LabSession) -> None:
@@ -503,6 +505,25 @@ def _diagnose_stale(s: LabSession) -> None:
     if '"toolCallId":"call_live"' in text:  # committed, so the timeline is behind the file
         raise TimelineStale(detail)
     raise AssertionError(detail + "\n(and the session file has no result for call_live)")
+
+
+def _diagnose_unfinished(s: LabSession, held: Any) -> None:
+    """The held answer was released and the run never showed completed: which side
+    stopped (the kernel, with the whole stream written, or the timeline behind the file)."""
+    s.screenshot("browser-live-unfinished.png")
+    lines = (s.root / f"{s.notebook.stem}.agent.jsonl").read_text(encoding="utf-8").splitlines()
+    finished = sum('"type":"operationFinished"' in line for line in lines)
+    started = sum('"type":"runStarted"' in line for line in lines)
+    detail = (
+        f"the released answer ({held.outcome}, written whole: {held.finished.is_set()}) left "
+        f"{started} runStarted and {finished} operationFinished in the session file; its last "
+        f"line: {lines[-1][:300]}\nnotebook:\n{s.notebook_text()[-1200:]}"
+    )
+    if finished == started:  # committed, so the timeline is behind the file
+        raise TimelineStale(detail)
+    if held.finished.is_set():
+        raise KernelStalled(detail)
+    raise AssertionError(detail)
 
 
 def test_timeline_updates_live_during_a_run(lab_session: LabSession) -> None:
@@ -550,7 +571,10 @@ def _check_live_update(s: LabSession) -> None:
     finally:
         answer.set()
     view = s.timeline()
-    view.locator(f'.tan-run[data-status="completed"] >> nth={k}').wait_for(state="visible")
+    try:
+        view.locator(f'.tan-run[data-status="completed"] >> nth={k}').wait_for(state="visible")
+    except PlaywrightTimeout:
+        _diagnose_unfinished(s, s.server.requests[before + 1])
     s.timings["live_completed_seen"] = time.monotonic() - t0
     statuses = view.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
     assert statuses == ["completed"] * (k + 1)

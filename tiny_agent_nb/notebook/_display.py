@@ -3,16 +3,22 @@
 In a Jupyter kernel the answer is one display that updates in place (markdown made
 safe by `safe_markdown`, with the answer itself as text/plain); in a terminal the text
 is printed as it arrives.
+
+The stream is read on the kernel's thread, which then waits on the socket: text that came
+inside the update interval before a pause (the model thinking, a slow provider) is drawn
+by one trailing render from a timer thread, as the timeline does, not only when the next
+piece arrives.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
-
-from IPython.display import display
 
 from ..agent import Compacted, LoopObserver, compaction_line
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
@@ -21,8 +27,11 @@ from ..safe_markdown import safe_markdown
 from ..session import ToolCall
 from ..timeline import short_arguments
 from ..tools import ToolOutput
+from ._timeline_view import Publish, ipython_publish
 
 UPDATE_INTERVAL = 0.1
+
+log = logging.getLogger(__name__)
 
 MARKS = {"completed": "✓", "error": "✗", "denied": "⊘", "interrupted": "⚠", "replayed": "↻"}
 
@@ -36,12 +45,26 @@ def answer_bundle(text: str) -> dict[str, str]:
 
 
 class CellDisplay(LoopObserver):
-    def __init__(self, *, rich: bool) -> None:
+    def __init__(
+        self,
+        *,
+        rich: bool,
+        publish: Publish = ipython_publish,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._rich = rich
+        self._publish = publish
+        self._clock = clock
         self._text = ""
-        self._handle: Any = None
+        self._display_id: str | None = None  # the display of the paragraph streaming now
+        self._drawn = ""  # what it shows
         self._last = 0.0
         self._thinking_shown = False
+        # Held while the answer's display is drawn or its paragraph ends: the trailing
+        # render (a timer thread) must never draw over the final answer (redacted as
+        # committed) nor into a paragraph a tool line has closed.
+        self._lock = threading.Lock()
+        self._trailing: threading.Timer | None = None
 
     def on_stream(self, event: StreamEvent) -> None:
         if isinstance(event, ReasoningDelta):
@@ -51,20 +74,52 @@ class CellDisplay(LoopObserver):
             return
         if not isinstance(event, TextDelta):
             return
-        self._text += event.text
         if not self._rich:
+            self._text += event.text
             sys.stdout.write(cell_text(event.text, keep_lines=True))
             sys.stdout.flush()
             return
-        if self._handle is None:
-            self._handle = display(answer_bundle(self._text), raw=True, display_id=True)
-        elif time.monotonic() - self._last >= UPDATE_INTERVAL:
-            self._handle.update(answer_bundle(self._text), raw=True)
-        else:
-            return
+        with self._lock:
+            self._text += event.text
+            if self._display_id is None:
+                self._display_id = _new_id()
+                self._draw(update=False)
+                return
+            waited = self._clock() - self._last
+            if waited >= UPDATE_INTERVAL:
+                self._draw(update=True)
+            elif self._trailing is None:
+                self._trailing = threading.Timer(UPDATE_INTERVAL - waited, self._draw_late)
+                self._trailing.daemon = True
+                self._trailing.start()
+
+    def _draw(self, *, update: bool) -> None:
+        """Show the paragraph's text so far (the lock held)."""
+        assert self._display_id is not None
+        self._publish(answer_bundle(self._text), display_id=self._display_id, update=update)
+        self._drawn = self._text
         # Counted from the end of a render: a long hostile answer slow to make safe
         # leaves the stream time to be read between two renders.
-        self._last = time.monotonic()
+        self._last = self._clock()
+
+    def _draw_late(self) -> None:
+        try:
+            with self._lock:
+                self._trailing = None
+                if self._display_id is not None and self._text != self._drawn:
+                    self._draw(update=True)
+        except Exception:
+            log.exception("the streamed answer's display failed to update")
+
+    def _close_paragraph(self) -> str | None:
+        """Forget the paragraph's display (the lock held): returns its id, if it has one,
+        for one last update."""
+        if self._trailing is not None:
+            self._trailing.cancel()
+            self._trailing = None
+        display_id, self._display_id = self._display_id, None
+        self._drawn = ""
+        return display_id
 
     def on_retry(self, error: ProviderError, delay: float) -> None:
         print(
@@ -93,25 +148,32 @@ class CellDisplay(LoopObserver):
 
     def _end_text(self) -> None:
         """A tool line closes the current paragraph of streamed text."""
-        if self._text and self._handle is not None:
-            self._handle.update(answer_bundle(self._text), raw=True)
-        elif self._text and not self._rich:
-            print(flush=True)
-        self._text = ""
-        self._handle = None
+        with self._lock:
+            display_id = self._close_paragraph()
+            if self._text and display_id is not None:
+                self._publish(answer_bundle(self._text), display_id=display_id, update=True)
+            elif self._text and not self._rich:
+                print(flush=True)
+            self._text = ""
 
     def finish(self, final: str | None) -> None:
         """Render the final answer as markdown (once, complete). `final` is the answer as
         committed (a secret the model repeated is redacted there), so it replaces the
         streamed text: the saved notebook keeps what the file keeps."""
-        if self._rich:
-            if self._handle is not None:
-                self._handle.update(answer_bundle(final or self._text), raw=True)
+        with self._lock:
+            display_id = self._close_paragraph()
+            if not self._rich:
+                if self._text:
+                    print(flush=True)
+                elif final:
+                    print(cell_text(final, keep_lines=True), flush=True)
+            elif display_id is not None:
+                bundle = answer_bundle(final or self._text)
+                self._publish(bundle, display_id=display_id, update=True)
             elif final:
-                display(answer_bundle(final), raw=True)
-        elif self._text:
-            print(flush=True)
-        elif final:
-            print(cell_text(final, keep_lines=True), flush=True)
-        self._text = ""
-        self._handle = None
+                self._publish(answer_bundle(final), display_id=_new_id(), update=False)
+            self._text = ""
+
+
+def _new_id() -> str:
+    return f"tan-answer-{uuid.uuid4().hex}"

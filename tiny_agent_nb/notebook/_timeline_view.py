@@ -105,17 +105,25 @@ class TimelineView:
     def refresh(self) -> None:
         """Draw the session as of now; once it is no longer this kernel's current
         session, draw its last state as closed and stop."""
+        if self.closed:
+            return
+        # Read before taking the view's lock, never under it: a commit holds the store's
+        # lock while it tells this view (and so waits for the view's lock), so a trailing
+        # render reading under the view's lock would wait for that commit to end while
+        # the commit waits for it: the kernel would stall mid-run.
+        try:
+            state, note = self._source.read_state()
+        except NotebookError:
+            state, note = None, None  # no session open any more
         with self._lock:
             if self.closed:
                 return
-            try:
-                state, note = self._source.read_state()
-            except NotebookError:
-                state, note = None, None  # no session open any more
             if state is None or state.header.id != self._session_id:
                 self._close()
-            elif (state.last_seq, note) == self._drawn:
-                return  # nothing new (most cells commit nothing)
+            elif state.last_seq < self._drawn[0] or (state.last_seq, note) == self._drawn:
+                # Nothing new (most cells commit nothing), or read before a commit that
+                # another thread has drawn since: the display never goes back.
+                return
             else:
                 self._timeline, self._note = build_timeline(state), note
                 self._scripted = _scripted(state)
