@@ -21,7 +21,8 @@ the offline demo model (no key), and times:
 
 Memory is the session's: resident memory after `%load_ext` minus before it (the
 import done), the peak resident memory during it (VmHWM, reset before it), and what
-tracemalloc holds after it (a separate process: tracing slows everything down). Targets:
+tracemalloc holds after it (a separate process: tracing slows everything down; with the
+context built, plus what the context's memory maps hold, which tracemalloc does not see). Targets:
 import + open + recovery + report ≤ 300 ms at 10k facts and ≤ 1 s at 100k; memory ≤ 1.5x
 the file. Repetitions alternate the sizes. It is a report, not a test: it exits 0.
 """
@@ -227,7 +228,10 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
     result["cell_rss"] = _status("VmRSS") - rss_before
     if trace:
         snapshot = tracemalloc.take_snapshot()
-        result["cell_traced"] = tracemalloc.get_traced_memory()[0] - traced_before
+        # The context's messages are in memory maps (register row "projection-maps"),
+        # which tracemalloc does not see: counted here at what they hold.
+        in_maps = sum(len(m) for m in sent if isinstance(m, memoryview))
+        result["cell_traced"] = tracemalloc.get_traced_memory()[0] - traced_before + in_maps
         result["sites"] = [
             (_site(s.traceback), s.size, s.count)
             for s in snapshot.statistics("traceback" if trace > 1 else "lineno")[:25]
@@ -304,7 +308,7 @@ def report(facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, 
             "RSS with the context built (first request)",
             statistics.median(r["cell_rss"] for r in runs),
         ),
-        ("tracemalloc with the context built", traced["cell_traced"]),
+        ("tracemalloc with the context built (+ its memory maps)", traced["cell_traced"]),
     ):
         ratio = value / size
         verdict = "PASS" if ratio <= TARGET_MEMORY else "FAIL"

@@ -11,13 +11,14 @@ import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection
 from tiny_agent_nb.agent._context import SEALED_RUN, last_input_tokens
+from tiny_agent_nb.provider import wire
 from tiny_agent_nb.session import SessionState, SessionStore
 from tiny_agent_nb.session import facts as f
 
 from scenario import BASH, Run, complete_run
 
 
-def decode(parts: list[bytes]) -> list[dict[str, object]]:
+def decode(parts: list[wire.Encoded]) -> list[dict[str, object]]:
     return json.loads(b"[" + b",".join(parts) + b"]")  # type: ignore[no-any-return]
 
 
@@ -31,7 +32,7 @@ def test_incremental_projection_equals_a_rebuild_from_the_file(store: SessionSto
     messages = decode(live.messages())
     assert messages[0] == {"role": "system", "content": "be brief"}
     assert len(messages) == 1 + 37 * 4  # user, assistant call, tool result, answer
-    assert len(live.messages()) <= 1 + 8  # history is kept in O(log n) runs
+    assert len(live.messages()) == 1 + 1  # history is kept in maps of SEALED_RUN bytes
 
 
 def test_never_started_tool_calls_are_answered_before_the_next_message(
@@ -132,7 +133,8 @@ def test_the_projection_keeps_encoded_messages_not_entry_objects(store: SessionS
 
 
 def projection_held_and_sent(state: SessionState) -> tuple[int, int]:
-    """Bytes a projection built from `state` holds (tracemalloc), and bytes it sends."""
+    """Bytes a projection built from `state` holds in Python objects (tracemalloc: its
+    memory maps are not among them), and bytes it sends."""
     gc.collect()
     tracemalloc.start()
     try:
@@ -145,13 +147,14 @@ def projection_held_and_sent(state: SessionState) -> tuple[int, int]:
 
 
 def test_the_projection_holds_one_copy_of_what_it_sends(store: SessionStore) -> None:
-    """The encoded history is kept once, in the runs a request sends: a second copy per
-    entry (to rebuild after a checkpoint) doubled a kernel's memory for its context."""
+    """The encoded history is kept once, in the maps a request sends views of: a second
+    copy per entry (to rebuild after a checkpoint) doubled a kernel's memory for its
+    context, and runs kept as `bytes` were as large as what they send."""
     for i in range(40):
         complete_run(store, f"{i} " + "long prompt " * 1000)  # 12 KB a run
     held, sent = projection_held_and_sent(store.load())
     assert sent > 40 * 12_000
-    assert held < 1.3 * sent, f"the projection holds {held:,} bytes to send {sent:,}"
+    assert held < 0.1 * sent, f"Python objects hold {held:,} bytes to send {sent:,}"
 
 
 def test_the_projection_keeps_an_id_and_an_offset_per_entry(store: SessionStore) -> None:
@@ -163,16 +166,17 @@ def test_the_projection_keeps_an_id_and_an_offset_per_entry(store: SessionStore)
     state = store.load()
     # Once first: decoding fills pydantic's (bounded) cache of short strings.
     ContextProjection.from_state(state, None)
-    held, sent = projection_held_and_sent(state)
-    beyond = (held - sent) / len(state.entries)
+    held, _ = projection_held_and_sent(state)
+    beyond = held / len(state.entries)  # the messages are in the maps
     assert beyond < 40, f"{beyond:.0f} bytes per entry beyond its message"
 
 
-def test_a_followed_projection_seals_its_runs_and_sends_what_a_rebuild_sends(
+def test_a_followed_projection_fills_maps_of_sealed_run_bytes_as_a_rebuild_does(
     store: SessionStore,
 ) -> None:
-    """A kernel's projection follows every commit for hours: its runs stop merging at
-    SEALED_RUN bytes, so no merge copies (and frees) a run the size of the history."""
+    """A kernel's projection follows every commit for hours: each message is written
+    once into a map of SEALED_RUN bytes, so a request sends one piece per map, and no
+    copy the size of the history is ever made (and freed)."""
     live = ContextProjection(None)
     store.subscribe(live.apply)
     for i in range(400):
@@ -180,11 +184,47 @@ def test_a_followed_projection_seals_its_runs_and_sends_what_a_rebuild_sends(
     parts = live.messages()
     total = sum(len(part) for part in parts)
     assert total > 4 * SEALED_RUN
-    assert max(len(part) for part in parts) < 2 * SEALED_RUN
-    assert len(parts) <= total // SEALED_RUN + 12  # sealed runs, and O(log n) others
+    assert max(len(part) for part in parts) <= SEALED_RUN
+    assert min(len(part) for part in parts[:-1]) > SEALED_RUN - 13_000  # each map filled
+    assert len(parts) == total // SEALED_RUN + 1
     rebuilt = ContextProjection.from_state(store.load(), None).messages()
-    assert max(len(part) for part in rebuilt) < SEALED_RUN + 13_000  # one message past
+    assert [len(part) for part in rebuilt] == [len(part) for part in parts]
     assert decode(parts) == decode(rebuilt)
+
+
+def test_a_message_larger_than_a_map_is_sent_whole_between_the_others(
+    store: SessionStore,
+) -> None:
+    live = ContextProjection(None)
+    store.subscribe(live.apply)
+    complete_run(store, "small")
+    complete_run(store, "x" * (SEALED_RUN + 5))
+    complete_run(store, "small again")
+    parts = live.messages()
+    assert len(parts) == 3 and len(parts[1]) > SEALED_RUN
+    assert decode(parts) == decode(ContextProjection.from_state(store.load(), None).messages())
+    assert [m["content"] for m in decode(parts) if m["role"] == "user"] == [
+        "small",
+        "x" * (SEALED_RUN + 5),
+        "small again",
+    ]
+
+
+def test_the_pieces_a_request_was_given_never_change_and_cannot_be_written(
+    store: SessionStore,
+) -> None:
+    """A request (or its retry) may still hold the views it was given when the next
+    messages are written into the same map: they stay what they were."""
+    live = ContextProjection(None)
+    store.subscribe(live.apply)
+    complete_run(store, "first")
+    parts = live.messages()
+    before = decode(parts)
+    complete_run(store, "second")
+    assert decode(parts) == before
+    assert len(decode(live.messages())) == 2 * len(before)
+    with pytest.raises(TypeError):
+        parts[0][0] = ord("[")
 
 
 # ---------------------------------------------------------------- built when first read

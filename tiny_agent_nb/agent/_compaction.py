@@ -62,7 +62,11 @@ def estimate_tokens(byte_count: int) -> int:
 
 class Summarizer(Protocol):
     def complete(
-        self, messages: Sequence[bytes], tools: Sequence[ToolSchema], *, on_event: None = None
+        self,
+        messages: Sequence[wire.Encoded],
+        tools: Sequence[ToolSchema],
+        *,
+        on_event: None = None,
     ) -> Completion: ...
 
 

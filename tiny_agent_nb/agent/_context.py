@@ -1,11 +1,10 @@
 """The active context: what the model is sent, projected from entries as they commit.
 
-Each entry is encoded to wire JSON (`provider.wire`) once, when it is committed, and kept
-in comma-joined runs (`_Runs`, merged like a binary counter up to SEALED_RUN bytes: one
-run per SEALED_RUN bytes of history and O(log n) more, each byte copied O(log SEALED_RUN)
-times in its life). A request sends those runs as they are, so the cost of a step does
-not grow with the length of the history, and a kernel that restarts rebuilds the same
-projection from the file, each sealed run joined once (`_RunWriter`).
+Each entry is encoded to wire JSON (`provider.wire`) once, when it is committed, and
+written after the others, comma-joined, into memory maps of SEALED_RUN bytes (`_Runs`).
+A request sends a view of each map as it is, so the cost of a step does not grow with
+the length of the history, and a kernel that restarts rebuilds the same projection from
+the file the same way.
 
 Two things are not entries but still reach the model:
 - the system prompt, first;
@@ -17,6 +16,7 @@ Two things are not entries but still reach the model:
 
 from __future__ import annotations
 
+import mmap
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 
@@ -40,97 +40,68 @@ NOT_STARTED = (
 )
 
 
-# A run this long is sealed: it is never merged again (see `_Runs`).
+# A map holds this many bytes of messages (more only for one message larger than that).
 SEALED_RUN = 1 << 20
-_SEALED = -1  # the level of a sealed run: no run being merged ever has it
+# Private even across a fork (a `bash` or `python` tool's child): copy-on-write, like the
+# heap. (Windows has no flags, and no fork.)
+_PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 
 
-class _Joined:
-    """Encoded messages kept in parts that a request sends comma-joined."""
+# perf: register row "projection-maps" (docs/benchmarks.md)
+class _Runs:
+    """The encoded messages, comma-joined, written in order into anonymous memory maps of
+    SEALED_RUN bytes each: a message that does not fit in the current map starts the
+    next one (its own size if larger), and a map once left is sealed. A request sends a
+    read-only view of each map's filled part, so its cost does not grow with the history,
+    and each byte is copied once, when its message is appended.
 
-    def parts(self) -> list[bytes]:
-        raise NotImplementedError
-
-    def since(self, offset: int) -> bytes:
-        """The messages from `offset` on, comma-joined (one copy, made at a checkpoint)."""
-        return b",".join(self.parts())[offset:]
-
-
-# perf: register row "projection-runs" (docs/benchmarks.md)
-# perf: register row "projection-sealed-runs" (docs/benchmarks.md)
-class _Runs(_Joined):
-    """Encoded messages, kept as a few comma-joined runs of doubling length, each sealed
-    once it reaches SEALED_RUN bytes. Without the seal the last merge of a long history
-    makes a run the size of the whole context out of two halves, and the C allocator
-    keeps the holes such runs leave when freed: building the context of a long session
-    grew the kernel's resident memory by about twice the context. Sealed, no run made
-    and freed on the way is larger than twice SEALED_RUN, a byte is copied at most
-    log2(SEALED_RUN / message size) times, and a request sends at most two runs per
-    SEALED_RUN bytes of history (a run left unsealed before a sealed one is never
-    merged again), plus O(log n)."""
+    Why maps and not `bytes`: the context lives as long as the kernel, while building it
+    decodes and encodes the whole history through short-lived objects. Runs kept in the
+    C allocator's heap lay long-lived blocks among those temporaries, and the heap keeps
+    every hole they leave resident (a kernel held 1.9x what its context sends after
+    building it, 0.9x of it free heap). A map is outside that heap: only its written
+    pages are resident, and it is returned whole when the projection lets go of it.
+    Views stay valid as later messages are written after them (a map is never resized)."""
 
     def __init__(self) -> None:
-        # (level, run): a level counts the merges that made the run (2**level messages);
-        # the unsealed levels at the end strictly decrease.
-        self._runs: list[tuple[int, bytes]] = []
-        self._length = 0  # of the runs joined with commas
-
-    def append(self, message: bytes) -> int:
-        """Add `message`; where it starts in the runs joined with commas."""
-        offset = self._length + 1 if self._length else 0
-        self._length = offset + len(message)
-        level, run = 0, message
-        while self._runs and self._runs[-1][0] == level:
-            _, earlier = self._runs.pop()
-            run = earlier + b"," + run
-            if len(run) >= SEALED_RUN:
-                level = _SEALED
-                break
-            level += 1
-        self._runs.append((level, run))
-        return offset
-
-    def parts(self) -> list[bytes]:
-        return [run for _, run in self._runs]
-
-
-# perf: register row "projection-sealed-runs" (docs/benchmarks.md)
-class _RunWriter(_Joined):
-    """`_Runs` as a whole session's context is built: the messages are gathered until
-    they fill a sealed run, which is then made at once, at its size. Merged two by two,
-    the runs of every size below SEALED_RUN would be made and freed on the way, each
-    byte copied up to log2(SEALED_RUN / message size) times."""
-
-    def __init__(self) -> None:
-        self._sealed: list[bytes] = []
-        self._pending: list[bytes] = []
-        self._pending_size = 0
+        self._sealed: list[memoryview] = []
+        self._map: mmap.mmap | None = None
+        self._used = 0  # bytes of `_map` written
         self._length = 0  # of the messages joined with commas
 
     def append(self, message: bytes) -> int:
+        """Add `message`; where it starts in the messages joined with commas."""
         offset = self._length + 1 if self._length else 0
         self._length = offset + len(message)
-        self._pending.append(message)
-        self._pending_size += len(message) + 1
-        if self._pending_size > SEALED_RUN:
-            self._sealed.append(b",".join(self._pending))
-            self._pending, self._pending_size = [], 0
+        run, used = self._map, self._used
+        if run is None or used + 1 + len(message) > len(run):
+            if run is not None:
+                self._sealed.append(self._filled())
+            run = self._map = mmap.mmap(-1, max(SEALED_RUN, len(message)), **_PRIVATE)
+            used = 0
+        elif used:
+            run[used] = 44  # b","
+            used += 1
+        run[used : used + len(message)] = message
+        self._used = used + len(message)
         return offset
 
-    def parts(self) -> list[bytes]:
-        return [*self._sealed, *self._pending]
+    def _filled(self) -> memoryview:
+        assert self._map is not None
+        return memoryview(self._map).toreadonly()[: self._used]
 
-    def runs(self) -> _Runs:
-        """What `_Runs` would hold had each message been appended to it (up to where
-        the last few messages were merged)."""
-        runs = _Runs()
-        runs._runs = [(_SEALED, run) for run in self._sealed]
-        if self._pending:
-            level = len(self._pending).bit_length() - 1  # less than 2**(level + 1) of them
-            runs._runs.append((level, b",".join(self._pending)))
-        runs._length = self._length
-        self._sealed, self._pending = [], []
-        return runs
+    def parts(self) -> list[wire.Encoded]:
+        """The maps' filled parts, which a request sends comma-joined."""
+        return [*self._sealed, self._filled()] if self._map is not None else []
+
+    def since(self, offset: int) -> bytes:
+        """The messages from `offset` on, comma-joined (one copy, made at a checkpoint)."""
+        kept: list[wire.Encoded] = []
+        for part in self.parts():
+            if offset < len(part):
+                kept.append(part[max(offset, 0) :])
+            offset -= len(part) + 1
+        return b",".join(kept)
 
 
 # perf: register row "projection-tuples" (docs/benchmarks.md)
@@ -160,7 +131,7 @@ class ContextProjection:
     def __init__(self, system_prompt: str | None) -> None:
         self._system: list[bytes] = []
         self.set_system_prompt(system_prompt)
-        self._messages: _Runs | _RunWriter = _Runs()
+        self._messages = _Runs()
         # Each projected entry's id and where its message starts: kept only to cut at a
         # compaction.
         self._entry_ids: list[str] = []
@@ -174,12 +145,8 @@ class ContextProjection:
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
         projection = cls(system_prompt)
-        projection._messages = _RunWriter()
         for entry_id, entry in state.entries.items():  # the tables' own id strings
             projection._add(entry, entry_id)
-        # Still a writer: a checkpoint met on the way makes a new one (`_compact`).
-        assert isinstance(projection._messages, _RunWriter)
-        projection._messages = projection._messages.runs()
         projection._ledger = _LastRequest.from_state(state)
         projection._through_seq = state.last_seq
         return projection
@@ -264,8 +231,7 @@ class ContextProjection:
         cut = ids.index(body.throughEntryId) + 1
         keep_ids, keep_offsets = ids[cut:], self._offsets[cut:]
         summary = f"[Summary of the earlier conversation]\n{body.summary}"
-        # A checkpoint met while building from a whole session keeps building the same way.
-        messages = _RunWriter() if isinstance(self._messages, _RunWriter) else _Runs()
+        messages = _Runs()
         messages.append(wire.user_message(summary))
         self._entry_ids, self._offsets = keep_ids, array("q")
         if keep_ids:
@@ -280,7 +246,7 @@ class ContextProjection:
             self._unanswered = {}
         self._messages = messages
 
-    def messages(self) -> list[bytes]:
+    def messages(self) -> list[wire.Encoded]:
         """System prompt, projected entries, and answers for never-started tool calls, as
         encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
         self._built()

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..provider import Completion, ProviderError, StreamEvent
+from ..provider import Completion, ProviderError, StreamEvent, wire
 from ..session import OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
 from ._compaction import Compacted
@@ -24,7 +24,7 @@ class ChatProvider(Protocol):
 
     def complete(
         self,
-        messages: Sequence[bytes],
+        messages: Sequence[wire.Encoded],
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,

@@ -16,7 +16,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
@@ -34,6 +34,7 @@ from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
 from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
 from ._window import window_in_listing
+from ._wire import Encoded
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -143,7 +144,7 @@ class Provider:
 
     def complete(
         self,
-        messages: Sequence[bytes],
+        messages: Sequence[Encoded],
         tools: Sequence[ToolSchema],
         *,
         on_event: EventSink | None = None,
@@ -197,7 +198,7 @@ class Provider:
             text = _redact(text, secret)
         return text
 
-    def _post(self, body: list[bytes], size: int, on_event: EventSink) -> Completion:
+    def _post(self, body: list[Encoded], size: int, on_event: EventSink) -> Completion:
         # perf: register row "body-pieces" (docs/benchmarks.md).
         # An explicit Content-Length makes httpx send the pieces as one plain body (not
         # chunked), without joining a history of megabytes into a new buffer per step.
@@ -213,8 +214,11 @@ class Provider:
             url, basic = request_target(self._config.base_url)
             if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
                 headers["authorization"] = basic
+            # httpx types its pieces as bytes, but writes any bytes-like one: the context's
+            # views of its memory maps (`Encoded`) go out as they are, uncopied.
+            content = cast("Iterator[bytes]", iter(body))
             with self._client.stream(
-                "POST", url, content=iter(body), headers=headers, timeout=self._timeout
+                "POST", url, content=content, headers=headers, timeout=self._timeout
             ) as response:
                 encoding = response.headers.get("content-encoding", "")
                 chunks = self._metered(decoded(response.iter_raw(), encoding), deadline)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..session import AssistantMessage, ToolCall
 from ._types import Completion, StreamEvent, TextDelta, ToolCallStarted, UsageReport
+from ._wire import Encoded
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -60,7 +61,7 @@ class DemoProvider:
 
     def complete(
         self,
-        messages: Sequence[bytes],
+        messages: Sequence[Encoded],
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._types import ProviderConfig
-from ._wire import tool_definition
+from ._wire import Encoded, tool_definition
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -20,15 +20,15 @@ def _dumps(value: Any) -> bytes:
 
 
 def request_parts(
-    config: ProviderConfig, messages: Sequence[bytes], tools: Sequence[ToolSchema]
-) -> list[bytes]:
+    config: ProviderConfig, messages: Sequence[Encoded], tools: Sequence[ToolSchema]
+) -> list[Encoded]:
     """The POST body as pieces, sent one after the other without being joined.
 
     Each item of `messages` is one encoded JSON object, or several already joined by
     commas (the context projection keeps its history in a few such runs), so a request
     copies no history: only the pieces' ends are checked.
     """
-    parts = [b'{"model":', _dumps(config.model), b',"messages":[']
+    parts: list[Encoded] = [b'{"model":', _dumps(config.model), b',"messages":[']
     for i, message in enumerate(messages):
         if bytes(message[:1]) != b"{" or bytes(message[-1:]) != b"}":
             raise ValueError(f"messages[{i}] is not an encoded JSON object")

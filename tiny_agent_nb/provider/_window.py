@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._types import ProviderError
+
+if TYPE_CHECKING:
+    from ._wire import Encoded
 
 # How each server words "the request does not fit the context window" (status 400 unless
 # said otherwise), as collected from their answers:
@@ -70,7 +73,7 @@ def context_too_long(said: str, status: int | None) -> ProviderError:
     )
 
 
-def estimate_tokens(messages: Sequence[bytes]) -> int:
+def estimate_tokens(messages: Sequence[Encoded]) -> int:
     """An estimate of the tokens `messages` (encoded wire messages) take: one per 4 bytes.
 
     Only an estimate, for servers that report no usage: English prose runs about 4 bytes

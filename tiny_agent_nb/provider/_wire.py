@@ -15,6 +15,10 @@ from ..session import AssistantEntry, EntryFact, ToolResultEntry, UserEntry
 if TYPE_CHECKING:  # only named: importing the tools is not a provider's business
     from ..tools import ToolSchema
 
+# One encoded message, or several comma-joined: the context projection keeps its history
+# in memory maps and hands out read-only views of them (agent/_context.py `_Runs`).
+Encoded = bytes | memoryview
+
 
 def encode(message: dict[str, Any]) -> bytes:
     """One message as the bytes a request carries (UTF-8, compact)."""
