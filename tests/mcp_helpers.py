@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -76,17 +75,16 @@ def zygote() -> str:
             if ready != b"ready\n":
                 process.kill()
                 raise RuntimeError(f"the MCP test zygote did not start: {ready!r}")
-            atexit.register(_end_zygote, process, directory)
+            atexit.register(_end_zygote, process)
             _zygote_socket = path
         return _zygote_socket
 
 
-def _end_zygote(process: subprocess.Popen[bytes], directory: str) -> None:
+def _end_zygote(process: subprocess.Popen[bytes]) -> None:
     assert process.stdin is not None and process.stdout is not None
-    process.stdin.close()  # its end of the run
+    process.stdin.close()  # its end of the run: it removes its directory
     process.wait(10)
     process.stdout.close()
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 def stdio_entry(*flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ as the guard ends a server's process group) the child SIGKILLs itself at once. S
 process the SDK started, the guard and the kernel see one server that starts, answers,
 ignores or obeys signals and dies as before; the child's pid is the one `pid` reports.
 
-    python tests/mcp_zygote.py SOCKET    # "ready" on stdout once it listens; ends at stdin EOF
+    python tests/mcp_zygote.py DIR/SOCKET  # "ready" once it listens; at stdin EOF, removes DIR
 
 Stdlib only at import: the starter imports this module for `fork_server`.
 """
@@ -185,11 +185,17 @@ def _die_with_starter(connection: socket.socket) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
+    """SOCKET is the only entry of a directory made for it: both go when the zygote ends,
+    also when the test process that started it was killed (stdin EOF all the same)."""
     (path,) = argv
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
-    listener.listen(64)
-    _serve_forever(listener)
+    try:
+        listener.listen(64)
+        _serve_forever(listener)
+    finally:
+        Path(path).unlink()
+        Path(path).parent.rmdir()
 
 
 if __name__ == "__main__":
