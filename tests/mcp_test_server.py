@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 
 def _sleep_forever() -> None:
@@ -83,7 +84,7 @@ def preload() -> None:
     import uvicorn  # noqa: PLC0415, F401
 
 
-def _stand_for_a_forked_server(zygote: str, argv: list[str]) -> None:
+def _stand_for_a_forked_server(zygote: str, argv: list[str]) -> NoReturn:
     """Have the zygote fork the server on this process's stdio, forward the stop signals
     to it, and exit as it did (a signal's death by the same signal)."""
     from mcp_zygote import fork_server  # noqa: PLC0415 (stdlib only)

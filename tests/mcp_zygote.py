@@ -179,8 +179,9 @@ def _become_server(
 
 
 def _die_with_starter(connection: socket.socket) -> None:
-    # The starter never sends after its request: any return is its end.
-    connection.recv(1)
+    # The starter never sends after its request: any return (or a reset) is its end.
+    with contextlib.suppress(OSError):
+        connection.recv(1)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
