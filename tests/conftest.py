@@ -10,6 +10,7 @@ from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
 import pytest
+from pycache_prefix import fill as fill_pycache_prefix
 
 from tiny_agent_nb.session import HeaderInit, SessionStore
 from tiny_agent_nb.session import facts as f
@@ -179,10 +180,17 @@ def pytest_configure(config: pytest.Config) -> None:
     from source again. The run (the controller, before its workers start, so they and
     every process a test starts inherit it) points PYTHONPYCACHEPREFIX at a temporary
     directory and lets those processes write there: one compile per module per run, and
-    nothing written beside the sources. A prefix the user set is left alone."""
+    nothing written beside the sources. A prefix the user set is left alone. The
+    directory is filled before any of those processes start (tests/pycache_prefix.py):
+    with a prefix, Python finds no bytecode anywhere else, not even the standard
+    library's."""
     if "PYTEST_XDIST_WORKER" in os.environ or "PYTHONPYCACHEPREFIX" in os.environ:
         return
-    cache = tempfile.mkdtemp(prefix="tiny-agent-nb-pycache-")
+    # In memory where there is a tmpfs: tens of thousands of small files are made and
+    # removed again, and a disk under the fsyncs of other runs makes that a minute.
+    shm = Path("/dev/shm")
+    cache = tempfile.mkdtemp(prefix="tiny-agent-nb-pycache-", dir=shm if shm.is_dir() else None)
     config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+    fill_pycache_prefix(Path(cache), config)
     os.environ["PYTHONPYCACHEPREFIX"] = cache
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

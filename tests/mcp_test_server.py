@@ -5,6 +5,8 @@
 
 `http` binds 127.0.0.1 port 0 itself and prints the port on its first stdout line; with
 `--authorization`, a request whose `Authorization` header is not VALUE gets 401.
+With `--zygote SOCKET` (first), the server is forked by the zygote listening there
+(tests/mcp_zygote.py), which imported the SDK once, and this process stands for it.
 Misbehaviours for the failure tests: `--exit-at-once` (after `--say`/`--say-env` on
 stderr), `--hang` (never answers, ignores SIGTERM), `--stubborn` (serves, then outlives
 stdin EOF and SIGTERM: only SIGKILL ends it).
@@ -16,10 +18,13 @@ process's start-up, and the failure tests start many such servers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
+from typing import NoReturn
 
 
 def _sleep_forever() -> None:
@@ -27,7 +32,10 @@ def _sleep_forever() -> None:
         time.sleep(1)
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--zygote"]:
+        _stand_for_a_forked_server(argv[1], argv[2:])
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "http"])
     parser.add_argument("--authorization")
@@ -41,7 +49,7 @@ def main() -> None:
     parser.add_argument(
         "--stubborn", action="store_true", help="serve, then outlive stdin EOF and SIGTERM"
     )
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
     if options.say:
         print(options.say, file=sys.stderr, flush=True)
     if options.say_env:
@@ -66,6 +74,39 @@ def main() -> None:
             _sleep_forever()
     else:
         serve_http(options.authorization)
+
+
+def preload() -> None:
+    """What a server imports, for the zygote to import once before it forks servers."""
+    import anyio._backends._asyncio  # noqa: PLC0415, F401 (imported when a server runs)
+    import mcp.server.stdio  # noqa: PLC0415, F401
+    import mcp_test_tools  # noqa: PLC0415, F401
+    import uvicorn  # noqa: PLC0415, F401
+
+
+def _stand_for_a_forked_server(zygote: str, argv: list[str]) -> NoReturn:
+    """Have the zygote fork the server on this process's stdio, forward the stop signals
+    to it, and exit as it did (a signal's death by the same signal)."""
+    from mcp_zygote import fork_server  # noqa: PLC0415 (stdlib only)
+
+    forked = fork_server(zygote, [sys.argv[0], *argv], (0, 1, 2))
+    # The server holds the pipes now; copies here would keep EOF from either side.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda signum, _frame: forked.signal(signum))
+    status = forked.wait()
+    if status < 0:
+        print("the MCP test zygote is gone", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        signal.signal(signum, signal.SIG_DFL)
+        with contextlib.suppress(OSError):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        os.kill(os.getpid(), signum)
+    sys.exit(os.waitstatus_to_exitcode(status))
 
 
 if __name__ == "__main__":
