@@ -253,8 +253,10 @@ def test_a_server_that_never_answers_initialize_is_bounded_by_start_timeout() ->
         (line,) = lines
         assert "did not answer initialize and tools/list within 1 s" in line
         assert servers.status()[0].state == "failed"
-    # 1 s, then the SDK's bounded shutdown of a server ignoring EOF and SIGTERM (~4 s).
-    assert took < 12
+    # 1 s, then the SDK's bounded shutdown of a server ignoring EOF and SIGTERM (~4 s):
+    # about 6 s on a quiet machine, 9 s in the suite on 2 cores; a start that waited for
+    # the server's answer would wait for good. The bound leaves room for a loaded machine.
+    assert took < 20
 
 
 def test_an_http_url_refusing_connections_is_one_line(unused_port: int) -> None:
