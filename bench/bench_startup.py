@@ -4,6 +4,8 @@
     python bench/bench_startup.py --quick            # 1k and 5k facts, 1 repetition
     python bench/bench_startup.py --sizes 10000 --repeats 5 --dir /mnt/ssd
     python bench/bench_startup.py --memory-sites     # + where the 100k session's memory goes
+    python bench/bench_startup.py --bytecode --first-open   # as a kernel: bytecode cached;
+                                                            # + a first open with no snapshot
 
 The session is the notebook's mix (issue 14 item 3): cells of a prompt, ten `read_file`
 tool steps with 1 KB results (bench_peers' workload), the final answer and its usage, the
@@ -25,6 +27,14 @@ tracemalloc holds after it (a separate process: tracing slows everything down; w
 context built, plus what the context's memory maps hold, which tracemalloc does not see). Targets:
 import + open + recovery + report ≤ 300 ms at 10k facts and ≤ 1 s at 100k; memory ≤ 1.5x
 the file. Repetitions alternate the sizes. It is a report, not a test: it exits 0.
+
+Each process finds the snapshot the writer left beside the session (a kernel restarted on
+it); `--first-open` also measures a session with none (its first open: a full read, and
+the writer then makes one). `--bytecode` gives the processes the package's bytecode in a
+temporary PYTHONPYCACHEPREFIX, warmed by one process first, as a user's kernel has it:
+where PYTHONDONTWRITEBYTECODE is set, each process compiles the package, and what that
+frees the load then reuses, so a process keeps less than a kernel. Each state's C heap
+after `%load_ext` (glibc's `mallinfo2`: in use, free, memory-mapped blocks) is reported.
 """
 
 from __future__ import annotations
@@ -149,6 +159,43 @@ def _status(field: str) -> int:
     raise LookupError(field)
 
 
+def _heap() -> dict[str, int]:
+    """glibc's `mallinfo2`: the main heap's bytes in use and free, the bytes in blocks of
+    their own memory maps, the arenas' total; {} elsewhere."""
+    import ctypes  # noqa: PLC0415
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    try:
+        libc = ctypes.CDLL(None)
+        call = libc.mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    call.restype = MallInfo2
+    info = call()
+    return {
+        "heap": info.arena,
+        "in_use": info.uordblks,
+        "free": info.fordblks,
+        "mapped": info.hblkhd,
+    }
+
+
 def _site(frames: Any) -> str:
     """The allocating line, then the package's own frames that led to it (newest first)."""
     where = [f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames)]
@@ -198,6 +245,7 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
     import gc  # noqa: PLC0415
 
     gc.collect()
+    heap_before = _heap()
     rss_before = _status("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS, so the peak is ours
     if trace:
@@ -214,6 +262,7 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
         "peak": _status("VmHWM") - rss_before,
         "said": said.getvalue(),
         "httpx": "httpx" in sys.modules,
+        "heap": {k: v - heap_before[k] for k, v in _heap().items()},
     }
     if trace:
         result["traced"] = tracemalloc.get_traced_memory()[0] - traced_before
@@ -226,6 +275,7 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
     timed["cell"], timed["cell_wall"] = cpu() - c0, wall() - w0
     result["context_bytes"] = sum(len(m) for m in sent)
     result["cell_rss"] = _status("VmRSS") - rss_before
+    result["cell_heap"] = {k: v - heap_before[k] for k, v in _heap().items()}
     if trace:
         snapshot = tracemalloc.take_snapshot()
         # The context's messages are in memory maps (register row "projection-maps"),
@@ -239,15 +289,33 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
     return result
 
 
-def measure(directory: Path, trace: int = 0) -> dict[str, Any]:
-    # Every process recovers the same open run: the file as the dead kernel left it.
+def child_env(pycache: Path | None) -> dict[str, str] | None:
+    """The processes' environment: with `pycache`, bytecode read and written there."""
+    if pycache is None:
+        return None
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(pycache))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def measure(
+    directory: Path, trace: int = 0, *, snapshot: bool = True, pycache: Path | None = None
+) -> dict[str, Any]:
+    # Every process recovers the same open run: the file as the dead kernel left it, and
+    # beside it the snapshot its writer made at close, or (a first open) none.
     shutil.copyfile(directory / PRISTINE, directory / SESSION)
+    beside = directory / f"{SESSION}.snapshot"
+    if snapshot:
+        shutil.copyfile(directory / f"{PRISTINE}.snapshot", beside)
+    else:
+        beside.unlink(missing_ok=True)
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(directory), "--trace", str(trace)],
         capture_output=True,
         text=True,
         check=False,
         timeout=600,
+        env=child_env(pycache),
     )
     if done.returncode != 0:
         raise RuntimeError(f"the fresh process failed:\n{done.stderr}")
@@ -272,7 +340,9 @@ def label(facts: int) -> str:
     return f"{facts // 1000}k facts" if facts % 1000 == 0 else f"{facts:,} facts"
 
 
-def report(facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, Any]) -> None:
+def report(
+    facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, Any], state: str = ""
+) -> None:
     def med(key: str) -> float:
         return statistics.median(r["timed"][key] for r in runs)
 
@@ -281,7 +351,7 @@ def report(facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, 
 
     total = med("import") + med("load_ext")
     target = TARGET_MS.get(facts)
-    name = f"{label(facts)} ({mb(size)})"
+    name = f"{label(facts)} ({mb(size)}){state}"
     wall = med("import_wall") + med("load_ext_wall")
     rows = [
         (f"{name}: %load_ext with its import, CPU", ms(total), target),
@@ -317,6 +387,16 @@ def report(facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, 
             f"≤ {TARGET_MEMORY:g} | {verdict} |"
         )
     print()
+    if runs[0]["heap"]:
+        print("| C heap (`mallinfo2`, change over `%load_ext`) | in use | free | in own maps |")
+        print("|---|---|---|---|")
+        for when, key in (("after `%load_ext`", "heap"), ("with the context built", "cell_heap")):
+            cells = [
+                mb(statistics.median(r[key][part] for r in runs))
+                for part in ("in_use", "free", "mapped")
+            ]
+            print(f"| {when} | {' | '.join(cells)} |")
+        print()
     print("| part (CPU, median; every run in ms) | time |")
     print("|---|---|")
     for r in runs:
@@ -350,6 +430,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="1k and 5k facts, one repetition")
     parser.add_argument("--dir", type=Path, default=None, help="where the sessions are written")
     parser.add_argument("--memory-sites", action="store_true")
+    parser.add_argument("--first-open", action="store_true", help="+ a session with no snapshot")
+    parser.add_argument("--bytecode", action="store_true", help="bytecode cached, as a kernel's")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -366,31 +448,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     from _report import now, revision  # noqa: PLC0415
 
     sizes = [int(s) for s in args.sizes.split(",")]
+    states = {"": True, ", first open (no snapshot)": False} if args.first_open else {"": True}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         dirs = {n: Path(tmp) / label(n).replace(" ", "-") for n in sizes}
         for n, directory in dirs.items():
             directory.mkdir()
             build(directory, n)
-        runs: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+        pycache = Path(tmp) / "pycache" if args.bytecode else None
+        if pycache is not None:  # compiled once, by a process not measured
+            measure(dirs[sizes[0]], pycache=pycache)
+        runs: dict[tuple[int, str], list[dict[str, Any]]] = {
+            (n, st): [] for n in sizes for st in states
+        }
         load = os.getloadavg()[0]
         for _ in range(args.repeats):
             for n in sizes:  # alternate, so a busy neighbour hits every size alike
-                runs[n].append(measure(dirs[n]))
-        traced = {n: measure(dirs[n], trace=1) for n in sizes}
+                for st, snapshot in states.items():
+                    runs[n, st].append(measure(dirs[n], snapshot=snapshot, pycache=pycache))
+        traced = {
+            (n, st): measure(dirs[n], trace=1, snapshot=snapshot, pycache=pycache)
+            for n in sizes
+            for st, snapshot in states.items()
+        }
+        cached = "bytecode cached" if pycache is not None else "bytecode as the environment says"
         print(
             f"{now()}, commit {revision()}, Python {sys.version.split()[0]}, "
             f"{os.cpu_count()} cores, load {load:.2f} -> {os.getloadavg()[0]:.2f}, "
-            f"{args.repeats} fresh processes per size"
+            f"{args.repeats} fresh processes per size, {cached}"
         )
         print()
         for n in sizes:
             size = (dirs[n] / PRISTINE).stat().st_size
-            report(n, size, runs[n], traced[n])
-            if any(r["httpx"] for r in runs[n]):
-                print("- httpx was imported during start-up")
+            for st in states:
+                report(n, size, runs[n, st], traced[n, st], st)
+                if any(r["httpx"] for r in runs[n, st]):
+                    print("- httpx was imported during start-up")
         if args.memory_sites:
             biggest = max(sizes)
-            memory_sites(biggest, measure(dirs[biggest], trace=25))
+            memory_sites(biggest, measure(dirs[biggest], trace=25, pycache=pycache))
     return 0
 
 

@@ -176,3 +176,27 @@ def test_load_session_holds_at_most_one_and_a_half_times_the_file(
         assert state.transaction_count == 4802
         assert held <= 1.5 * size, (snapshot, held / size)
         del state
+
+
+def test_a_full_read_scans_lines_across_its_buffer_and_longer_than_it(
+    session_path: Path, header_init: HeaderInit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full read's scan reads the file into one buffer of CHUNK bytes (register row
+    "scan-map"): a line begun in one read ends in the next, a line longer than the buffer
+    grows it, and the bytes after the last LF are the torn tail, as a read from memory
+    finds them."""
+    from tiny_agent_nb.session import _lines  # noqa: PLC0415
+
+    monkeypatch.setattr(_lines, "CHUNK", BLOCK)
+    with SessionStore.open(session_path, create=header_init) as store:
+        _write_run(store, 3, result_bytes=BLOCK // 3)  # lines across a read's end
+        _write_run(store, 1, result_bytes=5 * BLOCK // 2)  # longer than the buffer, twice
+        _write_run(store, 2, result_bytes=BLOCK // 3)
+    snapshot_path(session_path).unlink(missing_ok=True)
+    with session_path.open("ab") as f:
+        f.write(b'{"torn')
+    data = session_path.read_bytes()
+    loaded, in_memory = load_session(session_path), load_session_bytes(data)
+    assert loaded.torn_tail_bytes == in_memory.torn_tail_bytes == len(b'{"torn')
+    assert _state_lines(loaded) == _state_lines(in_memory) == data.split(b"\n")[1:-1]
+    assert len(loaded.entries) == len(in_memory.entries) == 3 + 6 * 2  # prompts, steps

@@ -404,7 +404,7 @@ def _resealed(path: Path, change: Any) -> None:
     key = read_key()
     assert key is not None
     blocks = _lines.block_digests(path.read_bytes()[: int(head.split(b"bytes=")[1].split()[0])])
-    mac = _mac(key, head, text + binary, blocks).hex().encode()
+    mac = _mac(key, head, (text, binary), blocks).hex().encode()
     snapshot_path(path).write_bytes(head + b"mac=" + mac + b"\n" + text + binary)
 
 

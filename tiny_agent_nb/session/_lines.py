@@ -14,6 +14,7 @@ written: they are what a writer adds in one kernel, small beside a long history.
 
 from __future__ import annotations
 
+import mmap
 import os
 import weakref
 from array import array
@@ -38,6 +39,7 @@ READ_AHEAD = 1 << 20
 _hash = partial(blake2b, digest_size=DIGEST_SIZE)
 _digest = methodcaller("digest")
 _ends_line = methodcaller("endswith", b"\n")
+_PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 
 
 def block_digests(data: bytes | bytearray | memoryview) -> bytes:
@@ -110,7 +112,8 @@ class Source:
             data = self._data[:end]
             return block_digests(data), data[-1:]
         digests: list[bytes] = []
-        buffer = bytearray(min(CHUNK, end))
+        # A memory map, not a bytearray, for the reason of `lines` (register row "scan-map").
+        buffer = mmap.mmap(-1, max(1, min(CHUNK, end)), **_PRIVATE)
         view = memoryview(buffer)
         offset = filled = 0
         try:
@@ -125,9 +128,58 @@ class Source:
                     filled += got
                 digests.append(block_digests(view[:filled]))
                 offset += filled
+            last = buffer[filled - 1 : filled] if offset else b""
         finally:
             view.release()
-        return b"".join(digests), bytes(buffer[filled - 1 : filled]) if offset else b""
+            buffer.close()
+        return b"".join(digests), last
+
+    def lines(self, start: int, end: int, tail: list[bytes]) -> Iterator[bytes]:
+        """The complete lines of the bytes from `start` to `end` (LF excluded); the bytes
+        after the last LF go to `tail`. A full read's scan.
+
+        # perf: register row "scan-map" (docs/benchmarks.md)
+        The file is read CHUNK at a time into one anonymous memory map, reused (a longer
+        line grows it), and each line is copied out of it: no large block passes through
+        the C allocator. A `bytes` chunk per read, freed, raised glibc's mmap threshold to
+        its size, and every later temporary of that size or less (the next chunks, the
+        lines split out of them) then landed in the heap, among the tables' records:
+        the holes they left stayed resident."""
+        if self._fd < 0 or end - start <= BLOCK:  # in memory, or a few lines (no map)
+            data = self._data[start:end] if self._fd < 0 else self.read(start, end - start)
+            parts = data.split(b"\n")
+            tail.append(parts.pop())
+            yield from parts
+            return
+        buffer = mmap.mmap(-1, CHUNK, **_PRIVATE)
+        filled = at = 0  # buffer[:filled] holds the file's bytes up to `start`
+        try:
+            while True:
+                if start < end:
+                    if filled == len(buffer):  # one line longer than the buffer
+                        bigger = mmap.mmap(-1, 2 * len(buffer), **_PRIVATE)
+                        bigger.write(buffer)
+                        buffer.close()
+                        buffer = bigger
+                    want = min(len(buffer), filled + end - start)
+                    with memoryview(buffer) as view:
+                        got = os.preadv(self._fd, [view[filled:want]], start)
+                    if not got:  # the file is shorter now: what was read is all
+                        end = start
+                    filled, start = filled + got, start + got
+                find = buffer.find
+                lf = find(b"\n", at, filled)
+                while lf >= 0:
+                    yield buffer[at:lf]
+                    at = lf + 1
+                    lf = find(b"\n", at, filled)
+                if start >= end:
+                    tail.append(buffer[at:filled])
+                    return
+                buffer.move(0, at, filled - at)  # the line begun, to the front
+                filled, at = filled - at, 0
+        finally:
+            buffer.close()
 
     def chunks(self, start: int, end: int, first: int = 0) -> Iterator[bytes]:
         """The bytes from `start` to `end`, CHUNK at a time (fewer at the file's end),
@@ -248,7 +300,7 @@ class Lines:
 
     def __iter__(self) -> Iterator[bytes]:
         """Every line, the file's read a few MB at a time (not one `pread` per line)."""
-        ends, read = self._ends, self._source.read
+        ends = self._ends
         index, inside, covered = 0, len(ends) - 1, self._covered
         while index < covered:
             last = min(covered, max(index + 1, bisect_right(ends, ends[index] + CHUNK) - 1))
@@ -256,15 +308,17 @@ class Lines:
             for k in range(index, last):
                 yield data[ends[k] - low : ends[k + 1] - 1 - low]
             index = last
-        while index < inside:
-            first, last = index, index + 1  # lines first .. last - 1, one read
-            while last < inside and ends[last + 1] - ends[first] <= CHUNK:
-                last += 1
-            block = read(ends[first], ends[last] - ends[first])
-            base = ends[first]
-            for k in range(first, last):
-                yield self._checked(k, block[ends[k] - base : ends[k + 1] - 1 - base])
-            index = last
+        if index < inside:
+            # The scan's memory map (register row "scan-map"); a line whose bytes moved
+            # or are gone fails its digest, or is missing at the end.
+            tail: list[bytes] = []
+            for line in self._source.lines(ends[index], ends[inside], tail):
+                if index == inside:
+                    break
+                yield self._checked(index, line)
+                index += 1
+            if index < inside:
+                yield self._checked(index, tail[0] if tail else b"")
         yield from self._more
 
     def append(self, line: bytes) -> None:

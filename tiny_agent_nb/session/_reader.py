@@ -12,7 +12,7 @@ not its bytes (docs/spec.md §14.1).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -86,24 +86,13 @@ def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionSt
         return _read(path, Source(str(path), data=data), len(data), reporter, False)
 
 
-def _split(pending: bytes, chunks: Iterator[bytes], tail: list[bytes]) -> Iterator[bytes]:
-    """The complete lines of `pending` and then of `chunks`; the bytes after the last LF
-    go to `tail`. Never more than a chunk and a line in memory at once."""
-    parts = pending.split(b"\n")
-    pending = parts.pop()
-    yield from parts
-    for chunk in chunks:
-        parts = (pending + chunk).split(b"\n") if pending else chunk.split(b"\n")
-        pending = parts.pop()
-        yield from parts
-    tail.append(pending)
-
-
 def _read(
     path: str | Path, source: Source, size: int, reporter: Reporter, snapshot: bool
 ) -> SessionState:
     # perf: register row "header-read" (docs/benchmarks.md)
-    chunks = source.chunks(0, size, first=BLOCK if snapshot else 0)
+    # The header line alone first (BLOCK: below glibc's mmap threshold, see
+    # `Source.lines`), then the snapshot's digests or the lines, scanned from `start`.
+    chunks = source.chunks(0, size, first=BLOCK)
     head = b""
     for chunk in chunks:
         head += chunk
@@ -126,18 +115,16 @@ def _read(
     found = load_snapshot(path, source, size, start) if snapshot else None
     if found is None:
         state._tables.lines = Lines(source, start)
-        pending = head[start:]
     else:
         state._tables = found
         state._snapshot_lines = len(found.lines)
-        start, pending = found.lines.end(), b""
-        chunks = source.chunks(start, size)
-    del head
+        start = found.lines.end()
+    del head, chunks
     tables = state._tables  # the reader builds the state it hands out
     lines = tables.lines
     tail: list[bytes] = []
     offset = start
-    for lineno, line in enumerate(_split(pending, chunks, tail), start=2 + len(lines)):
+    for lineno, line in enumerate(source.lines(start, size, tail), start=2 + len(lines)):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a

@@ -54,11 +54,13 @@ def snapshot_path(path: str | Path) -> Path:
     return Path(f"{os.fspath(path)}{SUFFIX}")
 
 
-def _mac(key: bytes, first: bytes, body: bytes | memoryview, blocks: bytes) -> bytes:
-    """Of the first line up to `mac=`, the body, and the SHA-256 of each block of the
-    session's first B bytes (as good as the bytes themselves, and what a reader keeps)."""
+def _mac(key: bytes, first: bytes, body: tuple[bytes | memoryview, ...], blocks: bytes) -> bytes:
+    """Of the first line up to `mac=`, the body (given in pieces), and the SHA-256 of each
+    block of the session's first B bytes (as good as the bytes themselves, and what a
+    reader keeps)."""
     mac = hmac.new(key, first, "sha256")
-    mac.update(body)
+    for piece in body:
+        mac.update(piece)
     mac.update(blocks)
     return mac.digest()
 
@@ -123,7 +125,7 @@ def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | N
     if last != b"\n" or len(blocks) != -(-end // BLOCK) * BLOCK_DIGEST_SIZE:
         return None  # the file is shorter now, or the B-th byte is no LF
     if not hmac.compare_digest(
-        _mac(key, raw[: first.end()], memoryview(raw)[mac.end() :], blocks),
+        _mac(key, raw[: first.end()], (memoryview(raw)[mac.end() :],), blocks),
         bytes.fromhex(mac[1].decode("ascii")),
     ):
         return None
@@ -190,6 +192,16 @@ def refresh_snapshot(path: Path, state: SessionState, covered: int, *, sync: boo
     return covered
 
 
+def _write_all(fd: int, pieces: list[bytes]) -> None:
+    views = [memoryview(piece) for piece in pieces]
+    while views:
+        done = os.writev(fd, views)
+        while views and done >= len(views[0]):
+            done -= len(views.pop(0))
+        if views:
+            views[0] = views[0][done:]
+
+
 def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync: bool) -> bool:
     """Write the snapshot of `tables` (all of its lines) beside `path`: a new file, then a
     rename over the old one. False (and nothing left behind) when it cannot be made; a
@@ -202,7 +214,6 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     if encoded is None:
         return False
     text, binary = encoded
-    body = text + binary
     lines = tables.lines
     size = len(header_line) + 1 + sum(lines.sizes())
     first = b"tiny-agent-nb snapshot 3 lines=%d bytes=%d json=%d " % (len(lines), size, len(text))
@@ -211,8 +222,11 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     hasher.update(b"\n")
     for piece in lines.pieces():
         hasher.update(piece)
-    mac = _mac(key, first, body, hasher.finish())
-    content = b"".join((first, b"mac=%s\n" % mac.hex().encode("ascii"), body))
+    mac = _mac(key, first, (text, binary), hasher.finish())
+    # Written in its pieces (`os.writev`), never joined: a copy of the snapshot is a
+    # large temporary, and large temporaries leave the kernel's heap with resident holes
+    # (register row "scan-map").
+    pieces = [first, b"mac=%s\n" % mac.hex().encode("ascii"), text, binary]
     target = snapshot_path(path)
     draft = _draft(target)
     try:
@@ -223,9 +237,7 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
         return False
     try:
         try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, pieces)
             if sync:
                 os.fsync(fd)
         finally:
