@@ -96,3 +96,12 @@ def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr()
     assert result.error_in_exec is None, out
     return out.out + out.err
+
+
+def run_clean(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run a cell that must not raise, print a traceback or write to stderr; its stdout."""
+    result = shell.run_cell(code)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, out
+    assert out.err == "" and "Traceback" not in out.out, out
+    return out.out

@@ -12,22 +12,14 @@ history, and a test worker's is not the build's.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from bench_scripts import bench_startup
+
 CHILD = Path(__file__).parent / "children" / "context_rss.py"
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_startup.py"
-
-
-def _bench_build(directory: Path, facts: int) -> Path:
-    spec = importlib.util.spec_from_file_location("bench_startup", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench.build(directory, facts)  # type: ignore[no-any-return]
 
 
 def test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends(
@@ -37,7 +29,7 @@ def test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends(
     1 KB results), whose context (2.7 MB) is the one that took the kernel over 1.5x the
     file: the build added 1.9x what it sends, and adds ~1.15x now (the messages in
     memory maps, the build's temporaries alone in the heap)."""
-    path = _bench_build(tmp_path, 10_000)
+    path = bench_startup().build(tmp_path, 10_000)
     # Twice: the first process may compile modules into the run's empty bytecode prefix
     # (tests/conftest.py), which frees memory the build then reuses; the second has its
     # bytecode cached, as a kernel has.

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
+from ipython_shell import fresh_shell, run_clean, served
 from mcp_helpers import TEST_SERVER, TEST_SERVER_VERSION, TEST_TOOLS, pid_alive, stdio_entry
 from mcp_notebook_helpers import (
     HEADER_SECRET,
@@ -51,14 +51,7 @@ def shell(
 def run(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> Run:
     """Run a cell; its output, which must hold no traceback and nothing on stderr."""
 
-    def run_cell(code: str) -> str:
-        result = shell.run_cell(code)
-        out = capsys.readouterr()
-        assert result.error_in_exec is None, out
-        assert out.err == "" and "Traceback" not in out.out, out
-        return out.out
-
-    return run_cell
+    return lambda code: run_clean(shell, code, capsys)
 
 
 def tool_usage(fact: dict[str, Any]) -> bool:

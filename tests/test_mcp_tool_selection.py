@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
+from ipython_shell import fresh_shell, run_clean, served
 from mcp_helpers import TEST_TOOLS, stdio_entry
 from mcp_notebook_helpers import tool_names, transactions
 
@@ -85,15 +84,7 @@ def run(
 ) -> Iterator[Run]:
     env = {**served(server.base_url, None), "TINY_AGENT_MCP_SERVERS": None}
     for shell in fresh_shell(tmp_path, monkeypatch, env):
-
-        def run_cell(code: str, shell: InteractiveShell = shell) -> str:
-            result = shell.run_cell(code)
-            out = capsys.readouterr()
-            assert result.error_in_exec is None, out
-            assert out.err == "" and "Traceback" not in out.out, out
-            return out.out
-
-        yield run_cell
+        yield lambda code, shell=shell: run_clean(shell, code, capsys)
 
 
 def _configure(run: Run, servers: dict[str, dict[str, Any]]) -> None:

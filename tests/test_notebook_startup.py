@@ -3,13 +3,12 @@ run without projecting the history; the first request after it sends all of it."
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from bench_scripts import bench_startup
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import run, shell
 
@@ -77,15 +76,6 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
     assert len(projected) == len(entries) == RUNS * 4 + 3 + 2  # Deploy, prompt, answer
 
 
-def _bench_startup() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "bench" / "bench_startup.py"
-    spec = importlib.util.spec_from_file_location("bench_startup", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(
     tmp_path: Path,
 ) -> None:
@@ -95,7 +85,7 @@ def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(
     the load bounded too. What a process keeps depends on what its allocator did before
     (compiling modules frees memory the load then reuses): with the bytecode cached, as
     a kernel's is, a process keeps 1.4x and peaks at 1.6x; compiling, 0.7x and 1.3x."""
-    bench = _bench_startup()
+    bench = bench_startup()
     pristine = bench.build(tmp_path, 10_000)
     snapshot = Path(f"{pristine}.snapshot")
     assert snapshot.exists()  # the writer's, at close

@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from bench_scripts import bench_startup
 
 from tiny_agent_nb.session import HeaderInit, SessionStore
 from tiny_agent_nb.session._lines import READ_AHEAD
 
 from scenario import complete_run
-
-
-def _bench_startup() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "bench" / "bench_startup.py"
-    spec = importlib.util.spec_from_file_location("bench_startup", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 _DECODE_EVERY_ENTRY = """
 import gc, sys, tracemalloc
@@ -103,7 +92,7 @@ def test_a_first_open_of_a_10k_fact_session_leaves_no_holes_in_the_c_heap(
     after `load_session` of bench_startup's 10k-fact session, 4.9 MB after a writer's
     open. The scans' one reused memory map (register row "scan-map") and the snapshot
     written in pieces leave about none after a load, 0.8 MB after a writer's open."""
-    bench = _bench_startup()
+    bench = bench_startup()
     path = bench.build(tmp_path, 10_000)
     Path(f"{path}.snapshot").unlink()
     done = subprocess.run(
