@@ -159,24 +159,55 @@ def _sums(deltas: list[int], counts: list[int]) -> range | array[int]:
 
 
 _INTS_OR_NONE = _typed(int, type(None))
+_PIECE = 1 << 14
+
+
+# perf: register row "snapshot-read-map" (docs/benchmarks.md)
+def _split_ids(joined: bytes | memoryview, room: int) -> list[str | None]:
+    """`joined.decode("ascii").split(",")` ([] for no bytes) and `room` more slots (""),
+    decoded a piece at a time: the whole text at once was the load's largest temporary,
+    and the hole it left in the C allocator's heap stayed resident."""
+    if not joined:
+        return [""] * room
+    pieces = range(0, len(joined), _PIECE)
+    # Counted first, and the list made at its size: grown, it left its old sizes behind.
+    count = 1 + sum(bytes(joined[at : at + _PIECE]).count(b",") for at in pieces)
+    ids: list[str | None] = [""] * (count + room)
+    rest = ""
+    filled = 0
+    for at in pieces:
+        *done, rest = (rest + str(joined[at : at + _PIECE], "ascii")).split(",")
+        ids[filled : filled + len(done)] = done
+        filled += len(done)
+    ids[filled] = rest
+    return ids
 
 
 class _Decoder:
-    def __init__(self, body: dict[str, Any], binary: bytes) -> None:
+    def __init__(self, body: dict[str, Any], binary: bytes | memoryview) -> None:
         self.body = body
         self.binary = binary
-        joined = self.span(body.get("ids"), "ids").decode("ascii")
-        self.ids = joined.split(",") if joined else []
-        strings = _list(body.get("strings"), "strings")
+        strings = _list(body.pop("strings", None), "strings")
         _check(set(map(type, strings)) <= {str}, "a string is not a string")
-        self.count = len(self.ids) + len(strings)
-        # -1 is None: the one negative index allowed (checked per column).
-        self.lookup: Callable[[int], str | None] = [*self.ids, *strings, None].__getitem__
+        # The ids, the strings, and None (-1: the one negative index allowed, checked per
+        # column) in one list, made at its size once: cut back to the ids by `ids()`.
+        names = _split_ids(self.span(body.get("ids"), "ids"), len(strings) + 1)
+        self.id_count = len(names) - len(strings) - 1
+        names[self.id_count : -1] = strings
+        names[-1] = None
+        self.count = len(names) - 1
+        self.names = names
+        self.lookup: Callable[[int], str | None] = names.__getitem__
+
+    def ids(self) -> list[str]:
+        """The ids, once every column is decoded (the strings are cut off in place)."""
+        del self.names[self.id_count :]
+        return self.names  # type: ignore[return-value]
 
     def part(self, name: str, width: int) -> list[Any]:
-        return _list(self.body.get(name), name, width)
+        return _list(self.body.pop(name, None), name, width)
 
-    def span(self, raw: object, what: str) -> bytes:
+    def span(self, raw: object, what: str) -> bytes | memoryview:
         """The bytes at [offset, size] in the binary section."""
         offset, size = _INTS(_list(raw, what, 2), what)
         _check(offset >= 0 and size >= 0 and offset + size <= len(self.binary), f"{what}: bad span")
@@ -236,19 +267,30 @@ def _records(cls: type[R], columns: Sequence[Iterable[Any]]) -> list[R]:
     return list(map(partial(tuple.__new__, cls), zip(*columns, strict=True)))
 
 
-def decode_tables(
-    body_parts: tuple[bytes, bytes], source: Source, start: int, end: int, blocks: bytes
-) -> Tables:
-    """The tables a snapshot body (its JSON text and binary section) describes; their
-    lines are those of the session file in `source` from `start` (after the header) to
-    `end`, cut where the body's line sizes say, checked by `blocks` when read back.
-    Raises on anything malformed."""
-    text, binary = body_parts
+def parse_body(text: str) -> dict[str, Any]:
+    """A snapshot body's JSON text parsed, its version checked. Raises on anything else.
+
+    Apart from `decode_tables` so the caller's text is freed before the tables are built:
+    their allocations then reuse its memory instead of landing around it."""
     body = json.loads(text)
     _check(isinstance(body, dict), "the body is not an object")
     _check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
+    return body  # type: ignore[no-any-return]
+
+
+def decode_tables(
+    body: dict[str, Any],
+    binary: bytes | memoryview,
+    source: Source,
+    lines_at: tuple[int, int, bytes],
+) -> Tables:
+    """The tables a snapshot body (`parse_body`'s, and its binary section) describes;
+    their lines are those of the session file in `source` from `start` (after the header)
+    to `end` (`lines_at` is start, end, blocks), cut where the body's line sizes say,
+    checked by `blocks` when read back. Raises on anything malformed."""
+    start, end, blocks = lines_at
     d = _Decoder(body, binary)
-    raw_sizes = body.get("lineSizes")
+    raw_sizes = body.pop("lineSizes", None)
     length = d.length(raw_sizes, "line sizes")
     # An array is summed as it is: its ints are made one at a time, never all at once.
     sizes = d.column(raw_sizes, "line sizes", length, _as_is)
@@ -256,7 +298,7 @@ def decode_tables(
     ends = array("q", accumulate(sizes, initial=start))
     _check(ends[-1] == end, "the lines do not end where the snapshot does")
     lines = Lines(source, ends=ends, blocks=blocks)
-    roles = d.column(body.get("roles"), "roles", len(d.ids), _codes(ROLES))
+    roles = d.column(body.pop("roles", None), "roles", d.id_count, _codes(ROLES))
 
     raw_keys, *raw_slots = d.part("entries", 4)
     n = d.length(raw_keys, "entry ids")
@@ -295,12 +337,13 @@ def decode_tables(
     _check(all(type(x) is int for x in totals[:4] + totals[5:]), "a total is not a count")
     last_seq = body.get("lastSeq")
     _check(type(last_seq) is int, "lastSeq is not an int")
+    assert isinstance(last_seq, int)
     last_cut = body.get("lastCut")
     if last_cut is not None:
         last_cut = tuple(_INTS(_list(last_cut, "lastCut", 2), "lastCut"))
     tables = Tables(
         entries=entries,
-        operations=_operations(d, _list(body.get("operations"), "operations")),
+        operations=_operations(d, _list(body.pop("operations", None), "operations")),
         attempts=_attempts(d, d.part("attempts", 15)),
         intents=intents,
         usage=_usage(d, d.part("usage", 7)),
@@ -314,7 +357,7 @@ def decode_tables(
     )
     # The reducer is the only reader of these two: a state that is only read never
     # makes them (docs/benchmarks.md, register row "deferred-tables").
-    tables.defer("ids", partial(_id_table, d.ids, roles))
+    tables.defer("ids", partial(_id_table, d.ids(), roles))
     tables.defer("intent_by_call", by_call)
     return tables
 
