@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -122,12 +123,13 @@ def test_a_resumed_10k_fact_kernel_builds_its_context_within_1_5x_the_file(
     into a `bytes` (which, freed, raised glibc's mmap threshold), its JSON text kept
     through the tables' build and the ids decoded all at once left their holes in the C
     heap resident: 1.60x the file. Read into a memory map, the text freed once parsed,
-    the ids decoded in pieces into one list made at its size: 1.49x."""
+    the ids decoded in pieces into one list made at its size: 1.49x. The median of three
+    processes: the heap's layout varies a little from one to the next (1.491-1.497x
+    in eight; main, 1.58x in every one)."""
     bench = bench_startup()
     path = bench.build(tmp_path, 10_000)
     pycache = tmp_path / "pycache"
     bench.measure(tmp_path, pycache=pycache)  # compiles the package: not measured
-    measured = bench.measure(tmp_path, pycache=pycache)
+    kept = statistics.median(bench.measure(tmp_path, pycache=pycache)["cell_rss"] for _ in "abc")
     size = path.stat().st_size
-    kept = measured["cell_rss"]
-    assert kept <= 1.5 * size, f"{kept:,} bytes resident ({kept / size:.2f}x the file)"
+    assert kept <= 1.5 * size, f"{kept:,} bytes resident ({kept / size:.3f}x the file)"
