@@ -33,6 +33,7 @@ from tiny_agent_nb.session import (
     load_session_bytes,
 )
 from tiny_agent_nb.session import _snapshot_codec as codec
+from tiny_agent_nb.session import _snapshot_columns as columns
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.session._snapshot import (
     SNAPSHOT_TAIL,
@@ -390,7 +391,7 @@ def test_a_column_of_steady_steps_decodes_to_the_sums_of_its_differences(
 ) -> None:
     """One steady step is decoded as a range; the sums are those of every difference."""
     expected = list(accumulate(chain.from_iterable(map(repeat, deltas, counts))))
-    assert list(codec._sums(deltas, counts)) == expected
+    assert list(columns.sums(deltas, counts)) == expected
 
 
 def _resealed(path: Path, change: Any) -> None:

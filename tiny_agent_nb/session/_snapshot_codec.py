@@ -31,17 +31,27 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from functools import partial
-from itertools import accumulate, chain, compress, islice, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import ne
 from typing import Any, TypeVar, get_args
 
 from ._lines import Lines, Source
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
+from ._snapshot_columns import (
+    INTS,
+    INTS_OR_NONE,
+    Decoder,
+    as_is,
+    as_list,
+    check,
+    codes,
+    records,
+    typed,
+)
 from ._tables import (
     Attempt,
     AttemptStatus,
@@ -61,9 +71,6 @@ from ._tables import (
 # "another snapshot version" (a full read) without anyone having to remember a bump.
 # A change in what a field *means*, or in how a column is encoded, still bumps FORMAT.
 SNAPSHOT_FORMAT = 2
-# The array typecode of each width of the binary section's integers.
-TYPECODES = {array(code).itemsize: code for code in "bhilq"}
-assert all(width in TYPECODES for width in (1, 2, 4, 8))
 
 
 def layout_version(
@@ -77,11 +84,6 @@ def layout_version(
 
 SNAPSHOT_VERSION = layout_version()
 R = TypeVar("R", bound=tuple[Any, ...])
-Convert = Callable[[list[Any], str], list[Any]]
-
-
-class SnapshotError(Exception):
-    """A snapshot body that does not decode into tables."""
 
 
 def _values(literal: object) -> frozenset[str]:
@@ -100,181 +102,14 @@ _POLICIES = _values(ReplayPolicy)
 _USAGE_KINDS = {"a": True, "t": False}  # names the attempt (else the toolStarted)
 
 
-def _check(ok: bool, what: str) -> None:
-    if not ok:
-        raise SnapshotError(what)
-
-
-# ---------------------------------------------------------------- decoding
-
-
-def _list(value: object, what: str, length: int | None = None) -> list[Any]:
-    _check(isinstance(value, list), f"{what} is not a list")
-    assert isinstance(value, list)
-    _check(length is None or len(value) == length, f"{what} has the wrong length")
-    return value
-
-
-def _typed(*types: type) -> Convert:
-    allowed = set(types)
-
-    def convert(values: list[Any], what: str) -> list[Any]:
-        if isinstance(values, (array, range)):  # integers by construction
-            _check(int in allowed, f"{what} holds a value of the wrong type")
-            return values.tolist() if isinstance(values, array) else list(values)
-        _check(set(map(type, values)) <= allowed, f"{what} holds a value of the wrong type")
-        return values
-
-    return convert
-
-
-def _codes(codes: dict[str, Any]) -> Convert:
-    def convert(values: list[Any], what: str) -> list[Any]:
-        _check(set(values) <= codes.keys(), f"{what}: an unknown code")
-        return list(map(codes.__getitem__, values))
-
-    return convert
-
-
-_INTS = _typed(int)
-
-
-def _as_is(values: list[Any], what: str) -> list[Any]:
-    """Integers, left in their array if they come in one."""
-    return values if isinstance(values, (array, range)) else _INTS(values, what)
-
-
-def _sums(deltas: list[int], counts: list[int]) -> range | array[int]:
-    """The running sums of `deltas`, each repeated `counts` times: for a column that
-    starts somewhere and then grows by one steady step (ids' indexes, line numbers), a
-    `range` (its bounds known without a pass) rather than every difference added up."""
-    first = step = count = 0
-    if len(deltas) == 1:
-        first, step, count = deltas[0], deltas[0], counts[0]
-    elif len(deltas) == 2 and counts[0] == 1:
-        first, step, count = deltas[0], deltas[1], 1 + counts[1]
-    if step:
-        return range(first, first + step * count, step)
-    return array("q", accumulate(chain.from_iterable(map(repeat, deltas, counts))))
-
-
-_INTS_OR_NONE = _typed(int, type(None))
-_PIECE = 1 << 14
-
-
-# perf: register row "snapshot-read-map" (docs/benchmarks.md)
-def _split_ids(joined: bytes | memoryview, room: int) -> list[str | None]:
-    """`joined.decode("ascii").split(",")` ([] for no bytes) and `room` more slots (""),
-    decoded a piece at a time: the whole text at once was the load's largest temporary,
-    and the hole it left in the C allocator's heap stayed resident."""
-    if not joined:
-        return [""] * room
-    pieces = range(0, len(joined), _PIECE)
-    # Counted first, and the list made at its size: grown, it left its old sizes behind.
-    count = 1 + sum(bytes(joined[at : at + _PIECE]).count(b",") for at in pieces)
-    ids: list[str | None] = [""] * (count + room)
-    rest = ""
-    filled = 0
-    for at in pieces:
-        *done, rest = (rest + str(joined[at : at + _PIECE], "ascii")).split(",")
-        ids[filled : filled + len(done)] = done
-        filled += len(done)
-    ids[filled] = rest
-    return ids
-
-
-class _Decoder:
-    def __init__(self, body: dict[str, Any], binary: bytes | memoryview) -> None:
-        self.body = body
-        self.binary = binary
-        strings = _list(body.pop("strings", None), "strings")
-        _check(set(map(type, strings)) <= {str}, "a string is not a string")
-        # The ids, the strings, and None (-1: the one negative index allowed, checked per
-        # column) in one list, made at its size once: cut back to the ids by `ids()`.
-        names = _split_ids(self.span(body.get("ids"), "ids"), len(strings) + 1)
-        self.id_count = len(names) - len(strings) - 1
-        names[self.id_count : -1] = strings
-        names[-1] = None
-        self.count = len(names) - 1
-        self.names = names
-        self.lookup: Callable[[int], str | None] = names.__getitem__
-
-    def ids(self) -> list[str]:
-        """The ids, once every column is decoded (the strings are cut off in place)."""
-        del self.names[self.id_count :]
-        return self.names  # type: ignore[return-value]
-
-    def part(self, name: str, width: int) -> list[Any]:
-        return _list(self.body.pop(name, None), name, width)
-
-    def span(self, raw: object, what: str) -> bytes | memoryview:
-        """The bytes at [offset, size] in the binary section."""
-        offset, size = _INTS(_list(raw, what, 2), what)
-        _check(offset >= 0 and size >= 0 and offset + size <= len(self.binary), f"{what}: bad span")
-        return self.binary[offset : offset + size]
-
-    def ints(self, raw: object, what: str, length: int) -> array[int]:
-        """The array at {"a": [offset, count, width]} in the binary section."""
-        offset, count, width = _INTS(_list(raw, what, 3), what)
-        _check(width in (1, 2, 4, 8) and count == length, f"{what}: a bad array")
-        values = array(TYPECODES[width])
-        values.frombytes(self.span([offset, count * width], what))
-        if sys.byteorder == "big":
-            values.byteswap()
-        return values
-
-    def column(self, raw: object, what: str, length: int, convert: Convert) -> list[Any]:
-        if isinstance(raw, dict) and raw.keys() == {"a"}:
-            return convert(self.ints(raw["a"], what, length), what)  # type: ignore[arg-type]
-        if isinstance(raw, dict):
-            _check(raw.keys() in ({"v", "n"}, {"d", "n"}), f"{what}: runs are v or d, and n")
-            values = _list(raw.get("v", raw.get("d")), what)
-            counts = _INTS(_list(raw["n"], what, len(values)), what)
-            _check(not counts or min(counts) > 0, f"{what}: an empty run")
-            _check(sum(counts) == length, f"{what} has the wrong length")
-            if "d" in raw:  # differences: add them up (ints of ints: no type to check)
-                return convert(_sums(_INTS(values, what), counts), what)  # type: ignore[arg-type]
-            if len(values) == 1:  # one run: the whole column one value
-                return convert(values, what) * length
-            return list(chain.from_iterable(map(repeat, convert(values, what), counts)))
-        return convert(_list(raw, what, length), what)
-
-    def length(self, raw: object, what: str) -> int:
-        if isinstance(raw, dict) and raw.keys() == {"a"}:
-            return int(_INTS(_list(raw["a"], what, 3), what)[1])
-        if isinstance(raw, dict):
-            return sum(_INTS(_list(raw.get("n"), what), what))
-        return len(_list(raw, what))
-
-    def refs(self, raw: object, what: str, length: int, *, nullable: bool = False) -> list[Any]:
-        least = -1 if nullable else 0
-
-        def convert(values: list[Any], what: str) -> list[Any]:
-            if isinstance(values, range):
-                ends = [values[0], values[-1]] if values else []
-            else:
-                if not isinstance(values, array):
-                    _INTS(values, what)
-                ends = [min(values), max(values)] if values else []
-            if ends:
-                _check(least <= min(ends) and max(ends) < self.count, f"{what}: bad index")
-            return list(map(self.lookup, values))
-
-        return self.column(raw, what, length, convert)
-
-
-def _records(cls: type[R], columns: Sequence[Iterable[Any]]) -> list[R]:
-    return list(map(partial(tuple.__new__, cls), zip(*columns, strict=True)))
-
-
 def parse_body(text: str) -> dict[str, Any]:
     """A snapshot body's JSON text parsed, its version checked. Raises on anything else.
 
     Apart from `decode_tables` so the caller's text is freed before the tables are built:
     their allocations then reuse its memory instead of landing around it."""
     body = json.loads(text)
-    _check(isinstance(body, dict), "the body is not an object")
-    _check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
+    check(isinstance(body, dict), "the body is not an object")
+    check(body.get("version") == SNAPSHOT_VERSION, "another snapshot version")
     return body  # type: ignore[no-any-return]
 
 
@@ -289,27 +124,27 @@ def decode_tables(
     to `end` (`lines_at` is start, end, blocks), cut where the body's line sizes say,
     checked by `blocks` when read back. Raises on anything malformed."""
     start, end, blocks = lines_at
-    d = _Decoder(body, binary)
+    d = Decoder(body, binary)
     raw_sizes = body.pop("lineSizes", None)
     length = d.length(raw_sizes, "line sizes")
     # An array is summed as it is: its ints are made one at a time, never all at once.
-    sizes = d.column(raw_sizes, "line sizes", length, _as_is)
-    _check(not sizes or min(sizes) > 0, "an empty line")
+    sizes = d.column(raw_sizes, "line sizes", length, as_is)
+    check(not sizes or min(sizes) > 0, "an empty line")
     ends = array("q", accumulate(sizes, initial=start))
-    _check(ends[-1] == end, "the lines do not end where the snapshot does")
+    check(ends[-1] == end, "the lines do not end where the snapshot does")
     lines = Lines(source, ends=ends, blocks=blocks)
-    roles = d.column(body.pop("roles", None), "roles", d.id_count, _codes(ROLES))
+    roles = d.column(body.pop("roles", None), "roles", d.id_count, codes(ROLES))
 
     raw_keys, *raw_slots = d.part("entries", 4)
     n = d.length(raw_keys, "entry ids")
     keys = d.refs(raw_keys, "entry ids", n)
-    line_col = d.column(raw_slots[0], "entry lines", n, _INTS)
+    line_col = d.column(raw_slots[0], "entry lines", n, INTS)
     if line_col:
-        _check(min(line_col) >= 0 and max(line_col) < len(lines), "an entry past the lines")
+        check(min(line_col) >= 0 and max(line_col) < len(lines), "an entry past the lines")
     slots = zip(
         line_col,
-        d.column(raw_slots[1], "entry positions", n, _INTS),
-        d.column(raw_slots[2], "entry types", n, _codes(TYPES)),
+        d.column(raw_slots[1], "entry positions", n, INTS),
+        d.column(raw_slots[2], "entry types", n, codes(TYPES)),
         strict=True,
     )
     entries = dict(zip(keys, slots, strict=True))
@@ -327,23 +162,23 @@ def decode_tables(
             d.refs(raw_keys, "open call entries", n),
             zip(
                 d.refs(raw_ops, "open call operations", n),
-                d.column(raw_counts, "open call counts", n, _INTS),
+                d.column(raw_counts, "open call counts", n, INTS),
                 strict=True,
             ),
             strict=True,
         )
     )
-    totals = _typed(int, float)(_list(body.get("totals"), "totals", 7), "totals")
-    _check(all(type(x) is int for x in totals[:4] + totals[5:]), "a total is not a count")
+    totals = typed(int, float)(as_list(body.get("totals"), "totals", 7), "totals")
+    check(all(type(x) is int for x in totals[:4] + totals[5:]), "a total is not a count")
     last_seq = body.get("lastSeq")
-    _check(type(last_seq) is int, "lastSeq is not an int")
+    check(type(last_seq) is int, "lastSeq is not an int")
     assert isinstance(last_seq, int)
     last_cut = body.get("lastCut")
     if last_cut is not None:
-        last_cut = tuple(_INTS(_list(last_cut, "lastCut", 2), "lastCut"))
+        last_cut = tuple(INTS(as_list(last_cut, "lastCut", 2), "lastCut"))
     tables = Tables(
         entries=entries,
-        operations=_operations(d, _list(body.pop("operations", None), "operations")),
+        operations=_operations(d, as_list(body.pop("operations", None), "operations")),
         attempts=_attempts(d, d.part("attempts", 15)),
         intents=intents,
         usage=_usage(d, d.part("usage", 7)),
@@ -362,29 +197,29 @@ def decode_tables(
     return tables
 
 
-_OPERATION_FIELDS = _typed(int)  # the four counts; then two optional texts and started_at
+_OPERATION_FIELDS = typed(int)  # the four counts; then two optional texts and started_at
 
 
-def _operations(d: _Decoder, rows: list[Any]) -> dict[str, Operation]:
+def _operations(d: Decoder, rows: list[Any]) -> dict[str, Operation]:
     operations: dict[str, Operation] = {}
     for raw in rows:
-        row = _list(raw, "an operation", 12)
+        row = as_list(raw, "an operation", 12)
         op_id, input_id, resumes = d.refs(row[:3], "operation ids", 3, nullable=True)
         kind, status, *counts = row[3:]
-        _check(kind in _KINDS and status in _OPERATION_STATUSES, "an unknown kind or status")
+        check(kind in _KINDS and status in _OPERATION_STATUSES, "an unknown kind or status")
         _OPERATION_FIELDS([*counts[:4], counts[6]], "operation counts")
-        _typed(str, type(None))(counts[4:6], "operation texts")
-        _check(op_id is not None and op_id not in operations, "an operation id")
+        typed(str, type(None))(counts[4:6], "operation texts")
+        check(op_id is not None and op_id not in operations, "an operation id")
         assert op_id is not None
         operations[op_id] = Operation(op_id, kind, status, input_id, resumes, *counts)
     return operations
 
 
-def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
+def _attempts(d: Decoder, cols: list[Any]) -> dict[str, Attempt]:
     n = d.length(cols[0], "attempt ids")
     ids = d.refs(cols[0], "attempt ids", n)
-    counts = d.column(cols[9], "tool call counts", n, _INTS)
-    _check(not counts or min(counts) >= 0, "a negative count of tool calls")
+    counts = d.column(cols[9], "tool call counts", n, INTS)
+    check(not counts or min(counts) >= 0, "a negative count of tool calls")
     flat = d.refs(cols[10], "tool calls", 2 * sum(counts))
     pairs = zip(flat[0::2], flat[1::2], strict=True)
     if counts and min(counts) == max(counts) == 1:  # one call per answer: zip makes 1-tuples
@@ -392,9 +227,9 @@ def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
     else:
         calls = [tuple(islice(pairs, k)) for k in counts]
     errors: list[AttemptError | None] = [None] * n
-    for row in _list(cols[11], "attempt errors"):
-        index, kind, message, status = _list(row, "an attempt error", 4)
-        _check(type(index) is int and 0 <= index < n, "an attempt error past the attempts")
+    for row in as_list(cols[11], "attempt errors"):
+        index, kind, message, status = as_list(row, "an attempt error", 4)
+        check(type(index) is int and 0 <= index < n, "an attempt error past the attempts")
         fields = {"kind": kind, "message": message, "status": status}
         if status is None:
             del fields["status"]
@@ -402,30 +237,30 @@ def _attempts(d: _Decoder, cols: list[Any]) -> dict[str, Attempt]:
     columns = [
         ids,
         d.refs(cols[1], "attempt operations", n),
-        d.column(cols[2], "attempt steps", n, _INTS),
-        d.column(cols[3], "attempt numbers", n, _INTS),
+        d.column(cols[2], "attempt steps", n, INTS),
+        d.column(cols[3], "attempt numbers", n, INTS),
         *(d.refs(cols[k], "attempt fields", n, nullable=k == 8) for k in range(4, 9)),
         calls,
         errors,
-        d.column(cols[12], "attempt retryable", n, _typed(bool, type(None))),
-        d.column(cols[13], "attempt starts", n, _INTS),
-        d.column(cols[14], "attempt ends", n, _INTS_OR_NONE),
+        d.column(cols[12], "attempt retryable", n, typed(bool, type(None))),
+        d.column(cols[13], "attempt starts", n, INTS),
+        d.column(cols[14], "attempt ends", n, INTS_OR_NONE),
     ]
-    _check(set(columns[7]) <= _ATTEMPT_STATUSES, "an unknown attempt status")
-    return dict(zip(ids, _records(Attempt, columns), strict=True))
+    check(set(columns[7]) <= _ATTEMPT_STATUSES, "an unknown attempt status")
+    return dict(zip(ids, records(Attempt, columns), strict=True))
 
 
 def _intents(
-    d: _Decoder, cols: list[Any]
+    d: Decoder, cols: list[Any]
 ) -> tuple[dict[str, ToolIntent], Callable[[], dict[tuple[str, str], str]]]:
     """The intents, and what makes `intent_by_call` (on first use: the reducer's check of
     a new toolStarted is its only reader): written with each intent and never removed,
     so derived from the intents' columns rather than stored."""
     tools = [
         ToolIdentity.__pydantic_validator__.validate_python(
-            dict(zip(("name", "version", "source"), _list(row, "a tool", 3), strict=True))
+            dict(zip(("name", "version", "source"), as_list(row, "a tool", 3), strict=True))
         )
-        for row in _list(d.body.get("tools"), "tools")
+        for row in as_list(d.body.get("tools"), "tools")
     ]
     n = d.length(cols[0], "intent ids")
     ids = d.refs(cols[0], "intent ids", n)
@@ -433,13 +268,13 @@ def _intents(
         ids,
         *(d.refs(cols[k], "intent fields", n) for k in range(1, 4)),
         d.column(cols[4], "intent tools", n, partial(_tool_refs, tools)),
-        d.column(cols[5], "intent arguments", n, _typed(dict)),
+        d.column(cols[5], "intent arguments", n, typed(dict)),
         *(d.refs(cols[k], "intent fields", n) for k in range(6, 11)),
     ]
-    _check(set(columns[6]) <= _POLICIES, "an unknown replay policy")
-    _check(set(columns[10]) <= _INTENT_STATUSES, "an unknown intent status")
+    check(set(columns[6]) <= _POLICIES, "an unknown replay policy")
+    check(set(columns[10]) <= _INTENT_STATUSES, "an unknown intent status")
     by_call = partial(_by_call, columns[2], columns[3], ids)
-    return dict(zip(ids, _records(ToolIntent, columns), strict=True)), by_call
+    return dict(zip(ids, records(ToolIntent, columns), strict=True)), by_call
 
 
 def _by_call(attempts: list[str], calls: list[str], ids: list[str]) -> dict[tuple[str, str], str]:
@@ -447,18 +282,18 @@ def _by_call(attempts: list[str], calls: list[str], ids: list[str]) -> dict[tupl
 
 
 def _tool_refs(tools: list[ToolIdentity], refs: list[Any], what: str) -> list[ToolIdentity]:
-    _check(not refs or min(refs) >= 0, f"{what}: bad index")
+    check(not refs or min(refs) >= 0, f"{what}: bad index")
     return list(map(tools.__getitem__, refs))
 
 
-def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
+def _usage(d: Decoder, cols: list[Any]) -> dict[str, UsageRow]:
     n = d.length(cols[0], "usage kinds")
-    kinds = d.column(cols[0], "usage kinds", n, _codes(_USAGE_KINDS))
+    kinds = d.column(cols[0], "usage kinds", n, codes(_USAGE_KINDS))
     targets = d.refs(cols[1], "usage targets", n)
-    counts = [d.column(cols[2 + k], "usage counts", n, _INTS) for k in range(4)]
-    _check(all(min(c) >= 0 for c in counts if c), "a negative token count")
-    costs = d.column(cols[6], "usage costs", n, _typed(float, type(None)))
-    _check(all(map(_cost_ok, set(costs))), "a cost that is no amount")  # a few distinct
+    counts = [d.column(cols[2 + k], "usage counts", n, INTS) for k in range(4)]
+    check(all(min(c) >= 0 for c in counts if c), "a negative token count")
+    costs = d.column(cols[6], "usage costs", n, typed(float, type(None)))
+    check(all(map(_cost_ok, set(costs))), "a cost that is no amount")  # a few distinct
     # Exactly one target each, by construction: the column says which field it names.
     # (Usage names an attempt, as a rule: the common case is one C-level copy.)
     if all(kinds):
@@ -467,7 +302,7 @@ def _usage(d: _Decoder, cols: list[Any]) -> dict[str, UsageRow]:
         attempts = [t if k else None for k, t in zip(kinds, targets, strict=True)]
         tools = [None if k else t for k, t in zip(kinds, targets, strict=True)]
     rows = dict(zip(targets, zip(attempts, tools, *counts, costs, strict=True), strict=True))
-    _check(len(rows) == n, "a usage target twice")
+    check(len(rows) == n, "a usage target twice")
     return rows
 
 

@@ -14,6 +14,7 @@ from operator import is_, ne, sub
 from typing import Any
 
 from . import _snapshot_codec as codec
+from ._snapshot_columns import TYPECODES
 from ._tables import Attempt, Tables, ToolIntent, UsageTotals
 
 ROLE_CODES = {role: code for code, role in codec.ROLES.items()}
@@ -53,7 +54,7 @@ class _Binary:
         width = next(
             w for w in (1, 2, 4, 8) if -(1 << (8 * w - 1)) <= low <= high < 1 << (8 * w - 1)
         )
-        packed = array(codec.TYPECODES[width], values)
+        packed = array(TYPECODES[width], values)
         if sys.byteorder == "big":
             packed.byteswap()
         offset, _ = self.add(packed.tobytes())
