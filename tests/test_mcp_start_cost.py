@@ -66,3 +66,45 @@ def test_the_first_start_in_a_fresh_process_builds_no_rfc3987_grammar() -> None:
     # The iri formats still check, with the real module, for every user of jsonschema.
     assert seen["iri"] == [False, True, False, True] * 2
     assert seen["real"] == "module"
+
+
+_BROKEN_GRAMMAR = """
+import json, sys
+from jsonschema_first import stand_in
+if stand_in:
+    from tiny_agent_nb.mcp._jsonschema import import_jsonschema
+    import_jsonschema()
+from jsonschema import Draft202012Validator, FormatChecker
+answers = []
+for checker in (Draft202012Validator.FORMAT_CHECKER, FormatChecker()):
+    for value in ("http://[bad", "http://example.com/"):
+        try:
+            answers.append(checker.conforms(value, "iri"))
+        except Exception as exc:
+            answers.append(type(exc).__name__)
+print(json.dumps(answers))
+"""
+
+
+@pytest.mark.parametrize("stand_in", [False, True])
+def test_an_rfc3987_syntax_that_fails_to_import_leaves_iri_unchecked_as_jsonschema_does(
+    tmp_path: Path, stand_in: bool
+) -> None:
+    """An installed rfc3987_syntax whose import fails (its Lark missing or broken): with
+    jsonschema alone the iri formats go unchecked (its import suppresses the ImportError),
+    and the stand-in's deferred import must not turn every iri check into that error."""
+    broken = tmp_path / "rfc3987_syntax"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("import lark_that_is_not_installed\n")
+    (tmp_path / "jsonschema_first.py").write_text(f"stand_in = {stand_in}\n")
+    paths = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    out = subprocess.run(
+        [sys.executable, "-c", _BROKEN_GRAMMAR],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [True] * 4
