@@ -130,6 +130,23 @@ def test_a_file_truncated_after_the_load_is_an_error_at_the_first_line_cut(sessi
     assert state.entries[_entry_on_line(state, keep - 200)]
 
 
+def test_a_file_cut_just_before_a_lines_lf_is_an_error_at_the_next_line(session: Path) -> None:
+    """A cut that leaves a line whole but drops its LF (and all after it): the scan's
+    tail is that line, which passes its digest; the lines after it are still missing,
+    an error at the first of them, never a shorter iteration."""
+    state = load_session(session)
+    keep = 300  # lines 0 .. keep - 1 and line keep without its LF stay
+    cut = len(b"\n".join(session.read_bytes().split(b"\n")[: keep + 2]))
+    os.truncate(session, cut)
+    with pytest.raises(SessionCorruptError) as raised:
+        list(state._tables.lines)
+    lines = state._tables.lines
+    if cut >= lines._ends[lines._covered]:  # read in full: line keep + 1 is missing
+        assert raised.value.line == keep + 3  # the header is line 1
+    else:  # covered by the snapshot: its block's first line
+        assert raised.value.line == _first_changed(state, session, cut) <= keep + 2
+
+
 def test_a_state_outlives_its_writers_close_and_releases_no_lock(session: Path) -> None:
     with SessionStore.open(session) as store:
         _write_run(store, 2)

@@ -21,11 +21,21 @@ import importlib.util
 import sys
 import threading
 import types
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any
 
 __all__ = ["import_jsonschema"]
 
 _GRAMMAR_MODULE = "rfc3987_syntax"
+
+
+def _import_lock(name: str) -> AbstractContextManager[Any]:
+    """The import system's lock of module `name` (re-entrant), held by every thread that
+    imports it from its entry in `sys.modules` to the end of its code: with it held,
+    `sys.modules[name]` is not half made by another thread, so it can be read and
+    replaced. Private to importlib (3.10 to 3.13 have it); without it, no lock."""
+    manager = getattr(importlib._bootstrap, "_ModuleLockManager", None)
+    return nullcontext() if manager is None else manager(name)
 
 
 class _Deferred(types.ModuleType):
@@ -39,13 +49,21 @@ class _Deferred(types.ModuleType):
     def _module(self) -> types.ModuleType:
         with self._lock:
             if self._real is None:
-                if sys.modules.get(_GRAMMAR_MODULE) is self:
-                    del sys.modules[_GRAMMAR_MODULE]
-                self._real = importlib.import_module(_GRAMMAR_MODULE)
+                with _import_lock(_GRAMMAR_MODULE):
+                    if sys.modules.get(_GRAMMAR_MODULE) is self:
+                        del sys.modules[_GRAMMAR_MODULE]
+                    self._real = importlib.import_module(_GRAMMAR_MODULE)
             return self._real
 
     def is_valid_syntax(self, *args: Any, **kwargs: Any) -> Any:
-        return self._module().is_valid_syntax(*args, **kwargs)
+        try:
+            real = self._module()
+        except ImportError:
+            # Installed but not importable (its Lark missing or broken): jsonschema's
+            # own import suppresses that error and registers no iri checker, so the
+            # formats go unchecked; they do here too, never an ImportError per check.
+            return True
+        return real.is_valid_syntax(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         # Anything else taken from it during the import: the real thing, at once.
@@ -61,10 +79,19 @@ def import_jsonschema() -> None:
         return  # imported already: nothing left to save
     if importlib.util.find_spec(_GRAMMAR_MODULE) is None:
         return  # not installed: jsonschema's import builds no grammar
-    deferred = _Deferred()
-    sys.modules[_GRAMMAR_MODULE] = deferred
-    try:
-        import jsonschema  # type: ignore[import-untyped]  # noqa: F401, PLC0415
-    finally:
-        if sys.modules.get(_GRAMMAR_MODULE) is deferred:
-            del sys.modules[_GRAMMAR_MODULE]
+    # Under both modules' import locks, taken in the order an import of jsonschema takes
+    # them: another thread's import of either is not under way while the stand-in goes
+    # in and out of `sys.modules` (it would replace a real module half made, whose own
+    # imports then fail, or jsonschema would find that module and register no checker).
+    with ExitStack() as locks:
+        locks.enter_context(_import_lock("jsonschema"))
+        locks.enter_context(_import_lock(_GRAMMAR_MODULE))
+        if "jsonschema" in sys.modules or _GRAMMAR_MODULE in sys.modules:
+            return  # imported by another thread meanwhile
+        deferred = _Deferred()
+        sys.modules[_GRAMMAR_MODULE] = deferred
+        try:
+            import jsonschema  # type: ignore[import-untyped]  # noqa: F401, PLC0415
+        finally:
+            if sys.modules.get(_GRAMMAR_MODULE) is deferred:
+                del sys.modules[_GRAMMAR_MODULE]

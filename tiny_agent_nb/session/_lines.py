@@ -310,7 +310,9 @@ class Lines:
             index = last
         if index < inside:
             # The scan's memory map (register row "scan-map"); a line whose bytes moved
-            # or are gone fails its digest, or is missing at the end.
+            # or are gone fails its digest. A file cut short ends the scan early: the
+            # bytes after its last LF are the next line (whole if the cut took only its
+            # LF), and any line after that is missing, an error at the first of them.
             tail: list[bytes] = []
             for line in self._source.lines(ends[index], ends[inside], tail):
                 if index == inside:
@@ -319,6 +321,8 @@ class Lines:
                 index += 1
             if index < inside:
                 yield self._checked(index, tail[0] if tail else b"")
+                if index + 1 < inside:
+                    raise self._changed(index + 1, "it")
         yield from self._more
 
     def append(self, line: bytes) -> None:
