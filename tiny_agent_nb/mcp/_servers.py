@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from ..tools import redact
 from ._config import McpConfig
-from ._jsonschema import import_jsonschema
 from ._names import model_tool_name
 from ._server import ServerSession, State
 from ._thread import LoopThread, wait_done, wait_event
@@ -203,7 +202,6 @@ class McpServers:
 
     def _offer(self) -> list[str]:
         """Rebuild the offered tools from every running server; lines for refused ones."""
-        import_jsonschema()
         # jsonschema (a dependency of the SDK) ships no type stubs.
         from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]  # noqa: PLC0415
         from jsonschema.validators import (  # type: ignore[import-untyped]  # noqa: PLC0415
