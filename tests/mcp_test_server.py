@@ -102,7 +102,8 @@ def _stand_for_a_forked_server(zygote: str, argv: list[str]) -> NoReturn:
         sys.exit(1)
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
-        signal.signal(signum, signal.SIG_DFL)
+        if signum != signal.SIGKILL:  # SIGKILL's action cannot be set (EINVAL): it kills
+            signal.signal(signum, signal.SIG_DFL)
         with contextlib.suppress(OSError):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
         os.kill(os.getpid(), signum)
