@@ -27,7 +27,7 @@ from ..safe_markdown import safe_markdown
 from ..session import ToolCall
 from ..timeline import short_arguments
 from ..tools import ToolOutput
-from ._timeline_view import Publish, ipython_publish
+from ._timeline_view import Publish, ipython_publish, trailing_render
 
 UPDATE_INTERVAL = 0.1
 
@@ -89,9 +89,7 @@ class CellDisplay(LoopObserver):
             if waited >= UPDATE_INTERVAL:
                 self._draw(update=True)
             elif self._trailing is None:
-                self._trailing = threading.Timer(UPDATE_INTERVAL - waited, self._draw_late)
-                self._trailing.daemon = True
-                self._trailing.start()
+                self._trailing = trailing_render(UPDATE_INTERVAL - waited, self._draw_late)
 
     def _draw(self, *, update: bool) -> None:
         """Show the paragraph's text so far (the lock held)."""

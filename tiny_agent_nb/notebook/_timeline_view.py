@@ -152,9 +152,7 @@ class TimelineView:
         if milestone or waited >= REFRESH_INTERVAL:
             self.refresh()
         elif self._trailing is None:
-            self._trailing = threading.Timer(REFRESH_INTERVAL - waited, self._render_late)
-            self._trailing.daemon = True
-            self._trailing.start()
+            self._trailing = trailing_render(REFRESH_INTERVAL - waited, self._render_late)
 
     def _render_late(self) -> None:
         self._trailing = None
@@ -162,6 +160,16 @@ class TimelineView:
             self.refresh()
         except Exception:
             log.exception("timeline display %s failed to update", self._display_id)
+
+
+def trailing_render(delay: float, render: Callable[[], None]) -> threading.Timer:
+    """One render `delay` seconds from now, on a daemon thread (a kernel exiting does not
+    wait for it): what came inside a display's update interval is drawn after it, not
+    only when something more arrives."""
+    timer = threading.Timer(delay, render)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _scripted(state: SessionState) -> bool:

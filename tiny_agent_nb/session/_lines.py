@@ -39,7 +39,7 @@ READ_AHEAD = 1 << 20
 _hash = partial(blake2b, digest_size=DIGEST_SIZE)
 _digest = methodcaller("digest")
 _ends_line = methodcaller("endswith", b"\n")
-_PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
+PRIVATE_MAP = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 
 
 def block_digests(data: bytes | bytearray | memoryview) -> bytes:
@@ -113,7 +113,7 @@ class Source:
             return block_digests(data), data[-1:]
         digests: list[bytes] = []
         # A memory map, not a bytearray, for the reason of `lines` (register row "scan-map").
-        buffer = mmap.mmap(-1, max(1, min(CHUNK, end)), **_PRIVATE)
+        buffer = mmap.mmap(-1, max(1, min(CHUNK, end)), **PRIVATE_MAP)
         view = memoryview(buffer)
         offset = filled = 0
         try:
@@ -151,13 +151,13 @@ class Source:
             tail.append(parts.pop())
             yield from parts
             return
-        buffer = mmap.mmap(-1, CHUNK, **_PRIVATE)
+        buffer = mmap.mmap(-1, CHUNK, **PRIVATE_MAP)
         filled = at = 0  # buffer[:filled] holds the file's bytes up to `start`
         try:
             while True:
                 if start < end:
                     if filled == len(buffer):  # one line longer than the buffer
-                        bigger = mmap.mmap(-1, 2 * len(buffer), **_PRIVATE)
+                        bigger = mmap.mmap(-1, 2 * len(buffer), **PRIVATE_MAP)
                         bigger.write(buffer)
                         buffer.close()
                         buffer = bigger

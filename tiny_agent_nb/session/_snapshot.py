@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ._files import fsync_dir
 from ._gc import gc_paused
-from ._lines import BLOCK, BLOCK_DIGEST_SIZE, BlockHasher, Source
+from ._lines import BLOCK, BLOCK_DIGEST_SIZE, PRIVATE_MAP, BlockHasher, Source
 from ._snapshot_codec import decode_tables, parse_body
 from ._snapshot_encode import encode_tables
 from ._snapshot_key import key_for_writing, read_key
@@ -47,7 +47,6 @@ SUFFIX = ".snapshot"
 _SLACK = 1 << 20
 _FIRST = re.compile(rb"tiny-agent-nb snapshot 3 lines=(\d{1,12}) bytes=(\d{1,15}) json=(\d{1,15}) ")
 _MAC = re.compile(rb"mac=([0-9a-f]{64})\n")
-_PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 _MAP_FROM = 128 << 10  # glibc's M_MMAP_THRESHOLD before any raise
 
 log = logging.getLogger("tiny_agent_nb.session")
@@ -89,7 +88,7 @@ def _read_snapshot(path: Path, limit: int) -> bytes | mmap.mmap | None:
         if st.st_size < _MAP_FROM:
             small = os.read(fd, st.st_size)
             return None if len(small) != st.st_size or os.read(fd, 1) else small
-        data = mmap.mmap(-1, st.st_size, **_PRIVATE)
+        data = mmap.mmap(-1, st.st_size, **PRIVATE_MAP)
         with memoryview(data) as view:
             filled = 0
             while filled < st.st_size:
@@ -139,15 +138,15 @@ def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | N
     blocks, last = source.block_digests(end)
     if last != b"\n" or len(blocks) != -(-end // BLOCK) * BLOCK_DIGEST_SIZE:
         return None  # the file is shorter now, or the B-th byte is no LF
-    if not hmac.compare_digest(
-        _mac(key, raw[: first.end()], (memoryview(raw)[mac.end() :],), blocks),
-        bytes.fromhex(mac[1].decode("ascii")),
-    ):
-        return None
     split = mac.end() + int(first[3])
-    if split > len(raw):
-        return None
     with memoryview(raw) as view:
+        if not hmac.compare_digest(
+            _mac(key, raw[: first.end()], (view[mac.end() :],), blocks),
+            bytes.fromhex(mac[1].decode("ascii")),
+        ):
+            return None
+        if split > len(raw):
+            return None
         # The JSON text decoded straight from the map (one temporary, not two) and freed
         # once parsed, before the tables are built (register row "snapshot-read-map").
         body = parse_body(str(view[mac.end() : split], "utf-8"))

@@ -37,7 +37,7 @@ from dataclasses import fields
 from functools import partial
 from itertools import accumulate, compress, islice, repeat
 from operator import ne
-from typing import Any, TypeVar, get_args
+from typing import Any, get_args
 
 from ._lines import Lines, Source
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
@@ -83,7 +83,6 @@ def layout_version(
 
 
 SNAPSHOT_VERSION = layout_version()
-R = TypeVar("R", bound=tuple[Any, ...])
 
 
 def _values(literal: object) -> frozenset[str]:
