@@ -87,10 +87,13 @@ def _end_zygote(process: subprocess.Popen[bytes]) -> None:
     process.stdout.close()
 
 
-def stdio_entry(*flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The `mcpServers` entry of the test server over stdio (`flags`: its misbehaviours)."""
+def stdio_entry(
+    *flags: str, env: dict[str, str] | None = None, forked: bool = True
+) -> dict[str, Any]:
+    """The `mcpServers` entry of the test server over stdio (`flags`: its misbehaviours);
+    `forked=False`: a process of its own, not forked by the zygote."""
     args = [str(TEST_SERVER), "stdio", *flags]
-    if not SPEAKS_NO_MCP.intersection(flags):
+    if forked and not SPEAKS_NO_MCP.intersection(flags):
         args[1:1] = ["--zygote", zygote()]
     entry: dict[str, Any] = {"command": sys.executable, "args": args}
     if env:

