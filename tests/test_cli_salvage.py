@@ -4,6 +4,7 @@ into a new one (FILE is only read), and `session.salvage`, its pure core."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from cli_helpers import (
 
 
 def _salvage(
-    capsys: pytest.CaptureFixture[str], source: Path, out: Path, *flags: str
+    capsys: pytest.CaptureFixture[str], source: Path, out: Path | str, *flags: str
 ) -> tuple[int, str, str]:
     with untouched(source):
         return cli(capsys, "salvage", str(source), "--out", str(out), *flags)
@@ -174,6 +175,22 @@ def test_salvage_refuses_to_overwrite(
     assert stdout == ""
     assert f"refusing to write {out}: it already exists" in err
     assert [p.name for p in work.iterdir()] == ["exists.jsonl"]
+
+
+@pytest.mark.parametrize("name", ["new-dir", "exists.jsonl"])
+def test_salvage_refuses_a_new_path_that_names_a_directory(
+    name: str, capsys: pytest.CaptureFixture[str], completed: Path, work: Path
+) -> None:
+    (work / "exists.jsonl").write_bytes(b"precious")
+    out = f"{work / name}{os.sep}"
+
+    code, stdout, err = _salvage(capsys, completed, out)
+
+    assert code == 2
+    assert stdout == ""
+    assert f"refusing to write {out}: it names a directory" in err
+    assert [p.name for p in work.iterdir()] == ["exists.jsonl"]
+    assert (work / "exists.jsonl").read_bytes() == b"precious"
 
 
 def test_salvage_refuses_a_dangling_symlink(

@@ -285,11 +285,17 @@ def test_session_on_a_directory_fifo_or_device_keeps_the_current_session(
         "a-fifo": "is a named pipe (FIFO), not a session file",
         "/dev/null": "is a device, not a session file",
         "a-file/inside.jsonl": "a-file is not an existing directory",
+        # A trailing slash names a directory: not a file of that name made, nor a file
+        # already there opened.
+        "new-dir/": "new-dir/ names a directory, not a session file; nothing was created",
+        "a-file/": "a-file/ names a directory, not a session file",
     }
     for target, reason in refusals.items():
         out = run(shell, f"%agent session {target}", capsys)
         assert out.count("\n") == 1 and reason in out, out
         assert out.rstrip().endswith(f"This kernel still writes to {SESSION}."), out
+    assert not (tmp_path / "new-dir").exists()
+    assert (tmp_path / "a-file").read_text() == "not a directory"
     assert run(shell, "%agent session", capsys).strip() == str(tmp_path / SESSION)
     # Naming the session it has is not a switch: it stays open (not refused as in use).
     again = run(shell, f"%agent session {SESSION}", capsys)
@@ -297,6 +303,30 @@ def test_session_on_a_directory_fifo_or_device_keeps_the_current_session(
     server.enqueue(text_reply("Still here."))
     assert "Still here." in run(shell, "%%agent\nhello", capsys)
     assert [o.status for o in load_session(tmp_path / SESSION).operations.values()] == ["completed"]
+
+
+@pytest.mark.parametrize("config", ["", "new-dir/"])
+def test_agent_new_after_a_refused_open_moves_and_makes_nothing(
+    config: str,
+    shell: InteractiveShell,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The kernel's first open was refused, so `%agent new` has only the refused path to
+    go on: a file that is no session is the user's (the open said it was left untouched),
+    and a path with a trailing slash still names a directory."""
+    notes = tmp_path / SESSION
+    notes.write_text("my notes, not a session\n")
+    if config:
+        shell.run_line_magic("config", f"TinyAgent.session_path = {config!r}")
+    loaded = run(shell, "%load_ext tiny_agent_nb", capsys)
+    refused = "names a directory" if config else "is not a session file"
+    assert refused in loaded, loaded
+    out = run(shell, "%agent new", capsys)
+    assert out.count("\n") == 1 and refused in out, out
+    assert "Kept the previous conversation" not in out
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".ipython") == [SESSION]
+    assert notes.read_text() == "my notes, not a session\n"
 
 
 @pytest.mark.parametrize("key", ["sk-or-v1 with a space", "sk-or-v1-line\nbreak"])

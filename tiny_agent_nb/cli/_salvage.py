@@ -83,6 +83,13 @@ def _salvage_file(source: str, out: str) -> SalvageResult:
 
 
 def _refuse_existing(source: str, out: str) -> None:
+    if out.endswith(os.sep):
+        # `Path` drops the slash: the copy would become a file named like the directory.
+        message = (
+            f"error: refusing to write {printable(out)}: it names a directory, and NEW is "
+            "the new file's path. Choose a new path for --out."
+        )
+        raise _Failed(EXIT_USAGE, message, {"type": "OutputIsDirectory", "path": out})
     if not os.path.lexists(out):
         return
     try:

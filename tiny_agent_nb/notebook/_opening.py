@@ -15,7 +15,7 @@ from pathlib import Path
 from ..provider import Completion
 from ..render import cell_text
 from ..session import NotASessionError, SessionCorruptError, SessionLockedError, SessionStore
-from ._paths import not_a_file
+from ._paths import SessionLocation, not_a_file
 
 
 class NotebookError(Exception):
@@ -34,9 +34,15 @@ def same_file(a: Path, b: Path) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def refuse_non_file(path: Path) -> None:
+def refuse_non_file(path: Path, *, names_directory: bool = False) -> None:
     """Refuse a directory, FIFO, device or socket before opening it: reading a FIFO
-    would block the kernel, writing a header to /dev/null would lose it."""
+    would block the kernel, writing a header to /dev/null would lose it. A path the user
+    wrote with a trailing slash names a directory even when none is there yet."""
+    if names_directory:
+        raise NotebookError(
+            f"tiny-agent-nb: {cell_text(str(path))}{os.sep} names a directory, not a session "
+            "file; nothing was created. Choose a file with `%agent session PATH`."
+        )
     kind = not_a_file(path)
     if kind is not None:
         raise NotebookError(
@@ -93,15 +99,18 @@ def read_only_label(exc: NotebookError) -> str | None:
     return f"read-only: {who} writes this session"
 
 
-def claim_for_archive(path: Path) -> SessionStore | None:
-    """Take the writer's lock on `path` before `%agent new` moves it. A damaged file is
-    moved without it: no writer can hold a file the store refuses to read."""
-    refuse_non_file(path)
+def claim_for_archive(location: SessionLocation) -> SessionStore | None:
+    """Take the writer's lock on the file before `%agent new` moves it. A damaged session
+    is moved without it: no writer can hold a file the store refuses to read. A file that
+    is no session at all (the user's notes, a notebook) is not ours to move: the open
+    that refused it said it was left untouched."""
+    path = location.path
+    refuse_non_file(path, names_directory=location.names_directory)
     try:
         return SessionStore.open(path)
-    except (SessionCorruptError, NotASessionError):
+    except SessionCorruptError:
         return None
-    except (SessionLockedError, OSError) as exc:
+    except (SessionLockedError, NotASessionError, OSError) as exc:
         raise store_error(path, exc) from None
 
 

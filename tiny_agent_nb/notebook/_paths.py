@@ -7,6 +7,7 @@ A notebook `analysis.ipynb` gets `analysis.agent.jsonl` beside it.
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ FALLBACK = "agent-session.jsonl"
 class SessionLocation:
     path: Path
     source: str  # explicit | JPY_SESSION_NAME | __vsc_ipynb_file__ | default
+    # The user wrote the path with a trailing slash: they named a directory, which
+    # `Path` would silently turn into a file of that name.
+    names_directory: bool = False
 
 
 def session_file_for(notebook: Path) -> Path:
@@ -45,7 +49,8 @@ def resolve_session_path(
     cwd: Path,
 ) -> SessionLocation:
     if explicit:
-        return SessionLocation((cwd / Path(explicit).expanduser()).absolute(), "explicit")
+        path = (cwd / Path(explicit).expanduser()).absolute()
+        return SessionLocation(path, "explicit", names_directory=explicit.endswith(os.sep))
     jpy = _notebook_path(environ.get("JPY_SESSION_NAME", ""), cwd)
     if jpy is not None:
         return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME")

@@ -144,7 +144,7 @@ class NotebookAgent:
             environment_identity=str(self.workspace()),
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
-        refuse_non_file(path)
+        refuse_non_file(path, names_directory=location.names_directory)
         if not path.parent.is_dir():
             # A typo in a path must not leave a tree of new directories behind.
             raise NotebookError(
@@ -221,7 +221,7 @@ class NotebookAgent:
         path = location.path
         held = self.store
         if held is None and (path.exists() or path.is_symlink()):
-            held = claim_for_archive(path)
+            held = claim_for_archive(location)
         archived = next_archive_path(path)
         try:
             if path.exists() or path.is_symlink():
