@@ -24,12 +24,14 @@ Only the writer (SessionStore) writes one; `load_session` only reads.
 
 from __future__ import annotations
 
+import gc
 import hmac
 import logging
 import mmap
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from ._files import fsync_dir
@@ -105,19 +107,33 @@ def _read_snapshot(path: Path, limit: int) -> bytes | mmap.mmap | None:
         os.close(fd)
 
 
-def load_snapshot(path: str | Path, source: Source, size: int, start: int) -> Tables | None:
+# Told what an authentic snapshot covers (transaction lines, bytes) before it is decoded;
+# False: not decoded (None).
+Verified = Callable[[int, int], bool]
+
+
+def _decode_any(covered: int, end: int) -> bool:
+    return True
+
+
+def load_snapshot(
+    path: str | Path, source: Source, size: int, start: int, verified: Verified = _decode_any
+) -> Tables | None:
     """The tables of the snapshot beside `path`, if it is authentic and made from a
     prefix of the file's first `size` bytes in `source` (whose lines start at `start`);
-    their lines end where that prefix does. None for anything else. Never raises, never
-    writes."""
+    their lines end where that prefix does. None for anything else, and when `verified`
+    (called once the snapshot is found authentic, before anything is decoded) says no.
+    Never raises, never writes."""
     try:
-        return _load(path, source, size, start)
+        return _load(path, source, size, start, verified)
     except Exception:  # any failure of any kind means: read in full
         log.debug("snapshot of %s ignored", path, exc_info=True)
         return None
 
 
-def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | None:
+def _load(
+    path: str | Path, source: Source, size: int, start: int, verified: Verified
+) -> Tables | None:
     raw = _read_snapshot(snapshot_path(path), size + _SLACK)
     if raw is None:
         return None
@@ -145,7 +161,7 @@ def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | N
             bytes.fromhex(mac[1].decode("ascii")),
         ):
             return None
-        if split > len(raw):
+        if split > len(raw) or not verified(covered, end):
             return None
         # The JSON text decoded straight from the map (one temporary, not two) and freed
         # once parsed, before the tables are built (register row "snapshot-read-map").
@@ -155,6 +171,38 @@ def _load(path: str | Path, source: Source, size: int, start: int) -> Tables | N
     if len(tables.lines) != covered:
         return None
     return tables
+
+
+def reload_tables(path: Path, state: SessionState, source: Source, size: int) -> bool:
+    """A writer's open that has just written the snapshot of every line of `state` (the
+    file's first `size` bytes, in `source`) takes its tables from it. False when the
+    state's tables are gone and it did not decode: the caller reduces the file again.
+
+    # perf: register row "first-open-reload" (docs/benchmarks.md)
+    The reducer keeps each id and value as the string its line's parse made; the
+    decoder shares one string per value, and its tables are what a resume keeps. The
+    reduced tables are freed once the snapshot is found authentic and of every line, not
+    before (else a snapshot that will not do would cost a second reduce), nor after the
+    decode (whose objects would fill the holes the reduce left in the allocator's arenas,
+    pinning them). A full collection then empties the interpreter's free lists, which
+    kept thousands of the freed records scattered over those arenas: emptied, the arenas
+    go back to the system."""
+    count, last_seq = len(state._tables.lines), state.last_seq
+
+    def release(covered: int, end: int) -> bool:
+        if (covered, end) != (count, size):
+            return False
+        state._tables = Tables()  # the reduced tables' last reference
+        gc.collect()
+        return True
+
+    with gc_paused():  # as a load's (register row "gc-load")
+        tables = load_snapshot(path, source, size, len(state._header_line) + 1, release)
+    if tables is not None and tables.last_seq == last_seq:
+        state._tables = tables
+        state._snapshot_lines = count
+        return True
+    return len(state._tables.lines) == count  # not released: the reduced tables stay
 
 
 # ---------------------------------------------------------------- writing

@@ -34,7 +34,7 @@ from ._opening import Clock, Durability, HeaderInit, check_durability, epoch_ms,
 from ._reader import reduce_source
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
-from ._snapshot import refresh_snapshot
+from ._snapshot import refresh_snapshot, reload_tables
 from ._state import SessionState
 from ._tables import Operation, Tables
 
@@ -155,6 +155,15 @@ class SessionStore:
         store.created = created
         store._snapshot_lines = state._snapshot_lines
         store._snapshot_if_behind()
+        if store._snapshot_lines != state._snapshot_lines:  # written now, of every line
+            # perf: register row "first-open-reload" (docs/benchmarks.md)
+            try:
+                source, size = file.reader(str(path))
+            except OSError:  # the reduced tables stay
+                return store
+            if not reload_tables(path, state, source, size):
+                log.warning("the snapshot of %s just written did not load", path)
+                store._state = reduce_source(path, source, size)
         return store
 
     # ------------------------------------------------------------------ properties
