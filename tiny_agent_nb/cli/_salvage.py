@@ -83,8 +83,9 @@ def _salvage_file(source: str, out: str) -> SalvageResult:
 
 
 def _refuse_existing(source: str, out: str) -> None:
-    if out.endswith(os.sep):
-        # `Path` drops the slash: the copy would become a file named like the directory.
+    if out.rsplit(os.sep, 1)[-1] in ("", os.curdir, os.pardir):
+        # `dir/`, `dir/.`, `dir/..`: `Path` drops the slash and a last `.`, and the copy
+        # would become a file named like the directory.
         message = (
             f"error: refusing to write {printable(out)}: it names a directory, and NEW is "
             "the new file's path. Choose a new path for --out."

@@ -37,11 +37,12 @@ def same_file(a: Path, b: Path) -> bool:
 def refuse_non_file(path: Path, *, names_directory: bool = False) -> None:
     """Refuse a directory, FIFO, device or socket before opening it: reading a FIFO
     would block the kernel, writing a header to /dev/null would lose it. A path the user
-    wrote with a trailing slash names a directory even when none is there yet."""
+    wrote with a trailing slash, or ending in `.` or `..`, names a directory even when none
+    is there yet."""
     if names_directory:
         raise NotebookError(
-            f"tiny-agent-nb: {cell_text(str(path))}{os.sep} names a directory, not a session "
-            "file; nothing was created. Choose a file with `%agent session PATH`."
+            f"tiny-agent-nb: {cell_text(str(path).rstrip(os.sep) + os.sep)} names a directory, "
+            "not a session file; nothing was created. Choose a file with `%agent session PATH`."
         )
     kind = not_a_file(path)
     if kind is not None:

@@ -21,8 +21,8 @@ FALLBACK = "agent-session.jsonl"
 class SessionLocation:
     path: Path
     source: str  # explicit | JPY_SESSION_NAME | __vsc_ipynb_file__ | default
-    # The user wrote the path with a trailing slash: they named a directory, which
-    # `Path` would silently turn into a file of that name.
+    # The user wrote the path with a trailing slash, or ending in `.` or `..`: they named
+    # a directory, which `Path` would silently turn into a file of that name.
     names_directory: bool = False
 
 
@@ -50,7 +50,7 @@ def resolve_session_path(
 ) -> SessionLocation:
     if explicit:
         path = (cwd / Path(explicit).expanduser()).absolute()
-        return SessionLocation(path, "explicit", names_directory=explicit.endswith(os.sep))
+        return SessionLocation(path, "explicit", names_directory=names_a_directory(explicit))
     jpy = _notebook_path(environ.get("JPY_SESSION_NAME", ""), cwd)
     if jpy is not None:
         return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME")
@@ -60,6 +60,12 @@ def resolve_session_path(
         if notebook is not None:
             return SessionLocation(session_file_for(notebook), "__vsc_ipynb_file__")
     return SessionLocation(cwd / FALLBACK, "default")
+
+
+def names_a_directory(path: str) -> bool:
+    """`dir/`, `dir/.` and `dir/..` name a directory whether or not one is there:
+    `Path` drops a trailing slash and a last `.`, which would leave a file named `dir`."""
+    return path.rsplit(os.sep, 1)[-1] in ("", os.curdir, os.pardir)
 
 
 def next_archive_path(path: Path) -> Path:
