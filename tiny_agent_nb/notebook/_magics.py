@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shlex
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,6 +95,8 @@ class AgentMagics(Magics):
             raise
         except SystemExit:  # argparse's exit on a bad choice
             raise UsageError(f"bad arguments: {line!r}; see %agent help") from None
+        except ValueError as exc:  # the splitter's "No closing quotation"
+            raise UsageError(f"bad arguments: {line!r} ({exc}); see %agent help") from None
         try:
             if cell is not None:
                 if args.command:
@@ -183,8 +186,18 @@ class AgentMagics(Magics):
             return
         if rest and command != "session":
             raise UsageError(f"%agent {command} takes no argument")
+        if rest:
+            # IPython splits the line keeping quotes (and splits `my\\ notes.jsonl` in
+            # two): the path is read as a shell reads it, so `"my notes.jsonl"` names
+            # my notes.jsonl, as the `%agent session` lines this package prints quote it.
+            try:
+                rest = shlex.split(" ".join(rest))
+            except ValueError as exc:
+                raise UsageError(f"bad path: {' '.join(rest)!r} ({exc})") from None
         if len(rest) > 1:
             raise UsageError("%agent session takes one PATH")
+        if rest == [""]:  # `%agent session ""`: no path, not the default one
+            raise UsageError("%agent session PATH: the path is empty")
         getattr(self, f"_cmd_{command}")(*rest)
 
     def _cmd_help(self) -> None:

@@ -77,8 +77,8 @@ def store_error(path: Path, exc: Exception) -> NotebookError:
         return NotebookError(
             f"{damage} To go on with the lines before it, run `tiny-agent-nb salvage "
             f"{cell_text(shlex.quote(exc.path))} --out {cell_text(shlex.quote(str(out)))}` in "
-            f"a terminal, then `%agent session {cell_text(str(out))}`; or start a fresh "
-            "session with `%agent new`."
+            f"a terminal, then `%agent session {cell_text(shlex.quote(str(out)))}`; or start "
+            "a fresh session with `%agent new`."
         )
     if isinstance(exc, NotASessionError):
         return NotebookError(
