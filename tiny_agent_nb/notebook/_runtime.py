@@ -6,6 +6,7 @@ failure becomes a `NotebookError` with one readable message.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -156,6 +157,14 @@ class NotebookAgent:
             return SessionStore.open(path, create=init, durability=durability)
         except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
             raise store_error(path, exc) from None
+        except KeyboardInterrupt:
+            # Ctrl-C while a long session is reduced, or its snapshot written and reloaded
+            # (seconds on a first open): the store let go of the file and its lock, and only
+            # ever cut a torn tail. Said in one line, and the file is remembered to retry.
+            raise NotebookError(
+                f"tiny-agent-nb: opening {cell_text(path.name)} was interrupted; nothing in it "
+                f"was lost. `%agent session {cell_text(shlex.quote(str(path)))}` opens it again."
+            ) from None
 
     def _recover(self) -> RecoveryReport | None:
         """Settle what a dead kernel left open. It asks no model, so it runs even when
