@@ -225,3 +225,27 @@ def test_ctrl_c_while_a_kernel_opens_its_session_says_so_in_one_line_and_loses_n
     assert "Traceback" not in opened, opened
     status = run_cell(shell, "%agent status", capsys)
     assert f"facts {load_session(path).last_seq}" in status, status
+
+
+def test_ctrl_c_while_agent_new_claims_the_session_says_so_and_moves_nothing(
+    shell: InteractiveShell,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    interrupt_at: Callable[[str], _Once],
+) -> None:
+    """After an open refused (here: interrupted), `%agent new` opens the file as its
+    writer before moving it, a read as long as the first: Ctrl-C there printed a
+    traceback. One line now, and the session stays where it was."""
+    path = _first_open_session(tmp_path, "analysis.agent.jsonl")
+    interrupt_at("decode")
+    run_cell(shell, "%load_ext tiny_agent_nb", capsys)
+    before = path.read_bytes()
+    interrupt_at("decode")  # armed again: the claim's read decodes the snapshot
+    out = run_cell(shell, "%agent new", capsys)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert out.count("\n") == 1 and "was interrupted; nothing was moved" in out, out
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == ["analysis.agent.jsonl"]
+    moved = run_cell(shell, "%agent new", capsys)  # not interrupted: it goes on
+    assert "Kept the previous conversation as analysis.agent.1.jsonl." in moved, moved
+    assert (tmp_path / "analysis.agent.1.jsonl").read_bytes() == before
