@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import shutil
 import signal
@@ -145,8 +146,8 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 # process and its preload list is fixed when it starts, so every loop asks for the union:
 # whichever runs first on a worker, children of the other still import nothing heavy
 # (a fresh interpreter spends ~0.3 s importing pydantic and httpx; hundreds of kills
-# cannot afford it). Python 3.11's forkserver ignores the parent's sys.path, so only
-# the package (on PYTHONPATH or installed) and its dependencies can be preloaded there.
+# cannot afford it), nor their own modules (the children's entry points, tests/scenario.py
+# and what they build at import).
 FORKSERVER_PRELOAD = [
     "tiny_agent_nb.session",
     "tiny_agent_nb.agent",
@@ -155,13 +156,29 @@ FORKSERVER_PRELOAD = [
     "httpx",
     "httpcore",
     "children.commit_loop",
+    "crash.agent_child",
 ]
 
 
 @pytest.fixture(scope="session")
 def forkserver() -> ForkServerContext:
+    """The forkserver, started here with FORKSERVER_PRELOAD imported.
+
+    Python 3.11's forkserver ignores the parent's sys.path (and skips a preload it cannot
+    import, silently): it finds this directory's modules only on PYTHONPATH, set for it
+    while it starts, after the caller's (its children inherit it, and their processes)."""
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    saved = os.environ.get("PYTHONPATH")
+    tests = str(Path(__file__).resolve().parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join([*([saved] if saved else []), tests])
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
     return ctx
 
 

@@ -956,3 +956,17 @@ def test_random_kills_then_resume_in_new_processes(
     assert matrix.kills >= kills, report
     if kills >= 50:  # enough kills that both kinds of in-flight work were hit
         assert matrix.failed_attempts > 0 and matrix.interrupted > 0, report
+
+
+def test_the_crash_loops_children_are_forked_with_their_modules_already_imported(
+    forkserver: ForkServerContext,
+) -> None:
+    """The forkserver imported the children's modules (tests/conftest.py preloads them)
+    before forking: each of the hundreds of SIGKILLed children would import them again."""
+    ours, theirs = forkserver.Pipe(duplex=False)
+    child = forkserver.Process(target=agent_child.preloaded, args=(theirs,))
+    child.start()
+    theirs.close()
+    assert json.loads(ours.recv_bytes()) == [True, True]  # agent_child, commit_loop
+    child.join(TIMEOUT_S)
+    assert child.exitcode == 0

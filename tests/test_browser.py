@@ -10,8 +10,9 @@ saving and reopening the notebook with its kernel shut down (no "model not found
 its colors' contrast in the light and the dark theme. Screenshots go to
 $TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS); each path is printed.
 
-Needs /usr/bin/chromium (Debian's `chromium` package; `playwright install` is not used).
-Without it the tests are skipped, except under CI=true, where they fail.
+Needs Debian's `chromium-headless-shell` or `chromium` (tests/browser_helpers.py prefers
+the first; `playwright install` is not used). Without either the tests are skipped, except
+under CI=true, where they fail.
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ class LabSession:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One Chromium for the module: Playwright's sync API allows one instance per thread."""
-    _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
+    _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium-headless-shell)")
     _require(sync_playwright is not None, "the playwright package is not installed")
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

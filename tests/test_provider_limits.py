@@ -23,6 +23,12 @@ from tiny_agent_nb.provider import (
     ProviderError,
 )
 
+# Most of these tests wait on a socket until an attempt_timeout or a read cuts it. Handed
+# out together (a parallel run gives a file's tests to every worker at once), they left
+# both cores idle for seconds of every whole run; in one group they run one after
+# another on one worker while the others compute.
+pytestmark = pytest.mark.xdist_group("provider_limits")
+
 USER = b'{"role":"user","content":"hi"}'
 EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"la "}}]}\n\n'
 

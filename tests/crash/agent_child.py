@@ -21,9 +21,9 @@ and finally `report <json>`: what `recover` returned (operation, call ids replay
 interrupted, attempts failed) and what `run`/`resume` returned (or the AgentError).
 
 The crash tests fork this module from a multiprocessing forkserver that has already
-imported the package (a fresh interpreter spends ~0.3 s importing pydantic and httpx, too
-much for hundreds of processes); `forked` is that entry point, with the same lines sent
-on a pipe instead of stdout (and the approval answer read from it).
+imported the package and this module (a fresh interpreter spends ~0.3 s importing pydantic
+and httpx, too much for hundreds of processes); `forked` is that entry point, with the same
+lines sent on a pipe instead of stdout (and the approval answer read from it).
 """
 
 from __future__ import annotations
@@ -38,12 +38,21 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tiny_agent_nb.agent import AgentError, AgentLoop, LoopConfig, RecoveryReport, RunResult
 from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import HeaderInit, SessionStore
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
 MODEL = "test/model"
+# The process that imported this module: the forkserver, for the children it forks
+# (tests/conftest.py preloads it), else the child itself.
+IMPORTED_IN = os.getpid()
+# The verifying TLS context httpx makes for each client of its own, made once here: in
+# the forkserver, before its hundreds of children. Loading the CA bundle was a third of
+# an agent child's CPU, for a loopback server it never reaches over TLS.
+TLS = httpx.create_ssl_context()
 
 Emit = Callable[[str], None]
 Ask = Callable[[str, Mapping[str, Any]], bool]
@@ -97,7 +106,11 @@ def drive(args: argparse.Namespace, emit: Emit, ask: Ask) -> dict[str, Any]:
         else None
     )
     report: dict[str, Any] = {"mode": args.mode, "pid": os.getpid()}
-    with Provider(provider_config) as provider, SessionStore.open(args.session, create) as store:
+    transport = httpx.HTTPTransport(verify=TLS)
+    with (
+        Provider(provider_config, transport=transport) as provider,
+        SessionStore.open(args.session, create) as store,
+    ):
         loop = AgentLoop(
             store,
             provider,
@@ -171,6 +184,13 @@ def forked(argv: Sequence[str], conn: Connection, asks: bool = False) -> None:
         emit("error " + traceback.format_exc())  # the parent shows it in its failure
         raise
     emit("report " + json.dumps(report))
+
+
+def preloaded(conn: Connection) -> None:
+    """In a forkserver child: whether this module and children/commit_loop.py were
+    imported before the fork (by the forkserver), as sent on `conn`."""
+    before = "children.commit_loop" in sys.modules
+    conn.send_bytes(json.dumps([os.getpid() != IMPORTED_IN, before]).encode())
 
 
 if __name__ == "__main__":
