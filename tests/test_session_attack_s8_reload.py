@@ -6,7 +6,7 @@ open fails with every lock and descriptor released.
 
 Ctrl-C is a KeyboardInterrupt raised by the call it would land in (the collection, the
 decode), as a SIGINT there does; the other process is a real one, run in that window by
-wrapping the store's call to `reload_tables`.
+wrapping the writer's call to `reload_tables` (`_reader.reopen_from_snapshot`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from tiny_agent_nb.session import (
     SessionStore,
     load_session,
 )
+from tiny_agent_nb.session import _reader as reader_module
 from tiny_agent_nb.session import _snapshot as snapshot_module
-from tiny_agent_nb.session import _store as store_module
 from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL
 
 from scenario import complete_run
@@ -131,13 +131,13 @@ def test_ctrl_c_inside_the_first_open_reload_leaves_no_half_open_store(
 
 def _in_the_window(monkeypatch: pytest.MonkeyPatch, act: Callable[[Path], None]) -> None:
     """Run `act(path)` between the writer's snapshot write and its reload."""
-    real = store_module.reload_tables
+    real = reader_module.reload_tables
 
     def wrapped(path: Path, *args: object) -> bool:
         act(path)
         return real(path, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store_module, "reload_tables", wrapped)
+    monkeypatch.setattr(reader_module, "reload_tables", wrapped)
 
 
 def _another_process(code: str, *args: str) -> None:

@@ -11,6 +11,7 @@ not its bytes (docs/spec.md §14.1).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from ._exceptions import NotASessionError, SessionCorruptError
-from ._files import open_regular
+from ._files import StoreFile, open_regular
 from ._framing import (
     describe_validation_error,
     is_torn_header,
@@ -29,8 +30,10 @@ from ._framing import (
 from ._gc import gc_paused
 from ._lines import BLOCK, Lines, Source
 from ._reducer import Violation, apply_transaction
-from ._snapshot import load_snapshot
+from ._snapshot import load_snapshot, reload_tables
 from ._state import SessionState
+
+log = logging.getLogger("tiny_agent_nb.session")
 
 
 class Damage(NamedTuple):
@@ -74,6 +77,21 @@ def reduce_source(
 
     with gc_paused():
         return _read(path, source, size, corrupt, snapshot)
+
+
+def reopen_from_snapshot(path: Path, state: SessionState, file: StoreFile) -> SessionState:
+    """A writer's open that has just written the snapshot of every line of `state`: the
+    same state, its tables taken from the snapshot (`reload_tables`), or the file reduced
+    again should the snapshot not decode once the reduced tables are let go."""
+    # perf: register row "first-open-reload" (docs/benchmarks.md)
+    try:
+        source, size = file.reader(str(path))
+    except OSError:  # the reduced tables stay
+        return state
+    if reload_tables(path, state, source, size):
+        return state
+    log.warning("the snapshot of %s just written did not load", path)
+    return reduce_source(path, source, size)
 
 
 def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:

@@ -31,10 +31,10 @@ from ._ids import is_uuid7, new_id
 from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header, RecordFact
 from ._opening import Clock, Durability, HeaderInit, check_durability, epoch_ms, open_state
-from ._reader import reduce_source
+from ._reader import reduce_source, reopen_from_snapshot
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
-from ._snapshot import refresh_snapshot, reload_tables
+from ._snapshot import refresh_snapshot
 from ._state import SessionState
 from ._tables import Operation, Tables
 
@@ -156,14 +156,7 @@ class SessionStore:
         store._snapshot_lines = state._snapshot_lines
         store._snapshot_if_behind()
         if store._snapshot_lines != state._snapshot_lines:  # written now, of every line
-            # perf: register row "first-open-reload" (docs/benchmarks.md)
-            try:
-                source, size = file.reader(str(path))
-            except OSError:  # the reduced tables stay
-                return store
-            if not reload_tables(path, state, source, size):
-                log.warning("the snapshot of %s just written did not load", path)
-                store._state = reduce_source(path, source, size)
+            store._state = reopen_from_snapshot(path, state, file)
         return store
 
     # ------------------------------------------------------------------ properties
