@@ -63,7 +63,7 @@ def test_ctrl_c_between_two_submissions_stops_the_server_already_submitted(
         # b was never reached (its process is the lingering one): the interrupt did land
         # between the submissions.
         assert _pid(b_pid) == lingering_b and states["b"] == "failed"
-        assert states["a"] == "stopped"
+        assert states["a"] == "stopped", [(s.name, s.state, s.detail) for s in servers.status()]
         assert servers.tools() == []
         wait_until(lambda: not pid_alive(second_a), 15, what="a's process to end")
     finally:

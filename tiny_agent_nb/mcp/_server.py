@@ -180,7 +180,10 @@ class ServerSession:
                     self.state, self.detail = "failed", self._redacted(failure)
         except Exception as exc:
             # Once a call found the connection gone, ending the session fails the same way.
-            failure = self._lost or self._describe(exc)
+            # A stop asked for (Ctrl-C in a start, a close) may break the SDK's streams
+            # under a request in flight (BrokenResourceError): that is the stop itself.
+            if not self._stop.is_set():
+                failure = self._lost or self._describe(exc)
         finally:
             self._session = None
             if self._stderr is not None:
