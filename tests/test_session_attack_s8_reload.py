@@ -6,7 +6,7 @@ open fails with every lock and descriptor released.
 
 Ctrl-C is a KeyboardInterrupt raised by the call it would land in (the collection, the
 decode), as a SIGINT there does; the other process is a real one, run in that window by
-wrapping the writer's call to `reload_tables` (`_reader.reopen_from_snapshot`).
+wrapping the writer's call to `reload_tables` (`_reader.state_from_new_snapshot`).
 """
 
 from __future__ import annotations
@@ -172,11 +172,12 @@ def test_a_line_rewritten_between_the_snapshot_and_its_reload_is_never_shown(
 
 @pytest.mark.parametrize("swap", ["older", "another session's"])
 def test_a_snapshot_swapped_between_its_write_and_its_reload_is_not_believed(
-    swap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    swap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another process replaces the snapshot just written: by an older authentic one of
     the same session (replayed), or by another session's (same key, other bytes). The
-    writer's state is the file's, and it commits on it."""
+    writer's state is the file's, and it commits on it: its reduced tables were never let
+    go (the snapshot is refused before), so nothing is reduced a second time."""
     path = tmp_path / "first.agent.jsonl"
     init = _init(tmp_path)
     _runs(path, init, SNAPSHOT_TAIL // 8 + 8)
@@ -199,6 +200,7 @@ def test_a_snapshot_swapped_between_its_write_and_its_reload_is_not_believed(
         complete_run(store)
         after = store.load().summary()
     assert load_session(path).summary() == after
+    assert "did not load" not in caplog.text
 
 
 def test_ctrl_c_while_a_kernel_opens_its_session_says_so_in_one_line_and_loses_nothing(

@@ -79,7 +79,7 @@ def reduce_source(
         return _read(path, source, size, corrupt, snapshot)
 
 
-def reopen_from_snapshot(path: Path, state: SessionState, file: StoreFile) -> SessionState:
+def state_from_new_snapshot(path: Path, state: SessionState, file: StoreFile) -> SessionState:
     """A writer's open that has just written the snapshot of every line of `state`: the
     same state, its tables taken from the snapshot (`reload_tables`), or the file reduced
     again should the snapshot not decode once the reduced tables are let go."""
@@ -91,7 +91,9 @@ def reopen_from_snapshot(path: Path, state: SessionState, file: StoreFile) -> Se
     if reload_tables(path, state, source, size):
         return state
     log.warning("the snapshot of %s just written did not load", path)
-    return reduce_source(path, source, size)
+    again = reduce_source(path, source, size)
+    again._torn_tail_bytes = state._torn_tail_bytes  # cut by the open before this read
+    return again
 
 
 def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:

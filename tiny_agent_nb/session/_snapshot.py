@@ -173,10 +173,26 @@ def _load(
     return tables
 
 
+def _empty_free_lists() -> None:
+    """A full collection empties the interpreter's free lists. Over frozen objects it
+    examines none, so it costs the same in a kernel of millions of objects as in a fresh
+    one; where the application froze objects itself, unfreezing would undo that, and a
+    plain collection runs instead."""
+    if gc.get_freeze_count():
+        gc.collect()
+        return
+    gc.freeze()
+    try:
+        gc.collect()
+    finally:
+        gc.unfreeze()
+
+
 def reload_tables(path: Path, state: SessionState, source: Source, size: int) -> bool:
     """A writer's open that has just written the snapshot of every line of `state` (the
     file's first `size` bytes, in `source`) takes its tables from it. False when the
-    state's tables are gone and it did not decode: the caller reduces the file again.
+    state's tables were let go and none came back (the snapshot did not decode, or not to
+    the same last seq): the caller reduces the file again.
 
     # perf: register row "first-open-reload" (docs/benchmarks.md)
     The reducer keeps each id and value as the string its line's parse made; the
@@ -188,12 +204,15 @@ def reload_tables(path: Path, state: SessionState, source: Source, size: int) ->
     kept thousands of the freed records scattered over those arenas: emptied, the arenas
     go back to the system."""
     count, last_seq = len(state._tables.lines), state.last_seq
+    released = False
 
     def release(covered: int, end: int) -> bool:
+        nonlocal released
         if (covered, end) != (count, size):
             return False
         state._tables = Tables()  # the reduced tables' last reference
-        gc.collect()
+        released = True
+        _empty_free_lists()
         return True
 
     with gc_paused():  # as a load's (register row "gc-load")
@@ -202,7 +221,7 @@ def reload_tables(path: Path, state: SessionState, source: Source, size: int) ->
         state._tables = tables
         state._snapshot_lines = count
         return True
-    return len(state._tables.lines) == count  # not released: the reduced tables stay
+    return not released  # not released: the reduced tables stay
 
 
 # ---------------------------------------------------------------- writing

@@ -31,7 +31,7 @@ from ._ids import is_uuid7, new_id
 from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
 from ._models import Fact, Header, RecordFact
 from ._opening import Clock, Durability, HeaderInit, check_durability, epoch_ms, open_state
-from ._reader import reduce_source, reopen_from_snapshot
+from ._reader import reduce_source, state_from_new_snapshot
 from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
 from ._snapshot import refresh_snapshot
@@ -156,7 +156,7 @@ class SessionStore:
         store._snapshot_lines = state._snapshot_lines
         store._snapshot_if_behind()
         if store._snapshot_lines != state._snapshot_lines:  # written now, of every line
-            store._state = reopen_from_snapshot(path, state, file)
+            store._state = state_from_new_snapshot(path, state, file)
         return store
 
     # ------------------------------------------------------------------ properties
