@@ -34,12 +34,13 @@ def same_file(a: Path, b: Path) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def refuse_non_file(path: Path, *, names_directory: bool = False) -> None:
+def refuse_non_file(location: SessionLocation) -> None:
     """Refuse a directory, FIFO, device or socket before opening it: reading a FIFO
     would block the kernel, writing a header to /dev/null would lose it. A path the user
     wrote with a trailing slash, or ending in `.` or `..`, names a directory even when none
     is there yet."""
-    if names_directory:
+    path = location.path
+    if location.names_directory:
         raise NotebookError(
             f"tiny-agent-nb: {cell_text(str(path).rstrip(os.sep) + os.sep)} names a directory, "
             "not a session file; nothing was created. Choose a file with `%agent session PATH`."
@@ -105,8 +106,8 @@ def claim_for_archive(location: SessionLocation) -> SessionStore | None:
     is moved without it: no writer can hold a file the store refuses to read. A file that
     is no session at all (the user's notes, a notebook) is not ours to move: the open
     that refused it said it was left untouched."""
+    refuse_non_file(location)
     path = location.path
-    refuse_non_file(path, names_directory=location.names_directory)
     try:
         return SessionStore.open(path)
     except SessionCorruptError:

@@ -145,7 +145,7 @@ class NotebookAgent:
             environment_identity=str(self.workspace()),
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
-        refuse_non_file(path, names_directory=location.names_directory)
+        refuse_non_file(location)
         if not path.parent.is_dir():
             # A typo in a path must not leave a tree of new directories behind.
             raise NotebookError(
