@@ -4,7 +4,7 @@ Order of commits for one run (each line one transaction, each before its effect)
 
     [user entry, runStarted]
     stepAttempt                      -> HTTP request (one physical request)
-    [assistant entry, usage]         or attemptFailed (-> retry as a new stepAttempt)
+    [assistant entry, usage]         or [attemptFailed, usage] (-> retry as a new stepAttempt)
     toolStarted                      -> the tool's effect
     tool result entry                (+ usage, for tools that report it)
     ... next stepAttempt ...
@@ -319,7 +319,13 @@ class AgentLoop:
                 return self._model.finish(
                     operation_id, "completed", text=completion.message.content
                 )
-            for call in calls:
+            for index, call in enumerate(calls):
+                # Before each call: a tool that reports its own cost (an MCP tool calling
+                # a model) has it counted before the next one runs. The calls of one
+                # answer run one after another, so each sees the spend of those before it.
+                over = self._model.over_budget(operation_id, not_run=len(calls) - index)
+                if over is not None:
+                    return self._model.finish(operation_id, "budgetLimit", detail=over)
                 self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
     # ------------------------------------------------------------------ helpers

@@ -204,7 +204,15 @@ class CompletionAssembler:
     finish_reason: str | None = None
     saw_choice: bool = False
 
+    @property
+    def usage(self) -> UsageReport | None:
+        """The usage reported so far (kept when the answer then fails: it was billed)."""
+        return self._usage
+
     def add_chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        usage = usage_from_wire(chunk.get("usage"))
+        if usage is not None:  # some servers repeat (growing) usage in every chunk
+            self._usage = usage  # before the error check: an error chunk may carry it too
         if chunk.get("error") is not None:
             raise error_in_body(chunk)
         model, response_id = chunk.get("model"), chunk.get("id")
@@ -212,9 +220,6 @@ class CompletionAssembler:
             self._model = clean_text(model)
         if isinstance(response_id, str) and response_id:
             self._response_id = clean_text(response_id)
-        usage = usage_from_wire(chunk.get("usage"))
-        if usage is not None:  # some servers repeat (growing) usage in every chunk
-            self._usage = usage
         events: list[StreamEvent] = []
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
@@ -338,10 +343,13 @@ def _joined(pieces: list[str]) -> str | None:
     return text or None
 
 
-def completion_from_response(body: Mapping[str, Any]) -> Completion:
+def completion_from_response(
+    body: Mapping[str, Any], assembler: CompletionAssembler | None = None
+) -> Completion:
     """A non-streamed `chat.completion` object (also used when a server ignores
-    `stream: true` and answers with JSON)."""
-    assembler = CompletionAssembler()
+    `stream: true` and answers with JSON). `assembler`: the caller's, to read the usage
+    the body reported when it holds no answer."""
+    assembler = CompletionAssembler() if assembler is None else assembler
     assembler.add_chunk(body)
     return assembler.result()
 
