@@ -35,6 +35,7 @@ from ..session import (
     StepAttempt,
     ToolStarted,
     UsageFact,
+    usage_in_range,
 )
 
 
@@ -129,7 +130,8 @@ class Spending:
         for fact in facts:
             if isinstance(fact, UsageFact):
                 target = fact.usage.target_id
-                if target in self._targets:
+                # Out of range reads as no usage, as in `state.usage` (docs/spec.md §11).
+                if target in self._targets and usage_in_range(fact.usage):
                     self._priced.add(target)
                     if target in self._settled_unpriced:
                         self._settled_unpriced.discard(target)

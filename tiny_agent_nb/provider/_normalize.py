@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..session import AssistantMessage, ToolCall
+from ..session import MAX_REPORTED, AssistantMessage, ToolCall
 from ._errors import error_in_body
 from ._text import clean_text, encoded, get_path, parse_arguments
 from ._types import (
@@ -75,7 +75,9 @@ def _money(value: object) -> float | None:
 
 
 def usage_from_wire(usage: object) -> UsageReport | None:
-    """Normalize a `usage` object; None when it carries no token count or cost at all."""
+    """Normalize a `usage` object; None when it carries no token count or cost at all, or
+    a count or cost past MAX_REPORTED (no real report comes near 2**53: a buggy server's
+    2**64-1 or a hostile one's 4,300 digits is no usage, not a number to sum)."""
     if not isinstance(usage, Mapping):
         return None
     prompt = _count(usage.get("prompt_tokens"))
@@ -94,6 +96,9 @@ def usage_from_wire(usage: object) -> UsageReport | None:
         upstream = _money(get_path(usage, "cost_details", "upstream_inference_cost"))
         cost = cost + upstream if upstream is not None else cost
     if prompt is None and completion is None and cost is None:
+        return None
+    counts = (prompt or 0, completion or 0, reasoning or 0, cached or 0)
+    if max(counts) > MAX_REPORTED or (cost is not None and cost > MAX_REPORTED):
         return None
     return UsageReport(
         input_tokens=prompt or 0,
