@@ -271,3 +271,72 @@ def test_the_budget_is_checked_again_after_a_compaction_before_the_attempt(
     assert result.detail is not None and "this run spent $0.02" in result.detail
     assert server.pending_replies == 1
     assert len(h.compactions) == 1
+
+
+def _stopped_by_budget(server: OpenAIServer, workspace: Path) -> Harness:
+    """A run its budget of $0.01 stopped: two reads at $0.006 each, the second's call
+    left unrun. The harness is closed; the file is what a new one opens."""
+    server.enqueue(_read(1, 0.006), _read(2, 0.006))
+    first = Harness(server, workspace, budget=0.01)
+    assert first.run_once("Read the readme twice").outcome == "budgetLimit"
+    return first
+
+
+def test_a_run_its_budget_stopped_resumes_once_the_budget_is_raised(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    _stopped_by_budget(server, workspace)
+    server.enqueue(text_reply("Read it.", usage=usage(cost=0.001)))
+    second = Harness(server, workspace, budget=1.0)
+    try:
+        result = second.loop.resume()
+    finally:
+        second.close()
+    assert (result.outcome, result.text) == ("completed", "Read it.")
+    assert len(server.requests) == 3
+    # the call the stop left unrun is answered "not run" in the resumed conversation
+    messages = server.requests[2].body["messages"]
+    assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "r2"
+    assert messages[-1]["content"].startswith("Not run:")
+    state = load_session(second.path)
+    assert [(op.kind, op.status) for op in state.operations.values()] == [
+        ("run", "budgetLimit"),
+        ("resume", "completed"),
+    ]
+
+
+def test_a_resume_with_the_budget_still_reached_stops_at_once_without_a_request(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    _stopped_by_budget(server, workspace)
+    again = Harness(server, workspace, budget=0.012)  # exactly what was spent
+    try:
+        result = again.loop.resume()
+    finally:
+        again.close()
+    assert result.outcome == "budgetLimit"
+    assert result.detail is not None and "this run (2 operations) spent $0.012" in result.detail
+    assert len(server.requests) == 2  # the model was not asked
+    state = load_session(again.path)
+    assert [op.status for op in state.operations.values()] == ["budgetLimit", "budgetLimit"]
+
+
+def test_a_run_max_steps_stopped_resumes_for_max_steps_more(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    server.enqueue(_read(1, None), _read(2, None), text_reply("Read it twice."))
+    first = Harness(server, workspace, max_steps=1)
+    assert first.run_once("Read the readme twice").outcome == "stepLimit"
+    second = Harness(server, workspace, max_steps=1)
+    try:
+        assert second.loop.resume().outcome == "stepLimit"  # one more step, one more read
+    finally:
+        second.close()
+    third = Harness(server, workspace, max_steps=5)
+    try:
+        result = third.loop.resume()
+    finally:
+        third.close()
+    assert (result.outcome, result.text) == ("completed", "Read it twice.")
+    statuses = [i.status for i in load_session(third.path).tool_intents.values()]
+    assert statuses == ["completed", "completed"]

@@ -178,7 +178,7 @@ def budget_reached(spend: Spend, budget: float, *, not_run: int = 0) -> str | No
         f"budget {usd(budget)} reached: {whose} spent {usd(spend.cost)}"
         + (f", plus {spend.unknown} of unknown cost" if spend.unknown else "")
         + (f"; {not_run} {calls} of the last answer did not run" if not_run else "")
-        + ". Raise TinyAgent.budget and `%agent resume` to go on"
+        + ". Raise TinyAgent.budget (or pass --budget) and `%agent resume` to go on"
     )
 
 

@@ -155,7 +155,9 @@ class AgentLoop:
         return self._drive(operation_id)
 
     def resume(self) -> RunResult:
-        """Continue the latest operation that was interrupted or aborted."""
+        """Continue the latest run if it was interrupted, aborted, or stopped by its
+        budget or max_steps (`resumable_operation`). The budget and the step limit are
+        this loop's: a budget still reached stops the resume before any request."""
         self.recover()
         state = self._store.load()
         target = resumable_operation(state)
