@@ -12,12 +12,15 @@ from test_agent_external_tools import Echo
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import LoopConfig
+from tiny_agent_nb.agent._budget import Spend, chain_spend
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolUsage
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
+
+FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "session" / "fixtures"
 
 
 def _read(n: int, cost: float | None, **options: Any) -> dict[str, object]:
@@ -340,3 +343,12 @@ def test_a_run_max_steps_stopped_resumes_for_max_steps_more(
     assert (result.outcome, result.text) == ("completed", "Read it twice.")
     statuses = [i.status for i in load_session(third.path).tool_intents.values()]
     assert statuses == ["completed", "completed"]
+
+
+def test_usage_past_the_bound_in_the_file_is_no_cost_to_the_budget() -> None:
+    """The fixture's first two answers report 1e308 each: read as no usage, so a run's
+    spend is not `inf` but unknown (an answered attempt without usage)."""
+    state = load_session(FIXTURES / "usage-out-of-range.jsonl")
+    first, _, third = state.operations
+    assert chain_spend(state, first) == Spend(0.0, 1, 1)
+    assert chain_spend(state, third) == Spend(2e-05, 0, 1)

@@ -10,9 +10,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import run_clean, shell
 
-from tiny_agent_nb.agent._budget import chain_spend
 from tiny_agent_nb.cli import main
-from tiny_agent_nb.provider._normalize import usage_from_wire
 from tiny_agent_nb.render import timeline_html, timeline_text
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.timeline import build_timeline
@@ -25,7 +23,6 @@ FIXTURE = (
     Path(__file__).resolve().parent.parent / "schemas/session/fixtures/usage-out-of-range.jsonl"
 )
 HUGE = 9 * 10**4299  # 4,300 digits: still parsed; two of them sum past what str() prints
-MAX_REPORTED = 2**53 - 1  # the bound (session.MAX_REPORTED): an exact JSON number
 
 
 def _wire(prompt: int, completion: int, cost: float | None = None) -> dict[str, Any]:
@@ -33,27 +30,6 @@ def _wire(prompt: int, completion: int, cost: float | None = None) -> dict[str, 
     if cost is not None:
         wire["cost"] = cost
     return wire
-
-
-@pytest.mark.parametrize(
-    "wire",
-    [
-        _wire(HUGE, 5),
-        _wire(12, 2**64 - 1),
-        _wire(MAX_REPORTED + 1, 0),
-        _wire(12, 5, cost=1e308),
-        {**_wire(12, 5), "completion_tokens_details": {"reasoning_tokens": HUGE}},
-        {**_wire(12, 5), "prompt_tokens_details": {"cached_tokens": "1e300"}},
-    ],
-    ids=["4300-digits", "u64-max", "just-past", "cost-1e308", "reasoning", "cached-string"],
-)
-def test_a_reported_number_past_the_bound_is_no_usage(wire: dict[str, Any]) -> None:
-    assert usage_from_wire(wire) is None
-
-
-def test_numbers_up_to_the_bound_are_kept() -> None:
-    report = usage_from_wire(_wire(MAX_REPORTED, 0, cost=float(MAX_REPORTED)))
-    assert report is not None and report.input_tokens == MAX_REPORTED
 
 
 def _surfaces_survive(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -84,10 +60,6 @@ def test_a_session_file_with_huge_usage_loads_and_every_view_reads_it_as_no_usag
     assert "inf" not in shown.replace("info", "")
     assert "9999999999" not in shown
     assert "at least $0.00002" in shown  # two answers of unknown cost, one priced
-    # the budget of a run reads the same ledger
-    first = next(iter(state.operations))
-    spend = chain_spend(state, first)
-    assert (spend.cost, spend.unknown) == (0.0, 1)
 
 
 def test_huge_counts_from_the_server_leave_every_notebook_and_cli_view_working(
