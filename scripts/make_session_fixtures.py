@@ -195,15 +195,25 @@ class Ledger:
     spent: list[Tokens] = field(default_factory=list)
 
     def usage_totals(self) -> dict[str, Any]:
-        costs = [t.cost for t in self.spent if t.cost is not None]
-        cost: float | None = round(sum(costs), 12) if costs else (None if self.spent else 0)
+        # A usage fact with a count or cost past 2**53 - 1 reads as no usage (spec §11).
+        spent = [t for t in self.spent if believed(t)]
+        costs = [t.cost for t in spent if t.cost is not None]
+        cost: float | None = round(sum(costs), 12) if costs else (None if spent else 0)
         return {
-            "inputTokens": sum(t.input for t in self.spent),
-            "outputTokens": sum(t.output for t in self.spent),
-            "reasoningTokens": sum(t.reasoning for t in self.spent),
-            "cachedInputTokens": sum(t.cached for t in self.spent),
+            "inputTokens": sum(t.input for t in spent),
+            "outputTokens": sum(t.output for t in spent),
+            "reasoningTokens": sum(t.reasoning for t in spent),
+            "cachedInputTokens": sum(t.cached for t in spent),
             "cost": cost,
         }
+
+
+MAX_REPORTED = 2**53 - 1
+
+
+def believed(t: Tokens) -> bool:
+    counts = (t.input, t.output, t.reasoning, t.cached)
+    return all(n <= MAX_REPORTED for n in counts) and (t.cost is None or t.cost <= MAX_REPORTED)
 
 
 class SessionBuilder:
@@ -871,6 +881,14 @@ def usage_ledger(s: SessionBuilder) -> None:
     s.finish(op)
 
     s.exchange("Thanks", "You're welcome.", Tokens(40, 5, 0, 0, None))
+
+
+@scenario("usage past 2**53-1 (4,300-digit counts, 1e308 costs): valid, read as no usage")
+def usage_out_of_range(s: SessionBuilder) -> None:
+    huge = 9 * 10**4299  # 4,300 digits: what a JSON reader still parses; two overflow str()
+    s.exchange("Count the stars", "Many.", Tokens(huge, huge, cost=1e308))
+    s.exchange("Count them again", "Still many.", Tokens(huge, 18446744073709551615, cost=1e308))
+    s.exchange("And the planets?", "Eight.", Tokens(20, 3, cost=0.00002))
 
 
 @scenario("usage facts exist but none reports a cost: usage.cost is null, not 0")

@@ -122,6 +122,9 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "json_value_problem",
         "MAX_JSON_DEPTH",
         "MAX_EPOCH_MS",
+        # the bound a usage fact is believed up to (docs/spec.md §11)
+        "MAX_REPORTED",
+        "usage_in_range",
     }
 
 

@@ -3,11 +3,13 @@ budget stop as status, usage, the timeline and the CLI show it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import run, shell
+from mcp_helpers import stdio_entry
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import load_session
@@ -91,3 +93,28 @@ def test_a_bad_budget_trait_is_refused(
     run(shell, "%load_ext tiny_agent_nb", capsys)
     shell.run_cell(f"%config TinyAgent.budget = {bad}")
     assert "TinyAgent.budget must be a positive number of USD" in caplog.text
+
+
+def test_parallel_mcp_calls_that_report_cost_stop_at_the_budget(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One answer asks for 20 calls of the MCP test server's `with_usage` tool, which
+    reports $0.0042 of its own each: under --budget 0.01 the third one crosses it, and
+    the other 17 never reach the server."""
+    _loaded(shell, tmp_path, capsys)
+    value = json.dumps({"mcpServers": {"tiny": stdio_entry()}})
+    run(shell, f"%config TinyAgent.mcp_servers = {value!r}", capsys)
+    calls = [tool_call(f"u{n}", "tiny__with_usage", {}) for n in range(20)]
+    server.enqueue(tool_calls_reply(*calls, usage=usage(100, 10, cost=0.0)), text_reply("never"))
+    out = run(shell, "%%agent --budget 0.01\nSummarise twenty times", capsys)
+    assert out.count("✓ tiny__with_usage completed") == 3
+    assert "this run spent $0.0126" in out
+    assert "17 tool calls of the last answer did not run" in out
+    state = load_session(tmp_path / "analysis.agent.jsonl")
+    assert [i.tool_call_id for i in state.tool_intents.values()] == ["u0", "u1", "u2"]
+    (op,) = state.operations.values()
+    assert op.status == "budgetLimit"
+    assert len(server.requests) == 1

@@ -168,7 +168,7 @@ def test_help_and_bad_arguments(start_kernel: StartKernel, server: OpenAIServer)
     (page,) = asked.pages
     page = ANSI.sub("", page)
     assert "Run a prompt through the durable agent loop" in page
-    assert "%agent resume        continue the latest interrupted or aborted run" in page
+    assert "%agent resume        continue the latest run that was interrupted, or stopped" in page
 
     helped = kernel.execute("%agent help")
     assert_clean(helped)

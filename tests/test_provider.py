@@ -537,6 +537,41 @@ def test_an_error_object_inside_a_200_json_answer_raises(server: OpenAIServer) -
 
 
 @pytest.mark.parametrize(
+    ("reply", "stream"),
+    [
+        (drop_reply("billed, then cut", after=4, usage_every_chunk=True), True),
+        (
+            text_reply(
+                "billed, then an error",
+                usage_every_chunk=True,
+                error_after={"after": 4, "error": {"code": 502, "message": "upstream died"}},
+            ),
+            True,
+        ),
+        (
+            raw_reply(
+                json.dumps({"id": "x", "choices": [], "usage": usage(30, 2, cost=0.01)}),
+                content_type="application/json",
+            ),
+            False,
+        ),
+    ],
+    ids=["dropped", "error-chunk", "json-without-choice"],
+)
+def test_a_failed_answer_carries_the_usage_it_reported(
+    server: OpenAIServer, reply: dict[str, Any], stream: bool
+) -> None:
+    server.enqueue(reply)
+    error = fail(server, stream=stream)
+    assert error.usage is not None and error.usage.input_tokens in (12, 30)
+
+
+def test_a_failed_answer_that_reported_no_usage_carries_none(server: OpenAIServer) -> None:
+    server.enqueue(drop_reply("cut before any usage", after=3))
+    assert fail(server).usage is None
+
+
+@pytest.mark.parametrize(
     ("body", "content_type", "retryable"),
     [
         (": OPENROUTER PROCESSING\n\ndata: [DONE]\n\n", "text/event-stream", True),

@@ -544,3 +544,37 @@ def test_an_answer_with_more_tool_calls_than_max_tool_calls_is_refused_whole() -
         assemble(calls(100_000))
     assert (info.value.kind, info.value.retryable) == ("protocol", False)
     assert f"more than {MAX_TOOL_CALLS} tool calls" in info.value.message
+
+
+# ---------------------------------------------------------------- bounded usage
+
+HUGE = 9 * 10**4299  # 4,300 digits: still parsed; two of them sum past what str() prints
+MAX_REPORTED = 2**53 - 1  # the bound (session.MAX_REPORTED): an exact JSON number
+
+
+def _wire(prompt: int, completion: int, cost: float | None = None) -> dict[str, Any]:
+    wire: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion}
+    if cost is not None:
+        wire["cost"] = cost
+    return wire
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        _wire(HUGE, 5),
+        _wire(12, 2**64 - 1),
+        _wire(MAX_REPORTED + 1, 0),
+        _wire(12, 5, cost=1e308),
+        {**_wire(12, 5), "completion_tokens_details": {"reasoning_tokens": HUGE}},
+        {**_wire(12, 5), "prompt_tokens_details": {"cached_tokens": "1e300"}},
+    ],
+    ids=["4300-digits", "u64-max", "just-past", "cost-1e308", "reasoning", "cached-string"],
+)
+def test_a_reported_number_past_the_bound_is_no_usage(wire: dict[str, Any]) -> None:
+    assert usage_from_wire(wire) is None
+
+
+def test_numbers_up_to_the_bound_are_kept() -> None:
+    report = usage_from_wire(_wire(MAX_REPORTED, 0, cost=float(MAX_REPORTED)))
+    assert report is not None and report.input_tokens == MAX_REPORTED

@@ -10,10 +10,12 @@ cost is null, is counted apart. The budget can only stop on what was priced, so 
 with unknown costs keeps going and says once that the budget covers only priced usage
 (a server that never reports cost would otherwise stop every run, or none, wrongly).
 
-The check runs once per attempt, and only when a budget is set. `Spending` follows the
-run's own facts as they commit, so a check costs O(1) whatever the history; only a
-resumed run reads the ledger of the operations it resumes, once (register row
-"budget-follow" in docs/benchmarks.md).
+The check runs before each request that may be billed (an attempt, a retry, a
+compaction's summary) and before each tool call, and only when a budget is set. A failed
+attempt's usage counts like a settled one's: a stream that reported usage and then broke
+was billed. `Spending` follows the run's own facts as they commit, so a check costs O(1)
+whatever the history; only a resumed run reads the ledger of the operations it resumes,
+once (register row "budget-follow" in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ..session import (
     StepAttempt,
     ToolStarted,
     UsageFact,
+    usage_in_range,
 )
 
 
@@ -127,7 +130,8 @@ class Spending:
         for fact in facts:
             if isinstance(fact, UsageFact):
                 target = fact.usage.target_id
-                if target in self._targets:
+                # Out of range reads as no usage, as in `state.usage` (docs/spec.md §11).
+                if target in self._targets and usage_in_range(fact.usage):
                     self._priced.add(target)
                     if target in self._settled_unpriced:
                         self._settled_unpriced.discard(target)
@@ -162,15 +166,19 @@ def _no() -> None:
     pass
 
 
-def budget_reached(spend: Spend, budget: float) -> str | None:
-    """The run's detail when `spend` is at or past `budget`, else None."""
+def budget_reached(spend: Spend, budget: float, *, not_run: int = 0) -> str | None:
+    """The run's detail when `spend` is at or past `budget`, else None; `not_run`: the
+    tool calls of the last answer the stop leaves unrun (the model is told they did not
+    run, and asks again when the run is resumed)."""
     if spend.cost < budget:
         return None
     whose = "this run" if spend.operations == 1 else f"this run ({spend.operations} operations)"
+    calls = "tool call" if not_run == 1 else "tool calls"
     return (
         f"budget {usd(budget)} reached: {whose} spent {usd(spend.cost)}"
         + (f", plus {spend.unknown} of unknown cost" if spend.unknown else "")
-        + ". Raise TinyAgent.budget and `%agent resume` to go on"
+        + (f"; {not_run} {calls} of the last answer did not run" if not_run else "")
+        + ". Raise TinyAgent.budget (or pass --budget) and `%agent resume` to go on"
     )
 
 

@@ -1,7 +1,7 @@
 """Compaction (docs/spec.md §10): a model attempt that replaces early entries by a summary.
 
     stepAttempt                      -> summarization request (no tools)
-    [compaction entry, usage]        or attemptFailed
+    [compaction entry, usage]        or [attemptFailed, usage]
 
 The compaction entry settles its attempt, so the context changes in one transaction or
 not at all: a crash or Ctrl-C before it leaves a pending (then failed) attempt and the
@@ -346,7 +346,8 @@ class Compactor:
                     message=error.message,
                     retryable=error.retryable,
                     status=error.status,
-                )
+                ),
+                *attempt_usage(attempt_id, error.usage),  # billed before it failed
             ]
         )
 

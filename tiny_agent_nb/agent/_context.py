@@ -32,6 +32,7 @@ from ..session import (
     StepAttempt,
     ToolResultEntry,
     UsageFact,
+    usage_in_range,
 )
 
 NOT_STARTED = (
@@ -312,8 +313,8 @@ class _LastRequest:
         for fact in facts:
             if isinstance(fact, UsageFact):
                 attempt_id = fact.usage.attemptId
-                if attempt_id is None:
-                    continue  # a tool's usage
+                if attempt_id is None or not usage_in_range(fact.usage):
+                    continue  # a tool's usage, or none (out of range: docs/spec.md §11)
                 if attempt_id == self._settled:
                     self.tokens = fact.usage.inputTokens
                 elif attempt_id == self._pending:

@@ -4,7 +4,7 @@ Order of commits for one run (each line one transaction, each before its effect)
 
     [user entry, runStarted]
     stepAttempt                      -> HTTP request (one physical request)
-    [assistant entry, usage]         or attemptFailed (-> retry as a new stepAttempt)
+    [assistant entry, usage]         or [attemptFailed, usage] (-> retry as a new stepAttempt)
     toolStarted                      -> the tool's effect
     tool result entry                (+ usage, for tools that report it)
     ... next stepAttempt ...
@@ -155,7 +155,9 @@ class AgentLoop:
         return self._drive(operation_id)
 
     def resume(self) -> RunResult:
-        """Continue the latest operation that was interrupted or aborted."""
+        """Continue the latest run if it was interrupted, aborted, or stopped by its
+        budget or max_steps (`resumable_operation`). The budget and the step limit are
+        this loop's: a budget still reached stops the resume before any request."""
         self.recover()
         state = self._store.load()
         target = resumable_operation(state)
@@ -319,7 +321,13 @@ class AgentLoop:
                 return self._model.finish(
                     operation_id, "completed", text=completion.message.content
                 )
-            for call in calls:
+            for index, call in enumerate(calls):
+                # Before each call: a tool that reports its own cost (an MCP tool calling
+                # a model) has it counted before the next one runs. The calls of one
+                # answer run one after another, so each sees the spend of those before it.
+                over = self._model.over_budget(operation_id, not_run=len(calls) - index)
+                if over is not None:
+                    return self._model.finish(operation_id, "budgetLimit", detail=over)
                 self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
     # ------------------------------------------------------------------ helpers

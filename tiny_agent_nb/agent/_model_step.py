@@ -3,9 +3,11 @@
 A step is one or more attempts (each one physical request, each committed as a
 `stepAttempt` before it is sent). A retryable failure becomes a new attempt after a
 backoff; a context-length failure compacts and retries once per step; anything else ends
-the run `failed`. The run's budget is checked before each attempt, and the note about
-unknown costs it may give is said once per run and kept in the run's detail: so this
-class also closes the run (`finish`), whichever step or caller ends it.
+the run `failed`; a failure keeps the usage the server reported before it. The run's
+budget is checked before each attempt (before and after a compaction it makes first, and
+before a backoff), and by the loop before each tool call; the note about unknown costs it
+may give is said once per run and kept in the run's detail: so this class also closes the
+run (`finish`), whichever step or caller ends it.
 """
 
 from __future__ import annotations
@@ -68,12 +70,9 @@ class ModelStep:
         step ended (budget, compaction or provider failure), already committed."""
         too_long = False  # a contextLength failure compacts and retries once per step
         for attempt in range(1, self._config.max_attempts + 1):
-            over = self._over_budget(operation_id)
-            if over is not None:
-                return self.finish(operation_id, "budgetLimit", detail=over)
-            stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
-            if stopped is not None:
-                return self.finish(operation_id, "failed", detail=self._tool_step.clean(stopped))
+            ended = self._before_request(operation_id, step, attempt)
+            if ended is not None:
+                return ended
             attempt_id = new_id()
             self._store.commit(
                 [
@@ -93,17 +92,22 @@ class ModelStep:
                     self._projection.messages(), self._schemas, on_event=self._observer.on_stream
                 )
             except ProviderError as error:
-                failed = f.attempt_failed(
-                    attempt_id,
-                    kind=error.kind,
-                    message=error.message,
-                    retryable=error.retryable,
-                    status=error.status,
-                )
+                # With the usage the server reported before the answer failed: it was
+                # billed, and the budget checked before the retry must see it.
+                failed = [
+                    f.attempt_failed(
+                        attempt_id,
+                        kind=error.kind,
+                        message=error.message,
+                        retryable=error.retryable,
+                        status=error.status,
+                    ),
+                    *attempt_usage(attempt_id, error.usage),
+                ]
                 last = attempt == self._config.max_attempts
                 if error.kind == CONTEXT_LENGTH and not too_long and not last:
                     too_long = True  # compact, then retry as a new attempt, once
-                    self._store.commit([failed])
+                    self._store.commit(failed)
                     stopped = self._compactor.make_room(operation_id, step, attempt, forced=True)
                     if stopped is None:
                         continue
@@ -119,10 +123,13 @@ class ModelStep:
                         else f"gave up after {attempt} attempts: {error.message}"
                     )
                     self._store.commit(
-                        [failed, f.operation_finished(operation_id, "failed", detail)]
+                        [*failed, f.operation_finished(operation_id, "failed", detail)]
                     )
                     return RunResult(operation_id, "failed", detail=detail)
-                self._store.commit([failed])
+                self._store.commit(failed)
+                over = self.over_budget(operation_id)  # no backoff only to stop after it
+                if over is not None:
+                    return self.finish(operation_id, "budgetLimit", detail=over)
                 delay = backoff_delay(attempt, error.retry_after)
                 self._observer.on_retry(error, delay)
                 self._sleep(delay)
@@ -147,8 +154,11 @@ class ModelStep:
         self._store.commit([f.operation_finished(operation_id, outcome, detail)])
         return RunResult(operation_id, outcome, text=text, detail=detail)
 
-    def _over_budget(self, operation_id: str) -> str | None:
-        """Checked before each attempt: the detail of a budgetLimit stop, else None."""
+    def over_budget(self, operation_id: str, *, not_run: int = 0) -> str | None:
+        """The detail of a budgetLimit stop when the run's spend is at or past its budget,
+        else None. Checked before every request that may be billed (each model attempt,
+        a compaction's request) and before each tool call (docs/spec.md §11); `not_run`:
+        the tool calls of the answer that the stop leaves unrun."""
         budget = self._config.budget
         if budget is None:
             return None
@@ -156,7 +166,19 @@ class ModelStep:
         if spend.unknown and self._cost_note is None:
             self._cost_note = unknown_cost_note(spend, budget)
             self._observer.on_notice(self._cost_note)
-        return budget_reached(spend, budget)
+        return budget_reached(spend, budget, not_run=not_run)
+
+    def _before_request(self, operation_id: str, step: int, attempt: int) -> RunResult | None:
+        """The budget, then the room the request needs, then the budget again (a
+        compaction just made was a billed request of its own): the run's end, committed,
+        when one of them stops it; None to go on and send the attempt."""
+        over = self.over_budget(operation_id)
+        if over is None:
+            stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
+            if stopped is not None:
+                return self.finish(operation_id, "failed", detail=self._tool_step.clean(stopped))
+            over = self.over_budget(operation_id)
+        return None if over is None else self.finish(operation_id, "budgetLimit", detail=over)
 
 
 def _settle(attempt_id: str, completion: Completion) -> list[NewFact]:

@@ -186,12 +186,17 @@ def _settle_in_flight(
 
 
 ResumeBlocker = Literal["open", "nothing", "completed"]
+# How a run may end and still be continued by `%agent resume` (docs/spec.md §9.3): stopped
+# by the process, by the user, by its budget (raised since) or by max_steps (a resume gets
+# max_steps more). A `failed` run is not: the file allows it (§5, rule 10), but a run
+# failed by a refused request or a bug would only fail again the same way.
+RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit", "stepLimit"})
 
 
 def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
-    """The operation `%agent resume` continues: the latest run (or resume), if it was
-    interrupted or aborted. Compaction operations are passed over: they continue no
-    prompt, and compacting between an interrupted run and its resume is allowed."""
+    """The operation `%agent resume` continues: the latest run (or resume), if it ended
+    in one of RESUMABLE's ways. Compaction operations are passed over: they continue no
+    prompt, and compacting between a stopped run and its resume is allowed."""
     if state.open_operation is not None:
         return "open"
     latest = next(
@@ -199,7 +204,7 @@ def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     )
     if latest is None:
         return "nothing"
-    if latest.status in ("interrupted", "aborted"):
+    if latest.status in RESUMABLE:
         return latest
     return "completed"
 

@@ -105,7 +105,7 @@ class TinyAgent(Configurable):
         None,
         allow_none=True,
         help="USD a run may spend (its resumes included) before it stops with outcome "
-        "budgetLimit; checked before each model request. None: no limit.",
+        "budgetLimit; checked before each model request and each tool call. None: no limit.",
     ).tag(config=True)
     context_window = Int(
         None,

@@ -32,6 +32,10 @@ from ._timeline_view import TimelineView
 log = logging.getLogger(__name__)
 
 COMMANDS = ("status", "timeline", "usage", "resume", "compact", "new", "session", "mcp", "help")
+STEP_LIMIT_NEXT = (
+    "`%agent resume` gives the run more steps (`%agent resume --max-steps N` for N of them), "
+    "or send a new prompt"
+)
 MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
 
 
@@ -75,7 +79,9 @@ class AgentMagics(Magics):
             %agent status        the session file, runs, open/interrupted work, cost
             %agent timeline      live timeline (runs, attempts, tools, usage)
             %agent usage         tokens and cost, per run and in total
-            %agent resume        continue the latest interrupted or aborted run
+            %agent resume        continue the latest run that was interrupted, or stopped
+                                 by its budget or max_steps; takes %%agent's options
+                                 (--budget, --max-steps, --model, --tools, --approve)
             %agent compact [I]   summarize the conversation so far into a checkpoint (I: what
                                  the summary must also keep); runs also compact on their
                                  own past TinyAgent.compact_threshold of context_window
@@ -119,11 +125,7 @@ class AgentMagics(Magics):
             raise UsageError(str(exc)) from None
         if not prompt:
             raise UsageError("%%agent needs a prompt in the cell body")
-        if args.max_steps is not None and args.max_steps < 1:
-            raise UsageError("--max-steps must be at least 1")
-        if args.budget is not None and not 0 < args.budget < float("inf"):
-            raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
-        tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
+        options = _run_options(args)
         self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
@@ -132,16 +134,7 @@ class AgentMagics(Magics):
         if not self._start_mcp():
             return
         try:
-            result = self.runtime.run(
-                prompt,
-                observer=view,
-                ask=self._ask,
-                model=args.model,
-                max_steps=args.max_steps,
-                budget=args.budget,
-                tools=tools,
-                approve=args.approve,
-            )
+            result = self.runtime.run(prompt, observer=view, ask=self._ask, **options)
         except KeyboardInterrupt:
             view.finish(None)
             print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
@@ -151,7 +144,7 @@ class AgentMagics(Magics):
         if result.outcome == "failed":
             print(f"✗ The run failed: {detail}")
         elif result.outcome == "stepLimit":
-            print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
+            print(f"‖ {detail}. {STEP_LIMIT_NEXT}")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
 
@@ -186,6 +179,9 @@ class AgentMagics(Magics):
             return
         if rest and command != "session":
             raise UsageError(f"%agent {command} takes no argument")
+        if command == "resume":
+            self._cmd_resume(_run_options(args))
+            return
         if rest:
             # IPython splits the line keeping quotes (and splits `my\\ notes.jsonl` in
             # two): the path is read as a shell reads it, so `"my notes.jsonl"` names
@@ -256,14 +252,14 @@ class AgentMagics(Magics):
             f"cost {money(cost, unpriced)}"
         )
 
-    def _cmd_resume(self) -> None:
-        self.runtime.model.check_ready()
+    def _cmd_resume(self, options: dict[str, Any]) -> None:
+        self.runtime.model.check_ready(options["model"])
         self.runtime.require_store()
         if not self._start_mcp():
             return
         view = CellDisplay(rich=self._rich())
         try:
-            result = self.runtime.resume(observer=view, ask=self._ask)
+            result = self.runtime.resume(observer=view, ask=self._ask, **options)
         except KeyboardInterrupt:
             view.finish(None)
             print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
@@ -378,3 +374,28 @@ def unload(shell: Any, magics: AgentMagics) -> None:
         print(exc)
     if magics.runtime.config in shell.configurables:
         shell.configurables.remove(magics.runtime.config)
+
+
+def _run_options(args: Any) -> dict[str, Any]:
+    """What `%%agent` and `%agent resume` take from their options, checked: a bad one is a
+    UsageError before anything is committed. `--tools ""` is no tools, not the default."""
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    if args.budget is not None and not 0 < args.budget < float("inf"):
+        raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
+    tools = None
+    if args.tools is not None:
+        # IPython splits the line keeping quotes: `--tools ""` arrives as '""', and means
+        # no tools, as a shell reads it (the default, all of them, is no --tools at all).
+        try:
+            value = ",".join(shlex.split(args.tools))
+        except ValueError as exc:
+            raise UsageError(f"bad --tools {args.tools!r} ({exc})") from None
+        tools = [t.strip() for t in value.split(",") if t.strip()]
+    return {
+        "model": args.model,
+        "max_steps": args.max_steps,
+        "budget": args.budget,
+        "tools": tools,
+        "approve": args.approve,
+    }

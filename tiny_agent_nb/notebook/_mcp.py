@@ -87,7 +87,7 @@ class KernelServers:
         of one's own only the MCP tools it names (`srv__*`: all of one server's)."""
         builtins = builtin_registry()
         mcp_tools = self.tools() if with_mcp else []
-        wanted = list(tools or self._config.tools)
+        wanted = list(self._config.tools if tools is None else tools)  # [] offers none
         if tools is None and set(wanted) == set(builtins.names):
             wanted += [tool.name for tool in mcp_tools]
         try:

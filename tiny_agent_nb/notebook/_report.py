@@ -54,10 +54,21 @@ class OpenReport:
                 lines.append(
                     f"  {r.failed_attempts} model request(s) in flight were marked interrupted."
                 )
-        if not isinstance(resumable_operation(s), str):  # the planner's rule, not a copy
-            lines.append("  `%agent resume` continues the interrupted run.")
+        latest = resumable_operation(s)  # the planner's rule, not a copy
+        if not isinstance(latest, str):
+            lines.append(
+                f"  `%agent resume` continues {_STOPPED.get(latest.status, _STOPPED[''])}."
+            )
         lines.extend(f"  {note}" for note in self.notes)
         return "\n".join(lines)
+
+
+# What `%agent resume` would continue, by how the latest run ended.
+_STOPPED = {
+    "": "the interrupted run",
+    "budgetLimit": "the run its budget stopped, once the budget is raised",
+    "stepLimit": "the run max_steps stopped, for more steps",
+}
 
 
 def _call(intent: ToolIntent) -> str:

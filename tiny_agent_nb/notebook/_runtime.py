@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..agent import (
     DEFAULT_SYSTEM_PROMPT,
@@ -307,16 +308,25 @@ class NotebookAgent:
         finally:
             loop.close()
 
-    def resume(self, *, observer: LoopObserver, ask: AskFn | None) -> RunResult:
-        return self._call(AgentLoop.resume, observer=observer, ask=ask)
+    def resume(self, *, observer: LoopObserver, ask: AskFn | None, **options: Any) -> RunResult:
+        """`%agent resume`: the latest run, continued (`AgentLoop.resume` says which), with
+        `run`'s options (model, max_steps, budget, tools, approve). A run its budget stopped
+        goes on when the budget given here or in TinyAgent.budget is above what its chain
+        spent, and stops again at once, with no request, when it is not."""
+        return self._call(AgentLoop.resume, observer=observer, ask=ask, **options)
 
     def compact(self, instructions: str | None, *, observer: LoopObserver) -> RunResult:
         return self._call(lambda loop: loop.compact(instructions), observer=observer, ask=None)
 
     def _call(
-        self, what: Callable[[AgentLoop], RunResult], *, observer: LoopObserver, ask: AskFn | None
+        self,
+        what: Callable[[AgentLoop], RunResult],
+        *,
+        observer: LoopObserver,
+        ask: AskFn | None,
+        **options: Any,
     ) -> RunResult:
-        loop = self._loop(observer=observer, ask=ask)
+        loop = self._loop(observer=observer, ask=ask, **options)
         try:
             return what(loop)
         except AgentError as exc:

@@ -25,27 +25,34 @@ def read_answer(
     headers: Mapping[str, str],
     chunks: Iterator[bytes],
     on_event: EventSink,
+    assembler: CompletionAssembler,
 ) -> Completion:
     """The completion in a successful response's body, SSE or JSON (whichever the
-    server sent, whatever its content type says), its events given to `on_event`."""
+    server sent, whatever its content type says), its events given to `on_event`.
+    `assembler` folds the chunks; the caller reads the usage it saw when this raises."""
     content_type = headers.get("content-type", "").lower()
     if "event-stream" in content_type:
-        return _read_stream(config, chunks, on_event)
+        return _read_stream(config, chunks, on_event, assembler)
     if "json" in content_type:
-        return _read_json(config, b"".join(chunks), on_event, content_type)
+        return _read_json(config, b"".join(chunks), on_event, content_type, assembler)
     # No or odd content type (some local servers): look at the first bytes.
     first = next((chunk for chunk in chunks if chunk.strip()), b"")
     start = first.lstrip()[:1]
     if start == b"{":
-        return _read_json(config, first + b"".join(chunks), on_event, content_type)
+        raw = first + b"".join(chunks)
+        return _read_json(config, raw, on_event, content_type, assembler)
     if start in (b"", b"<"):
         what = "an empty body" if not start else "an HTML page"
         raise not_an_answer(config, what, retryable=not start)
-    return _read_stream(config, itertools.chain([first], chunks), on_event)
+    return _read_stream(config, itertools.chain([first], chunks), on_event, assembler)
 
 
 def _read_json(
-    config: ProviderConfig, raw: bytes, on_event: EventSink, content_type: str
+    config: ProviderConfig,
+    raw: bytes,
+    on_event: EventSink,
+    content_type: str,
+    assembler: CompletionAssembler,
 ) -> Completion:
     try:
         body = json.loads(raw)
@@ -55,16 +62,18 @@ def _read_json(
         raise not_an_answer(config, what, retryable=not html) from None
     if not isinstance(body, dict):
         raise not_an_answer(config, "JSON that is not an object", retryable=False)
-    completion = completion_from_response(body)
+    completion = completion_from_response(body, assembler)
     for event in events_of(completion):
         on_event(event)
     return completion
 
 
 def _read_stream(
-    config: ProviderConfig, chunks: Iterator[bytes], on_event: EventSink
+    config: ProviderConfig,
+    chunks: Iterator[bytes],
+    on_event: EventSink,
+    assembler: CompletionAssembler,
 ) -> Completion:
-    assembler = CompletionAssembler()
     done = False
     for event in _sse_events(chunks):
         for chunk in _chunks_of(config, event):

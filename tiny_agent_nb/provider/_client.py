@@ -30,6 +30,7 @@ from ._errors import (
     transport_error,
     undecodable,
 )
+from ._normalize import CompletionAssembler
 from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
 from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
@@ -161,10 +162,13 @@ class Provider:
             size,
             self._config.stream,
         )
+        assembler = CompletionAssembler()
         try:
-            completion = self._post(body, size, on_event or _ignore)
+            completion = self._post(body, size, on_event or _ignore, assembler)
         except ProviderError as exc:
             self._scrub(exc)
+            # Usage the answer reported before it failed was billed: it goes with the error.
+            exc.usage = exc.usage or assembler.usage
             log.debug("request failed: %s (kind=%s, status=%s)", exc.message, exc.kind, exc.status)
             raise
         log.debug("answered: finish=%s usage=%s", completion.message.finishReason, completion.usage)
@@ -198,7 +202,9 @@ class Provider:
             text = _redact(text, secret)
         return text
 
-    def _post(self, body: list[Encoded], size: int, on_event: EventSink) -> Completion:
+    def _post(
+        self, body: list[Encoded], size: int, on_event: EventSink, assembler: CompletionAssembler
+    ) -> Completion:
         # perf: register row "body-pieces" (docs/benchmarks.md).
         # An explicit Content-Length makes httpx send the pieces as one plain body (not
         # chunked), without joining a history of megabytes into a new buffer per step.
@@ -225,7 +231,9 @@ class Provider:
                 if not response.is_success:
                     raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
-                completion = read_answer(self._config, response.headers, chunks, on_event)
+                completion = read_answer(
+                    self._config, response.headers, chunks, on_event, assembler
+                )
                 _drain(chunks)
                 return completion
         except (UnsupportedEncoding, zlib.error) as exc:

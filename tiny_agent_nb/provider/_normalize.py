@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..session import AssistantMessage, ToolCall
+from ..session import MAX_REPORTED, AssistantMessage, ToolCall
 from ._errors import error_in_body
 from ._text import clean_text, encoded, get_path, parse_arguments
 from ._types import (
@@ -75,7 +75,9 @@ def _money(value: object) -> float | None:
 
 
 def usage_from_wire(usage: object) -> UsageReport | None:
-    """Normalize a `usage` object; None when it carries no token count or cost at all."""
+    """Normalize a `usage` object; None when it carries no token count or cost at all, or
+    a count or cost past MAX_REPORTED (no real report comes near 2**53: a buggy server's
+    2**64-1 or a hostile one's 4,300 digits is no usage, not a number to sum)."""
     if not isinstance(usage, Mapping):
         return None
     prompt = _count(usage.get("prompt_tokens"))
@@ -94,6 +96,9 @@ def usage_from_wire(usage: object) -> UsageReport | None:
         upstream = _money(get_path(usage, "cost_details", "upstream_inference_cost"))
         cost = cost + upstream if upstream is not None else cost
     if prompt is None and completion is None and cost is None:
+        return None
+    counts = (prompt or 0, completion or 0, reasoning or 0, cached or 0)
+    if max(counts) > MAX_REPORTED or (cost is not None and cost > MAX_REPORTED):
         return None
     return UsageReport(
         input_tokens=prompt or 0,
@@ -204,7 +209,15 @@ class CompletionAssembler:
     finish_reason: str | None = None
     saw_choice: bool = False
 
+    @property
+    def usage(self) -> UsageReport | None:
+        """The usage reported so far (kept when the answer then fails: it was billed)."""
+        return self._usage
+
     def add_chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
+        usage = usage_from_wire(chunk.get("usage"))
+        if usage is not None:  # some servers repeat (growing) usage in every chunk
+            self._usage = usage  # before the error check: an error chunk may carry it too
         if chunk.get("error") is not None:
             raise error_in_body(chunk)
         model, response_id = chunk.get("model"), chunk.get("id")
@@ -212,9 +225,6 @@ class CompletionAssembler:
             self._model = clean_text(model)
         if isinstance(response_id, str) and response_id:
             self._response_id = clean_text(response_id)
-        usage = usage_from_wire(chunk.get("usage"))
-        if usage is not None:  # some servers repeat (growing) usage in every chunk
-            self._usage = usage
         events: list[StreamEvent] = []
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
@@ -338,10 +348,13 @@ def _joined(pieces: list[str]) -> str | None:
     return text or None
 
 
-def completion_from_response(body: Mapping[str, Any]) -> Completion:
+def completion_from_response(
+    body: Mapping[str, Any], assembler: CompletionAssembler | None = None
+) -> Completion:
     """A non-streamed `chat.completion` object (also used when a server ignores
-    `stream: true` and answers with JSON)."""
-    assembler = CompletionAssembler()
+    `stream: true` and answers with JSON). `assembler`: the caller's, to read the usage
+    the body reported when it holds no answer."""
+    assembler = CompletionAssembler() if assembler is None else assembler
     assembler.add_chunk(body)
     return assembler.result()
 

@@ -135,7 +135,9 @@ class ProviderError(Exception):
 
     `retryable` errors (429, 5xx, timeouts, dropped connections) are retried by the loop as
     new attempts after `retry_after` seconds when the server said so. Others (400, 401, 402,
-    404, ...) fail the operation; `message` says what to do next.
+    404, ...) fail the operation; `message` says what to do next. `usage` is what the
+    server reported before the answer failed (a stream that sent its usage, then broke):
+    those tokens were billed, so the loop keeps them with the failure (docs/spec.md §11).
     """
 
     def __init__(
@@ -146,6 +148,7 @@ class ProviderError(Exception):
         retryable: bool,
         status: int | None = None,
         retry_after: float | None = None,
+        usage: UsageReport | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -153,6 +156,7 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.usage = usage
 
     def __repr__(self) -> str:
         return f"ProviderError({self.message!r}, kind={self.kind!r}, status={self.status!r})"

@@ -30,6 +30,7 @@ from ._ids import new_id
 from ._models import (
     FORMAT_VERSION,
     MAX_EPOCH_MS,
+    MAX_REPORTED,
     AssistantEntry,
     AssistantMessage,
     AttemptFailed,
@@ -56,12 +57,13 @@ from ._reader import load_session, load_session_bytes
 from ._salvage import SalvageResult, salvage
 from ._state import SessionState
 from ._store import SessionStore
-from ._tables import Attempt, Operation, ToolIntent, UsageTotals
+from ._tables import Attempt, Operation, ToolIntent, UsageTotals, usage_in_range
 
 __all__ = [
     "FORMAT_VERSION",
     "MAX_EPOCH_MS",
     "MAX_JSON_DEPTH",
+    "MAX_REPORTED",
     "AssistantEntry",
     "AssistantMessage",
     "Attempt",
@@ -111,4 +113,5 @@ __all__ = [
     "replay_key",
     "salvage",
     "sha256_digest",
+    "usage_in_range",
 ]

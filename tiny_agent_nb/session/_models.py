@@ -27,6 +27,11 @@ FORMAT_VERSION = 2
 Id = Annotated[str, StringConstraints(pattern=UUID7_PATTERN)]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 Count = Annotated[int, Field(ge=0)]
+# The largest token count or cost (USD) a usage fact is believed for: an exact JSON number
+# everywhere. A file may hold a larger one (a buggy server's 2**64-1, a crafted file): it
+# stays valid, and reads as no usage (docs/spec.md §11), so no sum can overflow to `inf`
+# or grow past what `str()` prints (Python refuses ints of more than 4,300 digits).
+MAX_REPORTED = 2**53 - 1
 # 9999-12-31T23:59:59.999Z: every renderer can show it (datetime stops at year 9999) and it
 # is an exact JavaScript number (< 2**53). A larger `at` is no time, and so corruption.
 MAX_EPOCH_MS = 253_402_300_799_999

@@ -24,6 +24,7 @@ from ._tables import (
     ToolIntent,
     UsageRow,
     UsageTotals,
+    row_in_range,
     usage_of,
 )
 
@@ -103,7 +104,9 @@ class SessionState:
 
     @property
     def usage(self) -> Mapping[str, Usage]:
-        """The usage of each stepAttempt or toolStarted that reported one, by its id."""
+        """The usage of each stepAttempt or toolStarted that reported one, by its id. A
+        usage fact with a count or cost past MAX_REPORTED is not here: it reads as no
+        usage (docs/spec.md §11), on every surface and in every sum."""
         return UsageView(self._tables.usage)
 
     @property
@@ -222,7 +225,8 @@ class EntryView(Mapping[str, EntryFact]):
 
 
 class UsageView(Mapping[str, Usage]):
-    """`SessionState.usage`: a read-only mapping that makes each Usage when read."""
+    """`SessionState.usage`: a read-only mapping that makes each Usage when read, and
+    leaves out the rows out of range (`row_in_range`): those read as no usage."""
 
     __slots__ = ("_rows",)
 
@@ -230,16 +234,20 @@ class UsageView(Mapping[str, Usage]):
         self._rows = rows
 
     def __getitem__(self, target: str) -> Usage:
-        return usage_of(self._rows[target])
+        row = self._rows[target]
+        if not row_in_range(row):
+            raise KeyError(target)
+        return usage_of(row)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._rows)
+        return (target for target, row in self._rows.items() if row_in_range(row))
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return sum(1 for row in self._rows.values() if row_in_range(row))
 
     def __contains__(self, target: object) -> bool:
-        return target in self._rows
+        row = self._rows.get(target) if isinstance(target, str) else None
+        return row is not None and row_in_range(row)
 
 
 def _as_entry(fact: Fact) -> EntryFact:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 from ._gc import gc_paused
 from ._lines import Lines
 from ._models import (
+    MAX_REPORTED,
     AttemptError,
     OperationKind,
     OperationOutcome,
@@ -106,6 +107,8 @@ class UsageTotals:
     unpriced: int = 0  # usage facts whose cost is unknown (null)
 
     def add(self, u: Usage) -> None:
+        if not usage_in_range(u):
+            return  # no usage, as far as any sum is concerned (docs/spec.md §11)
         self.input_tokens += u.inputTokens
         self.output_tokens += u.outputTokens
         self.reasoning_tokens += u.reasoningTokens
@@ -162,6 +165,20 @@ _set = object.__setattr__
 # What `usage_of` leaves out of `model_construct` must not exist for Usage.
 assert not Usage.__pydantic_post_init__ and not Usage.__private_attributes__
 assert tuple(Usage.model_fields) == USAGE_FIELDS
+
+
+def usage_in_range(u: Usage) -> bool:
+    """Whether every count and the cost of `u` is at most MAX_REPORTED: a usage fact past
+    it is kept in the file but read as no usage (docs/spec.md §11)."""
+    counts = (u.inputTokens, u.outputTokens, u.reasoningTokens, u.cachedInputTokens)
+    return max(counts) <= MAX_REPORTED and (u.cost is None or u.cost <= MAX_REPORTED)
+
+
+def row_in_range(row: UsageRow) -> bool:
+    """`usage_in_range` of a usage row, without making its Usage."""
+    _, _, i, o, r, c, cost = row
+    m = MAX_REPORTED
+    return i <= m and o <= m and r <= m and c <= m and (cost is None or cost <= m)
 
 
 def usage_row(u: Usage) -> UsageRow:
