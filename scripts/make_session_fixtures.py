@@ -1543,6 +1543,48 @@ def corrupt_last_line(s: SessionBuilder) -> None:
     s.write_corrupt_line(s.take_line()[:-20])
 
 
+# --- the user's cells (docs/spec.md §15) ------------------------------------------------------
+
+USER_CELLS = (
+    "[Cells the user ran since the previous agent cell, oldest first]\n"
+    "In [2]:\n```python\nrecords = json.loads(text)\n```\n"
+    "\u2192 json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0) "
+    "(at In [2], line 1: records = json.loads(text))\n"
+    "[End of the user's cells]"
+)
+
+
+def _run_with_cells(s: SessionBuilder, prompt: str, cells: object) -> str:
+    entry = s.user(prompt)
+    s._staged[-1]["entry"]["userCells"] = cells
+    operation_id = s.run_started(entry)
+    s.commit()
+    return operation_id
+
+
+@scenario("a prompt sent with the user's cells (userCells), then one without")
+def user_cells(s: SessionBuilder) -> None:
+    op = _run_with_cells(s, "Why did it fail?", USER_CELLS)
+    s.model_turn(op, 1, "The text is not JSON.")
+    s.finish(op)
+    s.exchange("Thanks.", "You are welcome.")
+
+
+@scenario("userCells null: the same as absent")
+def user_cells_null(s: SessionBuilder) -> None:
+    op = _run_with_cells(s, "Hi", None)
+    s.model_turn(op, 1, "Hello.")
+    s.finish(op)
+
+
+@scenario("userCells is a number, not text")
+def user_cells_not_text(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    entry = s.user("Again")
+    s.run_started(entry)
+    s.commit_corrupt(damaged("entry.userCells", 5))
+
+
 # --- output -----------------------------------------------------------------------------------
 
 

@@ -71,8 +71,12 @@ _ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry)
 # ---------------------------------------------------------------- entries
 
 
-def user_message(content: str, *, id: str | None = None) -> NewFact:
-    return NewFact(UserEntry(type="message", message=UserMessage(role="user", content=content)), id)
+def user_message(content: str, *, user_cells: str | None = None, id: str | None = None) -> NewFact:
+    """A prompt; `user_cells`, the user's cells it is sent with (docs/spec.md §15)."""
+    message = UserMessage(role="user", content=content)
+    if user_cells is None:
+        return NewFact(UserEntry(type="message", message=message), id)
+    return NewFact(UserEntry(type="message", message=message, userCells=user_cells), id)
 
 
 def assistant_message(

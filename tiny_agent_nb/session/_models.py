@@ -103,9 +103,14 @@ class ToolMessage(_Model):
 
 
 class UserEntry(_Model):
+    """A prompt as accepted. `userCells`: what the user ran in the notebook since the
+    previous prompt, as it was sent before the prompt (docs/spec.md §15); absent and null
+    mean none (files written before it existed)."""
+
     tag: ClassVar[str] = "user"
     type: Literal["message"]
     message: UserMessage
+    userCells: str | None = _optional()
 
 
 class AssistantEntry(_Model):
