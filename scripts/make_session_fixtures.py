@@ -1585,6 +1585,53 @@ def user_cells_not_text(s: SessionBuilder) -> None:
     s.commit_corrupt(damaged("entry.userCells", 5))
 
 
+# --- the system prompt (docs/spec.md §16) ------------------------------------------------------
+
+NOTEBOOK_PROMPT = (
+    "You are an agent working in a Jupyter notebook, for the person using it. "
+    "Today is 2024-05-01.\nKeep answers short and concrete."
+)
+
+
+def _told(s: SessionBuilder, operation_id: str, prompt: str | None, answer: str) -> None:
+    """A model turn whose stepAttempt is committed with a systemPrompt record when
+    `prompt` is given (the system message changed), alone otherwise."""
+    if prompt is not None:
+        s.fact("record", {"type": "systemPrompt", "operationId": operation_id, "content": prompt})
+    attempt = s.step_attempt(operation_id, 1)
+    s.commit()
+    s.assistant(attempt, answer)
+    s.commit()
+
+
+@scenario("the system prompt recorded with the first request, again only when it changed")
+def system_prompt(s: SessionBuilder) -> None:
+    for prompt, question in (
+        (NOTEBOOK_PROMPT, "Hi"),
+        (None, "Again"),
+        (NOTEBOOK_PROMPT.replace("2024-05-01", "2024-05-02"), "Next day"),
+        ("", "No system message"),
+    ):
+        op = s.start_run(question)
+        _told(s, op, prompt, "Hello.")
+        s.finish(op)
+
+
+@scenario("a systemPrompt record naming a run that already finished")
+def system_prompt_after_finish(s: SessionBuilder) -> None:
+    op = s.exchange("Hi", "Hello.")
+    s.fact("record", {"type": "systemPrompt", "operationId": op, "content": NOTEBOOK_PROMPT})
+    s.commit_corrupt()
+
+
+@scenario("a systemPrompt record whose content is not text")
+def system_prompt_not_text(s: SessionBuilder) -> None:
+    op = s.start_run("Hi")
+    s.fact("record", {"type": "systemPrompt", "operationId": op, "content": None})
+    s.step_attempt(op, 1)
+    s.commit_corrupt()
+
+
 # --- output -----------------------------------------------------------------------------------
 
 

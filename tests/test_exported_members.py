@@ -137,6 +137,7 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "RunResult",
         "AgentError",
         "DEFAULT_SYSTEM_PROMPT",
+        "notebook_system_prompt",
         "ContextProjection",
         "NOT_STARTED",
         "INTERRUPTED_RESULT",

@@ -6,13 +6,13 @@ failure becomes a `NotebookError` with one readable message.
 
 from __future__ import annotations
 
+import datetime
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from ..agent import (
-    DEFAULT_SYSTEM_PROMPT,
     AgentError,
     AgentLoop,
     ChatProvider,
@@ -21,6 +21,7 @@ from ..agent import (
     LoopObserver,
     RecoveryReport,
     RunResult,
+    notebook_system_prompt,
 )
 from ..provider import (
     DEMO_MODEL,
@@ -79,6 +80,7 @@ class NotebookAgent:
         # The cells the user ran since the previous prompt (recorded by the magics from
         # IPython's post_run_cell), sent with the next one.
         self.user_cells = UserCells()
+        self.today = datetime.date.today  # the date the system prompt says
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
         self.open_error: str | None = None
@@ -345,6 +347,14 @@ class NotebookAgent:
         finally:
             loop.close()
 
+    def _system_prompt(self, tools: Sequence[str]) -> str:
+        return notebook_system_prompt(
+            workspace=str(self.workspace()),
+            tools=tools,
+            today=self.today(),
+            user_cells=self.config.user_cells_chars > 0,
+        )
+
     def workspace(self) -> Path:
         return Path(self.config.workspace or Path.cwd()).resolve()
 
@@ -381,7 +391,7 @@ class NotebookAgent:
             provider=provider_config.provider,
             model=provider_config.model,
             provider_digest=digest,
-            system_prompt=self.config.system_prompt or DEFAULT_SYSTEM_PROMPT,
+            system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
             max_steps=max_steps or self.config.max_steps,
             budget=budget if budget is not None else self.config.budget,
             approval=(approve or self.config.approve),  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from ._models import (
     ReplayPolicy,
     RunStarted,
     StepAttempt,
+    SystemPrompt,
     ToolCall,
     ToolIdentity,
     ToolMessage,
@@ -42,7 +43,13 @@ from ._models import (
 
 EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry
 RecordPayload = (
-    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished
+    RunStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | SystemPrompt
 )
 
 
@@ -287,3 +294,9 @@ def usage(
         cost=cost,
     )
     return NewFact(body)
+
+
+def system_prompt(operation_id: str, content: str) -> NewFact:
+    """What the run's model requests send as their system message from now on (""
+    for none); committed with the stepAttempt of the first request that sends it."""
+    return NewFact(SystemPrompt(type="systemPrompt", operationId=operation_id, content=content))

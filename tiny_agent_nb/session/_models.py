@@ -265,8 +265,23 @@ class OperationFinished(_Model):
     detail: str | None = _optional()
 
 
+class SystemPrompt(_Model):
+    """The system message of the run's model requests from here on, recorded when it
+    differs from the one recorded last (docs/spec.md §16)."""
+
+    type: Literal["systemPrompt"]
+    operationId: Id
+    content: str
+
+
 RecordBody = Annotated[
-    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished,
+    RunStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | SystemPrompt,
     Field(discriminator="type"),
 ]
 
