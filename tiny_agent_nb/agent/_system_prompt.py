@@ -43,7 +43,8 @@ def notebook_system_prompt(
     if "python" in tools:
         lines.append(
             "`python` runs code in the notebook's kernel, in the user's namespace: their "
-            "variables are yours to read, and what you define stays for their next cells."
+            "variables are yours to read and change, and what you define stays for their "
+            "next cells."
         )
     if "list_variables" in tools:
         lines.append("`list_variables` shows their variables without running code.")
