@@ -50,6 +50,24 @@ def test_characters_a_reader_cannot_see_are_refused(code: str, found: str) -> No
     assert "nothing was proposed" in text
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = 1;" + " " * 200 + "__import__('os').system('rm -rf ~')",
+        "data = '" + "a" * 400 + "'",
+    ],
+)
+def test_a_line_that_runs_off_to_the_right_is_refused(code: str) -> None:
+    text, error, proposed = propose(f"import os\n{code}")
+    assert error and proposed == []
+    assert text.startswith("line(s) 2 run off to the right")
+
+
+def test_indentation_and_aligned_comments_are_kept() -> None:
+    code = "def f():\n" + " " * 36 + "return 1  # aligned" + "\n" + "x = 1" + " " * 30 + "# note"
+    assert propose(code)[2] == [code]
+
+
 def test_tabs_and_unicode_a_reader_sees_are_kept() -> None:
     code = "def f():\n\treturn 'naïve café 数据 ✓'"
     assert propose(code)[2] == [code]

@@ -10,11 +10,14 @@ The user reviews the code by reading it, so what they read must be what would ru
 characters that are invisible or change how the text reads (bidirectional controls, as
 in "Trojan Source", zero-width and other format characters, invisible fillers Python
 accepts in names, variation selectors that can smuggle bytes, control characters) are
-refused, with where they are, and the model can write them as escapes instead.
+refused, with where they are, and the model can write them as escapes instead; so are
+lines that run off to the right of an editor (which does not wrap code), where a
+statement after a long run of spaces would go unseen.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import ClassVar
 
@@ -25,6 +28,10 @@ from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
 from ._builtin import BuiltinTool
 
 MAX_PROPOSED_CHARACTERS = 20_000  # a cell longer than a few screens is no review
+# An editor does not wrap code: what follows a long gap, or ends a very long line, is off
+# to the right where a reader does not look.
+MAX_LINE = 300
+_GAP = re.compile(r"\S[ \t]{40,}\S")
 MAX_REPORTED = 5  # hidden characters named in a refusal
 # Invisible in an editor although Python accepts them (Hangul fillers are letters, so
 # they may even be a name), or able to carry hidden bytes (variation selectors).
@@ -68,6 +75,13 @@ class ProposeCell(BuiltinTool[ProposeCellArguments]):
                 f"reads ({', '.join(hidden)}); nothing was proposed. Write them as escapes "
                 "in a string (\\u200b) or leave them out."
             )
+        wide = wide_lines(code)
+        if wide:
+            raise ToolError(
+                f"line(s) {', '.join(map(str, wide))} run off to the right (more than "
+                f"{MAX_LINE} characters, or a long run of spaces inside): a reader would not "
+                "see all of it; nothing was proposed. Wrap the code."
+            )
         if context.propose_cell is None:
             raise ToolError("there is no notebook to put a cell in; nothing was proposed")
         context.propose_cell(code)
@@ -92,3 +106,12 @@ def hidden_characters(code: str) -> list[str]:
                 if len(found) == MAX_REPORTED:
                     return [*found, "…"]
     return found
+
+
+def wide_lines(code: str) -> list[int]:
+    """The numbers of the lines a reader would have to scroll right to see whole."""
+    return [
+        number
+        for number, line in enumerate(code.split("\n"), start=1)
+        if len(line) > MAX_LINE or _GAP.search(line)
+    ][:MAX_REPORTED]
