@@ -93,6 +93,7 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "UsageFact",
         "RunStarted",
         "StepAttempt",
+        "SystemPrompt",
         "AttemptFailed",
         "Header",
         "UserEntry",
