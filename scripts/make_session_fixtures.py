@@ -1561,6 +1561,95 @@ def corrupt_last_line(s: SessionBuilder) -> None:
     s.write_corrupt_line(s.take_line()[:-20])
 
 
+# --- the user's cells (docs/spec.md §15) ------------------------------------------------------
+
+USER_CELLS = (
+    "[Cells the user ran since the previous agent cell, oldest first]\n"
+    "In [2]:\n```python\nrecords = json.loads(text)\n```\n"
+    "\u2192 json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0) "
+    "(at In [2], line 1: records = json.loads(text))\n"
+    "[End of the user's cells]"
+)
+
+
+def _run_with_cells(s: SessionBuilder, prompt: str, cells: object) -> str:
+    entry = s.user(prompt)
+    s._staged[-1]["entry"]["userCells"] = cells
+    operation_id = s.run_started(entry)
+    s.commit()
+    return operation_id
+
+
+@scenario("a prompt sent with the user's cells (userCells), then one without")
+def user_cells(s: SessionBuilder) -> None:
+    op = _run_with_cells(s, "Why did it fail?", USER_CELLS)
+    s.model_turn(op, 1, "The text is not JSON.")
+    s.finish(op)
+    s.exchange("Thanks.", "You are welcome.")
+
+
+@scenario("userCells null: the same as absent")
+def user_cells_null(s: SessionBuilder) -> None:
+    op = _run_with_cells(s, "Hi", None)
+    s.model_turn(op, 1, "Hello.")
+    s.finish(op)
+
+
+@scenario("userCells is a number, not text")
+def user_cells_not_text(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    entry = s.user("Again")
+    s.run_started(entry)
+    s.commit_corrupt(damaged("entry.userCells", 5))
+
+
+# --- the system prompt (docs/spec.md §16) ------------------------------------------------------
+
+NOTEBOOK_PROMPT = (
+    "You are an agent working in a Jupyter notebook, for the person using it. "
+    "Today is 2024-05-01.\nKeep answers short and concrete."
+)
+
+
+def _told(s: SessionBuilder, operation_id: str, prompt: str | None, answer: str) -> None:
+    """A model turn whose stepAttempt is committed with a systemPrompt record when
+    `prompt` is given (the system message changed), alone otherwise."""
+    if prompt is not None:
+        s.fact("record", {"type": "systemPrompt", "operationId": operation_id, "content": prompt})
+    attempt = s.step_attempt(operation_id, 1)
+    s.commit()
+    s.assistant(attempt, answer)
+    s.commit()
+
+
+@scenario("the system prompt recorded with the first request, again only when it changed")
+def system_prompt(s: SessionBuilder) -> None:
+    for prompt, question in (
+        (NOTEBOOK_PROMPT, "Hi"),
+        (None, "Again"),
+        (NOTEBOOK_PROMPT.replace("2024-05-01", "2024-05-02"), "Next day"),
+        ("", "No system message"),
+    ):
+        op = s.start_run(question)
+        _told(s, op, prompt, "Hello.")
+        s.finish(op)
+
+
+@scenario("a systemPrompt record naming a run that already finished")
+def system_prompt_after_finish(s: SessionBuilder) -> None:
+    op = s.exchange("Hi", "Hello.")
+    s.fact("record", {"type": "systemPrompt", "operationId": op, "content": NOTEBOOK_PROMPT})
+    s.commit_corrupt()
+
+
+@scenario("a systemPrompt record whose content is not text")
+def system_prompt_not_text(s: SessionBuilder) -> None:
+    op = s.start_run("Hi")
+    s.fact("record", {"type": "systemPrompt", "operationId": op, "content": None})
+    s.step_attempt(op, 1)
+    s.commit_corrupt()
+
+
 # --- output -----------------------------------------------------------------------------------
 
 

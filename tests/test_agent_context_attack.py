@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.agent import DEFAULT_SYSTEM_PROMPT, NOT_STARTED, ContextProjection, LoopObserver
+from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
 from tiny_agent_nb.agent._context import last_input_tokens
 from tiny_agent_nb.notebook import NotebookAgent, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import wire
@@ -349,7 +349,8 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
                 isinstance(fact, RecordFact) and isinstance(fact.record, StepAttempt)
                 for fact in facts
             ):
-                expected.append(_reference(store.load(), DEFAULT_SYSTEM_PROMPT))
+                state = store.load()  # the system prompt as the file recorded it for this request
+                expected.append(_reference(state, state.system_prompt))
 
         store.subscribe(at_request)
         server.enqueue(text_reply("done"))

@@ -266,9 +266,12 @@ def _lab(
     cells: list[str],
     tools: list[str],
     browser: Any,
+    *,
+    proposed: int = 0,
 ) -> Iterator[LabSession]:
     """A page of the shared JupyterLab on `notebook_path` (in its own directory), the
-    notebook open and every cell run (Run > Run All Cells)."""
+    notebook open and every cell run (Run > Run All Cells); `proposed`: cells the run
+    adds (an agent's proposed cell), which Run All does not run."""
     artifacts = artifacts_dir()
     started = time.monotonic()
     with ExitStack() as stack:
@@ -291,7 +294,7 @@ def _lab(
         page.on("pageerror", lambda e: session.console.append(f"pageerror: {e}"))
         page.on("request", lambda r: session.requests.append((r.method, r.url)))
         try:
-            _open_and_run_all(session)
+            _open_and_run_all(session, proposed)
         except Exception:
             session.screenshot(f"browser-failure-{notebook_path.stem}.png")
             raise
@@ -343,7 +346,7 @@ def _wait_for_kernel(s: LabSession, timeout: float) -> None:
     raise AssertionError(f"no idle, connected kernel in {timeout}s: {kernels}")
 
 
-def _open_and_run_all(s: LabSession) -> None:
+def _open_and_run_all(s: LabSession, proposed: int = 0) -> None:
     page, t0 = s.page, time.monotonic()
     # A workspace of its own: the lab's default one would reopen other sessions' notebooks.
     page.goto(s.lab.url(f"lab/workspaces/{s.root.name}/tree/{s.relative}"))
@@ -362,7 +365,8 @@ def _open_and_run_all(s: LabSession) -> None:
     page.wait_for_function(RUN_FINISHED_JS)
     s.timings["run_all_cells"] = time.monotonic() - t1
     prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
-    assert all(re.search(r"\[\d+\]", p) for p in prompts), (
+    ran = prompts[: len(prompts) - proposed] if proposed else prompts
+    assert all(re.search(r"\[\d+\]", p) for p in ran), (
         f"not every cell ran (prompts {prompts}); the notebook shows:\n{s.notebook_text()}"
     )
 
@@ -941,3 +945,61 @@ def _wait_for_saved_answer(path: Path, timeout: float = 30.0) -> str:
         return markdown[-1] if markdown else None
 
     return wait_until(saved, timeout, f"{path.name} saved with the answer", interval=0.2)
+
+
+# ---------------------------------------------------------------- a cell handed back
+
+PROPOSED_CODE = (
+    "# Review before running. <img src=x onerror=\"window.__pwned='proposed'\">\n"
+    "totals = {'north': 1.5 + 4.0, 'south': 2.0}\n"
+    "totals"
+)
+
+
+@pytest.fixture(scope="module")
+def proposal_session(lab: Lab, browser: Any) -> Iterator[LabSession]:
+    root = lab.directory("proposal")
+    notebook = {
+        "cells": [
+            _code_cell(0, "%load_ext tiny_agent_nb"),
+            _code_cell(1, "%%agent\nSum the totals per region, in a cell I can review."),
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = root / "proposal.ipynb"
+    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    lab.server.enqueue(
+        tool_calls_reply(tool_call("call_0", "propose_cell", {"code": PROPOSED_CODE})),
+        text_reply("The sums are in the cell below; run it when it looks right."),
+    )
+    with _lab(lab, path, [], [], browser, proposed=1) as session:
+        yield session
+
+
+def test_a_proposed_cell_appears_below_the_agent_cell_with_its_code_not_run(
+    proposal_session: LabSession,
+) -> None:
+    s = proposal_session
+    with screenshot_on_failure(s, "browser-proposal-failure.png"):
+        cells = s.page.locator(".jp-Notebook .jp-CodeCell")
+        wait_until(lambda: cells.count() == 3, 30, "the proposed cell inserted")
+        proposed = cells.nth(2)
+        source = proposed.locator(".jp-InputArea-editor .cm-content").inner_text()
+        assert source == PROPOSED_CODE
+        # Below the agent cell, and not run: no execution count, no output.
+        assert "%%agent" in cells.nth(1).locator(".jp-InputArea-editor").inner_text()
+        prompt = proposed.locator(".jp-InputArea-prompt").inner_text()
+        assert not re.search(r"\d", prompt), prompt
+        assert proposed.locator(".jp-OutputArea-output").count() == 0
+        # Code in an editor is text: the markup in its comment made no element.
+        s.page.wait_for_timeout(500)  # an onerror handler fires within milliseconds
+        assert s.page.evaluate("() => window.__pwned") is None
+        assert proposed.locator("img").count() == 0
+        assert "Proposed a new cell" not in s.notebook_text()  # the result is the model's
+        assert "run it when it looks right" in s.notebook_text()
+    proposed.scroll_into_view_if_needed()
+    s.screenshot("browser-proposed-cell.png", ".jp-NotebookPanel .jp-WindowedPanel-viewport")

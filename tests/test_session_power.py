@@ -201,7 +201,9 @@ def test_a_tool_step_in_power_mode_syncs_twice(
     # and the result before it ride along, unsynced until then).
     assert synced == [
         ["entry", "runStarted"],
-        *[["stepAttempt"], ["toolStarted"]] * steps,
+        ["systemPrompt", "stepAttempt"],  # the first request records what it is told
+        ["toolStarted"],
+        *[["stepAttempt"], ["toolStarted"]] * (steps - 1),
         ["stepAttempt"],
         ["operationFinished"],
     ]

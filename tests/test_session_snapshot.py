@@ -61,7 +61,8 @@ def _tables(state: SessionState) -> dict[str, Any]:
     }
     out["lines"] = [line.removesuffix(b"\n") for line in t.lines]
     out["totals"] = t.totals.summary(), t.totals.priced, t.totals.unpriced
-    out["scalars"] = t.last_seq, t.open_operation_id, t.last_cut
+    out["scalars"] = t.last_seq, t.open_operation_id, t.last_cut, t.system_prompt
+    out["system prompt"] = state.system_prompt
     out["usage views"] = [(k, u, u.model_fields_set) for k, u in state.usage.items()]
     out["entries read"] = [state.entries[k] for k in state.entries], state.entries.last()
     out["facts"] = state.facts
@@ -105,6 +106,8 @@ def _long_run(store: SessionStore, steps: int) -> None:
     run = Run(environment=store.header.environmentIdentity)
     store.commit(run.start("go"))
     for i in range(steps):
+        if i in (0, steps // 2):  # what the model is told, and later told anew
+            store.commit([f.system_prompt(run.operation_id, f"Be brief ({i}).")])
         store.commit(run.attempt())
         if i % 7 == 3:
             failed = f.attempt_failed(

@@ -26,8 +26,21 @@ from tiny_agent_nb.tools import (
     truncate,
 )
 
-BUILTINS = ("bash", "edit_file", "grep", "list_files", "python", "read_file", "write_file")
+BUILTINS = (
+    "bash",
+    "edit_file",
+    "grep",
+    "list_files",
+    "list_variables",
+    "propose_cell",
+    "python",
+    "read_file",
+    "write_file",
+)
 SAFE_READS = {"grep", "list_files", "read_file"}
+# Asked for under `--approve ask`: what may change something. list_variables reads and
+# propose_cell's cell is itself reviewed, though neither is replayed after a crash.
+ASKED = {"bash", "edit_file", "python", "write_file"}
 
 
 def test_exports_are_complete_and_public() -> None:
@@ -41,10 +54,10 @@ def test_exports_are_complete_and_public() -> None:
 # ---------------------------------------------------------------- registry
 
 
-def test_builtin_registry_has_the_seven_tools() -> None:
+def test_builtin_registry_has_the_nine_tools() -> None:
     registry = builtin_registry()
     assert registry.names == BUILTINS
-    assert len(registry) == 7
+    assert len(registry) == 9
     assert [tool.name for tool in registry] == list(BUILTINS)
     assert "bash" in registry
     assert registry.get("nope") is None
@@ -56,6 +69,7 @@ def test_builtin_identity_and_replay_policy(name: str) -> None:
     assert tool is not None
     assert tool.identity.model_dump() == {"name": name, "version": "1", "source": "builtin"}
     assert tool.replay_policy == ("safeRead" if name in SAFE_READS else "never")
+    assert tool.asks_approval == (name in ASKED)
 
 
 def test_schemas_are_sorted_whatever_the_registration_order() -> None:
@@ -114,7 +128,8 @@ def test_subset_with_a_pattern_matching_nothing_names_it_and_the_known_tools() -
         builtin_registry().subset(["github__*", "read_file", "rm_rf", "slack__*"])
     assert str(raised.value) == (
         "unknown tool(s): rm_rf; no tool matches 'github__*'; no tool matches 'slack__*'; "
-        "known tools: bash, edit_file, grep, list_files, python, read_file, write_file"
+        "known tools: bash, edit_file, grep, list_files, list_variables, propose_cell, python, "
+        "read_file, write_file"
     )
 
 
@@ -153,6 +168,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "edit_file": {"path": "a", "old_string": "x", "new_string": "y"},
     "bash": {"command": "true"},
     "python": {"code": "1"},
+    "list_variables": {},
+    "propose_cell": {"code": "1"},
 }
 
 

@@ -12,9 +12,9 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
+from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._tool_step import Approval
 from ._types import (
-    DEFAULT_SYSTEM_PROMPT,
     AgentError,
     ChatProvider,
     LoopConfig,
@@ -40,6 +40,7 @@ __all__ = [
     "RunResult",
     "compaction_line",
     "compaction_status",
+    "notebook_system_prompt",
     "plan_recovery",
     "resumable_operation",
 ]

@@ -188,7 +188,7 @@ def summarization_request(
 def _transcript_line(state: SessionState, entry_id: str, limit: int) -> str:
     body = state.entries[entry_id].entry
     if isinstance(body, UserEntry):
-        return "[user] " + _clip(body.message.content, limit)
+        return "[user] " + _clip(wire.user_content(body), limit)
     if isinstance(body, AssistantEntry):
         msg = body.message
         calls = "".join(

@@ -148,10 +148,14 @@ class AgentLoop:
         self._model.close()
 
     # ------------------------------------------------------------------ entry points
-    def run(self, prompt: str) -> RunResult:
+    def run(self, prompt: str, *, user_cells: str | None = None) -> RunResult:
+        """Run a prompt. `user_cells`: what the user ran since the previous prompt, sent
+        before it and kept with it in its user entry (docs/spec.md §15), secrets redacted."""
         self._require_idle()
         entry_id, operation_id = new_id(), new_id()
-        self._start([f.user_message(prompt, id=entry_id), f.run_started(operation_id, entry_id)])
+        cells = self._tool_step.clean(user_cells) if user_cells else None
+        user = f.user_message(prompt, user_cells=cells, id=entry_id)
+        self._start([user, f.run_started(operation_id, entry_id)])
         return self._drive(operation_id)
 
     def resume(self) -> RunResult:

@@ -55,6 +55,9 @@ class ModelStep:
         self._observer = observer
         self._sleep = sleep
         self._cost_note: str | None = None
+        # The system prompt the file says the model was sent last (read at the first
+        # attempt): a request sending another one records it first (docs/spec.md §16).
+        self._told: str | object | None = _UNREAD
         self._spending = Spending(store, follow=config.budget is not None)
 
     def close(self) -> None:
@@ -76,6 +79,7 @@ class ModelStep:
             attempt_id = new_id()
             self._store.commit(
                 [
+                    *self._system_prompt_record(operation_id),
                     f.step_attempt(
                         operation_id,
                         step=step,
@@ -84,9 +88,10 @@ class ModelStep:
                         model=self._config.model,
                         configuration_digest=self._digest,
                         id=attempt_id,
-                    )
+                    ),
                 ]
             )
+            self._told = self._config.system_prompt
             try:
                 completion = self._provider.complete(
                     self._projection.messages(), self._schemas, on_event=self._observer.on_stream
@@ -140,6 +145,14 @@ class ModelStep:
             return attempt_id, completion
         raise AssertionError("unreachable: max_attempts >= 1")
 
+    def _system_prompt_record(self, operation_id: str) -> list[NewFact]:
+        """The systemPrompt record to commit with the next stepAttempt, if the prompt it
+        sends is not the one the file recorded last."""
+        if self._told is _UNREAD:
+            self._told = self._store.system_prompt()
+        prompt = self._config.system_prompt
+        return [] if self._told == prompt else [f.system_prompt(operation_id, prompt)]
+
     def finish(
         self,
         operation_id: str,
@@ -179,6 +192,9 @@ class ModelStep:
                 return self.finish(operation_id, "failed", detail=self._tool_step.clean(stopped))
             over = self.over_budget(operation_id)
         return None if over is None else self.finish(operation_id, "budgetLimit", detail=over)
+
+
+_UNREAD = object()
 
 
 def _settle(attempt_id: str, completion: Completion) -> list[NewFact]:

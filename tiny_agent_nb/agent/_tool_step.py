@@ -126,7 +126,7 @@ class ToolStep:
             message = f"{exc}. The tool did not run."
             self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
             return
-        if tool.replay_policy == "never" and not self._approved(tool, arguments):
+        if tool.asks_approval and not self._approved(tool, arguments):
             message = f"The user did not allow this {tool.name} call; it did not run."
             self._refuse(
                 operation_id,

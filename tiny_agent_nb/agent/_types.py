@@ -11,12 +11,8 @@ from ..provider import Completion, ProviderError, StreamEvent, wire
 from ..session import OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
 from ._compaction import Compacted
+from ._system_prompt import DEFAULT_SYSTEM_PROMPT
 from ._tool_step import Approval
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are an agent working inside a Jupyter notebook. Use the tools to inspect and "
-    "change files in the workspace and to run commands; keep answers short and concrete."
-)
 
 
 class ChatProvider(Protocol):

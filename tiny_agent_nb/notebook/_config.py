@@ -130,6 +130,12 @@ class TinyAgent(Configurable):
         help="Tools the agent may use (default: all built-ins and every MCP tool). MCP tools "
         "by name (time__get_current_time) or by server (time__*).",
     ).tag(config=True)
+    user_cells_chars = Int(
+        4000,
+        help="Characters of the cells you ran since the previous agent cell (each cell's "
+        "code and the error it raised) that a %%agent prompt carries, in its user entry; 0 "
+        "sends none. The newest cells come first; older ones are left out and counted.",
+    ).tag(config=True)
     session_path = Unicode(
         None, allow_none=True, help="Session file; default: beside the notebook (NAME.agent.jsonl)."
     ).tag(config=True)
@@ -278,6 +284,13 @@ class TinyAgent(Configurable):
         if value is not None and not (0 < value < float("inf")):  # also refuses NaN
             raise ValueError(f"TinyAgent.budget must be a positive number of USD, not {value!r}")
         return value  # type: ignore[no-any-return]
+
+    @validate("user_cells_chars")
+    def _not_negative(self, proposal: Any) -> int:
+        value = int(proposal["value"])
+        if value < 0:
+            raise ValueError(f"TinyAgent.user_cells_chars must be 0 (none) or more, not {value}")
+        return value
 
     @validate("attempt_timeout", "max_response_bytes", "mcp_start_timeout", "mcp_call_timeout")
     def _positive_limit(self, proposal: Any) -> Any:

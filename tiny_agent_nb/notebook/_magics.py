@@ -25,9 +25,11 @@ from ._display import CellDisplay
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
+from ._proposal import cell_proposer
 from ._report import tool_label
 from ._runtime import NotebookAgent
 from ._timeline_view import TimelineView
+from ._user_cells import cell_record
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +315,24 @@ class AgentMagics(Magics):
     def _rich(self) -> bool:
         return type(self.shell).__name__ == "ZMQInteractiveShell"
 
+    def record_cell(self, result: Any) -> None:
+        """After every cell (IPython's post_run_cell): keep it for the next prompt, unless
+        it is an agent cell. Never raises: the cell has run."""
+        try:
+            cell = cell_record(result, self._cell_label)
+            if cell is not None:
+                self.runtime.user_cells.record(cell)
+        except Exception:
+            log.exception("the cell could not be kept as context")
+
+    def _cell_label(self, filename: str) -> str | None:
+        """`In [3]` for the file name IPython compiled cell 3 under, else None."""
+        compiler = getattr(self.shell, "compile", None)
+        named = compiler.format_code_name(filename) if compiler is not None else None
+        if not named:
+            return None
+        return str(named[1]).replace("In[", "In [", 1)
+
     def refresh_views(self, *_: object) -> None:
         """After every cell (IPython's post_run_cell): the views draw what the cell
         changed, and a read-only view what the writing kernel committed meanwhile. Never
@@ -345,13 +365,19 @@ def load(shell: Any) -> AgentMagics:
     config = TinyAgent(parent=shell)
     if config not in shell.configurables:
         shell.configurables.append(config)
-    agent = NotebookAgent(config, shell.user_ns)
+    agent = NotebookAgent(
+        config,
+        shell.user_ns,
+        hidden_variables=shell.user_ns_hidden,
+        propose_cell=cell_proposer(shell),
+    )
     # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
     # its lock) too.
     atexit.register(agent.close)
     magics = AgentMagics(shell, agent)
     shell.register_magics(magics)
     shell.events.register("post_run_cell", magics.refresh_views)
+    shell.events.register("post_run_cell", magics.record_cell)
     location = resolve_session_path(
         explicit=config.session_path, environ=os.environ, user_ns=shell.user_ns, cwd=Path.cwd()
     )
@@ -367,6 +393,7 @@ def load(shell: Any) -> AgentMagics:
 
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
+    shell.events.unregister("post_run_cell", magics.record_cell)
     atexit.unregister(magics.runtime.close)
     try:
         magics.runtime.close()

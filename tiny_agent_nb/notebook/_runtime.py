@@ -6,14 +6,14 @@ failure becomes a `NotebookError` with one readable message.
 
 from __future__ import annotations
 
+import datetime
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..agent import (
-    DEFAULT_SYSTEM_PROMPT,
     AgentError,
     AgentLoop,
     ChatProvider,
@@ -22,6 +22,7 @@ from ..agent import (
     LoopObserver,
     RecoveryReport,
     RunResult,
+    notebook_system_prompt,
 )
 from ..provider import (
     DEMO_MODEL,
@@ -57,14 +58,30 @@ from ._opening import (
 from ._paths import SessionLocation, next_archive_path
 from ._provider import KernelProvider
 from ._report import OpenReport
+from ._user_cells import UserCells
 
 AskFn = Callable[[str, object], bool]
 
 
 class NotebookAgent:
-    def __init__(self, config: TinyAgent, namespace: dict[str, object]) -> None:
+    def __init__(
+        self,
+        config: TinyAgent,
+        namespace: dict[str, object],
+        *,
+        hidden_variables: Mapping[str, object] | None = None,
+        propose_cell: Callable[[str], None] | None = None,
+    ) -> None:
+        """`hidden_variables`: what IPython keeps in `namespace` for itself;
+        `propose_cell`: how a proposed cell reaches the notebook (None: there is none)."""
         self.config = config
         self.namespace = namespace
+        self.hidden_variables = hidden_variables if hidden_variables is not None else {}
+        self.propose_cell = propose_cell
+        # The cells the user ran since the previous prompt (recorded by the magics from
+        # IPython's post_run_cell), sent with the next one.
+        self.user_cells = UserCells()
+        self.today = datetime.date.today  # the date the system prompt says
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
         self.open_error: str | None = None
@@ -301,12 +318,18 @@ class NotebookAgent:
             tools=tools,
             approve=approve,
         )
+        cells = self.user_cells.digest(self.config.user_cells_chars, self.config.secrets())
         try:
-            return loop.run(prompt)
-        except AgentError as exc:
+            result = loop.run(prompt, user_cells=cells.text)
+        except AgentError as exc:  # nothing was sent: the cells go with the next prompt
             raise NotebookError(f"tiny-agent-nb: {exc}") from None
+        except KeyboardInterrupt:
+            self.user_cells.forget(cells.through)
+            raise
         finally:
             loop.close()
+        self.user_cells.forget(cells.through)
+        return result
 
     def resume(self, *, observer: LoopObserver, ask: AskFn | None, **options: Any) -> RunResult:
         """`%agent resume`: the latest run, continued (`AgentLoop.resume` says which), with
@@ -333,6 +356,14 @@ class NotebookAgent:
             raise NotebookError(f"tiny-agent-nb: {exc}.") from None
         finally:
             loop.close()
+
+    def _system_prompt(self, tools: Sequence[str]) -> str:
+        return notebook_system_prompt(
+            workspace=str(self.workspace()),
+            tools=tools,
+            today=self.today(),
+            user_cells=self.config.user_cells_chars > 0,
+        )
 
     def workspace(self) -> Path:
         return Path(self.config.workspace or Path.cwd()).resolve()
@@ -370,7 +401,7 @@ class NotebookAgent:
             provider=provider_config.provider,
             model=provider_config.model,
             provider_digest=digest,
-            system_prompt=self.config.system_prompt or DEFAULT_SYSTEM_PROMPT,
+            system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
             max_steps=max_steps or self.config.max_steps,
             budget=budget if budget is not None else self.config.budget,
             approval=(approve or self.config.approve),  # type: ignore[arg-type]
@@ -383,7 +414,11 @@ class NotebookAgent:
             provider,
             registry,
             ToolContext(
-                workspace=self.workspace(), namespace=self.namespace, secrets=self.config.secrets()
+                workspace=self.workspace(),
+                namespace=self.namespace,
+                hidden_variables=self.hidden_variables,
+                propose_cell=self.propose_cell,
+                secrets=self.config.secrets(),
             ),
             config,
             ask=ask,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..session import AssistantMessage, ToolCall
 from ._types import Completion, StreamEvent, TextDelta, ToolCallStarted, UsageReport
-from ._wire import Encoded
+from ._wire import Encoded, prompt_of
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -71,6 +71,7 @@ class DemoProvider:
             (i for i, m in enumerate(conversation) if m.get("role") == "user"), default=-1
         )
         prompt = str(conversation[last_user].get("content", "")) if last_user >= 0 else ""
+        prompt = prompt_of(prompt)  # not the code of the user's cells sent before it
         since = conversation[last_user + 1 :]
         results = [m for m in since if m.get("role") == "tool"]
         commands = _commands(prompt)

@@ -37,11 +37,32 @@ def tool_message(tool_call_id: str, content: str) -> bytes:
     return encode({"role": "tool", "tool_call_id": tool_call_id, "content": content})
 
 
+# The lines that open and close a prompt's user cells (docs/spec.md §15): what the
+# notebook writes around them, and where the offline demo finds the prompt's own text.
+USER_CELLS_START = "[Cells the user ran since the previous agent cell, oldest first]"
+USER_CELLS_END = "[End of the user's cells]"
+
+
+def user_content(body: UserEntry) -> str:
+    """What a user entry sends: its user cells, a blank line, then the prompt."""
+    cells = body.userCells
+    return f"{cells}\n\n{body.message.content}" if cells else body.message.content
+
+
+def prompt_of(content: str) -> str:
+    """The prompt's own text in what `user_content` made (the offline demo's input)."""
+    if content.startswith(USER_CELLS_START):
+        _, end, prompt = content.partition(f"\n{USER_CELLS_END}\n\n")
+        if end:
+            return prompt
+    return content
+
+
 def entry_message(entry: EntryFact) -> dict[str, Any] | None:
     """The chat-completions message of one entry (None for compactions)."""
     body = entry.entry
     if isinstance(body, UserEntry):
-        return {"role": "user", "content": body.message.content}
+        return {"role": "user", "content": user_content(body)}
     if isinstance(body, AssistantEntry):
         msg = body.message
         # Servers differ on `content: null` beside tool calls; "" is accepted everywhere.

@@ -28,6 +28,7 @@ from ._models import (
     ReplayPolicy,
     RunStarted,
     StepAttempt,
+    SystemPrompt,
     ToolCall,
     ToolIdentity,
     ToolMessage,
@@ -42,7 +43,13 @@ from ._models import (
 
 EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry
 RecordPayload = (
-    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished
+    RunStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | SystemPrompt
 )
 
 
@@ -71,8 +78,12 @@ _ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry)
 # ---------------------------------------------------------------- entries
 
 
-def user_message(content: str, *, id: str | None = None) -> NewFact:
-    return NewFact(UserEntry(type="message", message=UserMessage(role="user", content=content)), id)
+def user_message(content: str, *, user_cells: str | None = None, id: str | None = None) -> NewFact:
+    """A prompt; `user_cells`, the user's cells it is sent with (docs/spec.md §15)."""
+    message = UserMessage(role="user", content=content)
+    if user_cells is None:
+        return NewFact(UserEntry(type="message", message=message), id)
+    return NewFact(UserEntry(type="message", message=message, userCells=user_cells), id)
 
 
 def assistant_message(
@@ -283,3 +294,9 @@ def usage(
         cost=cost,
     )
     return NewFact(body)
+
+
+def system_prompt(operation_id: str, content: str) -> NewFact:
+    """What the run's model requests send as their system message from now on (""
+    for none); committed with the stepAttempt of the first request that sends it."""
+    return NewFact(SystemPrompt(type="systemPrompt", operationId=operation_id, content=content))

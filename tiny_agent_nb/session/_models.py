@@ -108,9 +108,14 @@ class ToolMessage(_Model):
 
 
 class UserEntry(_Model):
+    """A prompt as accepted. `userCells`: what the user ran in the notebook since the
+    previous prompt, as it was sent before the prompt (docs/spec.md §15); absent and null
+    mean none (files written before it existed)."""
+
     tag: ClassVar[str] = "user"
     type: Literal["message"]
     message: UserMessage
+    userCells: str | None = _optional()
 
 
 class AssistantEntry(_Model):
@@ -265,8 +270,23 @@ class OperationFinished(_Model):
     detail: str | None = _optional()
 
 
+class SystemPrompt(_Model):
+    """The system message of the run's model requests from here on, recorded when it
+    differs from the one recorded last (docs/spec.md §16)."""
+
+    type: Literal["systemPrompt"]
+    operationId: Id
+    content: str
+
+
 RecordBody = Annotated[
-    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished,
+    RunStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | SystemPrompt,
     Field(discriminator="type"),
 ]
 

@@ -24,6 +24,7 @@ from ._models import (
     RecordFact,
     RunStarted,
     StepAttempt,
+    SystemPrompt,
     ToolResultEntry,
     ToolStarted,
     UsageFact,
@@ -53,7 +54,7 @@ def apply_fact(t: Tables, fact: Fact, position: int) -> None:
     if isinstance(fact, EntryFact):
         _apply_entry(t, fact, position)
     elif isinstance(fact, RecordFact):
-        _apply_record(t, fact)
+        _apply_record(t, fact, position)
     else:
         _apply_usage(t, fact)
     t.last_seq = fact.seq
@@ -211,7 +212,7 @@ def _check_arguments(arguments: object, whose: str) -> None:
 # ---------------------------------------------------------------- records
 
 
-def _apply_record(t: Tables, fact: RecordFact) -> None:
+def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
     _claim_fact_id(t, fact.id)
     body = fact.record
     if isinstance(body, RunStarted):
@@ -233,6 +234,9 @@ def _apply_record(t: Tables, fact: RecordFact) -> None:
     elif isinstance(body, AbortRequested):
         op = _open_operation(t, body.operationId, "abortRequested")
         t.put(t.operations, op.id, op._replace(aborted_reason=body.reason))
+    elif isinstance(body, SystemPrompt):
+        _open_operation(t, body.operationId, "systemPrompt")
+        t.system_prompt = (len(t.lines), position)  # read back from its line when asked
     else:
         assert isinstance(body, OperationFinished)
         _apply_operation_finished(t, body)

@@ -177,6 +177,10 @@ def decode_tables(
     last_cut = body.get("lastCut")
     if last_cut is not None:
         last_cut = tuple(INTS(as_list(last_cut, "lastCut", 2), "lastCut"))
+    system_prompt = body.get("systemPrompt")
+    if system_prompt is not None:
+        system_prompt = tuple(INTS(as_list(system_prompt, "systemPrompt", 2), "systemPrompt"))
+        check(0 <= system_prompt[0] < len(lines), "systemPrompt names no line")
     tables = Tables(
         entries=entries,
         operations=_operations(d, as_list(body.pop("operations", None), "operations")),
@@ -190,6 +194,7 @@ def decode_tables(
         last_seq=last_seq,
         open_operation_id=d.refs([body.get("openOperation")], "open", 1, nullable=True)[0],
         last_cut=last_cut,
+        system_prompt=system_prompt,
     )
     # The reducer is the only reader of these two: a state that is only read never
     # makes them (docs/benchmarks.md, register row "deferred-tables").

@@ -195,6 +195,7 @@ def encode_tables(t: Tables) -> tuple[bytes, bytes] | None:
         "lastSeq": t.last_seq,
         "openOperation": s.ref(t.open_operation_id),
         "lastCut": None if t.last_cut is None else list(t.last_cut),
+        "systemPrompt": None if t.system_prompt is None else list(t.system_prompt),
         "lineSizes": col(t.lines.sizes()),
         "ids": binary.add(joined.encode("ascii")),
         "strings": s.strings,

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._framing import parse_transaction
 from ._lines import Lines
-from ._models import EntryFact, Fact, Header, Usage
+from ._models import EntryFact, Fact, Header, RecordFact, SystemPrompt, Usage
 from ._tables import (
     Attempt,
     EntrySlot,
@@ -74,6 +74,17 @@ class SessionState:
     def open_operation(self) -> Operation | None:
         op_id = self._tables.open_operation_id
         return None if op_id is None else self._tables.operations[op_id]
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The content of the latest systemPrompt record (docs/spec.md §16): what the model
+        requests since it sent as their system message; None when none is recorded."""
+        where = self._tables.system_prompt
+        if where is None:
+            return None
+        fact = parse_transaction(self._tables.lines[where[0]])[where[1]]
+        assert isinstance(fact, RecordFact) and isinstance(fact.record, SystemPrompt)
+        return fact.record.content
 
     @property
     def facts(self) -> list[Fact]:
@@ -141,6 +152,7 @@ class SessionState:
             last_seq=t.last_seq,
             open_operation_id=t.open_operation_id,
             last_cut=t.last_cut,
+            system_prompt=t.system_prompt,
         )
         return SessionState(self._path, self._header, tables, self._torn_tail_bytes)
 

@@ -318,6 +318,15 @@ class SessionStore:
             self._require_open()
             return self._state.open_operation
 
+    def system_prompt(self) -> str | None:
+        """The latest recorded system prompt (`SessionState.system_prompt`), without a
+        snapshot: one line is read back."""
+        if self._fifo.owner == threading.get_ident():
+            return self._state.system_prompt
+        with sigint_deferred(), self._fifo:
+            self._require_open()
+            return self._state.system_prompt
+
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""
         self._subscribers.append(callback)

@@ -208,6 +208,7 @@ class Savepoint(NamedTuple):
     last_seq: int
     open_operation_id: str | None
     last_cut: tuple[int, int] | None
+    system_prompt: tuple[int, int] | None
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
 
 
@@ -242,6 +243,8 @@ class Tables:
     open_operation_id: str | None = None
     # (line, position) of the latest compaction's throughEntryId: a cut never moves back.
     last_cut: tuple[int, int] | None = None
+    # (line, position) of the latest systemPrompt record (docs/spec.md §16).
+    system_prompt: tuple[int, int] | None = None
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
     # Tables made on first use (`defer`), by name.
     _deferred: dict[str, Callable[[], Any]] = field(default_factory=dict, repr=False, compare=False)
@@ -291,7 +294,9 @@ class Tables:
 
     def begin(self) -> Savepoint:
         self.undo = []
-        return Savepoint(self.last_seq, self.open_operation_id, self.last_cut, self.totals)
+        return Savepoint(
+            self.last_seq, self.open_operation_id, self.last_cut, self.system_prompt, self.totals
+        )
 
     def commit(self) -> None:
         self.undo = None
@@ -306,4 +311,5 @@ class Tables:
         self.last_seq = savepoint.last_seq
         self.open_operation_id = savepoint.open_operation_id
         self.last_cut = savepoint.last_cut
+        self.system_prompt = savepoint.system_prompt
         self.totals = savepoint.totals

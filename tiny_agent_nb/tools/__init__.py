@@ -23,9 +23,11 @@ from ._bash import KEY_VARIABLES, Bash
 from ._builtin import BuiltinTool
 from ._grep import Grep
 from ._output import CappedOutput, clean_output, redact
+from ._propose import ProposeCell
 from ._python import Python
 from ._read import ListFiles, ReadFile
 from ._registry import ToolRegistry, builtin_registry
+from ._variables import ListVariables
 from ._write import EditFile, WriteFile
 
 __all__ = [
@@ -37,7 +39,9 @@ __all__ = [
     "EditFile",
     "Grep",
     "ListFiles",
+    "ListVariables",
     "OutsideWorkspaceError",
+    "ProposeCell",
     "Python",
     "ReadFile",
     "Tool",

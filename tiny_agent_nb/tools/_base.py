@@ -19,7 +19,7 @@ translates them, once, into `ToolOutput(is_error=True)`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -83,6 +83,13 @@ class ToolContext:
 
     workspace: Path
     namespace: dict[str, Any] | None = None  # the python tool's globals (the notebook's)
+    # What IPython put in the namespace for itself (`user_ns_hidden`): not the user's
+    # variables, unless the user bound the name to something else since.
+    hidden_variables: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # Puts code in a new cell below the running agent cell, for the user to review
+    # (the notebook's `set_next_input`); raises ToolError when it cannot. None outside
+    # a notebook.
+    propose_cell: Callable[[str], None] | None = field(default=None, repr=False)
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     # The API key and the like: kept out of tools' child processes, and redacted from
     # every result before it is committed (never written anywhere by the tools).
@@ -129,6 +136,14 @@ class Tool(ABC):
     description: ClassVar[str]
     replay_policy: ClassVar[ReplayPolicy]
     Arguments: ClassVar[type[ToolArguments]]
+
+    @property
+    def asks_approval(self) -> bool:
+        """Whether `--approve ask` asks before this tool runs (and `deny` refuses it): a
+        tool that may change something, which is what a replay policy of `never` says
+        unless the tool knows better (a read that must not be replayed, a proposal the
+        user reviews anyway)."""
+        return self.replay_policy == "never"
 
     @property
     def identity(self) -> ToolIdentity:

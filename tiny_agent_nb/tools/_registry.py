@@ -11,8 +11,10 @@ from collections.abc import Iterable, Iterator
 from ._base import Tool, ToolSchema
 from ._bash import Bash
 from ._grep import Grep
+from ._propose import ProposeCell
 from ._python import Python
 from ._read import ListFiles, ReadFile
+from ._variables import ListVariables
 from ._write import EditFile, WriteFile
 
 
@@ -96,7 +98,17 @@ def _of_server(tool: Tool, server: str) -> bool:
 
 
 def builtin_registry() -> ToolRegistry:
-    """All seven built-in tools."""
+    """All nine built-in tools."""
     return ToolRegistry(
-        [ReadFile(), ListFiles(), Grep(), WriteFile(), EditFile(), Bash(), Python()]
+        [
+            ReadFile(),
+            ListFiles(),
+            Grep(),
+            WriteFile(),
+            EditFile(),
+            Bash(),
+            Python(),
+            ListVariables(),
+            ProposeCell(),
+        ]
     )

@@ -1,0 +1,304 @@
+"""list_variables: the notebook's variables, listed and described without running code:
+no method of the user's own classes is called, whatever they define, and every answer
+is bounded."""
+
+from __future__ import annotations
+
+import datetime
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiny_agent_nb.tools import ListVariables, ToolContext
+
+np = pytest.importorskip("numpy")
+pd = pytest.importorskip("pandas")
+
+
+class Ran(BaseException):
+    """Raised by every method of `Hostile`: a BaseException, so no `except Exception`
+    in the tool can hide that it was called."""
+
+
+class Hostile:
+    """Each way of looking at it runs its code."""
+
+    def __init__(self) -> None:
+        self.note = "kept"
+
+    def __repr__(self) -> str:
+        raise Ran("__repr__")
+
+    def __str__(self) -> str:
+        raise Ran("__str__")
+
+    def __len__(self) -> int:
+        raise Ran("__len__")
+
+    def __iter__(self) -> Any:
+        raise Ran("__iter__")
+
+    def __getattr__(self, name: str) -> Any:
+        raise Ran(f"__getattr__ {name}")
+
+    def __eq__(self, other: object) -> bool:
+        raise Ran("__eq__")
+
+    def __hash__(self) -> int:
+        raise Ran("__hash__")
+
+    @property
+    def shape(self) -> Any:
+        raise Ran("shape")
+
+    @property
+    def columns(self) -> Any:
+        raise Ran("columns")
+
+    @property  # type: ignore[override]
+    def __class__(self) -> Any:  # what isinstance() falls back on
+        raise Ran("__class__")
+
+
+class HostileKey(Hostile):
+    """A Hostile a dict can hold as a key (hashed when the test builds the dict)."""
+
+    __hash__ = object.__hash__
+
+
+class HostileList(list[int]):
+    def __len__(self) -> int:
+        raise Ran("__len__")
+
+    def __iter__(self) -> Any:
+        raise Ran("__iter__")
+
+    def __repr__(self) -> str:
+        raise Ran("__repr__")
+
+
+def hostile_class() -> type:
+    """A class whose metaclass runs code on every attribute read, hash and comparison
+    (made in a function: pytest would read attributes of a module-level one)."""
+
+    class HostileMeta(type):
+        def __getattribute__(cls, name: str) -> Any:
+            raise Ran(f"metaclass __getattribute__ {name}")
+
+        def __hash__(cls) -> int:
+            raise Ran("metaclass __hash__")
+
+        def __eq__(cls, other: object) -> bool:
+            raise Ran("metaclass __eq__")
+
+    class Shadowy(metaclass=HostileMeta):
+        pass
+
+    return Shadowy
+
+
+SHADOWY = "test_tools_variables.hostile_class.<locals>.Shadowy"
+
+
+class HiddenDict:
+    @property  # type: ignore[misc]
+    def __dict__(self) -> Any:  # type: ignore[override]
+        raise Ran("__dict__")
+
+
+class Sample:
+    def __init__(self) -> None:
+        self.rate = 0.5
+        self.name = "x" * 500
+        self.inner = Hostile()
+
+
+# In a tuple: pytest looks at every module-level name, and a Hostile's attributes run.
+DEFAULTS = (Hostile(),)
+
+
+def helper(
+    frame: Any, column: str = "total", *extra: Any, scale: Any = DEFAULTS[0], **kw: Any
+) -> Any:
+    """Sum a column.
+
+    More text."""
+
+
+def namespace() -> dict[str, Any]:
+    objects = np.empty(3, dtype=object)
+    objects[0] = Hostile()
+    return {
+        "df": pd.DataFrame({"region": ["north", "south"] * 4, "total": [1.5, 2.0] * 4}),
+        "wide": pd.DataFrame({f"c{i}": [i] for i in range(300)}),
+        "series": pd.Series([3, 4, 5], name="n"),
+        "matrix": np.arange(12.0).reshape(3, 4),
+        "objects": objects,
+        "hostile": Hostile(),
+        "hostile_list": HostileList([1, 2, 3]),
+        "shadowy": hostile_class()(),
+        "hidden_dict": HiddenDict(),
+        "sample": Sample(),
+        "nested": {"a": [1, 2, {"deep": Hostile()}], HostileKey(): "key"},
+        "huge_int": 10**5000,
+        "text": "hello",
+        "long_text": "y" * 100_000,
+        "when": datetime.date(2024, 1, 2),
+        "helper": helper,
+        "np": np,
+        "Sample": Sample,
+        "Shadowy": hostile_class(),
+        "_private": 1,
+        "In": [],
+    }
+
+
+def run(ns: dict[str, Any], name: str | None = None, **context: Any) -> tuple[str, bool]:
+    context.setdefault("hidden_variables", {"In": ns.get("In")})
+    ctx = ToolContext(workspace=Path("/"), namespace=ns, **context)
+    output = ListVariables().run({} if name is None else {"name": name}, ctx)
+    return output.content, output.is_error
+
+
+def test_the_listing_names_types_sizes_shapes_dtypes_and_columns() -> None:
+    text, error = run(namespace())
+    assert not error
+    lines = text.splitlines()
+    assert lines[0] == "15 variable(s):"
+    assert "- df: pandas.DataFrame, 8 rows, 2 columns: 'region' str, 'total' float64" in lines
+    assert "- matrix: numpy.ndarray, shape (3, 4), dtype float64" in lines
+    assert "- series: pandas.Series, length 3, dtype int64, name 'n'" in lines
+    assert "- text: str, 'hello'" in lines
+    assert f"- long_text: str, {'y' * 80!r}… (100000 characters)" in lines
+    assert "- when: datetime.date, datetime.date(2024, 1, 2)" in lines
+    assert "- huge_int: int, <int of 16610 bits>" in lines
+    assert "- hostile: test_tools_variables.Hostile" in lines
+    assert "- hostile_list: test_tools_variables.HostileList, len 3" in lines
+    wide = next(line for line in lines if line.startswith("- wide:"))
+    assert wide.endswith("… (300 columns)"), wide
+    assert "modules: np" in lines
+    assert "functions: helper" in lines
+    assert "classes: Sample, Shadowy" in lines
+    # IPython's own names and private ones are not the user's variables
+    assert "_private" not in text and "- In:" not in text
+
+
+def test_a_name_ipython_hid_is_listed_once_the_user_rebinds_it() -> None:
+    ns = namespace()
+    ns["In"] = "rebound"
+    text, _ = run({**ns}, None, hidden_variables={"In": []})
+    assert "- In: str, 'rebound'" in text.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "df",
+            [
+                "df: pandas.DataFrame",
+                "8 rows, 2 columns",
+                "columns (dtype):",
+                "  'region'  str",
+                "  'total'  float64",
+                "first 5 rows:",
+                "  'region'='north', 'total'=1.5",
+            ],
+        ),
+        (
+            "series",
+            ["series: pandas.Series", "length 3, dtype int64, name 'n'", "first values: 3, 4, 5"],
+        ),
+        (
+            "objects",
+            [
+                "objects: numpy.ndarray",
+                "shape (3,), dtype object",
+                "first elements (flat): <test_tools_variables.Hostile>, None, None",
+            ],
+        ),
+        (
+            "hostile",
+            [
+                "hostile: test_tools_variables.Hostile",
+                "instance attributes (1):",
+                "  note = 'kept'",
+            ],
+        ),
+        ("hostile_list", ["hostile_list: test_tools_variables.HostileList", "len 3", "[1, 2, 3]"]),
+        (
+            "hidden_dict",
+            [
+                "hidden_dict: test_tools_variables.HiddenDict",
+                "(its attributes are not read: that would run its class's code)",
+            ],
+        ),
+        (
+            "nested",
+            [
+                "nested: dict",
+                "len 2",
+                "{'a': [1, 2, <dict of 1>], <test_tools_variables.HostileKey>: 'key'}",
+            ],
+        ),
+        (
+            "helper",
+            [
+                "helper: function",
+                "helper(frame, column='total', *extra, scale=<test_tools_variables.Hostile>, **kw)",
+                "Sum a column.",
+            ],
+        ),
+        ("Sample", ["Sample: type", "class, bases: object", "members: none"]),
+    ],
+)
+def test_describing_one_variable_runs_none_of_its_code(name: str, expected: list[str]) -> None:
+    text, error = run(namespace(), name)
+    assert not error, text
+    assert text.splitlines()[: len(expected)] == expected
+
+
+def test_an_object_of_a_hostile_metaclass_is_named_without_its_code() -> None:
+    text, error = run(namespace(), "shadowy")
+    assert not error
+    assert text.splitlines()[0] == f"shadowy: {SHADOWY}"
+    listing, _ = run({"shadowy": hostile_class()()})
+    assert listing.splitlines()[1] == f"- shadowy: {SHADOWY}"
+
+
+def test_every_answer_is_bounded() -> None:
+    ns = namespace()
+    ns.update({f"v{i}": i for i in range(1000)})
+    listing, _ = run(ns)
+    assert "… 815 more, not listed" in listing
+    described, _ = run(ns, "long_text")
+    assert len(described) < 2200
+    assert described.endswith("… (100000 characters)")
+    wide, _ = run(ns, "wide")
+    assert "  … 250 more" in wide
+    assert len(run(ns, None, output_limit=500)[0]) < 600
+
+
+def test_an_unknown_name_is_an_error_that_suggests_the_close_one() -> None:
+    text, error = run(namespace(), "DF")
+    assert error
+    assert text == (
+        "no variable named 'DF' in the notebook. Did you mean df? "
+        "Call list_variables without a name to see them all."
+    )
+
+
+def test_outside_a_notebook_it_says_there_is_no_namespace() -> None:
+    output = ListVariables().run({}, ToolContext(workspace=Path("/")))
+    assert output.is_error
+    assert "no notebook namespace" in output.content
+
+
+def test_a_module_and_a_plain_value_are_described() -> None:
+    ns = {"np": np, "mod": types.ModuleType("scratch"), "when": datetime.date(2024, 1, 2)}
+    text, _ = run(ns, "np")
+    assert text.splitlines()[:2] == ["np: module", "module 'numpy'"]
+    assert f"version {np.__version__!r}" in text
+    assert run(ns, "mod")[0] == "mod: module\nmodule 'scratch'"

@@ -1,0 +1,217 @@
+"""The user's cells as context: what the user ran since the previous agent cell.
+
+IPython's `post_run_cell` event gives each executed cell's code (as typed: its history
+entry) and the exception it raised, before it ran (a syntax error) or while it ran. The
+kernel keeps the newest few as `CellRecord`s, each bounded when it is recorded (a cell
+of a million characters is not kept whole), and a prompt takes them as one text
+(`UserCells.digest`) within the character budget `TinyAgent.user_cells_chars`: the
+newest cells first, older ones left out and counted. That text becomes part of the
+prompt's user entry (`userCells`, docs/spec.md §15), so the file holds what the model
+was sent and a new kernel sends the same. Code and messages are untrusted text: terminal
+escapes are removed, other control characters written as escapes, secrets redacted.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..provider import wire
+from ..tools import clean_output, truncate
+
+KEPT_CELLS = 50  # the newest cells kept between two agent cells
+MAX_CODE = 3000  # characters of one cell's code kept (head and tail)
+MAX_MESSAGE = 500  # characters of an error's message
+MAX_LINE = 200  # characters of the line that raised it
+MIN_CODE = 100  # a cell shown with less of its code than this is left out instead
+
+# ANSI/VT sequences (CSI, OSC, and two-character escapes): colour in an error message
+# (IPython's own, a library's) would reach the model as noise, and the timeline as escapes.
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+USER_CELLS_START, USER_CELLS_END = wire.USER_CELLS_START, wire.USER_CELLS_END
+_MARKERS = (USER_CELLS_START, USER_CELLS_END)
+
+
+@dataclass(frozen=True)
+class CellError:
+    type: str  # `KeyError`, `pandas.errors.ParserError`
+    message: str
+    where: str | None  # `In [4], line 2: df.total` — the innermost frame in a cell's code
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    count: int  # the execution count: In [count]
+    code: str
+    error: CellError | None
+
+
+@dataclass(frozen=True)
+class Digest:
+    text: str | None  # None: nothing to send (no cells, or a budget of 0)
+    through: int  # the newest execution count it covers (0: none)
+
+
+class UserCells:
+    """The cells the user ran since the previous agent cell, newest last."""
+
+    def __init__(self) -> None:
+        self._cells: deque[CellRecord] = deque(maxlen=KEPT_CELLS)
+        self._dropped = 0  # cells that fell out of the deque since the last prompt
+
+    def record(self, cell: CellRecord) -> None:
+        if len(self._cells) == self._cells.maxlen:
+            self._dropped += 1
+        self._cells.append(cell)
+
+    def forget(self, through: int) -> None:
+        """The cells up to execution count `through` went with a prompt."""
+        while self._cells and self._cells[0].count <= through:
+            self._cells.popleft()
+        self._dropped = 0
+
+    def digest(self, budget: int, secrets: Iterable[str] = ()) -> Digest:
+        """The cells as sent before a prompt, at most `budget` characters."""
+        cells = list(self._cells)
+        if budget <= 0 or not cells:
+            return Digest(None, cells[-1].count if cells else 0)
+        hidden = tuple(secrets)
+        shown: list[str] = []
+        # Lines joined by LFs: the start marker, the note of the cells left out, each
+        # cell's block, the end marker. `room`: what is left for the note and the blocks.
+        room = budget - len(USER_CELLS_START) - 1 - len(USER_CELLS_END)
+        left_out = self._dropped
+        for index in range(len(cells) - 1, -1, -1):
+            older = index + self._dropped  # left out if this cell is the oldest shown
+            note = len(_left_out(older)) + 1 if older else 0
+            # Only the newest cell is cut to fit: an older one fits whole or is left out.
+            block = _block(cells[index], hidden, room - note - 1 if not shown else None)
+            if block is None or len(block) + 1 + note > room:
+                left_out = older + 1
+                break
+            shown.insert(0, block)
+            room -= len(block) + 1
+        if not shown:
+            return Digest(None, cells[-1].count)
+        lines = [USER_CELLS_START, *([_left_out(left_out)] if left_out else []), *shown]
+        return Digest("\n".join([*lines, USER_CELLS_END]), cells[-1].count)
+
+
+def _left_out(count: int) -> str:
+    return f"[{count} earlier cell(s) left out]"
+
+
+def _block(cell: CellRecord, secrets: tuple[str, ...], room: int | None) -> str | None:
+    """One cell as sent; with `room`, cut to fit it (None when even a cut cell does not)."""
+    error = ""
+    if cell.error is not None:
+        where = f" (at {cell.error.where})" if cell.error.where else ""
+        error = f"\n→ {cell.error.type}: {cell.error.message}{where}"
+    code = cell.code
+    fence = "`" * max(3, _longest_backtick_run(code) + 1)
+    head = f"In [{cell.count}]:\n{fence}python\n"
+    tail = f"\n{fence}{error}"
+    block = clean_output(head + code + tail, secrets)
+    if room is None or len(block) <= room:
+        return block
+    keep = room - len(block) + len(code) - len("\n[... 0000000 characters truncated ...]\n")
+    if keep < MIN_CODE:
+        return None
+    block = clean_output(head + truncate(code, keep) + tail, secrets)
+    return block if len(block) <= room else None
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+
+
+def printable(text: str) -> str:
+    """Untrusted text as one kernel's cell or message may be kept: escapes removed,
+    other control characters (tab and newline aside) written as `\\x..`, and a line
+    that would read as one of the user cells' own markers set off by a space."""
+    text = _ESCAPES.sub("", text)
+    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if any(marker in text for marker in _MARKERS):
+        text = "\n".join(f" {line}" if line in _MARKERS else line for line in text.split("\n"))
+    return text
+
+
+# ---------------------------------------------------------------- from IPython's events
+
+
+def cell_record(result: Any, cell_label: Callable[[str], str | None]) -> CellRecord | None:
+    """The record of one executed cell (`post_run_cell`'s ExecutionResult), or None for
+    what is no user cell: a silent or unstored execution, an agent cell, a blank one.
+    `cell_label(filename)`: `In [3]` for the file IPython compiled a cell under."""
+    info = getattr(result, "info", None)
+    count = getattr(result, "execution_count", None)
+    code = getattr(info, "raw_cell", None)
+    if not isinstance(code, str) or not isinstance(count, int) or not code.strip():
+        return None
+    if getattr(info, "silent", False) or not getattr(info, "store_history", True):
+        return None
+    if is_agent_cell(code):
+        return None
+    error = getattr(result, "error_before_exec", None) or getattr(result, "error_in_exec", None)
+    return CellRecord(
+        count=count,
+        code=printable(truncate(code.rstrip(), MAX_CODE)),
+        error=cell_error(error, cell_label) if isinstance(error, BaseException) else None,
+    )
+
+
+def is_agent_cell(code: str) -> bool:
+    """A cell of this extension's own (`%%agent`, `%agent ...`, loading it): not context."""
+    lines = [line.strip() for line in code.splitlines() if line.strip()]
+    if lines and lines[0].startswith("%%agent"):
+        return True
+    return bool(lines) and all(
+        line.startswith(("%%agent", "%agent"))
+        or line in ("%load_ext tiny_agent_nb", "%reload_ext tiny_agent_nb")
+        for line in lines
+    )
+
+
+def cell_error(exc: BaseException, cell_label: Callable[[str], str | None]) -> CellError:
+    kind = type(exc)
+    module = getattr(kind, "__module__", "builtins")
+    name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+    try:
+        message = str(exc)  # what IPython's traceback already showed the user
+    except Exception:
+        message = "(its message could not be read)"
+    where = _syntax_where(exc, cell_label) if isinstance(exc, SyntaxError) else None
+    return CellError(
+        type=printable(name),
+        message=printable(truncate(message, MAX_MESSAGE)),
+        where=printable(where or _frame_where(exc, cell_label) or "") or None,
+    )
+
+
+def _frame_where(exc: BaseException, cell_label: Callable[[str], str | None]) -> str | None:
+    """`In [4], line 2: <the line>` of the innermost traceback frame in a cell's code."""
+    found: str | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        label = cell_label(filename)
+        if label is not None:
+            line = linecache.getline(filename, tb.tb_lineno).strip()
+            found = f"{label}, line {tb.tb_lineno}" + (
+                f": {truncate(line, MAX_LINE)}" if line else ""
+            )
+        tb = tb.tb_next
+    return found
+
+
+def _syntax_where(exc: SyntaxError, cell_label: Callable[[str], str | None]) -> str | None:
+    label = cell_label(exc.filename) if exc.filename else None
+    if label is None or exc.lineno is None:
+        return None
+    line = (exc.text or "").strip()
+    return f"{label}, line {exc.lineno}" + (f": {truncate(line, MAX_LINE)}" if line else "")

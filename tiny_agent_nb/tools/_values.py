@@ -1,0 +1,277 @@
+"""Reading the user's objects without running the user's code: what `list_variables` shows.
+
+Looking at a Python object can run code of its class: `len()` calls `__len__`, an
+attribute may be a property or go through `__getattr__`, `repr()` calls `__repr__`,
+`isinstance` reads `__class__`, and a lazy frame computes its schema when asked for its
+columns. A hostile or merely huge object would then hang the kernel, or hand the model
+what its `__repr__` chose to say. So nothing here calls code of a type it does not know:
+
+- types are read with `type()` and their names through `type`'s own descriptors;
+- built-in values (numbers, strings, bytes, containers) are read through the built-in
+  type's own slots (`list.__len__(x)`, `dict.items(x)`), which a subclass cannot
+  override, and shown a bounded number of items deep;
+- `numpy.ndarray`, and pandas' `DataFrame`, `Series` and `Index` of exactly pandas' own
+  classes, are read through their own attributes (shape, dtype, columns, dtypes), when
+  numpy or pandas is already imported: their code, and bounded (a frame's dtypes take
+  time in its number of columns, nothing takes time in its rows);
+- of any other object only the type is named, and a description lists the instance
+  attributes its `__dict__` holds (read by the C slot, never through a property).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import fractions
+import itertools
+import pathlib
+import sys
+import types
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+MAX_ITEMS = 10  # items of a container shown
+MAX_TEXT = 80  # characters of a string shown inside a value
+MAX_INT_BITS = 256  # a larger int is shown by its size (its digits take quadratic time)
+
+_qualname = type.__dict__["__qualname__"].__get__
+_module = type.__dict__["__module__"].__get__
+_class_dict = type.__dict__["__dict__"].__get__
+_bases = type.__dict__["__bases__"].__get__
+_function_code = types.FunctionType.__dict__["__code__"].__get__
+_function_defaults = types.FunctionType.__dict__["__defaults__"].__get__
+_function_kwdefaults = types.FunctionType.__dict__["__kwdefaults__"].__get__
+_function_doc = types.FunctionType.__dict__["__doc__"].__get__
+_module_dict = vars(types.ModuleType)["__dict__"].__get__
+
+# Standard library types whose repr is their own code, and short (exactly these: a
+# subclass may override `__repr__`).
+_PLAIN_REPR = (
+    datetime.datetime,
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    datetime.timezone,
+    decimal.Decimal,
+    fractions.Fraction,
+    uuid.UUID,
+    pathlib.PurePosixPath,
+    pathlib.PureWindowsPath,
+    type(pathlib.Path()),
+)
+
+
+def type_name(cls: type) -> str:
+    """`module.Qualname`, or just `Qualname` for a built-in type."""
+    try:
+        module, name = _module(cls), _qualname(cls)
+    except Exception:  # a type that is not a class of this Python: nothing to call
+        return "?"
+    if not isinstance(module, str) or module == "builtins":
+        return str(name)
+    return f"{module}.{name}"
+
+
+def loaded(module: str, attribute: str) -> type | None:
+    """A class of a module the user has imported (never imported here)."""
+    found = getattr(sys.modules.get(module), attribute, None)
+    return found if isinstance(found, type) else None
+
+
+def is_exactly(value: object, module: str, attribute: str) -> bool:
+    cls = loaded(module, attribute)
+    return cls is not None and type(value) is cls
+
+
+def is_array(value: object) -> bool:
+    ndarray = loaded("numpy", "ndarray")
+    return ndarray is not None and issubclass(type(value), ndarray)
+
+
+def text(value: str, limit: int = MAX_TEXT) -> str:
+    """A string as a bounded literal: the first `limit` characters, and its length."""
+    size = str.__len__(value)
+    shown = repr(str.__getitem__(value, slice(0, limit)))
+    return shown if size <= limit else f"{shown}… ({size} characters)"
+
+
+def value(obj: object, depth: int = 1) -> str:
+    """`obj` as a short literal where it is a value of a known type, else `<its type>`."""
+    try:
+        return _value(obj, depth)
+    except Exception:
+        return f"<{type_name(type(obj))}>"
+
+
+def _value(obj: Any, depth: int) -> str:
+    cls = type(obj)
+    if obj is None or cls is bool:
+        return repr(obj)
+    if issubclass(cls, bool):
+        return bool.__repr__(obj)
+    if issubclass(cls, int):
+        bits = int.bit_length(obj)
+        return int.__repr__(obj) if bits <= MAX_INT_BITS else f"<int of {bits} bits>"
+    if issubclass(cls, float):
+        return float.__repr__(obj)
+    if issubclass(cls, complex):
+        return complex.__repr__(obj)
+    if issubclass(cls, str):
+        return text(obj)
+    for raw in (bytes, bytearray):
+        if issubclass(cls, raw):
+            size = raw.__len__(obj)
+            head = bytes(raw.__getitem__(obj, slice(0, MAX_TEXT)))
+            return repr(head) if size <= MAX_TEXT else f"{head!r}… ({size} bytes)"
+    if cls is range:
+        return range.__repr__(obj)
+    for base, (opening, closing) in _BRACKETS.items():
+        if issubclass(cls, base):
+            return _container(obj, cls, base, depth, (opening, closing))
+    if any(cls is plain for plain in _PLAIN_REPR):  # `in` would hash a hostile metaclass
+        return repr(obj)[:MAX_TEXT]
+    numpy_scalar = loaded("numpy", "generic")
+    if numpy_scalar is not None and issubclass(cls, numpy_scalar):
+        # numpy's own scalars: `item()` is the Python value (an object array's element
+        # is never one: it is the object itself).
+        return _value(obj.item(), depth)
+    return f"<{type_name(cls)}>"
+
+
+_BRACKETS: dict[type, tuple[str, str]] = {
+    list: ("[", "]"),
+    tuple: ("(", ")"),
+    dict: ("{", "}"),
+    set: ("{", "}"),
+    frozenset: ("frozenset({", "})"),
+}
+
+
+def _container(obj: Any, cls: type, base: Any, depth: int, brackets: tuple[str, str]) -> str:
+    opening, closing = brackets
+    size = base.__len__(obj)
+    if depth <= 0:
+        return f"<{type_name(cls)} of {size}>"
+    if base is dict:
+        items: Iterable[str] = (
+            f"{value(k, depth - 1)}: {value(v, depth - 1)}"
+            for k, v in itertools.islice(dict.items(obj), MAX_ITEMS)
+        )
+    else:
+        items = (value(v, depth - 1) for v in itertools.islice(base.__iter__(obj), MAX_ITEMS))
+    shown = ", ".join(items)
+    more = f", … ({size} items)" if size > MAX_ITEMS else ""
+    return f"{opening}{shown}{more}{closing}"
+
+
+def size(obj: object) -> str | None:
+    """What the listing says of a value's size: length, shape, dtypes and columns (a
+    string says its first characters and its length instead, as `value` does)."""
+    cls = type(obj)
+    try:
+        if issubclass(cls, (bytes, bytearray, list, tuple, set, frozenset, dict)):
+            for base in (bytes, bytearray, list, tuple, set, frozenset, dict):
+                if issubclass(cls, base):
+                    return f"len {base.__len__(obj)}"  # type: ignore[arg-type]
+        if is_array(obj):
+            return f"shape {tuple(obj.shape)}, dtype {obj.dtype}"  # type: ignore[attr-defined]
+        if is_exactly(obj, "pandas", "DataFrame"):
+            rows, columns = obj.shape  # type: ignore[attr-defined]
+            shown = ", ".join(f"{label} {dtype}" for label, dtype in frame_columns(obj, 8))
+            more = f", … ({columns} columns)" if columns > 8 else ""
+            return f"{rows} rows, {columns} columns: {shown}{more}"
+        if is_exactly(obj, "pandas", "Series"):
+            name = obj.name  # type: ignore[attr-defined]
+            named = "" if name is None else f", name {value(name, 0)}"
+            return f"length {len(obj.index)}, dtype {dtype_name(obj.dtype)}{named}"  # type: ignore[attr-defined]
+        if is_exactly(obj, "pandas", "Index") or is_exactly(obj, "pandas", "RangeIndex"):
+            return f"length {len(obj)}, dtype {dtype_name(obj.dtype)}"  # type: ignore[arg-type, attr-defined]
+    except Exception:
+        return None
+    return None
+
+
+def frame_columns(frame: Any, limit: int) -> Iterator[tuple[str, str]]:
+    """(label, dtype) of a DataFrame's first `limit` columns."""
+    columns = frame.columns[:limit]
+    dtypes = frame.dtypes.iloc[:limit]
+    for label, dtype in zip(columns, dtypes, strict=False):
+        yield value(label, 0), dtype_name(dtype)
+
+
+def dtype_name(dtype: object) -> str:
+    """numpy's and pandas' dtypes by their names; another library's by its type."""
+    module = _module(type(dtype))
+    if isinstance(module, str) and module.split(".")[0] in ("numpy", "pandas"):
+        return str(dtype)
+    return f"<{type_name(type(dtype))}>"
+
+
+def instance_attributes(obj: object) -> dict[str, Any] | None:
+    """The object's `__dict__`, reached through the getter the interpreter made for its
+    class (a C slot), never through a `__dict__` property or `__getattribute__`."""
+    for cls in type.__dict__["__mro__"].__get__(type(obj)):
+        descriptor = _class_dict(cls).get("__dict__")
+        if descriptor is None:
+            continue
+        if type(descriptor) is not types.GetSetDescriptorType:
+            return None
+        found = descriptor.__get__(obj, cls)
+        return found if type(found) is dict else None
+    return None
+
+
+def class_namespace(cls: type) -> Any:
+    return _class_dict(cls)
+
+
+def class_bases(cls: type) -> tuple[type, ...]:
+    bases = _bases(cls)
+    return bases if isinstance(bases, tuple) else ()
+
+
+def module_namespace(module: types.ModuleType) -> dict[str, Any]:
+    found = _module_dict(module)
+    return found if type(found) is dict else {}
+
+
+def first_line(doc: object) -> str | None:
+    if not isinstance(doc, str):
+        return None
+    lines = [line.strip() for line in str.splitlines(doc) if line.strip()]
+    return text(lines[0], 200)[1:-1] if lines else None
+
+
+def signature(function: types.FunctionType) -> str:
+    """`name(a, b=1, *args, c, **kwargs)` from the function's code object; defaults shown
+    as values (`value`), annotations left out (reading one may evaluate it)."""
+    code = _function_code(function)
+    positional = code.co_argcount
+    keyword_only = code.co_kwonlyargcount
+    names = code.co_varnames
+    defaults = _function_defaults(function) or ()
+    kwdefaults = _function_kwdefaults(function) or {}
+    parts: list[str] = []
+    first_default = positional - len(defaults)
+    for i in range(positional):
+        default = f"={value(defaults[i - first_default], 0)}" if i >= first_default else ""
+        parts.append(f"{names[i]}{default}")
+        if code.co_posonlyargcount and i == code.co_posonlyargcount - 1:
+            parts.append("/")
+    index = positional + keyword_only
+    if code.co_flags & 0x04:  # CO_VARARGS
+        parts.append(f"*{names[index]}")
+        index += 1
+    elif keyword_only:
+        parts.append("*")
+    for name in names[positional : positional + keyword_only]:
+        default = f"={value(kwdefaults[name], 0)}" if name in kwdefaults else ""
+        parts.append(f"{name}{default}")
+    if code.co_flags & 0x08:  # CO_VARKEYWORDS
+        parts.append(f"**{names[index]}")
+    return f"{code.co_name}({', '.join(parts)})"
+
+
+def function_doc(function: types.FunctionType) -> str | None:
+    return first_line(_function_doc(function))
