@@ -18,7 +18,9 @@ bytes / 4, as `estimate_tokens`) pass N, without consuming a reply. `invalid_req
 lists what was refused as an invalid conversation, so a test (or the
 `strict_server` fixture) can assert the client never sent one. `GET /models` lists
 `server.models` (OpenRouter/vLLM/llama.cpp entries: see `model_entry`), or serves
-`server.models_reply` when a test scripts one.
+`server.models_reply` when a test scripts one; `GET /props` (llama.cpp) and
+`GET /api/ps` (Ollama), beside /v1, serve `server.props` and `server.ps` when a test
+sets them (404 otherwise, as other servers answer).
 
 `hold` makes a reply wait before it is served (or, with `hold_after`, after its first
 chunks) on a `threading.Event`, or on the server's `release()` when the reply comes from
@@ -469,6 +471,8 @@ class OpenAIServer:
         self.context_limit = context_limit
         self.models = [dict(m) for m in models] if models is not None else [model_entry()]
         self.models_reply: Reply | None = None  # served to GET /models instead of the list
+        self.props: dict[str, Any] | None = None  # llama.cpp's GET /props
+        self.ps: dict[str, Any] | None = None  # Ollama's GET /api/ps
         self.hold_timeout = hold_timeout
         self._log_path = Path(log_path) if log_path is not None else None
         self._replies: deque[Reply] = deque()
@@ -678,7 +682,11 @@ class _Handler(BaseHTTPRequestHandler):
         with app._cond:
             app._listings.append(request)
         try:
-            if self.path not in ("/v1/models", "/models"):
+            served = {"/props": app.props, "/api/ps": app.ps}.get(self.path)
+            if served is not None:
+                request.status, request.outcome = 200, "served"
+                self._send_json(200, served)
+            elif self.path not in ("/v1/models", "/models"):
                 self._reject(request, 404, f"Not found: {self.path}", "not_found_error")
             elif app.api_key is not None and request.headers.get("authorization") != (
                 f"Bearer {app.api_key}"

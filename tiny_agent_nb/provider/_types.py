@@ -136,6 +136,12 @@ class ProviderError(Exception):
     `retryable` errors (429, 5xx, timeouts, dropped connections) are retried by the loop as
     new attempts after `retry_after` seconds when the server said so. Others (400, 401, 402,
     404, ...) fail the operation; `message` says what to do next.
+
+    A `contextLength` error carries the `window` and the tokens the request held
+    (`requested`) when the server's words state them; `empty_stream` marks a streamed
+    answer that ended with no event at all (a server that failed after answering 200,
+    as llama-cpp-python does past its window): asked again without streaming, the
+    server says why.
     """
 
     def __init__(
@@ -146,6 +152,9 @@ class ProviderError(Exception):
         retryable: bool,
         status: int | None = None,
         retry_after: float | None = None,
+        window: int | None = None,
+        requested: int | None = None,
+        empty_stream: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -153,6 +162,9 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.window = window
+        self.requested = requested
+        self.empty_stream = empty_stream
 
     def __repr__(self) -> str:
         return f"ProviderError({self.message!r}, kind={self.kind!r}, status={self.status!r})"
