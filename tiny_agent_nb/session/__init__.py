@@ -34,6 +34,7 @@ from ._models import (
     AssistantMessage,
     AttemptFailed,
     CompactionEntry,
+    ContextWindow,
     EntryFact,
     Fact,
     Header,
@@ -50,13 +51,14 @@ from ._models import (
     Usage,
     UsageFact,
     UserEntry,
+    WindowSource,
 )
 from ._opening import Durability, HeaderInit
 from ._reader import load_session, load_session_bytes
 from ._salvage import SalvageResult, salvage
 from ._state import SessionState
 from ._store import SessionStore
-from ._tables import Attempt, Operation, ToolIntent, UsageTotals
+from ._tables import Attempt, LearnedWindow, Operation, ToolIntent, UsageTotals
 
 __all__ = [
     "FORMAT_VERSION",
@@ -67,12 +69,14 @@ __all__ = [
     "Attempt",
     "AttemptFailed",
     "CompactionEntry",
+    "ContextWindow",
     "Durability",
     "EntryFact",
     "Fact",
     "Header",
     "HeaderInit",
     "InvalidTransactionError",
+    "LearnedWindow",
     "NewFact",
     "NotASessionError",
     "Operation",
@@ -99,6 +103,7 @@ __all__ = [
     "UsageFact",
     "UsageTotals",
     "UserEntry",
+    "WindowSource",
     "canonical_json",
     "facts",
     "fsync_dir",

@@ -20,6 +20,7 @@ from ._models import (
     AttemptErrorKind,
     AttemptFailed,
     CompactionEntry,
+    ContextWindow,
     EntryFact,
     Fact,
     OperationFinished,
@@ -38,11 +39,18 @@ from ._models import (
     UsageFact,
     UserEntry,
     UserMessage,
+    WindowSource,
 )
 
 EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry
 RecordPayload = (
-    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished
+    RunStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | ContextWindow
 )
 
 
@@ -283,3 +291,24 @@ def usage(
         cost=cost,
     )
     return NewFact(body)
+
+
+def context_window(
+    base_url: str,
+    model: str,
+    tokens: int,
+    source: WindowSource,
+    *,
+    attempt_id: str | None = None,
+) -> NewFact:
+    """The window learned for `model` at `base_url` (credentials already masked)."""
+    return NewFact(
+        ContextWindow(
+            type="contextWindow",
+            baseUrl=base_url,
+            model=model,
+            tokens=tokens,
+            source=source,
+            attemptId=attempt_id,
+        )
+    )

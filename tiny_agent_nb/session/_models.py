@@ -260,8 +260,32 @@ class OperationFinished(_Model):
     detail: str | None = _optional()
 
 
+# listing: the server's metadata stated it; refusal: a "too long" answer did; truncation:
+# the server read far fewer tokens than were sent (it cut the prompt without a word).
+WindowSource = Literal["listing", "refusal", "truncation"]
+
+
+class ContextWindow(_Model):
+    """The context window this session learned for `model` at the server `baseUrl` (its
+    credentials masked), so a later process need not learn it again (docs/spec.md §15).
+    `attemptId`: the attempt whose answer told it, when one did."""
+
+    type: Literal["contextWindow"]
+    baseUrl: str
+    model: str
+    tokens: Annotated[int, Field(ge=1)]
+    source: WindowSource
+    attemptId: Id | None = _optional()
+
+
 RecordBody = Annotated[
-    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished,
+    RunStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | ContextWindow,
     Field(discriminator="type"),
 ]
 

@@ -18,6 +18,7 @@ from ._models import (
     AssistantEntry,
     AttemptFailed,
     CompactionEntry,
+    ContextWindow,
     EntryFact,
     Fact,
     OperationFinished,
@@ -29,7 +30,7 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._tables import Attempt, EntryType, Operation, Tables, ToolIntent, usage_row
+from ._tables import Attempt, EntryType, LearnedWindow, Operation, Tables, ToolIntent, usage_row
 
 
 class Violation(Exception):
@@ -233,6 +234,12 @@ def _apply_record(t: Tables, fact: RecordFact) -> None:
     elif isinstance(body, AbortRequested):
         op = _open_operation(t, body.operationId, "abortRequested")
         t.put(t.operations, op.id, op._replace(aborted_reason=body.reason))
+    elif isinstance(body, ContextWindow):
+        # Learned between runs too (a listing): it names no run, only what told it.
+        if body.attemptId is not None and body.attemptId not in t.attempts:
+            raise Violation(f"contextWindow names unknown stepAttempt {body.attemptId}")
+        window = LearnedWindow(body.tokens, body.source, fact.id)
+        t.put(t.windows, (body.baseUrl, body.model), window)
     else:
         assert isinstance(body, OperationFinished)
         _apply_operation_finished(t, body)
