@@ -139,6 +139,7 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "Approval",
         "RunResult",
         "AgentError",
+        "DEFAULT_CONTEXT_WINDOW",
         "DEFAULT_SYSTEM_PROMPT",
         "ContextProjection",
         "NOT_STARTED",

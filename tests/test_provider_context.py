@@ -180,21 +180,21 @@ TOO_LONG: dict[str, Reply] = {
     ),
 }
 
-# What each answer says in numbers: (window, tokens the refused request held).
+# What each answer says in numbers: (window, input tokens of the refused request).
 NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "OpenAI": (8192, 8227),
-    "OpenAI, older wording": (4097, 4231),
+    "OpenAI, older wording": (4097, 3975),
     "OpenAI, the code alone": (None, None),
-    "vLLM": (4096, 4120),
-    "vLLM, newer wording": (4096, None),
+    "vLLM": (4096, 3120),
+    "vLLM, newer wording": (4096, 2778),
     "llama.cpp": (4096, 4476),
     "llama.cpp, older wording": (None, None),
     "Ollama": (None, None),
     "Ollama, plain text": (None, None),
-    "OpenRouter": (131072, 141607),
+    "OpenRouter": (131072, 10535),
     "OpenRouter, upstream raw": (65536, None),
     "413 with the words": (None, None),
-    "llama-cpp-python": (1024, 1520),
+    "llama-cpp-python": (1024, 1203),
     "llama-cpp-python, unformatted": (1024, 1203),
     "llama.cpp, an input it cannot split": (8192, None),
 }
@@ -211,7 +211,7 @@ def test_each_servers_context_too_long_answer_fails_as_context_length(
     assert "too long for the model's context window" in exc.message
     assert "%agent compact" in exc.message  # what to do next
     assert "unchanged" in exc.message  # what was kept safe
-    assert (exc.window, exc.requested) == NUMBERS[server_name]
+    assert (exc.window, exc.prompt_tokens) == NUMBERS[server_name]
 
 
 @pytest.mark.parametrize(
@@ -245,7 +245,7 @@ def test_llama_cpps_counts_are_read_from_its_error_members(server: OpenAIServer)
         }
     }
     exc = failure(server, error_reply(400, body=body))
-    assert (exc.window, exc.requested) == (2048, 3000)
+    assert (exc.window, exc.prompt_tokens) == (2048, 3000)
 
 
 def test_an_empty_event_stream_is_said_to_be_empty_and_asked_again_unstreamed(

@@ -137,11 +137,11 @@ class ProviderError(Exception):
     new attempts after `retry_after` seconds when the server said so. Others (400, 401, 402,
     404, ...) fail the operation; `message` says what to do next.
 
-    A `contextLength` error carries the `window` and the tokens the request held
-    (`requested`) when the server's words state them; `empty_stream` marks a streamed
-    answer that ended with no event at all (a server that failed after answering 200,
-    as llama-cpp-python does past its window): asked again without streaming, the
-    server says why.
+    A `contextLength` error carries the `window` and the input tokens of the refused
+    request as the server counted them (`prompt_tokens`) when its words state them;
+    `empty_stream` marks a streamed answer that ended with no event at all (a server
+    that failed after answering 200, as llama-cpp-python does past its window): asked
+    again without streaming, the server says why.
     """
 
     def __init__(
@@ -153,7 +153,7 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         window: int | None = None,
-        requested: int | None = None,
+        prompt_tokens: int | None = None,
         empty_stream: bool = False,
     ) -> None:
         super().__init__(message)
@@ -163,7 +163,7 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.window = window
-        self.requested = requested
+        self.prompt_tokens = prompt_tokens
         self.empty_stream = empty_stream
 
     def __repr__(self) -> str:

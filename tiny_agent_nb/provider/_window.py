@@ -78,7 +78,7 @@ def context_too_long(
     said: str, status: int | None, error: object = None, *, full: str | None = None
 ) -> ProviderError:
     """Not retryable: the same request fails the same way until the context is smaller.
-    It carries the window and the request's size when the answer states them (`error`:
+    It carries the window and the request's input tokens when the answer states them (`error`:
     the answer's error object, whose llama.cpp fields are read; `full`: its whole text,
     when `said` is cut short)."""
     where = f"HTTP {status}" if status is not None else "in its answer"
@@ -91,7 +91,7 @@ def context_too_long(
         retryable=False,
         status=status,
         window=numbers.window,
-        requested=numbers.requested,
+        prompt_tokens=numbers.prompt_tokens,
     )
 
 
@@ -107,8 +107,12 @@ _WINDOW_WORDS = (
     re.compile(r"max context size \(" + _COUNT + r" tokens?\)", re.IGNORECASE),
     re.compile(r"exceed context window of " + _COUNT, re.IGNORECASE),  # llama-cpp-python
 )
-_REQUESTED_WORDS = (
-    re.compile(r"(?:you requested(?: about)?|resulted in) " + _COUNT + r" tokens", re.I),
+# The input alone, never a total with the completion's max_tokens (OpenRouter's can be
+# the whole window): it calibrates the estimate of a request's tokens.
+_PROMPT_WORDS = (
+    re.compile(r"\(" + _COUNT + r" (?:in the messages|in your prompt|of text input)", re.I),
+    re.compile(r"resulted in " + _COUNT + r" tokens", re.IGNORECASE),  # OpenAI
+    re.compile(r"request has " + _COUNT + r" input tokens", re.IGNORECASE),  # vLLM
     re.compile(r"\brequest \(" + _COUNT + r" tokens?\)", re.IGNORECASE),  # llama.cpp
     re.compile(r"requested tokens \(" + _COUNT + r"\)", re.IGNORECASE),  # llama-cpp-python
 )
@@ -116,32 +120,32 @@ _REQUESTED_WORDS = (
 
 @dataclass(frozen=True)
 class ContextNumbers:
-    """What a "too long" answer says in numbers: the window, and the tokens the refused
-    request held (prompt and completion, as the server counted them). None: not said."""
+    """What a "too long" answer says in numbers: the window, and the input tokens of the
+    refused request as the server counted them. None: not said."""
 
     window: int | None = None
-    requested: int | None = None
+    prompt_tokens: int | None = None
 
 
 def context_numbers(error: object, said: str | None) -> ContextNumbers:
-    """The window and the request's size a "too long" answer states: llama.cpp's `n_ctx`
-    and `n_prompt_tokens` members, else the first number each wording gives."""
-    window = requested = None
+    """The window and the request's input tokens a "too long" answer states: llama.cpp's
+    `n_ctx` and `n_prompt_tokens` members, else the first number each wording gives."""
+    window = prompt = None
     if isinstance(error, Mapping):
         window = plausible_window(error.get("n_ctx"))
-        requested = _count(error.get("n_prompt_tokens"))
+        prompt = _count(error.get("n_prompt_tokens"))
     text = said or ""
     if window is None:
         window = next(
             (w for p in _WINDOW_WORDS if (m := p.search(text)) and (w := _window_of(m))),
             None,
         )
-    if requested is None:
-        requested = next(
-            (n for p in _REQUESTED_WORDS if (m := p.search(text)) and (n := _count_of(m))),
+    if prompt is None:
+        prompt = next(
+            (n for p in _PROMPT_WORDS if (m := p.search(text)) and (n := _count_of(m))),
             None,
         )
-    return ContextNumbers(window, requested)
+    return ContextNumbers(window, prompt)
 
 
 def plausible_window(value: object) -> int | None:
