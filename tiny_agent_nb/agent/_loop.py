@@ -119,7 +119,9 @@ class AgentLoop:
         self._projection = projection
         tool_bytes = len(wire.encode({"tools": [wire.tool_definition(s) for s in self._schemas]}))
         system = wire.system_message(config.system_prompt) if config.system_prompt else b""
-        key = (config.base_url, config.model) if config.base_url is not None else None
+        # The server the window is learned for: given, else the one the digest names.
+        base_url = config.base_url or config.provider_digest.get("baseUrl")
+        key = (base_url, config.model) if isinstance(base_url, str) and base_url else None
         self._compactor = Compactor(
             store,
             provider,

@@ -58,7 +58,8 @@ class LoopConfig:
     # tokens: TinyAgent.context_window; None: learned, listed, else the default (_window)
     context_window: int | None = None
     # The server's API root with its credentials masked: with `model`, the key of the
-    # windows the session learns (None: a model with no server, which learns none).
+    # windows the session learns (None: `provider_digest`'s baseUrl; a model with no
+    # server at all learns none).
     base_url: str | None = None
     listed_window: int | None = None  # what the server's metadata states, if asked
     compact_threshold: float = 0.8  # compact before an attempt past this part of the window
