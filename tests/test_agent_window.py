@@ -14,7 +14,7 @@ from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import AgentError
 from tiny_agent_nb.agent._summary import SUMMARY_LEAD
-from tiny_agent_nb.agent._window import ContextWindow
+from tiny_agent_nb.agent._window import ContextWindow, Measure, truncated
 from tiny_agent_nb.session import CompactionEntry, SessionState, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
@@ -290,3 +290,20 @@ def test_the_verbatim_tail_is_bounded_by_the_window(notes: Path) -> None:
     assert compactions(state)
     served = [r.tokens or 0 for r in server.requests if r.outcome == "served"]
     assert max(served) <= 4000
+
+
+@pytest.mark.parametrize(
+    ("sent", "previous", "cut"),
+    [
+        (Measure(3000, 12_000), Measure(2500, 10_000), False),  # grew as text grows
+        (Measure(3000, 12_000), None, False),
+        (Measure(4000, 16_000), Measure(4000, 15_000), True),  # the count stopped growing
+        (Measure(4000, 15_050), Measure(4000, 15_000), False),  # 50 bytes: too little to judge
+        (Measure(1000, 40_000), None, True),  # 40 bytes a token: no tokenizer does that
+        (Measure(12, 40_000), Measure(12, 30_000), False),  # a count no window could be
+    ],
+)
+def test_a_cut_prompt_is_told_by_its_count_and_a_growing_one_is_not(
+    sent: Measure, previous: Measure | None, cut: bool
+) -> None:
+    assert truncated(sent, previous) is cut

@@ -115,7 +115,9 @@ class ContextWindow:
         knows it without asking."""
         if self.key is None or self.learned is not None or not self._listed:
             return
-        self._commit([f.context_window(*self.key, self._listed, "listing")], "listing")
+        listing = [f.context_window(*self.key, self._listed, "listing")]
+        self._store.commit(listing)
+        self.learned_from(listing)
 
     def learning(self, tokens: int | None, source: WindowSource, attempt_id: str) -> list[NewFact]:
         """The record of a window a server's answer told (none when it told nothing
@@ -133,19 +135,18 @@ class ContextWindow:
             self.learned = self._store.learned_window(*self.key)
 
     def calibrate(self, measure: Measure | None) -> None:
-        """Take the tokens per byte of a request the server counted (a plausible count)."""
+        """Take the tokens per byte of a request the server counted (a plausible count),
+        when it is more than the estimate uses: the estimate errs on the large side (the
+        loop is made for one cell; the next one calibrates afresh)."""
         if measure is None or measure.bytes <= 0 or plausible(measure.tokens) is None:
             return
-        ratio = measure.tokens / measure.bytes
-        self.tokens_per_byte = min(MAX_TOKENS_PER_BYTE, max(MIN_TOKENS_PER_BYTE, ratio))
+        ratio = min(MAX_TOKENS_PER_BYTE, measure.tokens / measure.bytes)
+        self.tokens_per_byte = max(self.tokens_per_byte, ratio)
 
     def estimate(self, byte_count: int) -> int:
         """Tokens of `byte_count` bytes of a request, as calibrated."""
         return int(byte_count * self.tokens_per_byte + 0.999)
 
-    def _commit(self, facts: list[NewFact], source: WindowSource) -> None:
-        self._store.commit(facts)
-        self.learned_from(facts)
 
 
 def describe_origin(origin: WindowOrigin) -> str:
