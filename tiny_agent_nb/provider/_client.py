@@ -277,11 +277,15 @@ class Provider:
             if basic is not None:
                 headers["authorization"] = basic
             with self._client.stream("GET", url, headers=headers, timeout=self._timeout) as got:
+                encoding = got.headers.get("content-encoding", "")
+                chunks = self._metered(decoded(got.iter_raw(), encoding), deadline)
                 if not got.is_success:
+                    # Read (bounded) all the same: an unread answer costs the connection,
+                    # which the cells' requests reuse.
+                    _drain(chunks)
                     log.debug("GET %s: HTTP %d, no context window", endpoint, got.status_code)
                     return b""
-                encoding = got.headers.get("content-encoding", "")
-                return b"".join(self._metered(decoded(got.iter_raw(), encoding), deadline))
+                return b"".join(chunks)
         except Exception as exc:  # a window is only a hint: None is "not reported"
             log.debug("GET %s failed: %s", endpoint, self._scrubbed(f"{type(exc).__name__}: {exc}"))
             return b""
