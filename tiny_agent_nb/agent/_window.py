@@ -148,7 +148,6 @@ class ContextWindow:
         return int(byte_count * self.tokens_per_byte + 0.999)
 
 
-
 def describe_origin(origin: WindowOrigin) -> str:
     return {
         "configured": "TinyAgent.context_window",
