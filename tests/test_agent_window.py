@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_agent_loop import Harness, workspace
 
-from tiny_agent_nb.agent import AgentError
+from tiny_agent_nb.agent import AgentError, compaction_line
 from tiny_agent_nb.agent._summary import SUMMARY_LEAD
 from tiny_agent_nb.agent._window import ContextWindow, Measure, truncated
 from tiny_agent_nb.session import CompactionEntry, SessionState, SessionStore, load_session
@@ -263,6 +263,9 @@ def test_a_summary_too_large_from_before_is_summarized_again_at_the_same_cut(
             h.store.commit([f.compaction("OLD " + "detail " * 8000, last)])
             compacted = h.loop.compact()
             assert compacted.outcome == "completed", compacted.detail
+            (said,) = h.compactions
+            assert said.entries == 0  # nothing new: the summary alone, summarized again
+            assert "the earlier summary alone (too large)" in compaction_line(said)
             with pytest.raises(AgentError, match="nothing to compact"):
                 h.loop.compact()  # the summary is small now
             cells(h, 1, start=1)

@@ -62,8 +62,9 @@ class Compacted:
 def compaction_line(c: Compacted) -> str:
     """One line for the cell and the status: what was summarized, tokens, cost."""
     cost = usd(c.cost) if c.cost is not None else "cost unknown"
+    what = f"{c.entries} entries" if c.entries else "the earlier summary alone (too large)"
     return (
-        f"compacted {c.entries} entries into a summary: ~{c.tokens_before} → "
+        f"compacted {what} into a summary: ~{c.tokens_before} → "
         f"~{c.tokens_after} tokens of context · {cost}"
     )
 
