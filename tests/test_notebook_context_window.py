@@ -12,7 +12,8 @@ from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import TinyAgent, resolve_session_path
 from tiny_agent_nb.notebook._runtime import NotebookAgent
 from tiny_agent_nb.notebook._window_report import window_line
-from tiny_agent_nb.session import load_session
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+from tiny_agent_nb.session import facts as f
 
 from openai_server import OpenAIServer, model_entry
 
@@ -116,3 +117,32 @@ def test_a_window_stated_only_in_the_servers_metadata_is_recorded_and_not_asked_
         assert len(server.listings) == asked
         assert not server.invalid_requests
     assert line == "window 4000 tokens, as the server's metadata states it (kept in this session)"
+
+
+def test_status_says_the_window_and_where_it_comes_from(
+    tmp_path: Path, server: OpenAIServer
+) -> None:
+    path = tmp_path / "s.agent.jsonl"
+    init = HeaderInit(
+        cwd=str(tmp_path), provider="local", model="test/model", environment_identity="/"
+    )
+    with SessionStore.open(path, create=init) as store:
+        store.commit([f.context_window(server.base_url, "test/model", 4000, "refusal")])
+    state = load_session(path)
+    config = TinyAgent(base_url=server.base_url, model="test/model")
+    agent = NotebookAgent(config, {})
+    try:
+        said = "4000 tokens, as the server said when it refused a request too long"
+        assert window_line(agent.model, state) == f"window {said} (kept in this session)"
+        config.context_window = 100_000
+        assert window_line(agent.model, state) == (
+            f"window 100000 tokens (TinyAgent.context_window); the session learned {said}"
+        )
+        config.context_window = None
+        config.model = "another/model"  # learned for test/model only
+        assert window_line(agent.model, state).startswith("window 32768 tokens by default")
+    finally:
+        agent.close()
+    assert window_line(NotebookAgent(TinyAgent(), {}).model, state) == (
+        "the offline demo model has no context window"
+    )
