@@ -15,10 +15,11 @@ complete agent runs (user / assistant tool call / ~200 B tool result / answer, w
 attempts, usage and tool intents), then a compaction entry through the last of them,
 then a fixed verbatim tail of TAIL_RUNS runs.
 
-Raw baseline, built in the same run: a session of only the tail, whose first entry is a
-user message holding the very text the checkpoint puts in front of the tail, so its
-request body is byte for byte the one after the checkpoint (checked) and the only
-difference left is the history before it.
+Raw baseline, built in the same run: a session of the least history a checkpoint can
+summarize (one run) and the same checkpoint and tail, so its request body is byte for
+byte the one after the checkpoint (checked: the summary is sent as the assistant's note
+after a message of ours, which no entry can stand for) and the only difference left is
+the history before it.
 
 Key figures: request time at 100k entries / at 1k (flatness) and each / baseline;
 target ≤ 1.2 (a request that reads or copies the summarized history shows up at 100x).
@@ -139,17 +140,14 @@ def write_runs(store: SessionStore, runs: int, prompt: str) -> None:
 
 def build_session(directory: Path, history: int) -> SessionState:
     """`history` entries, a checkpoint through the last, then the tail; history 0 is the
-    baseline: the checkpoint's text as a plain user message, then the same tail."""
+    baseline: one run, the same checkpoint through it, then the same tail."""
     init = HeaderInit(
         cwd=str(directory), provider="openrouter", model="m", environment_identity=str(directory)
     )
     with SessionStore.open(directory / "s.jsonl", create=init) as store:
-        if history:
-            write_runs(store, history // ENTRIES_PER_RUN, "Look up key")
-            through = list(store.load().entries)[-1]
-            store.commit([f.compaction(SUMMARY, through, tokens_before=history * 100)])
-        else:
-            store.commit([f.user_message(f"[Summary of the earlier conversation]\n{SUMMARY}")])
+        write_runs(store, max(1, history // ENTRIES_PER_RUN), "Look up key")
+        through = list(store.load().entries)[-1]
+        store.commit([f.compaction(SUMMARY, through, tokens_before=history * 100)])
         write_runs(store, TAIL_RUNS, "Now the tail, key")
         return store.load()
 

@@ -35,6 +35,7 @@ MS_PER_SEQ = 7
 WORKSPACE = "/home/user/demo"
 PROVIDER = "openrouter"
 MODEL = "deepseek/deepseek-v4-flash-0731"
+BASE_URL = "https://openrouter.ai/api/v1"
 # Any fixed digest would do; this is the one the shared examples carry.
 CONFIGURATION_DIGEST = "sha256:8d067389a95fca745838e3ffd276fd93e62449185d34f1722a7a3b0679cf5a8c"
 INTERRUPTED = (
@@ -193,6 +194,8 @@ class Ledger:
     attempts: dict[str, dict[str, Any]] = field(default_factory=dict)
     intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     spent: list[Tokens] = field(default_factory=list)
+    # (baseUrl, model) -> the newest contextWindow record's summary, in first-seen order
+    windows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def usage_totals(self) -> dict[str, Any]:
         # A usage fact with a count or cost past 2**53 - 1 reads as no usage (spec §11).
@@ -304,6 +307,7 @@ class SessionBuilder:
         if self._corrupt_line is not None:
             return {"error": {"type": "SessionCorruptError", "line": self._corrupt_line}}
         done = self._committed
+        windows = {"contextWindows": list(done.windows.values())} if done.windows else {}
         return {
             "summary": {
                 "sessionId": self.session_id,
@@ -316,6 +320,7 @@ class SessionBuilder:
                 "attempts": list(done.attempts.values()),
                 "toolIntents": list(done.intents.values()),
                 "usage": done.usage_totals(),
+                **windows,
             }
         }
 
@@ -485,6 +490,29 @@ class SessionBuilder:
         usage_id = self.fact("usage", body)
         self.ledger.spent.append(tokens)
         return usage_id
+
+    def context_window(
+        self,
+        tokens: int,
+        source: str,
+        *,
+        attempt: Attempt | None = None,
+        base_url: str = BASE_URL,
+        model: str = MODEL,
+    ) -> str:
+        body: dict[str, Any] = {
+            "type": "contextWindow",
+            "baseUrl": base_url,
+            "model": model,
+            "tokens": tokens,
+            "source": source,
+        }
+        if attempt is not None:
+            body["attemptId"] = attempt.id
+        window_id = self.fact("record", body)
+        summary = {"baseUrl": base_url, "model": model, "tokens": tokens, "source": source}
+        self.ledger.windows[base_url, model] = summary
+        return window_id
 
     def abort_requested(self, operation_id: str, reason: str) -> str:
         body = {"type": "abortRequested", "operationId": operation_id, "reason": reason}
@@ -960,6 +988,51 @@ def budget_limit_run(s: SessionBuilder) -> None:
     s.run_tool(first, listing, "README.md\n")
     detail = "budget $0.0050 reached: this run spent $0.0060"
     s.finish(op, "budgetLimit", detail)
+
+
+@scenario(
+    "context windows learned: from the server's listing between runs, then from its "
+    "too-long answer (the newer one for the same model and server wins), one per model"
+)
+def context_window_learned(s: SessionBuilder) -> None:
+    s.context_window(131_072, "listing")
+    s.commit()
+    op = s.start_run("Read the whole log.")
+    refused = s.step_attempt(op, 1)
+    s.commit()
+    message = (
+        "This model's maximum context length is 7500 tokens. "
+        "However, your messages resulted in 9001 tokens."
+    )
+    s.attempt_failed(refused, "contextLength", message, retryable=False, status=400)
+    s.context_window(7500, "refusal", attempt=refused)
+    s.commit()
+    s.model_turn(op, 1, "The log is long; here is its end.", attempt=2, tokens=Tokens(7000, 9))
+    s.finish(op)
+    local = "http://127.0.0.1:11434/v1"
+    s.context_window(4096, "listing", base_url=local, model="qwen3:8b")
+    s.commit()
+
+
+@scenario("a contextWindow naming a stepAttempt that does not exist")
+def context_window_unknown_attempt(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    s.context_window(8192, "refusal", attempt=Attempt(s.new_id(), s.new_id()))
+    s.commit_corrupt()
+
+
+@scenario("a contextWindow of zero tokens")
+def context_window_zero_tokens(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    s.context_window(8192, "listing")
+    s.commit_corrupt(damaged("record.tokens", 0))
+
+
+@scenario("a contextWindow from a source the format does not name")
+def context_window_unknown_source(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    s.context_window(8192, "listing")
+    s.commit_corrupt(damaged("record.source", "guess"))
 
 
 @scenario("a compaction cutting between a tool call and its result")

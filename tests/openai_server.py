@@ -14,11 +14,23 @@ an invalid request gets a 400 and does not consume a reply.
 
 `OpenAIServer(context_limit=N)` answers 400 with OpenAI's "maximum context length" body
 (vLLM words it the same way) to a valid request whose estimated tokens (its messages'
-bytes / 4, as `estimate_tokens`) pass N, without consuming a reply. `invalid_requests`
+bytes / 4, as `estimate_tokens`) pass N, without consuming a reply. How it counts and
+how it overflows can be set as each real server does: `token_bytes=B` counts the
+messages and tools at B bytes a token (a tokenizer denser than the client's estimate);
+`overflow` is "refuse" (the 400 above), "refuse-bare" (a 400 that states no number),
+"empty-stream" (llama-cpp-python: a streamed request gets 200 and no event, an
+unstreamed one the 400), or "truncate" (Ollama: the start of the prompt is cut, the
+reply served, its prompt_tokens the limit). `count_usage=True` reports the server's own
+count as every reply's prompt_tokens. `turns="alternating"` refuses, as the strictest
+chat templates do, a system message not first or a second one, a conversation whose
+first turn is not the user's, and two user or two assistant turns in a row.
+`responder(body)` makes the reply when none is scripted. `invalid_requests`
 lists what was refused as an invalid conversation, so a test (or the
 `strict_server` fixture) can assert the client never sent one. `GET /models` lists
 `server.models` (OpenRouter/vLLM/llama.cpp entries: see `model_entry`), or serves
-`server.models_reply` when a test scripts one.
+`server.models_reply` when a test scripts one; `GET /props` (llama.cpp) and
+`GET /api/ps` (Ollama), beside /v1, serve `server.props` and `server.ps` when a test
+sets them (404 otherwise, as other servers answer).
 
 `hold` makes a reply wait before it is served (or, with `hold_after`, after its first
 chunks) on a `threading.Event`, or on the server's `release()` when the reply comes from
@@ -36,6 +48,7 @@ releases held replies.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import signal
 import socket
@@ -43,7 +56,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -221,6 +234,29 @@ def is_summarization(body: object) -> bool:
     messages = body.get("messages") or [{}]
     first = messages[0] if isinstance(messages[0], dict) else {}
     return first.get("role") == "system" and "summarize" in str(first.get("content", ""))
+
+
+def server_tokens(body: Mapping[str, Any], token_bytes: float | None) -> int:
+    """The request's tokens as the server counts them (see `OpenAIServer`)."""
+    if token_bytes is None:
+        return estimated_tokens(body)
+    size = len(json.dumps(body.get("messages", []), separators=(",", ":")))
+    size += len(json.dumps(body.get("tools", []), separators=(",", ":")))
+    return int(size / token_bytes) + 1
+
+
+def validate_turns(messages: Sequence[Any]) -> str | None:
+    """What a strict chat template (Gemma's, Mistral's) refuses, or None."""
+    roles = [m.get("role") for m in messages if isinstance(m, dict)]
+    if "system" in roles[1:] or "developer" in roles:
+        return "Jinja Exception: System message must be at the beginning."
+    turns = [r for r in roles if r != "system"]
+    if turns and turns[0] != "user":
+        return "Conversation roles must alternate user/assistant/user/assistant/..."
+    for before, after in itertools.pairwise(turns):
+        if before == after and before in ("user", "assistant"):
+            return "Conversation roles must alternate user/assistant/user/assistant/..."
+    return None
 
 
 def validate_request(body: object) -> str | None:
@@ -464,11 +500,22 @@ class OpenAIServer:
         hold_timeout: float = 30.0,
         context_limit: int | None = None,
         models: Sequence[Mapping[str, Any]] | None = None,
+        token_bytes: float | None = None,
+        overflow: str = "refuse",
+        count_usage: bool = False,
+        turns: str | None = None,
     ) -> None:
         self.api_key = api_key
         self.context_limit = context_limit
+        self.token_bytes = token_bytes
+        self.overflow = overflow
+        self.count_usage = count_usage
+        self.turns = turns
+        self.responder: Callable[[Any], Reply] | None = None
         self.models = [dict(m) for m in models] if models is not None else [model_entry()]
         self.models_reply: Reply | None = None  # served to GET /models instead of the list
+        self.props: dict[str, Any] | None = None  # llama.cpp's GET /props
+        self.ps: dict[str, Any] | None = None  # Ollama's GET /api/ps
         self.hold_timeout = hold_timeout
         self._log_path = Path(log_path) if log_path is not None else None
         self._replies: deque[Reply] = deque()
@@ -591,7 +638,9 @@ class OpenAIServer:
         with self._cond:
             if self._summaries and is_summarization(body):
                 return self._summaries.popleft()
-            return self._replies.popleft() if self._replies else None
+            if self._replies:
+                return self._replies.popleft()
+        return self.responder(body) if self.responder is not None else None
 
     def _hold(self, reply: Reply) -> None:
         hold = reply.get("hold")
@@ -678,7 +727,11 @@ class _Handler(BaseHTTPRequestHandler):
         with app._cond:
             app._listings.append(request)
         try:
-            if self.path not in ("/v1/models", "/models"):
+            served = {"/props": app.props, "/api/ps": app.ps}.get(self.path)
+            if served is not None:
+                request.status, request.outcome = 200, "served"
+                self._send_json(200, served)
+            elif self.path not in ("/v1/models", "/models"):
                 self._reject(request, 404, f"Not found: {self.path}", "not_found_error")
             elif app.api_key is not None and request.headers.get("authorization") != (
                 f"Bearer {app.api_key}"
@@ -769,17 +822,24 @@ class _Handler(BaseHTTPRequestHandler):
         if problem is not None:
             self._reject(request, 400, problem, "invalid_request_error", "invalid")
             return
-        request.tokens = estimated_tokens(request.body)
-        if app.context_limit is not None and request.tokens > app.context_limit:
-            body = context_length_body(app.context_limit, request.tokens)
-            request.status, request.outcome = 400, "too-long"
-            request.problem = body["error"]["message"]
-            self._send_json(400, body)
-            return
+        if app.turns == "alternating":
+            problem = validate_turns(request.body["messages"])
+            if problem is not None:
+                self._reject(request, 400, problem, "invalid_request_error", "invalid")
+                return
+        request.tokens = server_tokens(request.body, app.token_bytes)
+        limit = app.context_limit
+        counted = request.tokens
+        if limit is not None and request.tokens > limit:
+            if self._overflow(app, request, limit):
+                return
+            counted = limit  # "truncate": the start of the prompt is gone
         reply = app._next_reply(request.body)
         if reply is None:
             self._reject(request, 500, "openai_server: no scripted reply left", "server_error")
             return
+        if app.count_usage and reply.get("usage") is not None:
+            reply = {**reply, "usage": {**reply["usage"], "prompt_tokens": counted}}
         if reply.get("holdAfter") is None:
             app._hold(reply)
         request.status = reply.get("status", 200)
@@ -792,6 +852,27 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_stream(app, request, reply)
         else:
             self._send_json(200, json_body(reply, int(time.time())))
+
+    def _overflow(self, app: OpenAIServer, request: RecordedRequest, limit: int) -> bool:
+        """Answer a request past the limit as `app.overflow` says; False: serve it cut."""
+        assert request.tokens is not None
+        if app.overflow == "truncate":
+            request.problem = f"truncated {request.tokens} tokens to {limit}"
+            return False
+        request.status, request.outcome = 400, "too-long"
+        if app.overflow == "empty-stream" and request.body.get("stream") is True:
+            request.status = 200
+            request.problem = f"Requested tokens ({request.tokens}) exceed context window"
+            self._send_raw(raw_reply(""))
+            return True
+        if app.overflow == "refuse-bare":
+            message = "the request exceeds the available context size, try increasing it"
+            body: dict[str, Any] = {"error": {"code": 400, "message": message}}
+        else:
+            body = context_length_body(limit, request.tokens)
+        request.problem = body["error"]["message"]
+        self._send_json(400, body)
+        return True
 
     def _send_raw(self, reply: Reply) -> None:
         data = reply["body"].encode()

@@ -11,6 +11,7 @@ import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection
 from tiny_agent_nb.agent._context import SEALED_RUN, last_input_tokens
+from tiny_agent_nb.agent._summary import SUMMARY_LEAD
 from tiny_agent_nb.provider import wire
 from tiny_agent_nb.session import SessionState, SessionStore
 from tiny_agent_nb.session import facts as f
@@ -74,8 +75,12 @@ def test_compaction_replaces_what_it_summarizes(store: SessionStore) -> None:
     store.commit([f.compaction("they listed files", through)])
     complete_run(store, "second")
     messages = decode(ContextProjection.from_state(store.load(), None).messages())
-    assert messages[0]["content"] == "[Summary of the earlier conversation]\nthey listed files"
-    assert messages[1] == {"role": "user", "content": "second"}
+    assert messages[0] == {"role": "user", "content": SUMMARY_LEAD}
+    assert messages[1] == {
+        "role": "assistant",  # the model's own note: not in the user's voice
+        "content": "[Summary of the earlier conversation]\nthey listed files",
+    }
+    assert messages[2] == {"role": "user", "content": "second"}
 
 
 def test_a_checkpoint_keeps_the_messages_after_its_cut_and_their_unanswered_call(
@@ -96,7 +101,8 @@ def test_a_checkpoint_keeps_the_messages_after_its_cut_and_their_unanswered_call
     store.commit([f.operation_finished(run.operation_id, "aborted")])
     store.commit([f.compaction("they listed files", cut)])
     expected = [
-        ("user", "[Summary of the earlier conversation]\nthey listed files"),
+        ("user", SUMMARY_LEAD),
+        ("assistant", "[Summary of the earlier conversation]\nthey listed files"),
         ("user", "two commands"),
         ("assistant", None),
         ("tool", "done"),

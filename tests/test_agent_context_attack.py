@@ -26,6 +26,7 @@ import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
 from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.agent._summary import CONTINUED, summary_messages
 from tiny_agent_nb.notebook import NotebookAgent, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import wire
 from tiny_agent_nb.session import (
@@ -39,6 +40,7 @@ from tiny_agent_nb.session import (
     SessionStore,
     StepAttempt,
     ToolResultEntry,
+    UserEntry,
     new_id,
 )
 from tiny_agent_nb.session import facts as f
@@ -65,18 +67,23 @@ def _reference(state: SessionState, system: str | None) -> View:
     checkpoint whose cut it still holds, a summary, then the kept entries replayed."""
     kept: list[EntryFact] = []
     summary: str | None = None
+    cut: str | None = None
     for entry in state.entries.values():
         body = entry.entry
         if not isinstance(body, CompactionEntry):
             kept.append(entry)
             continue
         ids = [k.id for k in kept]
-        if body.throughEntryId in ids:
-            kept = kept[ids.index(body.throughEntryId) + 1 :]
-            summary = f"[Summary of the earlier conversation]\n{body.summary}"
+        if body.throughEntryId in ids or body.throughEntryId == cut:
+            kept = (
+                kept[ids.index(body.throughEntryId) + 1 :] if body.throughEntryId in ids else kept
+            )
+            summary, cut = body.summary, body.throughEntryId
     messages: list[bytes] = [wire.system_message(system)] if system else []
     if summary is not None:
-        messages.append(wire.user_message(summary))
+        messages += summary_messages(summary)
+        if not kept or not isinstance(kept[0].entry, UserEntry):
+            messages.append(wire.user_message(CONTINUED))
     unanswered: list[str] = []
     for entry in kept:
         body = entry.entry
@@ -360,5 +367,5 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
         agent.close()
     sent = server.requests[0].body["messages"]
     assert sent == expected[0][0]
-    assert "in b listed files" in sent[1]["content"]
+    assert "in b listed files" in sent[2]["content"]
     assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["b1", "b2"]

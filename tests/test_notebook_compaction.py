@@ -59,7 +59,11 @@ def test_agent_compact_summarizes_with_instructions_and_status_shows_it(
     assert "keep the file size" in summarizing.raw.decode()
     assert "nothing to compact" in run(shell, "%agent compact", capsys)
     status = run(shell, "%agent status", capsys)
-    assert "context  1 compaction(s)" in status
+    assert "context  window 32768 tokens by default, until the server states one" in status
+    assert "         1 compaction(s)" in status
+    assert "summary  SUMMARY: big.txt is 8000 y's (`%agent summary` shows it whole)" in status
+    whole = run(shell, "%agent summary", capsys)
+    assert whole.endswith("not as your words):\n\nSUMMARY: big.txt is 8000 y's\n")
     usage_view = run(shell, "%agent usage", capsys)
     assert "compaction completed" in usage_view and "$0.002" in usage_view
     path = tmp_path / "analysis.agent.jsonl"
@@ -72,7 +76,7 @@ def test_agent_compact_summarizes_with_instructions_and_status_shows_it(
     server.enqueue(text_reply("ok"))
     run(shell, "%%agent\nAnd now?", capsys)
     last = server.requests[-1].body["messages"]
-    assert "SUMMARY: big.txt is 8000 y's" in last[1]["content"]
+    assert "SUMMARY: big.txt is 8000 y's" in last[2]["content"]
     assert BIG not in server.requests[-1].raw.decode()
     state = load_session(tmp_path / "analysis.agent.jsonl")
     assert [op.kind for op in state.operations.values()] == ["run", "compaction", "run"]

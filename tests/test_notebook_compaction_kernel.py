@@ -98,7 +98,7 @@ def test_kernel_killed_during_an_automatic_compaction_resumes_from_the_same_cont
     again = _summarizing(server)[-1]
     assert again.body["messages"] == killed.body["messages"]  # the same context, summarized
     last = server.requests[-1].body["messages"]
-    assert "SUMMARY from the resume" in last[1]["content"]
+    assert "SUMMARY from the resume" in last[2]["content"]
     state = load_session(session)
     assert [c.summary for c in _compactions(state)] == ["SUMMARY from the resume"]
     assert [(op.kind, op.status) for op in state.operations.values()] == [

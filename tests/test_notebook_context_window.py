@@ -3,8 +3,17 @@ lists it, asked once per open session (the compaction trigger reads it every run
 
 from __future__ import annotations
 
-from tiny_agent_nb.notebook import TinyAgent
+from pathlib import Path
+
+import pytest
+from test_agent_window import NOTES, window_server
+
+from tiny_agent_nb.agent import LoopObserver
+from tiny_agent_nb.notebook import TinyAgent, resolve_session_path
 from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.notebook._window_report import window_line
+from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+from tiny_agent_nb.session import facts as f
 
 from openai_server import OpenAIServer, model_entry
 
@@ -62,3 +71,78 @@ def test_the_demo_model_has_no_window_and_sends_nothing() -> None:
     assert agent.config.demo_mode()
     assert agent.model.context_window() is None
     assert agent.model._http is None  # no client was even made
+
+
+def _cell(agent: NotebookAgent, prompt: str) -> None:
+    result = agent.run(prompt, observer=LoopObserver(), ask=None)
+    assert result.outcome == "completed", result.detail
+
+
+def test_a_window_stated_only_in_the_servers_metadata_is_recorded_and_not_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp's /props states the window it serves; past it, its 400 says no number."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("".join(NOTES.format(n=n) for n in range(30)))
+    path = tmp_path / "analysis.agent.jsonl"
+    with window_server(context_limit=4000, overflow="refuse-bare") as server:
+        server.props = {"default_generation_settings": {"n_ctx": 4000}, "total_slots": 1}
+        config = TinyAgent(base_url=server.base_url, model="test/model")
+        agent = NotebookAgent(config, {})
+        try:
+            agent.open(
+                resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=tmp_path)
+            )
+            for n in range(12):
+                _cell(agent, f"Cell {n}: what do the notes say?")
+        finally:
+            agent.close()
+        asked = len(server.listings)
+        assert not [r for r in server.requests if r.outcome == "too-long"]  # none too long
+        state = load_session(path)
+        ((key, learned),) = state.context_windows.items()
+        assert key == (server.base_url, "test/model")
+        assert (learned.tokens, learned.source) == (4000, "listing")
+        assert [e for e in state.entries.values() if e.entry.type == "compaction"]
+        # a new kernel: the session says the window, the server is not asked again
+        again = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
+        try:
+            again.open(
+                resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=tmp_path)
+            )
+            _cell(again, "One more: what do the notes say?")
+            line = window_line(again.model, again.read_state()[0])
+        finally:
+            again.close()
+        assert len(server.listings) == asked
+        assert not server.invalid_requests
+    assert line == "window 4000 tokens, as the server's metadata states it (kept in this session)"
+
+
+def test_status_says_the_window_and_where_it_comes_from(
+    tmp_path: Path, server: OpenAIServer
+) -> None:
+    path = tmp_path / "s.agent.jsonl"
+    init = HeaderInit(
+        cwd=str(tmp_path), provider="local", model="test/model", environment_identity="/"
+    )
+    with SessionStore.open(path, create=init) as store:
+        store.commit([f.context_window(server.base_url, "test/model", 4000, "refusal")])
+    state = load_session(path)
+    config = TinyAgent(base_url=server.base_url, model="test/model")
+    agent = NotebookAgent(config, {})
+    try:
+        said = "4000 tokens, as the server said when it refused a request too long"
+        assert window_line(agent.model, state) == f"window {said} (kept in this session)"
+        config.context_window = 100_000
+        assert window_line(agent.model, state) == (
+            f"window 100000 tokens (TinyAgent.context_window); the session learned {said}"
+        )
+        config.context_window = None
+        config.model = "another/model"  # learned for test/model only
+        assert window_line(agent.model, state).startswith("window 32768 tokens by default")
+    finally:
+        agent.close()
+    assert window_line(NotebookAgent(TinyAgent(), {}).model, state) == (
+        "the offline demo model has no context window"
+    )

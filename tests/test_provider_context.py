@@ -143,6 +143,60 @@ TOO_LONG: dict[str, Reply] = {
         },
     ),
     "413 with the words": error_reply(413, "maximum context length exceeded"),
+    "llama-cpp-python": error_reply(
+        400,
+        body={
+            "error": {
+                "message": "This model's maximum context length is 1024 tokens. However, you "
+                "requested 1520 tokens (1203 in the messages, 317 in the completion). Please "
+                "reduce the length of the messages or completion.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "llama-cpp-python, unformatted": error_reply(
+        500,
+        body={
+            "error": {
+                "message": "Requested tokens (1203) exceed context window of 1024",
+                "type": "internal_server_error",
+                "param": None,
+                "code": None,
+            }
+        },
+    ),
+    "llama.cpp, an input it cannot split": error_reply(
+        400,
+        body={
+            "error": {
+                "code": 400,
+                "message": "input (9000 tokens) is larger than the max context size (8192 "
+                "tokens). skipping",
+                "type": "exceed_context_size_error",
+            }
+        },
+    ),
+}
+
+# What each answer says in numbers: (window, input tokens of the refused request).
+NUMBERS: dict[str, tuple[int | None, int | None]] = {
+    "OpenAI": (8192, 8227),
+    "OpenAI, older wording": (4097, 3975),
+    "OpenAI, the code alone": (None, None),
+    "vLLM": (4096, 3120),
+    "vLLM, newer wording": (4096, 2778),
+    "llama.cpp": (4096, 4476),
+    "llama.cpp, older wording": (None, None),
+    "Ollama": (None, None),
+    "Ollama, plain text": (None, None),
+    "OpenRouter": (131072, 10535),
+    "OpenRouter, upstream raw": (65536, None),
+    "413 with the words": (None, None),
+    "llama-cpp-python": (1024, 1203),
+    "llama-cpp-python, unformatted": (1024, 1203),
+    "llama.cpp, an input it cannot split": (8192, None),
 }
 
 
@@ -157,6 +211,57 @@ def test_each_servers_context_too_long_answer_fails_as_context_length(
     assert "too long for the model's context window" in exc.message
     assert "%agent compact" in exc.message  # what to do next
     assert "unchanged" in exc.message  # what was kept safe
+    assert (exc.window, exc.prompt_tokens) == NUMBERS[server_name]
+
+
+@pytest.mark.parametrize(
+    ("message", "window"),
+    [
+        ("This model's maximum context length is 12 tokens.", None),  # below any prompt
+        ("This model's maximum context length is 99999999999 tokens.", None),  # 11 digits
+        ("This model's maximum context length is 1,048,576 tokens.", 1_048_576),
+        ("This model's maximum context length is -4096 tokens.", None),
+        ("This model's maximum context length is 4096.5 tokens.", 4096),
+        ("request (10 tokens) exceeds the available context size (0x1000 tokens)", None),
+    ],
+    ids=["tiny", "eleven digits", "commas", "negative", "a fraction", "hex"],
+)
+def test_the_window_in_a_servers_words_is_believed_only_when_plausible(
+    server: OpenAIServer, message: str, window: int | None
+) -> None:
+    exc = failure(server, error_reply(400, message))
+    assert exc.kind == "contextLength"
+    assert exc.window == window
+
+
+def test_llama_cpps_counts_are_read_from_its_error_members(server: OpenAIServer) -> None:
+    body = {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 3000,
+            "n_ctx": 2048,
+        }
+    }
+    exc = failure(server, error_reply(400, body=body))
+    assert (exc.window, exc.prompt_tokens) == (2048, 3000)
+
+
+def test_an_empty_event_stream_is_said_to_be_empty_and_asked_again_unstreamed(
+    server: OpenAIServer,
+) -> None:
+    # llama-cpp-python past its window, streamed: 200, then the stream ends, no event
+    server.enqueue(raw_reply(""), text_reply("fine"))
+    with provider_for(server) as provider:
+        with pytest.raises(ProviderError) as caught:
+            provider.complete([USER], [])
+        assert caught.value.empty_stream is True
+        assert caught.value.kind == "protocol"
+        assert provider.complete([USER], [], stream=False).message.content == "fine"
+    first, second = server.requests
+    assert first.body["stream"] is True
+    assert second.body["stream"] is False and "stream_options" not in second.body
 
 
 def test_openrouters_context_error_inside_a_200_stream_is_context_length(
@@ -259,7 +364,8 @@ def test_estimate_tokens_is_a_quarter_of_the_bytes() -> None:
     [
         (model_entry(context_length=200_000), 200_000),  # OpenRouter
         (model_entry(max_model_len=32_768), 32_768),  # vLLM
-        (model_entry(meta={"n_vocab": 32000, "n_ctx_train": 4096}), 4096),  # llama.cpp
+        # llama.cpp: the trained window, when its /props says nothing (asked then)
+        (model_entry(meta={"n_vocab": 32000, "n_ctx_train": 4096}), 4096),
         (model_entry(), None),  # Ollama's /v1/models says nothing
         (model_entry(context_length=None), None),
         (model_entry(context_length="8192"), None),
@@ -286,8 +392,54 @@ def test_the_window_comes_from_the_servers_model_listing(
     with provider_for(server) as provider:
         assert provider.context_window() == window
         assert provider.context_window("test/model") == window
-    (request,) = server.listings  # asked once per provider and model, then cached
-    assert (request.method, request.path) == ("GET", "/v1/models")
+    # asked once per provider and model, then cached; /props and /api/ps (beside /v1)
+    # only when the listing gives no served window
+    (request,) = [r for r in server.listings if r.path == "/v1/models"]
+    assert request.method == "GET"
+    probes = [r.path for r in server.listings if r.path != "/v1/models"]
+    served = window is not None and "meta" not in entry
+    assert probes == ([] if served else ["/props", "/api/ps"])
+
+
+def test_llama_cpps_props_give_the_window_it_serves_over_the_trained_one(
+    server: OpenAIServer,
+) -> None:
+    # llama-server --ctx-size 2048 with a model trained on 32k: /props says what it serves
+    server.models = [model_entry(meta={"n_ctx_train": 32_768})]
+    server.props = {"default_generation_settings": {"n_ctx": 2048}, "total_slots": 1}
+    with provider_for(server) as provider:
+        assert provider.context_window() == 2048
+
+
+def test_ollamas_ps_gives_the_window_of_the_loaded_model(server: OpenAIServer) -> None:
+    server.ps = {
+        "models": [
+            {"name": "other:1b", "model": "other:1b", "context_length": 131_072},
+            {"name": "test/model", "model": "test/model", "context_length": 4096},
+        ]
+    }
+    with provider_for(server) as provider:
+        assert provider.context_window() == 4096
+        assert provider.context_window("absent:7b") is None  # not loaded: not stated
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"default_generation_settings": {"n_ctx": 12}},  # below any agent's prompt
+        {"default_generation_settings": {"n_ctx": 10**12}},
+        {"default_generation_settings": {"n_ctx": "4096"}},
+        {"default_generation_settings": {"n_ctx": True}},
+        {"n_ctx": 4096},
+    ],
+    ids=["tiny", "huge", "a string", "a bool", "misplaced"],
+)
+def test_an_implausible_served_window_is_not_believed(
+    server: OpenAIServer, props: dict[str, Any]
+) -> None:
+    server.props = props
+    with provider_for(server) as provider:
+        assert provider.context_window() is None
 
 
 def test_the_window_of_another_model_is_asked_for_by_its_id(server: OpenAIServer) -> None:

@@ -102,8 +102,10 @@ def _used(path: Path) -> bool:
 
 def _long_run(store: SessionStore, steps: int) -> None:
     """A run of `steps` tool steps with everything the tables hold: a failed attempt, a
-    tool's usage, an MCP tool, two calls in one answer, a compaction, an open end."""
+    tool's usage, an MCP tool, two calls in one answer, a compaction, learned context
+    windows, an open end."""
     run = Run(environment=store.header.environmentIdentity)
+    store.commit([f.context_window("http://127.0.0.1:8080/v1", "m", 32_768, "listing")])
     store.commit(run.start("go"))
     for i in range(steps):
         if i in (0, steps // 2):  # what the model is told, and later told anew
@@ -113,7 +115,10 @@ def _long_run(store: SessionStore, steps: int) -> None:
             failed = f.attempt_failed(
                 run.attempt_id or "", kind="http", message="429", retryable=True, status=429
             )
-            store.commit([failed])
+            learned = f.context_window(
+                "http://127.0.0.1:8080/v1", "m", 4096 + i, "refusal", attempt_id=run.attempt_id
+            )
+            store.commit([failed, learned])
             store.commit(run.attempt(attempt=2))
         calls = [(f"c{i}a", "read_file", {"path": f"f{i}", "n": [i, 1.5, None]})]
         if i % 5 == 0:

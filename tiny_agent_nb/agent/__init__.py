@@ -22,8 +22,10 @@ from ._types import (
     RecoveryReport,
     RunResult,
 )
+from ._window import DEFAULT_CONTEXT_WINDOW
 
 __all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
     "NOT_STARTED",

@@ -7,53 +7,30 @@ The compaction entry settles its attempt, so the context changes in one transact
 not at all: a crash or Ctrl-C before it leaves a pending (then failed) attempt and the
 context exactly as it was, and recovery has nothing to redo.
 
-The cut (`throughEntryId`) is the newest entry such that every tool call at or before it
-has its result at or before it, with at least `keep_tail_tokens` of the newest entries
-after it (kept verbatim: the model keeps the exact text of what it just did), and after
-the previous cut (a summary covers the previous summary plus what followed it).
-
-Token counts are estimates (UTF-8 bytes / 4) except where the ledger has the server's.
+What is summarized and how the request is bounded is `_summarize`'s; the window and the
+estimates are `_window`'s. A compaction always makes room: a summary that would not bring
+the context under the threshold fails its attempt instead of being kept.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..provider import Completion, ProviderError, wire
 from ..render import usd  # the one money format (docs/glossary.md)
-from ..session import (
-    AssistantEntry,
-    CompactionEntry,
-    SessionState,
-    SessionStore,
-    ToolResultEntry,
-    UserEntry,
-    new_id,
-)
+from ..session import CompactionEntry, NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._planner import attempt_usage
+from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
+from ._summary import continued, summary_messages
+from ._window import DEFAULT_CONTEXT_WINDOW, ContextWindow
 
-# When neither the trait nor the server says how big the model's window is: small enough
-# for most models served today (local ones included), so compaction comes early, not late.
-DEFAULT_CONTEXT_WINDOW = 32_768
 CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too long"
-ENTRY_CHARS = 4_000  # characters of one entry a summarization request shows at most
 
-SUMMARIZER_PROMPT = (
-    "You summarize an agent's working session so that the agent can continue the work "
-    "from your summary alone. The earlier entries will be replaced by it; the most "
-    "recent ones stay verbatim after it."
-)
-SUMMARY_REQUEST = (
-    "Write the summary now. Keep what the rest of the work needs: the user's goals and "
-    "requests, decisions made and why, files read, created or changed (with paths), "
-    "commands run and what they showed, results found, and open problems or next steps. "
-    "Drop chatter and tool output that no longer matters. Plain text, concise."
-)
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "CompactionFailed", "Compactor", "NoRoom"]
 
 
 def estimate_tokens(byte_count: int) -> int:
@@ -67,14 +44,8 @@ class Summarizer(Protocol):
         tools: Sequence[ToolSchema],
         *,
         on_event: None = None,
+        stream: bool | None = None,
     ) -> Completion: ...
-
-
-@dataclass(frozen=True)
-class Cut:
-    through_entry_id: str
-    entries: tuple[str, ...]  # ids of the entries the summary covers (since the last cut)
-    previous_summary: str | None
 
 
 @dataclass(frozen=True)
@@ -91,8 +62,9 @@ class Compacted:
 def compaction_line(c: Compacted) -> str:
     """One line for the cell and the status: what was summarized, tokens, cost."""
     cost = usd(c.cost) if c.cost is not None else "cost unknown"
+    what = f"{c.entries} entries" if c.entries else "the earlier summary alone (too large)"
     return (
-        f"compacted {c.entries} entries into a summary: ~{c.tokens_before} → "
+        f"compacted {what} into a summary: ~{c.tokens_before} → "
         f"~{c.tokens_after} tokens of context · {cost}"
     )
 
@@ -113,99 +85,8 @@ def compaction_status(state: SessionState) -> str | None:
     )
 
 
-class NoRoom(Exception):
-    """No clean cut leaves `keep_tail_tokens` verbatim and summarizes anything."""
-
-
 class CompactionFailed(Exception):
     """The summarization attempt failed (its attemptFailed is committed)."""
-
-
-def choose_cut(state: SessionState, keep_tail_tokens: int) -> Cut:
-    entries = state.entries
-    ids = list(entries)
-    previous_summary: str | None = None
-    start = 0
-    for index in range(len(ids) - 1, -1, -1):
-        if entries.type_of(ids[index]) == "compaction":
-            body = entries[ids[index]].entry
-            assert isinstance(body, CompactionEntry)
-            previous_summary = body.summary
-            start = ids.index(body.throughEntryId) + 1
-            break
-    candidates = [i for i in ids[start:] if entries.type_of(i) != "compaction"]
-    sizes: list[int] = []
-    clean: list[bool] = []
-    open_calls: set[str] = set()
-    for entry_id in candidates:
-        entry = entries[entry_id]
-        body = entry.entry
-        if isinstance(body, ToolResultEntry):
-            open_calls.discard(body.message.toolCallId)
-        elif isinstance(body, AssistantEntry):
-            # Calls of an earlier assistant entry that never got a result never will
-            # (they never started): the context answers them "not run".
-            open_calls = {c.id for c in body.message.toolCalls}
-        else:
-            open_calls = set()
-        message = wire.entry_message(entry)
-        sizes.append(estimate_tokens(len(json.dumps(message, ensure_ascii=False).encode())))
-        clean.append(not open_calls)
-    tail = 0
-    for index in range(len(candidates) - 1, -1, -1):
-        if tail >= keep_tail_tokens and clean[index]:
-            return Cut(candidates[index], tuple(candidates[: index + 1]), previous_summary)
-        tail += sizes[index]
-    raise NoRoom(
-        f"no part of the conversation can be summarized: keeping the newest "
-        f"{keep_tail_tokens} tokens verbatim (TinyAgent.keep_tail_tokens) leaves nothing "
-        "before them that ends cleanly (every tool call with its result)"
-    )
-
-
-def summarization_request(
-    state: SessionState, cut: Cut, instructions: str | None, limit_chars: int
-) -> list[bytes]:
-    """The request's messages: a transcript in one user message, so it is a valid
-    conversation whatever the cut region holds (tool calls need no schemas here)."""
-    per_entry = max(200, min(ENTRY_CHARS, limit_chars // max(1, len(cut.entries))))
-    parts: list[str] = []
-    if cut.previous_summary is not None:
-        parts.append(f"Summary of the work before:\n{cut.previous_summary}\n")
-    parts.append("Entries since then:")
-    for entry_id in cut.entries:
-        parts.append(_transcript_line(state, entry_id, per_entry))
-    parts.append(SUMMARY_REQUEST)
-    if instructions:
-        parts.append(f"The user asks that the summary also: {instructions}")
-    messages = [
-        {"role": "system", "content": SUMMARIZER_PROMPT},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
-    return [json.dumps(m, ensure_ascii=False).encode() for m in messages]
-
-
-def _transcript_line(state: SessionState, entry_id: str, limit: int) -> str:
-    body = state.entries[entry_id].entry
-    if isinstance(body, UserEntry):
-        return "[user] " + _clip(wire.user_content(body), limit)
-    if isinstance(body, AssistantEntry):
-        msg = body.message
-        calls = "".join(
-            f"\n  -> {c.name}({_clip(json.dumps(c.arguments, ensure_ascii=False), limit)})"
-            for c in msg.toolCalls
-        )
-        return "[assistant] " + _clip(msg.content or msg.refusal or "", limit) + calls
-    assert isinstance(body, ToolResultEntry)
-    return f"[tool result, {body.outcome}] " + _clip(body.message.content, limit)
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = text[: limit * 3 // 4]
-    tail = text[len(text) - limit // 4 :]
-    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
 
 
 @dataclass(frozen=True)
@@ -226,43 +107,55 @@ class Compactor:
         provider: Summarizer,
         label: AttemptLabel,
         *,
-        context_window: int | None,
+        window: ContextWindow,
         threshold: float,
         keep_tail_tokens: int,
         request_bytes: Callable[[], int],
+        fixed_bytes: int,
         ledger_tokens: Callable[[], int | None],
         on_compaction: Callable[[Compacted], None],
     ) -> None:
-        """`request_bytes`: the size of the request the run would send now;
-        `ledger_tokens`: `last_input_tokens` of the session now (the projection follows it,
-        so no attempt pays for a snapshot of the whole session)."""
+        """`request_bytes`: the size of the request the run would send now (messages and
+        tool schemas); `fixed_bytes`: the part of it no compaction changes (the system
+        prompt and the tool schemas); `ledger_tokens`: `last_input_tokens` of the session
+        now (the projection follows it, so no attempt pays for a snapshot of the whole
+        session)."""
         self._on_compaction = on_compaction
         self._store = store
         self._provider = provider
         self._label = label
-        self.window = context_window or DEFAULT_CONTEXT_WINDOW
+        self.window = window
         self._threshold = threshold
         self._keep_tail_tokens = keep_tail_tokens
         self._request_bytes = request_bytes
+        self._fixed_bytes = fixed_bytes
         self._ledger_tokens = ledger_tokens
 
     def context_tokens(self) -> int:
         """The ledger's count of the last request where there is one, or the estimate of
         the next one, whichever is larger (tool results since then are not in the former)."""
-        estimate = estimate_tokens(self._request_bytes())
+        estimate = self.window.estimate(self._request_bytes())
         return max(estimate, self._ledger_tokens() or 0)
 
+    def limit(self) -> int:
+        """Tokens of context past which a run compacts (compact_threshold of the window)."""
+        return int(self._threshold * self.window.tokens)
+
     def needed(self) -> bool:
-        return self.context_tokens() >= self._threshold * self.window
+        return self.context_tokens() >= self.limit()
+
+    def budget(self) -> Budget:
+        return Budget(self.window.tokens, self._keep_tail_tokens)
 
     def check(self) -> None:
         """Raises NoRoom when there is nothing to compact (nothing committed)."""
-        choose_cut(self._store.load(), self._keep_tail_tokens)
+        choose_cut(self._store.load(), self.budget(), self.window.estimate)
 
     def make_room(self, operation_id: str, step: int, attempt: int, *, forced: bool) -> str | None:
         """Before an attempt: compact when the context passed its threshold, or when the
         server said it is too long (`forced`). The run's failure detail when it cannot go
         on, else None."""
+        self.window.record_listing()
         if not forced and not self.needed():
             return None
         try:
@@ -278,43 +171,23 @@ class Compactor:
     def run(
         self, operation_id: str, step: int, attempt: int, instructions: str | None = None
     ) -> Compacted:
-        """One compaction attempt. Raises NoRoom before committing anything, and
-        CompactionFailed after committing the attempt's failure."""
+        """One compaction. Raises NoRoom before committing anything, and CompactionFailed
+        after committing the attempt's failure."""
         tokens_before = self.context_tokens()
         state = self._store.load()
-        cut = choose_cut(state, self._keep_tail_tokens)
-        # The transcript gets about half the window (4 characters a token, roughly): the
-        # summarization request must fit the window it is making room in.
-        messages = summarization_request(state, cut, instructions, self.window * 2)
-        attempt_id = new_id()
-        label = self._label
-        self._store.commit(
-            [
-                f.step_attempt(
-                    operation_id,
-                    step=step,
-                    attempt=attempt,
-                    provider=label.provider,
-                    model=label.model,
-                    configuration_digest=label.configuration_digest,
-                    id=attempt_id,
-                )
-            ]
-        )
-        try:
-            completion = self._provider.complete(messages, [])
-        except ProviderError as error:
-            self._fail(attempt_id, error)
-            raise CompactionFailed(f"the summarization request failed: {error.message}") from error
+        budget = self.budget()
+        cut = choose_cut(state, budget, self.window.estimate)
+        chars_per_token = 1 / self.window.tokens_per_byte  # ASCII: a byte a character
+        messages = summarization_request(state, cut, instructions, budget, chars_per_token)
+        attempt_id, completion = self._ask(messages, operation_id, step, attempt)
         summary = (completion.message.content or "").strip()
-        if not summary:
-            empty = ProviderError(
-                "the model answered the summarization request with no text",
-                kind="protocol",
-                retryable=False,
-            )
-            self._fail(attempt_id, empty)
-            raise CompactionFailed(empty.message)
+        problem: str | None = "the model answered the summarization request with no text"
+        if summary:
+            problem = self._too_large(summary, cut)
+        if problem:
+            failure = ProviderError(problem, kind="protocol", retryable=False)
+            self._fail(attempt_id, failure, attempt_usage(attempt_id, completion.usage))
+            raise CompactionFailed(problem)
         entry_id = new_id()
         facts = [
             f.compaction(
@@ -331,33 +204,81 @@ class Compactor:
             entry_id=entry_id,
             entries=len(cut.entries),
             tokens_before=tokens_before,
-            tokens_after=estimate_tokens(self._request_bytes()),
+            tokens_after=self.window.estimate(self._request_bytes()),
             cost=completion.usage.cost if completion.usage is not None else None,
         )
         self._on_compaction(done)
         return done
 
-    def _fail(self, attempt_id: str, error: ProviderError) -> None:
-        self._store.commit(
-            [
-                f.attempt_failed(
-                    attempt_id,
-                    kind=error.kind,
-                    message=error.message,
-                    retryable=error.retryable,
-                    status=error.status,
-                ),
-                *attempt_usage(attempt_id, error.usage),  # billed before it failed
-            ]
+    def _ask(
+        self, messages: list[bytes], operation_id: str, step: int, attempt: int
+    ) -> tuple[str, Completion]:
+        """The summarization attempt (and, after a stream that ended empty, one more
+        without streaming, whose answer says why)."""
+        stream: bool | None = None
+        while True:
+            attempt_id = new_id()
+            label = self._label
+            self._store.commit(
+                [
+                    f.step_attempt(
+                        operation_id,
+                        step=step,
+                        attempt=attempt,
+                        provider=label.provider,
+                        model=label.model,
+                        configuration_digest=label.configuration_digest,
+                        id=attempt_id,
+                    )
+                ]
+            )
+            try:
+                if stream is None:
+                    return attempt_id, self._provider.complete(messages, [])
+                return attempt_id, self._provider.complete(messages, [], stream=stream)
+            except ProviderError as error:
+                learned: list[NewFact] = []
+                if error.kind == CONTEXT_LENGTH:
+                    learned = self.window.learning(error.window, "refusal", attempt_id)
+                self._fail(attempt_id, error, learned)
+                if error.empty_stream and stream is None:
+                    stream = False
+                    continue
+                raise CompactionFailed(
+                    f"the summarization request failed: {error.message}"
+                ) from error
+
+    def _too_large(self, summary: str, cut: Cut) -> str | None:
+        """Why `summary` would not make room (None when it does): the context it leaves,
+        the system prompt, tools, summary and tail, must be under the threshold."""
+        summary_bytes = sum(len(m) + 1 for m in summary_messages(summary)) + len(continued())
+        after = self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
+        if after < self.limit():
+            return None
+        return (
+            f"the summary ({len(summary)} characters) would leave about {after} tokens of "
+            f"context, not under {self.limit()} ({self._threshold:g} of the window of "
+            f"{self.window.describe()}), so it was not kept"
         )
 
+    def _fail(self, attempt_id: str, error: ProviderError, extra: Sequence[NewFact] = ()) -> None:
+        failed = f.attempt_failed(
+            attempt_id,
+            kind=error.kind,
+            message=error.message,
+            retryable=error.retryable,
+            status=error.status,
+        )
+        # With the usage the server reported before the answer failed: it was billed.
+        self._store.commit([failed, *attempt_usage(attempt_id, error.usage), *extra])
+        self.window.learned_from(list(extra))
 
-def too_long_detail(window: int, reason: str) -> str:
+
+def too_long_detail(window: ContextWindow, reason: str) -> str:
     """A run's detail when its request does not fit even after compacting."""
     return (
-        f"the conversation does not fit the model's context window ({window} tokens) even "
-        f"after compacting: {reason}. Everything is kept in the session. Next: `%agent "
-        "compact` with instructions to keep less, a smaller TinyAgent.keep_tail_tokens, a "
-        "bigger TinyAgent.context_window if the model has one, or `%agent new` to start a "
-        "fresh session"
+        f"the conversation does not fit the model's context window ({window.describe()}) "
+        f"even after compacting: {reason}. Everything is kept in the session. Next: "
+        "`%agent compact` with instructions to keep less, a smaller "
+        "TinyAgent.keep_tail_tokens, or `%agent new` to start a fresh session"
     )

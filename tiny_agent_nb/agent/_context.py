@@ -6,8 +6,10 @@ A request sends a view of each map as it is, so the cost of a step does not grow
 the length of the history, and a kernel that restarts rebuilds the same projection from
 the file the same way.
 
-Two things are not entries but still reach the model:
+Three things are not entries but still reach the model:
 - the system prompt, first;
+- a checkpoint's summary, as the assistant's note after a user message of ours
+  (`_summary.py` says why);
 - a tool call that never got a `toolStarted` (the kernel died, or the user interrupted,
   before it began) is answered with a synthetic tool message saying it never ran — true
   by construction, since intent is written before effect — because providers refuse a
@@ -34,6 +36,7 @@ from ..session import (
     UsageFact,
     usage_in_range,
 )
+from ._summary import continued, is_user_message, summary_messages
 
 NOT_STARTED = (
     "Not run: the session stopped before this tool call started, so it had no effect. "
@@ -138,6 +141,12 @@ class ContextProjection:
         self._entry_ids: list[str] = []
         self._offsets = array("q")
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
+        # The latest checkpoint's summary messages (none before one), whether its cut is
+        # the checkpoint's (a later one may re-summarize the summary alone), and whether
+        # the first message after them is a user message (None: nothing follows yet).
+        self._summary: list[bytes] = []
+        self._cut: str | None = None
+        self._opens_with_user: bool | None = None
         self._ledger = _LastRequest()
         # Set while the projection is deferred (`following`): how to read the session.
         self._load: Callable[[], SessionState] | None = None
@@ -179,6 +188,8 @@ class ContextProjection:
             built._offsets,
         )
         self._unanswered, self._ledger = built._unanswered, built._ledger
+        self._summary, self._cut = built._summary, built._cut
+        self._opens_with_user = built._opens_with_user
         self._through_seq, self._load = built._through_seq, None
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
@@ -189,13 +200,28 @@ class ContextProjection:
         """Store subscriber: project the entries among newly committed facts."""
         if self._load is not None or (facts and facts[-1].seq <= self._through_seq):
             return  # not built yet, or built from a state that holds these facts already
-        self._ledger.observe(facts)
+        starts = any(isinstance(f, RecordFact) and isinstance(f.record, StepAttempt) for f in facts)
+        self._ledger.observe(facts, self.size() if starts else 0)
         self.extend(f for f in facts if isinstance(f, EntryFact))
 
     def last_input_tokens(self) -> int | None:
         """`last_input_tokens(state)` of the followed store, without a snapshot."""
         self._built()
         return self._ledger.tokens
+
+    def last_request(self) -> tuple[int, int] | None:
+        """The newest answered request of this context as (the server's count of its input
+        tokens, the bytes of its messages), when this process sent it and the server
+        counted it; None after a checkpoint (that context is gone)."""
+        self._built()
+        ledger = self._ledger
+        if ledger.tokens is None or ledger.bytes is None:
+            return None
+        return ledger.tokens, ledger.bytes
+
+    def size(self) -> int:
+        """Bytes of the messages as a request carries them (each with its comma)."""
+        return sum(len(m) + 1 for m in self.messages())
 
     def extend(self, entries: Iterable[EntryFact]) -> None:
         self._built()
@@ -211,6 +237,8 @@ class ContextProjection:
 
     def _append(self, entry_id: str, projected: _Projected) -> None:
         message, opens, answers = projected
+        if self._summary and self._opens_with_user is None:
+            self._opens_with_user = is_user_message(message)
         if answers:
             self._unanswered.pop(answers[0], None)
         else:
@@ -227,13 +255,18 @@ class ContextProjection:
 
     def _compact(self, body: CompactionEntry) -> None:
         ids = self._entry_ids
+        if body.throughEntryId == self._cut:
+            # The same cut again: a summary too large re-summarized alone (docs/spec.md
+            # §10). Only the summary changes.
+            self._summary = summary_messages(body.summary)
+            return
         if body.throughEntryId not in ids:
             return  # already compacted away by a later checkpoint
         cut = ids.index(body.throughEntryId) + 1
         keep_ids, keep_offsets = ids[cut:], self._offsets[cut:]
-        summary = f"[Summary of the earlier conversation]\n{body.summary}"
+        self._summary, self._cut = summary_messages(body.summary), body.throughEntryId
+        self._opens_with_user = None
         messages = _Runs()
-        messages.append(wire.user_message(summary))
         self._entry_ids, self._offsets = keep_ids, array("q")
         if keep_ids:
             # The messages from the first kept entry on are the ones a rebuild from the
@@ -241,7 +274,9 @@ class ContextProjection:
             # first kept entry answers no call before it, and a never-started call's
             # synthetic answer before it stays out. `_unanswered` is the kept entries'.
             start = keep_offsets[0]
-            moved = messages.append(self._messages.since(start)) - start
+            kept = self._messages.since(start)
+            self._opens_with_user = is_user_message(kept)
+            moved = messages.append(kept) - start
             self._offsets = array("q", [offset + moved for offset in keep_offsets])
         else:
             self._unanswered = {}
@@ -252,7 +287,10 @@ class ContextProjection:
         encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
         self._built()
         pending = [_synthetic_result(call_id) for call_id in self._unanswered]
-        return [*self._system, *self._messages.parts(), *pending]
+        summary = self._summary
+        if summary and not self._opens_with_user:
+            summary = [*summary, continued()]
+        return [*self._system, *summary, *self._messages.parts(), *pending]
 
     def unanswered_tool_calls(self) -> list[str]:
         self._built()
@@ -286,10 +324,14 @@ class _LastRequest:
     is the last one settled), and usage names an attempt at most once.
     """
 
-    __slots__ = ("_pending", "_pending_tokens", "_settled", "tokens")
+    __slots__ = ("_pending", "_pending_bytes", "_pending_tokens", "_settled", "bytes", "tokens")
 
     def __init__(self) -> None:
         self.tokens: int | None = None
+        # The bytes of the projection's messages when that attempt was about to be sent
+        # (None when it was not sent by this process: built from a state).
+        self.bytes: int | None = None
+        self._pending_bytes: int | None = None
         self._settled: str | None = None  # newest settled attempt, if an assistant settled it
         self._pending: str | None = None  # the attempt that has neither settled nor failed
         self._pending_tokens: int | None = None  # its usage, committed before it settled
@@ -309,7 +351,8 @@ class _LastRequest:
                 break
         return ledger
 
-    def observe(self, facts: Sequence[Fact]) -> None:
+    def observe(self, facts: Sequence[Fact], size: int = 0) -> None:
+        """`size`: the projection's bytes now, when `facts` start an attempt."""
         for fact in facts:
             if isinstance(fact, UsageFact):
                 attempt_id = fact.usage.attemptId
@@ -323,13 +366,16 @@ class _LastRequest:
                 record = fact.record
                 if isinstance(record, StepAttempt):
                     self._pending, self._pending_tokens = fact.id, None
+                    self._pending_bytes = size or None
                 elif isinstance(record, AttemptFailed) and record.attemptId == self._pending:
                     self._pending = None
             else:
                 body = fact.entry
                 if isinstance(body, AssistantEntry):
-                    early = self._pending_tokens if body.attemptId == self._pending else None
+                    ours = body.attemptId == self._pending
+                    early = self._pending_tokens if ours else None
                     self._settled, self.tokens, self._pending = body.attemptId, early, None
+                    self.bytes = self._pending_bytes if ours else None
                 elif isinstance(body, CompactionEntry) and body.attemptId is not None:
                     # A compaction settles its attempt, and the context it measured is gone.
-                    self._settled = self.tokens = self._pending = None
+                    self._settled = self.tokens = self._pending = self.bytes = None

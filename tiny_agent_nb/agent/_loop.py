@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from ..provider import wire
 from ..session import (
     AssistantEntry,
     NewFact,
@@ -63,6 +64,7 @@ from ._types import (
     RecoveryReport,
     RunResult,
 )
+from ._window import ContextWindow
 
 log = logging.getLogger("tiny_agent_nb.agent")
 MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
@@ -115,14 +117,22 @@ class AgentLoop:
         else:
             projection.set_system_prompt(config.system_prompt)
         self._projection = projection
+        tool_bytes = len(wire.encode({"tools": [wire.tool_definition(s) for s in self._schemas]}))
+        system = wire.system_message(config.system_prompt) if config.system_prompt else b""
+        # The server the window is learned for: given, else the one the digest names.
+        base_url = config.base_url or config.provider_digest.get("baseUrl")
+        key = (base_url, config.model) if isinstance(base_url, str) and base_url else None
         self._compactor = Compactor(
             store,
             provider,
             AttemptLabel(config.provider, config.model, self._digest),
-            context_window=config.context_window,
+            window=ContextWindow(
+                store, configured=config.context_window, key=key, listed=config.listed_window
+            ),
             threshold=config.compact_threshold,
             keep_tail_tokens=config.keep_tail_tokens,
-            request_bytes=lambda: sum(len(m) + 1 for m in self._projection.messages()),
+            request_bytes=lambda: self._projection.size() + tool_bytes,
+            fixed_bytes=len(system) + tool_bytes,
             ledger_tokens=projection.last_input_tokens,
             on_compaction=self._observer.on_compaction,
         )
@@ -137,6 +147,7 @@ class AgentLoop:
             tool_step=self._tool_step,
             observer=self._observer,
             sleep=sleep,
+            tool_bytes=tool_bytes,
         )
 
     @property

@@ -2,12 +2,14 @@
 
 A step is one or more attempts (each one physical request, each committed as a
 `stepAttempt` before it is sent). A retryable failure becomes a new attempt after a
-backoff; a context-length failure compacts and retries once per step; anything else ends
-the run `failed`; a failure keeps the usage the server reported before it. The run's
-budget is checked before each attempt (before and after a compaction it makes first, and
-before a backoff), and by the loop before each tool call; the note about unknown costs it
-may give is said once per run and kept in the run's detail: so this class also closes the
-run (`finish`), whichever step or caller ends it.
+backoff; a stream that ended with no event is asked again at once without streaming (the
+answer then says why); a context-length failure, or an answer whose token count shows
+the server cut the prompt, records the window it tells (`_window`), compacts and retries
+once per step; anything else ends the run `failed`; a failure keeps the usage the server
+reported before it. The run's budget is checked before each attempt (before and after a
+compaction it makes first, and before a backoff), and by the loop before each tool call;
+the note about unknown costs it may give is said once per run and kept in the run's
+detail: so this class also closes the run (`finish`), whichever step or caller ends it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..provider import Completion, ProviderError, backoff_delay
-from ..session import NewFact, OperationOutcome, SessionStore, new_id
+from ..provider import Completion, ProviderError, UsageReport, backoff_delay
+from ..session import NewFact, OperationOutcome, SessionStore, WindowSource, new_id
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
@@ -25,6 +27,7 @@ from ._context import ContextProjection
 from ._planner import attempt_usage
 from ._tool_step import ToolStep
 from ._types import ChatProvider, LoopConfig, LoopObserver, RunResult
+from ._window import Measure, truncated
 
 
 class ModelStep:
@@ -43,8 +46,11 @@ class ModelStep:
         tool_step: ToolStep,
         observer: LoopObserver,
         sleep: Callable[[float], None],
+        tool_bytes: int = 0,
     ) -> None:
+        """`tool_bytes`: the size of the tool schemas every request carries."""
         self._store = store
+        self._tool_bytes = tool_bytes
         self._provider = provider
         self._config = config
         self._schemas = schemas
@@ -58,6 +64,7 @@ class ModelStep:
         # The system prompt the file says the model was sent last (read at the first
         # attempt): a request sending another one records it first (docs/spec.md §16).
         self._told: str | object | None = _UNREAD
+        self._cut_usage: UsageReport | None = None  # of an answer made from a cut prompt
         self._spending = Spending(store, follow=config.budget is not None)
 
     def close(self) -> None:
@@ -72,10 +79,14 @@ class ModelStep:
         Returns the settled attempt's id and completion, or the RunResult of a run this
         step ended (budget, compaction or provider failure), already committed."""
         too_long = False  # a contextLength failure compacts and retries once per step
+        unstreamed: bool | None = None  # False: ask this attempt without streaming
+        window = self._compactor.window
         for attempt in range(1, self._config.max_attempts + 1):
             ended = self._before_request(operation_id, step, attempt)
             if ended is not None:
                 return ended
+            previous = self._last_request()
+            window.calibrate(previous)
             attempt_id = new_id()
             self._store.commit(
                 [
@@ -92,10 +103,13 @@ class ModelStep:
                 ]
             )
             self._told = self._config.system_prompt
+            sent = self._projection.size() + self._tool_bytes
+            last = attempt == self._config.max_attempts
             try:
-                completion = self._provider.complete(
-                    self._projection.messages(), self._schemas, on_event=self._observer.on_stream
-                )
+                completion = self._ask(unstreamed)
+                overflow = self._cut_short(completion, sent, previous)
+                if overflow is not None:
+                    raise overflow
             except ProviderError as error:
                 # With the usage the server reported before the answer failed: it was
                 # billed, and the budget checked before the retry must see it.
@@ -109,21 +123,34 @@ class ModelStep:
                     ),
                     *attempt_usage(attempt_id, error.usage),
                 ]
-                last = attempt == self._config.max_attempts
-                if error.kind == CONTEXT_LENGTH and not too_long and not last:
-                    too_long = True  # compact, then retry as a new attempt, once
+                if error.empty_stream and unstreamed is None and not last:
+                    unstreamed = False  # once per step, at once: the next request differs
                     self._store.commit(failed)
-                    stopped = self._compactor.make_room(operation_id, step, attempt, forced=True)
-                    if stopped is None:
-                        continue
-                    return self.finish(
-                        operation_id, "failed", detail=self._tool_step.clean(stopped)
+                    continue
+                unstreamed = None
+                if error.kind == CONTEXT_LENGTH:
+                    learning = self._learning(error, attempt_id, sent)
+                    failing = [*failed, *learning]
+                    if not too_long and not last:
+                        too_long = True  # compact, then retry as a new attempt, once
+                        self._store.commit(failing)
+                        window.learned_from(learning)
+                        stopped = self._compactor.make_room(
+                            operation_id, step, attempt, forced=True
+                        )
+                        if stopped is None:
+                            continue
+                        return self.finish(
+                            operation_id, "failed", detail=self._tool_step.clean(stopped)
+                        )
+                    detail = too_long_detail(window, error.message)
+                    self._store.commit(
+                        [*failing, f.operation_finished(operation_id, "failed", detail)]
                     )
-                if error.kind == CONTEXT_LENGTH or not error.retryable or last:
+                    return RunResult(operation_id, "failed", detail=detail)
+                if not error.retryable or last:
                     detail = (
-                        too_long_detail(self._compactor.window, error.message)
-                        if error.kind == CONTEXT_LENGTH
-                        else error.message
+                        error.message
                         if not error.retryable
                         else f"gave up after {attempt} attempts: {error.message}"
                     )
@@ -152,6 +179,57 @@ class ModelStep:
             self._told = self._store.system_prompt()
         prompt = self._config.system_prompt
         return [] if self._told == prompt else [f.system_prompt(operation_id, prompt)]
+
+    def _ask(self, stream: bool | None) -> Completion:
+        messages = self._projection.messages()
+        on_event = self._observer.on_stream
+        if stream is None:
+            return self._provider.complete(messages, self._schemas, on_event=on_event)
+        return self._provider.complete(messages, self._schemas, on_event=on_event, stream=stream)
+
+    def _last_request(self) -> Measure | None:
+        last = self._projection.last_request()
+        return None if last is None else Measure(last[0], last[1] + self._tool_bytes)
+
+    def _cut_short(
+        self, completion: Completion, sent: int, previous: Measure | None
+    ) -> ProviderError | None:
+        """A `contextLength` error when the server's count of the request shows it read
+        only part of it (docs/spec.md §17), its usage kept with the failure."""
+        usage = completion.usage
+        if usage is None or not truncated(Measure(usage.input_tokens, sent), previous):
+            return None
+        error = ProviderError(
+            f"the server read {usage.input_tokens} tokens of a request of about "
+            f"{self._compactor.window.estimate(sent)}: it cut the start of the conversation "
+            "without saying so, and answered without it",
+            kind="contextLength",
+            retryable=False,
+            window=usage.input_tokens,
+        )
+        self._cut_usage = completion.usage
+        return error
+
+    def _learning(self, error: ProviderError, attempt_id: str, sent: int) -> list[NewFact]:
+        """What a too-long answer tells, to commit with its failure: the window (and the
+        usage of an answer made from a cut prompt); said once, as a notice."""
+        window = self._compactor.window
+        source: WindowSource = "refusal"
+        extra: list[NewFact] = []
+        cut_usage, self._cut_usage = self._cut_usage, None
+        if cut_usage is not None:
+            source = "truncation"
+            extra = attempt_usage(attempt_id, cut_usage)
+        if error.prompt_tokens is not None:
+            window.calibrate(Measure(error.prompt_tokens, sent))
+        learned = window.learning(error.window, source, attempt_id)
+        if learned:
+            told = "cut a prompt longer than" if source == "truncation" else "refused more than"
+            self._observer.on_notice(
+                f"the server {told} {error.window} tokens: this session takes that as the "
+                "model's context window from now on"
+            )
+        return [*extra, *learned]
 
     def finish(
         self,

@@ -24,6 +24,7 @@ class ChatProvider(Protocol):
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,
+        stream: bool | None = None,
     ) -> Completion: ...
 
 
@@ -34,7 +35,8 @@ class LoopObserver:
     def on_retry(self, error: ProviderError, delay: float) -> None: ...
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
-    def on_notice(self, text: str) -> None: ...  # one line the user should see (unknown cost)
+    # one line the user should see (unknown cost, a context window learned)
+    def on_notice(self, text: str) -> None: ...
     def on_compaction(self, compacted: Compacted) -> None: ...
 
 
@@ -49,7 +51,13 @@ class LoopConfig:
     max_attempts: int = 5  # physical requests per step, first one included
     approval: Approval = "auto"
     budget: float | None = None  # USD per run (its resume chain included); None: no limit
-    context_window: int | None = None  # tokens; None: _compaction.DEFAULT_CONTEXT_WINDOW
+    # tokens: TinyAgent.context_window; None: learned, listed, else the default (_window)
+    context_window: int | None = None
+    # The server's API root with its credentials masked: with `model`, the key of the
+    # windows the session learns (None: `provider_digest`'s baseUrl; a model with no
+    # server at all learns none).
+    base_url: str | None = None
+    listed_window: int | None = None  # what the server's metadata states, if asked
     compact_threshold: float = 0.8  # compact before an attempt past this part of the window
     keep_tail_tokens: int = 8000  # newest tokens a compaction keeps verbatim
 

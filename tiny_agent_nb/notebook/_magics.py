@@ -30,10 +30,22 @@ from ._report import tool_label
 from ._runtime import NotebookAgent
 from ._timeline_view import TimelineView
 from ._user_cells import cell_record
+from ._window_report import summary_line, summary_text, window_line
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("status", "timeline", "usage", "resume", "compact", "new", "session", "mcp", "help")
+COMMANDS = (
+    "status",
+    "timeline",
+    "usage",
+    "resume",
+    "compact",
+    "summary",
+    "new",
+    "session",
+    "mcp",
+    "help",
+)
 STEP_LIMIT_NEXT = (
     "`%agent resume` gives the run more steps (`%agent resume --max-steps N` for N of them), "
     "or send a new prompt"
@@ -87,6 +99,8 @@ class AgentMagics(Magics):
             %agent compact [I]   summarize the conversation so far into a checkpoint (I: what
                                  the summary must also keep); runs also compact on their
                                  own past TinyAgent.compact_threshold of context_window
+            %agent summary       the summary the model is sent in place of the earlier
+                                 conversation (after a compaction)
             %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
             %agent session [P]   show, or switch to, the session file P (in a directory
                                  that exists)
@@ -223,9 +237,15 @@ class AgentMagics(Magics):
             summary = cell_text(short_arguments(intent.arguments))
             print(f"  ⚠ {tool_label(intent)} {summary} — interrupted")
         print(f"cost     {money(*session_cost(state))}")
+        print(f"context  {window_line(self.runtime.model, state)}")
         compacted = compaction_status(state)
         if compacted:
-            print(f"context  {compacted}")
+            print(f"         {compacted}")
+            print(f"summary  {summary_line(state)}")
+
+    def _cmd_summary(self) -> None:
+        state, _ = self.runtime.read_state()
+        print(summary_text(state))
 
     def _cmd_timeline(self) -> None:
         live = self._rich()

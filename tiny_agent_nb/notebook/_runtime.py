@@ -384,14 +384,19 @@ class NotebookAgent:
         store = self.require_store()
         provider_config = self.model.provider_config(model)
         window = self.config.context_window
+        base_url: str | None = None  # with the model, what the session learns windows for
+        listed: int | None = None
         if self.config.demo_mode() and model is None:
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:
             provider = self.model.provider(provider_config)
-            # Unset, the window is the one the server lists for this model (asked once
-            # per session); a recovery's loop (a provider given) asks no server.
-            window = self.config.context_window or self.model.context_window(model)
+            # Unset, and not learned by this session yet, the window is the one the
+            # server's metadata states for this model (asked once per open session; the
+            # loop records it). A recovery's loop (a provider given) asks no server.
+            base_url = provider_config.redacted_base_url
+            if not window and store.learned_window(base_url, provider_config.model) is None:
+                listed = self.model.context_window(model)
         registry = self.mcp.registry(tools, with_mcp=with_mcp)
         digest = provider_config.digest_material()
         servers = self.mcp.digest_material(registry)
@@ -406,6 +411,8 @@ class NotebookAgent:
             budget=budget if budget is not None else self.config.budget,
             approval=(approve or self.config.approve),  # type: ignore[arg-type]
             context_window=window,
+            base_url=base_url,
+            listed_window=listed,
             compact_threshold=self.config.compact_threshold,
             keep_tail_tokens=self.config.keep_tail_tokens,
         )

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._errors import ended_early, not_an_answer
+from ._errors import empty_stream, ended_early, not_an_answer
 from ._normalize import CompletionAssembler, completion_from_response, events_of
 from ._sse import SSEDecoder, SSEEvent
 from ._types import Completion, ProviderConfig, StreamEvent
@@ -86,6 +86,8 @@ def _read_stream(
             break
     if assembler.saw_choice and not done and assembler.finish_reason is None:
         raise ended_early(config)
+    if not assembler.saw_choice:
+        raise empty_stream(config)
     return assembler.result()
 
 

@@ -15,6 +15,7 @@ import re
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, cast
 
@@ -34,7 +35,7 @@ from ._normalize import CompletionAssembler
 from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
 from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
-from ._window import window_in_listing
+from ._window import window_in_listing, window_in_props, window_in_ps
 from ._wire import Encoded
 
 if TYPE_CHECKING:
@@ -149,10 +150,13 @@ class Provider:
         tools: Sequence[ToolSchema],
         *,
         on_event: EventSink | None = None,
+        stream: bool | None = None,
     ) -> Completion:
         """Ask once. Stream events go to `on_event` as they arrive; the settled answer is
-        returned. Raises `ProviderError` (see `_errors`) for anything else."""
-        body = request_parts(self._config, messages, tools)
+        returned. Raises `ProviderError` (see `_errors`) for anything else. `stream`
+        overrides the configuration's for this one request (after an empty stream)."""
+        config = self._config if stream is None else replace(self._config, stream=stream)
+        body = request_parts(config, messages, tools)
         size = sum(len(part) for part in body)
         log.debug(
             "POST %s: %d message runs, %d tools, %d bytes, stream=%s",
@@ -160,7 +164,7 @@ class Provider:
             len(messages),
             len(tools),
             size,
-            self._config.stream,
+            config.stream,
         )
         assembler = CompletionAssembler()
         try:
@@ -176,12 +180,13 @@ class Provider:
 
     def context_window(self, model: str | None = None) -> int | None:
         """The context window (tokens) of `model` (this provider's by default) as the
-        server's `GET {base_url}/models` reports it (`_window` says where each server puts
-        it); None when it reports none or the listing could not be read. Asked once per
-        model and provider, bound by the same limits as an answer; never raises."""
+        server's metadata states it: `GET {base_url}/models`, then llama.cpp's `/props`
+        and Ollama's `/api/ps` beside it (`_window` says where each server puts it); None
+        when none says it or none could be read. Asked once per model and provider,
+        each answer bound by the same limits as an answer; never raises."""
         model = self._config.model if model is None else model
         if model not in self._windows:
-            self._windows[model] = self._listed_window(model)
+            self._windows[model] = self._served_window(model)
         return self._windows[model]
 
     # ------------------------------------------------------------------ internals
@@ -251,24 +256,47 @@ class Provider:
                 raise attempt_timed_out(self._config) from exc
             raise transport_error(self._config, exc) from exc
 
-    def _listed_window(self, model: str) -> int | None:
+    def _served_window(self, model: str) -> int | None:
+        listed = window_in_listing(self._get("/models"), model)
+        if listed is not None and not listed.trained:
+            return listed.window
+        # Beside an API root ending in /v1 (a local server's): llama.cpp's and Ollama's
+        # own endpoints, which state the window they serve.
+        if self._config.base_url.rstrip("/").endswith("/v1"):
+            served = window_in_props(self._get("/props", beside=True))
+            if served is None:
+                served = window_in_ps(self._get("/api/ps", beside=True), model)
+            if served is not None:
+                return served
+        return listed.window if listed is not None else None
+
+    def _get(self, endpoint: str, *, beside: bool = False) -> bytes:
+        """The body of `GET endpoint` under the base URL (`beside`: under its parent, the
+        server's root when the base URL ends in /v1); b"" when it fails in any way."""
         headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING}
         headers.update(self._headers)
         deadline = self._clock() + self._config.attempt_timeout
+        base = self._config.base_url
+        if beside:
+            head, _, query = base.partition("?")
+            base = head.rstrip("/").removesuffix("/v1") + (f"?{query}" if query else "")
         try:
-            url, basic = request_target(self._config.base_url, "/models")
+            url, basic = request_target(base, endpoint)
             if basic is not None:
                 headers["authorization"] = basic
             with self._client.stream("GET", url, headers=headers, timeout=self._timeout) as got:
-                if not got.is_success:
-                    log.debug("GET /models: HTTP %d, no context window", got.status_code)
-                    return None
                 encoding = got.headers.get("content-encoding", "")
-                raw = b"".join(self._metered(decoded(got.iter_raw(), encoding), deadline))
+                chunks = self._metered(decoded(got.iter_raw(), encoding), deadline)
+                if not got.is_success:
+                    # Read (bounded) all the same: an unread answer costs the connection,
+                    # which the cells' requests reuse.
+                    _drain(chunks)
+                    log.debug("GET %s: HTTP %d, no context window", endpoint, got.status_code)
+                    return b""
+                return b"".join(chunks)
         except Exception as exc:  # a window is only a hint: None is "not reported"
-            log.debug("GET /models failed: %s", self._scrubbed(f"{type(exc).__name__}: {exc}"))
-            return None
-        return window_in_listing(raw, model)
+            log.debug("GET %s failed: %s", endpoint, self._scrubbed(f"{type(exc).__name__}: {exc}"))
+            return b""
 
     def _metered(self, chunks: Iterator[bytes], deadline: float) -> Iterator[bytes]:
         """`chunks`, cut off once the answer passes `max_response_bytes` or `deadline`.

@@ -65,6 +65,7 @@ class DemoProvider:
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,
+        stream: bool | None = None,  # a script: it answers the same either way
     ) -> Completion:
         conversation: list[dict[str, Any]] = json.loads(b"[" + b",".join(messages) + b"]")
         last_user = max(

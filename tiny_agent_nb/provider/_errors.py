@@ -28,6 +28,8 @@ from ._text import encoded, get_path, truncate
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
 
+# bytes of an error body searched for the window's numbers (the quote is shorter)
+ERROR_TEXT_LIMIT = 4096
 # as the OpenAI SDK retries: timeouts, conflicts, rate limits, every 5xx (529: overloaded)
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 
@@ -81,7 +83,7 @@ def error_in_body(body: Mapping[str, Any]) -> ProviderError:
     retryable = status is None or status in (408, 429) or status >= 500
     text = server_message(body) or "no message"
     if is_context_length(error, text):  # OpenRouter: the upstream's 400 inside a 200
-        return context_too_long(text, status)
+        return context_too_long(text, status, error)
     where = f" (code {status})" if status is not None else ""
     advice = "the request can be retried" if retryable else "fix the request before retrying"
     return ProviderError(
@@ -164,7 +166,10 @@ def status_error(
     # 500 too: a server may fail a prompt that does not fit as an internal error, and
     # retrying it would fail the same way every time.
     if status in (400, 413, 422, 500) and _too_long(body):
-        return context_too_long(said, status)
+        parsed = _parsed(body)
+        error = parsed.get("error", parsed) if isinstance(parsed, Mapping) else None
+        full = body[:ERROR_TEXT_LIMIT].decode("utf-8", errors="replace")
+        return context_too_long(said, status, error, full=full)
     if status == 429:
         wait = f"after {retry_after:g}s" if retry_after is not None else "after a pause"
         return fail(f"Rate limited (HTTP 429: {said}); retry {wait}.", retryable=True)
@@ -241,6 +246,20 @@ def ended_early(config: ProviderConfig) -> ProviderError:
         "complete (no finish_reason, no [DONE]); the request can be retried.",
         kind="network",
         retryable=True,
+    )
+
+
+def empty_stream(config: ProviderConfig) -> ProviderError:
+    # llama-cpp-python answers a streamed request past its window with 200 and no event
+    # (its error goes to its log only); the same request without streaming gets the 400
+    # that says why, so the loop asks that way next instead of retrying blindly.
+    return ProviderError(
+        f"The streamed answer from {config.redacted_base_url} ended with no event at all "
+        "(the server failed after answering 200); asked again without streaming, the "
+        "server says why.",
+        kind="protocol",
+        retryable=True,
+        empty_stream=True,
     )
 
 

@@ -138,6 +138,12 @@ class ProviderError(Exception):
     404, ...) fail the operation; `message` says what to do next. `usage` is what the
     server reported before the answer failed (a stream that sent its usage, then broke):
     those tokens were billed, so the loop keeps them with the failure (docs/spec.md §11).
+
+    A `contextLength` error carries the `window` and the input tokens of the refused
+    request as the server counted them (`prompt_tokens`) when its words state them;
+    `empty_stream` marks a streamed answer that ended with no event at all (a server
+    that failed after answering 200, as llama-cpp-python does past its window): asked
+    again without streaming, the server says why.
     """
 
     def __init__(
@@ -149,6 +155,9 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         usage: UsageReport | None = None,
+        window: int | None = None,
+        prompt_tokens: int | None = None,
+        empty_stream: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -157,6 +166,9 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.usage = usage
+        self.window = window
+        self.prompt_tokens = prompt_tokens
+        self.empty_stream = empty_stream
 
     def __repr__(self) -> str:
         return f"ProviderError({self.message!r}, kind={self.kind!r}, status={self.status!r})"

@@ -35,6 +35,7 @@ from ._models import (
     AssistantMessage,
     AttemptFailed,
     CompactionEntry,
+    ContextWindow,
     EntryFact,
     Fact,
     Header,
@@ -52,13 +53,21 @@ from ._models import (
     Usage,
     UsageFact,
     UserEntry,
+    WindowSource,
 )
 from ._opening import Durability, HeaderInit
 from ._reader import load_session, load_session_bytes
 from ._salvage import SalvageResult, salvage
 from ._state import SessionState
 from ._store import SessionStore
-from ._tables import Attempt, Operation, ToolIntent, UsageTotals, usage_in_range
+from ._tables import (
+    Attempt,
+    LearnedWindow,
+    Operation,
+    ToolIntent,
+    UsageTotals,
+    usage_in_range,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -70,12 +79,14 @@ __all__ = [
     "Attempt",
     "AttemptFailed",
     "CompactionEntry",
+    "ContextWindow",
     "Durability",
     "EntryFact",
     "Fact",
     "Header",
     "HeaderInit",
     "InvalidTransactionError",
+    "LearnedWindow",
     "NewFact",
     "NotASessionError",
     "Operation",
@@ -103,6 +114,7 @@ __all__ = [
     "UsageFact",
     "UsageTotals",
     "UserEntry",
+    "WindowSource",
     "canonical_json",
     "facts",
     "fsync_dir",

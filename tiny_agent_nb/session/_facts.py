@@ -20,6 +20,7 @@ from ._models import (
     AttemptErrorKind,
     AttemptFailed,
     CompactionEntry,
+    ContextWindow,
     EntryFact,
     Fact,
     OperationFinished,
@@ -39,6 +40,7 @@ from ._models import (
     UsageFact,
     UserEntry,
     UserMessage,
+    WindowSource,
 )
 
 EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry
@@ -50,6 +52,7 @@ RecordPayload = (
     | AbortRequested
     | OperationFinished
     | SystemPrompt
+    | ContextWindow
 )
 
 
@@ -300,3 +303,24 @@ def system_prompt(operation_id: str, content: str) -> NewFact:
     """What the run's model requests send as their system message from now on (""
     for none); committed with the stepAttempt of the first request that sends it."""
     return NewFact(SystemPrompt(type="systemPrompt", operationId=operation_id, content=content))
+
+
+def context_window(
+    base_url: str,
+    model: str,
+    tokens: int,
+    source: WindowSource,
+    *,
+    attempt_id: str | None = None,
+) -> NewFact:
+    """The window learned for `model` at `base_url` (credentials already masked)."""
+    return NewFact(
+        ContextWindow(
+            type="contextWindow",
+            baseUrl=base_url,
+            model=model,
+            tokens=tokens,
+            source=source,
+            attemptId=attempt_id,
+        )
+    )

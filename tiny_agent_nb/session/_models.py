@@ -279,6 +279,24 @@ class SystemPrompt(_Model):
     content: str
 
 
+# listing: the server's metadata stated it; refusal: a "too long" answer did; truncation:
+# the server read far fewer tokens than were sent (it cut the prompt without a word).
+WindowSource = Literal["listing", "refusal", "truncation"]
+
+
+class ContextWindow(_Model):
+    """The context window this session learned for `model` at the server `baseUrl` (its
+    credentials masked), so a later process need not learn it again (docs/spec.md §17).
+    `attemptId`: the attempt whose answer told it, when one did."""
+
+    type: Literal["contextWindow"]
+    baseUrl: str
+    model: str
+    tokens: Annotated[int, Field(ge=1)]
+    source: WindowSource
+    attemptId: Id | None = _optional()
+
+
 RecordBody = Annotated[
     RunStarted
     | StepAttempt
@@ -286,7 +304,8 @@ RecordBody = Annotated[
     | ToolStarted
     | AbortRequested
     | OperationFinished
-    | SystemPrompt,
+    | SystemPrompt
+    | ContextWindow,
     Field(discriminator="type"),
 ]
 

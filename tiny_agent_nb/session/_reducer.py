@@ -18,6 +18,7 @@ from ._models import (
     AssistantEntry,
     AttemptFailed,
     CompactionEntry,
+    ContextWindow,
     EntryFact,
     Fact,
     OperationFinished,
@@ -30,7 +31,7 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._tables import Attempt, EntryType, Operation, Tables, ToolIntent, usage_row
+from ._tables import Attempt, EntryType, LearnedWindow, Operation, Tables, ToolIntent, usage_row
 
 
 class Violation(Exception):
@@ -237,6 +238,12 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
     elif isinstance(body, SystemPrompt):
         _open_operation(t, body.operationId, "systemPrompt")
         t.system_prompt = (len(t.lines), position)  # read back from its line when asked
+    elif isinstance(body, ContextWindow):
+        # Learned between runs too (a listing): it names no run, only what told it.
+        if body.attemptId is not None and body.attemptId not in t.attempts:
+            raise Violation(f"contextWindow names unknown stepAttempt {body.attemptId}")
+        window = LearnedWindow(body.tokens, body.source, fact.id)
+        t.put(t.windows, (body.baseUrl, body.model), window)
     else:
         assert isinstance(body, OperationFinished)
         _apply_operation_finished(t, body)

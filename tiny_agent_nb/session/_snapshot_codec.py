@@ -40,7 +40,7 @@ from operator import ne
 from typing import Any, get_args
 
 from ._lines import Lines, Source
-from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity
+from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity, WindowSource
 from ._snapshot_columns import (
     INTS,
     INTS_OR_NONE,
@@ -58,6 +58,7 @@ from ._tables import (
     EntryType,
     IdRole,
     IntentStatus,
+    LearnedWindow,
     Operation,
     OperationStatus,
     Tables,
@@ -76,7 +77,7 @@ SNAPSHOT_FORMAT = 3
 
 
 def layout_version(
-    records: Sequence[type[tuple[Any, ...]]] = (Operation, Attempt, ToolIntent),
+    records: Sequence[type[tuple[Any, ...]]] = (Operation, Attempt, ToolIntent, LearnedWindow),
 ) -> str:
     """FORMAT and a digest of the record classes' fields, the usage totals' and rows'."""
     layout = [cls._fields for cls in records]  # type: ignore[attr-defined]
@@ -101,6 +102,7 @@ _ATTEMPT_STATUSES = _values(AttemptStatus)
 _INTENT_STATUSES = _values(IntentStatus)
 _POLICIES = _values(ReplayPolicy)
 _USAGE_KINDS = {"a": True, "t": False}  # names the attempt (else the toolStarted)
+_WINDOW_SOURCES = _values(WindowSource)
 
 
 def parse_body(text: str) -> dict[str, Any]:
@@ -189,6 +191,7 @@ def decode_tables(
         usage=_usage(d, d.part("usage", 7)),
         consumed_inputs=consumed,
         open_call_entries=open_calls,
+        windows=_windows(d, as_list(body.get("windows"), "windows")),
         lines=lines,
         totals=UsageTotals(*totals),
         last_seq=last_seq,
@@ -219,6 +222,18 @@ def _operations(d: Decoder, rows: list[Any]) -> dict[str, Operation]:
         assert op_id is not None
         operations[op_id] = Operation(op_id, kind, status, input_id, resumes, *counts)
     return operations
+
+
+def _windows(d: Decoder, rows: list[Any]) -> dict[tuple[str, str], LearnedWindow]:
+    windows: dict[tuple[str, str], LearnedWindow] = {}
+    for raw in rows:
+        url_ref, model_ref, tokens, source, fact_ref = as_list(raw, "a window", 5)
+        url, model, fact_id = d.refs([url_ref, model_ref, fact_ref], "window strings", 3)
+        check(type(tokens) is int and tokens >= 1, "a window that is no count")
+        check(source in _WINDOW_SOURCES, "an unknown window source")
+        check((url, model) not in windows, "a window twice")
+        windows[url, model] = LearnedWindow(tokens, source, fact_id)
+    return windows
 
 
 def _attempts(d: Decoder, cols: list[Any]) -> dict[str, Attempt]:

@@ -191,6 +191,10 @@ def encode_tables(t: Tables) -> tuple[bytes, bytes] | None:
             s.col(op for op, _ in t.open_call_entries.values()),
             col([answered for _, answered in t.open_call_entries.values()]),
         ],
+        "windows": [
+            [s.ref(url), s.ref(model), w.tokens, w.source, s.ref(w.fact_id)]
+            for (url, model), w in t.windows.items()
+        ],
         "totals": _totals(t.totals),
         "lastSeq": t.last_seq,
         "openOperation": s.ref(t.open_operation_id),

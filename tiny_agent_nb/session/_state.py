@@ -19,6 +19,7 @@ from ._tables import (
     Attempt,
     EntrySlot,
     EntryType,
+    LearnedWindow,
     Operation,
     Tables,
     ToolIntent,
@@ -121,6 +122,11 @@ class SessionState:
         return UsageView(self._tables.usage)
 
     @property
+    def context_windows(self) -> Mapping[tuple[str, str], LearnedWindow]:
+        """The window learned for each (base URL, model), from its newest record."""
+        return MappingProxyType(self._tables.windows)
+
+    @property
     def totals(self) -> UsageTotals:
         return self._tables.totals.copy()
 
@@ -147,6 +153,7 @@ class SessionState:
             usage=dict(t.usage),
             consumed_inputs=dict(t.consumed_inputs),
             open_call_entries=dict(t.open_call_entries),
+            windows=dict(t.windows),
             lines=t.lines.copy(),
             totals=t.totals.copy(),
             last_seq=t.last_seq,
@@ -159,7 +166,7 @@ class SessionState:
     def summary(self) -> dict[str, Any]:
         """The canonical, language-neutral summary the conformance fixtures compare."""
         t = self._tables
-        return {
+        summary: dict[str, Any] = {
             "sessionId": self.header.id,
             "version": self.header.version,
             "lastSeq": t.last_seq,
@@ -184,6 +191,12 @@ class SessionState:
             ],
             "usage": t.totals.summary(),
         }
+        if t.windows:  # only then: summaries of files without one stay as they were
+            summary["contextWindows"] = [
+                {"baseUrl": url, "model": model, "tokens": w.tokens, "source": w.source}
+                for (url, model), w in t.windows.items()
+            ]
+        return summary
 
     def __repr__(self) -> str:
         return (

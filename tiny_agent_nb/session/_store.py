@@ -36,7 +36,7 @@ from ._reducer import Violation, apply_fact
 from ._signals import sigint_deferred
 from ._snapshot import refresh_snapshot
 from ._state import SessionState
-from ._tables import Operation, Tables
+from ._tables import LearnedWindow, Operation, Tables
 
 Subscriber = Callable[[Sequence[Fact]], None]
 
@@ -326,6 +326,15 @@ class SessionStore:
         with sigint_deferred(), self._fifo:
             self._require_open()
             return self._state.system_prompt
+
+    def learned_window(self, base_url: str, model: str) -> LearnedWindow | None:
+        """The context window the session learned for `model` at `base_url` (docs/spec.md
+        §17), if any: as cheap as `open_operation()`, no snapshot."""
+        if self._fifo.owner == threading.get_ident():
+            return self._state.context_windows.get((base_url, model))
+        with sigint_deferred(), self._fifo:
+            self._require_open()
+            return self._state.context_windows.get((base_url, model))
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""

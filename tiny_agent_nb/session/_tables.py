@@ -25,6 +25,7 @@ from ._models import (
     ToolIdentity,
     ToolOutcome,
     Usage,
+    WindowSource,
 )
 
 OperationStatus = Literal["open"] | OperationOutcome
@@ -94,6 +95,15 @@ class ToolIntent(NamedTuple):
     replay_key: str
     result_entry_id: str
     status: IntentStatus = "pending"
+
+
+class LearnedWindow(NamedTuple):
+    """The newest `contextWindow` record of one (base URL, model): its tokens, where they
+    came from, and the record's fact id."""
+
+    tokens: int
+    source: WindowSource
+    fact_id: str
 
 
 @dataclass(slots=True)
@@ -235,6 +245,8 @@ class Tables:
     # answering another call: calls that never started never get a result (the context
     # answers them "not run"). Entries outside such windows cost nothing here.
     open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # (base URL, model) -> the window the session learned for it (docs/spec.md §17).
+    windows: dict[tuple[str, str], LearnedWindow] = field(default_factory=dict)
     # The transaction lines: where each read from the file lies (its content stays on
     # disk, `_lines`), then those committed here as written (LF included).
     lines: Lines = field(default_factory=Lines)

@@ -1,0 +1,158 @@
+"""The model's context window as a run knows it (docs/spec.md §11, §17), and what a server's
+token counts say about the requests it was sent.
+
+The window is `TinyAgent.context_window` when configured; else what the session learned
+for this model at this server (a `contextWindow` record: from the server's metadata, its
+refusal of a request too long, or a prompt it cut); else what its metadata states now
+(recorded, so no later process asks); else DEFAULT_CONTEXT_WINDOW.
+
+Sizes are estimated from bytes. The server's own count of the previous request, against
+the bytes that request held, calibrates the estimate (a tokenizer that makes 3 bytes a
+token would otherwise overflow a window the 4-byte rule says is 25% free), and shows a
+server that read far fewer tokens than it was sent (Ollama cuts an over-long prompt
+without an error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..session import LearnedWindow, NewFact, SessionStore, WindowSource
+from ..session import facts as f
+
+# When neither the trait nor the server says how big the model's window is: small enough
+# for most models served today (local ones included), so compaction comes early, not late.
+DEFAULT_CONTEXT_WINDOW = 32_768
+# Tokens per byte of a request: never fewer than the 4-bytes-a-token rule (English prose;
+# a tokenizer that does better only makes the estimate safe), never more than one a byte.
+MIN_TOKENS_PER_BYTE = 0.25
+MAX_TOKENS_PER_BYTE = 1.0
+# No tokenizer makes 16 bytes of a conversation one token: a count that low, or that grew
+# that little since the previous request of the same context, is a prompt the server cut.
+TRUNCATED_BYTES_PER_TOKEN = 16
+TRUNCATION_GROWTH_BYTES = 64  # bytes a context must grow by before its growth is judged
+# A learned window is believed between these (docs/spec.md §17: untrusted numbers).
+MIN_WINDOW = 256
+MAX_WINDOW = 100_000_000
+
+WindowOrigin = WindowSource | str  # a record's source, or "configured" / "default"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A request as the server counted it: its input tokens, and the bytes of its messages."""
+
+    tokens: int
+    bytes: int
+
+
+def plausible(tokens: int | None) -> int | None:
+    return tokens if tokens is not None and MIN_WINDOW <= tokens <= MAX_WINDOW else None
+
+
+def truncated(sent: Measure, previous: Measure | None) -> bool:
+    """Whether the server's count of `sent` shows it read only part of it: fewer than one
+    token per 16 bytes, or grown by less than that since `previous` (the last request of
+    the same context). Only a count that could be a window is judged (a server reporting
+    a handful of tokens for everything says nothing about its window)."""
+    if plausible(sent.tokens) is None:
+        return False
+    if sent.tokens * TRUNCATED_BYTES_PER_TOKEN < sent.bytes:
+        return True
+    if previous is None:
+        return False
+    grown = sent.bytes - previous.bytes
+    added = sent.tokens - previous.tokens
+    return grown >= TRUNCATION_GROWTH_BYTES and added * TRUNCATED_BYTES_PER_TOKEN < grown
+
+
+class ContextWindow:
+    """The window of one loop's model at its server, and the calibration of its estimates.
+
+    `key`: (the base URL with its credentials masked, the model); None for a model that
+    has no server (the offline demo), which learns nothing."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        configured: int | None,
+        key: tuple[str, str] | None,
+        listed: int | None = None,
+    ) -> None:
+        self._store = store
+        self.configured = configured
+        self.key = key
+        self.learned: LearnedWindow | None = None
+        if key is not None:
+            self.learned = store.learned_window(*key)
+        self._listed = plausible(listed) if self.learned is None else None
+        self.tokens_per_byte = MIN_TOKENS_PER_BYTE
+
+    @property
+    def tokens(self) -> int:
+        if self.configured:
+            return self.configured
+        if self.learned is not None:
+            return self.learned.tokens
+        return self._listed or DEFAULT_CONTEXT_WINDOW
+
+    @property
+    def origin(self) -> WindowOrigin:
+        """Where `tokens` comes from: configured, a record's source, or default."""
+        if self.configured:
+            return "configured"
+        if self.learned is not None:
+            return self.learned.source
+        return "listing" if self._listed else "default"
+
+    def describe(self) -> str:
+        """`N tokens` and where that number comes from, for a run's detail."""
+        return f"{self.tokens} tokens, {describe_origin(self.origin)}"
+
+    def record_listing(self) -> None:
+        """Commit the window the server's metadata stated, once: a later process then
+        knows it without asking."""
+        if self.key is None or self.learned is not None or not self._listed:
+            return
+        listing = [f.context_window(*self.key, self._listed, "listing")]
+        self._store.commit(listing)
+        self.learned_from(listing)
+
+    def learning(self, tokens: int | None, source: WindowSource, attempt_id: str) -> list[NewFact]:
+        """The record of a window a server's answer told (none when it told nothing
+        believable, or the session knows it already): committed by the caller with the
+        attempt's failure, then `learned_from` it."""
+        tokens = plausible(tokens)
+        if self.key is None or tokens is None:
+            return []
+        if self.learned is not None and self.learned.tokens == tokens:
+            return []
+        return [f.context_window(*self.key, tokens, source, attempt_id=attempt_id)]
+
+    def learned_from(self, committed: list[NewFact]) -> None:
+        if self.key is not None and committed:
+            self.learned = self._store.learned_window(*self.key)
+
+    def calibrate(self, measure: Measure | None) -> None:
+        """Take the tokens per byte of a request the server counted (a plausible count),
+        when it is more than the estimate uses: the estimate errs on the large side (the
+        loop is made for one cell; the next one calibrates afresh)."""
+        if measure is None or measure.bytes <= 0 or plausible(measure.tokens) is None:
+            return
+        ratio = min(MAX_TOKENS_PER_BYTE, measure.tokens / measure.bytes)
+        self.tokens_per_byte = max(self.tokens_per_byte, ratio)
+
+    def estimate(self, byte_count: int) -> int:
+        """Tokens of `byte_count` bytes of a request, as calibrated."""
+        return int(byte_count * self.tokens_per_byte + 0.999)
+
+
+def describe_origin(origin: WindowOrigin) -> str:
+    return {
+        "configured": "TinyAgent.context_window",
+        "listing": "as the server's metadata states it",
+        "refusal": "as the server said when it refused a request too long",
+        "truncation": "as many as the server read of a prompt it cut",
+        "default": "the default: the server states none",
+    }.get(origin, origin)
