@@ -13,8 +13,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import OFFLINE, fresh_shell
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
-from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta
-from tiny_agent_nb.tools import ToolSchema
+from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, wire
+from tiny_agent_nb.tools import ToolSchema, builtin_registry
 
 BASH = ToolSchema(name="bash", version="1", description="run", parameters={"type": "object"})
 PROMPT = "Do this:\n```bash\necho one\n```\nand then\n```sh\necho two\n```\n"
@@ -170,3 +170,17 @@ def test_in_a_cell_without_bash_the_commands_are_listed(
     out = cell(shell, "%%agent --tools read_file\n```bash\ntouch made\n```", capsys)
     assert "The `bash` tool is not among this cell's tools, so I could not run this" in out
     assert "- `touch made`" in out and not (tmp_path / "made").exists()
+
+
+def test_its_prompt_count_covers_the_tool_schemas_as_a_server_counts_them() -> None:
+    # A count of the messages alone, against a request that also carries every built-in
+    # tool's schema, reads to the loop as a server that cut the prompt (fewer than one
+    # token per 16 bytes sent, docs/spec.md §17): the demo notebook's first run then
+    # failed `contextLength`. Like a server, it counts the whole request: bytes / 4.
+    schemas = builtin_registry().schemas()
+    messages = enc({"role": "system", "content": "s" * 1200}, {"role": "user", "content": PROMPT})
+    answer = DemoProvider().complete(messages, schemas)
+    tool_bytes = len(wire.encode({"tools": [wire.tool_definition(s) for s in schemas]}))
+    sent = sum(len(m) for m in messages) + tool_bytes
+    assert answer.usage is not None
+    assert answer.usage.input_tokens == sent // 4
