@@ -232,11 +232,14 @@ class Compactor:
         request_bytes: Callable[[], int],
         ledger_tokens: Callable[[], int | None],
         on_compaction: Callable[[Compacted], None],
+        clean: Callable[[str], str],
     ) -> None:
         """`request_bytes`: the size of the request the run would send now;
         `ledger_tokens`: `last_input_tokens` of the session now (the projection follows it,
-        so no attempt pays for a snapshot of the whole session)."""
+        so no attempt pays for a snapshot of the whole session); `clean`: what makes a
+        text safe to keep and send (the run's secrets redacted)."""
         self._on_compaction = on_compaction
+        self._clean = clean
         self._store = store
         self._provider = provider
         self._label = label
@@ -285,6 +288,8 @@ class Compactor:
         cut = choose_cut(state, self._keep_tail_tokens)
         # The transcript gets about half the window (4 characters a token, roughly): the
         # summarization request must fit the window it is making room in.
+        if instructions is not None:
+            instructions = self._clean(instructions)
         messages = summarization_request(state, cut, instructions, self.window * 2)
         attempt_id = new_id()
         label = self._label
@@ -305,8 +310,10 @@ class Compactor:
             completion = self._provider.complete(messages, [])
         except ProviderError as error:
             self._fail(attempt_id, error)
-            raise CompactionFailed(f"the summarization request failed: {error.message}") from error
-        summary = (completion.message.content or "").strip()
+            raise CompactionFailed(
+                f"the summarization request failed: {self._clean(error.message)}"
+            ) from error
+        summary = self._clean(completion.message.content or "").strip()
         if not summary:
             empty = ProviderError(
                 "the model answered the summarization request with no text",
@@ -343,7 +350,7 @@ class Compactor:
                 f.attempt_failed(
                     attempt_id,
                     kind=error.kind,
-                    message=error.message,
+                    message=self._clean(error.message),
                     retryable=error.retryable,
                     status=error.status,
                 )

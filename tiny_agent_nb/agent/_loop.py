@@ -125,6 +125,7 @@ class AgentLoop:
             request_bytes=lambda: sum(len(m) + 1 for m in self._projection.messages()),
             ledger_tokens=projection.last_input_tokens,
             on_compaction=self._observer.on_compaction,
+            clean=self._tool_step.clean,
         )
         self._model = ModelStep(
             store,
@@ -150,6 +151,9 @@ class AgentLoop:
     # ------------------------------------------------------------------ entry points
     def run(self, prompt: str) -> RunResult:
         self._require_idle()
+        # Kept and sent as every other text is: a prompt filled from a variable (an error
+        # message, a config dict) may hold the key.
+        prompt = self._tool_step.clean(prompt)
         entry_id, operation_id = new_id(), new_id()
         self._start([f.user_message(prompt, id=entry_id), f.run_started(operation_id, entry_id)])
         return self._drive(operation_id)

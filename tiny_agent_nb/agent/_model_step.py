@@ -93,6 +93,8 @@ class ModelStep:
                     self._projection.messages(), self._schemas, on_event=self._observer.on_stream
                 )
             except ProviderError as error:
+                # The provider hides its own secrets; a server may echo the others too.
+                error.message = self._tool_step.clean(error.message)
                 failed = f.attempt_failed(
                     attempt_id,
                     kind=error.kind,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..provider import redact_url, url_secrets
+from ..redaction import redact_url, url_secrets
 
 __all__ = ["McpConfig", "McpConfigError", "ServerConfig", "parse_config"]
 

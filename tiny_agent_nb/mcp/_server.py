@@ -19,8 +19,7 @@ from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..provider import redact_url
-from ..tools import redact
+from ..redaction import redact, redact_url
 from ._config import ServerConfig
 from ._guard import guard_argv
 

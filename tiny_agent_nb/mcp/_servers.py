@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..tools import redact
+from ..redaction import redact
 from ._config import McpConfig
 from ._names import model_tool_name
 from ._server import ServerSession, State

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ConfigDict
 
+from ..redaction import redact
 from ..session import ReplayPolicy, ToolIdentity
 from ..tools import (
     Tool,
@@ -24,7 +25,6 @@ from ..tools import (
     ToolContext,
     ToolOutput,
     ToolSchema,
-    redact,
     truncate,
 )
 from ._result import result_text, result_usage

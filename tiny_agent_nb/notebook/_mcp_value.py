@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..mcp import is_json_text, read_config_file
-from ..provider import redact_url, url_secrets
+from ..redaction import redact_url, url_secrets
 
 MASK = "****"
 # Keys whose values are credentials wherever they appear in a server's entry.

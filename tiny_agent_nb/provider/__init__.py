@@ -25,7 +25,6 @@ from ._types import (
     ToolCallStarted,
     UsageReport,
 )
-from ._urls import redact_url, url_secrets
 from ._window import estimate_tokens
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
@@ -63,7 +62,5 @@ __all__ = [
     "backoff_delay",
     "estimate_tokens",
     "http_client",
-    "redact_url",
-    "url_secrets",
     "wire",
 ]

@@ -22,7 +22,7 @@ from ._base import (
 from ._bash import KEY_VARIABLES, Bash
 from ._builtin import BuiltinTool
 from ._grep import Grep
-from ._output import CappedOutput, clean_output, redact
+from ._output import CappedOutput, clean_output
 from ._python import Python
 from ._read import ListFiles, ReadFile
 from ._registry import ToolRegistry, builtin_registry
@@ -52,6 +52,5 @@ __all__ = [
     "WriteFile",
     "builtin_registry",
     "clean_output",
-    "redact",
     "truncate",
 ]
