@@ -234,13 +234,17 @@ _SECRET_NAME = re.compile(
 )
 _AUTHORITY = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.\-]*:)?//)?([^/?#]*)")
 # A URL inside a longer text (a command line's argument, an env value): up to a space.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]*")
+# The scheme starts where no scheme character precedes it and is at most 32 long: tried at
+# every position, an unbounded one would backtrack quadratically over a long word.
+_URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s\"'<>]*")
 
 
 def is_secret_name(name: str) -> bool:
     """Whether a value named `name` (`OPENAI_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`,
     `x-api-key`, `--auth-token`, a URL's `?sig=`) is a credential by its name."""
-    return bool(_SECRET_NAME.search(unquote(name).lower().replace("-", "").replace("_", "")))
+    # A name is a few words long; a flag of megabytes is not searched through.
+    name = unquote(name[:256]).lower().replace("-", "").replace("_", "")
+    return bool(_SECRET_NAME.search(name))
 
 
 def _split(url: str) -> tuple[str, str, str, str | None, str]:
@@ -297,8 +301,12 @@ def secrets_of(value: str, *, whole: bool) -> tuple[str, ...]:
     (`postgres://user:pw@host/db`)."""
     words = value.split()
     found = [value, *words[1:]] if whole else []
-    found += [s for url in _URL_IN_TEXT.findall(value) for s in url_secrets(url)]
+    found += [s for url in _urls_in(value) for s in url_secrets(url)]
     return tuple(s for s in dict.fromkeys(found) if s)
+
+
+def _urls_in(text: str) -> list[str]:
+    return _URL_IN_TEXT.findall(text) if "://" in text else []
 
 
 def mask_credentials(args: Sequence[str]) -> list[str]:
@@ -313,7 +321,8 @@ def mask_credentials(args: Sequence[str]) -> list[str]:
         elif i > 0 and _is_secret_flag(args[i - 1]) and not arg.startswith("-"):
             shown.append(MASK)
         else:
-            shown.append(_URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), arg))
+            urls = "://" in arg  # the pattern is tried only where it may match
+            shown.append(_URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), arg) if urls else arg)
     return shown
 
 
@@ -327,7 +336,7 @@ def argument_secrets(args: Sequence[str]) -> tuple[str, ...]:
         elif i > 0 and _is_secret_flag(args[i - 1]) and not arg.startswith("-"):
             found.append(arg)
         else:
-            found += [s for url in _URL_IN_TEXT.findall(arg) for s in url_secrets(url)]
+            found += [s for url in _urls_in(arg) for s in url_secrets(url)]
     return tuple(s for s in dict.fromkeys(found) if s)
 
 

@@ -20,6 +20,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..redaction import redact, redact_url
+from ..tools import clean_output
 from ._config import ServerConfig
 from ._guard import guard_argv
 
@@ -283,7 +284,10 @@ class ServerSession:
         import mcp_types  # noqa: PLC0415
 
         result = await session.initialize()
-        self.version = result.server_info.version if result.server_info else None
+        version = result.server_info.version if result.server_info else None
+        # It enters every toolStarted of this server's tools: a server may report its own
+        # env (a token) as its version, or a lone surrogate no commit can take.
+        self.version = None if version is None else self.kept(version)
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
         seen: set[str] = set()
@@ -342,6 +346,11 @@ class ServerSession:
     def _with_stderr(self, what: str) -> str:
         line = self._stderr.last_line() if self._stderr else ""
         return f"{what} (stderr: {line})" if line else what
+
+    def kept(self, text: str) -> str:
+        """What the server said (its version, a tool's name) as it may enter a fact: valid
+        Unicode, its secrets redacted."""
+        return clean_output(text, self.config.secrets())
 
     def _redacted(self, text: str) -> str:
         if self.config.url:

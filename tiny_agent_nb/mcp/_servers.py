@@ -218,7 +218,9 @@ class McpServers:
                 continue
             for tool in server.tools:
                 where = f"MCP tool {tool.name!r} of server {server.config.name}"
-                name = model_tool_name(server.config.name, tool.name)
+                # The model's name for it is in the file (the assistant's call): made from
+                # the name as it may be kept.
+                name = model_tool_name(server.config.name, server.kept(tool.name))
                 if name in taken:
                     lines.append(
                         f"{where} is not offered: its name {name} is already taken by "
