@@ -108,8 +108,9 @@ class ServerSession:
     """One configured server: its state, tools and session. Mutated only on the loop
     thread; read (state, version, tools, detail) from the kernel's."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, *, max_message_bytes: int) -> None:
         self.config = config
+        self.max_message_bytes = max_message_bytes
         self.state: State = "not started"
         self.version: str | None = None
         self.tools: list[mcp_types.Tool] = []
@@ -123,6 +124,8 @@ class ServerSession:
         self._stderr: StderrTail | None = None
         self._http_status: int | None = None  # the last HTTP error status seen
         self._lost: str | None = None  # why a call found the connection gone
+        # Why the transport refused what the server sent last (too large, undecodable).
+        self._refused: str | None = None
 
     # ------------------------------------------------------------ on the kernel's thread
 
@@ -130,7 +133,7 @@ class ServerSession:
         self.state, self.detail, self.tools, self.version = "starting", None, [], None
         self.ready.clear()
         self.ended.clear()
-        self._lost, self._http_status = None, None
+        self._lost, self._http_status, self._refused = None, None, None
         # Made here, not in the task: a stop asked before the task first runs must count.
         # (asyncio events bind to a loop only when first waited on.)
         self._stop, self._closed = asyncio.Event(), asyncio.Event()
@@ -172,8 +175,10 @@ class ServerSession:
                 await _first(self._stop.wait(), self._closed.wait())
                 self._session = None
                 if not self._stop.is_set():
-                    failure = self._lost or (
-                        "the server exited" if self._stderr else "the connection closed"
+                    failure = (
+                        self._lost
+                        or self._refused
+                        or ("the server exited" if self._stderr else "the connection closed")
                     )
                     # At once, not after the contexts below are left (the SDK's shutdown of
                     # a process takes a while): the next start() must restart this server.
@@ -183,7 +188,7 @@ class ServerSession:
             # A stop asked for (Ctrl-C in a start, a close) may break the SDK's streams
             # under a request in flight (BrokenResourceError): that is the stop itself.
             if not self._stop.is_set():
-                failure = self._lost or self._describe(exc)
+                failure = self._lost or self._refused or self._describe(exc)
         finally:
             self._session = None
             if self._stderr is not None:
@@ -226,12 +231,17 @@ class ServerSession:
 
     async def _enter_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         if self.config.transport == "stdio":
-            from mcp.client.stdio import stdio_client  # noqa: PLC0415
+            from ._stdio import bounded_stdio_client  # noqa: PLC0415
 
             self._stderr = StderrTail()
             try:
                 streams = await stack.enter_async_context(
-                    stdio_client(_stdio_parameters(self.config), errlog=self._stderr.writer)
+                    bounded_stdio_client(
+                        _stdio_parameters(self.config),
+                        self._stderr.writer,
+                        limit=self.max_message_bytes,
+                        on_refused=self._note_refused,
+                    )
                 )
             finally:
                 self._stderr.close_writer()
@@ -239,9 +249,9 @@ class ServerSession:
         import httpx2  # noqa: PLC0415
         from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
+        from ._http import bounded_client  # noqa: PLC0415
+
         assert self.config.url is not None
-        # The SDK's recommended timeouts (create_mcp_http_client): a response stream may
-        # stay open for minutes.
         self._http_status = None
 
         async def note_status(response: httpx2.Response) -> None:
@@ -250,10 +260,11 @@ class ServerSession:
             if response.status_code >= 400:
                 self._http_status = response.status_code
 
-        client = httpx2.AsyncClient(
-            headers=dict(self.config.headers),
-            timeout=httpx2.Timeout(30.0, read=300.0),
-            event_hooks={"response": [note_status]},
+        client = bounded_client(
+            dict(self.config.headers),
+            limit=self.max_message_bytes,
+            on_status=note_status,
+            on_refused=self._note_refused,
         )
         await stack.enter_async_context(client)
         return await stack.enter_async_context(
@@ -317,19 +328,25 @@ class ServerSession:
             try:
                 return await session.call_tool(name, arguments)
             except Exception as exc:
+                refused, self._refused = self._refused, None
                 if _connection_lost(exc) and self._closed is not None:
                     # Over HTTP nothing else tells that the server went away: the lifetime
                     # task ends the session, and the next start() connects afresh.
-                    self._lost = f"the connection was lost ({self._describe(exc)})"
+                    self._lost = refused or f"the connection was lost ({self._describe(exc)})"
                     self._closed.set()
                     # As in live(): failed before this call's result is seen.
                     self.state, self.detail = "failed", self._redacted(self._lost)
+                if refused is not None:  # the transport's reason, not the SDK's stand-in
+                    raise RuntimeError(self._redacted(refused)) from None
                 closed = self._closed is not None and self._closed.is_set()
                 if closed or self.state != "running":
                     raise NotRunningError(self.not_running()) from None
                 raise RuntimeError(self._redacted(self._describe(exc))) from None
         finally:
             done.set()
+
+    def _note_refused(self, why: str) -> None:
+        self._refused = why
 
     # ------------------------------------------------------------ what is shown
 
