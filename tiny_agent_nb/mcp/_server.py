@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import threading
 from collections.abc import AsyncIterator
 from http import HTTPStatus
@@ -29,9 +28,9 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters
 
-State = Literal["not started", "starting", "running", "failed", "stopped"]
+    from ._stdio import StderrTail
 
-STDERR_TAIL = 4096  # bytes of a stdio server's stderr kept for the "failed" line
+State = Literal["not started", "starting", "running", "failed", "stopped"]
 
 
 class NotRunningError(Exception):
@@ -43,48 +42,6 @@ class ServerRefused(Exception):
 
 
 MAX_PAGES = 1000  # of tools/list: ten thousand tools and more, at the usual page sizes
-
-
-class StderrTail:
-    """A stdio server's stderr: a pipe read by a thread, its last 4 KB kept in memory.
-
-    Never the kernel's own stderr (in Jupyter `sys.stderr` is no file, and a server's
-    noise does not belong in the cell) and never a file on disk (it may echo secrets).
-    """
-
-    def __init__(self) -> None:
-        read_fd, write_fd = os.pipe()
-        self.writer = os.fdopen(write_fd, "w")
-        self._tail = b""
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        threading.Thread(
-            target=self._read, args=(read_fd,), name="MCP server stderr", daemon=True
-        ).start()
-
-    def _read(self, fd: int) -> None:
-        try:
-            while chunk := os.read(fd, 4096):
-                with self._lock:
-                    self._tail = (self._tail + chunk)[-STDERR_TAIL:]
-        finally:
-            os.close(fd)
-            self._done.set()
-
-    def close_writer(self) -> None:
-        """Our copy of the pipe's write end: the server holds its own."""
-        with contextlib.suppress(OSError):
-            self.writer.close()
-
-    def wait(self, timeout: float) -> None:
-        """Until the server (and whatever inherited its stderr) closed it, or `timeout`."""
-        self._done.wait(timeout)
-
-    def last_line(self) -> str:
-        with self._lock:
-            text = self._tail.decode("utf-8", errors="replace")
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return lines[-1][:300] if lines else ""
 
 
 def _stdio_parameters(server: ServerConfig) -> StdioServerParameters:
@@ -231,7 +188,7 @@ class ServerSession:
 
     async def _enter_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         if self.config.transport == "stdio":
-            from ._stdio import bounded_stdio_client  # noqa: PLC0415
+            from ._stdio import StderrTail, bounded_stdio_client  # noqa: PLC0415
 
             self._stderr = StderrTail()
             try:

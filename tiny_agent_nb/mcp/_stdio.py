@@ -1,4 +1,5 @@
-"""A stdio server's transport, with every line it writes bounded.
+"""A stdio server's transport, with every line it writes bounded; and its stderr, of which
+the last 4 KB are kept for the line that says why it failed.
 
 The SDK's `stdio_client` gathers a line until its newline, however long: a server that
 writes gigabytes without one grows the kernel as long as it writes. This is the same
@@ -17,7 +18,9 @@ Imported only when a stdio server starts, with the SDK.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO
 
@@ -28,11 +31,54 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment, std
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+STDERR_TAIL = 4096  # bytes of a stdio server's stderr kept for the "failed" line
 # The SDK's shutdown timings (mcp.client.stdio): the grace for the server to exit once
 # its stdin is closed, then between SIGTERM and SIGKILL of its group.
 EXIT_GRACE = 2.0
 KILL_GRACE = 2.0
 FLUSH_GRACE = 0.5  # for the writer to send what the session handed it
+
+
+class StderrTail:
+    """A stdio server's stderr: a pipe read by a thread, its last 4 KB kept in memory.
+
+    Never the kernel's own stderr (in Jupyter `sys.stderr` is no file, and a server's
+    noise does not belong in the cell) and never a file on disk (it may echo secrets).
+    """
+
+    def __init__(self) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w")
+        self._tail = b""
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        threading.Thread(
+            target=self._read, args=(read_fd,), name="MCP server stderr", daemon=True
+        ).start()
+
+    def _read(self, fd: int) -> None:
+        try:
+            while chunk := os.read(fd, 4096):
+                with self._lock:
+                    self._tail = (self._tail + chunk)[-STDERR_TAIL:]
+        finally:
+            os.close(fd)
+            self._done.set()
+
+    def close_writer(self) -> None:
+        """Our copy of the pipe's write end: the server holds its own."""
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+    def wait(self, timeout: float) -> None:
+        """Until the server (and whatever inherited its stderr) closed it, or `timeout`."""
+        self._done.wait(timeout)
+
+    def last_line(self) -> str:
+        with self._lock:
+            text = self._tail.decode("utf-8", errors="replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[-1][:300] if lines else ""
 
 
 @contextlib.asynccontextmanager
