@@ -83,10 +83,6 @@ class CellDisplay(LoopObserver):
             return
         if not isinstance(event, TextDelta):
             return
-        if not self._rich:
-            self._text.feed(event.text)
-            self._print_more(self._text.shown())
-            return
         with self._lock:
             self._text.feed(event.text)
             if self._display_id is None:
@@ -107,10 +103,14 @@ class CellDisplay(LoopObserver):
             self._printed = shown
 
     def _draw(self, *, update: bool) -> None:
-        """Show the paragraph's text so far (the lock held)."""
+        """Show the paragraph's text so far (the lock held); in a terminal, print what it
+        adds to what was printed."""
         assert self._display_id is not None
         shown = self._text.shown()
-        self._publish(answer_bundle(shown), display_id=self._display_id, update=update)
+        if self._rich:
+            self._publish(answer_bundle(shown), display_id=self._display_id, update=update)
+        else:
+            self._print_more(shown)
         self._drawn = self._text.text
         # Counted from the end of a render: a long hostile answer slow to make safe
         # leaves the stream time to be read between two renders.
@@ -127,7 +127,8 @@ class CellDisplay(LoopObserver):
 
     def _close_paragraph(self) -> str | None:
         """Forget the paragraph's display (the lock held): returns its id, if it has one,
-        for one last update."""
+        for one last update. (A terminal's paragraph has an id too, never published: it
+        is printed, at most every UPDATE_INTERVAL, as the rich display is drawn.)"""
         if self._trailing is not None:
             self._trailing.cancel()
             self._trailing = None
@@ -168,7 +169,7 @@ class CellDisplay(LoopObserver):
         with self._lock:
             display_id = self._close_paragraph()
             text = self._text.final()
-            if text and display_id is not None:
+            if text and display_id is not None and self._rich:
                 self._publish(answer_bundle(text), display_id=display_id, update=True)
             elif text and not self._rich:
                 self._print_more(text)
