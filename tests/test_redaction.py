@@ -148,6 +148,10 @@ def test_a_command_line_is_shown_without_its_credentials() -> None:
         f"--token={KEY}",
         "--repository",
         "/tmp/X/repo",
+        "--token-file",  # a flag whose value is a path, not a credential
+        "/home/u/.token",
+        "--no-auth",
+        "/srv/data",
     ]
     assert mask_credentials(args) == [
         "mcp-server-postgres",
@@ -157,7 +161,11 @@ def test_a_command_line_is_shown_without_its_credentials() -> None:
         f"--token={MASK}",
         "--repository",
         "/tmp/X/repo",
+        "--token-file",
+        "/home/u/.token",
+        "--no-auth",
+        "/srv/data",
     ]
     found = set(argument_secrets(args))
     assert {"S3cret-Passw0rd", OTHER, KEY} <= found
-    assert "/tmp/X/repo" not in found
+    assert not found & {"/tmp/X/repo", "/home/u/.token", "/srv/data"}

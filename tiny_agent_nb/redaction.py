@@ -311,18 +311,19 @@ def _urls_in(text: str) -> list[str]:
 
 def mask_credentials(args: Sequence[str]) -> list[str]:
     """A command line as it may be shown: URL credentials inside any argument masked
-    (`postgresql://****@host/db`), and the value of a credential-named flag
-    (`--token X`, `--api-key=X`) as `****`."""
+    (`postgresql://****@host/db`), and the value of a credential flag (`--token X`,
+    `--api-key=X`) as `****`."""
     shown: list[str] = []
     for i, arg in enumerate(args):
-        flag, eq, _ = arg.partition("=")
-        if eq and flag.startswith("-") and is_secret_name(flag.lstrip("-")):
-            shown.append(f"{flag}={MASK}")
-        elif i > 0 and _is_secret_flag(args[i - 1]) and not arg.startswith("-"):
+        kind = _flag_value(args, i)
+        if kind == "after =":
+            shown.append(arg.partition("=")[0] + "=" + MASK)
+        elif kind == "whole":
             shown.append(MASK)
+        elif "://" in arg:  # the pattern is tried only where it may match
+            shown.append(_URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), arg))
         else:
-            urls = "://" in arg  # the pattern is tried only where it may match
-            shown.append(_URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), arg) if urls else arg)
+            shown.append(arg)
     return shown
 
 
@@ -330,15 +331,39 @@ def argument_secrets(args: Sequence[str]) -> tuple[str, ...]:
     """The secrets `mask_credentials` hides in a command line."""
     found: list[str] = []
     for i, arg in enumerate(args):
-        flag, eq, value = arg.partition("=")
-        if eq and flag.startswith("-") and is_secret_name(flag.lstrip("-")):
-            found.append(value)
-        elif i > 0 and _is_secret_flag(args[i - 1]) and not arg.startswith("-"):
+        kind = _flag_value(args, i)
+        if kind == "after =":
+            found.append(arg.partition("=")[2])
+        elif kind == "whole":
             found.append(arg)
         else:
             found += [s for url in _urls_in(arg) for s in url_secrets(url)]
     return tuple(s for s in dict.fromkeys(found) if s)
 
 
-def _is_secret_flag(arg: str) -> bool:
-    return arg.startswith("-") and "=" not in arg and is_secret_name(arg.lstrip("-"))
+# The last word of a flag whose value is a credential. Stricter than is_secret_name: a
+# flag's value is the next argument, and `--token-file PATH` or `--no-auth PATH` must not
+# make a path a secret (it would be redacted wherever it is shown).
+_CREDENTIAL_WORDS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "pass", "pwd", "passphrase"}
+    | {"credential", "credentials", "auth", "dsn"}
+)
+
+
+def _flag_value(args: Sequence[str], i: int) -> str | None:
+    """Whether `args[i]` is a credential flag's value: "after =" (`--token=X`), "whole"
+    (`X` after `--token`), else None."""
+    flag, eq, _ = args[i].partition("=")
+    if eq and _is_credential_flag(flag):
+        return "after ="
+    previous = args[i - 1] if i > 0 else ""
+    if not args[i].startswith("-") and "=" not in previous and _is_credential_flag(previous):
+        return "whole"
+    return None
+
+
+def _is_credential_flag(flag: str) -> bool:
+    if not flag.startswith("-"):
+        return False
+    words = [w for w in re.split(r"[-_]", flag[:256].lower()) if w]
+    return bool(words) and words[0] != "no" and words[-1] in _CREDENTIAL_WORDS

@@ -7,7 +7,7 @@ The secrets of a server are its header values, the values of its env variables w
 names say they are credentials (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`,
 ...: `redaction.is_secret_name`) or that its `"secretEnv"` list names, the credentials of
 URLs (its `url`, and any inside an env value or an argument), and the value of a
-credential-named flag among its arguments (`--api-key X`). They are handed to the
+credential flag among its arguments (`--api-key X`). They are handed to the
 transport, and nothing else (repr, `describe`, error messages, the configuration digest)
 shows them; `secrets()` lists them for redaction. Other values (`TZ`, a path) are not
 secrets: redacting them would mangle what the model and the user read.

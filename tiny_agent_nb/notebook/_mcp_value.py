@@ -2,7 +2,7 @@
 
 The value is the `{"mcpServers": {...}}` JSON other MCP clients use, or a path to a file
 holding it. Its secrets (header values, the env values `mcp.ServerConfig.secrets` counts,
-URL credentials, credential-named flags' values) are sent to the servers and shown
+URL credentials, credential flags' values) are sent to the servers and shown
 nowhere: `%config TinyAgent`, reprs and error messages get the form `shown_value` makes,
 where each of them is `****`. An env value that is no secret (`TZ`) is shown.
 
@@ -33,7 +33,7 @@ from ..redaction import (
 def shown_value(value: str) -> str:
     """`value` as `%config TinyAgent` may show it: a path as it is (the file holds the
     secrets, not its name); JSON with every secret (header values, credential-named or
-    marked env values, URL credentials, credential-named flags' values) replaced by
+    marked env values, URL credentials, credential flags' values) replaced by
     `****`; JSON that does not parse as its size only (where its secrets are cannot be
     told)."""
     if not is_json_text(value):
