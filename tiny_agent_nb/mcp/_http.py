@@ -47,8 +47,9 @@ def bounded_client(
         await on_status(response)
         _bound(response, limit, on_refused)
 
+    own = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
     return httpx2.AsyncClient(
-        headers={**headers, "accept-encoding": ACCEPT_ENCODING},
+        headers={**own, "accept-encoding": ACCEPT_ENCODING},  # all the decoder reads
         timeout=httpx2.Timeout(30.0, read=300.0),
         event_hooks={"response": [bound]},
     )
