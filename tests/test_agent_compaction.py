@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_agent_loop import Harness, workspace
+from test_agent_loop import KEY, Harness, workspace
 
 from tiny_agent_nb.agent import AgentError, ContextProjection
 from tiny_agent_nb.provider import (
@@ -191,6 +191,26 @@ def test_compact_is_an_operation_of_its_own_with_the_users_instructions(
     assert kinds == ["run", "compaction", "run"]
     last = server.requests[-1].body["messages"]
     assert "SUMMARY v1" in last[2]["content"] and BIG not in json.dumps(last)
+
+
+def test_compaction_instructions_and_summary_are_kept_and_sent_redacted(
+    server: OpenAIServer, big_workspace: Path
+) -> None:
+    server.enqueue(_read(1), _read(2), text_reply("read it"))
+    server.enqueue_summaries(_summary(f"SUMMARY: the key is {KEY}"))
+    h = Harness(server, big_workspace, keep_tail_tokens=10, secrets=(KEY,))
+    try:
+        assert h.loop.run("Read big.txt twice").outcome == "completed"
+        assert h.loop.compact(f"keep the key {KEY}").outcome == "completed"
+    finally:
+        h.close()
+    (summarizing,) = [r for r in server.requests if "tools" not in r.body]
+    assert "keep the key [redacted]" in summarizing.raw.decode()
+    assert KEY not in summarizing.raw.decode()
+    entries = load_session(h.path).entries.values()
+    (summary,) = [e.entry for e in entries if isinstance(e.entry, CompactionEntry)]
+    assert summary.summary == "SUMMARY: the key is [redacted]"
+    assert KEY not in h.path.read_text()
 
 
 def test_a_long_session_stays_bounded_through_several_compactions(

@@ -496,18 +496,23 @@ def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the
         h.close()
 
 
-def test_a_key_the_model_repeats_is_redacted_in_its_answer_and_its_calls_before_commit(
+def test_a_key_the_model_repeats_is_redacted_in_what_is_kept_and_its_tools_get_the_call_as_sent(
     server: OpenAIServer, workspace: Path
 ) -> None:
     """bash can read the kernel's environment (/proc/$PPID/environ); once the model has
     the key, its answer, its reasoning and its calls' arguments are redacted before they
-    are committed, and the call that runs is the call the file holds."""
+    are committed. The tools get the arguments the model sent (a redaction never changes
+    what a tool does), so the file cannot say exactly what ran: such an intent is never
+    replayed, even a read's."""
+    (workspace / f"notes-{KEY}.txt").write_text("the notes")
     h = Harness(server, workspace, secrets=(KEY,))
     try:
         server.enqueue(
             tool_calls_reply(
                 tool_call("w1", "write_file", {"path": "k.txt", "content": f"key={KEY}"}),
                 tool_call("b1", "bash", {"command": f"echo {KEY} >> k2.txt"}),
+                tool_call("r1", "read_file", {"path": f"notes-{KEY}.txt"}),
+                tool_call("r2", "read_file", {"path": "k.txt"}),
                 content=f"The key is {KEY}.",
                 reasoning=f"I found {KEY} in the environment.",
             ),
@@ -517,8 +522,31 @@ def test_a_key_the_model_repeats_is_redacted_in_its_answer_and_its_calls_before_
         assert result.outcome == "completed" and result.text == "Saved [redacted] to k.txt."
         raw = h.path.read_text()
         assert KEY not in raw and KEY not in json.dumps(_messages(server, 1))
-        assert (workspace / "k.txt").read_text() == "key=[redacted]"  # as the intent says
-        assert (workspace / "k2.txt").read_text() == "[redacted]\n"
+        assert (workspace / "k.txt").read_text() == f"key={KEY}"  # as the model asked
+        assert (workspace / "k2.txt").read_text() == f"{KEY}\n"
+        state = load_session(h.path)
+        intents = {i.tool_call_id: i for i in state.tool_intents.values()}
+        assert intents["r1"].arguments["path"] == "notes-[redacted].txt"
+        assert intents["r1"].replay_policy == "never"  # its file is not the one it read
+        assert intents["r2"].replay_policy == "safeRead"  # nothing of it was redacted
+        shown = [o.content for o in h.tool_ends]
+        assert shown[2].endswith("\nthe notes") and shown[3].endswith("\nkey=[redacted]")
+    finally:
+        h.close()
+
+
+def test_a_prompt_holding_the_key_is_kept_and_sent_redacted(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    """A prompt filled from a variable (an error message, a config) may hold the key: it
+    is committed and sent as every other text is, redacted."""
+    h = Harness(server, workspace, secrets=(KEY,))
+    try:
+        server.enqueue(text_reply("I see a redacted key."))
+        assert h.loop.run(f"Why does this fail?\nAuthError: bad key {KEY}").outcome == "completed"
+        sent = server.requests[0].raw.decode()
+        assert "bad key [redacted]" in sent and KEY not in sent
+        assert KEY not in h.path.read_text() and "bad key [redacted]" in h.path.read_text()
     finally:
         h.close()
 

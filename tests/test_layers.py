@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 # but another name, never a higher one). `_version` is the leaf every layer may read.
 RANKS: dict[str, int] = {
     "_version": 0,
+    "redaction": 0,  # what is a secret, and the one redactor (imports nothing of ours)
     "session": 1,  # the file format, the store, the reducer: the deep module
     "tools": 2,  # the tool protocol and the built-in tools (owns ToolSchema)
     "timeline": 2,  # the timeline read from a session

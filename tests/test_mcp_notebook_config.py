@@ -158,3 +158,22 @@ def test_a_bad_configuration_is_one_line_and_the_built_in_tools_still_work(
     assert "bash" in offered and not any("__" in name for name in offered)
     state = load_session(tmp_path / "analysis.agent.jsonl")
     assert [o.status for o in state.operations.values()] == ["completed"]
+
+
+def test_env_values_that_are_no_secret_are_shown_and_not_redacted() -> None:
+    value = {
+        "mcpServers": {
+            "local": {
+                "command": "some-server",
+                "args": [f"postgresql://admin:{URL_SECRET}@db/app"],
+                "env": {"TZ": "Europe/Berlin", "API_KEY": ENV_SECRET, "DB_USER": "sentinel-2"},
+                "secretEnv": ["DB_USER"],
+            }
+        }
+    }
+    config = TinyAgent(mcp_servers=json.dumps(value))
+    shown = json.loads(config.mcp_servers)["mcpServers"]["local"]
+    assert shown["env"] == {"TZ": "Europe/Berlin", "API_KEY": "****", "DB_USER": "****"}
+    assert shown["args"] == ["postgresql://****@db/app"]
+    assert {ENV_SECRET, URL_SECRET, "sentinel-2"} <= set(config.secrets())
+    assert "Europe/Berlin" not in config.secrets()

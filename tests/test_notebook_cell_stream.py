@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from polling import wait_until
 
 from tiny_agent_nb.notebook._display import UPDATE_INTERVAL, CellDisplay
@@ -86,3 +87,48 @@ def test_a_tool_line_closes_the_paragraph_and_its_pending_render() -> None:
     drawn = [(update, text) for i, update, text in shown.calls if i == first]
     assert drawn[0] == (False, "Let me ") and drawn[-1] == (True, "Let me look.")
     assert [(u, t) for i, u, t in shown.calls if i == second] == [(False, "Done."), (True, "Done.")]
+
+
+KEY = "sk-or-v1-STREAMED-0123456789abcdef"
+
+
+def pieces_of(key: str) -> list[str]:
+    """Every run of 4 characters of `key`: none may show in any update."""
+    return [key[i : i + 4] for i in range(len(key) - 3)]
+
+
+def test_a_key_streamed_in_pieces_shows_in_no_update_of_the_paragraph_a_tool_closes() -> None:
+    """Text streamed three characters at a time, then a tool call: every update and the
+    paragraph's last one show the key as [redacted], as the session file keeps it (the
+    paragraph's last update used to be its raw text)."""
+    shown = Shown()
+    ticks = iter(range(10_000))
+    # Each render is a whole interval after the last: every piece is drawn at once.
+    cell = CellDisplay(
+        rich=True, secrets=[KEY], publish=shown, clock=lambda: next(ticks) * UPDATE_INTERVAL
+    )
+    text = f"The key is {KEY}; let me check it."
+    for i in range(0, len(text), 3):
+        cell.on_stream(TextDelta(text[i : i + 3]))
+    cell.on_tool_start(ToolCall(id="c1", name="bash", arguments={}), {"command": "[redacted]"})
+    cell.finish(None)
+    assert shown.latest == "The key is [redacted]; let me check it."
+    assert len(shown.calls) > 10
+    for _, _, update in shown.calls:
+        assert not any(piece in update for piece in pieces_of(KEY)), update
+
+
+def test_a_key_streamed_to_a_terminal_is_printed_redacted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cell = CellDisplay(rich=False, secrets=[KEY])
+    text = f"Use {KEY} here.\nAnd again: {KEY}"
+    for i in range(0, len(text), 2):
+        cell.on_stream(TextDelta(text[i : i + 2]))
+    cell.on_notice(f"the server said {KEY}")
+    cell.on_stream(TextDelta("Bye."))
+    cell.finish(None)
+    out = capsys.readouterr().out
+    assert out == (
+        "Use [redacted] here.\nAnd again: [redacted]\nNote: the server said [redacted]\nBye.\n"
+    )

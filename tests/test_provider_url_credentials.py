@@ -19,7 +19,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import fresh_shell, served
 
 from tiny_agent_nb.notebook import TinyAgent
-from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError, redact_url
+from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
+from tiny_agent_nb.redaction import redact_url
 from tiny_agent_nb.session import load_session
 
 from openai_server import OpenAIServer, error_reply, text_reply

@@ -114,13 +114,16 @@ class Compactor:
         fixed_bytes: int,
         ledger_tokens: Callable[[], int | None],
         on_compaction: Callable[[Compacted], None],
+        clean: Callable[[str], str],
     ) -> None:
         """`request_bytes`: the size of the request the run would send now (messages and
         tool schemas); `fixed_bytes`: the part of it no compaction changes (the system
         prompt and the tool schemas); `ledger_tokens`: `last_input_tokens` of the session
         now (the projection follows it, so no attempt pays for a snapshot of the whole
-        session)."""
+        session); `clean`: what makes a text safe to keep and send (the run's secrets
+        redacted)."""
         self._on_compaction = on_compaction
+        self._clean = clean
         self._store = store
         self._provider = provider
         self._label = label
@@ -178,9 +181,11 @@ class Compactor:
         budget = self.budget()
         cut = choose_cut(state, budget, self.window.estimate)
         chars_per_token = 1 / self.window.tokens_per_byte  # ASCII: a byte a character
+        if instructions is not None:
+            instructions = self._clean(instructions)
         messages = summarization_request(state, cut, instructions, budget, chars_per_token)
         attempt_id, completion = self._ask(messages, operation_id, step, attempt)
-        summary = (completion.message.content or "").strip()
+        summary = self._clean(completion.message.content or "").strip()
         problem: str | None = "the model answered the summarization request with no text"
         if summary:
             problem = self._too_large(summary, cut)
@@ -245,7 +250,7 @@ class Compactor:
                     stream = False
                     continue
                 raise CompactionFailed(
-                    f"the summarization request failed: {error.message}"
+                    f"the summarization request failed: {self._clean(error.message)}"
                 ) from error
 
     def _too_large(self, summary: str, cut: Cut) -> str | None:
@@ -265,7 +270,7 @@ class Compactor:
         failed = f.attempt_failed(
             attempt_id,
             kind=error.kind,
-            message=error.message,
+            message=self._clean(error.message),
             retryable=error.retryable,
             status=error.status,
         )

@@ -135,6 +135,7 @@ class AgentLoop:
             fixed_bytes=len(system) + tool_bytes,
             ledger_tokens=projection.last_input_tokens,
             on_compaction=self._observer.on_compaction,
+            clean=self._tool_step.clean,
         )
         self._model = ModelStep(
             store,
@@ -163,6 +164,9 @@ class AgentLoop:
         """Run a prompt. `user_cells`: what the user ran since the previous prompt, sent
         before it and kept with it in its user entry (docs/spec.md §15), secrets redacted."""
         self._require_idle()
+        # Kept and sent as every other text is: a prompt filled from a variable (an error
+        # message, a config dict) may hold the key.
+        prompt = self._tool_step.clean(prompt)
         entry_id, operation_id = new_id(), new_id()
         cells = self._tool_step.clean(user_cells) if user_cells else None
         user = f.user_message(prompt, user_cells=cells, id=entry_id)

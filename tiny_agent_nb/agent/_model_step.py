@@ -111,6 +111,8 @@ class ModelStep:
                 if overflow is not None:
                     raise overflow
             except ProviderError as error:
+                # The provider hides its own secrets; a server may echo the others too.
+                error.message = self._tool_step.clean(error.message)
                 # With the usage the server reported before the answer failed: it was
                 # billed, and the budget checked before the retry must see it.
                 failed = [

@@ -5,6 +5,13 @@ refusal quoting the model's call) is built by `ToolStep._result`, which makes it
 keep: valid Unicode, the configured secrets redacted (`clean_output`). The file, the
 model and the screen are given what it returns, never the raw output. (The other
 results are the planner's fixed texts.)
+
+A call's arguments are kept and shown with the secrets redacted too (`clean_message`,
+the intent, the approval question, the tool line), but the tool gets them as the model
+sent them: a redaction changes what is written and shown, never what a tool does
+(docs/spec.md §12). A call whose recorded arguments differ from those it ran with
+cannot be run again from the file, so its intent says `never` whatever its tool's
+replay policy.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from ..redaction import hidden_secrets, redact, redact_json
 from ..session import (
     MAX_JSON_DEPTH,
     AssistantMessage,
@@ -36,7 +44,6 @@ from ..tools import (
     ToolRegistry,
     ToolUsage,
     clean_output,
-    redact,
 )
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
 
@@ -68,37 +75,46 @@ class ToolStep:
         self._approval = approval
         self._ask = ask
         self.environment = str(context.workspace)
+        # The arguments the model sent, by call id, for the calls of the answer being run
+        # whose arguments `clean_message` redacted: what their tools are given.
+        self._sent: dict[str, dict[str, Any]] = {}
 
     def clean(self, text: str) -> str:
         """`text` as it may be kept: what `_result` does to a tool's output."""
         return clean_output(text, self._context.secrets)
 
     def clean_message(self, message: AssistantMessage) -> AssistantMessage:
-        """The model's answer with every configured secret redacted, before it is
-        committed and before its calls run. A model that read the key (bash can read the
-        kernel's environment) would otherwise put it in the file through its answer or a
-        call's arguments; redacted here, the file and the effect see the same call."""
-        if not self._context.secrets:
+        """The model's answer as it may be kept: every configured secret redacted from its
+        text, reasoning and refusal and from its calls' names and arguments, before it is
+        committed. A model that read the key (bash can read the kernel's environment)
+        would otherwise put it in the file. The calls' arguments as sent are kept aside
+        for `run`: the tools get those."""
+        self._sent = {}
+        secrets = hidden_secrets(self._context.secrets)
+        if not secrets:
             return message
 
         def text(value: str | None) -> str | None:
-            return None if value is None else redact(value, self._context.secrets)
+            return None if value is None else redact(value, secrets)
 
-        calls = tuple(
-            call.model_copy(
+        calls = []
+        for call in message.toolCalls:
+            kept = call.model_copy(
                 update={
-                    "arguments": _redact_strings(call.arguments, self._context.secrets),
+                    "name": redact(call.name, secrets),
+                    "arguments": redact_json(call.arguments, secrets),
                     "invalidArguments": text(call.invalidArguments),
                 }
             )
-            for call in message.toolCalls
-        )
+            if kept.arguments != call.arguments:
+                self._sent[call.id] = call.arguments
+            calls.append(kept)
         return message.model_copy(
             update={
                 "content": text(message.content),
                 "reasoning": text(message.reasoning),
                 "refusal": text(message.refusal),
-                "toolCalls": calls,
+                "toolCalls": tuple(calls),
             }
         )
 
@@ -121,12 +137,13 @@ class ToolStep:
             self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
             return
         try:
-            arguments = tool.effective_arguments(call.arguments)
+            arguments = tool.effective_arguments(self._sent.pop(call.id, call.arguments))
         except ToolArgumentError as exc:
             message = f"{exc}. The tool did not run."
             self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
             return
-        if tool.asks_approval and not self._approved(tool, arguments):
+        recorded = redact_json(arguments, self._context.secrets)
+        if tool.asks_approval and not self._approved(tool, recorded):
             message = f"The user did not allow this {tool.name} call; it did not run."
             self._refuse(
                 operation_id,
@@ -148,7 +165,7 @@ class ToolStep:
             tool=tool,
         )
         self._store.commit([intent])
-        observer.on_tool_start(call, arguments)
+        observer.on_tool_start(call, recorded)
         output = self._execute(tool, arguments)
         outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
         result, output = self._result(intent, output, outcome)
@@ -205,13 +222,17 @@ class ToolStep:
         arguments: Mapping[str, Any],
         tool: Tool | None,
     ) -> NewFact:
+        """The call's `toolStarted`, its arguments redacted: a call they differ from is not
+        the call the file describes, and is never replayed."""
+        recorded = redact_json(dict(arguments), self._context.secrets)
+        policy = tool.replay_policy if tool and recorded == arguments else "never"
         return f.tool_started(
             operation_id,
             attempt_id,
             call.id,
             tool=identity,
-            arguments=dict(arguments),
-            replay_policy=tool.replay_policy if tool else "never",
+            arguments=recorded,
+            replay_policy=policy,
             environment_identity=self.environment,
         )
 
@@ -297,14 +318,3 @@ def _usage_facts(intent: NewFact, usage: ToolUsage | None) -> list[NewFact]:
         )
         log.warning("usage reported by tool call %s not kept: %s", intent.id, problems)
         return []
-
-
-def _redact_strings(value: Any, secrets: tuple[str, ...]) -> Any:
-    """`value` (JSON the store has already bounded in depth) with its strings redacted."""
-    if isinstance(value, str):
-        return redact(value, secrets)
-    if isinstance(value, dict):
-        return {redact(k, secrets): _redact_strings(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_strings(v, secrets) for v in value]
-    return value

@@ -3,13 +3,19 @@
     {"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]},
                     "docs": {"url": "https://host/mcp", "headers": {"Authorization": "..."}}}}
 
-Env values, header values and credentials in a URL are secrets: they are held here and
-handed to the transport, and nothing else (repr, `describe`, error messages, the
-configuration digest) ever shows them. `secrets()` lists them for redaction.
+The secrets of a server are its header values, the values of its env variables whose
+names say they are credentials (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`,
+...: `redaction.is_secret_name`) or that its `"secretEnv"` list names, the credentials of
+URLs (its `url`, and any inside an env value or an argument), and the value of a
+credential flag among its arguments (`--api-key X`). They are handed to the
+transport, and nothing else (repr, `describe`, error messages, the configuration digest)
+shows them; `secrets()` lists them for redaction. Other values (`TZ`, a path) are not
+secrets: redacting them would mangle what the model and the user read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -19,7 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..provider import redact_url, url_secrets
+from ..redaction import (
+    argument_secrets,
+    is_secret_name,
+    mask_credentials,
+    redact_url,
+    secrets_of,
+    url_secrets,
+)
 
 __all__ = ["McpConfig", "McpConfigError", "ServerConfig", "parse_config"]
 
@@ -38,11 +51,13 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = field(default=None, repr=False)  # streamable HTTP (shown redacted)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Env variables whose values are secrets though their names do not say so.
+    secret_env: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         # The dataclass repr would show a URL's password; env and header *names* are
         # harmless and help, their values are not shown.
-        where = f"command={self.command!r}, args={self.args!r}" if self.command else ""
+        where = f"command={self.command!r}, args={self.shown_args()!r}" if self.command else ""
         if self.url is not None:
             where = f"url={redact_url(self.url)!r}"
         return (
@@ -55,14 +70,21 @@ class ServerConfig:
         return "http" if self.url is not None else "stdio"
 
     def secrets(self) -> tuple[str, ...]:
-        """Env values, header values and the credentials in the URL, longest first."""
-        found = {*self.env.values(), *self.headers.values()}
+        """The server's secrets (see the module's docstring), longest first."""
+        found: set[str] = set()
         for value in self.headers.values():
-            # "Bearer abc": the token alone may be echoed too.
-            found.update(part for part in value.split() if len(part) >= 8)
+            found.update(secrets_of(value, whole=True))  # "Bearer abc": abc alone too
+        for name, value in self.env.items():
+            secret = is_secret_name(name) or name in self.secret_env
+            found.update(secrets_of(value, whole=secret))
+        found.update(argument_secrets(self.args))
         if self.url is not None:
             found.update(url_secrets(self.url))
-        return tuple(sorted((s for s in found if s), key=len, reverse=True))
+        return tuple(sorted(found, key=len, reverse=True))
+
+    def shown_args(self) -> tuple[str, ...]:
+        """The arguments as they may be shown: credentials in them as `****`."""
+        return tuple(mask_credentials(self.args))
 
     def digest_material(self) -> dict[str, Any]:
         """What a configurationDigest may cover of this server: where it is and which env
@@ -71,7 +93,7 @@ class ServerConfig:
             "name": self.name,
             "transport": self.transport,
             "command": self.command,
-            "args": list(self.args),
+            "args": list(self.shown_args()),
             "cwd": self.cwd,
             "url": None if self.url is None else redact_url(self.url),
             "env": sorted(self.env),
@@ -82,7 +104,7 @@ class ServerConfig:
         """One line without a secret: `stdio: uvx mcp-server-time`, `http: https://host/mcp`."""
         if self.url is not None:
             return f"http: {redact_url(self.url)}"
-        return "stdio: " + " ".join([self.command or "", *self.args])
+        return "stdio: " + " ".join([self.command or "", *self.shown_args()])
 
 
 @dataclass(frozen=True)
@@ -125,7 +147,7 @@ def parse_config(value: str | Mapping[str, Any] | None) -> McpConfig:
             raise McpConfigError(f"MCP server {name!r}: must be an object")
         if entry.get("disabled") is True:
             continue  # other clients' switch for a server kept in the file but not used
-        parsed.append(_server(name, entry))
+        parsed.append(_marked(_server(name, entry), entry.get("secretEnv")))
     return McpConfig(tuple(parsed))
 
 
@@ -207,6 +229,20 @@ def _server(name: str, entry: Mapping[str, Any]) -> ServerConfig:
     return ServerConfig(
         name=name, url=url, headers=_string_map(name, "headers", entry.get("headers", {}))
     )
+
+
+def _marked(server: ServerConfig, names: Any) -> ServerConfig:
+    """`server` with the env variables its `"secretEnv"` list names marked secret."""
+    if names is None:
+        return server
+    marked = _strings(server.name, "secretEnv", names)
+    unknown = [n for n in marked if n not in server.env]
+    if unknown:
+        raise McpConfigError(
+            f"MCP server {server.name!r}: 'secretEnv' names {unknown[0]!r}, which its "
+            "'env' does not set"
+        )
+    return dataclasses.replace(server, secret_env=marked)
 
 
 def _strings(name: str, key: str, value: Any) -> tuple[str, ...]:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import threading
 from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..provider import redact_url
-from ..tools import redact
+from ..redaction import redact, redact_url
+from ..tools import clean_output
 from ._config import ServerConfig
 from ._guard import guard_argv
 
@@ -29,9 +28,9 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters
 
-State = Literal["not started", "starting", "running", "failed", "stopped"]
+    from ._stdio import StderrTail
 
-STDERR_TAIL = 4096  # bytes of a stdio server's stderr kept for the "failed" line
+State = Literal["not started", "starting", "running", "failed", "stopped"]
 
 
 class NotRunningError(Exception):
@@ -43,48 +42,6 @@ class ServerRefused(Exception):
 
 
 MAX_PAGES = 1000  # of tools/list: ten thousand tools and more, at the usual page sizes
-
-
-class StderrTail:
-    """A stdio server's stderr: a pipe read by a thread, its last 4 KB kept in memory.
-
-    Never the kernel's own stderr (in Jupyter `sys.stderr` is no file, and a server's
-    noise does not belong in the cell) and never a file on disk (it may echo secrets).
-    """
-
-    def __init__(self) -> None:
-        read_fd, write_fd = os.pipe()
-        self.writer = os.fdopen(write_fd, "w")
-        self._tail = b""
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        threading.Thread(
-            target=self._read, args=(read_fd,), name="MCP server stderr", daemon=True
-        ).start()
-
-    def _read(self, fd: int) -> None:
-        try:
-            while chunk := os.read(fd, 4096):
-                with self._lock:
-                    self._tail = (self._tail + chunk)[-STDERR_TAIL:]
-        finally:
-            os.close(fd)
-            self._done.set()
-
-    def close_writer(self) -> None:
-        """Our copy of the pipe's write end: the server holds its own."""
-        with contextlib.suppress(OSError):
-            self.writer.close()
-
-    def wait(self, timeout: float) -> None:
-        """Until the server (and whatever inherited its stderr) closed it, or `timeout`."""
-        self._done.wait(timeout)
-
-    def last_line(self) -> str:
-        with self._lock:
-            text = self._tail.decode("utf-8", errors="replace")
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return lines[-1][:300] if lines else ""
 
 
 def _stdio_parameters(server: ServerConfig) -> StdioServerParameters:
@@ -108,8 +65,9 @@ class ServerSession:
     """One configured server: its state, tools and session. Mutated only on the loop
     thread; read (state, version, tools, detail) from the kernel's."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, *, max_message_bytes: int) -> None:
         self.config = config
+        self.max_message_bytes = max_message_bytes
         self.state: State = "not started"
         self.version: str | None = None
         self.tools: list[mcp_types.Tool] = []
@@ -123,6 +81,8 @@ class ServerSession:
         self._stderr: StderrTail | None = None
         self._http_status: int | None = None  # the last HTTP error status seen
         self._lost: str | None = None  # why a call found the connection gone
+        # Why the transport refused what the server sent last (too large, undecodable).
+        self._refused: str | None = None
 
     # ------------------------------------------------------------ on the kernel's thread
 
@@ -130,7 +90,7 @@ class ServerSession:
         self.state, self.detail, self.tools, self.version = "starting", None, [], None
         self.ready.clear()
         self.ended.clear()
-        self._lost, self._http_status = None, None
+        self._lost, self._http_status, self._refused = None, None, None
         # Made here, not in the task: a stop asked before the task first runs must count.
         # (asyncio events bind to a loop only when first waited on.)
         self._stop, self._closed = asyncio.Event(), asyncio.Event()
@@ -172,8 +132,10 @@ class ServerSession:
                 await _first(self._stop.wait(), self._closed.wait())
                 self._session = None
                 if not self._stop.is_set():
-                    failure = self._lost or (
-                        "the server exited" if self._stderr else "the connection closed"
+                    failure = (
+                        self._lost
+                        or self._refused
+                        or ("the server exited" if self._stderr else "the connection closed")
                     )
                     # At once, not after the contexts below are left (the SDK's shutdown of
                     # a process takes a while): the next start() must restart this server.
@@ -183,7 +145,7 @@ class ServerSession:
             # A stop asked for (Ctrl-C in a start, a close) may break the SDK's streams
             # under a request in flight (BrokenResourceError): that is the stop itself.
             if not self._stop.is_set():
-                failure = self._lost or self._describe(exc)
+                failure = self._lost or self._refused or self._describe(exc)
         finally:
             self._session = None
             if self._stderr is not None:
@@ -226,12 +188,17 @@ class ServerSession:
 
     async def _enter_transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         if self.config.transport == "stdio":
-            from mcp.client.stdio import stdio_client  # noqa: PLC0415
+            from ._stdio import StderrTail, bounded_stdio_client  # noqa: PLC0415
 
             self._stderr = StderrTail()
             try:
                 streams = await stack.enter_async_context(
-                    stdio_client(_stdio_parameters(self.config), errlog=self._stderr.writer)
+                    bounded_stdio_client(
+                        _stdio_parameters(self.config),
+                        self._stderr.writer,
+                        limit=self.max_message_bytes,
+                        on_refused=self._note_refused,
+                    )
                 )
             finally:
                 self._stderr.close_writer()
@@ -239,9 +206,9 @@ class ServerSession:
         import httpx2  # noqa: PLC0415
         from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
+        from ._http import bounded_client  # noqa: PLC0415
+
         assert self.config.url is not None
-        # The SDK's recommended timeouts (create_mcp_http_client): a response stream may
-        # stay open for minutes.
         self._http_status = None
 
         async def note_status(response: httpx2.Response) -> None:
@@ -250,10 +217,11 @@ class ServerSession:
             if response.status_code >= 400:
                 self._http_status = response.status_code
 
-        client = httpx2.AsyncClient(
-            headers=dict(self.config.headers),
-            timeout=httpx2.Timeout(30.0, read=300.0),
-            event_hooks={"response": [note_status]},
+        client = bounded_client(
+            dict(self.config.headers),
+            limit=self.max_message_bytes,
+            on_status=note_status,
+            on_refused=self._note_refused,
         )
         await stack.enter_async_context(client)
         return await stack.enter_async_context(
@@ -284,7 +252,10 @@ class ServerSession:
         import mcp_types  # noqa: PLC0415
 
         result = await session.initialize()
-        self.version = result.server_info.version if result.server_info else None
+        version = result.server_info.version if result.server_info else None
+        # It enters every toolStarted of this server's tools: a server may report its own
+        # env (a token) as its version, or a lone surrogate no commit can take.
+        self.version = None if version is None else self.kept(version)
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
         seen: set[str] = set()
@@ -314,19 +285,25 @@ class ServerSession:
             try:
                 return await session.call_tool(name, arguments)
             except Exception as exc:
+                refused, self._refused = self._refused, None
                 if _connection_lost(exc) and self._closed is not None:
                     # Over HTTP nothing else tells that the server went away: the lifetime
                     # task ends the session, and the next start() connects afresh.
-                    self._lost = f"the connection was lost ({self._describe(exc)})"
+                    self._lost = refused or f"the connection was lost ({self._describe(exc)})"
                     self._closed.set()
                     # As in live(): failed before this call's result is seen.
                     self.state, self.detail = "failed", self._redacted(self._lost)
+                if refused is not None:  # the transport's reason, not the SDK's stand-in
+                    raise RuntimeError(self._redacted(refused)) from None
                 closed = self._closed is not None and self._closed.is_set()
                 if closed or self.state != "running":
                     raise NotRunningError(self.not_running()) from None
                 raise RuntimeError(self._redacted(self._describe(exc))) from None
         finally:
             done.set()
+
+    def _note_refused(self, why: str) -> None:
+        self._refused = why
 
     # ------------------------------------------------------------ what is shown
 
@@ -343,6 +320,11 @@ class ServerSession:
     def _with_stderr(self, what: str) -> str:
         line = self._stderr.last_line() if self._stderr else ""
         return f"{what} (stderr: {line})" if line else what
+
+    def kept(self, text: str) -> str:
+        """What the server said (its version, a tool's name) as it may enter a fact: valid
+        Unicode, its secrets redacted."""
+        return clean_output(text, self.config.secrets())
 
     def _redacted(self, text: str) -> str:
         if self.config.url:

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..tools import redact
+from ..redaction import redact
 from ._config import McpConfig
 from ._names import model_tool_name
 from ._server import ServerSession, State
@@ -27,6 +27,7 @@ SDK_MISSING = (
     "MCP servers are configured but the `mcp` package is not installed: "
     "pip install 'tiny-agent-nb[mcp]'"
 )
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 # Beyond start_timeout: a server that did not answer is shut down by the SDK's own
 # bounded sequence (close stdin 2 s, SIGTERM 2 s, SIGKILL 2 s) before its line is ready.
 _SHUTDOWN_BOUND = 8.0
@@ -47,12 +48,21 @@ class McpServers:
     is not)."""
 
     def __init__(
-        self, config: McpConfig, *, start_timeout: float = 30.0, call_timeout: float = 300.0
+        self,
+        config: McpConfig,
+        *,
+        start_timeout: float = 30.0,
+        call_timeout: float = 300.0,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
+        """`max_message_bytes`: what one message from a server may take, decoded (an HTTP
+        answer, a stdio line); past it the message is not read."""
         self._config = config
         self._start_timeout = start_timeout
         self._call_timeout = call_timeout
-        self._servers = [ServerSession(server) for server in config.servers]
+        self._servers = [
+            ServerSession(server, max_message_bytes=max_message_bytes) for server in config.servers
+        ]
         self._thread: LoopThread | None = None
         self._lifetimes: dict[str, concurrent.futures.Future[None]] = {}
         self._tools: list[McpTool] = []
@@ -218,7 +228,9 @@ class McpServers:
                 continue
             for tool in server.tools:
                 where = f"MCP tool {tool.name!r} of server {server.config.name}"
-                name = model_tool_name(server.config.name, tool.name)
+                # The model's name for it is in the file (the assistant's call): made from
+                # the name as it may be kept.
+                name = model_tool_name(server.config.name, server.kept(tool.name))
                 if name in taken:
                     lines.append(
                         f"{where} is not offered: its name {name} is already taken by "

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ConfigDict
 
+from ..redaction import redact
 from ..session import ReplayPolicy, ToolIdentity
 from ..tools import (
     Tool,
@@ -24,7 +25,6 @@ from ..tools import (
     ToolContext,
     ToolOutput,
     ToolSchema,
-    redact,
     truncate,
 )
 from ._result import result_text, result_usage
@@ -65,10 +65,11 @@ class McpTool(Tool):
         # Per instance, where a built-in tool has class attributes: the names come from
         # the server at runtime.
         self.name = name  # type: ignore[misc]
-        self.description = tool.description or ""  # type: ignore[misc]
+        self.description = server.kept(tool.description or "")  # type: ignore[misc]
         self.version = server.version or "unknown"  # type: ignore[misc]
         self.source = f"mcp:{server.config.name}"  # type: ignore[misc]
-        self.remote_name = tool.name
+        self.remote_name = tool.name  # what the server is called with
+        self._kept_name = server.kept(tool.name)  # what the file says
         self._server = server
         self._input_schema = dict(tool.input_schema)
         self._validator = validator
@@ -81,7 +82,7 @@ class McpTool(Tool):
 
     @property
     def identity(self) -> ToolIdentity:
-        return ToolIdentity(name=self.remote_name, version=self.version, source=self.source)
+        return ToolIdentity(name=self._kept_name, version=self.version, source=self.source)
 
     def schema(self) -> ToolSchema:
         return ToolSchema(

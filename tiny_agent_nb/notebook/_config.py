@@ -31,9 +31,8 @@ from ..provider import (
     DEMO_PROVIDER,
     MAX_RESPONSE_BYTES,
     OPENROUTER_BASE_URL,
-    redact_url,
-    url_secrets,
 )
+from ..redaction import redact_url, url_secrets
 from ..tools import KEY_VARIABLES, builtin_registry
 from ._mcp_value import shown_value, value_secrets
 

@@ -8,6 +8,11 @@ The stream is read on the kernel's thread, which then waits on the socket: text 
 inside the update interval before a pause (the model thinking, a slow provider) is drawn
 by one trailing render from a timer thread, as the timeline does, not only when the next
 piece arrives.
+
+Every text this display publishes or prints went through the notebook's secrets: the
+streamed answer through a `StreamRedactor` (an update never shows the first half of a
+key whose second half has not arrived), each closed paragraph, tool line, retry line and
+note through `redact`. What the saved notebook keeps is what the session file keeps.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..agent import Compacted, LoopObserver, compaction_line
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
+from ..redaction import StreamRedactor, redact
 from ..render import cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
@@ -49,13 +55,16 @@ class CellDisplay(LoopObserver):
         self,
         *,
         rich: bool,
+        secrets: Iterable[str] = (),
         publish: Publish = ipython_publish,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._rich = rich
+        self._secrets = tuple(secrets)
         self._publish = publish
         self._clock = clock
-        self._text = ""
+        self._text = StreamRedactor(self._secrets)  # the paragraph streaming now
+        self._printed = ""  # in a terminal: what of it was printed
         self._display_id: str | None = None  # the display of the paragraph streaming now
         self._drawn = ""  # what it shows
         self._last = 0.0
@@ -74,13 +83,8 @@ class CellDisplay(LoopObserver):
             return
         if not isinstance(event, TextDelta):
             return
-        if not self._rich:
-            self._text += event.text
-            sys.stdout.write(cell_text(event.text, keep_lines=True))
-            sys.stdout.flush()
-            return
         with self._lock:
-            self._text += event.text
+            self._text.feed(event.text)
             if self._display_id is None:
                 self._display_id = _new_id()
                 self._draw(update=False)
@@ -91,11 +95,23 @@ class CellDisplay(LoopObserver):
             elif self._trailing is None:
                 self._trailing = trailing_render(UPDATE_INTERVAL - waited, self._draw_late)
 
+    def _print_more(self, shown: str) -> None:
+        """In a terminal: print what `shown` adds to what was printed of the paragraph."""
+        if shown.startswith(self._printed) and len(shown) > len(self._printed):
+            sys.stdout.write(cell_text(shown[len(self._printed) :], keep_lines=True))
+            sys.stdout.flush()
+            self._printed = shown
+
     def _draw(self, *, update: bool) -> None:
-        """Show the paragraph's text so far (the lock held)."""
+        """Show the paragraph's text so far (the lock held); in a terminal, print what it
+        adds to what was printed."""
         assert self._display_id is not None
-        self._publish(answer_bundle(self._text), display_id=self._display_id, update=update)
-        self._drawn = self._text
+        shown = self._text.shown()
+        if self._rich:
+            self._publish(answer_bundle(shown), display_id=self._display_id, update=update)
+        else:
+            self._print_more(shown)
+        self._drawn = self._text.text
         # Counted from the end of a render: a long hostile answer slow to make safe
         # leaves the stream time to be read between two renders.
         self._last = self._clock()
@@ -104,14 +120,15 @@ class CellDisplay(LoopObserver):
         try:
             with self._lock:
                 self._trailing = None
-                if self._display_id is not None and self._text != self._drawn:
+                if self._display_id is not None and self._text.text != self._drawn:
                     self._draw(update=True)
         except Exception:
             log.exception("the streamed answer's display failed to update")
 
     def _close_paragraph(self) -> str | None:
         """Forget the paragraph's display (the lock held): returns its id, if it has one,
-        for one last update."""
+        for one last update. (A terminal's paragraph has an id too, never published: it
+        is printed, at most every UPDATE_INTERVAL, as the rich display is drawn.)"""
         if self._trailing is not None:
             self._trailing.cancel()
             self._trailing = None
@@ -119,40 +136,49 @@ class CellDisplay(LoopObserver):
         self._drawn = ""
         return display_id
 
+    def say(self, line: str) -> None:
+        """Print one line of the cell's own (a tool line, a note), secrets redacted and
+        control characters made visible."""
+        print(cell_text(redact(line, self._secrets)), flush=True)
+
     def on_retry(self, error: ProviderError, delay: float) -> None:
-        print(
-            f"↺ {cell_text(error.message)} — retrying in {delay:.0f}s as a new attempt", flush=True
-        )
+        self.say(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt")
 
     def on_notice(self, text: str) -> None:
         self._end_text()
-        print(f"Note: {cell_text(text)}", flush=True)
+        self.say(f"Note: {text}")
 
     def on_compaction(self, compacted: Compacted) -> None:
         self._end_text()
-        print(f"⇊ {compaction_line(compacted)}", flush=True)
+        self.say(f"⇊ {compaction_line(compacted)}")
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
-        summary = short_arguments(dict(arguments))
-        print(f"→ {cell_text(call.name)} {cell_text(summary)}", flush=True)
+        self.say(f"→ {call.name} {short_arguments(dict(arguments))}")
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
         # A failure shows why (the result's last line: `[exit code 3]`, the exception),
         # not the first line of what the command printed.
         why = output.ending if outcome != "completed" else ""
-        detail = f" — {cell_text(why[:100])}" if why else ""
-        print(f"{MARKS.get(outcome, '·')} {cell_text(call.name)} {outcome}{detail}", flush=True)
+        detail = f" — {why[:100]}" if why else ""
+        self.say(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}")
 
     def _end_text(self) -> None:
-        """A tool line closes the current paragraph of streamed text."""
+        """A tool line closes the current paragraph of streamed text: its last update is
+        the whole paragraph, redacted as the session file keeps it."""
         with self._lock:
             display_id = self._close_paragraph()
-            if self._text and display_id is not None:
-                self._publish(answer_bundle(self._text), display_id=display_id, update=True)
-            elif self._text and not self._rich:
+            text = self._text.final()
+            if text and display_id is not None and self._rich:
+                self._publish(answer_bundle(text), display_id=display_id, update=True)
+            elif text and not self._rich:
+                self._print_more(text)
                 print(flush=True)
-            self._text = ""
+            self._new_paragraph()
+
+    def _new_paragraph(self) -> None:
+        self._text = StreamRedactor(self._secrets)
+        self._printed = ""
 
     def finish(self, final: str | None) -> None:
         """Render the final answer as markdown (once, complete). `final` is the answer as
@@ -160,17 +186,19 @@ class CellDisplay(LoopObserver):
         streamed text: the saved notebook keeps what the file keeps."""
         with self._lock:
             display_id = self._close_paragraph()
+            streamed = self._text.final()
             if not self._rich:
-                if self._text:
+                if streamed:
+                    self._print_more(streamed)
                     print(flush=True)
                 elif final:
                     print(cell_text(final, keep_lines=True), flush=True)
             elif display_id is not None:
-                bundle = answer_bundle(final or self._text)
+                bundle = answer_bundle(final or streamed)
                 self._publish(bundle, display_id=display_id, update=True)
             elif final:
                 self._publish(answer_bundle(final), display_id=_new_id(), update=False)
-            self._text = ""
+            self._new_paragraph()
 
 
 def _new_id() -> str:

@@ -17,6 +17,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..agent import compaction_status
 from ..provider import DEMO_LABEL
+from ..redaction import redact
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
 from ._approval import ask_approval
@@ -51,6 +52,10 @@ STEP_LIMIT_NEXT = (
     "or send a new prompt"
 )
 MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
+PROMPT_REDACTED = (
+    "Note: the prompt holds a configured secret (the API key, a credential); it is sent "
+    "and kept as [redacted]."
+)
 
 
 @magics_class
@@ -144,7 +149,9 @@ class AgentMagics(Magics):
         options = _run_options(args)
         self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
-        view = CellDisplay(rich=self._rich())
+        view = self._view()
+        if redact(prompt, self.runtime.config.secrets()) != prompt:
+            view.say(PROMPT_REDACTED)
         if self.runtime.config.demo_mode() and args.model is None:
             print(f"[{DEMO_LABEL}]")
         if not self._start_mcp():
@@ -163,6 +170,9 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. {STEP_LIMIT_NEXT}")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
+
+    def _view(self) -> CellDisplay:
+        return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
 
     def _start_mcp(self) -> bool:
         """Start the MCP servers a run may call; False when Ctrl-C stopped it (nothing of
@@ -279,7 +289,7 @@ class AgentMagics(Magics):
         self.runtime.require_store()
         if not self._start_mcp():
             return
-        view = CellDisplay(rich=self._rich())
+        view = self._view()
         try:
             result = self.runtime.resume(observer=view, ask=self._ask, **options)
         except KeyboardInterrupt:
@@ -295,7 +305,7 @@ class AgentMagics(Magics):
 
     def _cmd_compact(self, instructions: str | None) -> None:
         self.runtime.model.check_ready()
-        view = CellDisplay(rich=self._rich())
+        view = self._view()
         try:
             result = self.runtime.compact(instructions, observer=view)
         except KeyboardInterrupt:

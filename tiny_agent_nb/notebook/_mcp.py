@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..mcp import McpConfig, McpConfigError, McpServers, ServerStatus, parse_config
+from ..redaction import redact
 from ..render import cell_text
-from ..tools import Tool, ToolRegistry, builtin_registry, redact
+from ..tools import Tool, ToolRegistry, builtin_registry
 from ._config import TinyAgent
 from ._opening import NotebookError
 

@@ -1,9 +1,10 @@
 """The value of `TinyAgent.mcp_servers` as it may be shown, and the secrets it holds.
 
 The value is the `{"mcpServers": {...}}` JSON other MCP clients use, or a path to a file
-holding it. Its `env` and `headers` values (API keys, bearer tokens) and the credentials
-in a server's `url` are sent to the servers and shown nowhere: `%config TinyAgent`, reprs
-and error messages get the form `shown_value` makes, where each of them is `****`.
+holding it. Its secrets (header values, the env values `mcp.ServerConfig.secrets` counts,
+URL credentials, credential flags' values) are sent to the servers and shown
+nowhere: `%config TinyAgent`, reprs and error messages get the form `shown_value` makes,
+where each of them is `****`. An env value that is no secret (`TZ`) is shown.
 
 This reads the JSON loosely on purpose: a value the configuration parser refuses (a
 server with neither command nor url, a wrong type) must still be shown without its
@@ -13,22 +14,28 @@ secrets, and its secrets must still be redacted from what tools return.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..mcp import is_json_text, read_config_file
-from ..provider import redact_url, url_secrets
-
-MASK = "****"
-# Keys whose values are credentials wherever they appear in a server's entry.
-SECRET_MAPPINGS = ("env", "headers")
+from ..redaction import (
+    MASK,
+    argument_secrets,
+    is_secret_name,
+    mask_credentials,
+    redact_url,
+    secrets_of,
+    url_secrets,
+)
 
 
 def shown_value(value: str) -> str:
     """`value` as `%config TinyAgent` may show it: a path as it is (the file holds the
-    secrets, not its name); JSON with every env and header value and every URL credential
-    replaced by `****`; JSON that does not parse as its size only (where its secrets are
-    cannot be told)."""
+    secrets, not its name); JSON with every secret (header values, credential-named or
+    marked env values, URL credentials, credential flags' values) replaced by
+    `****`; JSON that does not parse as its size only (where its secrets are cannot be
+    told)."""
     if not is_json_text(value):
         return value
     try:
@@ -39,8 +46,8 @@ def shown_value(value: str) -> str:
 
 
 def value_secrets(value: str) -> tuple[str, ...]:
-    """Every env value, header value and URL credential in `value` (JSON text, or the
-    file a path names), for redacting from tool results, errors and cell lines."""
+    """The servers' secrets in `value` (JSON text, or the file a path names), for
+    redacting from tool results, errors and cell lines."""
     text = value if is_json_text(value) else _file_text(value)
     if text is None:
         return ()
@@ -64,30 +71,44 @@ def _file_text(value: str) -> str | None:
 
 
 def _masked(node: Any, found: list[str]) -> Any:
-    """A copy of `node` with its secrets masked; each secret is appended to `found`."""
+    """A copy of `node` with its secrets masked (the rules of `mcp.ServerConfig.secrets`,
+    read loosely); each secret is appended to `found`."""
     if isinstance(node, list):
         return [_masked(item, found) for item in node]
     if not isinstance(node, dict):
         return node
+    marked = node.get("secretEnv")
+    marked = {n for n in marked if isinstance(n, str)} if isinstance(marked, list) else set()
     out: dict[str, Any] = {}
     for key, item in node.items():
-        if key in SECRET_MAPPINGS:
-            out[key] = _masked_mapping(item, found)
+        if key == "headers":
+            out[key] = _masked_mapping(item, found, lambda _name: True)
+        elif key == "env":
+            out[key] = _masked_mapping(item, found, lambda n: is_secret_name(n) or n in marked)
         elif key == "url" and isinstance(item, str):
             found.extend(url_secrets(item))
             out[key] = redact_url(item)
+        elif key == "args" and isinstance(item, list) and all(isinstance(a, str) for a in item):
+            found.extend(argument_secrets(item))
+            out[key] = mask_credentials(item)
         else:
             out[key] = _masked(item, found)
     return out
 
 
-def _masked_mapping(item: Any, found: list[str]) -> Any:
+def _masked_mapping(item: Any, found: list[str], secret: Callable[[str], bool]) -> Any:
     if isinstance(item, dict):
-        for value in item.values():
-            if isinstance(value, str):
-                # "Bearer TOKEN": the token alone may appear in a server's output too.
-                found.extend((value, value.split()[-1]) if value.strip() else (value,))
-        return dict.fromkeys(item, MASK)
+        shown: dict[str, Any] = {}
+        for name, value in item.items():
+            if not isinstance(value, str):
+                shown[name] = MASK  # refused by the parser; not shown either
+            elif secret(name):
+                found.extend(secrets_of(value, whole=True))  # "Bearer TOKEN": TOKEN too
+                shown[name] = MASK
+            else:
+                found.extend(secrets_of(value, whole=False))  # a URL's credentials
+                shown[name] = mask_credentials([value])[0]
+        return shown
     # Not a mapping (a list of "K=V", a string): the configuration parser refuses it, and
     # whatever it holds is kept out of sight whole.
     found.extend(_strings(item))

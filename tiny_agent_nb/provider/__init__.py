@@ -10,6 +10,7 @@ whose `retryable`/`retry_after` feed `backoff_delay` in the agent loop.
 import typing as _typing
 
 from . import _wire as wire
+from ._body import ACCEPT_ENCODING, BodyDecoder, UnsupportedEncoding
 from ._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROVIDER, DemoProvider
 from ._retry import backoff_delay
 from ._types import (
@@ -25,7 +26,6 @@ from ._types import (
     ToolCallStarted,
     UsageReport,
 )
-from ._urls import redact_url, url_secrets
 from ._window import estimate_tokens
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
@@ -44,12 +44,14 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ACCEPT_ENCODING",
     "ATTEMPT_TIMEOUT",
     "DEMO_LABEL",
     "DEMO_MODEL",
     "DEMO_PROVIDER",
     "MAX_RESPONSE_BYTES",
     "OPENROUTER_BASE_URL",
+    "BodyDecoder",
     "Completion",
     "DemoProvider",
     "Provider",
@@ -59,11 +61,10 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "ToolCallStarted",
+    "UnsupportedEncoding",
     "UsageReport",
     "backoff_delay",
     "estimate_tokens",
     "http_client",
-    "redact_url",
-    "url_secrets",
     "wire",
 ]

@@ -26,28 +26,48 @@ def decoded(raw: Iterable[bytes], content_encoding: str) -> Iterator[bytes]:
     """`raw` with the encodings of `content_encoding` (applied in order) undone, in
     pieces of at most PIECE bytes. Raises UnsupportedEncoding, or zlib.error for a body
     that is not what it says."""
-    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
-    chunks: Iterator[bytes] = iter(raw)
-    for coding in reversed(codings):  # the last one applied is undone first
-        if coding == "identity":
-            continue
-        if coding not in _WBITS:
-            raise UnsupportedEncoding(coding)
-        chunks = _inflate(chunks, _WBITS[coding])
-    return chunks
+    return _all_decoded(raw, BodyDecoder(content_encoding))
 
 
-def _inflate(chunks: Iterator[bytes], wbits: int) -> Iterator[bytes]:
-    inflater = zlib.decompressobj(wbits)
-    for chunk in chunks:
-        data = chunk
+def _all_decoded(raw: Iterable[bytes], decoder: BodyDecoder) -> Iterator[bytes]:
+    for chunk in raw:
+        yield from decoder.decode(chunk)
+    yield from decoder.flush()
+
+
+class BodyDecoder:
+    """The same, fed one raw chunk at a time (a body read asynchronously): `decode` each
+    chunk, then `flush` once at the end; each yields pieces of at most PIECE bytes."""
+
+    def __init__(self, content_encoding: str) -> None:
+        codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+        self._stages: list[zlib._Decompress] = []
+        for coding in reversed(codings):  # the last one applied is undone first
+            if coding == "identity":
+                continue
+            if coding not in _WBITS:
+                raise UnsupportedEncoding(coding)
+            self._stages.append(zlib.decompressobj(_WBITS[coding]))
+
+    def decode(self, chunk: bytes) -> Iterator[bytes]:
+        return self._feed(0, chunk)
+
+    def flush(self) -> Iterator[bytes]:
+        for index, inflater in enumerate(self._stages):
+            # Everything was fed through `unconsumed_tail` already; what is left is the
+            # few bytes zlib holds back, not a body's worth.
+            rest = inflater.flush()
+            if rest:
+                yield from self._feed(index + 1, rest)
+
+    def _feed(self, index: int, data: bytes) -> Iterator[bytes]:
+        if index == len(self._stages):
+            if data:
+                yield data
+            return
+        inflater = self._stages[index]
         while data:
             piece = inflater.decompress(data, PIECE)
-            if piece:
-                yield piece
             data = inflater.unconsumed_tail
-    # Everything was fed through `unconsumed_tail` already; what is left is the few bytes
-    # zlib holds back, not a body's worth.
-    rest = inflater.flush()
-    if rest:
-        yield rest
+            if piece:
+                yield from self._feed(index + 1, piece)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, cast
 import httpx
 
 from .._version import __version__
+from ..redaction import redact, redact_url, url_secrets
 from ._answer import EventSink, read_answer
 from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
 from ._errors import (
@@ -34,7 +35,7 @@ from ._errors import (
 from ._normalize import CompletionAssembler
 from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
-from ._urls import redact_httpx_logs, redact_url, request_target, url_secrets
+from ._urls import redact_httpx_logs, request_target
 from ._window import window_in_listing, window_in_props, window_in_ps
 from ._wire import Encoded
 
@@ -203,9 +204,7 @@ class Provider:
             cause = cause.__cause__ or cause.__context__
 
     def _scrubbed(self, text: str) -> str:
-        for secret in self._secrets:
-            text = _redact(text, secret)
-        return text
+        return redact(text, self._secrets)
 
     def _post(
         self, body: list[Encoded], size: int, on_event: EventSink, assembler: CompletionAssembler
@@ -311,18 +310,6 @@ class Provider:
             if self._clock() > deadline:
                 raise attempt_timed_out(self._config)
             yield chunk
-
-
-def _redact(text: str, secret: str) -> str:
-    text = text.replace(secret, "[redacted]")
-    # A quote truncated inside the secret leaves its first characters before the "…".
-    parts = text.split("…")
-    for i, part in enumerate(parts[:-1]):
-        for n in range(min(len(secret) - 1, len(part)), 3, -1):
-            if part.endswith(secret[:n]):
-                parts[i] = part[:-n] + "[redacted]"
-                break
-    return "…".join(parts)
 
 
 def _drain(chunks: Iterator[bytes]) -> None:

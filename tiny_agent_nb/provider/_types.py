@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from ..redaction import redact_url
 from ..session import AssistantMessage
-from ._urls import redact_url
 
 OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 # A long reasoning answer (64k tokens) streams as ~64k SSE events of 200-350 bytes each,

@@ -22,7 +22,7 @@ from ._base import (
 from ._bash import KEY_VARIABLES, Bash
 from ._builtin import BuiltinTool
 from ._grep import Grep
-from ._output import CappedOutput, clean_output, redact
+from ._output import CappedOutput, clean_output
 from ._propose import ProposeCell
 from ._python import Python
 from ._read import ListFiles, ReadFile
@@ -56,6 +56,5 @@ __all__ = [
     "WriteFile",
     "builtin_registry",
     "clean_output",
-    "redact",
     "truncate",
 ]

@@ -27,10 +27,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from ..redaction import hidden_secrets
 from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolOutput
 from ._builtin import BuiltinTool
-from ._output import CappedOutput, hidden_secrets
+from ._output import CappedOutput
 from ._paths import workspace_root
 
 DEFAULT_TIMEOUT = 120.0

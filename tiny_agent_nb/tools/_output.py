@@ -14,6 +14,8 @@ import codecs
 import re
 from collections.abc import Iterable
 
+from ..redaction import redact
+
 
 def truncate(text: str, limit: int) -> str:
     """Keep the head and tail of a long output, saying how much was cut."""
@@ -78,29 +80,7 @@ class CappedOutput:
 
 # ---------------------------------------------------------------- before a result is committed
 
-# Shorter "secrets" (a 4-letter URL password) occur in ordinary text far too often: hiding
-# them would mangle outputs (and dropping env variables holding them would drop PATH)
-# while protecting little. Real API keys are dozens of characters long.
-MIN_SECRET_LENGTH = 8
-REDACTED = "[redacted]"
-# Where a tool cut its output, a secret may be cut too: its beginning before the cut, its
-# end after it. Cut marks all open with "[..." and close with "]": truncate's elision
-# note, and the " [...]" that ends a long line grep shortened. A piece of this length
-# next to one is hidden (a shorter one tells next to nothing about the secret).
-_MIN_PIECE = 4
-# No leading or trailing \s* in it: on a long run of spaces that would backtrack
-# quadratically (this runs on every tool's output); the bound keeps "[...[...[..." linear.
-_CUT_MARK = re.compile(r"(\[\.\.\.[^\]\n]{0,80}\])")
-# A piece this long is hidden wherever it is: a cut this module does not know of.
-_MIN_STRAY_PIECE = 12
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def hidden_secrets(secrets: Iterable[str]) -> tuple[str, ...]:
-    """The secrets worth hiding, longest first (so a secret containing another is hidden
-    whole rather than leaving its remainder)."""
-    kept = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
-    return tuple(sorted(kept, key=len, reverse=True))
 
 
 def clean_output(text: str, secrets: Iterable[str] = ()) -> str:
@@ -117,52 +97,3 @@ def valid_text(text: str) -> str:
     # Through UTF-16, a high+low pair becomes the character it encodes (what a JSON
     # "\\ud83d\\ude00" means); what is left alone decodes to the replacement character.
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """Every occurrence of a secret replaced by REDACTED, and so are the pieces of one
-    that a cut in the output left behind."""
-    hidden = hidden_secrets(secrets)
-    if not hidden:
-        return text
-    # [part, mark, part, mark, ..., part]: the marks are kept as they are.
-    pieces = _CUT_MARK.split(text)
-    parts = [_redact_part(part, hidden) for part in pieces[::2]]
-    for i in range(len(parts) - 1):  # around each cut mark
-        parts[i] = _hide_cut_head(parts[i], hidden)
-        parts[i + 1] = _hide_cut_tail(parts[i + 1], hidden)
-    pieces[::2] = parts
-    return "".join(pieces)
-
-
-def _redact_part(part: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        part = part.replace(secret, REDACTED)
-        if len(secret) > _MIN_STRAY_PIECE:
-            for size in range(len(secret) - 1, _MIN_STRAY_PIECE - 1, -1):
-                if secret[:_MIN_STRAY_PIECE] not in part and secret[-_MIN_STRAY_PIECE:] not in part:
-                    break  # no long piece left (the common case: one look at each end)
-                part = part.replace(secret[:size], REDACTED)
-                part = part.replace(secret[len(secret) - size :], REDACTED)
-    return part
-
-
-def _hide_cut_head(part: str, secrets: tuple[str, ...]) -> str:
-    """`part` without a trailing beginning of a secret (the rest was cut away); the
-    spaces between it and the cut mark are kept."""
-    body = part.rstrip()
-    for secret in secrets:
-        for size in range(len(secret) - 1, _MIN_PIECE - 1, -1):
-            if body.endswith(secret[:size]):
-                return body[: len(body) - size] + REDACTED + part[len(body) :]
-    return part
-
-
-def _hide_cut_tail(part: str, secrets: tuple[str, ...]) -> str:
-    """`part` without a leading end of a secret (its beginning was cut away)."""
-    body = part.lstrip()
-    for secret in secrets:
-        for size in range(len(secret) - 1, _MIN_PIECE - 1, -1):
-            if body.startswith(secret[len(secret) - size :]):
-                return part[: len(part) - len(body)] + REDACTED + body[size:]
-    return part
