@@ -101,6 +101,8 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "ToolCall",
         "ToolResultEntry",
         "CompactionEntry",
+        "KernelNotice",
+        "KernelOpened",
         "ToolStarted",
         "ToolIdentity",
         "ReplayPolicy",
@@ -112,6 +114,7 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "Operation",
         "Attempt",
         "ToolIntent",
+        "Kernel",
         "UsageTotals",
         # ids, canonical JSON, values
         "new_id",

@@ -27,6 +27,7 @@ from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import (
     AssistantEntry,
     CompactionEntry,
+    KernelNotice,
     SessionState,
     SessionStore,
     ToolResultEntry,
@@ -189,6 +190,8 @@ def _transcript_line(state: SessionState, entry_id: str, limit: int) -> str:
     body = state.entries[entry_id].entry
     if isinstance(body, UserEntry):
         return "[user] " + _clip(body.message.content, limit)
+    if isinstance(body, KernelNotice):
+        return "[kernel] " + _clip(body.message.content, limit)
     if isinstance(body, AssistantEntry):
         msg = body.message
         calls = "".join(

@@ -42,6 +42,7 @@ from ..session import (
 from ..tools import ToolContext
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
+from ._kernel import kernel_record
 from ._mcp import KernelServers
 from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
@@ -106,6 +107,7 @@ class NotebookAgent:
         self.read_only = None
         self._followers.follow(store)
         try:
+            self._record_kernel(store, location)
             recovery = self._recover()
         except AgentError as exc:  # the file refused the write (disk full): nothing changed
             closing = self._close_noting()
@@ -165,6 +167,20 @@ class NotebookAgent:
                 f"tiny-agent-nb: opening {cell_text(path.name)} was interrupted; nothing in it "
                 f"was lost. `%agent session {cell_text(shlex.quote(str(path)))}` opens it again."
             ) from None
+
+    def _record_kernel(self, store: SessionStore, location: SessionLocation) -> None:
+        """This kernel opened the session (docs/spec.md §15); first, for what recovery
+        settles next is this kernel's doing."""
+        try:
+            store.commit([kernel_record(location.notebook)])
+        except SessionError as exc:
+            name = cell_text(store.path.name)
+            raise AgentError(
+                f"opening {name} could not be recorded in it ({type(exc).__name__}: "
+                f"{cell_text(str(exc))}). Nothing was changed: if the disk is full, free space "
+                f"first, then `%agent session {cell_text(shlex.quote(str(store.path)))}` "
+                "opens it again."
+            ) from exc
 
     def _recover(self) -> RecoveryReport | None:
         """Settle what a dead kernel left open. It asks no model, so it runs even when

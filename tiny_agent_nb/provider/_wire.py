@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..session import AssistantEntry, EntryFact, ToolResultEntry, UserEntry
+from ..session import AssistantEntry, EntryFact, KernelNotice, ToolResultEntry, UserEntry
 
 if TYPE_CHECKING:  # only named: importing the tools is not a provider's business
     from ..tools import ToolSchema
@@ -40,7 +40,7 @@ def tool_message(tool_call_id: str, content: str) -> bytes:
 def entry_message(entry: EntryFact) -> dict[str, Any] | None:
     """The chat-completions message of one entry (None for compactions)."""
     body = entry.entry
-    if isinstance(body, UserEntry):
+    if isinstance(body, UserEntry | KernelNotice):
         return {"role": "user", "content": body.message.content}
     if isinstance(body, AssistantEntry):
         msg = body.message

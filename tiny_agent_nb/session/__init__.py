@@ -37,6 +37,8 @@ from ._models import (
     EntryFact,
     Fact,
     Header,
+    KernelNotice,
+    KernelOpened,
     OperationOutcome,
     RecordFact,
     ReplayPolicy,
@@ -56,7 +58,7 @@ from ._reader import load_session, load_session_bytes
 from ._salvage import SalvageResult, salvage
 from ._state import SessionState
 from ._store import SessionStore
-from ._tables import Attempt, Operation, ToolIntent, UsageTotals
+from ._tables import Attempt, Kernel, Operation, ToolIntent, UsageTotals
 
 __all__ = [
     "FORMAT_VERSION",
@@ -73,6 +75,9 @@ __all__ = [
     "Header",
     "HeaderInit",
     "InvalidTransactionError",
+    "Kernel",
+    "KernelNotice",
+    "KernelOpened",
     "NewFact",
     "NotASessionError",
     "Operation",

@@ -22,6 +22,8 @@ from ._models import (
     CompactionEntry,
     EntryFact,
     Fact,
+    KernelNotice,
+    KernelOpened,
     OperationFinished,
     OperationOutcome,
     RecordFact,
@@ -40,9 +42,15 @@ from ._models import (
     UserMessage,
 )
 
-EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry
+EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry | KernelNotice
 RecordPayload = (
-    RunStarted | StepAttempt | AttemptFailed | ToolStarted | AbortRequested | OperationFinished
+    RunStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | KernelOpened
 )
 
 
@@ -65,7 +73,7 @@ class NewFact:
 
 
 # A tuple, not `A | B`: the union would be rebuilt on every call of this commit path.
-_ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry)
+_ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry, KernelNotice)
 
 
 # ---------------------------------------------------------------- entries
@@ -137,7 +145,31 @@ def compaction(
     return NewFact(body, id)
 
 
+def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None) -> NewFact:
+    """What the model is told about kernel `kernel_opened_id` (docs/spec.md §15)."""
+    message = UserMessage(role="user", content=content)
+    return NewFact(
+        KernelNotice(type="kernelNotice", kernelOpenedId=kernel_opened_id, message=message), id
+    )
+
+
 # ---------------------------------------------------------------- records
+
+
+def kernel_opened(
+    *, pid: int, host: str, started_at: int, kernel_id: str | None, notebook: str | None
+) -> NewFact:
+    """This kernel opened the session for writing (docs/spec.md §15)."""
+    return NewFact(
+        KernelOpened(
+            type="kernelOpened",
+            pid=pid,
+            host=host,
+            startedAt=started_at,
+            kernelId=kernel_id,
+            notebook=notebook,
+        )
+    )
 
 
 def run_started(operation_id: str, input_entry_id: str) -> NewFact:

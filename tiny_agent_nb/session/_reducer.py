@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._canonical import json_value_problem, replay_key
+from ._kernels import apply_kernel_notice, apply_kernel_opened
 from ._models import (
     AbortRequested,
     AssistantEntry,
@@ -20,6 +21,8 @@ from ._models import (
     CompactionEntry,
     EntryFact,
     Fact,
+    KernelNotice,
+    KernelOpened,
     OperationFinished,
     RecordFact,
     RunStarted,
@@ -29,11 +32,7 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._tables import Attempt, EntryType, Operation, Tables, ToolIntent, usage_row
-
-
-class Violation(Exception):
-    """An invariant a fact breaks; the caller adds where (line or transaction index)."""
+from ._tables import Attempt, EntryType, Operation, Tables, ToolIntent, Violation, usage_row
 
 
 def apply_transaction(tables: Tables, facts: Sequence[Fact]) -> None:
@@ -107,6 +106,9 @@ def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
         elif isinstance(body, CompactionEntry):
             _apply_compaction(t, fact, body)
             entry_type = "compaction"
+        elif isinstance(body, KernelNotice):
+            apply_kernel_notice(t, fact, body)
+            entry_type = "kernelNotice"
         else:
             assert isinstance(body, UserEntry)
             entry_type = "user"
@@ -233,6 +235,8 @@ def _apply_record(t: Tables, fact: RecordFact) -> None:
     elif isinstance(body, AbortRequested):
         op = _open_operation(t, body.operationId, "abortRequested")
         t.put(t.operations, op.id, op._replace(aborted_reason=body.reason))
+    elif isinstance(body, KernelOpened):
+        apply_kernel_opened(t, fact, body)
     else:
         assert isinstance(body, OperationFinished)
         _apply_operation_finished(t, body)

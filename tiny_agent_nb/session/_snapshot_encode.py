@@ -191,6 +191,22 @@ def encode_tables(t: Tables) -> tuple[bytes, bytes] | None:
             s.col(op for op, _ in t.open_call_entries.values()),
             col([answered for _, answered in t.open_call_entries.values()]),
         ],
+        "kernels": [
+            [
+                s.ref(k.id),
+                k.opened_at,
+                k.pid,
+                s.ref(k.host),
+                k.started_at,
+                s.ref(k.kernel_id),
+                s.ref(k.notebook),
+                k.entries_before,
+                k.intents_before,
+                k.operations_before,
+                s.ref(k.notice_id),
+            ]
+            for k in t.kernels.values()
+        ],
         "totals": _totals(t.totals),
         "lastSeq": t.last_seq,
         "openOperation": s.ref(t.open_operation_id),
