@@ -11,18 +11,36 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import socket
 import sys
 import time
 from functools import cache
 from pathlib import Path
 
-from ..session import NewFact
+from ..agent import AgentError
+from ..render import cell_text
+from ..session import NewFact, SessionError, SessionStore
 from ..session import facts as f
 
 # What a kernel id may look like in the file: Jupyter's are UUIDs, VS Code's similar.
 _KERNEL_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _IMPORTED_AT = time.time_ns() // 1_000_000
+
+
+def record_kernel(store: SessionStore, notebook: Path | None) -> None:
+    """This kernel opened `store`'s session for writing; first, for what recovery settles
+    next is this kernel's doing. A refused write is an AgentError that says what to do."""
+    try:
+        store.commit([kernel_record(notebook)])
+    except SessionError as exc:
+        name = cell_text(store.path.name)
+        raise AgentError(
+            f"opening {name} could not be recorded in it ({type(exc).__name__}: "
+            f"{cell_text(str(exc))}). Nothing was changed: if the disk is full, free space "
+            f"first, then `%agent session {cell_text(shlex.quote(str(store.path)))}` "
+            "opens it again."
+        ) from exc
 
 
 def kernel_record(notebook: Path | None) -> NewFact:

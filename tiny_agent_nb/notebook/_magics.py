@@ -53,6 +53,12 @@ class AgentMagics(Magics):
         "by name (time__get_current_time) or all of them (time__*)",
     )
     @argument("--approve", choices=["auto", "ask", "deny"], help="tools that change things")
+    @argument(
+        "--demo",
+        action="store_true",
+        help="answer with the offline demo model (also %%agent resume/compact), even in a "
+        "session a real model worked on",
+    )
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run a prompt through the durable agent loop, or manage the session.
@@ -60,8 +66,11 @@ class AgentMagics(Magics):
         Cell form (the body is the prompt):
 
             %%agent [--model M] [--max-steps N] [--tools a,b,srv__*] [--approve auto|ask|deny]
-                    [--budget USD]
+                    [--budget USD] [--demo]
             Find why tests/test_parse.py fails and fix it.
+
+        Without a key or base URL the offline demo model answers, but not in a session a
+        real model worked on: configure that model, or ask for the demo with `--demo`.
 
         `--tools` names built-in tools and MCP tools (`srv__tool`; `srv__*` is every tool
         of the MCP server srv). `--approve` applies to MCP tools like to bash.
@@ -75,7 +84,8 @@ class AgentMagics(Magics):
             %agent status        the session file, runs, open/interrupted work, cost
             %agent timeline      live timeline (runs, attempts, tools, usage)
             %agent usage         tokens and cost, per run and in total
-            %agent resume        continue the latest interrupted or aborted run
+            %agent resume        continue the latest interrupted or aborted run (--demo:
+                                 with the offline demo model)
             %agent compact [I]   summarize the conversation so far into a checkpoint (I: what
                                  the summary must also keep); runs also compact on their
                                  own past TinyAgent.compact_threshold of context_window
@@ -124,11 +134,14 @@ class AgentMagics(Magics):
         if args.budget is not None and not 0 < args.budget < float("inf"):
             raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
         tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
-        self.runtime.model.check_ready(args.model)
+        if args.demo and args.model is not None:
+            raise UsageError("--demo and --model name two models: use one")
+        if not args.demo:
+            self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
+        self.runtime.session_model.refuse_demo(args.model, demo=args.demo, command="%%agent")
         view = CellDisplay(rich=self._rich())
-        if self.runtime.config.demo_mode() and args.model is None:
-            print(f"[{DEMO_LABEL}]")
+        self._say_model(args.model, args.demo)
         if not self._start_mcp():
             return
         try:
@@ -141,6 +154,7 @@ class AgentMagics(Magics):
                 budget=args.budget,
                 tools=tools,
                 approve=args.approve,
+                demo=args.demo,
             )
         except KeyboardInterrupt:
             view.finish(None)
@@ -154,6 +168,14 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
+
+    def _say_model(self, model: str | None, demo: bool) -> None:
+        """The demo model's label, and a line when the model is not the session's last."""
+        if self.runtime.session_model.uses_demo(model, demo):
+            print(f"[{DEMO_LABEL}]")
+        change = self.runtime.session_model.change_note(model, demo)
+        if change is not None:
+            print(change)
 
     def _start_mcp(self) -> bool:
         """Start the MCP servers a run may call; False when Ctrl-C stopped it (nothing of
@@ -181,8 +203,10 @@ class AgentMagics(Magics):
         command, *rest = args.command
         if command not in COMMANDS:
             raise UsageError(f"unknown command {command!r}; use one of {', '.join(COMMANDS)}")
+        if args.demo and command not in ("resume", "compact"):
+            raise UsageError("--demo goes with %%agent, %agent resume and %agent compact")
         if command == "compact":
-            self._cmd_compact(" ".join(rest) or None)
+            self._cmd_compact(" ".join(rest) or None, demo=args.demo)
             return
         if rest and command != "session":
             raise UsageError(f"%agent {command} takes no argument")
@@ -198,7 +222,7 @@ class AgentMagics(Magics):
             raise UsageError("%agent session takes one PATH")
         if rest == [""]:  # `%agent session ""`: no path, not the default one
             raise UsageError("%agent session PATH: the path is empty")
-        getattr(self, f"_cmd_{command}")(*rest)
+        getattr(self, f"_cmd_{command}")(*rest, **({"demo": True} if args.demo else {}))
 
     def _cmd_help(self) -> None:
         print(AgentMagics.agent.__doc__ or "")
@@ -256,14 +280,17 @@ class AgentMagics(Magics):
             f"cost {money(cost, unpriced)}"
         )
 
-    def _cmd_resume(self) -> None:
-        self.runtime.model.check_ready()
+    def _cmd_resume(self, *, demo: bool = False) -> None:
+        if not demo:
+            self.runtime.model.check_ready()
         self.runtime.require_store()
+        self.runtime.session_model.refuse_demo(None, demo=demo, command="%agent resume")
+        self._say_model(None, demo)
         if not self._start_mcp():
             return
         view = CellDisplay(rich=self._rich())
         try:
-            result = self.runtime.resume(observer=view, ask=self._ask)
+            result = self.runtime.resume(observer=view, ask=self._ask, demo=demo)
         except KeyboardInterrupt:
             view.finish(None)
             print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
@@ -275,11 +302,12 @@ class AgentMagics(Magics):
                 + (f" — {cell_text(result.detail)}" if result.detail else "")
             )
 
-    def _cmd_compact(self, instructions: str | None) -> None:
-        self.runtime.model.check_ready()
+    def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
+        if not demo:
+            self.runtime.model.check_ready()
         view = CellDisplay(rich=self._rich())
         try:
-            result = self.runtime.compact(instructions, observer=view)
+            result = self.runtime.compact(instructions, observer=view, demo=demo)
         except KeyboardInterrupt:
             print("■ Interrupted. Nothing was compacted; the conversation is as it was.")
             return
@@ -363,7 +391,8 @@ def load(shell: Any) -> AgentMagics:
         print(agent.open(location).text())
     except NotebookError as exc:
         print(exc)
-    if config.demo_mode() and shell not in _told_demo:
+    # Not in a session a real model worked on: its report says how to configure that one.
+    if config.demo_mode() and not agent.session_model.real and shell not in _told_demo:
         print(DEMO_NOTE)
         _told_demo.add(shell)
     return magics

@@ -42,7 +42,7 @@ from ..session import (
 from ..tools import ToolContext
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
-from ._kernel import kernel_record
+from ._kernel import record_kernel
 from ._mcp import KernelServers
 from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
@@ -57,6 +57,7 @@ from ._opening import (
 from ._paths import SessionLocation, next_archive_path
 from ._provider import KernelProvider
 from ._report import OpenReport
+from ._session_model import SessionModel
 
 AskFn = Callable[[str, object], bool]
 
@@ -79,6 +80,9 @@ class NotebookAgent:
         # The kernel's MCP servers: started by the first run that needs them, stopped
         # with the session (`close()`) or when their configuration changes.
         self.mcp = KernelServers(config)
+        # The model the session's runs used, so that a run never swaps it silently.
+        self.session_model = SessionModel(config, self.model)
+        self._followers.watch(self.session_model.observe)
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -107,7 +111,7 @@ class NotebookAgent:
         self.read_only = None
         self._followers.follow(store)
         try:
-            self._record_kernel(store, location)
+            record_kernel(store, location.notebook)
             recovery = self._recover()
         except AgentError as exc:  # the file refused the write (disk full): nothing changed
             closing = self._close_noting()
@@ -129,7 +133,7 @@ class NotebookAgent:
         just_opened: bool,
         notes: Sequence[str] = (),
     ) -> OpenReport:
-        return OpenReport(
+        report = OpenReport(
             location=location,
             created=store.created and just_opened,
             repaired_tail_bytes=store.repaired_tail_bytes if just_opened else 0,
@@ -137,6 +141,11 @@ class NotebookAgent:
             recovery=recovery,
             notes=list(notes),
         )
+        self.session_model.reset(report.state)
+        waiting = self.session_model.waiting_note()
+        if waiting is not None:
+            report.notes.append(waiting)
+        return report
 
     def _open_store(self, location: SessionLocation) -> SessionStore:
         path = location.path
@@ -167,20 +176,6 @@ class NotebookAgent:
                 f"tiny-agent-nb: opening {cell_text(path.name)} was interrupted; nothing in it "
                 f"was lost. `%agent session {cell_text(shlex.quote(str(path)))}` opens it again."
             ) from None
-
-    def _record_kernel(self, store: SessionStore, location: SessionLocation) -> None:
-        """This kernel opened the session (docs/spec.md §15); first, for what recovery
-        settles next is this kernel's doing."""
-        try:
-            store.commit([kernel_record(location.notebook)])
-        except SessionError as exc:
-            name = cell_text(store.path.name)
-            raise AgentError(
-                f"opening {name} could not be recorded in it ({type(exc).__name__}: "
-                f"{cell_text(str(exc))}). Nothing was changed: if the disk is full, free space "
-                f"first, then `%agent session {cell_text(shlex.quote(str(store.path)))}` "
-                "opens it again."
-            ) from exc
 
     def _recover(self) -> RecoveryReport | None:
         """Settle what a dead kernel left open. It asks no model, so it runs even when
@@ -306,7 +301,9 @@ class NotebookAgent:
         budget: float | None = None,
         tools: list[str] | None = None,
         approve: str | None = None,
+        demo: bool = False,
     ) -> RunResult:
+        self.session_model.refuse_demo(model, demo=demo, command="%%agent")
         loop = self._loop(
             observer=observer,
             ask=ask,
@@ -315,6 +312,7 @@ class NotebookAgent:
             budget=budget,
             tools=tools,
             approve=approve,
+            demo=demo,
         )
         try:
             return loop.run(prompt)
@@ -323,16 +321,27 @@ class NotebookAgent:
         finally:
             loop.close()
 
-    def resume(self, *, observer: LoopObserver, ask: AskFn | None) -> RunResult:
-        return self._call(AgentLoop.resume, observer=observer, ask=ask)
+    def resume(self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False) -> RunResult:
+        self.session_model.refuse_demo(None, demo=demo, command="%agent resume")
+        return self._call(AgentLoop.resume, observer=observer, ask=ask, demo=demo)
 
-    def compact(self, instructions: str | None, *, observer: LoopObserver) -> RunResult:
-        return self._call(lambda loop: loop.compact(instructions), observer=observer, ask=None)
+    def compact(
+        self, instructions: str | None, *, observer: LoopObserver, demo: bool = False
+    ) -> RunResult:
+        self.session_model.refuse_demo(None, demo=demo, command="%agent compact")
+        return self._call(
+            lambda loop: loop.compact(instructions), observer=observer, ask=None, demo=demo
+        )
 
     def _call(
-        self, what: Callable[[AgentLoop], RunResult], *, observer: LoopObserver, ask: AskFn | None
+        self,
+        what: Callable[[AgentLoop], RunResult],
+        *,
+        observer: LoopObserver,
+        ask: AskFn | None,
+        demo: bool = False,
     ) -> RunResult:
-        loop = self._loop(observer=observer, ask=ask)
+        loop = self._loop(observer=observer, ask=ask, demo=demo)
         try:
             return what(loop)
         except AgentError as exc:
@@ -355,11 +364,12 @@ class NotebookAgent:
         approve: str | None = None,
         provider: ChatProvider | None = None,
         with_mcp: bool = True,
+        demo: bool = False,
     ) -> AgentLoop:
         store = self.require_store()
         provider_config = self.model.provider_config(model)
         window = self.config.context_window
-        if self.config.demo_mode() and model is None:
+        if self.session_model.uses_demo(model, demo):
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:
