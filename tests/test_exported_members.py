@@ -76,6 +76,8 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "fsync_dir",
         "salvage",
         "SalvageResult",
+        "fork_session",
+        "read_header",
         # the drawn error tree
         "SessionError",
         "NotASessionError",

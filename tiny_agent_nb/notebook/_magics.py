@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
 import shlex
-import weakref
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,14 +12,15 @@ from typing import Any
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import publish_display_data
 
 from ..agent import compaction_status
 from ..provider import DEMO_LABEL
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
 from ._approval import ask_approval
-from ._config import TinyAgent
 from ._display import CellDisplay
+from ._links import link_bundle, links_here
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
@@ -142,6 +141,7 @@ class AgentMagics(Magics):
         self.runtime.session_model.refuse_demo(args.model, demo=args.demo, command="%%agent")
         view = CellDisplay(rich=self._rich())
         self._say_model(args.model, args.demo)
+        self.link()
         if not self._start_mcp():
             return
         try:
@@ -321,6 +321,7 @@ class AgentMagics(Magics):
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
         print(report.text())
+        self.link()
 
     def _cmd_mcp(self) -> None:
         try:
@@ -340,10 +341,19 @@ class AgentMagics(Magics):
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         print(self.runtime.open(location).text())
+        self.link()
 
     # ------------------------------------------------------------------ helpers
     def _rich(self) -> bool:
         return type(self.shell).__name__ == "ZMQInteractiveShell"
+
+    def link(self) -> None:
+        """Leave, in this cell's output, the notebook's link to its session (docs/spec.md
+        §16): a display no frontend renders, saved and copied with the notebook."""
+        store, location = self.runtime.store, self.runtime.location
+        if store is None or location is None or not links_here(location) or not self._rich():
+            return
+        publish_display_data(link_bundle(store.header.id, store.path, time.time_ns() // 10**6))
 
     def refresh_views(self, *_: object) -> None:
         """After every cell (IPython's post_run_cell): the views draw what the cell
@@ -357,53 +367,6 @@ class AgentMagics(Magics):
         self.views = [v for v in self.views if not v.closed]
 
 
-# Said once per kernel (a shell), when the extension is first loaded in demo mode: not
-# again on a reload, `%agent new` or `%agent session`. Short lines: a terminal or a cell
-# output wraps long ones mid-word.
-DEMO_NOTE = f"""\
-tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
-  {DEMO_LABEL.upper()}. It runs the ```bash
-  blocks of a prompt and reports what happened to each command.
-  For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
-  (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
-_told_demo: weakref.WeakSet[Any] = weakref.WeakSet()
-
 # magic_arguments puts its usage, under a reST "::" marker, at the top of the docstring,
 # which `%%agent?` and `%agent help` show as they are: the marker means nothing there.
 AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").removeprefix("::\n\n  ")
-
-
-def load(shell: Any) -> AgentMagics:
-    config = TinyAgent(parent=shell)
-    if config not in shell.configurables:
-        shell.configurables.append(config)
-    agent = NotebookAgent(config, shell.user_ns)
-    # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
-    # its lock) too.
-    atexit.register(agent.close)
-    magics = AgentMagics(shell, agent)
-    shell.register_magics(magics)
-    shell.events.register("post_run_cell", magics.refresh_views)
-    location = resolve_session_path(
-        explicit=config.session_path, environ=os.environ, user_ns=shell.user_ns, cwd=Path.cwd()
-    )
-    try:
-        print(agent.open(location).text())
-    except NotebookError as exc:
-        print(exc)
-    # Not in a session a real model worked on: its report says how to configure that one.
-    if config.demo_mode() and not agent.session_model.real and shell not in _told_demo:
-        print(DEMO_NOTE)
-        _told_demo.add(shell)
-    return magics
-
-
-def unload(shell: Any, magics: AgentMagics) -> None:
-    shell.events.unregister("post_run_cell", magics.refresh_views)
-    atexit.unregister(magics.runtime.close)
-    try:
-        magics.runtime.close()
-    except NotebookError as exc:  # closed anyway: power mode's last sync failed
-        print(exc)
-    if magics.runtime.config in shell.configurables:
-        shell.configurables.remove(magics.runtime.config)

@@ -26,6 +26,7 @@ from ._exceptions import (
 )
 from ._facts import NewFact
 from ._files import fsync_dir, read_session_file
+from ._fork import fork_session, read_header
 from ._ids import new_id
 from ._models import (
     FORMAT_VERSION,
@@ -106,12 +107,14 @@ __all__ = [
     "UserEntry",
     "canonical_json",
     "facts",
+    "fork_session",
     "fsync_dir",
     "json_depth",
     "json_value_problem",
     "load_session",
     "load_session_bytes",
     "new_id",
+    "read_header",
     "read_session_file",
     "replay_key",
     "salvage",
