@@ -35,7 +35,6 @@ from test_browser import (
     screenshot_on_failure,
 )
 
-from tiny_agent_nb.notebook._links import LINK_MIME
 from tiny_agent_nb.session import load_session
 
 from openai_server import text_reply
@@ -73,15 +72,14 @@ def _menu(s: LabSession, menu: str, command: str) -> None:
     s.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
 
-def _save(s: LabSession, path: Path) -> None:
-    """File > Save; done when the file on disk holds a link to the session."""
+def _save(s: LabSession, path: Path, answer: str) -> None:
+    """File > Save; done when the file on disk holds the latest answer."""
     _menu(s, "File", "docmanager:save")
 
-    def linked() -> bool:
-        cells = _saved_cells(path) or []
-        return any(LINK_MIME in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+    def saved() -> bool:
+        return answer in json.dumps(_saved_cells(path) or [])
 
-    wait_until(linked, 30, f"{path.name} saved with its link", interval=0.2)
+    wait_until(saved, 30, f"{path.name} saved with {answer!r}", interval=0.2)
 
 
 def _runs_shown(s: LabSession, runs: int) -> None:
@@ -110,7 +108,7 @@ def test_a_renamed_notebook_keeps_its_conversation_with_and_without_a_restart(
     folder = s.root
     with screenshot_on_failure(s, "browser-renamed-failure.png"):
         _runs_shown(s, 1)
-        _save(s, s.notebook)
+        _save(s, s.notebook, "I will remember 42.")
         session = load_session(folder / "Untitled.agent.jsonl")
 
         # File > Rename Notebook…, as a user renames it; the kernel keeps running.
@@ -128,7 +126,7 @@ def test_a_renamed_notebook_keeps_its_conversation_with_and_without_a_restart(
         (second,) = s.model_requests()[1:]
         assert _prompts(second.body) == [PROMPT, PROMPT]
         assert (folder / "Untitled.agent.jsonl").exists()
-        _save(s, renamed)
+        _save(s, renamed, "Still 42.")
 
         # A restart: Jupyter names the new process after the renamed notebook.
         lab.server.enqueue(text_reply("42, from before the restart."))
@@ -164,7 +162,7 @@ def test_a_duplicated_notebook_gets_a_fork_and_never_writes_the_originals_file(
 ) -> None:
     folder = untitled.root
     original = folder / "analysis.agent.jsonl"
-    _save(untitled, folder / "analysis.ipynb")
+    _save(untitled, folder / "analysis.ipynb", "42, from before the restart.")
     before = original.read_bytes()  # the original's kernel still runs, holding it
     relative = (folder / "analysis.ipynb").relative_to(lab.lab.root).as_posix()
     copied = httpx.post(
