@@ -31,31 +31,39 @@ PYTHON_TOOL = "python"
 
 
 def due_kernel_notice(store: SessionStore) -> NewFact | None:
-    """The notice the next run must start with, or None. Cheap when none is due (the
-    latest kernel was told already, or nothing came before it): the session is read
-    only when one may be."""
-    latest = store.latest_kernel()
-    if latest is None or latest.notice_id is not None or latest.entries_before == 0:
+    """The notice the next run must start with, or None. Whether one is due is read from
+    the kernel records alone; the session is read only when one is."""
+    if _told_about(store.kernels()) is None:
         return None
     return kernel_notice(store.load())
 
 
 def kernel_notice(state: SessionState) -> NewFact | None:
     kernels = list(state.kernels.values())
+    current = _told_about(kernels)
+    if current is None:
+        return None
+    told = next((k for k in reversed(kernels[:-1]) if k.notice_id is not None), None)
+    names = defined_names(_python_codes(state, told.intents_before if told else 0, current))
+    return f.kernel_notice(current.id, notice_text(current, names))
+
+
+def _told_about(kernels: list[Kernel]) -> Kernel | None:
+    """The kernel a notice is due about: the latest, when it has none yet, a conversation
+    came before it, and whoever wrote the entries just before it (the latest kernel
+    record with an entry after it; none: a writer that recorded no kernel) is another
+    process."""
     if not kernels:
         return None  # a writer that records no kernel: nothing to compare
     current = kernels[-1]
     if current.notice_id is not None or current.entries_before == 0:
         return None
-    earlier = kernels[:-1]
-    # Whoever wrote the entries just before the current kernel: the latest kernel record
-    # that has an entry after it (None: a writer that recorded no kernel).
-    writer = next((k for k in reversed(earlier) if k.entries_before < current.entries_before), None)
+    writer = next(
+        (k for k in reversed(kernels[:-1]) if k.entries_before < current.entries_before), None
+    )
     if writer is not None and writer.same_process(current):
         return None  # the same process reopened the session: its variables are all there
-    told = next((k for k in reversed(earlier) if k.notice_id is not None), None)
-    names = defined_names(_python_codes(state, told.intents_before if told else 0, current))
-    return f.kernel_notice(current.id, notice_text(current, names))
+    return current
 
 
 def notice_text(kernel: Kernel, names: list[str]) -> str:

@@ -318,14 +318,13 @@ class SessionStore:
             self._require_open()
             return self._state.open_operation
 
-    def latest_kernel(self) -> Kernel | None:
-        """The latest kernelOpened record (docs/spec.md §15), without a snapshot."""
+    def kernels(self) -> list[Kernel]:
+        """The kernelOpened records (docs/spec.md §15), without a snapshot of the rest."""
         if self._fifo.owner != threading.get_ident():
             with sigint_deferred(), self._fifo:
-                return self.latest_kernel()
+                return self.kernels()
         self._require_open()
-        kernels = self._state._tables.kernels
-        return kernels[next(reversed(kernels))] if kernels else None
+        return list(self._state.kernels.values())
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""
