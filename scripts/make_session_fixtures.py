@@ -42,7 +42,7 @@ INTERRUPTED = (
     " have happened; the result is unknown. It was not run again."
 )
 
-# A kernel as it records itself (docs/spec.md §15): pid, host, when its process started.
+# A kernel as it records itself (docs/spec.md §18): pid, host, when its process started.
 HOST = "laptop"
 KERNEL_ID = "5f0c2a4e-3b1d-4c8e-9a7f-2d6b1e0c9f3a"
 NOTEBOOK = "analysis.ipynb"
@@ -1572,7 +1572,7 @@ def corrupt_last_line(s: SessionBuilder) -> None:
     s.write_corrupt_line(s.take_line()[:-20])
 
 
-# --- kernels (docs/spec.md §15) ---------------------------------------------------------------
+# --- kernels (docs/spec.md §18) ---------------------------------------------------------------
 
 PYTHON = Tool("python", "never")
 

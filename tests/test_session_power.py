@@ -333,7 +333,7 @@ def test_an_unsynced_commit_is_in_the_file_when_it_returns_and_synced_at_close(
 def test_a_kernel_record_rides_to_the_disk_with_the_run_that_follows_it(
     power: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A `kernelOpened` precedes no effect (docs/spec.md §15): not synced alone, but by the
+    """A `kernelOpened` precedes no effect (docs/spec.md §18): not synced alone, but by the
     next transaction that precedes one."""
     log = SyncLog(power.path, monkeypatch)
     opened = f.kernel_opened(pid=1, host="h", started_at=0, kernel_id=None, notebook=None)

@@ -1,5 +1,5 @@
 """The kernel notice: the piece of the context that tells the model, once, that the
-conversation goes on in another kernel than the one that wrote it (docs/spec.md §15).
+conversation goes on in another kernel than the one that wrote it (docs/spec.md §18).
 
 The model believes what its `python` calls defined still exists; after a restart it does
 not, and neither do the user's variables. The notice is a `kernelNotice` entry, committed

@@ -333,7 +333,7 @@ class AgentLoop:
 
     # ------------------------------------------------------------------ helpers
     def _kernel_notice(self) -> list[NewFact]:
-        """The notice a run starts with after a change of kernel (docs/spec.md §15)."""
+        """The notice a run starts with after a change of kernel (docs/spec.md §18)."""
         notice = due_kernel_notice(self._store)
         return [] if notice is None else [notice]
 

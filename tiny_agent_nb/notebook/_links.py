@@ -1,5 +1,5 @@
 """The link from a notebook to its session, kept in the notebook's own outputs, so that a
-renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §16).
+renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §19).
 
 JupyterLab renames a notebook while its kernel runs: that kernel goes on writing the file
 it opened. A restart (Jupyter gives the new process the new name in `JPY_SESSION_NAME`)

@@ -349,7 +349,7 @@ class AgentMagics(Magics):
 
     def link(self) -> None:
         """Leave, in this cell's output, the notebook's link to its session (docs/spec.md
-        §16): a display no frontend renders, saved and copied with the notebook."""
+        §19): a display no frontend renders, saved and copied with the notebook."""
         store, location = self.runtime.store, self.runtime.location
         if store is None or location is None or not links_here(location) or not self._rich():
             return

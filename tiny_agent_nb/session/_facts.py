@@ -146,7 +146,7 @@ def compaction(
 
 
 def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None) -> NewFact:
-    """What the model is told about kernel `kernel_opened_id` (docs/spec.md §15)."""
+    """What the model is told about kernel `kernel_opened_id` (docs/spec.md §18)."""
     message = UserMessage(role="user", content=content)
     return NewFact(
         KernelNotice(type="kernelNotice", kernelOpenedId=kernel_opened_id, message=message), id
@@ -159,7 +159,7 @@ def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None)
 def kernel_opened(
     *, pid: int, host: str, started_at: int, kernel_id: str | None, notebook: str | None
 ) -> NewFact:
-    """This kernel opened the session for writing (docs/spec.md §15)."""
+    """This kernel opened the session for writing (docs/spec.md §18)."""
     return NewFact(
         KernelOpened(
             type="kernelOpened",

@@ -143,7 +143,7 @@ class CompactionEntry(_Model):
 
 class KernelNotice(_Model):
     """What the model was told when the conversation went on in another kernel than the
-    one that wrote it (docs/spec.md §15): sent as a user message. `kernelOpenedId`
+    one that wrote it (docs/spec.md §18): sent as a user message. `kernelOpenedId`
     names the kernel it was told about, the latest `kernelOpened` of the file."""
 
     tag: ClassVar[str] = "kernelNotice"
@@ -277,7 +277,7 @@ class OperationFinished(_Model):
 
 
 class KernelOpened(_Model):
-    """A kernel opened the session for writing (docs/spec.md §15). `pid`, `host` and
+    """A kernel opened the session for writing (docs/spec.md §18). `pid`, `host` and
     `startedAt` (when its process started) tell one process from another: the same three
     in two records mean the same process, whose variables live on between them.
     `kernelId` is the Jupyter kernel id (kept across a restart, so it tells no restart),

@@ -110,7 +110,7 @@ class SessionState:
     @property
     def kernels(self) -> Mapping[str, Kernel]:
         """The kernels that opened the session for writing, in file order (docs/spec.md
-        §15)."""
+        §18)."""
         return MappingProxyType(self._tables.kernels)
 
     def run_kernels(self) -> list[Kernel | None]:

@@ -319,7 +319,7 @@ class SessionStore:
             return self._state.open_operation
 
     def kernels(self) -> list[Kernel]:
-        """The kernelOpened records (docs/spec.md §15), without a snapshot of the rest."""
+        """The kernelOpened records (docs/spec.md §18), without a snapshot of the rest."""
         if self._fifo.owner != threading.get_ident():
             with sigint_deferred(), self._fifo:
                 return self.kernels()
@@ -403,7 +403,7 @@ def syncs_at_once(facts: Sequence[Fact]) -> bool:
     `attemptFailed` record what came of an effect: a power cut that loses them leaves the
     attempt or intent pending, settled as after a crash during the effect (§9.1). A
     `kernelOpened` precedes no effect: whatever its kernel does next starts with a
-    transaction that syncs, and carries it to the disk (§15). A record type added later
+    transaction that syncs, and carries it to the disk (§18). A record type added later
     syncs unless it is named here."""
     for fact in facts:  # a loop, not any() over a generator: this runs on every commit
         if isinstance(fact, RecordFact) and fact.record.type not in _UNSYNCED_RECORDS:

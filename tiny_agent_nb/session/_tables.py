@@ -100,7 +100,7 @@ class Violation(Exception):
 
 
 class Kernel(NamedTuple):
-    """A `kernelOpened` record (docs/spec.md §15), and where it stands in the file: what
+    """A `kernelOpened` record (docs/spec.md §18), and where it stands in the file: what
     was committed before it (entries, tool intents, runs), counted when it was applied."""
 
     id: str
