@@ -43,6 +43,17 @@ INTERRUPTED = (
     " have happened; the result is unknown. It was not run again."
 )
 
+# A kernel as it records itself (docs/spec.md §18): pid, host, when its process started.
+HOST = "laptop"
+KERNEL_ID = "5f0c2a4e-3b1d-4c8e-9a7f-2d6b1e0c9f3a"
+NOTEBOOK = "analysis.ipynb"
+KERNEL_NOTICE = (
+    "[Kernel restarted] The notebook's kernel restarted: this conversation goes on in a new"
+    " Python process, started 2026-08-22 04:01:00 UTC. Gone with the old one: the names"
+    " earlier `python` calls defined (primes), and the user's variables, until the user runs"
+    " their cells again. Files on disk are unchanged."
+)
+
 Fact = dict[str, Any]
 Damage = Callable[[list[Fact]], None]
 
@@ -513,6 +524,24 @@ class SessionBuilder:
         summary = {"baseUrl": base_url, "model": model, "tokens": tokens, "source": source}
         self.ledger.windows[base_url, model] = summary
         return window_id
+
+    def kernel_opened(self, pid: int, *, started_at: int = CREATED_AT - 60_000) -> str:
+        """A kernel opened the session for writing: another pid (or start) is another
+        process."""
+        body = {
+            "type": "kernelOpened",
+            "pid": pid,
+            "host": HOST,
+            "startedAt": started_at,
+            "kernelId": KERNEL_ID,
+            "notebook": NOTEBOOK,
+        }
+        return self.fact("record", body)
+
+    def kernel_notice(self, kernel_opened_id: str, content: str = KERNEL_NOTICE) -> str:
+        message = {"role": "user", "content": content}
+        body = {"type": "kernelNotice", "kernelOpenedId": kernel_opened_id, "message": message}
+        return self._entry(body)
 
     def abort_requested(self, operation_id: str, reason: str) -> str:
         body = {"type": "abortRequested", "operationId": operation_id, "reason": reason}
@@ -1721,6 +1750,137 @@ def system_prompt_not_text(s: SessionBuilder) -> None:
     s.fact("record", {"type": "systemPrompt", "operationId": op, "content": None})
     s.step_attempt(op, 1)
     s.commit_corrupt()
+
+
+# --- kernels (docs/spec.md §18) ---------------------------------------------------------------
+
+PYTHON = Tool("python", "never")
+
+
+def _first_kernel_run(s: SessionBuilder) -> None:
+    """Kernel 1 opens the new session and runs a python call that defines `primes`."""
+    s.kernel_opened(4100)
+    s.commit()
+    op = s.start_run("Define primes")
+    define = call("call_p1", PYTHON, code="primes = [2, 3, 5]")
+    turn = s.model_turn(op, 1, calls=[define])
+    s.run_tool(turn, define, "")
+    s.model_turn(op, 2, "Defined primes.")
+    s.finish(op)
+
+
+@scenario("kernel 1 runs python; kernel 2 opens; its run starts [kernelNotice, user, runStarted]")
+def kernel_restart(s: SessionBuilder) -> None:
+    _first_kernel_run(s)
+    second = s.kernel_opened(4242, started_at=CREATED_AT + 5_000)
+    s.commit()
+    s.kernel_notice(second)
+    op = s.run_started(s.user("Print primes"))
+    s.commit()
+    s.model_turn(op, 1, "primes is gone with the old kernel.")
+    s.finish(op)
+
+
+@scenario("kernel dies in bash; kernel 2's kernelOpened before the recovery; resume + notice")
+def kernel_restart_after_a_crash(s: SessionBuilder) -> None:
+    s.kernel_opened(4100)
+    s.commit()
+    op = s.start_run("Deploy")
+    deploy = call("call_d1", BASH, command="./deploy.sh")
+    turn = s.model_turn(op, 1, calls=[deploy])
+    intent = s.tool_started(turn, deploy)
+    s.commit()
+    second = s.kernel_opened(4242, started_at=CREATED_AT + 5_000)  # the dead kernel's run open
+    s.commit()
+    s.interrupted_result(intent)
+    s.operation_finished(op, "interrupted")
+    s.commit()
+    resume = s.resume_started(op)
+    s.kernel_notice(second)
+    s.commit()
+    s.model_turn(resume, 1, "The deploy may have run; check before running it again.")
+    s.finish(resume)
+
+
+@scenario("two kernels open with no run between: one notice, naming the latest")
+def kernel_restarted_twice(s: SessionBuilder) -> None:
+    _first_kernel_run(s)
+    s.kernel_opened(4242, started_at=CREATED_AT + 5_000)
+    s.commit()
+    third = s.kernel_opened(4343, started_at=CREATED_AT + 9_000)
+    s.commit()
+    s.kernel_notice(third)
+    op = s.run_started(s.user("Print primes"))
+    s.commit()
+    s.model_turn(op, 1, "primes is gone with the old kernel.")
+    s.finish(op)
+
+
+@scenario("a kernelNotice naming a kernelOpened that is not the latest")
+def kernel_notice_names_an_earlier_kernel(s: SessionBuilder) -> None:
+    _first_kernel_run(s)
+    second = s.kernel_opened(4242, started_at=CREATED_AT + 5_000)
+    s.commit()
+    s.kernel_opened(4343, started_at=CREATED_AT + 9_000)
+    s.commit()
+    s.kernel_notice(second)
+    s.commit_corrupt()
+
+
+@scenario("a second kernelNotice for the same kernelOpened")
+def kernel_notice_twice(s: SessionBuilder) -> None:
+    _first_kernel_run(s)
+    second = s.kernel_opened(4242, started_at=CREATED_AT + 5_000)
+    s.commit()
+    s.kernel_notice(second)
+    s.commit()
+    s.kernel_notice(second)
+    s.commit_corrupt()
+
+
+@scenario("a kernelNotice whose kernelOpenedId names a run's user entry")
+def kernel_notice_names_no_kernel(s: SessionBuilder) -> None:
+    s.kernel_opened(4100)
+    s.commit()
+    s.start_run("Hi")
+    s.kernel_notice(s.ledger.entries[-1])
+    s.commit_corrupt()
+
+
+@scenario("a kernelNotice between a tool call and its result")
+def kernel_notice_between_a_call_and_its_result(s: SessionBuilder) -> None:
+    s.kernel_opened(4100)
+    s.commit()
+    op = s.start_run("List")
+    listing = call("call_l1", BASH, command="ls")
+    turn = s.model_turn(op, 1, calls=[listing])
+    s.tool_started(turn, listing)
+    s.commit()
+    second = s.kernel_opened(4242, started_at=CREATED_AT + 5_000)
+    s.commit()
+    s.kernel_notice(second)
+    s.commit_corrupt()
+
+
+@scenario("a run whose inputEntryId names a kernelNotice, not a user entry")
+def kernel_notice_as_a_run_input(s: SessionBuilder) -> None:
+    _first_kernel_run(s)
+    second = s.kernel_opened(4242, started_at=CREATED_AT + 5_000)
+    s.commit()
+    s.run_started(s.kernel_notice(second))
+    s.commit_corrupt()
+
+
+@scenario("a kernelOpened without its host")
+def kernel_opened_without_a_host(s: SessionBuilder) -> None:
+    s.kernel_opened(4100)
+    s.commit_corrupt(removed("record.host"))
+
+
+@scenario("a kernelOpened whose pid is -1")
+def kernel_opened_negative_pid(s: SessionBuilder) -> None:
+    s.kernel_opened(4100)
+    s.commit_corrupt(damaged("record.pid", -1))
 
 
 # --- output -----------------------------------------------------------------------------------

@@ -220,6 +220,12 @@ class Kernel:
     def interrupt(self) -> None:
         self.km.interrupt_kernel()
 
+    def restart(self) -> None:
+        """Restart the kernel as a Jupyter server does: a new process on the same
+        connection file (so with the same kernel id), the notebook's environment kept."""
+        self.km.restart_kernel(now=True)
+        self.kc.wait_for_ready(timeout=STARTUP_TIMEOUT)
+
     def sigkill(self, timeout: float = 30.0) -> None:
         """SIGKILL the kernel process, like the OOM killer, and wait until it is gone."""
         with contextlib.suppress(ProcessLookupError):

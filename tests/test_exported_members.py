@@ -76,6 +76,8 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "fsync_dir",
         "salvage",
         "SalvageResult",
+        "fork_session",
+        "read_header",
         # the drawn error tree
         "SessionError",
         "NotASessionError",
@@ -105,6 +107,8 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "ToolCall",
         "ToolResultEntry",
         "CompactionEntry",
+        "KernelNotice",
+        "KernelOpened",
         "ToolStarted",
         "ToolIdentity",
         "ReplayPolicy",
@@ -116,6 +120,7 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "Operation",
         "Attempt",
         "ToolIntent",
+        "Kernel",
         "UsageTotals",
         # ids, canonical JSON, values
         "new_id",

@@ -66,10 +66,11 @@ def test_a_cells_model_without_a_key_is_refused_at_once_not_retried(
     # Were anything sent, it would go to this loopback server, not to OpenRouter.
     monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{server.port}")
     run(shell, "%load_ext tiny_agent_nb", capsys)
+    opened = load_session(tmp_path / "analysis.agent.jsonl").last_seq  # this kernel's record
     out = run(shell, "%%agent --model openai/gpt-4o-mini\nhi", capsys)
     assert "--model openai/gpt-4o-mini" in out and "no API key for OpenRouter" in out, out
     assert "OPENROUTER_API_KEY" in out and "gave up" not in out, out
-    assert load_session(tmp_path / "analysis.agent.jsonl").last_seq == 0
+    assert load_session(tmp_path / "analysis.agent.jsonl").last_seq == opened
     # The demo still answers a cell without --model.
     assert DEMO_LABEL in run(shell, "%%agent\nhi", capsys)
 

@@ -112,11 +112,12 @@ def test_kill_mid_tool_then_recover_and_resume(
     assert markdown(resumed) == answer
 
     # The request after the crash is a conversation a strict provider accepts (200),
-    # ending with the bash call and its interrupted result.
+    # ending with the bash call, its interrupted result and the notice of the restart.
     assert len(server.requests) == 2
     request = server.requests[1]
     assert request.status == 200, request.problem
-    call, result = request.body["messages"][-2:]
+    call, result, notice = request.body["messages"][-3:]
+    assert notice["role"] == "user" and notice["content"].startswith("[Kernel restarted]")
     assert call["role"] == "assistant"
     assert [c["id"] for c in call["tool_calls"]] == ["call_sleep"]
     assert result["role"] == "tool" and result["tool_call_id"] == "call_sleep"

@@ -129,9 +129,10 @@ def test_missing_key_for_openrouter_commits_nothing(
     monkeypatch.delenv("TINY_AGENT_BASE_URL")
     monkeypatch.setenv("TINY_AGENT_DEMO", "0")  # no offline demo model to fall back on
     run(shell, "%load_ext tiny_agent_nb", capsys)
+    opened = load_session(tmp_path / "analysis.agent.jsonl").last_seq  # this kernel's record
     out = run(shell, "%%agent\nhi", capsys)
     assert "no API key for OpenRouter" in out and "OPENROUTER_API_KEY" in out
-    assert load_session(tmp_path / "analysis.agent.jsonl").last_seq == 0
+    assert load_session(tmp_path / "analysis.agent.jsonl").last_seq == opened
 
 
 def test_the_key_never_shows(

@@ -63,17 +63,20 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
     out = run(shell, "%%agent\nwhat is left?", capsys)
     assert "all done" in out, out
     # The first request, the projection built for it, sends the whole history: every
-    # question, the interrupted call answered by the recovery's result, the new prompt.
+    # question, the interrupted call answered by the recovery's result, the notice that
+    # the kernel changed (the writer before recorded none), the new prompt.
     (request,) = server.requests
     messages = request.body["messages"]
     users = [m["content"] for m in messages if m["role"] == "user"]
-    assert users == [*(f"question {i}" for i in range(RUNS)), "Deploy", "what is left?"]
+    *asked, notice, prompt = users
+    assert asked == [*(f"question {i}" for i in range(RUNS)), "Deploy"]
+    assert notice.startswith("[Kernel restarted]") and prompt == "what is left?"
     deploy = [m for m in messages if m.get("tool_call_id") == "call_deploy"]
     assert len(deploy) == 1 and deploy[0]["content"].startswith("Interrupted:"), deploy
-    assert len(messages) == 1 + RUNS * 4 + 3 + 1  # system, runs, Deploy's three, prompt
+    assert len(messages) == 1 + RUNS * 4 + 3 + 2  # system, runs, Deploy's three, notice, prompt
     # Built once, for that request, then followed: each entry projected exactly once.
     entries = load_session(path).entries
-    assert len(projected) == len(entries) == RUNS * 4 + 3 + 2  # Deploy, prompt, answer
+    assert len(projected) == len(entries) == RUNS * 4 + 3 + 3  # Deploy, notice, prompt, answer
 
 
 def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(

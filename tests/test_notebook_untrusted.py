@@ -341,12 +341,13 @@ def test_a_malformed_api_key_loads_and_the_run_names_the_variable_to_fix(
     monkeypatch.setenv("TINY_AGENT_API_KEY", key)
     loaded = run(shell, "%load_ext tiny_agent_nb", capsys)
     assert f"new session {SESSION}" in loaded
+    opened = load_session(tmp_path / SESSION).last_seq  # this kernel's record
     out = run(shell, "%%agent\nhello", capsys)
     assert out.count("\n") == 1 and out.startswith("tiny-agent-nb: "), out
     assert "TINY_AGENT_API_KEY" in out
     assert key not in out and key.split(maxsplit=1)[0] not in out
     assert server.requests == []
-    assert load_session(tmp_path / SESSION).last_seq == 0
+    assert load_session(tmp_path / SESSION).last_seq == opened
 
 
 PAYLOAD = "<img src=x onerror=alert(1)>"

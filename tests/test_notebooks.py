@@ -153,7 +153,7 @@ def check_quickstart(run: Executed) -> str:
     )
     status = cell_text(find_cell(notebook, "# %config"))
     assert f"session  {run.session}" in status
-    assert "runs     0; facts 0" in status
+    assert "runs     0; facts 1" in status  # the kernel's own record
     assert cell_text(find_cell(notebook, "from pathlib import Path")) == "n\n3\n4\n5\n\n"
 
     output = cell_text(find_cell(notebook, "%%agent"))
@@ -277,9 +277,10 @@ def test_crash_and_resume(tmp_path: Path, server: OpenAIServer) -> None:
     resumed = server.requests[1]
     assert resumed.status == 200, resumed.problem
     messages = resumed.body["messages"]
-    assert messages[-2]["tool_calls"][0]["id"] == "call_crash"
-    assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "call_crash"
-    assert messages[-1]["content"].startswith("Interrupted: the process stopped")
+    assert messages[-3]["tool_calls"][0]["id"] == "call_crash"
+    assert messages[-2]["role"] == "tool" and messages[-2]["tool_call_id"] == "call_crash"
+    assert messages[-2]["content"].startswith("Interrupted: the process stopped")
+    assert messages[-1]["content"].startswith("[Kernel restarted]")  # told after them
 
 
 def test_crash_and_resume_offline_demo(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from tiny_agent_nb.session import (
     SessionWriteError,
     load_session,
 )
+from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.tools import (
     Tool,
     ToolArguments,
@@ -329,6 +330,19 @@ def test_an_unsynced_commit_is_in_the_file_when_it_returns_and_synced_at_close(
     assert load_session(power.path).last_seq == power.load().last_seq
     power.close()
     assert log.syncs()[synced:] == [power.path.stat().st_size]  # close synced it
+
+
+def test_a_kernel_record_rides_to_the_disk_with_the_run_that_follows_it(
+    power: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `kernelOpened` precedes no effect (docs/spec.md §18): not synced alone, but by the
+    next transaction that precedes one."""
+    log = SyncLog(power.path, monkeypatch)
+    opened = f.kernel_opened(pid=1, host="h", started_at=0, kernel_id=None, notebook=None)
+    power.commit([opened])
+    assert log.syncs() == []
+    power.commit(Run(environment=power.header.environmentIdentity).start("Read it"))
+    assert log.syncs() == [power.path.stat().st_size]
 
 
 CHILD = """

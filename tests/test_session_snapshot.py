@@ -103,13 +103,17 @@ def _used(path: Path) -> bool:
 def _long_run(store: SessionStore, steps: int) -> None:
     """A run of `steps` tool steps with everything the tables hold: a failed attempt, a
     tool's usage, an MCP tool, two calls in one answer, a compaction, learned context
-    windows, an open end."""
+    windows, kernels and a kernel notice, an open end."""
     run = Run(environment=store.header.environmentIdentity)
+    store.commit([_kernel(pid=100)])
     store.commit([f.context_window("http://127.0.0.1:8080/v1", "m", 32_768, "listing")])
     store.commit(run.start("go"))
     for i in range(steps):
         if i in (0, steps // 2):  # what the model is told, and later told anew
             store.commit([f.system_prompt(run.operation_id, f"Be brief ({i}).")])
+        if i == 10:
+            opened = store.commit([_kernel(pid=200, notebook=None)])[0]
+            store.commit([f.kernel_notice(opened.id, "[Kernel restarted] ...")])
         store.commit(run.attempt())
         if i % 7 == 3:
             failed = f.attempt_failed(
@@ -140,6 +144,12 @@ def _long_run(store: SessionStore, steps: int) -> None:
     store.commit([f.compaction("earlier work", through)])
     store.commit(run.attempt())  # left pending: the run stays open
     assert len(store.load()._tables.lines) >= SNAPSHOT_TAIL
+
+
+def _kernel(*, pid: int, notebook: str | None = "analysis.ipynb") -> Any:
+    return f.kernel_opened(
+        pid=pid, host="laptop", started_at=1_000 * pid, kernel_id="k-1", notebook=notebook
+    )
 
 
 @pytest.fixture

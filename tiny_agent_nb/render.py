@@ -14,7 +14,16 @@ from typing import Any
 
 from .provider import DEMO_LABEL
 from .safe_markdown import safe_text
-from .timeline import REPLAY_WORDS, RunRow, Timeline, ToolRow, Totals, shorten, tokens
+from .timeline import (
+    REPLAY_WORDS,
+    KernelRow,
+    RunRow,
+    Timeline,
+    ToolRow,
+    Totals,
+    shorten,
+    tokens,
+)
 
 # Colors come from JupyterLab's theme variables, so the light and the dark theme both
 # read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
@@ -38,10 +47,12 @@ STYLE = """<style>
 .tan-timeline .tan-budgetLimit{background:#6d4c41}
 .tan-timeline .tan-denied{background:#6a1b9a}
 .tan-timeline .tan-pending,.tan-timeline .tan-open{background:#1565c0}
-.tan-timeline .tan-tool pre{white-space:pre-wrap;max-height:16em;overflow:auto;padding:4px;
- margin:2px 0;color:var(--jp-content-font-color1,inherit);
+.tan-timeline .tan-tool pre,.tan-timeline .tan-kernel pre{white-space:pre-wrap;max-height:16em;
+ overflow:auto;padding:4px;margin:2px 0;color:var(--jp-content-font-color1,inherit);
  background:var(--jp-layout-color2,rgba(128,128,128,.15))}
 .tan-timeline .tan-muted{color:var(--jp-ui-font-color2,inherit)}
+.tan-timeline .tan-kernel{margin:6px 0 2px;padding:1px 6px;border-top:1px dashed
+ var(--jp-border-color1,rgba(128,128,128,.5));color:var(--jp-ui-font-color2,inherit)}
 .tan-timeline .tan-scripted,.tan-timeline .tan-note{color:#3e2f00;background:#fff3cd;
  padding:2px 6px;border-radius:4px}
 </style>"""
@@ -108,9 +119,35 @@ def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = Non
     if not t.runs:
         parts.append('<div class="tan-muted">No runs yet.</div>')
     for run in t.runs:
+        if run.kernel is not None:
+            parts.append(_kernel_html(run.kernel))
         parts.append(_run_html(run))
+    if t.kernel is not None:
+        parts.append(_kernel_html(t.kernel))
     parts.append("</div>")
     return "".join(parts)
+
+
+def kernel_label(k: KernelRow) -> str:
+    """`kernel 2 · analysis.ipynb · pid 4242 on laptop, started 2026-08-22 04:01:00 UTC`:
+    the kernel boundary in words, the same in HTML and text (from the file: escaped by
+    the caller)."""
+    where = f" · {k.notebook}" if k.notebook else ""
+    return f"kernel {k.number}{where} · pid {k.pid} on {k.host}, started {when(k.started_at)}"
+
+
+KERNEL_TOLD = "the model was told it restarted"
+
+
+def _kernel_html(k: KernelRow) -> str:
+    e = html.escape
+    label = f'<span class="tan-kernel-label">⟳ {e(kernel_label(k))}</span>'
+    told = (
+        f"<details><summary>{KERNEL_TOLD}</summary><pre>{e(k.notice)}</pre></details>"
+        if k.notice is not None
+        else ""
+    )
+    return f'<div class="tan-kernel" data-kernel="{k.number}">{label}{told}</div>'
 
 
 def _run_html(run: RunRow) -> str:
@@ -269,6 +306,8 @@ def timeline_text(
         lines.append(f"{t.torn_tail_bytes} torn bytes after the last complete line (ignored)")
     for run in t.runs:
         lines.append("")
+        if run.kernel is not None:
+            lines.extend(_kernel_lines(run.kernel))
         lines.append(
             f"{status(run.status)} {run.kind:<6} {shorten(_title(run), 60)}  [{_run_usage(run)}]"
         )
@@ -284,4 +323,11 @@ def timeline_text(
                 f"  tool    {status(tool.status)} {tool_label(tool)} {tool.summary}"
                 + _tool_usage(tool)
             )
+    if t.kernel is not None:
+        lines.extend(["", *_kernel_lines(t.kernel)])
     return "\n".join(lines)
+
+
+def _kernel_lines(k: KernelRow) -> list[str]:
+    told = [f"    {KERNEL_TOLD}: {shorten(k.notice, 100)}"] if k.notice is not None else []
+    return [f"── ⟳ {kernel_label(k)} ──", *told]

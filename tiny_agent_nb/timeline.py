@@ -14,6 +14,8 @@ from typing import Any
 
 from .session import (
     CompactionEntry,
+    Kernel,
+    KernelNotice,
     SessionState,
     ToolIntent,
     ToolResultEntry,
@@ -162,6 +164,22 @@ class ToolRow:
 
 
 @dataclass(frozen=True)
+class KernelRow:
+    """A kernel boundary: the kernel (a process) that wrote the runs after it, shown where
+    it differs from the one that wrote the runs before (docs/spec.md §18)."""
+
+    id: str  # its kernelOpened record
+    number: int  # 1-based, counting changes of process in file order: "kernel 2"
+    opened_at: int  # when it opened the session (epoch ms)
+    started_at: int  # when its process started
+    pid: int
+    host: str
+    kernel_id: str | None
+    notebook: str | None
+    notice: str | None  # what the model was told about it, once it was
+
+
+@dataclass(frozen=True)
 class RunRow:
     id: str
     number: int  # 1-based, in file order: "run 3"
@@ -179,6 +197,7 @@ class RunRow:
     unpriced: int
     input_tokens: int
     output_tokens: int
+    kernel: KernelRow | None = None  # a kernel boundary before this run
 
 
 @dataclass(frozen=True)
@@ -205,6 +224,8 @@ class Timeline:
     pages: int
     totals: Totals
     torn_tail_bytes: int
+    # The latest kernel when it has written no run yet (after the last run, or alone).
+    kernel: KernelRow | None = None
 
 
 def _attempt_status(state: SessionState, attempt_id: str) -> str:
@@ -262,6 +283,49 @@ def compaction_notes(state: SessionState) -> dict[str, str]:
     return notes
 
 
+def kernel_boundaries(state: SessionState) -> tuple[dict[int, KernelRow], KernelRow | None]:
+    """The kernel boundary before each run (by its 0-based index) whose kernel is another
+    process than the previous run's; and the latest kernel, when it wrote no run yet and
+    is not the last run's."""
+    kernels = list(state.kernels.values())
+    numbers = dict.fromkeys((k.id for k in kernels), 0)
+    for k, kernel in enumerate(kernels):
+        new = k == 0 or not kernel.same_process(kernels[k - 1])
+        numbers[kernel.id] = (numbers[kernels[k - 1].id] if k else 0) + new
+    writers = state.run_kernels()
+    boundaries = {
+        n: _kernel_row(state, writer, numbers[writer.id])
+        for n, writer in enumerate(writers)
+        if writer is not None and _another(writer, writers[n - 1] if n else None)
+    }
+    latest, last = (kernels[-1] if kernels else None), (writers[-1] if writers else None)
+    if latest is not None and latest.operations_before == len(writers) and _another(latest, last):
+        return boundaries, _kernel_row(state, latest, numbers[latest.id])
+    return boundaries, None
+
+
+def _another(kernel: Kernel, before: Kernel | None) -> bool:
+    return before is None or not kernel.same_process(before)
+
+
+def _kernel_row(state: SessionState, kernel: Kernel, number: int) -> KernelRow:
+    notice = None
+    if kernel.notice_id is not None:
+        body = state.entries[kernel.notice_id].entry
+        notice = body.message.content if isinstance(body, KernelNotice) else None
+    return KernelRow(
+        id=kernel.id,
+        number=number,
+        opened_at=kernel.opened_at,
+        started_at=kernel.started_at,
+        pid=kernel.pid,
+        host=kernel.host,
+        kernel_id=kernel.kernel_id,
+        notebook=kernel.notebook,
+        notice=notice,
+    )
+
+
 def build_timeline(
     state: SessionState, *, page: int | None = None, page_size: int = PAGE_SIZE
 ) -> Timeline:
@@ -275,6 +339,7 @@ def build_timeline(
     ledgers = state.usage_by_operation()
     unreported = unreported_attempts(state)
     compactions = compaction_notes(state)
+    boundaries, idle_kernel = kernel_boundaries(state)
 
     attempts_by_op: dict[str, list[AttemptRow]] = {op_id: [] for op_id in wanted}
     for a in state.attempts.values():
@@ -334,6 +399,7 @@ def build_timeline(
                 unpriced=unpriced,
                 input_tokens=ledger.input_tokens,
                 output_tokens=ledger.output_tokens,
+                kernel=boundaries.get(numbers[op.id] - 1),
             )
         )
     t = state.totals
@@ -358,4 +424,5 @@ def build_timeline(
             unpriced=total_unpriced,
         ),
         torn_tail_bytes=state.torn_tail_bytes,
+        kernel=idle_kernel if page == pages - 1 else None,
     )

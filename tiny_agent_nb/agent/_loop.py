@@ -48,6 +48,7 @@ from ._compaction import (
     NoRoom,
 )
 from ._context import ContextProjection
+from ._kernel_notice import due_kernel_notice
 from ._model_step import ModelStep
 from ._planner import (
     abort_transaction,
@@ -169,8 +170,15 @@ class AgentLoop:
         prompt = self._tool_step.clean(prompt)
         entry_id, operation_id = new_id(), new_id()
         cells = self._tool_step.clean(user_cells) if user_cells else None
-        user = f.user_message(prompt, user_cells=cells, id=entry_id)
-        self._start([user, f.run_started(operation_id, entry_id)])
+        # Told before the prompt, in the same transaction: the model reads the kernel
+        # changed, then what the user asks in the new one.
+        self._start(
+            [
+                *self._kernel_notice(),
+                f.user_message(prompt, user_cells=cells, id=entry_id),
+                f.run_started(operation_id, entry_id),
+            ]
+        )
         return self._drive(operation_id)
 
     def resume(self) -> RunResult:
@@ -200,7 +208,7 @@ class AgentLoop:
                 ]
             )
             return RunResult(operation_id, "completed", text=answer, detail=detail)
-        self._start([f.resume_started(operation_id, target.id)])
+        self._start([f.resume_started(operation_id, target.id), *self._kernel_notice()])
         return self._drive(operation_id)
 
     def recover(self) -> RecoveryReport | None:
@@ -350,6 +358,11 @@ class AgentLoop:
                 self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
     # ------------------------------------------------------------------ helpers
+    def _kernel_notice(self) -> list[NewFact]:
+        """The notice a run starts with after a change of kernel (docs/spec.md §18)."""
+        notice = due_kernel_notice(self._store)
+        return [] if notice is None else [notice]
+
     def _tool_identities(self) -> dict[str, ToolIdentity]:
         return {
             name: tool.identity for name in self._tools.names if (tool := self._tools.get(name))

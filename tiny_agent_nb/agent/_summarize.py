@@ -17,7 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..provider import wire
-from ..session import AssistantEntry, CompactionEntry, SessionState, ToolResultEntry, UserEntry
+from ..session import (
+    AssistantEntry,
+    CompactionEntry,
+    KernelNotice,
+    SessionState,
+    ToolResultEntry,
+    UserEntry,
+)
 
 TAIL_SHARE = 0.25  # of the window: the most the verbatim tail keeps
 SUMMARY_SHARE = 0.15  # of the window: a summary's size (asked for; a larger one is re-sent cut)
@@ -174,6 +181,8 @@ def _transcript_line(state: SessionState, entry_id: str, limit: int) -> str:
     body = state.entries[entry_id].entry
     if isinstance(body, UserEntry):
         return "[user] " + clip(wire.user_content(body), limit)
+    if isinstance(body, KernelNotice):
+        return "[kernel] " + clip(body.message.content, limit)
     if isinstance(body, AssistantEntry):
         msg = body.message
         calls = "".join(

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 
-from ..render import money, printable
+from ..render import KERNEL_TOLD, money, printable
 from ..session import SessionState, ToolIntent
 from ..timeline import REPLAY_WORDS, session_cost
 from ._common import (
@@ -52,6 +52,7 @@ def render_report(state: SessionState) -> list[str]:
         *_header_lines(state),
         "",
         *_operation_lines(state),
+        *_kernel_lines(state),
         _attempt_line(state),
         *_intent_lines(state),
         _usage_line(state),
@@ -81,6 +82,22 @@ def _operation_lines(state: SessionState) -> Iterator[str]:
             yield f"    {op.id}  {op.kind:<6}  {op.status}{suffix}"
     if state.open_operation is not None:
         yield "    (if a kernel still has this file open, the run may still be in progress)"
+
+
+def _kernel_lines(state: SessionState) -> Iterator[str]:
+    """The kernels that opened the session for writing (none for a file written before
+    they were recorded), and whether the model was told of each change (docs/spec.md §18)."""
+    kernels = list(state.kernels.values())
+    if not kernels:
+        return
+    yield f"kernels      {len(kernels)}"
+    for k in kernels:
+        notebook = f"  {printable(k.notebook)}" if k.notebook else ""
+        told = f"  ({KERNEL_TOLD})" if k.notice_id else ""
+        yield (
+            f"    {_iso_time(k.opened_at)}  pid {k.pid} on {printable(k.host)}, started "
+            f"{_iso_time(k.started_at)}{notebook}{told}"
+        )
 
 
 def _attempt_line(state: SessionState) -> str:

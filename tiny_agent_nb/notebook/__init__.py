@@ -1,7 +1,8 @@
 """The notebook surface: `%%agent` magics, TinyAgent configuration, timeline display."""
 
 from ._config import TinyAgent
-from ._magics import AgentMagics, load, unload
+from ._extension import load, unload
+from ._magics import AgentMagics
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import fill_prompt

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
 import shlex
-import weakref
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import publish_display_data
 
 from ..agent import compaction_status
 from ..provider import DEMO_LABEL
@@ -21,12 +20,11 @@ from ..redaction import redact
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
 from ._approval import ask_approval
-from ._config import TinyAgent
 from ._display import CellDisplay
+from ._links import link_bundle, links_here
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._proposal import cell_proposer
 from ._report import tool_label
 from ._runtime import NotebookAgent
 from ._timeline_view import TimelineView
@@ -76,6 +74,12 @@ class AgentMagics(Magics):
         "by name (time__get_current_time) or all of them (time__*)",
     )
     @argument("--approve", choices=["auto", "ask", "deny"], help="tools that change things")
+    @argument(
+        "--demo",
+        action="store_true",
+        help="answer with the offline demo model (also %%agent resume/compact), even in a "
+        "session a real model worked on",
+    )
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run a prompt through the durable agent loop, or manage the session.
@@ -83,8 +87,11 @@ class AgentMagics(Magics):
         Cell form (the body is the prompt):
 
             %%agent [--model M] [--max-steps N] [--tools a,b,srv__*] [--approve auto|ask|deny]
-                    [--budget USD]
+                    [--budget USD] [--demo]
             Find why tests/test_parse.py fails and fix it.
+
+        Without a key or base URL the offline demo model answers, but not in a session a
+        real model worked on: configure that model, or ask for the demo with `--demo`.
 
         `--tools` names built-in tools and MCP tools (`srv__tool`; `srv__*` is every tool
         of the MCP server srv). `--approve` applies to MCP tools like to bash.
@@ -100,7 +107,8 @@ class AgentMagics(Magics):
             %agent usage         tokens and cost, per run and in total
             %agent resume        continue the latest run that was interrupted, or stopped
                                  by its budget or max_steps; takes %%agent's options
-                                 (--budget, --max-steps, --model, --tools, --approve)
+                                 (--budget, --max-steps, --model, --tools, --approve,
+                                 --demo: with the offline demo model)
             %agent compact [I]   summarize the conversation so far into a checkpoint (I: what
                                  the summary must also keep); runs also compact on their
                                  own past TinyAgent.compact_threshold of context_window
@@ -147,17 +155,23 @@ class AgentMagics(Magics):
         if not prompt:
             raise UsageError("%%agent needs a prompt in the cell body")
         options = _run_options(args)
-        self.runtime.model.check_ready(args.model)
+        if args.demo and args.model is not None:
+            raise UsageError("--demo and --model name two models: use one")
+        if not args.demo:
+            self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
+        self.runtime.session_model.refuse_demo(args.model, demo=args.demo, command="%%agent")
         view = self._view()
         if redact(prompt, self.runtime.config.secrets()) != prompt:
             view.say(PROMPT_REDACTED)
-        if self.runtime.config.demo_mode() and args.model is None:
-            print(f"[{DEMO_LABEL}]")
+        self._say_model(args.model, args.demo)
+        self.link()
         if not self._start_mcp():
             return
         try:
-            result = self.runtime.run(prompt, observer=view, ask=self._ask, **options)
+            result = self.runtime.run(
+                prompt, observer=view, ask=self._ask, demo=args.demo, **options
+            )
         except KeyboardInterrupt:
             view.finish(None)
             print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
@@ -173,6 +187,14 @@ class AgentMagics(Magics):
 
     def _view(self) -> CellDisplay:
         return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
+
+    def _say_model(self, model: str | None, demo: bool) -> None:
+        """The demo model's label, and a line when the model is not the session's last."""
+        if self.runtime.session_model.uses_demo(model, demo):
+            print(f"[{DEMO_LABEL}]")
+        change = self.runtime.session_model.change_note(model, demo)
+        if change is not None:
+            print(change)
 
     def _start_mcp(self) -> bool:
         """Start the MCP servers a run may call; False when Ctrl-C stopped it (nothing of
@@ -200,13 +222,15 @@ class AgentMagics(Magics):
         command, *rest = args.command
         if command not in COMMANDS:
             raise UsageError(f"unknown command {command!r}; use one of {', '.join(COMMANDS)}")
+        if args.demo and command not in ("resume", "compact"):
+            raise UsageError("--demo goes with %%agent, %agent resume and %agent compact")
         if command == "compact":
-            self._cmd_compact(" ".join(rest) or None)
+            self._cmd_compact(" ".join(rest) or None, demo=args.demo)
             return
         if rest and command != "session":
             raise UsageError(f"%agent {command} takes no argument")
         if command == "resume":
-            self._cmd_resume(_run_options(args))
+            self._cmd_resume(_run_options(args), demo=args.demo)
             return
         if rest:
             # IPython splits the line keeping quotes (and splits `my\\ notes.jsonl` in
@@ -220,7 +244,7 @@ class AgentMagics(Magics):
             raise UsageError("%agent session takes one PATH")
         if rest == [""]:  # `%agent session ""`: no path, not the default one
             raise UsageError("%agent session PATH: the path is empty")
-        getattr(self, f"_cmd_{command}")(*rest)
+        getattr(self, f"_cmd_{command}")(*rest, **({"demo": True} if args.demo else {}))
 
     def _cmd_help(self) -> None:
         print(AgentMagics.agent.__doc__ or "")
@@ -284,14 +308,19 @@ class AgentMagics(Magics):
             f"cost {money(cost, unpriced)}"
         )
 
-    def _cmd_resume(self, options: dict[str, Any]) -> None:
-        self.runtime.model.check_ready(options["model"])
+    def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
+        if demo and options["model"] is not None:
+            raise UsageError("--demo and --model name two models: use one")
+        if not demo:
+            self.runtime.model.check_ready(options["model"])
         self.runtime.require_store()
+        self.runtime.session_model.refuse_demo(options["model"], demo=demo, command="%agent resume")
+        self._say_model(options["model"], demo)
         if not self._start_mcp():
             return
         view = self._view()
         try:
-            result = self.runtime.resume(observer=view, ask=self._ask, **options)
+            result = self.runtime.resume(observer=view, ask=self._ask, demo=demo, **options)
         except KeyboardInterrupt:
             view.finish(None)
             print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
@@ -303,11 +332,12 @@ class AgentMagics(Magics):
                 + (f" — {cell_text(result.detail)}" if result.detail else "")
             )
 
-    def _cmd_compact(self, instructions: str | None) -> None:
-        self.runtime.model.check_ready()
+    def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
+        if not demo:
+            self.runtime.model.check_ready()
         view = self._view()
         try:
-            result = self.runtime.compact(instructions, observer=view)
+            result = self.runtime.compact(instructions, observer=view, demo=demo)
         except KeyboardInterrupt:
             print("■ Interrupted. Nothing was compacted; the conversation is as it was.")
             return
@@ -321,6 +351,7 @@ class AgentMagics(Magics):
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
         print(report.text())
+        self.link()
 
     def _cmd_mcp(self) -> None:
         try:
@@ -340,6 +371,7 @@ class AgentMagics(Magics):
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         print(self.runtime.open(location).text())
+        self.link()
 
     # ------------------------------------------------------------------ helpers
     def _rich(self) -> bool:
@@ -363,6 +395,14 @@ class AgentMagics(Magics):
             return None
         return str(named[1]).replace("In[", "In [", 1)
 
+    def link(self) -> None:
+        """Leave, in this cell's output, the notebook's link to its session (docs/spec.md
+        §19): a display no frontend renders, saved and copied with the notebook."""
+        store, location = self.runtime.store, self.runtime.location
+        if store is None or location is None or not links_here(location) or not self._rich():
+            return
+        publish_display_data(link_bundle(store.header.id, store.path, time.time_ns() // 10**6))
+
     def refresh_views(self, *_: object) -> None:
         """After every cell (IPython's post_run_cell): the views draw what the cell
         changed, and a read-only view what the writing kernel committed meanwhile. Never
@@ -375,62 +415,9 @@ class AgentMagics(Magics):
         self.views = [v for v in self.views if not v.closed]
 
 
-# Said once per kernel (a shell), when the extension is first loaded in demo mode: not
-# again on a reload, `%agent new` or `%agent session`. Short lines: a terminal or a cell
-# output wraps long ones mid-word.
-DEMO_NOTE = f"""\
-tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
-  {DEMO_LABEL.upper()}. It runs the ```bash
-  blocks of a prompt and reports what happened to each command.
-  For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
-  (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
-_told_demo: weakref.WeakSet[Any] = weakref.WeakSet()
-
 # magic_arguments puts its usage, under a reST "::" marker, at the top of the docstring,
 # which `%%agent?` and `%agent help` show as they are: the marker means nothing there.
 AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").removeprefix("::\n\n  ")
-
-
-def load(shell: Any) -> AgentMagics:
-    config = TinyAgent(parent=shell)
-    if config not in shell.configurables:
-        shell.configurables.append(config)
-    agent = NotebookAgent(
-        config,
-        shell.user_ns,
-        hidden_variables=shell.user_ns_hidden,
-        propose_cell=cell_proposer(shell),
-    )
-    # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
-    # its lock) too.
-    atexit.register(agent.close)
-    magics = AgentMagics(shell, agent)
-    shell.register_magics(magics)
-    shell.events.register("post_run_cell", magics.refresh_views)
-    shell.events.register("post_run_cell", magics.record_cell)
-    location = resolve_session_path(
-        explicit=config.session_path, environ=os.environ, user_ns=shell.user_ns, cwd=Path.cwd()
-    )
-    try:
-        print(agent.open(location).text())
-    except NotebookError as exc:
-        print(exc)
-    if config.demo_mode() and shell not in _told_demo:
-        print(DEMO_NOTE)
-        _told_demo.add(shell)
-    return magics
-
-
-def unload(shell: Any, magics: AgentMagics) -> None:
-    shell.events.unregister("post_run_cell", magics.refresh_views)
-    shell.events.unregister("post_run_cell", magics.record_cell)
-    atexit.unregister(magics.runtime.close)
-    try:
-        magics.runtime.close()
-    except NotebookError as exc:  # closed anyway: power mode's last sync failed
-        print(exc)
-    if magics.runtime.config in shell.configurables:
-        shell.configurables.remove(magics.runtime.config)
 
 
 def _run_options(args: Any) -> dict[str, Any]:

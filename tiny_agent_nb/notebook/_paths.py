@@ -24,6 +24,8 @@ class SessionLocation:
     # The user wrote the path with a trailing slash, or ending in `.` or `..`: they named
     # a directory, which `Path` would silently turn into a file of that name.
     names_directory: bool = False
+    # The notebook the session belongs to, when the path came from its name.
+    notebook: Path | None = None
 
 
 def session_file_for(notebook: Path) -> Path:
@@ -53,12 +55,14 @@ def resolve_session_path(
         return SessionLocation(path, "explicit", names_directory=names_a_directory(explicit))
     jpy = _notebook_path(environ.get("JPY_SESSION_NAME", ""), cwd)
     if jpy is not None:
-        return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME")
+        return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME", notebook=jpy)
     vsc = user_ns.get("__vsc_ipynb_file__")
     if isinstance(vsc, str):
         notebook = _notebook_path(vsc, cwd)
         if notebook is not None:
-            return SessionLocation(session_file_for(notebook), "__vsc_ipynb_file__")
+            return SessionLocation(
+                session_file_for(notebook), "__vsc_ipynb_file__", notebook=notebook
+            )
     return SessionLocation(cwd / FALLBACK, "default")
 
 

@@ -44,6 +44,7 @@ from ..session import (
 from ..tools import ToolContext
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
+from ._kernel import record_kernel
 from ._mcp import KernelServers
 from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
@@ -58,6 +59,7 @@ from ._opening import (
 from ._paths import SessionLocation, next_archive_path
 from ._provider import KernelProvider
 from ._report import OpenReport
+from ._session_model import SessionModel
 from ._user_cells import UserCells
 
 AskFn = Callable[[str, object], bool]
@@ -96,6 +98,9 @@ class NotebookAgent:
         # The kernel's MCP servers: started by the first run that needs them, stopped
         # with the session (`close()`) or when their configuration changes.
         self.mcp = KernelServers(config)
+        # The model the session's runs used, so that a run never swaps it silently.
+        self.session_model = SessionModel(config, self.model)
+        self._followers.watch(self.session_model.observe)
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -124,6 +129,7 @@ class NotebookAgent:
         self.read_only = None
         self._followers.follow(store)
         try:
+            record_kernel(store, location.notebook)
             recovery = self._recover()
         except AgentError as exc:  # the file refused the write (disk full): nothing changed
             closing = self._close_noting()
@@ -145,7 +151,7 @@ class NotebookAgent:
         just_opened: bool,
         notes: Sequence[str] = (),
     ) -> OpenReport:
-        return OpenReport(
+        report = OpenReport(
             location=location,
             created=store.created and just_opened,
             repaired_tail_bytes=store.repaired_tail_bytes if just_opened else 0,
@@ -153,6 +159,11 @@ class NotebookAgent:
             recovery=recovery,
             notes=list(notes),
         )
+        self.session_model.reset(report.state)
+        waiting = self.session_model.waiting_note()
+        if waiting is not None:
+            report.notes.append(waiting)
+        return report
 
     def _open_store(self, location: SessionLocation) -> SessionStore:
         path = location.path
@@ -308,7 +319,9 @@ class NotebookAgent:
         budget: float | None = None,
         tools: list[str] | None = None,
         approve: str | None = None,
+        demo: bool = False,
     ) -> RunResult:
+        self.session_model.refuse_demo(model, demo=demo, command="%%agent")
         loop = self._loop(
             observer=observer,
             ask=ask,
@@ -317,6 +330,7 @@ class NotebookAgent:
             budget=budget,
             tools=tools,
             approve=approve,
+            demo=demo,
         )
         cells = self.user_cells.digest(self.config.user_cells_chars, self.config.secrets())
         try:
@@ -331,15 +345,23 @@ class NotebookAgent:
         self.user_cells.forget(cells.through)
         return result
 
-    def resume(self, *, observer: LoopObserver, ask: AskFn | None, **options: Any) -> RunResult:
+    def resume(
+        self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False, **options: Any
+    ) -> RunResult:
         """`%agent resume`: the latest run, continued (`AgentLoop.resume` says which), with
-        `run`'s options (model, max_steps, budget, tools, approve). A run its budget stopped
-        goes on when the budget given here or in TinyAgent.budget is above what its chain
-        spent, and stops again at once, with no request, when it is not."""
-        return self._call(AgentLoop.resume, observer=observer, ask=ask, **options)
+        `run`'s options (model, max_steps, budget, tools, approve, demo). A run its budget
+        stopped goes on when the budget given here or in TinyAgent.budget is above what its
+        chain spent, and stops again at once, with no request, when it is not."""
+        self.session_model.refuse_demo(options.get("model"), demo=demo, command="%agent resume")
+        return self._call(AgentLoop.resume, observer=observer, ask=ask, demo=demo, **options)
 
-    def compact(self, instructions: str | None, *, observer: LoopObserver) -> RunResult:
-        return self._call(lambda loop: loop.compact(instructions), observer=observer, ask=None)
+    def compact(
+        self, instructions: str | None, *, observer: LoopObserver, demo: bool = False
+    ) -> RunResult:
+        self.session_model.refuse_demo(None, demo=demo, command="%agent compact")
+        return self._call(
+            lambda loop: loop.compact(instructions), observer=observer, ask=None, demo=demo
+        )
 
     def _call(
         self,
@@ -347,9 +369,10 @@ class NotebookAgent:
         *,
         observer: LoopObserver,
         ask: AskFn | None,
+        demo: bool = False,
         **options: Any,
     ) -> RunResult:
-        loop = self._loop(observer=observer, ask=ask, **options)
+        loop = self._loop(observer=observer, ask=ask, demo=demo, **options)
         try:
             return what(loop)
         except AgentError as exc:
@@ -380,13 +403,14 @@ class NotebookAgent:
         approve: str | None = None,
         provider: ChatProvider | None = None,
         with_mcp: bool = True,
+        demo: bool = False,
     ) -> AgentLoop:
         store = self.require_store()
         provider_config = self.model.provider_config(model)
         window = self.config.context_window
         base_url: str | None = None  # with the model, what the session learns windows for
         listed: int | None = None
-        if self.config.demo_mode() and model is None:
+        if self.session_model.uses_demo(model, demo):
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:

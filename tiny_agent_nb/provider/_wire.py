@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..session import AssistantEntry, EntryFact, ToolResultEntry, UserEntry
+from ..session import AssistantEntry, EntryFact, KernelNotice, ToolResultEntry, UserEntry
 
 if TYPE_CHECKING:  # only named: importing the tools is not a provider's business
     from ..tools import ToolSchema
@@ -63,6 +63,8 @@ def entry_message(entry: EntryFact) -> dict[str, Any] | None:
     body = entry.entry
     if isinstance(body, UserEntry):
         return {"role": "user", "content": user_content(body)}
+    if isinstance(body, KernelNotice):
+        return {"role": "user", "content": body.message.content}
     if isinstance(body, AssistantEntry):
         msg = body.message
         # Servers differ on `content: null` beside tool calls; "" is accepted everywhere.

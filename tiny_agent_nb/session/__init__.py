@@ -26,6 +26,7 @@ from ._exceptions import (
 )
 from ._facts import NewFact
 from ._files import fsync_dir, read_session_file
+from ._fork import fork_session, read_header
 from ._ids import new_id
 from ._models import (
     FORMAT_VERSION,
@@ -39,6 +40,8 @@ from ._models import (
     EntryFact,
     Fact,
     Header,
+    KernelNotice,
+    KernelOpened,
     OperationOutcome,
     RecordFact,
     ReplayPolicy,
@@ -62,6 +65,7 @@ from ._state import SessionState
 from ._store import SessionStore
 from ._tables import (
     Attempt,
+    Kernel,
     LearnedWindow,
     Operation,
     ToolIntent,
@@ -86,6 +90,9 @@ __all__ = [
     "Header",
     "HeaderInit",
     "InvalidTransactionError",
+    "Kernel",
+    "KernelNotice",
+    "KernelOpened",
     "LearnedWindow",
     "NewFact",
     "NotASessionError",
@@ -117,12 +124,14 @@ __all__ = [
     "WindowSource",
     "canonical_json",
     "facts",
+    "fork_session",
     "fsync_dir",
     "json_depth",
     "json_value_problem",
     "load_session",
     "load_session_bytes",
     "new_id",
+    "read_header",
     "read_session_file",
     "replay_key",
     "salvage",

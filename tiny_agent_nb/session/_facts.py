@@ -23,6 +23,8 @@ from ._models import (
     ContextWindow,
     EntryFact,
     Fact,
+    KernelNotice,
+    KernelOpened,
     OperationFinished,
     OperationOutcome,
     RecordFact,
@@ -43,7 +45,7 @@ from ._models import (
     WindowSource,
 )
 
-EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry
+EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry | KernelNotice
 RecordPayload = (
     RunStarted
     | StepAttempt
@@ -53,6 +55,7 @@ RecordPayload = (
     | OperationFinished
     | SystemPrompt
     | ContextWindow
+    | KernelOpened
 )
 
 
@@ -75,7 +78,7 @@ class NewFact:
 
 
 # A tuple, not `A | B`: the union would be rebuilt on every call of this commit path.
-_ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry)
+_ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry, KernelNotice)
 
 
 # ---------------------------------------------------------------- entries
@@ -151,7 +154,31 @@ def compaction(
     return NewFact(body, id)
 
 
+def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None) -> NewFact:
+    """What the model is told about kernel `kernel_opened_id` (docs/spec.md §18)."""
+    message = UserMessage(role="user", content=content)
+    return NewFact(
+        KernelNotice(type="kernelNotice", kernelOpenedId=kernel_opened_id, message=message), id
+    )
+
+
 # ---------------------------------------------------------------- records
+
+
+def kernel_opened(
+    *, pid: int, host: str, started_at: int, kernel_id: str | None, notebook: str | None
+) -> NewFact:
+    """This kernel opened the session for writing (docs/spec.md §18)."""
+    return NewFact(
+        KernelOpened(
+            type="kernelOpened",
+            pid=pid,
+            host=host,
+            startedAt=started_at,
+            kernelId=kernel_id,
+            notebook=notebook,
+        )
+    )
 
 
 def run_started(operation_id: str, input_entry_id: str) -> NewFact:

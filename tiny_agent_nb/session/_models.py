@@ -151,10 +151,25 @@ class CompactionEntry(_Model):
     tokensBefore: Count | None = _optional()
 
 
+class KernelNotice(_Model):
+    """What the model was told when the conversation went on in another kernel than the
+    one that wrote it (docs/spec.md §18): sent as a user message. `kernelOpenedId`
+    names the kernel it was told about, the latest `kernelOpened` of the file."""
+
+    tag: ClassVar[str] = "kernelNotice"
+    type: Literal["kernelNotice"]
+    kernelOpenedId: Id
+    message: UserMessage
+
+
+_TYPED_ENTRIES = frozenset({"compaction", "kernelNotice"})
+
+
 def _entry_tag(value: Any) -> str | None:
     if isinstance(value, dict):
-        if value.get("type") == "compaction":
-            return "compaction"
+        entry_type = value.get("type")
+        if isinstance(entry_type, str) and entry_type in _TYPED_ENTRIES:
+            return entry_type
         message = value.get("message")
         role = message.get("role") if isinstance(message, dict) else None
         return role if isinstance(role, str) else None
@@ -166,7 +181,8 @@ EntryBody = Annotated[
     Annotated[UserEntry, Tag("user")]
     | Annotated[AssistantEntry, Tag("assistant")]
     | Annotated[ToolResultEntry, Tag("tool")]
-    | Annotated[CompactionEntry, Tag("compaction")],
+    | Annotated[CompactionEntry, Tag("compaction")]
+    | Annotated[KernelNotice, Tag("kernelNotice")],
     Discriminator(_entry_tag),
 ]
 
@@ -297,6 +313,21 @@ class ContextWindow(_Model):
     attemptId: Id | None = _optional()
 
 
+class KernelOpened(_Model):
+    """A kernel opened the session for writing (docs/spec.md §18). `pid`, `host` and
+    `startedAt` (when its process started) tell one process from another: the same three
+    in two records mean the same process, whose variables live on between them.
+    `kernelId` is the Jupyter kernel id (kept across a restart, so it tells no restart),
+    `notebook` the notebook's file name as the kernel knew it; either null when unknown."""
+
+    type: Literal["kernelOpened"]
+    pid: Count
+    host: str
+    startedAt: EpochMs
+    kernelId: str | None
+    notebook: str | None
+
+
 RecordBody = Annotated[
     RunStarted
     | StepAttempt
@@ -305,7 +336,8 @@ RecordBody = Annotated[
     | AbortRequested
     | OperationFinished
     | SystemPrompt
-    | ContextWindow,
+    | ContextWindow
+    | KernelOpened,
     Field(discriminator="type"),
 ]
 

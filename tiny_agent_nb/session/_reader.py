@@ -29,9 +29,10 @@ from ._framing import (
 )
 from ._gc import gc_paused
 from ._lines import BLOCK, Lines, Source
-from ._reducer import Violation, apply_transaction
+from ._reducer import apply_transaction
 from ._snapshot import load_snapshot, reload_tables
 from ._state import SessionState
+from ._tables import Violation
 
 log = logging.getLogger("tiny_agent_nb.session")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._canonical import json_value_problem, replay_key
+from ._kernels import apply_kernel_notice, apply_kernel_opened
 from ._models import (
     AbortRequested,
     AssistantEntry,
@@ -21,6 +22,8 @@ from ._models import (
     ContextWindow,
     EntryFact,
     Fact,
+    KernelNotice,
+    KernelOpened,
     OperationFinished,
     RecordFact,
     RunStarted,
@@ -31,11 +34,16 @@ from ._models import (
     UsageFact,
     UserEntry,
 )
-from ._tables import Attempt, EntryType, LearnedWindow, Operation, Tables, ToolIntent, usage_row
-
-
-class Violation(Exception):
-    """An invariant a fact breaks; the caller adds where (line or transaction index)."""
+from ._tables import (
+    Attempt,
+    EntryType,
+    LearnedWindow,
+    Operation,
+    Tables,
+    ToolIntent,
+    Violation,
+    usage_row,
+)
 
 
 def apply_transaction(tables: Tables, facts: Sequence[Fact]) -> None:
@@ -109,6 +117,9 @@ def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
         elif isinstance(body, CompactionEntry):
             _apply_compaction(t, fact, body)
             entry_type = "compaction"
+        elif isinstance(body, KernelNotice):
+            apply_kernel_notice(t, fact, body)
+            entry_type = "kernelNotice"
         else:
             assert isinstance(body, UserEntry)
             entry_type = "user"
@@ -244,6 +255,8 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
             raise Violation(f"contextWindow names unknown stepAttempt {body.attemptId}")
         window = LearnedWindow(body.tokens, body.source, fact.id)
         t.put(t.windows, (body.baseUrl, body.model), window)
+    elif isinstance(body, KernelOpened):
+        apply_kernel_opened(t, fact, body)
     else:
         assert isinstance(body, OperationFinished)
         _apply_operation_finished(t, body)

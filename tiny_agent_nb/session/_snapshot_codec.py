@@ -58,6 +58,7 @@ from ._tables import (
     EntryType,
     IdRole,
     IntentStatus,
+    Kernel,
     LearnedWindow,
     Operation,
     OperationStatus,
@@ -77,7 +78,13 @@ SNAPSHOT_FORMAT = 3
 
 
 def layout_version(
-    records: Sequence[type[tuple[Any, ...]]] = (Operation, Attempt, ToolIntent, LearnedWindow),
+    records: Sequence[type[tuple[Any, ...]]] = (
+        Operation,
+        Attempt,
+        ToolIntent,
+        LearnedWindow,
+        Kernel,
+    ),
 ) -> str:
     """FORMAT and a digest of the record classes' fields, the usage totals' and rows'."""
     layout = [cls._fields for cls in records]  # type: ignore[attr-defined]
@@ -95,7 +102,13 @@ def _values(literal: object) -> frozenset[str]:
 
 
 ROLES: dict[str, IdRole] = {"f": "fact", "o": "operation", "r": "reserved"}
-TYPES: dict[str, EntryType] = {"u": "user", "a": "assistant", "t": "toolResult", "c": "compaction"}
+TYPES: dict[str, EntryType] = {
+    "u": "user",
+    "a": "assistant",
+    "t": "toolResult",
+    "c": "compaction",
+    "k": "kernelNotice",
+}
 _KINDS = _values(OperationKind)
 _OPERATION_STATUSES = _values(OperationStatus)
 _ATTEMPT_STATUSES = _values(AttemptStatus)
@@ -192,6 +205,7 @@ def decode_tables(
         consumed_inputs=consumed,
         open_call_entries=open_calls,
         windows=_windows(d, as_list(body.get("windows"), "windows")),
+        kernels=_kernels(d, as_list(body.pop("kernels", None), "kernels")),
         lines=lines,
         totals=UsageTotals(*totals),
         last_seq=last_seq,
@@ -234,6 +248,28 @@ def _windows(d: Decoder, rows: list[Any]) -> dict[tuple[str, str], LearnedWindow
         check((url, model) not in windows, "a window twice")
         windows[url, model] = LearnedWindow(tokens, source, fact_id)
     return windows
+
+
+def _kernels(d: Decoder, rows: list[Any]) -> dict[str, Kernel]:
+    """One row per kernelOpened (a handful per session): id, opened at, pid, host, started
+    at, kernel id, notebook, entries / intents / operations before it, its notice."""
+    kernels: dict[str, Kernel] = {}
+    for raw in rows:
+        row = as_list(raw, "a kernel", 11)
+        kernel_id, host, jupyter_id, notebook, notice = d.refs(
+            [row[0], row[3], row[5], row[6], row[10]], "kernel strings", 5, nullable=True
+        )
+        numbers = INTS([row[1], row[2], row[4], *row[7:10]], "kernel numbers")
+        check(min(numbers) >= 0, "a negative kernel number")
+        check(kernel_id is not None and kernel_id not in kernels, "a kernel id")
+        check(host is not None, "a kernel without a host")
+        assert kernel_id is not None and host is not None
+        opened, pid, started, entries, intents, operations = numbers
+        kernels[kernel_id] = Kernel(
+            kernel_id, opened, pid, host, started, jupyter_id, notebook, entries, intents,
+            operations, notice,
+        )  # fmt: skip
+    return kernels
 
 
 def _attempts(d: Decoder, cols: list[Any]) -> dict[str, Attempt]:

@@ -195,6 +195,22 @@ def encode_tables(t: Tables) -> tuple[bytes, bytes] | None:
             [s.ref(url), s.ref(model), w.tokens, w.source, s.ref(w.fact_id)]
             for (url, model), w in t.windows.items()
         ],
+        "kernels": [
+            [
+                s.ref(k.id),
+                k.opened_at,
+                k.pid,
+                s.ref(k.host),
+                k.started_at,
+                s.ref(k.kernel_id),
+                s.ref(k.notebook),
+                k.entries_before,
+                k.intents_before,
+                k.operations_before,
+                s.ref(k.notice_id),
+            ]
+            for k in t.kernels.values()
+        ],
         "totals": _totals(t.totals),
         "lastSeq": t.last_seq,
         "openOperation": s.ref(t.open_operation_id),

@@ -19,6 +19,7 @@ from ._tables import (
     Attempt,
     EntrySlot,
     EntryType,
+    Kernel,
     LearnedWindow,
     Operation,
     Tables,
@@ -127,6 +128,24 @@ class SessionState:
         return MappingProxyType(self._tables.windows)
 
     @property
+    def kernels(self) -> Mapping[str, Kernel]:
+        """The kernels that opened the session for writing, in file order (docs/spec.md
+        §18)."""
+        return MappingProxyType(self._tables.kernels)
+
+    def run_kernels(self) -> list[Kernel | None]:
+        """The kernel that started each run, in run order: the latest `kernelOpened`
+        before its `runStarted` (None: none, a writer that recorded no kernel)."""
+        kernels = iter(self._tables.kernels.values())
+        writer, upcoming = None, next(kernels, None)
+        writers: list[Kernel | None] = []
+        for run in range(len(self._tables.operations)):
+            while upcoming is not None and upcoming.operations_before <= run:
+                writer, upcoming = upcoming, next(kernels, None)
+            writers.append(writer)
+        return writers
+
+    @property
     def totals(self) -> UsageTotals:
         return self._tables.totals.copy()
 
@@ -154,6 +173,7 @@ class SessionState:
             consumed_inputs=dict(t.consumed_inputs),
             open_call_entries=dict(t.open_call_entries),
             windows=dict(t.windows),
+            kernels=dict(t.kernels),
             lines=t.lines.copy(),
             totals=t.totals.copy(),
             last_seq=t.last_seq,

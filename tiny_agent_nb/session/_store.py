@@ -32,11 +32,11 @@ from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_proces
 from ._models import Fact, Header, RecordFact
 from ._opening import Clock, Durability, HeaderInit, check_durability, epoch_ms, open_state
 from ._reader import reduce_source, state_from_new_snapshot
-from ._reducer import Violation, apply_fact
+from ._reducer import apply_fact
 from ._signals import sigint_deferred
 from ._snapshot import refresh_snapshot
 from ._state import SessionState
-from ._tables import LearnedWindow, Operation, Tables
+from ._tables import Kernel, LearnedWindow, Operation, Tables, Violation
 
 Subscriber = Callable[[Sequence[Fact]], None]
 
@@ -336,6 +336,14 @@ class SessionStore:
             self._require_open()
             return self._state.context_windows.get((base_url, model))
 
+    def kernels(self) -> list[Kernel]:
+        """The kernelOpened records (docs/spec.md §18), without a snapshot of the rest."""
+        if self._fifo.owner != threading.get_ident():
+            with sigint_deferred(), self._fifo:
+                return self.kernels()
+        self._require_open()
+        return list(self._state.kernels.values())
+
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""
         self._subscribers.append(callback)
@@ -412,8 +420,13 @@ def syncs_at_once(facts: Sequence[Fact]) -> bool:
     `stepAttempt`, an intent) or starts, aborts or ends an operation. Entries, usage and
     `attemptFailed` record what came of an effect: a power cut that loses them leaves the
     attempt or intent pending, settled as after a crash during the effect (§9.1). A
-    record type added later syncs unless it is named here."""
+    `kernelOpened` precedes no effect: whatever its kernel does next starts with a
+    transaction that syncs, and carries it to the disk (§18). A record type added later
+    syncs unless it is named here."""
     for fact in facts:  # a loop, not any() over a generator: this runs on every commit
-        if isinstance(fact, RecordFact) and fact.record.type != "attemptFailed":
+        if isinstance(fact, RecordFact) and fact.record.type not in _UNSYNCED_RECORDS:
             return True
     return False
+
+
+_UNSYNCED_RECORDS = frozenset({"attemptFailed", "kernelOpened"})

@@ -32,7 +32,7 @@ OperationStatus = Literal["open"] | OperationOutcome
 AttemptStatus = Literal["pending", "settled", "failed"]
 IntentStatus = Literal["pending"] | ToolOutcome
 IdRole = Literal["fact", "operation", "reserved"]
-EntryType = Literal["user", "assistant", "toolResult", "compaction"]
+EntryType = Literal["user", "assistant", "toolResult", "compaction", "kernelNotice"]
 # perf: register row "history-bytes" (docs/benchmarks.md)
 # (index in `Tables.lines`, position in that transaction, entry type). A plain tuple of
 # atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
@@ -95,6 +95,34 @@ class ToolIntent(NamedTuple):
     replay_key: str
     result_entry_id: str
     status: IntentStatus = "pending"
+
+
+class Violation(Exception):
+    """An invariant a fact breaks; the caller adds where (line or transaction index)."""
+
+
+class Kernel(NamedTuple):
+    """A `kernelOpened` record (docs/spec.md §18), and where it stands in the file: what
+    was committed before it (entries, tool intents, runs), counted when it was applied."""
+
+    id: str
+    opened_at: int  # epoch ms of the record
+    pid: int
+    host: str
+    started_at: int  # epoch ms: when its process started
+    kernel_id: str | None
+    notebook: str | None
+    entries_before: int
+    intents_before: int
+    operations_before: int
+    notice_id: str | None = None  # its kernelNotice entry, once the model was told
+
+    def same_process(self, other: Kernel) -> bool:
+        return (self.pid, self.host, self.started_at) == (
+            other.pid,
+            other.host,
+            other.started_at,
+        )
 
 
 class LearnedWindow(NamedTuple):
@@ -247,6 +275,9 @@ class Tables:
     open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
     # (base URL, model) -> the window the session learned for it (docs/spec.md §17).
     windows: dict[tuple[str, str], LearnedWindow] = field(default_factory=dict)
+    # The kernels that opened the session for writing, in file order (the last one is
+    # the latest: a notice may only name it).
+    kernels: dict[str, Kernel] = field(default_factory=dict)
     # The transaction lines: where each read from the file lies (its content stays on
     # disk, `_lines`), then those committed here as written (LF included).
     lines: Lines = field(default_factory=Lines)

@@ -1,0 +1,200 @@
+"""The kernel notice: the piece of the context that tells the model, once, that the
+conversation goes on in another kernel than the one that wrote it (docs/spec.md §18).
+
+The model believes what its `python` calls defined still exists; after a restart it does
+not, and neither do the user's variables. The notice is a `kernelNotice` entry, committed
+with the start of the first run (or resume) after the change, so the file holds exactly
+what the model was told and a later kernel rebuilds the same context from it. Whether
+one is due is read from the `kernelOpened` records: the latest one has none yet, there is
+a conversation before it, and the entries just before it were written by another
+process (or by a writer that recorded no kernel). Two restarts with no run between them
+make one notice: the one the latest kernel gives at its first run.
+
+The names come from the code of earlier `python` calls as their intents recorded it,
+parsed with `ast`, never run: module-level assignments, `def`s, classes, imports, `for`
+and `with` targets, walrus targets, `match` captures, minus what `del` removed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+from ..render import when
+from ..session import Kernel, NewFact, SessionState, SessionStore
+from ..session import facts as f
+
+NAMES_SHOWN = 40  # names listed in a notice; the rest are counted
+CODE_CHARS = 200_000  # of the newest python calls' code parsed for one notice
+PYTHON_TOOL = "python"
+
+
+def due_kernel_notice(store: SessionStore) -> NewFact | None:
+    """The notice the next run must start with, or None. Whether one is due is read from
+    the kernel records alone; the session is read only when one is."""
+    if _told_about(store.kernels()) is None:
+        return None
+    return kernel_notice(store.load())
+
+
+def kernel_notice(state: SessionState) -> NewFact | None:
+    kernels = list(state.kernels.values())
+    current = _told_about(kernels)
+    if current is None:
+        return None
+    told = next((k for k in reversed(kernels[:-1]) if k.notice_id is not None), None)
+    names = defined_names(_python_codes(state, told.intents_before if told else 0, current))
+    return f.kernel_notice(current.id, notice_text(current, names))
+
+
+def _told_about(kernels: list[Kernel]) -> Kernel | None:
+    """The kernel a notice is due about: the latest, when it has none yet, a conversation
+    came before it, and whoever wrote the entries just before it (the latest kernel
+    record with an entry after it; none: a writer that recorded no kernel) is another
+    process."""
+    if not kernels:
+        return None  # a writer that records no kernel: nothing to compare
+    current = kernels[-1]
+    if current.notice_id is not None or current.entries_before == 0:
+        return None
+    writer = next(
+        (k for k in reversed(kernels[:-1]) if k.entries_before < current.entries_before), None
+    )
+    if writer is not None and writer.same_process(current):
+        return None  # the same process reopened the session: its variables are all there
+    return current
+
+
+def notice_text(kernel: Kernel, names: list[str]) -> str:
+    text = (
+        f"[Kernel restarted] The notebook's kernel restarted: this conversation goes on in "
+        f"a new Python process, started {when(kernel.started_at)}. Gone with the old one: "
+    )
+    if names:
+        shown = ", ".join(names[:NAMES_SHOWN])
+        more = len(names) - NAMES_SHOWN
+        shown += f" and {more} more" if more > 0 else ""
+        text += f"the names earlier `python` calls defined ({shown}), and "
+    return text + (
+        "the user's variables, until the user runs their cells again. Files on disk are unchanged."
+    )
+
+
+def _python_codes(state: SessionState, start: int, current: Kernel) -> list[str]:
+    """The code of the `python` calls recorded from the `start`-th intent up to the
+    current kernel, oldest first; only the newest CODE_CHARS of it. A call the user
+    denied never ran."""
+    intents = islice(state.tool_intents.values(), start, current.intents_before)
+    codes = [
+        code
+        for i in intents
+        if i.tool.name == PYTHON_TOOL
+        and i.tool.source == "builtin"
+        and i.status != "denied"
+        and isinstance(code := i.arguments.get("code"), str)
+    ]
+    kept: list[str] = []
+    budget = CODE_CHARS
+    for code in reversed(codes):
+        if len(code) > budget:
+            break
+        budget -= len(code)
+        kept.append(code)
+    return kept[::-1]
+
+
+def defined_names(codes: Iterable[str]) -> list[str]:
+    """The names the code, run in order at a module's top level, leaves defined: first
+    definition order, each once."""
+    names: dict[str, None] = {}
+    for code in codes:
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # code that never compiled defined nothing
+        _block(tree.body, names)
+    return list(names)
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _block(body: Iterable[ast.stmt], names: dict[str, None]) -> None:
+    for node in body:
+        _statement(node, names)
+
+
+def _statement(node: ast.stmt, names: dict[str, None]) -> None:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        names[node.name] = None
+        return  # what its body binds is its own
+    for expression in _walrus_targets(node):
+        names[expression] = None
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            if alias.name != "*":  # what * brings is not in the code
+                names[alias.asname or alias.name.split(".")[0]] = None
+    elif isinstance(node, ast.Assign):
+        for target in node.targets:
+            _target(target, names)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        if not isinstance(node, ast.AnnAssign) or node.value is not None:
+            _target(node.target, names)  # `x: int` alone binds nothing
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        _target(node.target, names)
+        _block(node.body, names)
+        _block(node.orelse, names)
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        for item in node.items:
+            if item.optional_vars is not None:
+                _target(item.optional_vars, names)
+        _block(node.body, names)
+    elif isinstance(node, (ast.If, ast.While)):
+        _block(node.body, names)
+        _block(node.orelse, names)
+    elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+        _block(node.body, names)  # type: ignore[attr-defined]
+        for handler in node.handlers:  # type: ignore[attr-defined]
+            _block(handler.body, names)  # (`except E as e` deletes e after the block)
+        _block(node.orelse, names)  # type: ignore[attr-defined]
+        _block(node.finalbody, names)  # type: ignore[attr-defined]
+    elif isinstance(node, ast.Match):
+        for case in node.cases:
+            for pattern in ast.walk(case.pattern):
+                if isinstance(pattern, (ast.MatchAs, ast.MatchStar)) and pattern.name:
+                    names[pattern.name] = None
+                elif isinstance(pattern, ast.MatchMapping) and pattern.rest:
+                    names[pattern.rest] = None
+            _block(case.body, names)
+    elif isinstance(node, ast.Delete):
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                names.pop(target.id, None)
+
+
+def _target(node: ast.expr, names: dict[str, None]) -> None:
+    """The names an assignment target binds (an attribute or an item binds none)."""
+    if isinstance(node, ast.Name):
+        names[node.id] = None
+    elif isinstance(node, (ast.Tuple, ast.List)):
+        for element in node.elts:
+            _target(element, names)
+    elif isinstance(node, ast.Starred):
+        _target(node.value, names)
+
+
+def _walrus_targets(node: ast.stmt) -> Iterator[str]:
+    """`(x := ...)` anywhere in the statement's own expressions (a comprehension's walrus
+    binds in the module too), not inside a nested def, class or lambda, nor in nested
+    statements (their own turn comes)."""
+    stack: list[ast.AST] = [
+        child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt)
+    ]
+    while stack:
+        child = stack.pop()
+        if isinstance(child, _SCOPES):
+            continue
+        if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
+            yield child.target.id
+        stack.extend(c for c in ast.iter_child_nodes(child) if not isinstance(c, ast.stmt))

@@ -1,0 +1,237 @@
+"""The link from a notebook to its session, kept in the notebook's own outputs, so that a
+renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §19).
+
+JupyterLab renames a notebook while its kernel runs: that kernel goes on writing the file
+it opened. A restart (Jupyter gives the new process the new name in `JPY_SESSION_NAME`)
+or a new kernel looks for the file named after the notebook, which is not there. So
+every `%load_ext` and `%%agent` cell of a notebook found through `JPY_SESSION_NAME`
+leaves, in its output, a display that no frontend renders: the session's id and file
+name. It is saved with the notebook, and copied with it.
+
+When the notebook's own session file is missing, its newest link leads to the session
+it had, beside it (or in the kernel's directory, which a moved notebook's kernel keeps
+until it is started afresh), if that file still holds the session the link names:
+- the file belongs to no other notebook (its name's notebook is gone) and no other kernel
+  writes it: the notebook was renamed or moved, and the file is renamed after it;
+- otherwise the notebook is a copy (duplicated, or saved as): it gets a fork of the
+  session, and the file stays the other notebook's, never written by two kernels.
+
+The notebook is untrusted input: a link is only followed to a file of the session's
+name form, in one of those two directories, holding the session the link names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..render import cell_text
+from ..session import (
+    SessionError,
+    SessionLockedError,
+    SessionStore,
+    fork_session,
+    read_header,
+)
+from ._opening import same_file
+from ._paths import SessionLocation, session_file_for
+
+LINK_MIME = "application/vnd.tiny-agent-nb.session+json"
+SUFFIX = ".agent.jsonl"
+_NOTEBOOK_BYTES = 64 << 20  # a bigger notebook is not searched for a link
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+_ARCHIVE = re.compile(r".*\.agent\.\d+\.jsonl")
+
+
+@dataclass(frozen=True)
+class Link:
+    session: str  # the session's id (its header's)
+    file: str  # the session file's name
+    at: int  # when the link was made (epoch ms): a notebook's newest link wins
+
+
+def link_bundle(session_id: str, session_path: Path, at: int) -> dict[str, Any]:
+    """The display data of a link (no frontend renders this type: nothing is shown)."""
+    return {LINK_MIME: {"session": session_id, "file": session_path.name, "at": at}}
+
+
+def links_here(location: SessionLocation) -> bool:
+    """Whether a session at `location` is linked from its notebook's outputs: one named
+    after a notebook Jupyter named (not VS Code's, which shows the type it cannot render)."""
+    notebook = location.notebook
+    return (
+        location.source == "JPY_SESSION_NAME"
+        and notebook is not None
+        and location.path == session_file_for(notebook)
+    )
+
+
+def newest_link(notebook: Path) -> Link | None:
+    """The newest well-formed link in the saved notebook's outputs."""
+    try:
+        with notebook.open("rb") as file:
+            data = file.read(_NOTEBOOK_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > _NOTEBOOK_BYTES or LINK_MIME.encode() not in data:
+        return None  # (most notebooks: no parse)
+    try:
+        cells = json.loads(data).get("cells", [])
+    except (ValueError, RecursionError, AttributeError):
+        return None
+    links = [link for cell in _list(cells) for link in _cell_links(cell)]
+    return max(links, key=lambda link: link.at, default=None)
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _cell_links(cell: object) -> list[Link]:
+    if not isinstance(cell, dict):
+        return []
+    found = []
+    for output in _list(cell.get("outputs")):
+        data = output.get("data") if isinstance(output, dict) else None
+        raw = data.get(LINK_MIME) if isinstance(data, dict) else None
+        if not isinstance(raw, dict):
+            continue
+        session, file, at = raw.get("session"), raw.get("file"), raw.get("at")
+        if (
+            isinstance(session, str)
+            and _ID.fullmatch(session)
+            and isinstance(file, str)
+            and _session_name(file)
+            and type(at) is int
+        ):
+            found.append(Link(session, file, at))
+    return found
+
+
+def _session_name(name: str) -> bool:
+    """A file name of the session form, and nothing that leads elsewhere."""
+    return (
+        name.endswith(SUFFIX)
+        and not name.startswith(".")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and len(name.encode("utf-8", "surrogatepass")) <= 255
+    )
+
+
+def follow_notebook(location: SessionLocation, cwd: Path) -> str | None:
+    """Before `%load_ext` opens `location`: when its file is missing and the notebook
+    links a session, rename that session's file after the notebook, or fork it into
+    `location.path`. Returns the one line that says what was done (or where a session
+    that belongs to no notebook is), None when there is nothing to say."""
+    notebook = location.notebook
+    if not links_here(location) or notebook is None or os.path.lexists(location.path):
+        return None
+    link = newest_link(notebook)
+    source = _linked_file(link, [notebook.parent, cwd], location.path) if link else None
+    if source is None:
+        return _unclaimed_hint(location.path, cwd)
+    owner = source.with_name(source.name.removesuffix(SUFFIX) + ".ipynb")
+    if owner.exists() and not same_file(owner, notebook):
+        return _fork(source, location.path, f"a copy of {cell_text(owner.name)}")
+    try:
+        claim = SessionStore.open(source)
+    except SessionLockedError:
+        return _fork(source, location.path, "a copy of a notebook whose kernel writes it")
+    except (SessionError, OSError) as exc:
+        return (
+            f"tiny-agent-nb: this notebook's session {cell_text(source.name)} could not be "
+            f"opened ({cell_text(str(exc))}); a new session starts beside the notebook."
+        )
+    try:
+        _rename(source, location.path)
+    except OSError as exc:
+        return (
+            f"tiny-agent-nb: this notebook's session is {cell_text(source.name)}, which could "
+            f"not be renamed after it ({cell_text(exc.strerror or str(exc))}): "
+            f"`%agent session {_shown(source, cwd)}` continues it."
+        )
+    finally:
+        claim.close()
+    snapshot = Path(f"{source}.snapshot")  # derived: moved along rather than made again
+    if snapshot.is_file() and not snapshot.is_symlink():
+        snapshot.replace(f"{location.path}.snapshot")
+    return (
+        f"tiny-agent-nb: this notebook was renamed or moved: its session "
+        f"{cell_text(source.name)} is now {cell_text(location.path.name)}."
+    )
+
+
+def _linked_file(link: Link, folders: list[Path], target: Path) -> Path | None:
+    for folder in dict.fromkeys(folders):
+        candidate = folder / link.file
+        if candidate == target or candidate.is_symlink():
+            continue
+        try:
+            if read_header(candidate).id == link.session:
+                return candidate
+        except (SessionError, OSError):
+            continue
+    return None
+
+
+def _rename(source: Path, target: Path) -> None:
+    """`source` under the name `target`, never over a file there."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links
+        if os.path.lexists(target):
+            raise FileExistsError(17, "File exists", str(target)) from None
+        source.rename(target)
+    else:
+        source.unlink()
+
+
+def _fork(source: Path, target: Path, what: str) -> str:
+    try:
+        fork_session(source, target)
+    except (SessionError, OSError) as exc:
+        return (
+            f"tiny-agent-nb: this notebook is {what}, whose session {cell_text(source.name)} "
+            f"could not be copied ({cell_text(str(exc))}); a new session starts beside it."
+        )
+    return (
+        f"tiny-agent-nb: this notebook is {what}: its conversation goes on in a fork, "
+        f"{cell_text(target.name)}; {cell_text(source.name)} stays the other notebook's."
+    )
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """How `%agent session` names `path` from the kernel's directory."""
+    return cell_text(shlex.quote(path.name if path.parent == cwd else str(path)))
+
+
+def _unclaimed_hint(target: Path, cwd: Path) -> str | None:
+    """Sessions beside the new one that no notebook of their name owns (a notebook
+    renamed before its link was saved): where its history may be."""
+    try:
+        names = sorted(
+            p.name
+            for p in target.parent.glob(f"*{SUFFIX}")
+            if _session_name(p.name)
+            and not _ARCHIVE.fullmatch(p.name)
+            and not p.with_name(p.name.removesuffix(SUFFIX) + ".ipynb").exists()
+        )
+    except OSError:
+        return None
+    if not names:
+        return None
+    shown = ", ".join(cell_text(name) for name in names[:3])
+    return (
+        f"tiny-agent-nb: {shown} beside this notebook belong{'s' if len(names) == 1 else ''} "
+        f"to no notebook: `%agent session {_shown(target.with_name(names[0]), cwd)}` "
+        f"continues {'it' if len(names) == 1 else 'the first'}."
+    )
