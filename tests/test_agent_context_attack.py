@@ -35,6 +35,7 @@ from tiny_agent_nb.session import (
     EntryFact,
     Fact,
     HeaderInit,
+    KernelNotice,
     RecordFact,
     SessionState,
     SessionStore,
@@ -82,11 +83,14 @@ def _reference(state: SessionState, system: str | None) -> View:
     messages: list[bytes] = [wire.system_message(system)] if system else []
     if summary is not None:
         messages += summary_messages(summary)
-        if not kept or not isinstance(kept[0].entry, UserEntry):
+        if not kept or not isinstance(kept[0].entry, UserEntry | KernelNotice):
             messages.append(wire.user_message(CONTINUED))
     unanswered: list[str] = []
-    for entry in kept:
+    for index, entry in enumerate(kept):
         body = entry.entry
+        after = kept[index + 1].entry if index + 1 < len(kept) else None
+        if isinstance(body, KernelNotice) and isinstance(after, UserEntry):
+            continue  # a run's notice: sent in its prompt's user turn
         if isinstance(body, ToolResultEntry):
             if body.message.toolCallId in unanswered:
                 unanswered.remove(body.message.toolCallId)
@@ -95,6 +99,9 @@ def _reference(state: SessionState, system: str | None) -> View:
             unanswered = []
         message = wire.entry_message(entry)
         assert message is not None
+        before = kept[index - 1].entry if index else None
+        if isinstance(body, UserEntry) and isinstance(before, KernelNotice):
+            message["content"] = wire.with_notice(before.message.content, message["content"])
         messages.append(wire.encode(message))
         if isinstance(body, AssistantEntry):
             unanswered = [c.id for c in body.message.toolCalls]

@@ -151,13 +151,21 @@ class Harness:
 
 @pytest.fixture
 def harness(strict_server: OpenAIServer, tmp_path: Path) -> Iterator[Harness]:
+    # As the strictest chat templates do (Gemma's, Mistral's): no two user turns in a row.
+    strict_server.turns = "alternating"
     h = Harness(strict_server, tmp_path)
     yield h
     h.store.close()
 
 
 def notices(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["content"] for m in messages if m["role"] == "user" and NOTICE in m["content"]]
+    """The notices the messages hold: a user message's first paragraph (a run's notice
+    shares its prompt's turn), or the whole of one (a resume's)."""
+    return [
+        m["content"].partition("\n\n")[0]
+        for m in messages
+        if m["role"] == "user" and m["content"].startswith(NOTICE)
+    ]
 
 
 def test_the_first_run_in_a_new_kernel_is_told_once_what_is_gone(harness: Harness) -> None:
@@ -171,8 +179,10 @@ def test_the_first_run_in_a_new_kernel_is_told_once_what_is_gone(harness: Harnes
     (notice,) = notices(first)
     assert "the names earlier `python` calls defined (df, np, clean)" in notice
     assert "the user's variables" in notice and "started 2026-08-17" in notice
-    # Told before the prompt, after everything the model knew.
-    assert first[-2]["content"] == notice and first[-1]["content"] == "What is df?"
+    # Told before the prompt, in its user turn (never two user turns in a row), after
+    # everything the model knew.
+    assert first[-1]["content"] == f"{notice}\n\nWhat is df?"
+    assert first[-2]["role"] == "assistant"
     # Once: the next request and the next run carry the same notice, in the same place.
     second = harness.run("And now?")
     assert notices(second) == [notice] and second[: len(first)] == first

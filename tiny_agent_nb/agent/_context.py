@@ -10,6 +10,9 @@ Three things are not entries but still reach the model:
 - the system prompt, first;
 - a checkpoint's summary, as the assistant's note after a user message of ours
   (`_summary.py` says why);
+- a kernel notice (docs/spec.md §18) is its own user message only where no user entry
+  follows it (a resume's); a run's reaches the model in its prompt's user turn, a
+  paragraph before it, so the context never holds two user turns in a row;
 - a tool call that never got a `toolStarted` (the kernel died, or the user interrupted,
   before it began) is answered with a synthetic tool message saying it never ran — true
   by construction, since intent is written before effect — because providers refuse a
@@ -29,11 +32,13 @@ from ..session import (
     CompactionEntry,
     EntryFact,
     Fact,
+    KernelNotice,
     RecordFact,
     SessionState,
     StepAttempt,
     ToolResultEntry,
     UsageFact,
+    UserEntry,
     usage_in_range,
 )
 from ._summary import continued, is_user_message, summary_messages
@@ -148,6 +153,9 @@ class ContextProjection:
         self._cut: str | None = None
         self._opens_with_user: bool | None = None
         self._ledger = _LastRequest()
+        # A kernel notice whose message waits for the next entry: a user entry takes it
+        # into its own turn; anything else (or a request) sends it alone.
+        self._notice: tuple[str, str] | None = None
         # Set while the projection is deferred (`following`): how to read the session.
         self._load: Callable[[], SessionState] | None = None
         self._through_seq = 0  # facts up to here are in the projection already
@@ -189,7 +197,7 @@ class ContextProjection:
         )
         self._unanswered, self._ledger = built._unanswered, built._ledger
         self._summary, self._cut = built._summary, built._cut
-        self._opens_with_user = built._opens_with_user
+        self._opens_with_user, self._notice = built._opens_with_user, built._notice
         self._through_seq, self._load = built._through_seq, None
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
@@ -230,10 +238,27 @@ class ContextProjection:
 
     def _add(self, entry: EntryFact, entry_id: str) -> None:
         body = entry.entry
-        if isinstance(body, CompactionEntry):
+        notice, self._notice = self._notice, None
+        if isinstance(body, KernelNotice):
+            self._send_alone(notice)
+            self._notice = (entry_id, body.message.content)
+        elif isinstance(body, UserEntry) and notice is not None:
+            # One user turn, the notice a paragraph before the prompt; both entries start
+            # where it does (a cut never falls between them: docs/spec.md §10).
+            turn = wire.user_message(wire.with_notice(notice[1], wire.user_content(body)))
+            self._append(notice[0], (turn, (), ()))
+            self._entry_ids.append(entry_id)
+            self._offsets.append(self._offsets[-1])
+        elif isinstance(body, CompactionEntry):
+            self._send_alone(notice)
             self._compact(body)
         else:
+            self._send_alone(notice)
             self._append(entry_id, _project(entry))
+
+    def _send_alone(self, notice: tuple[str, str] | None) -> None:
+        if notice is not None:
+            self._append(notice[0], (wire.user_message(notice[1]), (), ()))
 
     def _append(self, entry_id: str, projected: _Projected) -> None:
         message, opens, answers = projected
@@ -287,10 +312,14 @@ class ContextProjection:
         encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
         self._built()
         pending = [_synthetic_result(call_id) for call_id in self._unanswered]
+        notice = [] if self._notice is None else [wire.user_message(self._notice[1])]
         summary = self._summary
-        if summary and not self._opens_with_user:
+        opens_with_user = self._opens_with_user
+        if opens_with_user is None:  # nothing after the summary but, maybe, a notice
+            opens_with_user = bool(notice)
+        if summary and not opens_with_user:
             summary = [*summary, continued()]
-        return [*self._system, *summary, *self._messages.parts(), *pending]
+        return [*self._system, *summary, *self._messages.parts(), *pending, *notice]
 
     def unanswered_tool_calls(self) -> list[str]:
         self._built()

@@ -110,7 +110,9 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
             open_calls = set()
         message = wire.entry_message(entry)
         sizes.append(len(json.dumps(message, ensure_ascii=False).encode()) + 1)
-        clean.append(not open_calls)
+        # A run's kernel notice shares its prompt's user turn (agent/_context.py): a cut
+        # between the two would keep the notice's text and summarize it too.
+        clean.append(not open_calls and not isinstance(body, KernelNotice))
     tail = 0
     found: int | None = None
     smaller: int | None = None  # the clean cut with the largest tail still under the keep

@@ -38,8 +38,6 @@ _QUOTED_CHARS = 1000  # the same, in characters, for results with very long line
 _INTERRUPTED = "Interrupted"
 _NOT_STARTED = "Not run:"
 _DENIED = "The user did not allow"
-# How a kernel notice begins (agent/_kernel_notice.py): not a prompt, the user's is before.
-_KERNEL_NOTICE = "[Kernel restarted]"
 # The note the bash tool ends every result it ran with (tools/_bash.py).
 _ENDING = re.compile(
     r"\n\[(exit code -?\d+|killed by signal \w+|timed out after [^\]\n]*)\]"
@@ -70,17 +68,14 @@ class DemoProvider:
         stream: bool | None = None,  # a script: it answers the same either way
     ) -> Completion:
         conversation: list[dict[str, Any]] = json.loads(b"[" + b",".join(messages) + b"]")
-        last_user = max(
-            (
-                i
-                for i, m in enumerate(conversation)
-                if m.get("role") == "user"
-                and not str(m.get("content", "")).startswith(_KERNEL_NOTICE)
-            ),
-            default=-1,
-        )
-        prompt = str(conversation[last_user].get("content", "")) if last_user >= 0 else ""
-        prompt = prompt_of(prompt)  # not the code of the user's cells sent before it
+        # The prompt, without the user's cells or a kernel notice sent before it; a
+        # resume's notice alone is no prompt (the one it continues is before it).
+        prompts = [
+            (i, prompt_of(str(m.get("content", ""))))
+            for i, m in enumerate(conversation)
+            if m.get("role") == "user"
+        ]
+        last_user, prompt = next(((i, p) for i, p in reversed(prompts) if p), (-1, ""))
         since = conversation[last_user + 1 :]
         results = [m for m in since if m.get("role") == "tool"]
         commands = _commands(prompt)

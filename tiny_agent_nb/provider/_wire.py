@@ -43,6 +43,17 @@ USER_CELLS_START = "[Cells the user ran since the previous agent cell, oldest fi
 USER_CELLS_END = "[End of the user's cells]"
 
 
+# How a kernel notice begins (docs/spec.md §18). A run's notice reaches the model in the
+# same user turn as the prompt after it, a paragraph before it (`with_notice`): two user
+# turns in a row are refused by the strictest chat templates (Gemma's, Mistral's).
+KERNEL_NOTICE_START = "[Kernel restarted]"
+
+
+def with_notice(notice: str, content: str) -> str:
+    """One user turn: the kernel notice, a blank line, then what the user entry sends."""
+    return f"{notice}\n\n{content}"
+
+
 def user_content(body: UserEntry) -> str:
     """What a user entry sends: its user cells, a blank line, then the prompt."""
     cells = body.userCells
@@ -50,7 +61,10 @@ def user_content(body: UserEntry) -> str:
 
 
 def prompt_of(content: str) -> str:
-    """The prompt's own text in what `user_content` made (the offline demo's input)."""
+    """The prompt's own text in what `user_content` (and `with_notice`) made: the offline
+    demo's input; "" for a kernel notice alone (a resume's)."""
+    if content.startswith(KERNEL_NOTICE_START):
+        content = content.partition("\n\n")[2]
     if content.startswith(USER_CELLS_START):
         _, end, prompt = content.partition(f"\n{USER_CELLS_END}\n\n")
         if end:
