@@ -16,7 +16,14 @@ from tiny_agent_nb.agent._budget import Spend, chain_spend
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolUsage
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from openai_server import (
+    OpenAIServer,
+    is_summarization,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+    usage,
+)
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 
@@ -269,10 +276,11 @@ def test_the_budget_is_checked_again_after_a_compaction_before_the_attempt(
     server.enqueue_summaries(text_reply("SUMMARY: read big.txt", usage=usage(900, 40, cost=0.02)))
     h = Harness(server, workspace, budget=0.01, context_window=4000, keep_tail_tokens=1000)
     result = h.run_once("Read big.txt until you are sure")
-    # the summary cost $0.02: the step's own attempt is never sent
+    # the summary cost $0.02: the step's own attempt is never sent (how many reads come
+    # before the compaction depends on the tool schemas' size, not on the budget)
     assert result.outcome == "budgetLimit"
     assert result.detail is not None and "this run spent $0.02" in result.detail
-    assert server.pending_replies == 1
+    assert is_summarization(server.requests[-1].body)
     assert len(h.compactions) == 1
 
 
