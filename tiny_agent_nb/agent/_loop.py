@@ -30,6 +30,7 @@ from ..session import (
     AssistantEntry,
     NewFact,
     SessionClosedError,
+    SessionReplacedError,
     SessionState,
     SessionStore,
     SessionWriteError,
@@ -278,10 +279,11 @@ class AgentLoop:
     def _start(self, facts: list[NewFact]) -> None:
         """Commit an operation's start. Before it nothing is open to record a failure in:
         a file that refuses it (a full disk, a failed sync in power mode, a writer that
-        closed itself after a failed cut) is this call's error, nothing recorded."""
+        closed itself after a failed cut, a path that names another file now) is this
+        call's error, nothing recorded."""
         try:
             self._store.commit(facts)
-        except (SessionWriteError, SessionClosedError) as exc:
+        except (SessionWriteError, SessionClosedError, SessionReplacedError) as exc:
             raise AgentError(f"the operation could not start: {exc}") from exc
 
     def _close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
