@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..provider import Completion, ProviderError, backoff_delay
-from ..session import NewFact, OperationOutcome, SessionStore, new_id
+from ..session import AssistantMessage, NewFact, OperationOutcome, SessionStore, new_id
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
@@ -92,6 +92,7 @@ class ModelStep:
                 completion = self._provider.complete(
                     self._projection.messages(), self._schemas, on_event=self._observer.on_stream
                 )
+                _check_call_ids(completion.message)
             except ProviderError as error:
                 failed = f.attempt_failed(
                     attempt_id,
@@ -157,6 +158,24 @@ class ModelStep:
             self._cost_note = unknown_cost_note(spend, budget)
             self._observer.on_notice(self._cost_note)
         return budget_reached(spend, budget)
+
+
+def _check_call_ids(message: AssistantMessage) -> None:
+    """A protocol error when two tool calls of one answer share an id: each result names
+    its call by id (docs/spec.md §5, rule 6), so neither could be answered. Guessing which
+    call is which (or that one is a repeat of the other) could run an effect twice."""
+    seen: set[str] = set()
+    for call in message.toolCalls:
+        if call.id in seen:
+            raise ProviderError(
+                "The model's answer gave two of its tool calls the same id, so their results "
+                "could not be told apart: the answer was dropped and none of its calls "
+                "ran. This is the server's (or its chat template's) error; try again, or use "
+                "another model or provider.",
+                kind="protocol",
+                retryable=False,
+            )
+        seen.add(call.id)
 
 
 def _settle(attempt_id: str, completion: Completion) -> list[NewFact]:
