@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 # but another name, never a higher one). `_version` is the leaf every layer may read.
 RANKS: dict[str, int] = {
     "_version": 0,
+    "_guard": 0,  # the process guard: a script run by path, stdlib only (tools and mcp start it)
     "session": 1,  # the file format, the store, the reducer: the deep module
     "tools": 2,  # the tool protocol and the built-in tools (owns ToolSchema)
     "timeline": 2,  # the timeline read from a session

@@ -1,4 +1,4 @@
-"""The guard in front of every stdio MCP server (tiny_agent_nb/mcp/_guard.py): the server,
+"""The guard in front of every stdio MCP server (tiny_agent_nb/_guard.py): the server,
 and everything it started, dies with the process that started it, however that dies.
 
 Real processes throughout: a parent (tests/children/mcp_guard_parent.py) starts the guard as
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from polling import wait_until
 
-from tiny_agent_nb.mcp._guard import CANNOT_START, GRACE_S, guard_argv
+from tiny_agent_nb._guard import CANNOT_START, GRACE_S, guard_argv
 
 CHILDREN = Path(__file__).parent / "children"
 PARENT = CHILDREN / "mcp_guard_parent.py"

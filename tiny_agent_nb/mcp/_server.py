@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._guard import guard_argv
 from ..provider import redact_url
 from ..tools import redact
 from ._config import ServerConfig
-from ._guard import guard_argv
 
 if TYPE_CHECKING:
     import mcp_types
