@@ -525,9 +525,10 @@ def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the
 def test_a_key_the_model_repeats_is_redacted_in_its_answer_and_its_calls_before_commit(
     server: OpenAIServer, workspace: Path
 ) -> None:
-    """bash can read the kernel's environment (/proc/$PPID/environ); once the model has
-    the key, its answer, its reasoning and its calls' arguments are redacted before they
-    are committed, and the call that runs is the call the file holds."""
+    """bash can read the kernel's environment (/proc/$TINY_AGENT_KERNEL_PID/environ);
+    once the model has the key, its answer, its reasoning and its calls' arguments are
+    redacted before they are committed, and the call that runs is the call the file
+    holds."""
     h = Harness(server, workspace, secrets=(KEY,))
     try:
         server.enqueue(

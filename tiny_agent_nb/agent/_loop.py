@@ -228,6 +228,7 @@ class AgentLoop:
             replayed=tuple(replayed),
             interrupted=tuple(interrupted),
             failed_attempts=len(plan.fail),
+            may_still_run=tuple(i for i in interrupted if self._may_outlive_kernel(i)),
         )
 
     def compact(self, instructions: str | None = None) -> RunResult:
@@ -329,6 +330,12 @@ class AgentLoop:
         return {
             name: tool.identity for name in self._tools.names if (tool := self._tools.get(name))
         }
+
+    def _may_outlive_kernel(self, intent: ToolIntent) -> bool:
+        """Whether the tool of a call the dead kernel left in flight starts processes this
+        product cannot promise ended with it (the tool as this kernel has it)."""
+        tool = self._tools.get(intent.tool.name)
+        return tool is not None and tool.source == intent.tool.source and tool.may_outlive_kernel
 
     def _require_idle(self) -> None:
         op = self._store.open_operation()
