@@ -247,6 +247,32 @@ def test_bad_key_fails_the_operation_with_advice_and_no_retry(
     assert len(server.requests) == 1 and harness.sleeps == []
 
 
+def test_two_tool_calls_with_the_same_id_are_a_protocol_error_and_none_runs(
+    server: OpenAIServer, harness: Harness, workspace: Path
+) -> None:
+    """Each result names its call by id: two calls sharing one cannot both be answered,
+    and guessing which is which could run an effect twice. The attempt fails as a
+    protocol error (not retried: the same server says it again), the run says why."""
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("same", "write_file", {"path": "a.txt", "content": "a"}),
+            tool_call("same", "write_file", {"path": "b.txt", "content": "b"}),
+        )
+    )
+    result = harness.loop.run("write two files")
+    assert result.outcome == "failed"
+    assert result.detail is not None and "two of its tool calls the same id" in result.detail
+    assert "unexpected error" not in result.detail
+    state = load_session(harness.path)
+    (attempt,) = state.attempts.values()
+    assert attempt.status == "failed" and attempt.error is not None
+    assert (attempt.error.kind, attempt.retryable) == ("protocol", False)
+    assert not state.tool_intents and not (workspace / "a.txt").exists()
+    assert len(server.requests) == 1
+    server.enqueue(text_reply("next run works"))
+    assert harness.loop.run("next").outcome == "completed"
+
+
 def test_malformed_and_unknown_tool_calls_become_error_results(
     server: OpenAIServer, harness: Harness, workspace: Path
 ) -> None:
@@ -499,11 +525,11 @@ def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the
 def test_a_key_the_model_repeats_is_redacted_in_what_is_kept_and_its_tools_get_the_call_as_sent(
     server: OpenAIServer, workspace: Path
 ) -> None:
-    """bash can read the kernel's environment (/proc/$PPID/environ); once the model has
-    the key, its answer, its reasoning and its calls' arguments are redacted before they
-    are committed. The tools get the arguments the model sent (a redaction never changes
-    what a tool does), so the file cannot say exactly what ran: such an intent is never
-    replayed, even a read's."""
+    """bash can read the kernel's environment (/proc/$TINY_AGENT_KERNEL_PID/environ);
+    once the model has the key, its answer, its reasoning and its calls' arguments are
+    redacted before they are committed. The tools get the arguments the model sent (a
+    redaction never changes what a tool does), so the file cannot say exactly what ran:
+    such an intent is never replayed, even a read's."""
     (workspace / f"notes-{KEY}.txt").write_text("the notes")
     h = Harness(server, workspace, secrets=(KEY,))
     try:
@@ -591,14 +617,13 @@ class BrokenProvider:
     def complete(self, messages: Any, tools: Any, *, on_event: Any = None) -> Completion:
         if self.fault == "raise":
             raise TypeError("'NoneType' object is not subscriptable")
-        call = ToolCall(id="dup", name="list_files", arguments={})
         message = AssistantMessage(
             role="assistant",
-            content=None,
+            content="half a pair: \ud800",  # no UTF-8 for it: the store refuses the entry
             reasoning=None,
             refusal=None,
-            toolCalls=(call, call),  # the same id twice: the store refuses the entry
-            finishReason="tool_calls",
+            toolCalls=(),
+            finishReason="stop",
         )
         return Completion(message=message, usage=None)
 
@@ -620,7 +645,7 @@ def assert_failed_then_usable(
 
 
 @pytest.mark.parametrize(
-    ("fault", "why"), [("raise", "TypeError"), ("refused", "repeats a tool call id")]
+    ("fault", "why"), [("raise", "TypeError"), ("refused", "cannot be written as JSON text")]
 )
 def test_a_provider_bug_fails_the_run_with_its_reason_and_the_next_run_works(
     server: OpenAIServer, workspace: Path, fault: str, why: str

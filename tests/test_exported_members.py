@@ -83,6 +83,7 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "NotASessionError",
         "SessionCorruptError",
         "SessionLockedError",
+        "SessionReplacedError",
         "InvalidTransactionError",
         "SessionWriteError",
         "SessionClosedError",

@@ -1,4 +1,4 @@
-"""The guard in front of every stdio MCP server (tiny_agent_nb/mcp/_guard.py): the server,
+"""The guard in front of every stdio MCP server (tiny_agent_nb/_guard.py): the server,
 and everything it started, dies with the process that started it, however that dies.
 
 Real processes throughout: a parent (tests/children/mcp_guard_parent.py) starts the guard as
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from polling import wait_until
 
-from tiny_agent_nb.mcp._guard import CANNOT_START, GRACE_S, guard_argv
+from tiny_agent_nb._guard import ADOPTS, CANNOT_START, GRACE_S, guard_argv
 
 CHILDREN = Path(__file__).parent / "children"
 PARENT = CHILDREN / "mcp_guard_parent.py"
@@ -113,6 +113,39 @@ def test_a_sigkilled_parent_takes_the_guard_the_server_and_its_child_along(
     parent.kill()
     parent.wait()
     wait_gone(guard, server, child)
+
+
+def setsid_server(pidfile: Path, then: str) -> list[str]:
+    """A server whose child leaves its process group (`setsid`: a session of its own, as a
+    daemon does), then `then` (`exec sleep 300`, `exit 0`)."""
+    partial = f"'{pidfile}.partial'"
+    script = f"setsid sleep 300 & echo $$ $! > {partial}; mv {partial} '{pidfile}'; {then}"
+    return ["sh", "-c", script]
+
+
+@pytest.mark.skipif(not ADOPTS, reason="a subreaper and /proc: Linux")
+def test_a_sigkilled_parent_takes_a_setsid_grandchild_of_the_server_along(
+    tmp_path: Path, pids: list[int]
+) -> None:
+    pidfile = tmp_path / "pids"
+    parent, guard = start_parent(pids, "--", *setsid_server(pidfile, "exec sleep 300"))
+    server, grandchild = server_pids(pidfile, pids)
+    wait_until(lambda: os.getsid(grandchild) == grandchild, what="the grandchild's setsid")
+    parent.kill()
+    parent.wait()
+    wait_gone(guard, server, grandchild)
+
+
+@pytest.mark.skipif(not ADOPTS, reason="a subreaper and /proc: Linux")
+def test_a_server_that_exits_leaves_no_setsid_grandchild_behind(
+    tmp_path: Path, pids: list[int]
+) -> None:
+    pidfile = tmp_path / "pids"
+    guard = start_guarded(setsid_server(pidfile, "exit 0"))
+    pids.append(guard.pid)
+    _server, grandchild = server_pids(pidfile, pids)
+    assert guard.wait(timeout=GONE_WITHIN_S) == 0
+    wait_gone(grandchild)
 
 
 def test_the_death_signal_is_asked_for_and_comes_from_the_thread_that_started_the_guard(

@@ -15,8 +15,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import KEY, OFFLINE, fresh_shell, run, shell
 
+from tiny_agent_nb._guard import ADOPTS
 from tiny_agent_nb.notebook import TimelineView, fill_prompt
-from tiny_agent_nb.session import HeaderInit, SessionStore, load_session, new_id
+from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session, new_id
 from tiny_agent_nb.session import facts as f
 
 from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply, usage
@@ -368,3 +369,38 @@ def test_loading_a_session_offers_resume_by_the_planners_rule_past_a_compaction(
     run(shell, "%load_ext tiny_agent_nb", capsys)
     out = run(shell, f"%agent session {path}", capsys)
     assert "`%agent resume` continues the interrupted run." in out
+
+
+def test_the_recovery_report_says_which_calls_may_have_left_processes_running(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dead kernel's `python` call: what its code started is the kernel's own child,
+    and the kernel's sweeper finds it only by its environment, so the product cannot be
+    sure it ended. A `bash` call's processes ended with the kernel where the guard adopts
+    what leaves the command's group (Linux); elsewhere they may still run too."""
+    path = tmp_path / "died-in-tools.agent.jsonl"
+    init = HeaderInit(cwd=str(tmp_path), provider="p", model="m", environment_identity="/w")
+    python = ToolIdentity(name="python", version="1", source="builtin")
+    with SessionStore.open(path, create=init) as store:
+        first = Run(environment="/w")
+        store.commit(first.start("start a server"))
+        store.commit(first.attempt())
+        store.commit(first.answer(None, [("c1", "python", {"code": "start()"})]))
+        store.commit([first.intent("c1", python, {"code": "start()"})])
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    out = run(shell, f"%agent session {path}", capsys)
+    assert (
+        '⚠ python code="start()" — interrupted: it may have run; it was not run again. '
+        "A process it started may still be running.\n"
+    ) in out
+
+    path = tmp_path / "died-in-bash.agent.jsonl"
+    with SessionStore.open(path, create=init) as store:
+        second = Run(environment="/w")
+        store.commit(second.start("run a command"))
+        store.commit(second.attempt())
+        store.commit(second.answer(None, [("c2", "bash", {"command": "serve"})]))
+        store.commit([second.intent("c2", BASH, {"command": "serve", "timeout": 120.0})])
+    out = run(shell, f"%agent session {path}", capsys)
+    line = next(line for line in out.splitlines() if "⚠ bash" in line)
+    assert line.endswith("it was not run again." if ADOPTS else "may still be running.")

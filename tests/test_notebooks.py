@@ -7,7 +7,8 @@ configured, where the extension falls back to its offline demo model (scripted, 
 the prompt's ```bash blocks).
 
 crash-and-resume.ipynb kills its own kernel from inside a bash tool call
-(`kill -9 $PPID`); `run_notebook` restarts the kernel after that cell, as Jupyter does.
+(`kill -9 $TINY_AGENT_KERNEL_PID`); `run_notebook` restarts the kernel after that cell, as
+Jupyter does.
 
 nbformat is imported by the tests that read notebooks: it imports jsonschema, whose format
 checkers build a grammar at import (~0.8 s), and every worker of a parallel run imports
@@ -33,7 +34,7 @@ from kernel_helpers import kernel_env
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "tiny_agent_nb" / "examples"
-CRASH_COMMAND = "echo ran >> marker.txt; kill -9 $PPID"
+CRASH_COMMAND = "echo ran >> marker.txt; kill -9 $TINY_AGENT_KERNEL_PID"
 DATA_COMMAND = "cat numbers.csv"
 DEMO_NOTE = "no API key and no base URL configured, so %%agent cells use the\n  OFFLINE DEMO MODEL"
 # Offline runs must not reach out: should anything try, it meets a closed loopback port.

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tiny_agent_nb._guard import ADOPTS
 from tiny_agent_nb.tools import Bash, ToolContext, ToolOutput, _bash
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
@@ -299,3 +300,106 @@ def test_variables_holding_a_configured_secret_are_not_passed_on(
     names = {line.split("=", 1)[0] for line in out.content.splitlines()}
     assert "TINY_AGENT_BASE_URL" not in names and password not in out.content
     assert {"PATH", "SHORT_VALUE"} <= names
+
+
+# ------------------------------------------------ what the command started, and its kernel
+
+adopts = pytest.mark.skipif(not ADOPTS, reason="the guard adopts what leaves the group: Linux")
+
+
+def gone(*pids: tuple[int, str | None]) -> bool:
+    return not any(running(pid, started) for pid, started in pids)
+
+
+@adopts
+def test_timeout_also_kills_what_left_the_process_group(
+    tmp_path: Path, context: ToolContext
+) -> None:
+    """A `setsid` grandchild is in a session of its own: killing the command's group
+    misses it, the guard (its subreaper) does not."""
+    pidfile = tmp_path / "pid"
+    out = bash(
+        context, f"setsid sleep 100 & echo $! > {shlex.quote(str(pidfile))}; sleep 100", timeout=0.5
+    )
+    assert "timed out" in out.content
+    (grandchild,) = read_pids(pidfile)
+    assert wait_until(lambda: not running(grandchild))
+
+
+# A kernel stand-in: runs the tool in the main thread, as a kernel does, and is SIGKILLed
+# by the test (nothing in it runs after that).
+KERNEL = """
+import sys
+from pathlib import Path
+from tiny_agent_nb.tools import Bash, ToolContext
+
+out = Bash().run({"command": sys.argv[1], "timeout": 120.0}, ToolContext(Path(sys.argv[2])))
+print("returned", out.content.replace("\\n", " "), flush=True)
+sys.stdin.readline()  # lives until the test kills it
+"""
+
+
+def start_kernel(command: str, workspace: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", KERNEL, command, str(workspace)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def started_pids(pidfile: Path, kernel: subprocess.Popen[str]) -> list[tuple[int, str | None]]:
+    assert wait_until(lambda: pidfile.exists() or kernel.poll() is not None, 30)
+    assert pidfile.exists(), kernel.communicate(timeout=10)
+    return [(pid, started_at(pid)) for pid in read_pids(pidfile)]
+
+
+def kill(kernel: subprocess.Popen[str]) -> None:
+    kernel.kill()
+    kernel.wait()
+
+
+@adopts
+def test_a_killed_kernel_takes_the_command_its_jobs_and_a_setsid_grandchild_along(
+    tmp_path: Path, workspace: Path
+) -> None:
+    pidfile = shlex.quote(str(tmp_path / "pids"))
+    command = (
+        f"sleep 300 & echo $! > {pidfile}.tmp; setsid sleep 300 & echo $! >> {pidfile}.tmp; "
+        f"echo $$ >> {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; sleep 300"
+    )
+    kernel = start_kernel(command, workspace)
+    try:
+        processes = started_pids(tmp_path / "pids", kernel)
+        assert not gone(*processes)
+        kill(kernel)
+        assert wait_until(lambda: gone(*processes), 30), [p for p in processes if running(*p)]
+    finally:
+        if kernel.poll() is None:
+            kill(kernel)
+
+
+@adopts
+def test_background_jobs_outlive_their_command_but_not_their_kernel(
+    tmp_path: Path, workspace: Path
+) -> None:
+    pidfile = shlex.quote(str(tmp_path / "pids"))
+    command = (
+        f"sleep 300 > /dev/null 2>&1 & echo $! > {pidfile}.tmp; "
+        # a daemon's double fork: its parent is gone before the command ends
+        f"(setsid sleep 300 > /dev/null 2>&1 & echo $! >> {pidfile}.tmp); "
+        f"mv {pidfile}.tmp {pidfile}; echo done"
+    )
+    kernel = start_kernel(command, workspace)
+    try:
+        assert kernel.stdout is not None
+        assert kernel.stdout.readline() == "returned done [exit code 0]\n"
+        processes = started_pids(tmp_path / "pids", kernel)
+        assert not any(gone(p) for p in processes)  # the user's to keep, while the kernel lives
+        kill(kernel)
+        assert wait_until(lambda: gone(*processes), 30)
+    finally:
+        if kernel.poll() is None:
+            kill(kernel)

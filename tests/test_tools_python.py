@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_until
 
+from tiny_agent_nb._guard import ADOPTS
 from tiny_agent_nb.tools import Python, ToolContext, ToolOutput
 
 
@@ -99,3 +103,80 @@ def test_code_raising_any_base_exception_is_an_error_result_not_a_crash(code: st
 def test_code_raising_keyboard_interrupt_still_stops_the_agent() -> None:
     with pytest.raises(KeyboardInterrupt):
         run("raise KeyboardInterrupt")
+
+
+# ------------------------------------------------------ processes the code starts (Linux)
+
+adopts = pytest.mark.skipif(not ADOPTS, reason="the kernel's sweeper reads /proc: Linux")
+REPO = Path(__file__).resolve().parents[1]
+
+
+@adopts
+def test_what_the_code_starts_carries_the_sweepers_marker_only_while_it_runs() -> None:
+    code = (
+        "import subprocess\n"
+        "command = ['sh', '-c', 'echo $TINY_AGENT_SWEEP']\n"
+        "subprocess.run(command, capture_output=True, text=True).stdout.strip()"
+    )
+    marker = run(code).content.strip("'")
+    assert marker.startswith(f"{os.getpid()}-")
+    assert "TINY_AGENT_SWEEP" not in os.environ  # the user's own cells do not carry it
+    assert run(code).content.strip("'") == marker  # one sweeper per kernel
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie has stopped; its reaper is not us
+
+
+# A kernel stand-in: runs the tool in its main thread, then waits to be SIGKILLed.
+KERNEL = """
+import sys
+from pathlib import Path
+from tiny_agent_nb.tools import Python, ToolContext
+
+out = Python().run({"code": sys.argv[1]}, ToolContext(Path.cwd(), namespace={}))
+print("returned", out.content, flush=True)
+sys.stdin.readline()
+"""
+
+STARTS_PROCESSES = """
+import os, subprocess
+pids = [subprocess.Popen(["sleep", "300"]).pid]
+pids.append(subprocess.Popen(["setsid", "sleep", "300"]).pid)
+os.system("setsid sleep 300 > /dev/null 2>&1 & echo $! > daemon.pid")  # a shell's orphan
+pids.append(int(open("daemon.pid").read()))
+pids
+"""
+
+
+@adopts
+def test_what_the_code_started_dies_with_the_kernel(tmp_path: Path) -> None:
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", KERNEL, STARTS_PROCESSES],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pids: list[int] = []
+    try:
+        assert kernel.stdout is not None
+        said = kernel.stdout.readline()
+        assert said.startswith("returned ["), said
+        pids = [int(pid) for pid in said.removeprefix("returned [").rstrip("]\n").split(",")]
+        assert all(running(pid) for pid in pids)  # the call returned; they run on
+        kernel.kill()
+        kernel.wait()
+        wait_until(lambda: not any(running(pid) for pid in pids), 30, what="all gone")
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+        for pid in pids:
+            if running(pid):
+                os.kill(pid, 9)

@@ -20,7 +20,7 @@ import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tiny_agent_nb.mcp._guard import guard_argv
+from tiny_agent_nb._guard import guard_argv
 
 
 def guarded(command: str, args: list[str]) -> StdioServerParameters:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 
-from tiny_agent_nb.mcp._guard import guard_argv
+from tiny_agent_nb._guard import guard_argv
 
 
 def start(command: str, args: list[str]) -> int:

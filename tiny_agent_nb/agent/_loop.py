@@ -31,6 +31,7 @@ from ..session import (
     AssistantEntry,
     NewFact,
     SessionClosedError,
+    SessionReplacedError,
     SessionState,
     SessionStore,
     SessionWriteError,
@@ -256,6 +257,7 @@ class AgentLoop:
             replayed=tuple(replayed),
             interrupted=tuple(interrupted),
             failed_attempts=len(plan.fail),
+            may_still_run=tuple(i for i in interrupted if self._may_outlive_kernel(i)),
         )
 
     def compact(self, instructions: str | None = None) -> RunResult:
@@ -307,10 +309,11 @@ class AgentLoop:
     def _start(self, facts: list[NewFact]) -> None:
         """Commit an operation's start. Before it nothing is open to record a failure in:
         a file that refuses it (a full disk, a failed sync in power mode, a writer that
-        closed itself after a failed cut) is this call's error, nothing recorded."""
+        closed itself after a failed cut, a path that names another file now) is this
+        call's error, nothing recorded."""
         try:
             self._store.commit(facts)
-        except (SessionWriteError, SessionClosedError) as exc:
+        except (SessionWriteError, SessionClosedError, SessionReplacedError) as exc:
             raise AgentError(f"the operation could not start: {exc}") from exc
 
     def _close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
@@ -367,6 +370,12 @@ class AgentLoop:
         return {
             name: tool.identity for name in self._tools.names if (tool := self._tools.get(name))
         }
+
+    def _may_outlive_kernel(self, intent: ToolIntent) -> bool:
+        """Whether the tool of a call the dead kernel left in flight starts processes this
+        product cannot promise ended with it (the tool as this kernel has it)."""
+        tool = self._tools.get(intent.tool.name)
+        return tool is not None and tool.source == intent.tool.source and tool.may_outlive_kernel
 
     def _require_idle(self) -> None:
         op = self._store.open_operation()

@@ -107,6 +107,7 @@ class ModelStep:
             last = attempt == self._config.max_attempts
             try:
                 completion = self._ask(unstreamed)
+                _check_call_ids(completion)
                 overflow = self._cut_short(completion, sent, previous)
                 if overflow is not None:
                     raise overflow
@@ -275,6 +276,26 @@ class ModelStep:
 
 
 _UNREAD = object()
+
+
+def _check_call_ids(completion: Completion) -> None:
+    """A protocol error when two tool calls of one answer share an id: each result names
+    its call by id (docs/spec.md §5, rule 6), so neither could be answered. Guessing which
+    call is which (or that one is a repeat of the other) could run an effect twice. The
+    answer was billed all the same: its usage goes with the failure (§11)."""
+    seen: set[str] = set()
+    for call in completion.message.toolCalls:
+        if call.id in seen:
+            raise ProviderError(
+                "The model's answer gave two of its tool calls the same id, so their results "
+                "could not be told apart: the answer was dropped and none of its calls "
+                "ran. This is the server's (or its chat template's) error; try again, or use "
+                "another model or provider.",
+                kind="protocol",
+                retryable=False,
+                usage=completion.usage,
+            )
+        seen.add(call.id)
 
 
 def _settle(attempt_id: str, completion: Completion) -> list[NewFact]:

@@ -76,6 +76,9 @@ class RecoveryReport:
     replayed: tuple[ToolIntent, ...]
     interrupted: tuple[ToolIntent, ...]
     failed_attempts: int
+    # Of `interrupted`: calls of a tool whose processes may outlive a dead kernel
+    # (`Tool.may_outlive_kernel`), so what they started may still be running.
+    may_still_run: tuple[ToolIntent, ...] = ()
 
 
 class AgentError(Exception):

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._guard import guard_argv
 from ..redaction import redact, redact_url
 from ..tools import clean_output
 from ._config import ServerConfig
-from ._guard import guard_argv
 
 if TYPE_CHECKING:
     import mcp_types

@@ -45,8 +45,14 @@ class OpenReport:
                 "  The previous kernel stopped during a run; it is now marked interrupted."
             )
             for intent in r.interrupted:
+                still = (
+                    " A process it started may still be running."
+                    if intent in r.may_still_run
+                    else ""
+                )
                 lines.append(
-                    f"  ⚠ {_call(intent)} — interrupted: it may have run; it was not run again."
+                    f"  ⚠ {_call(intent)} — interrupted: it may have run; it was not run "
+                    f"again.{still}"
                 )
             for intent in r.replayed:
                 lines.append(f"  ↻ {_call(intent)} — replayed (read-only)")

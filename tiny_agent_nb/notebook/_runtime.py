@@ -255,6 +255,7 @@ class NotebookAgent:
 
         The file is renamed only while this kernel holds its lock: a kernel that was
         refused the file must not move it from under the kernel writing to it."""
+        self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
         path = location.path
         held = self.store
@@ -262,13 +263,14 @@ class NotebookAgent:
             held = claim_for_archive(location)
         archived = next_archive_path(path)
         try:
-            if path.exists() or path.is_symlink():
-                path.rename(archived)
-        except OSError as exc:
+            if held is not None:
+                held.move(archived)  # its snapshot goes along, and its last one is made there
+            elif path.exists() or path.is_symlink():
+                path.rename(archived)  # a damaged session: no writer can hold it
+        except (OSError, SessionError) as exc:
             raise NotebookError(
                 f"tiny-agent-nb: could not keep {cell_text(path.name)} as "
-                f"{cell_text(archived.name)} ({cell_text(exc.strerror or str(exc))}); nothing "
-                "was changed."
+                f"{cell_text(archived.name)} ({cell_text(_reason(exc))}); nothing was changed."
             ) from None
         finally:
             if held is not None and held is not self.store:
@@ -278,17 +280,33 @@ class NotebookAgent:
         report.notes[:0] = notes
         return archived, report
 
-    def _drop_closed_store(self) -> None:
+    def _drop_closed_store(self) -> bool:
         """Forget a store that closed itself (a write it could not cut back, docs/spec.md
-        §7.3), so the next cell says why and `%agent session` opens the file again."""
-        if self.store is None or not self.store.closed:
-            return
-        name = cell_text(self.store.path.name)
-        self._close_noting()
+        §7.3) or whose path names another file now (§7.4), so the next cell says why and
+        `%agent session` opens the file again. True when it dropped one."""
+        store = self.store
+        if store is None:
+            return False
+        name = cell_text(store.path.name)
+        if store.closed:
+            self._close_noting()
+            self.open_error = (
+                f"tiny-agent-nb: {name} was closed: a write to it failed and could not be cut "
+                f"back. `%agent session {name}` opens it again (cutting the unfinished line)."
+            )
+            return True
+        moved = store.moved()
+        if moved is None:
+            return False
+        self._close_noting()  # writes no snapshot: its path names another file now
+        again = cell_text(shlex.quote(str(store.path)))
         self.open_error = (
-            f"tiny-agent-nb: {name} was closed: a write to it failed and could not be cut "
-            f"back. `%agent session {name}` opens it again (cutting the unfinished line)."
+            f"tiny-agent-nb: {name} changed on disk while this kernel had it open: "
+            f"{cell_text(moved)} (git checkout, sync clients and editors do that). This "
+            "kernel stopped writing to it; nothing was written there or anywhere else since. "
+            f"`%agent session {again}` opens what is there now."
         )
+        return True
 
     def require_store(self) -> SessionStore:
         self._drop_closed_store()
@@ -336,7 +354,7 @@ class NotebookAgent:
         try:
             result = loop.run(prompt, user_cells=cells.text)
         except AgentError as exc:  # nothing was sent: the cells go with the next prompt
-            raise NotebookError(f"tiny-agent-nb: {exc}") from None
+            raise self._run_error(f"tiny-agent-nb: {exc}") from None
         except KeyboardInterrupt:
             self.user_cells.forget(cells.through)
             raise
@@ -376,7 +394,7 @@ class NotebookAgent:
         try:
             return what(loop)
         except AgentError as exc:
-            raise NotebookError(f"tiny-agent-nb: {exc}.") from None
+            raise self._run_error(f"tiny-agent-nb: {exc}.") from None
         finally:
             loop.close()
 
@@ -387,6 +405,15 @@ class NotebookAgent:
             today=self.today(),
             user_cells=self.config.user_cells_chars > 0,
         )
+
+    def _run_error(self, message: str) -> NotebookError:
+        """A run the session file refused: said as the file's own fate when its path
+        names another file now (the loop only knows its commit was refused)."""
+        store = self.store
+        if store is not None and not store.closed and store.moved() is not None:
+            self._drop_closed_store()
+            return NotebookError(self.open_error or message)
+        return NotebookError(message)
 
     def workspace(self) -> Path:
         return Path(self.config.workspace or Path.cwd()).resolve()
@@ -456,3 +483,7 @@ class NotebookAgent:
             observer=observer,
             projection=self.context(),
         )
+
+
+def _reason(exc: Exception) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

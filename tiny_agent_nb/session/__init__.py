@@ -22,6 +22,7 @@ from ._exceptions import (
     SessionCorruptError,
     SessionError,
     SessionLockedError,
+    SessionReplacedError,
     SessionWriteError,
 )
 from ._facts import NewFact
@@ -106,6 +107,7 @@ __all__ = [
     "SessionCorruptError",
     "SessionError",
     "SessionLockedError",
+    "SessionReplacedError",
     "SessionState",
     "SessionStore",
     "SessionWriteError",

@@ -6,6 +6,7 @@ SessionError
 ├── SessionLockedError      another writer holds the file (names its pid when the OS tells)
 ├── InvalidTransactionError a commit was refused; nothing was written, nothing changed
 ├── SessionWriteError       the OS refused a write (disk full, I/O): cut back, nothing committed
+├── SessionReplacedError    the path no longer names the writer's file: cut back, nothing committed
 └── SessionClosedError      the store was closed
 """
 
@@ -93,4 +94,18 @@ class SessionWriteError(SessionError):
         super().__init__(
             f"could not append to {path}: {exc.strerror or exc}. Nothing was committed and "
             "the file was cut back to its last complete transaction."
+        )
+
+
+class SessionReplacedError(SessionError):
+    """The store's path no longer names the file it holds open and locked (docs/spec.md
+    §7.4): another file was renamed over it, or it was deleted or moved. The line just
+    written was cut back: nothing was committed, and nothing was written anywhere."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(
+            f"{self.path} is no longer the file this writer opened: {reason}. Nothing was "
+            "written. Open the path again to go on from the file now there."
         )

@@ -107,14 +107,40 @@ class StoreFile(Protocol):
     def sync(self) -> None: ...
     def rewrite(self, offset: int) -> None: ...
     def size(self) -> int: ...
+    def moved(self) -> str | None: ...
     def close(self) -> None: ...
 
 
 class DescriptorFile:
-    """A regular file opened O_APPEND (and flock-ed) by the store; closing it releases the lock."""
+    """A regular file opened O_APPEND (and flock-ed) by the store; closing it releases the lock.
 
-    def __init__(self, fd: int) -> None:
+    `path` is where the store opened it, made absolute then (a kernel's working directory
+    changes): `moved()` tells whether that path still names this very file."""
+
+    def __init__(self, fd: int, path: str | Path) -> None:
         self.fd = fd
+        self.path = Path(path).absolute()
+        st = os.fstat(fd)
+        # Stable while the descriptor is open: an inode in use is never given to another file.
+        self._identity = (st.st_dev, st.st_ino)
+
+    def moved(self) -> str | None:
+        """None while `path` names this file; else what happened to it, in words (docs/
+        spec.md §7.4): a `git checkout`, a sync client or an editor renames another file
+        over it, and from then on this descriptor writes where nobody reads."""
+        try:
+            st = self.path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return "it was deleted, or moved (itself or its folder)"
+        except OSError as exc:
+            return f"whether it is still there cannot be checked ({exc.strerror or exc})"
+        if (st.st_dev, st.st_ino) != self._identity:
+            return "another file was renamed over it"
+        return None
+
+    def follow(self, path: str | Path) -> None:
+        """The store renamed this file to `path` itself."""
+        self.path = Path(path).absolute()
 
     def read(self) -> bytes:
         return read_fd(self.fd)
@@ -191,6 +217,10 @@ class MemoryFile:
 
     def size(self) -> int:
         return len(self.buffer)
+
+    def moved(self) -> str | None:
+        """Memory has no path to lose."""
+        return None
 
     def close(self) -> None:
         """Nothing to release: the bytes stay the caller's."""

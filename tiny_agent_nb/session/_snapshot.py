@@ -229,6 +229,18 @@ def reload_tables(path: Path, state: SessionState, source: Source, size: int) ->
 _DRAFT_ID = re.compile(r"[0-9a-f]{12}")
 
 
+def move_snapshot(path: str | Path, target: str | Path) -> None:
+    """Take `path`'s snapshot along when its session is renamed to `target` (the writer
+    did it, holding the lock), so that it stays beside the bytes it describes. Never
+    raises: one left behind would only be ignored beside the next session."""
+    try:
+        snapshot_path(path).rename(snapshot_path(target))  # a symlink moves, unfollowed
+    except FileNotFoundError:
+        pass
+    except OSError:
+        log.debug("snapshot of %s not moved to %s", path, target, exc_info=True)
+
+
 def _draft(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
 

@@ -16,27 +16,25 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from ._commit import build_transaction, syncs_at_once
 from ._exceptions import (
     InvalidTransactionError,
     SessionClosedError,
     SessionError,
+    SessionReplacedError,
     SessionWriteError,
 )
 from ._facts import NewFact
 from ._files import DescriptorFile, MemoryFile, StoreFile, open_regular
-from ._framing import describe_validation_error, encode_transaction
-from ._ids import is_uuid7, new_id
+from ._framing import encode_transaction
 from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
-from ._models import Fact, Header, RecordFact
+from ._models import Fact, Header
 from ._opening import Clock, Durability, HeaderInit, check_durability, epoch_ms, open_state
 from ._reader import reduce_source, state_from_new_snapshot
-from ._reducer import apply_fact
 from ._signals import sigint_deferred
-from ._snapshot import refresh_snapshot
+from ._snapshot import move_snapshot, refresh_snapshot
 from ._state import SessionState
-from ._tables import Kernel, LearnedWindow, Operation, Tables, Violation
+from ._tables import Kernel, LearnedWindow, Operation
 
 Subscriber = Callable[[Sequence[Fact]], None]
 
@@ -96,7 +94,7 @@ class SessionStore:
         try:
             existed = path.exists()
             flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-            file = DescriptorFile(open_regular(path, flags))
+            file = DescriptorFile(open_regular(path, flags), path)
             try:
                 lock_exclusive(file.fd, path)
                 sync_dir = not existed and durability == "power"
@@ -194,10 +192,10 @@ class SessionStore:
             tables = self._state._tables  # the store's own state, never handed out
             savepoint = tables.begin()
             try:
-                built = self._apply(tables, facts)
+                built = build_transaction(tables, facts, self._clock())
                 line = encode_transaction(built)
                 self._append(file, line, syncs_at_once(built))
-            except (InvalidTransactionError, SessionWriteError):
+            except (InvalidTransactionError, SessionWriteError, SessionReplacedError):
                 tables.rollback(savepoint)
                 raise
             except BaseException:
@@ -213,28 +211,6 @@ class SessionStore:
             self._size += len(line)
             self._notify(built)
             return built
-
-    def _apply(self, tables: Tables, facts: Sequence[NewFact]) -> list[Fact]:
-        at = self._clock()
-        built: list[Fact] = []
-        for index, new in enumerate(facts):
-            fact_id = new.id if new.id is not None else new_id()
-            try:
-                # perf: register row "reserved-id-once" (docs/benchmarks.md).
-                # The envelope model checks a reserved id's UUIDv7 pattern; nothing else
-                # in it can be wrong (seq, at and the validated payload come from here).
-                fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
-            except ValidationError as exc:
-                reason = describe_validation_error(exc)
-                if not is_uuid7(fact_id):
-                    reason = f"id {fact_id!r} is not a UUIDv7"
-                raise InvalidTransactionError(reason, index=index) from None
-            try:
-                apply_fact(tables, fact, index)
-            except Violation as exc:
-                raise InvalidTransactionError(str(exc), index=index) from None
-            built.append(fact)
-        return built
 
     def _resync(self, file: StoreFile) -> None:
         source, size = file.reader(str(self._path))
@@ -256,21 +232,33 @@ class SessionStore:
                 # line in the file (see commit), still to be synced.
                 self._unsynced = True
             file.append(line)
+            # After the write, not before: a file renamed over between a check and the
+            # write would take the line (an intent) where nobody reads it, and its effect
+            # would run. Checked here, the line is in the file the path names (docs/spec.md
+            # §7.4), or the commit is refused.
+            moved = file.moved()
             # perf: register row "group-commit" (docs/benchmarks.md)
-            if sync and self._durability == "power":
+            if moved is None and sync and self._durability == "power":
                 # Of the file: the lines before this one are synced with it.
                 self._sync(file, self._size + len(line))
         except OSError as exc:
-            try:
-                file.truncate(self._size)
-            except OSError:
-                # The file may now end in a partial line (a torn tail, which readers
-                # ignore), but appending after it would glue two transactions together.
-                # This is the writer's close: the sync it owes acknowledged lines first.
-                self._sync_owed(file)
-                self._close_file()
-                log.exception("could not cut %s back after a failed write", self._path)
+            self._cut_back(file)
             raise SessionWriteError(str(self._path), exc) from exc
+        if moved is not None:
+            self._cut_back(file)  # the file nobody reads any more gets nothing either
+            raise SessionReplacedError(self._path, moved)
+
+    def _cut_back(self, file: StoreFile) -> None:
+        """Cut the file to its size before the commit that is being refused."""
+        try:
+            file.truncate(self._size)
+        except OSError:
+            # The file may now end in a partial line (a torn tail, which readers
+            # ignore), but appending after it would glue two transactions together.
+            # This is the writer's close: the sync it owes acknowledged lines first.
+            self._sync_owed(file)
+            self._close_file()
+            log.exception("could not cut %s back after a failed write", self._path)
 
     def _sync(self, file: StoreFile, size: int) -> None:
         """fsync the file. A failed fsync may leave the pages it covered marked written
@@ -363,6 +351,39 @@ class SessionStore:
                 # caller believe the commit failed.
                 log.exception("session subscriber %r failed", callback)
 
+    def moved(self) -> str | None:
+        """None while the store's path names the file it writes; else what happened to
+        that file, in words (docs/spec.md §7.4): every commit is then refused."""
+        # No lock: a subscriber asks during a commit (a display refreshing), and a stat
+        # of the path is as true a moment later as now.
+        file = self._file
+        return file.moved() if file is not None else None
+
+    def move(self, target: str | Path) -> None:
+        """Rename the file to `target` and go on writing it there, its lock held
+        throughout (`%agent new` keeps a conversation under another name); its snapshot
+        goes with it. OSError when the rename fails (nothing moved)."""
+        target = Path(target)
+        with sigint_deferred(), self._fifo:
+            file = self._require_open()
+            if not isinstance(file, DescriptorFile) or self._key is None:
+                raise SessionError("a session held in memory has no file to move")
+            moved = file.moved()
+            if moved is not None:
+                raise SessionReplacedError(self._path, moved)
+            key = os.path.realpath(target)
+            claim_in_process(key, target)
+            try:
+                file.path.rename(target)
+            except BaseException:
+                release_in_process(key)
+                raise
+            release_in_process(self._key)
+            move_snapshot(file.path, target)
+            self._key = key
+            file.follow(target)
+            self._path = target
+
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         """Sync what power mode left pending (docs/spec.md §7.2), then close the file and
@@ -373,7 +394,8 @@ class SessionStore:
             try:
                 if self._unsynced:
                     self._sync(self._file, self._size)
-                if not self._stale:
+                if not self._stale and self._file.moved() is None:
+                    # Beside the file it describes, never beside another one.
                     self._snapshot_if_behind()
             except OSError as exc:
                 raise SessionError(
@@ -412,21 +434,3 @@ class SessionStore:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"lastSeq={self._state.last_seq}"
         return f"<SessionStore {str(self._path)!r} {state} durability={self._durability}>"
-
-
-def syncs_at_once(facts: Sequence[Fact]) -> bool:
-    """Whether power mode syncs this transaction before `commit` returns (docs/spec.md
-    §7.2): when it holds any record but `attemptFailed`, i.e. precedes an effect (a
-    `stepAttempt`, an intent) or starts, aborts or ends an operation. Entries, usage and
-    `attemptFailed` record what came of an effect: a power cut that loses them leaves the
-    attempt or intent pending, settled as after a crash during the effect (§9.1). A
-    `kernelOpened` precedes no effect: whatever its kernel does next starts with a
-    transaction that syncs, and carries it to the disk (§18). A record type added later
-    syncs unless it is named here."""
-    for fact in facts:  # a loop, not any() over a generator: this runs on every commit
-        if isinstance(fact, RecordFact) and fact.record.type not in _UNSYNCED_RECORDS:
-            return True
-    return False
-
-
-_UNSYNCED_RECORDS = frozenset({"attemptFailed", "kernelOpened"})

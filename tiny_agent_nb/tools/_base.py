@@ -136,6 +136,9 @@ class Tool(ABC):
     description: ClassVar[str]
     replay_policy: ClassVar[ReplayPolicy]
     Arguments: ClassVar[type[ToolArguments]]
+    # Whether a process this tool started may still run after its kernel died, as far as
+    # this product can tell: a recovery report says so for each such interrupted call.
+    may_outlive_kernel: ClassVar[bool] = False
 
     @property
     def asks_approval(self) -> bool:

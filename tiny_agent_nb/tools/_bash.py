@@ -1,15 +1,20 @@
-"""The bash tool (replay policy `never`): one `bash -c` in the workspace.
+"""The bash tool (replay policy `never`): one `bash -c` in the workspace, under the guard.
 
-The command runs in a session (and process group) of its own, so that stopping it —
-on timeout, or when the notebook is interrupted — reaches everything it started
-(`make` and its compilers, `sleep 100 &`), not just bash. The kernel itself is never in
-that group, so the signals cannot hit it.
+The command runs under the guard (`tiny_agent_nb/_guard.py`), in a process group of its
+own, so that stopping it — on timeout, or when the notebook is interrupted — reaches
+everything it started (`make` and its compilers, `sleep 100 &`); on Linux the guard is a
+subreaper, so even what leaves the group (`setsid`) is stopped too. The guard also ends
+all of it when the kernel dies, even by SIGKILL, when nothing in the kernel runs any more.
+The kernel itself is never in those groups, so the signals cannot hit it.
 
 A command that exits normally may leave background jobs behind (a dev server started
-with `&`): they are the user's to keep, and are left running. The tool stops reading
-shortly after bash exits rather than waiting for them to close the output pipe.
+with `&`): they are the user's to keep, and are left running, until the kernel dies (on
+Linux the guard stays for them; elsewhere they are on their own). The tool stops reading
+shortly after bash exits rather than waiting for them to close the output pipe; the guard
+tells it how bash exited through a pipe of its own (`--report`).
 
-The command gets the kernel's environment minus the API key (see `child_environment`).
+The command gets the kernel's environment minus the API key (see `child_environment`),
+and the kernel's pid in TINY_AGENT_KERNEL_PID (its `$PPID` is the guard).
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from .._guard import ADOPTS, SWEEP_S, guard_argv
 from ..redaction import hidden_secrets
 from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolOutput
@@ -37,11 +42,12 @@ from ._paths import workspace_root
 DEFAULT_TIMEOUT = 120.0
 TERMINATE_GRACE = 2.0  # seconds between SIGTERM and SIGKILL for the command's group
 EXIT_GRACE = 0.25  # seconds to keep reading after bash exits (background jobs hold the pipe)
-_POLL = 0.05  # how often to look whether bash exited while its pipe stays open
 _CHUNK = 65536
 # Where the notebook finds the API key (TinyAgent.api_key): never passed on, whatever
 # their value, so a key set there but configured differently stays hidden too.
 KEY_VARIABLES = frozenset({"TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"})
+
+KERNEL_PID = "TINY_AGENT_KERNEL_PID"  # the process that runs the tool, told to the command
 
 Ending = Literal["exited", "detached", "timeout"]
 
@@ -66,35 +72,65 @@ class Bash(BuiltinTool[BashArguments]):
     )
     replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = BashArguments
+    # Off Linux the guard cannot adopt what leaves the command's group (`setsid`), nor
+    # stay for the background jobs of a command that exited.
+    may_outlive_kernel: ClassVar[bool] = not ADOPTS
 
     def execute(self, arguments: BashArguments, context: ToolContext) -> ToolOutput:
+        _reap_lingering()
         output = CappedOutput(context.output_limit)
         held = _InterruptHeld()
-        with held:
-            proc = subprocess.Popen(
-                ["bash", "-c", arguments.command],
-                cwd=workspace_root(context),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=child_environment(os.environ, context.secrets),
+        report, report_w = os.pipe()  # how bash exited, from the guard
+        try:
+            executable, argv = guard_argv(
+                "bash",
+                ["-c", arguments.command],
+                report=report_w,
+                grace=TERMINATE_GRACE,
+                # The death signal comes when the starting *thread* ends: only the main
+                # thread lives as long as the kernel (a tool run elsewhere is watched
+                # through the process alone).
+                thread_bound=threading.current_thread() is threading.main_thread(),
             )
+            with held:
+                proc = subprocess.Popen(
+                    [executable, *argv],
+                    cwd=workspace_root(context),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={
+                        **child_environment(os.environ, context.secrets),
+                        # bash's parent is the guard: a command that means the kernel
+                        # (the crash demo's `kill -9`) finds it here.
+                        KERNEL_PID: str(os.getpid()),
+                    },
+                    pass_fds=(report_w,),
+                )
+        except BaseException:
+            os.close(report)
+            raise
+        finally:
+            os.close(report_w)
         assert proc.stdout is not None
+        code: int | None = None
         try:
             held.deliver()  # an interrupt that came while bash started: stopped below
-            ending = _collect(proc, proc.stdout.fileno(), output, arguments.timeout)
+            ending, code = _collect(proc, proc.stdout.fileno(), report, output, arguments.timeout)
             if ending == "timeout":
-                stop_group(proc)
+                stop_guard(proc)
                 _drain(proc.stdout.fileno(), output)
         except BaseException:
             # KeyboardInterrupt (the notebook's interrupt) above all, but any failure
             # here must not leave the command running unwatched.
-            stop_group(proc)
+            stop_guard(proc)
             raise
         finally:
             proc.stdout.close()
-        return _result(output.text(), ending, proc.returncode, arguments.timeout)
+            os.close(report)
+            _leave(proc)
+        return _result(output.text(), ending, code, arguments.timeout)
 
 
 class _InterruptHeld:
@@ -144,94 +180,108 @@ def child_environment(environ: Mapping[str, str], secrets: Iterable[str]) -> dic
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], fd: int, output: CappedOutput, timeout: float
-) -> Ending:
+    proc: subprocess.Popen[bytes], fd: int, report: int, output: CappedOutput, timeout: float
+) -> tuple[Ending, int | None]:
     """Read the command's output until it ends, its time is up, or bash has exited and
-    only background jobs still hold the pipe."""
+    only background jobs still hold the pipe; with bash's exit code once it exited."""
     deadline = time.monotonic() + timeout
     exited_at: float | None = None
+    code: int | None = None
+    said = b""
+    reading = True
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
+        selector.register(report, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
-                exited_at = now
             if exited_at is not None:
+                if not reading:
+                    return "exited", code
                 wait = exited_at + EXIT_GRACE - now
                 if wait <= 0:
-                    return "detached"  # bash is done; background jobs still hold the pipe
+                    return "detached", code  # bash is done; background jobs hold the pipe
             else:
                 if now >= deadline:
-                    return "timeout"
-                # Woken at least every _POLL: bash exiting does not close the pipe while
-                # its background jobs hold it, so EOF alone cannot tell us.
-                wait = min(deadline - now, _POLL)
-            if selector.select(wait):
-                chunk = os.read(fd, _CHUNK)
-                if not chunk:
-                    break
-                output.feed(chunk)
-    # End of output, yet bash may still run (it can close its stdout and go on).
+                    # End of output or not, bash still runs (it can close its stdout and
+                    # go on).
+                    return "timeout", None
+                wait = deadline - now
+            for key, _ in selector.select(wait):
+                if key.fd == report:
+                    chunk = os.read(report, 64)
+                    said += chunk
+                    if not chunk:  # the guard has said all it will
+                        selector.unregister(report)
+                        code, exited_at = _exit_code(said, proc), time.monotonic()
+                else:
+                    chunk = os.read(fd, _CHUNK)
+                    if chunk:
+                        output.feed(chunk)
+                    else:
+                        selector.unregister(fd)
+                        reading = False
+
+
+def _exit_code(said: bytes, proc: subprocess.Popen[bytes]) -> int:
+    """Bash's exit code as the guard reported it; without a report (the guard could not
+    start bash, and said why on the output), the guard's own."""
     try:
-        proc.wait(timeout=max(deadline - time.monotonic(), 0))
-    except subprocess.TimeoutExpired:
-        return "timeout"
-    return "exited"
+        return int(said)
+    except ValueError:
+        return proc.wait()
 
 
 def _drain(fd: int, output: CappedOutput) -> None:
     """Take what the killed command had written but we had not read yet."""
     os.set_blocking(fd, False)
-    # Bounded: a process that escaped the group (its own setsid) may still be writing.
+    # Bounded: a process that escaped the group (its own setsid, off Linux) may still
+    # be writing.
     deadline = time.monotonic() + EXIT_GRACE
     with contextlib.suppress(BlockingIOError):
         while time.monotonic() < deadline and (chunk := os.read(fd, _CHUNK)):
             output.feed(chunk)
 
 
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the command's process group, SIGKILL what is left after a grace period,
-    and reap bash. A second interrupt during the grace period skips straight to SIGKILL."""
-    pgid = proc.pid  # start_new_session: bash leads its own group
-    _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + TERMINATE_GRACE
+def stop_guard(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the guard: it SIGTERMs the command's process group, SIGKILLs what is left
+    after TERMINATE_GRACE and everything else the command started, and exits; reaped
+    here. A second interrupt during the grace tells it to skip straight to SIGKILL."""
+    _signal(proc, signal.SIGTERM)
     try:
-        while time.monotonic() < deadline and _group_alive(pgid, proc):
-            time.sleep(0.01)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=TERMINATE_GRACE + SWEEP_S)
     finally:
-        _signal_group(pgid, signal.SIGKILL)
-        proc.wait()  # reaped here, so no zombie of ours outlives the call
+        if proc.poll() is None:
+            _signal(proc, signal.SIGTERM)  # a second stop signal: no more grace
+            try:
+                proc.wait(timeout=SWEEP_S)
+            except subprocess.TimeoutExpired:
+                # A guard that does not end (it never should): what it guards may now
+                # outlive it, but the kernel does not hang on it.
+                proc.kill()
+                proc.wait()
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # the whole group is already gone
-        os.killpg(pgid, sig)
+def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        proc.send_signal(sig)
 
 
-def _group_alive(pgid: int, proc: subprocess.Popen[bytes]) -> bool:
-    proc.poll()  # reap bash as soon as it dies: a zombie still counts as a group member
+# Guards that stay for the background jobs of commands that exited (Linux): reaped when
+# they end, at a later call, so that none stays a zombie of the kernel.
+_lingering: list[subprocess.Popen[bytes]] = []
+
+
+def _leave(proc: subprocess.Popen[bytes]) -> None:
+    """Reap the guard, which exits at once after bash unless background jobs remain."""
     try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    # Orphaned members that died are zombies until init reaps them (some container
-    # inits never do); only a member that still runs is worth waiting for.
-    proc_fs = Path("/proc")
-    if not proc_fs.is_dir():
-        return True
-    for entry in proc_fs.iterdir():
-        if entry.name.isdigit() and _live_member(entry / "stat", pgid):
-            return True
-    return False
+        proc.wait(timeout=EXIT_GRACE)
+    except subprocess.TimeoutExpired:
+        _lingering.append(proc)
 
 
-def _live_member(stat: Path, pgid: int) -> bool:
-    try:
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
-    except (OSError, ValueError):
-        return False  # the process vanished while we looked
-    return int(pgrp) == pgid and state not in ("Z", "X")
+def _reap_lingering() -> None:
+    _lingering[:] = [proc for proc in _lingering if proc.poll() is None]
 
 
 def _result(text: str, ending: Ending, returncode: int | None, timeout: float) -> ToolOutput:

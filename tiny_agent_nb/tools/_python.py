@@ -8,6 +8,14 @@ caught: the notebook's interrupt stops the agent, not just this snippet.
 
 Only what goes through sys.stdout / sys.stderr is captured; a subprocess or C library
 writing to file descriptor 1 directly still prints to the kernel's own output.
+
+A process the code starts is the kernel's own child, as one a cell starts would be: no
+guard stands between them. On Linux the kernel's sweeper (`_guard.py --sweep`, started
+with the first call) ends, when the kernel dies, every process whose environment holds
+the marker this tool sets in `os.environ` while the code runs (so what `subprocess`,
+`os.system` and the processes they start inherit). What drops the marker (a process that
+resets its environment, a child forked without exec, one started by a thread after the
+call) is not found, so a recovery report says such a call's processes may still run.
 """
 
 from __future__ import annotations
@@ -16,13 +24,18 @@ import ast
 import io
 import itertools
 import linecache
+import os
+import subprocess
+import threading
 import traceback
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from types import TracebackType
 from typing import Any, ClassVar
 
 from pydantic import Field
 
+from .._guard import ADOPTS, sweep_argv
 from ..session import ReplayPolicy
 from ._base import ToolArguments, ToolContext, ToolOutput
 from ._builtin import BuiltinTool
@@ -45,13 +58,14 @@ class Python(BuiltinTool[PythonArguments]):
     )
     replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = PythonArguments
+    may_outlive_kernel: ClassVar[bool] = True  # see the module's docstring
 
     def execute(self, arguments: PythonArguments, context: ToolContext) -> ToolOutput:
         namespace = context.namespace if context.namespace is not None else {"__name__": "__main__"}
         filename = _remember_source(arguments.code)
         captured = io.StringIO()  # one buffer: prints and warnings stay in the order they happened
         is_error = False
-        with redirect_stdout(captured), redirect_stderr(captured):
+        with redirect_stdout(captured), redirect_stderr(captured), marked_for_the_sweeper():
             try:
                 value = _run(arguments.code, filename, namespace)
                 if value is not None:
@@ -68,6 +82,53 @@ class Python(BuiltinTool[PythonArguments]):
                 is_error = True
         text = captured.getvalue().rstrip("\n") or "(no output)"
         return ToolOutput(truncate(text, context.output_limit), is_error=is_error)
+
+
+# The variable a process started by `python` code carries, naming this kernel's sweeper.
+SWEEP_MARKER = "TINY_AGENT_SWEEP"
+
+
+class _Sweeper:
+    """The kernel's one sweeper process, started by the first call (in this process: a
+    forked child starts its own)."""
+
+    owner: int | None = None
+    token = ""
+    process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def marker(cls) -> str:
+        if cls.owner != os.getpid() or cls.process is None or cls.process.poll() is not None:
+            token = f"{os.getpid()}-{os.urandom(8).hex()}"
+            main = threading.current_thread() is threading.main_thread()
+            cls.process = subprocess.Popen(
+                sweep_argv(f"{SWEEP_MARKER}={token}", thread_bound=main),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not in the kernel's group, which Jupyter kills
+                cwd="/",  # it needs none: it must not hold the kernel's directory
+            )
+            cls.owner, cls.token = os.getpid(), token
+        return cls.token
+
+
+@contextmanager
+def marked_for_the_sweeper() -> Iterator[None]:
+    """While the code runs, what it starts inherits the sweeper's marker (Linux)."""
+    if not ADOPTS:
+        yield
+        return
+    token = _Sweeper.marker()
+    previous = os.environ.get(SWEEP_MARKER)
+    os.environ[SWEEP_MARKER] = token
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(SWEEP_MARKER, None)
+        else:
+            os.environ[SWEEP_MARKER] = previous
 
 
 def _run(code: str, filename: str, namespace: dict[str, Any]) -> object:
