@@ -7,26 +7,25 @@ import logging
 import os
 import shlex
 import weakref
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..agent import compaction_status
+from ..agent import LoopObserver, RunResult, compaction_status
 from ..provider import DEMO_LABEL
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
-from ._approval import ask_approval
+from ._cell_runs import CellRuns
 from ._config import TinyAgent
 from ._display import CellDisplay
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._report import tool_label
-from ._runtime import NotebookAgent
+from ._runtime import AskFn, NotebookAgent
 from ._timeline_view import TimelineView
 
 log = logging.getLogger(__name__)
@@ -41,6 +40,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.runtime = agent
         self.views: list[TimelineView] = []
+        self.runs = CellRuns(shell, rich=self._rich())
 
     @magic_arguments()
     @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
@@ -126,27 +126,26 @@ class AgentMagics(Magics):
         tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
         self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
-        view = CellDisplay(rich=self._rich())
         if self.runtime.config.demo_mode() and args.model is None:
             print(f"[{DEMO_LABEL}]")
         if not self._start_mcp():
             return
-        try:
-            result = self.runtime.run(
+
+        def run(observer: LoopObserver, ask: AskFn) -> RunResult:
+            return self.runtime.run(
                 prompt,
-                observer=view,
-                ask=self._ask,
+                observer=observer,
+                ask=ask,
                 model=args.model,
                 max_steps=args.max_steps,
                 budget=args.budget,
                 tools=tools,
                 approve=args.approve,
             )
-        except KeyboardInterrupt:
-            view.finish(None)
-            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+
+        result = self.runs.drive(run, self._resume_clicked)
+        if result is None:
             return
-        view.finish(result.text if result.outcome == "completed" else None)
         detail = cell_text(result.detail or "")
         if result.outcome == "failed":
             print(f"✗ The run failed: {detail}")
@@ -154,6 +153,7 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
+        self.runs.offer_resume(result.outcome, self._resume_clicked)
 
     def _start_mcp(self) -> bool:
         """Start the MCP servers a run may call; False when Ctrl-C stopped it (nothing of
@@ -166,13 +166,6 @@ class AgentMagics(Magics):
         for line in lines:
             print(line)
         return True
-
-    def _ask(self, tool: str, arguments: object) -> bool:
-        try:
-            return ask_approval(tool, arguments if isinstance(arguments, Mapping) else {}, input)
-        except (StdinNotImplementedError, EOFError):
-            print(f"(no way to ask here: {cell_text(tool)} was not allowed)")
-            return False
 
     # ------------------------------------------------------------------ line
     def _command(self, args: Any) -> None:
@@ -261,19 +254,24 @@ class AgentMagics(Magics):
         self.runtime.require_store()
         if not self._start_mcp():
             return
-        view = CellDisplay(rich=self._rich())
-        try:
-            result = self.runtime.resume(observer=view, ask=self._ask)
-        except KeyboardInterrupt:
-            view.finish(None)
-            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+        result = self.runs.drive(
+            lambda observer, ask: self.runtime.resume(observer=observer, ask=ask),
+            self._resume_clicked,
+        )
+        if result is None or result.outcome == "completed":
             return
-        view.finish(result.text if result.outcome == "completed" else None)
-        if result.outcome != "completed":
-            print(
-                f"Resume ended: {result.outcome}"
-                + (f" — {cell_text(result.detail)}" if result.detail else "")
-            )
+        print(
+            f"Resume ended: {result.outcome}"
+            + (f" — {cell_text(result.detail)}" if result.detail else "")
+        )
+        self.runs.offer_resume(result.outcome, self._resume_clicked)
+
+    def _resume_clicked(self) -> None:
+        """A Resume button's click, on the main shell: `%agent resume`, said as it says."""
+        try:
+            self._cmd_resume()
+        except NotebookError as exc:
+            print(exc)
 
     def _cmd_compact(self, instructions: str | None) -> None:
         self.runtime.model.check_ready()
@@ -290,6 +288,7 @@ class AgentMagics(Magics):
             )
 
     def _cmd_new(self) -> None:
+        self.runs.withdraw_offers()
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
         print(report.text())
@@ -311,6 +310,7 @@ class AgentMagics(Magics):
             print(shown + (f" ({read_only})" if read_only else ""))
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
+        self.runs.withdraw_offers()
         print(self.runtime.open(location).text())
 
     # ------------------------------------------------------------------ helpers

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from IPython.display import display, update_display
 
@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 class Publish(Protocol):
     """Show (`update=False`) or replace (`update=True`) the display `display_id`."""
 
-    def __call__(self, bundle: dict[str, str], *, display_id: str, update: bool) -> None: ...
+    def __call__(self, bundle: dict[str, Any], *, display_id: str, update: bool) -> None: ...
 
 
-def ipython_publish(bundle: dict[str, str], *, display_id: str, update: bool) -> None:
+def ipython_publish(bundle: dict[str, Any], *, display_id: str, update: bool) -> None:
     if update:
         update_display(bundle, raw=True, display_id=display_id)
     else:
