@@ -104,16 +104,35 @@ class Page:
         )
 
 
+@dataclass
+class Lab:
+    lab: JupyterLab
+    server: OpenAIServer
+    browser: Any
+
+    def open(self, name: str, cells: list[str]) -> Page:
+        """A new notebook `name`/`name`.ipynb in a directory of its own, open in a new
+        page (and a workspace of its own), its kernel started and idle."""
+        root = self.lab.root / name
+        root.mkdir()
+        notebook = root / f"{name}.ipynb"
+        notebook.write_text(json.dumps(_notebook(cells), indent=1), encoding="utf-8")
+        tab = self.browser.new_page(viewport={"width": 1200, "height": 1400})
+        tab.set_default_timeout(STEP_TIMEOUT_MS)
+        tab.goto(self.lab.url(f"lab/workspaces/{name}/tree/{name}/{name}.ipynb"))
+        tab.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+        tab.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
+        _wait_for_kernel(self.lab, notebook.relative_to(self.lab.root).as_posix())
+        return Page(tab, self.lab, self.server, root, notebook)
+
+
 @pytest.fixture(scope="module")
-def lab_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium-headless-shell)")
     _require(sync_playwright is not None, "the playwright package is not installed")
     base = tmp_path_factory.mktemp("browser-controls")
     root = base / "root"
-    (root / "controls" / "build").mkdir(parents=True)
-    (root / "controls" / "dist").mkdir()
-    notebook = root / "controls" / "controls.ipynb"
-    notebook.write_text(json.dumps(_notebook(CELLS), indent=1), encoding="utf-8")
+    root.mkdir()
     with OpenAIServer() as server:
         env: dict[str, str | None] = {
             "TINY_AGENT_BASE_URL": server.base_url,
@@ -124,20 +143,23 @@ def lab_page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
         }
         log = artifacts_dir() / "browser-controls-jupyterlab.log"
         with (
-            JupyterLab(root, base / "jupyter", env=env, log_path=log) as lab,
+            JupyterLab(root, base / "jupyter", env=env, log_path=log) as jupyterlab,
             sync_playwright() as playwright,
         ):
             chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            tab = chromium.new_page(viewport={"width": 1200, "height": 1400})
-            tab.set_default_timeout(STEP_TIMEOUT_MS)
-            tab.goto(lab.url("lab/workspaces/controls/tree/controls/controls.ipynb"))
-            tab.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
-            tab.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
-            _wait_for_kernel(lab, notebook.relative_to(root).as_posix())
             try:
-                yield Page(tab, lab, server, root / "controls", notebook)
+                yield Lab(jupyterlab, server, chromium)
             finally:
                 chromium.close()
+
+
+@pytest.fixture(scope="module")
+def lab_page(lab: Lab) -> Iterator[Page]:
+    p = lab.open("controls", CELLS)
+    (p.root / "build").mkdir()
+    (p.root / "dist").mkdir()
+    yield p
+    p.page.close()
 
 
 @contextmanager
@@ -326,3 +348,49 @@ def _set_theme(p: Page, theme: str) -> None:
         ".trim() === (dark ? '#111' : 'white')",
         arg=theme.endswith("Dark"),
     )
+
+
+DYING = [
+    "%load_ext tiny_agent_nb",
+    "%agent timeline",
+    "%%agent\nRun the command.",
+    "%load_ext tiny_agent_nb",
+]
+
+
+def test_a_kernel_that_dies_during_a_run_leaves_no_dead_widget_and_a_superseded_timeline(
+    lab: Lab,
+) -> None:
+    """The kernel dies inside a bash call (`kill -9 $PPID`), JupyterLab restarts it: the
+    Stop button it showed reads as its record, and once the new kernel has settled the
+    run, the timeline it left showing the run open says it is superseded."""
+    p = lab.open("dying", DYING)
+    with shown_on_failure(p, "dying"):
+        lab.server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "kill -9 $PPID"})))
+        p.run(0)
+        p.idle()
+        p.run(1)
+        p.idle()
+        timeline = p.outputs(1).locator(".tan-timeline")
+        p.run(2)
+        dialog = p.page.locator(".jp-Dialog", has_text="appears to have died")
+        dialog.wait_for(state="visible")
+        dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+        _wait_for_kernel(lab.lab, p.notebook.relative_to(lab.lab.root).as_posix())
+        assert timeline.locator('.tan-run[data-status="open"]').count() == 1  # as it was left
+        superseded = timeline.locator(".tan-superseded")
+        assert not superseded.is_visible()
+        p.outputs(2).get_by_text("a Stop button was here while the run ran").wait_for(
+            state="visible"
+        )
+
+        p.run(3)
+        p.outputs(3).get_by_text("The previous kernel stopped during a run").wait_for(
+            state="visible"
+        )
+        superseded.wait_for(state="visible")
+        text = p.text()
+        for problem in WIDGET_ERRORS:
+            assert problem not in text
+        p.screenshot("controls-dead-kernel.png", p.page.locator(".jp-NotebookPanel"))
+    p.page.close()

@@ -44,13 +44,15 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit"})
 TICK = 0.1  # s between two pumps while the run streams (Stop without a comm subshell)
 
-# A live widget hides its record; a dead one (or an emptied one) is hidden, and the record
-# shows. A spent control (a Stop button whose run ended) leaves nothing to read.
+# A live widget hides its record; a dead one (no model: reopened; disconnected: its
+# kernel died or restarted) or an emptied one is hidden, and the record shows. A spent
+# control (a Stop button whose run ended) leaves nothing to read.
+LIVE = ".tan-control:not(.jupyter-widgets-disconnected)"
 STYLE = (
     "<style>"
-    ".jp-OutputArea-child:has(.tan-control-record):has(+ .jp-OutputArea-child .tan-control)"
+    f".jp-OutputArea-child:has(.tan-control-record):has(+ .jp-OutputArea-child {LIVE})"
     "{display:none}"
-    ".jp-OutputArea-child:has(.tan-control-record)+.jp-OutputArea-child:not(:has(.tan-control))"
+    f".jp-OutputArea-child:has(.tan-control-record)+.jp-OutputArea-child:not(:has({LIVE}))"
     "{display:none}"
     ".jp-OutputArea-child:has(.tan-control-spent){display:none}"
     ".tan-control-record code{white-space:pre-wrap}"

@@ -13,6 +13,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
 
 from ..agent import LoopObserver, RunResult, compaction_status
 from ..provider import DEMO_LABEL
@@ -24,9 +25,9 @@ from ._display import CellDisplay
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._report import tool_label
+from ._report import OpenReport, tool_label
 from ._runtime import AskFn, NotebookAgent
-from ._timeline_view import TimelineView
+from ._timeline_view import TimelineView, superseding_bundle
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +292,7 @@ class AgentMagics(Magics):
         self.runs.withdraw_offers()
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
-        print(report.text())
+        show_report(self.shell, report)
 
     def _cmd_mcp(self) -> None:
         try:
@@ -311,7 +312,7 @@ class AgentMagics(Magics):
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         self.runs.withdraw_offers()
-        print(self.runtime.open(location).text())
+        show_report(self.shell, self.runtime.open(location))
 
     # ------------------------------------------------------------------ helpers
     def _rich(self) -> bool:
@@ -327,6 +328,15 @@ class AgentMagics(Magics):
             except Exception:
                 log.exception("timeline display failed to refresh")
         self.views = [v for v in self.views if not v.closed]
+
+
+def show_report(shell: Any, report: OpenReport) -> None:
+    """What opening a session did. When it settled a run a stopped kernel left open, a
+    Jupyter frontend also gets the stylesheet that marks that kernel's timelines, left
+    showing the run open, superseded."""
+    print(report.text())
+    if report.recovery is not None and type(shell).__name__ == "ZMQInteractiveShell":
+        display(superseding_bundle(report.state.header.id), raw=True)
 
 
 # Said once per kernel (a shell), when the extension is first loaded in demo mode: not
@@ -351,8 +361,8 @@ def load(shell: Any) -> AgentMagics:
         shell.configurables.append(config)
     agent = NotebookAgent(config, shell.user_ns)
     # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
-    # its lock) too.
-    atexit.register(agent.close)
+    # its lock) too, leaving its displays as they are.
+    atexit.register(agent.shutdown)
     magics = AgentMagics(shell, agent)
     shell.register_magics(magics)
     shell.events.register("post_run_cell", magics.refresh_views)
@@ -360,7 +370,7 @@ def load(shell: Any) -> AgentMagics:
         explicit=config.session_path, environ=os.environ, user_ns=shell.user_ns, cwd=Path.cwd()
     )
     try:
-        print(agent.open(location).text())
+        show_report(shell, agent.open(location))
     except NotebookError as exc:
         print(exc)
     if config.demo_mode() and shell not in _told_demo:
@@ -371,7 +381,7 @@ def load(shell: Any) -> AgentMagics:
 
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
-    atexit.unregister(magics.runtime.close)
+    atexit.unregister(magics.runtime.shutdown)
     try:
         magics.runtime.close()
     except NotebookError as exc:  # closed anyway: power mode's last sync failed

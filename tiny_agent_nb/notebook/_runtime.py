@@ -188,6 +188,13 @@ class NotebookAgent:
         finally:
             self._followers.tell(())
 
+    def shutdown(self) -> None:
+        """The kernel is exiting: close without drawing the displays once more. Nobody
+        would read a "closed" note in a notebook being closed, and the update would only
+        make the notebook unsaved ("Save your work?") as it closes."""
+        self._followers.forget_watchers()
+        self.close()
+
     def _close_noting(self) -> list[str]:
         """`close()`, its failure kept as a note for the report of what opens next."""
         try:
