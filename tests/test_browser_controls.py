@@ -394,3 +394,28 @@ def test_a_kernel_that_dies_during_a_run_leaves_no_dead_widget_and_a_superseded_
             assert problem not in text
         p.screenshot("controls-dead-kernel.png", p.page.locator(".jp-NotebookPanel"))
     p.page.close()
+
+
+def test_shutting_the_kernel_down_leaves_a_saved_notebook_saved(lab: Lab) -> None:
+    """Saved, then Kernel > Shut Down Kernel, then closed: nothing the kernel did on its
+    way out changed an output, so closing does not ask to save."""
+    p = lab.open("closing", ["%load_ext tiny_agent_nb", "%agent timeline"])
+    with shown_on_failure(p, "closing"):
+        p.run(0)
+        p.idle()
+        p.run(1)
+        p.idle()
+        p.outputs(1).locator(".tan-timeline").wait_for(state="visible")
+        tab = p.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="closing.ipynb")
+        p.menu("File", "docmanager:save")
+        wait_until(lambda: "jp-mod-dirty" not in (tab.get_attribute("class") or ""), 30, "saved")
+        p.menu("Kernel", "kernelmenu:shutdown")
+        wait_until(lambda: p.kernel_ids() == [], 30, "the kernel shut down", interval=0.2)
+        # The page says "No Kernel" once the kernel's connection is gone: whatever the
+        # kernel sent on its way out came before, on the same connection.
+        p.page.locator(".jp-Toolbar-kernelName", has_text="No Kernel").wait_for(state="visible")
+        assert "jp-mod-dirty" not in (tab.get_attribute("class") or "")
+        p.menu("File", "application:close")
+        tab.wait_for(state="detached")
+        assert p.page.locator(".jp-Dialog", has_text="Save").count() == 0
+    p.page.close()

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import html
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import ipykernel
 import pytest
 
 from kernel_helpers import StartKernel, start_kernel, workspace
@@ -29,6 +31,8 @@ ROUTES = ["main shell", "comm subshell"]
 
 
 def frontend(start_kernel: StartKernel, route: str) -> WidgetFrontend:
+    if route == "comm subshell" and int(ipykernel.__version__.split(".")[0]) < 7:
+        pytest.skip("comm subshells came with ipykernel 7")
     kernel = start_kernel()
     ui = WidgetFrontend(kernel)
     if route == "comm subshell":
@@ -124,7 +128,7 @@ def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_res
     """The main thread is inside the bash tool: only the comm subshell hears the click.
     The run ends exactly as after "interrupt kernel": the command's process group is
     stopped, abortRequested, the call interrupted, the run aborted."""
-    ui = frontend(start_kernel, "comm subshell")
+    ui = frontend(start_kernel, "comm subshell")  # ipykernel 6 hears it after the command
     server.enqueue(
         tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"})),
         text_reply("Finished after resuming."),
@@ -252,3 +256,28 @@ def test_a_resume_button_becomes_a_record_when_the_next_run_starts(
     assert ui.shown_buttons(stopped) == []
     no_widget_kept(stopped)
     assert "↻ `%agent resume` continues the latest stopped run" in stopped.text()
+
+
+def test_stop_sent_to_the_main_shell_stops_the_run_as_its_answer_streams(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Without a comm subshell the click waits in the main shell's queue; the run reads it
+    as its answer streams in (as it does around each tool call) and stops."""
+    if int(ipykernel.__version__.split(".")[0]) < 7:
+        pytest.skip("the barrier that orders the click before the stream needs ipykernel 7")
+    ui = frontend(start_kernel, "main shell")
+    release = threading.Event()
+    # held after its role and first two pieces of text ("A l", "ong")
+    server.enqueue(text_reply("A long answer " * 50, hold=release, hold_after=3))
+    cell = ui.send("%%agent\nSay a lot.")
+    stop = ui.wait_for_button("Stop")
+    server.wait_for_requests(1, timeout=30)
+    ui.until(lambda: "A long" in cell.text(), "the answer to start streaming")
+    ui.click(stop)
+    ui.barrier()  # the click is in the main shell's queue before the rest of the answer
+    release.set()
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+    assert ui.shown_buttons(cell) == ["Resume"]

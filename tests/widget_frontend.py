@@ -57,10 +57,31 @@ class WidgetFrontend:
         self.models: dict[str, Model] = {}
         self.cells: list[Cell] = []
         self.subshell_id: str | None = None
+        self._barrier: str | None = None
 
     # ---------------------------------------------------------------- channels
     def use_comm_subshell(self) -> str:
-        """Create a subshell (control channel) and send every comm message on it."""
+        """Create a subshell and send every comm message on it."""
+        self.subshell_id = self._create_subshell()
+        return self.subshell_id
+
+    def barrier(self) -> None:
+        """Return once the kernel has taken in every message sent before (ipykernel 7):
+        its shell channel thread reads them in order, so an empty cell run on a subshell
+        of its own answers only after the messages before it went where they go (a click
+        for the main shell into its queue)."""
+        if self._barrier is None:
+            self._barrier = self._create_subshell()
+        msg = self.kc.session.msg("execute_request", {"code": "", "silent": True})
+        msg["header"]["subshell_id"] = self._barrier
+        self.kc.shell_channel.send(msg)
+        deadline = time.monotonic() + EXECUTE_TIMEOUT
+        while True:
+            reply = self.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
+            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                return
+
+    def _create_subshell(self) -> str:
         msg = self.kc.session.msg("create_subshell_request", {})
         self.kc.control_channel.send(msg)
         deadline = time.monotonic() + EXECUTE_TIMEOUT
@@ -69,8 +90,8 @@ class WidgetFrontend:
             if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
                 break
         assert reply["content"]["status"] == "ok", reply["content"]
-        self.subshell_id = reply["content"]["subshell_id"]
-        return self.subshell_id
+        subshell_id: str = reply["content"]["subshell_id"]
+        return subshell_id
 
     def send(self, code: str) -> Cell:
         cell = Cell(self.kc.execute(code, allow_stdin=True, stop_on_error=False))

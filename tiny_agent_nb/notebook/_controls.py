@@ -368,12 +368,13 @@ class ResumeOffer:
         self._resume()
 
     def withdraw(self) -> None:
-        """A later run started (or the session changed): the button would no longer
-        resume what it was shown under."""
+        """A later run started (or the session changed, or the extension was unloaded):
+        the button would no longer resume what it was shown under."""
+        first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
         self.control.settle(
             Record(
-                "↻ `%agent resume` continues the latest stopped run",
-                "↻ <code>%agent resume</code> continues the latest stopped run",
+                f"{first}`%agent resume` continues the latest stopped run",
+                f"{first}<code>%agent resume</code> continues the latest stopped run",
             )
         )
 

@@ -381,6 +381,7 @@ def load(shell: Any) -> AgentMagics:
 
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
+    magics.runs.withdraw_offers()
     atexit.unregister(magics.runtime.shutdown)
     try:
         magics.runtime.close()
