@@ -281,3 +281,24 @@ def test_stop_sent_to_the_main_shell_stops_the_run_as_its_answer_streams(
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
     assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
     assert ui.shown_buttons(cell) == ["Resume"]
+
+
+def test_cells_queued_while_a_run_reads_clicks_all_run_after_it_in_order(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Run All: the cells below a `%%agent` cell are sent while it runs. The run reads
+    the main shell's queue for clicks and hands every other message back to the kernel,
+    which runs each cell after it, once, in order."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "list_files", {"path": "."})), text_reply("Listed.")
+    )
+    cells = [ui.send("%%agent\nList the files.")]
+    cells += [ui.send(f"print('cell {n}')") for n in (1, 2, 3)]
+    for cell in cells:
+        ui.finish(cell)
+    assert "Listed." in cells[0].text()
+    assert [c.stdout for c in cells[1:]] == ["cell 1\n", "cell 2\n", "cell 3\n"]
+    counts = [ui.execution_count(c) for c in cells]
+    assert counts == sorted(counts) and len(set(counts)) == 4
+    assert "Duplicate Signature" not in ui.kernel.log_text

@@ -33,6 +33,7 @@ class Cell:
     outputs_by_id: list[tuple[str | None, dict[str, Any]]] = field(default_factory=list)
     stdout: str = ""
     finished: bool = False
+    reply: dict[str, Any] | None = None  # its execute_reply's content, once read
 
     def outputs(self) -> list[dict[str, Any]]:
         """The cell's outputs as a saved notebook holds them: each display as last drawn."""
@@ -75,11 +76,20 @@ class WidgetFrontend:
         msg = self.kc.session.msg("execute_request", {"code": "", "silent": True})
         msg["header"]["subshell_id"] = self._barrier
         self.kc.shell_channel.send(msg)
+        self._shell_reply(msg["header"]["msg_id"])
+
+    def _shell_reply(self, msg_id: str) -> dict[str, Any]:
+        """Read shell replies until `msg_id`'s (keeping the cells' on the way)."""
         deadline = time.monotonic() + EXECUTE_TIMEOUT
         while True:
             reply = self.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 1))
-            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
-                return
+            parent = reply["parent_header"].get("msg_id")
+            for cell in self.cells:
+                if parent == cell.msg_id:
+                    cell.reply = reply["content"]
+            if parent == msg_id:
+                content: dict[str, Any] = reply["content"]
+                return content
 
     def _create_subshell(self) -> str:
         msg = self.kc.session.msg("create_subshell_request", {})
@@ -125,6 +135,12 @@ class WidgetFrontend:
     def finish(self, cell: Cell, timeout: float = EXECUTE_TIMEOUT) -> Cell:
         self.until(lambda: cell.finished, f"cell {cell.msg_id} to finish", timeout)
         return cell
+
+    def execution_count(self, cell: Cell) -> int:
+        """The count the kernel gave the cell (its execute_reply)."""
+        reply = cell.reply if cell.reply is not None else self._shell_reply(cell.msg_id)
+        count: int = reply["execution_count"]
+        return count
 
     # ---------------------------------------------------------------- widgets
     def buttons(self, description: str) -> list[Model]:

@@ -95,15 +95,18 @@ class CommPump:
         session = self._kernel.session
         try:
             idents, rest = session.feed_identities(frames, copy=copy)
-            msg = session.deserialize(rest, content=True, copy=copy)
+            # A peek (content=False) does not spend the message's signature: the kernel
+            # refuses a signature it has seen ("Duplicate Signature") and would drop a
+            # cell queued below this one if this read had taken it.
+            msg_type = session.deserialize(rest, content=False, copy=copy)["msg_type"]
         except Exception:
             return original(frames)  # the kernel's own handler says what is wrong with it
-        msg_type = msg["header"]["msg_type"]
         if msg_type not in COMM_MESSAGES:
             # What the kernel would have done with it: queued behind this cell, in order.
             return original(frames)
         handler = self._kernel.shell_handlers.get(msg_type)
         try:
+            msg = session.deserialize(rest, content=True, copy=copy)
             if handler is not None:
                 handler(self._stream, idents, msg)
         except Exception:
