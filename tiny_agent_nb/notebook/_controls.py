@@ -250,7 +250,7 @@ class RunControls:
                 control = Control(
                     _question(tool, text, answer),
                     Record.line(
-                        "⏸",
+                        "○",
                         tool,
                         arguments,
                         "asked for approval, not answered here: the call did not run "
