@@ -20,8 +20,11 @@ from typing import Any
 import ipykernel
 import pytest
 
+from tiny_agent_nb.agent import resumable_operation
+from tiny_agent_nb.session import load_session
+
 from kernel_helpers import StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 from widget_frontend import WIDGET_VIEW, Cell, WidgetFrontend
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
@@ -302,3 +305,47 @@ def test_cells_queued_while_a_run_reads_clicks_all_run_after_it_in_order(
     counts = [ui.execution_count(c) for c in cells]
     assert counts == sorted(counts) and len(set(counts)) == 4
     assert "Duplicate Signature" not in ui.kernel.log_text
+
+
+def test_a_budget_stop_offers_resume_exactly_when_agent_resume_would_continue(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The button asks the engine (`%agent resume`'s own rule) whether the run can be
+    continued; it never decides that by itself."""
+    ui = frontend(start_kernel, "main shell")
+    (workspace / "notes.txt").write_text("hello\n")
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("r1", "read_file", {"path": "notes.txt"}), usage=usage(100, 10, cost=0.012)
+        ),
+        text_reply("never sent"),
+    )
+    cell = ui.finish(ui.send("%%agent --budget 0.01\nRead the notes."))
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["budgetLimit"]
+    resumable = not isinstance(resumable_operation(load_session(workspace / SESSION)), str)
+    assert ui.shown_buttons(cell) == (["Resume"] if resumable else [])
+
+
+def test_the_kernel_after_a_dead_one_offers_to_resume_the_run_it_settled(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """A run ends `interrupted` when the next kernel settles what a dead one left open:
+    that kernel's `%load_ext` offers the Resume button, and a click continues the run."""
+    dead = start_kernel()
+    dead.execute("%load_ext tiny_agent_nb")
+    hold = threading.Event()
+    server.enqueue(text_reply("Never read.", hold=hold))
+    dead.send("%%agent\nSay something.")
+    server.wait_for_requests(1, timeout=30)
+    dead.sigkill()
+    hold.set()
+
+    server.enqueue(text_reply("Resumed after the crash."))
+    ui = WidgetFrontend(start_kernel())
+    loaded = ui.finish(ui.send("%load_ext tiny_agent_nb"))
+    assert "The previous kernel stopped during a run" in loaded.stdout
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["interrupted"]
+    ui.click(ui.wait_for_button("Resume"))
+    ui.until(lambda: "Resumed after the crash." in loaded.text(), "the resumed answer")
+    started = records(workspace, "runStarted")
+    assert [r["operationKind"] for r in started] == ["run", "resume"]

@@ -18,7 +18,7 @@ from ..agent import LoopObserver, RunResult
 from ..render import cell_text
 from ._approval import ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
-from ._controls import RESUMABLE, ResumeOffer, RunControls, TickingObserver, controls_available
+from ._controls import ResumeOffer, RunControls, TickingObserver, controls_available
 from ._display import CellDisplay
 from ._runtime import AskFn
 
@@ -26,9 +26,12 @@ Go = Callable[[LoopObserver, AskFn], RunResult]
 
 
 class CellRuns:
-    def __init__(self, shell: Any, *, rich: bool) -> None:
+    def __init__(self, shell: Any, *, rich: bool, resumable: Callable[[], bool]) -> None:
+        """`resumable`: whether `%agent resume` would continue a run now (the engine's
+        rule, asked, not copied)."""
         self._shell = shell
         self._rich = rich
+        self._resumable = resumable
         self.offers: list[ResumeOffer] = []  # Resume buttons still live
 
     def controls(self) -> bool:
@@ -57,7 +60,7 @@ class CellRuns:
                 controls.finish()
             how = "Stopped with the Stop button" if stopped else "Interrupted"
             print(f"■ {how}. The abort is recorded; `%agent resume` continues the run.")
-            self.offer_resume("aborted", resume)
+            self.offer_resume(resume)
             return None
         finally:
             if controls is not None:
@@ -65,10 +68,11 @@ class CellRuns:
         view.finish(result.text if result.outcome == "completed" else None)
         return result
 
-    def offer_resume(self, outcome: str, resume: Callable[[], None]) -> None:
-        """A Resume button under a run that stopped before its answer; a click calls
-        `resume` (what `%agent resume` runs) on the main shell, once it is free."""
-        if outcome not in RESUMABLE or not self.controls():
+    def offer_resume(self, resume: Callable[[], None]) -> None:
+        """A Resume button when `%agent resume` would continue a run (one that stopped
+        before its answer); a click calls `resume` (what `%agent resume` runs) on the
+        main shell, once it is free."""
+        if not self.controls() or not self._resumable():
             return
         schedule = later_in_this_cell(self._shell)
         if schedule is not None:

@@ -39,9 +39,6 @@ from ._timeline_view import Publish, ipython_publish
 log = logging.getLogger(__name__)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-# Outcomes a resume may continue that a user would want to: the run stopped before its
-# answer (the engine decides what it resumes: `%agent resume`'s rule).
-RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit"})
 TICK = 0.1  # s between two pumps while the run streams (Stop without a comm subshell)
 
 # A live widget hides its record; a dead one (no model: reopened; disconnected: its

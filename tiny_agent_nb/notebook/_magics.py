@@ -41,7 +41,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.runtime = agent
         self.views: list[TimelineView] = []
-        self.runs = CellRuns(shell, rich=self._rich())
+        self.runs = CellRuns(shell, rich=self._rich(), resumable=agent.resumable)
 
     @magic_arguments()
     @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
@@ -154,7 +154,7 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. `%agent resume` is not needed: send a new prompt to go on.")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
-        self.runs.offer_resume(result.outcome, self._resume_clicked)
+        self.runs.offer_resume(self._resume_clicked)
 
     def _start_mcp(self) -> bool:
         """Start the MCP servers a run may call; False when Ctrl-C stopped it (nothing of
@@ -265,7 +265,7 @@ class AgentMagics(Magics):
             f"Resume ended: {result.outcome}"
             + (f" — {cell_text(result.detail)}" if result.detail else "")
         )
-        self.runs.offer_resume(result.outcome, self._resume_clicked)
+        self.runs.offer_resume(self._resume_clicked)
 
     def _resume_clicked(self) -> None:
         """A Resume button's click, on the main shell: `%agent resume`, said as it says."""
@@ -292,7 +292,7 @@ class AgentMagics(Magics):
         self.runs.withdraw_offers()
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
-        show_report(self.shell, report)
+        self.show_report(report)
 
     def _cmd_mcp(self) -> None:
         try:
@@ -312,9 +312,18 @@ class AgentMagics(Magics):
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
         self.runs.withdraw_offers()
-        show_report(self.shell, self.runtime.open(location))
+        self.show_report(self.runtime.open(location))
 
     # ------------------------------------------------------------------ helpers
+    def show_report(self, report: OpenReport) -> None:
+        """What opening a session did. When it settled a run a stopped kernel left open, a
+        Jupyter frontend also gets the stylesheet that marks that kernel's timelines, left
+        showing the run open, superseded, and a Resume button."""
+        print(report.text())
+        if report.recovery is not None and self._rich():
+            display(superseding_bundle(report.state.header.id), raw=True)
+        self.runs.offer_resume(self._resume_clicked)
+
     def _rich(self) -> bool:
         return type(self.shell).__name__ == "ZMQInteractiveShell"
 
@@ -328,15 +337,6 @@ class AgentMagics(Magics):
             except Exception:
                 log.exception("timeline display failed to refresh")
         self.views = [v for v in self.views if not v.closed]
-
-
-def show_report(shell: Any, report: OpenReport) -> None:
-    """What opening a session did. When it settled a run a stopped kernel left open, a
-    Jupyter frontend also gets the stylesheet that marks that kernel's timelines, left
-    showing the run open, superseded."""
-    print(report.text())
-    if report.recovery is not None and type(shell).__name__ == "ZMQInteractiveShell":
-        display(superseding_bundle(report.state.header.id), raw=True)
 
 
 # Said once per kernel (a shell), when the extension is first loaded in demo mode: not
@@ -370,7 +370,7 @@ def load(shell: Any) -> AgentMagics:
         explicit=config.session_path, environ=os.environ, user_ns=shell.user_ns, cwd=Path.cwd()
     )
     try:
-        show_report(shell, agent.open(location))
+        magics.show_report(agent.open(location))
     except NotebookError as exc:
         print(exc)
     if config.demo_mode() and shell not in _told_demo:

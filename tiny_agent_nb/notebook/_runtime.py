@@ -21,6 +21,7 @@ from ..agent import (
     LoopObserver,
     RecoveryReport,
     RunResult,
+    resumable_operation,
 )
 from ..provider import (
     DEMO_MODEL,
@@ -313,6 +314,14 @@ class NotebookAgent:
             raise NotebookError(f"tiny-agent-nb: {exc}") from None
         finally:
             loop.close()
+
+    def resumable(self) -> bool:
+        """Whether `%agent resume` would continue a run now (the planner's rule)."""
+        try:
+            state, read_only = self.read_state()
+        except NotebookError:
+            return False
+        return read_only is None and not isinstance(resumable_operation(state), str)
 
     def resume(self, *, observer: LoopObserver, ask: AskFn | None) -> RunResult:
         return self._call(AgentLoop.resume, observer=observer, ask=ask)
