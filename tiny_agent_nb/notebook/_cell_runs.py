@@ -14,11 +14,14 @@ from typing import Any
 
 from IPython.core.error import StdinNotImplementedError
 
-from ..agent import LoopObserver, RunResult
+from ..agent import Compacted, LoopObserver, RunResult
+from ..provider import ProviderError, StreamEvent
 from ..render import cell_text
+from ..session import ToolCall
+from ..tools import ToolOutput
 from ._approval import ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
-from ._controls import ResumeOffer, RunControls, TickingObserver, controls_available
+from ._controls import ResumeOffer, RunControls, controls_available
 from ._display import CellDisplay
 from ._runtime import AskFn
 
@@ -95,3 +98,35 @@ def ask_with_input(tool: str, arguments: object) -> bool:
 
 def _mapping_ask(ask: Callable[[str, Mapping[str, Any]], bool]) -> AskFn:
     return lambda tool, arguments: ask(tool, arguments if isinstance(arguments, Mapping) else {})
+
+
+class TickingObserver(LoopObserver):
+    """`inner`, with `tick()` before each event: the run's moments to read clicks that
+    were sent to the main shell (a Stop click without a comm subshell)."""
+
+    def __init__(self, inner: LoopObserver, tick: Callable[[], None]) -> None:
+        self._inner = inner
+        self._tick = tick
+
+    def on_stream(self, event: StreamEvent) -> None:
+        self._tick()
+        self._inner.on_stream(event)
+
+    def on_retry(self, error: ProviderError, delay: float) -> None:
+        self._tick()
+        self._inner.on_retry(error, delay)
+
+    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        self._tick()
+        self._inner.on_tool_start(call, arguments)
+
+    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
+        self._tick()
+        self._inner.on_tool_end(call, output, outcome)
+
+    def on_notice(self, text: str) -> None:
+        self._inner.on_notice(text)
+
+    def on_compaction(self, compacted: Compacted) -> None:
+        self._tick()
+        self._inner.on_compaction(compacted)

@@ -21,17 +21,14 @@ import logging
 import os
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent import Compacted, LoopObserver
-from ..provider import ProviderError, StreamEvent
 from ..render import cell_text
-from ..session import ToolCall
 from ..timeline import short_arguments
-from ..tools import ToolOutput
 from ._approval import SHOWABLE, approval_text
 from ._comm_pump import CommPump, honour_frontend_subshell, interrupt_held, wait_for
 from ._timeline_view import Publish, ipython_publish
@@ -167,8 +164,6 @@ class RunControls:
         publish: Publish = ipython_publish,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        import time  # noqa: PLC0415
-
         self._pump = pump
         self._publish = publish
         self._clock = clock or time.monotonic
@@ -374,35 +369,3 @@ class ResumeOffer:
                 f"{first}<code>%agent resume</code> continues the latest stopped run",
             )
         )
-
-
-class TickingObserver(LoopObserver):
-    """`inner`, with `tick()` before each event: the run's moments to read clicks that
-    were sent to the main shell (a Stop click without a comm subshell)."""
-
-    def __init__(self, inner: LoopObserver, tick: Callable[[], None]) -> None:
-        self._inner = inner
-        self._tick = tick
-
-    def on_stream(self, event: StreamEvent) -> None:
-        self._tick()
-        self._inner.on_stream(event)
-
-    def on_retry(self, error: ProviderError, delay: float) -> None:
-        self._tick()
-        self._inner.on_retry(error, delay)
-
-    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        self._tick()
-        self._inner.on_tool_start(call, arguments)
-
-    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
-        self._tick()
-        self._inner.on_tool_end(call, output, outcome)
-
-    def on_notice(self, text: str) -> None:
-        self._inner.on_notice(text)
-
-    def on_compaction(self, compacted: Compacted) -> None:
-        self._tick()
-        self._inner.on_compaction(compacted)
