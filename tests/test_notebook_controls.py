@@ -101,6 +101,8 @@ def test_a_click_on_allow_runs_the_call_and_the_notebook_keeps_what_was_answered
     assert results(workspace)[0][0] == "completed"
     no_widget_kept(cell)
     assert ui.shown_widgets(cell) == []
+    # every model the controls opened (buttons, boxes, their layouts and styles) is closed
+    assert [m.state.get("_model_name") for m in ui.models.values() if m.open] == []
     text = cell.text()
     assert f'✓ bash command="{command}", timeout=120.0 — allowed by you' in text
     assert "Done." in text

@@ -117,8 +117,9 @@ class Control:
         for comm in _comms(widget):
             honour_frontend_subshell(comm)
         publish(waiting.bundle("waiting"), display_id=self._record_id, update=False)
-        view = {WIDGET_VIEW: {"model_id": widget.model_id, "version_major": 2, "version_minor": 0}}
-        publish({**view, "text/plain": ""}, display_id=self._widget_id, update=False)
+        # The view as ipywidgets draws it, with no text of its own: the record is the text.
+        view = widget._repr_mimebundle_()[WIDGET_VIEW]
+        publish({WIDGET_VIEW: view, "text/plain": ""}, display_id=self._widget_id, update=False)
 
     def settle(self, record: Record | None) -> None:
         """Replace the control by its record (None: by nothing), and let the widget go."""
@@ -147,8 +148,14 @@ def _comms(widget: Any) -> list[Any]:
 
 
 def _close(widget: Any) -> None:
+    """The widget, its children and their layout and style models: none is left open in
+    the kernel or the frontend once the control is settled."""
     for child in getattr(widget, "children", ()):
         _close(child)
+    for name in ("layout", "style"):
+        part = getattr(widget, name, None)
+        if part is not None:
+            part.close()
     widget.close()
 
 
