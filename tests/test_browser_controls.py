@@ -318,6 +318,11 @@ def _check_reopened(p: Page) -> None:
     assert "allowed by you" in text and "denied by you" in text and "resumed by you" in text
     assert "%agent resume continues this run" in text
     p.screenshot("controls-reopened-light.png", p.page.locator(".jp-NotebookPanel"))
+    _set_theme(p, "JupyterLab Dark")
+    try:
+        p.screenshot("controls-reopened-dark.png", p.page.locator(".jp-NotebookPanel"))
+    finally:
+        _set_theme(p, "JupyterLab Light")
 
 
 def _saved(path: Path, cells: int) -> list[list[dict[str, Any]]] | None:
