@@ -57,6 +57,25 @@ STYLE = """<style>
  padding:2px 6px;border-radius:4px}
 </style>"""
 
+# Shown (by `superseded_rule`, in a later output) on a timeline that a kernel which has
+# since stopped drew with a run open: it can no longer be updated, and the run has ended.
+SUPERSEDED = (
+    "This timeline stopped updating while a run was open: the kernel that drew it has "
+    "stopped. A later kernel has settled the session since; `%agent timeline` shows it now."
+)
+
+
+def superseded_rule(session_id: str, drawn_by: str) -> str:
+    """A stylesheet that shows the superseded note on every timeline of `session_id`
+    drawn with a run open by another kernel than `drawn_by` (styles apply to the whole
+    page, so a later output can mark an earlier one; a saved notebook keeps both)."""
+    session = html.escape(session_id, quote=True)
+    return (
+        f'<style>.tan-timeline[data-session="{session}"][data-open]'
+        f':not([data-drawn-by="{html.escape(drawn_by, quote=True)}"]) .tan-superseded'
+        "{display:block!important}</style>"
+    )
+
 
 def usd(cost: float) -> str:
     """Dollars with at least two decimals and up to six: sub-cent costs are common."""
@@ -102,10 +121,24 @@ _demo_name, _, _demo_why = DEMO_LABEL.partition(" (")
 _SHOUTED_DEMO_LABEL = f"{_demo_name.upper()} ({_demo_why}"
 
 
-def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = None) -> str:
-    """`note`: how this view stands to the session (read-only, closed), shown first."""
+def timeline_html(
+    t: Timeline, *, scripted: bool = False, note: str | None = None, drawn_by: str | None = None
+) -> str:
+    """`note`: how this view stands to the session (read-only, closed), shown first.
+    `drawn_by`: who draws it (a kernel); a timeline that shows no run open then marks
+    the others of its session, drawn open by someone else, superseded."""
     e = html.escape
-    parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}">']
+    open_run = any(run.status == "open" for run in t.runs)
+    marks = f' data-drawn-by="{e(drawn_by)}"' if drawn_by else ""
+    marks += " data-open" if open_run else ""
+    parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}"{marks}>']
+    if drawn_by and not open_run:
+        parts.insert(1, superseded_rule(t.session_id, drawn_by))
+    # Hidden three ways: a viewer that drops stylesheets (an untrusted notebook) may keep
+    # the inline style or the attribute; only `superseded_rule` (!important) shows it.
+    parts.append(
+        f'<div class="tan-note tan-superseded" hidden style="display:none">{e(SUPERSEDED)}</div>'
+    )
     if note:
         parts.append(f'<div class="tan-note">{e(note)}</div>')
     banner = f' <span class="tan-scripted">{e(DEMO_LABEL)}</span>' if scripted else ""

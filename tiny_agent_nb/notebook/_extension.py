@@ -42,8 +42,8 @@ def load(shell: Any) -> AgentMagics:
         propose_cell=cell_proposer(shell),
     )
     # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
-    # its lock) too.
-    atexit.register(agent.close)
+    # its lock) too, leaving its displays as they are.
+    atexit.register(agent.shutdown)
     magics = AgentMagics(shell, agent)
     shell.register_magics(magics)
     shell.events.register("post_run_cell", magics.refresh_views)
@@ -55,7 +55,7 @@ def load(shell: Any) -> AgentMagics:
     if moved is not None:
         print(moved)
     try:
-        print(agent.open(location).text())
+        magics.show_report(agent.open(location))
         magics.link()
     except NotebookError as exc:
         print(exc)
@@ -69,7 +69,8 @@ def load(shell: Any) -> AgentMagics:
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
     shell.events.unregister("post_run_cell", magics.record_cell)
-    atexit.unregister(magics.runtime.close)
+    magics.runs.withdraw_offers()
+    atexit.unregister(magics.runtime.shutdown)
     try:
         magics.runtime.close()
     except NotebookError as exc:  # closed anyway: power mode's last sync failed

@@ -58,6 +58,9 @@ class SessionFollowers:
 
         return unwatch
 
+    def forget_watchers(self) -> None:
+        self._watchers.clear()
+
     def tell(self, facts: Sequence[Fact]) -> None:
         for watcher in list(self._watchers):
             try:

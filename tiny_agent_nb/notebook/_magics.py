@@ -5,29 +5,28 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import publish_display_data
+from IPython.display import display, publish_display_data
 
-from ..agent import compaction_status
+from ..agent import LoopObserver, RunResult, compaction_status
 from ..provider import DEMO_LABEL
 from ..redaction import redact
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
-from ._approval import ask_approval
+from ._cell_runs import CellRuns
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._report import tool_label
-from ._runtime import NotebookAgent
-from ._timeline_view import TimelineView
+from ._report import OpenReport, tool_label
+from ._runtime import AskFn, NotebookAgent
+from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
 from ._window_report import summary_line, summary_text, window_line
 
@@ -62,6 +61,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.runtime = agent
         self.views: list[TimelineView] = []
+        self.runs = CellRuns(shell, rich=self._rich(), resumable=agent.resumable)
 
     @magic_arguments()
     @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
@@ -168,15 +168,13 @@ class AgentMagics(Magics):
         self.link()
         if not self._start_mcp():
             return
-        try:
-            result = self.runtime.run(
-                prompt, observer=view, ask=self._ask, demo=args.demo, **options
-            )
-        except KeyboardInterrupt:
-            view.finish(None)
-            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+
+        def run(observer: LoopObserver, ask: AskFn) -> RunResult:
+            return self.runtime.run(prompt, observer=observer, ask=ask, demo=args.demo, **options)
+
+        result = self.runs.drive(run, self._resume_clicked, view)
+        if result is None:
             return
-        view.finish(result.text if result.outcome == "completed" else None)
         detail = cell_text(result.detail or "")
         if result.outcome == "failed":
             print(f"✗ The run failed: {detail}")
@@ -184,6 +182,7 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. {STEP_LIMIT_NEXT}")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
+        self.runs.offer_resume(self._resume_clicked)
 
     def _view(self) -> CellDisplay:
         return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
@@ -207,13 +206,6 @@ class AgentMagics(Magics):
         for line in lines:
             print(line)
         return True
-
-    def _ask(self, tool: str, arguments: object) -> bool:
-        try:
-            return ask_approval(tool, arguments if isinstance(arguments, Mapping) else {}, input)
-        except (StdinNotImplementedError, EOFError):
-            print(f"(no way to ask here: {cell_text(tool)} was not allowed)")
-            return False
 
     # ------------------------------------------------------------------ line
     def _command(self, args: Any) -> None:
@@ -318,19 +310,27 @@ class AgentMagics(Magics):
         self._say_model(options["model"], demo)
         if not self._start_mcp():
             return
-        view = self._view()
-        try:
-            result = self.runtime.resume(observer=view, ask=self._ask, demo=demo, **options)
-        except KeyboardInterrupt:
-            view.finish(None)
-            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+        result = self.runs.drive(
+            lambda observer, ask: self.runtime.resume(
+                observer=observer, ask=ask, demo=demo, **options
+            ),
+            self._resume_clicked,
+            self._view(),
+        )
+        if result is None or result.outcome == "completed":
             return
-        view.finish(result.text if result.outcome == "completed" else None)
-        if result.outcome != "completed":
-            print(
-                f"Resume ended: {result.outcome}"
-                + (f" — {cell_text(result.detail)}" if result.detail else "")
-            )
+        print(
+            f"Resume ended: {result.outcome}"
+            + (f" — {cell_text(result.detail)}" if result.detail else "")
+        )
+        self.runs.offer_resume(self._resume_clicked)
+
+    def _resume_clicked(self) -> None:
+        """A Resume button's click, on the main shell: `%agent resume`, said as it says."""
+        try:
+            self._cmd_resume(dict.fromkeys(RUN_OPTIONS))
+        except NotebookError as exc:
+            print(exc)
 
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
         if not demo:
@@ -348,9 +348,10 @@ class AgentMagics(Magics):
             )
 
     def _cmd_new(self) -> None:
+        self.runs.withdraw_offers()
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
-        print(report.text())
+        self.show_report(report)
         self.link()
 
     def _cmd_mcp(self) -> None:
@@ -370,10 +371,20 @@ class AgentMagics(Magics):
             print(shown + (f" ({read_only})" if read_only else ""))
             return
         location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
-        print(self.runtime.open(location).text())
+        self.runs.withdraw_offers()
+        self.show_report(self.runtime.open(location))
         self.link()
 
     # ------------------------------------------------------------------ helpers
+    def show_report(self, report: OpenReport) -> None:
+        """What opening a session did. When it settled a run a stopped kernel left open, a
+        Jupyter frontend also gets the stylesheet that marks that kernel's timelines, left
+        showing the run open, superseded, and a Resume button."""
+        print(report.text())
+        if report.recovery is not None and self._rich():
+            display(superseding_bundle(report.state.header.id), raw=True)
+        self.runs.offer_resume(self._resume_clicked)
+
     def _rich(self) -> bool:
         return type(self.shell).__name__ == "ZMQInteractiveShell"
 
@@ -443,3 +454,7 @@ def _run_options(args: Any) -> dict[str, Any]:
         "tools": tools,
         "approve": args.approve,
     }
+
+
+# What `%agent resume` takes of `%%agent`'s options (None: the configured value).
+RUN_OPTIONS = ("model", "max_steps", "budget", "tools", "approve")

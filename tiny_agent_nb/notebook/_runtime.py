@@ -23,6 +23,7 @@ from ..agent import (
     RecoveryReport,
     RunResult,
     notebook_system_prompt,
+    resumable_operation,
 )
 from ..provider import (
     DEMO_MODEL,
@@ -217,6 +218,13 @@ class NotebookAgent:
         finally:
             self._followers.tell(())
 
+    def shutdown(self) -> None:
+        """The kernel is exiting: close without drawing the displays once more. Nobody
+        would read a "closed" note in a notebook being closed, and the update would only
+        make the notebook unsaved ("Save your work?") as it closes."""
+        self._followers.forget_watchers()
+        self.close()
+
     def _close_noting(self) -> list[str]:
         """`close()`, its failure kept as a note for the report of what opens next."""
         try:
@@ -362,6 +370,14 @@ class NotebookAgent:
             loop.close()
         self.user_cells.forget(cells.through)
         return result
+
+    def resumable(self) -> bool:
+        """Whether `%agent resume` would continue a run now (the planner's rule)."""
+        try:
+            state, read_only = self.read_state()
+        except NotebookError:
+            return False
+        return read_only is None and not isinstance(resumable_operation(state), str)
 
     def resume(
         self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False, **options: Any

@@ -18,12 +18,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from IPython.display import display, update_display
 
 from ..provider import DEMO_PROVIDER
-from ..render import timeline_html, timeline_text
+from ..render import superseded_rule, timeline_html, timeline_text
 from ..session import Fact, RecordFact, SessionState
 from ..timeline import Timeline, build_timeline
 from ._opening import NotebookError
@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 class Publish(Protocol):
     """Show (`update=False`) or replace (`update=True`) the display `display_id`."""
 
-    def __call__(self, bundle: dict[str, str], *, display_id: str, update: bool) -> None: ...
+    def __call__(self, bundle: dict[str, Any], *, display_id: str, update: bool) -> None: ...
 
 
-def ipython_publish(bundle: dict[str, str], *, display_id: str, update: bool) -> None:
+def ipython_publish(bundle: dict[str, Any], *, display_id: str, update: bool) -> None:
     if update:
         update_display(bundle, raw=True, display_id=display_id)
     else:
@@ -54,11 +54,23 @@ class SessionSource(Protocol):
     def watch(self, watcher: Callable[[Sequence[Fact]], None]) -> Callable[[], None]: ...
 
 
-def closed_note(session_id: str) -> str:
-    return (
-        f"session {session_id} is closed in this kernel: this is its last state; "
-        "`%agent timeline` shows the current session"
-    )
+# Who draws a timeline: this kernel process. A later kernel's timeline of the same
+# session marks this one's superseded if it was left with a run open (render.py).
+KERNEL = uuid.uuid4().hex[:16]
+
+CLOSED_NOTE = (
+    "this session is closed in this kernel: this is its last state; "
+    "`%agent timeline` shows the current session"
+)
+
+
+def superseding_bundle(session_id: str) -> dict[str, str]:
+    """An output with no text of its own that marks the timelines a stopped kernel left
+    with a run open superseded (shown by the kernel that settled that run). JupyterLab
+    hides the output itself; a text export sees an empty one."""
+    rule = superseded_rule(session_id, KERNEL)
+    hide = "<style>.jp-OutputArea-child:has(.tan-superseding){display:none}</style>"
+    return {"text/plain": "", "text/html": f'{rule}{hide}<div class="tan-superseding"></div>'}
 
 
 class TimelineView:
@@ -99,7 +111,9 @@ class TimelineView:
     def bundle(self) -> dict[str, str]:
         return {
             "text/plain": timeline_text(self._timeline, scripted=self._scripted, note=self._note),
-            "text/html": timeline_html(self._timeline, scripted=self._scripted, note=self._note),
+            "text/html": timeline_html(
+                self._timeline, scripted=self._scripted, note=self._note, drawn_by=KERNEL
+            ),
         }
 
     def refresh(self) -> None:
@@ -133,7 +147,7 @@ class TimelineView:
 
     def _close(self) -> None:
         self.closed = True
-        self._note = closed_note(self._session_id)
+        self._note = CLOSED_NOTE
         if self._unwatch is not None:
             self._unwatch()
         if self._trailing is not None:

@@ -1,0 +1,353 @@
+"""A run's controls in a real kernel, answered as a Jupyter frontend answers them: the
+approval buttons, Stop and Resume are ipywidgets, and a click is a `comm_msg` the
+kernel handles while the cell still runs: on the main shell (the pump, for a frontend
+without comm subshells or ipykernel 6) or on a comm subshell (JupyterLab 4.4+).
+
+What the notebook keeps is checked as a saved notebook holds it (tests/widget_frontend.py
+replaces a display when an update names it): a plain record of the answer, never a
+widget view, whose model dies with the kernel ("Error displaying widget: model not
+found" after reopening).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import ipykernel
+import pytest
+
+from tiny_agent_nb.agent import resumable_operation
+from tiny_agent_nb.session import load_session
+
+from kernel_helpers import StartKernel, start_kernel, workspace
+from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from widget_frontend import WIDGET_VIEW, Cell, WidgetFrontend
+
+__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
+
+SESSION = "analysis.agent.jsonl"
+ROUTES = ["main shell", "comm subshell"]
+
+
+def frontend(start_kernel: StartKernel, route: str) -> WidgetFrontend:
+    if route == "comm subshell" and int(ipykernel.__version__.split(".")[0]) < 7:
+        pytest.skip("comm subshells came with ipykernel 7")
+    kernel = start_kernel()
+    ui = WidgetFrontend(kernel)
+    if route == "comm subshell":
+        ui.use_comm_subshell()
+    loaded = ui.finish(ui.send("%load_ext tiny_agent_nb"))
+    assert "session" in loaded.stdout, loaded.stdout
+    return ui
+
+
+def facts(workspace: Path) -> list[dict[str, Any]]:
+    found = []
+    for line in (workspace / SESSION).read_text(encoding="utf-8").splitlines()[1:]:
+        value = json.loads(line)
+        found.extend(value if isinstance(value, list) else [value])
+    return found
+
+
+def records(workspace: Path, kind: str) -> list[dict[str, Any]]:
+    return [
+        f["record"]
+        for f in facts(workspace)
+        if f["kind"] == "record" and f["record"]["type"] == kind
+    ]
+
+
+def results(workspace: Path) -> list[tuple[str, str]]:
+    """(outcome, content) of every tool result, in file order."""
+    return [
+        (f["entry"]["outcome"], f["entry"]["message"]["content"])
+        for f in facts(workspace)
+        if f["kind"] == "entry" and f["entry"]["message"].get("role") == "tool"
+    ]
+
+
+def no_widget_kept(cell: Cell) -> None:
+    kept = [d for d in cell.outputs() if WIDGET_VIEW in d]
+    assert kept == [], f"widget views left in the saved outputs: {kept}"
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_click_on_allow_runs_the_call_and_the_notebook_keeps_what_was_answered(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, route: str
+) -> None:
+    ui = frontend(start_kernel, route)
+    command = "echo approved > approved.txt"
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": command})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent --approve ask\nWrite the file.")
+    allow = ui.wait_for_button("Allow")
+    # The whole call is shown before the click, escaped, and nothing ran yet.
+    question = next(
+        m.state["value"] for m in ui.models.values() if m.state.get("_model_name") == "HTMLModel"
+    )
+    assert "bash wants to run with:" in question
+    assert html.escape(command) in question  # the call is data: escaped in the HTML widget
+    assert not (workspace / "approved.txt").exists()
+    ui.click(allow)
+    ui.finish(cell)
+
+    assert (workspace / "approved.txt").read_text() == "approved\n"
+    assert results(workspace)[0][0] == "completed"
+    no_widget_kept(cell)
+    assert ui.shown_widgets(cell) == []
+    # every model the controls opened (buttons, boxes, their layouts and styles) is closed
+    assert [m.state.get("_model_name") for m in ui.models.values() if m.open] == []
+    text = cell.text()
+    assert f'✓ bash command="{command}", timeout=120.0 — allowed by you' in text
+    assert "Done." in text
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_click_on_deny_records_the_call_denied_and_it_never_runs(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, route: str
+) -> None:
+    ui = frontend(start_kernel, route)
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch denied.txt"})),
+        text_reply("Understood."),
+    )
+    cell = ui.send("%%agent --approve ask\nTouch the file.")
+    ui.click(ui.wait_for_button("Deny"))
+    ui.finish(cell)
+
+    assert not (workspace / "denied.txt").exists()
+    assert results(workspace)[0][0] == "denied"
+    no_widget_kept(cell)
+    assert '⊘ bash command="touch denied.txt", timeout=120.0 — denied by you' in cell.text()
+
+
+def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_resume(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The main thread is inside the bash tool: only the comm subshell hears the click.
+    The run ends exactly as after "interrupt kernel": the command's process group is
+    stopped, abortRequested, the call interrupted, the run aborted."""
+    ui = frontend(start_kernel, "comm subshell")  # ipykernel 6 hears it after the command
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"})),
+        text_reply("Finished after resuming."),
+    )
+    cell = ui.send("%%agent\nWait a minute.")
+    stop = ui.wait_for_button("Stop")
+    ui.until((workspace / "started").exists, "the command to start")
+    ui.click(stop)
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert len(records(workspace, "abortRequested")) == 1
+    assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+    # A Resume button under the stopped run; the Stop button is gone from what is kept.
+    resume = ui.wait_for_button("Resume")
+    assert ui.shown_buttons(cell) == ["Resume"]
+
+    # A click resumes the run as `%agent resume` does, its output under this cell.
+    ui.click(resume)
+    ui.until(lambda: "Finished after resuming." in cell.text(), "the resumed answer")
+    ui.until(lambda: not ui.shown_widgets(cell), "the Resume button to become its record")
+    started = records(workspace, "runStarted")
+    assert [r["operationKind"] for r in started] == ["run", "resume"]
+    assert started[1]["resumesOperationId"] == started[0]["operationId"]
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == [
+        "aborted",
+        "completed",
+    ]
+    assert "↻ resumed by you (as `%agent resume`)" in cell.text()
+    no_widget_kept(cell)
+
+
+@pytest.mark.parametrize("how", ["Stop button", "kernel interrupt"])
+def test_stopping_while_a_question_waits_aborts_the_run_and_the_call_never_runs(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, how: str
+) -> None:
+    """While the cell waits for an answer it still hears an interrupt, and the Stop
+    button sent to the main shell (the pump holds the interrupt until its read is done)."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})))
+    cell = ui.send("%%agent --approve ask\nTouch the file.")
+    ui.wait_for_button("Allow")
+    if how == "Stop button":
+        ui.click(ui.wait_for_button("Stop"))
+    else:
+        ui.kernel.interrupt()
+    ui.finish(cell)
+
+    assert not (workspace / "ran.txt").exists()
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert len(records(workspace, "abortRequested")) == 1
+    assert results(workspace) == []  # never started: no intent, nothing to answer
+    said = "Stopped with the Stop button" if how == "Stop button" else "Interrupted"
+    assert f"■ {said}. The abort is recorded" in cell.stdout
+    assert "— not answered: the run was stopped" in cell.text(), cell.outputs_by_id
+    assert ui.shown_buttons(cell) == ["Resume"]
+    no_widget_kept_but_resume = [d for d in cell.outputs()[:-1] if WIDGET_VIEW in d]
+    assert no_widget_kept_but_resume == []
+
+
+def test_allowing_a_tool_for_the_rest_of_the_run_asks_once_per_run(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("c1", "bash", {"command": "echo 1 >> log.txt"}),
+            tool_call("c2", "bash", {"command": "echo 2 >> log.txt"}),
+        ),
+        tool_calls_reply(tool_call("c3", "bash", {"command": "echo 3 >> log.txt"})),
+        text_reply("Three lines."),
+    )
+    cell = ui.send("%%agent --approve ask\nWrite three lines.")
+    ui.click(ui.wait_for_button("Allow bash for the rest of this run"))
+    ui.finish(cell)
+    assert (workspace / "log.txt").read_text() == "1\n2\n3\n"
+    asked = [m for m in ui.models.values() if m.state.get("description") == "Deny"]
+    assert len(asked) == 1, "asked more than once in one run"
+    assert "allowed by you, with every bash call for the rest of this run" in cell.text()
+
+    # The next run asks again: the answer never outlives its run.
+    server.enqueue(
+        tool_calls_reply(tool_call("c4", "bash", {"command": "echo 4 >> log.txt"})),
+        text_reply("Not written."),
+    )
+    second = ui.send("%%agent --approve ask\nOne more line.")
+    ui.click(ui.wait_for_button("Deny"))
+    ui.finish(second)
+    assert (workspace / "log.txt").read_text() == "1\n2\n3\n"
+    assert [outcome for outcome, _ in results(workspace)][-1] == "denied"
+
+
+def test_a_cell_run_without_stdin_shows_no_buttons_and_runs_nothing_it_cannot_ask(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """nbclient, papermill and `tiny-agent-nb demo` run cells with stdin off: nobody is
+    there to click, so nothing waits for a click (as `input()` could not ask either)."""
+    kernel = start_kernel()
+    kernel.execute("%load_ext tiny_agent_nb")
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})),
+        text_reply("Not run."),
+    )
+    run = kernel.execute("%%agent --approve ask\nTouch the file.")
+    assert "(no way to ask here: bash was not allowed)" in run.stdout
+    assert not [d for d in run.displays if WIDGET_VIEW in d]
+    assert not (workspace / "ran.txt").exists()
+    assert results(workspace)[0][0] == "denied"
+
+
+def test_a_resume_button_becomes_a_record_when_the_next_run_starts(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})))
+    stopped = ui.send("%%agent --approve ask\nTouch the file.")
+    ui.wait_for_button("Allow")
+    ui.kernel.interrupt()
+    ui.finish(stopped)
+    assert ui.shown_buttons(stopped) == ["Resume"]
+
+    server.enqueue(text_reply("Something else."))
+    ui.finish(ui.send("%%agent\nSomething else."))
+    assert ui.shown_buttons(stopped) == []
+    no_widget_kept(stopped)
+    assert "↻ `%agent resume` continues the latest stopped run" in stopped.text()
+
+
+def test_stop_sent_to_the_main_shell_stops_the_run_as_its_answer_streams(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Without a comm subshell the click waits in the main shell's queue; the run reads it
+    as its answer streams in (as it does around each tool call) and stops."""
+    if int(ipykernel.__version__.split(".")[0]) < 7:
+        pytest.skip("the barrier that orders the click before the stream needs ipykernel 7")
+    ui = frontend(start_kernel, "main shell")
+    release = threading.Event()
+    # held after its role and first two pieces of text ("A l", "ong")
+    server.enqueue(text_reply("A long answer " * 50, hold=release, hold_after=3))
+    cell = ui.send("%%agent\nSay a lot.")
+    stop = ui.wait_for_button("Stop")
+    server.wait_for_requests(1, timeout=30)
+    ui.until(lambda: "A long" in cell.text(), "the answer to start streaming")
+    ui.click(stop)
+    ui.barrier()  # the click is in the main shell's queue before the rest of the answer
+    release.set()
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+    assert ui.shown_buttons(cell) == ["Resume"]
+
+
+def test_cells_queued_while_a_run_reads_clicks_all_run_after_it_in_order(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Run All: the cells below a `%%agent` cell are sent while it runs. The run reads
+    the main shell's queue for clicks and hands every other message back to the kernel,
+    which runs each cell after it, once, in order."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "list_files", {"path": "."})), text_reply("Listed.")
+    )
+    cells = [ui.send("%%agent\nList the files.")]
+    cells += [ui.send(f"print('cell {n}')") for n in (1, 2, 3)]
+    for cell in cells:
+        ui.finish(cell)
+    assert "Listed." in cells[0].text()
+    assert [c.stdout for c in cells[1:]] == ["cell 1\n", "cell 2\n", "cell 3\n"]
+    counts = [ui.execution_count(c) for c in cells]
+    assert counts == sorted(counts) and len(set(counts)) == 4
+    assert "Duplicate Signature" not in ui.kernel.log_text
+
+
+def test_a_budget_stop_offers_resume_exactly_when_agent_resume_would_continue(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The button asks the engine (`%agent resume`'s own rule) whether the run can be
+    continued; it never decides that by itself."""
+    ui = frontend(start_kernel, "main shell")
+    (workspace / "notes.txt").write_text("hello\n")
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("r1", "read_file", {"path": "notes.txt"}), usage=usage(100, 10, cost=0.012)
+        ),
+        text_reply("never sent"),
+    )
+    cell = ui.finish(ui.send("%%agent --budget 0.01\nRead the notes."))
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["budgetLimit"]
+    resumable = not isinstance(resumable_operation(load_session(workspace / SESSION)), str)
+    assert ui.shown_buttons(cell) == (["Resume"] if resumable else [])
+
+
+def test_the_kernel_after_a_dead_one_offers_to_resume_the_run_it_settled(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """A run ends `interrupted` when the next kernel settles what a dead one left open:
+    that kernel's `%load_ext` offers the Resume button, and a click continues the run."""
+    dead = start_kernel()
+    dead.execute("%load_ext tiny_agent_nb")
+    hold = threading.Event()
+    server.enqueue(text_reply("Never read.", hold=hold))
+    dead.send("%%agent\nSay something.")
+    server.wait_for_requests(1, timeout=30)
+    dead.sigkill()
+    hold.set()
+
+    server.enqueue(text_reply("Resumed after the crash."))
+    ui = WidgetFrontend(start_kernel())
+    loaded = ui.finish(ui.send("%load_ext tiny_agent_nb"))
+    assert "The previous kernel stopped during a run" in loaded.stdout
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["interrupted"]
+    ui.click(ui.wait_for_button("Resume"))
+    ui.until(lambda: "Resumed after the crash." in loaded.text(), "the resumed answer")
+    started = records(workspace, "runStarted")
+    assert [r["operationKind"] for r in started] == ["run", "resume"]

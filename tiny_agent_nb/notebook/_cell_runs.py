@@ -1,0 +1,131 @@
+"""A run driven from a cell (`%%agent`, `%agent resume`, a Resume button): what it shows
+while it runs, how it asks before a tool that changes things, and what it leaves.
+
+In a Jupyter frontend a person answers (`_controls.controls_available`), the run has a
+Stop button and asks with buttons, and a run that stopped before its answer gets a
+Resume button; elsewhere (terminal IPython, nbclient) it asks with `input()` as it
+always did, and `%agent resume` is said in text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from IPython.core.error import StdinNotImplementedError
+
+from ..agent import Compacted, LoopObserver, RunResult
+from ..provider import ProviderError, StreamEvent
+from ..render import cell_text
+from ..session import ToolCall
+from ..tools import ToolOutput
+from ._approval import ask_approval
+from ._comm_pump import CommPump, later_in_this_cell
+from ._controls import ResumeOffer, RunControls, controls_available
+from ._display import CellDisplay
+from ._runtime import AskFn
+
+Go = Callable[[LoopObserver, AskFn], RunResult]
+
+
+class CellRuns:
+    def __init__(self, shell: Any, *, rich: bool, resumable: Callable[[], bool]) -> None:
+        """`resumable`: whether `%agent resume` would continue a run now (the engine's
+        rule, asked, not copied)."""
+        self._shell = shell
+        self._rich = rich
+        self._resumable = resumable
+        self.offers: list[ResumeOffer] = []  # Resume buttons still live
+
+    def controls(self) -> bool:
+        """Buttons instead of `input()`: asked per cell, since it depends on the frontend
+        that sent the cell (stdin allowed or not)."""
+        return self._rich and controls_available(self._shell)
+
+    def drive(self, go: Go, resume: Callable[[], None], view: CellDisplay) -> RunResult | None:
+        """One run, shown in this cell by `view`. None when it was interrupted (said here,
+        with a Resume button that calls `resume`)."""
+        self.withdraw_offers()  # they would no longer resume what they were shown under
+        controls = RunControls(CommPump.of(self._shell)) if self.controls() else None
+        observer: LoopObserver = view
+        ask: AskFn = ask_with_input
+        try:
+            if controls is not None:
+                controls.start()
+                observer = TickingObserver(view, controls.tick)
+                ask = _mapping_ask(controls.ask)
+            result = go(observer, ask)
+        except KeyboardInterrupt:
+            view.finish(None)
+            stopped = controls is not None and controls.stopped
+            if controls is not None:
+                controls.finish()
+            how = "Stopped with the Stop button" if stopped else "Interrupted"
+            print(f"■ {how}. The abort is recorded; `%agent resume` continues the run.")
+            self.offer_resume(resume)
+            return None
+        finally:
+            if controls is not None:
+                controls.finish()
+        view.finish(result.text if result.outcome == "completed" else None)
+        return result
+
+    def offer_resume(self, resume: Callable[[], None]) -> None:
+        """A Resume button when `%agent resume` would continue a run (one that stopped
+        before its answer); a click calls `resume` (what `%agent resume` runs) on the
+        main shell, once it is free."""
+        if not self.controls() or not self._resumable():
+            return
+        schedule = later_in_this_cell(self._shell)
+        if schedule is not None:
+            self.offers.append(ResumeOffer(resume, schedule))
+
+    def withdraw_offers(self) -> None:
+        offers, self.offers = self.offers, []
+        for offer in offers:
+            offer.withdraw()
+
+
+def ask_with_input(tool: str, arguments: object) -> bool:
+    """The approval as a prompt (a terminal, or a frontend without buttons)."""
+    try:
+        return ask_approval(tool, arguments if isinstance(arguments, Mapping) else {}, input)
+    except (StdinNotImplementedError, EOFError):
+        print(f"(no way to ask here: {cell_text(tool)} was not allowed)")
+        return False
+
+
+def _mapping_ask(ask: Callable[[str, Mapping[str, Any]], bool]) -> AskFn:
+    return lambda tool, arguments: ask(tool, arguments if isinstance(arguments, Mapping) else {})
+
+
+class TickingObserver(LoopObserver):
+    """`inner`, with `tick()` before each event: the run's moments to read clicks that
+    were sent to the main shell (a Stop click without a comm subshell)."""
+
+    def __init__(self, inner: LoopObserver, tick: Callable[[], None]) -> None:
+        self._inner = inner
+        self._tick = tick
+
+    def on_stream(self, event: StreamEvent) -> None:
+        self._tick()
+        self._inner.on_stream(event)
+
+    def on_retry(self, error: ProviderError, delay: float) -> None:
+        self._tick()
+        self._inner.on_retry(error, delay)
+
+    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
+        self._tick()
+        self._inner.on_tool_start(call, arguments)
+
+    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
+        self._tick()
+        self._inner.on_tool_end(call, output, outcome)
+
+    def on_notice(self, text: str) -> None:
+        self._inner.on_notice(text)
+
+    def on_compaction(self, compacted: Compacted) -> None:
+        self._tick()
+        self._inner.on_compaction(compacted)

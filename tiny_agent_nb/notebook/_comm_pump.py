@@ -1,0 +1,198 @@
+"""Widget clicks answered while a `%%agent` cell runs.
+
+A kernel runs a cell on its main thread, and in ipykernel the main thread also reads the
+frontend's messages: while a cell runs, a button's click (a `comm_msg`) waits in a
+queue until the cell ends. The run's buttons must be answered *during* the run, by two
+routes, whichever the frontend and the kernel offer:
+
+- **A comm subshell** (ipykernel 7 with JupyterLab 4.4+ or Notebook 7.4+, whose default
+  is to send comm messages on a subshell of their own): the click is handled on that
+  subshell's thread at any moment, also while a tool or the model is busy. ipykernel 7.4
+  sends a comm's messages back to the shell that last *published* on it, which for a
+  widget made by a cell is the busy main shell: `honour_frontend_subshell` makes a
+  widget's comm follow the subshell the frontend chose instead.
+- **The pump** (ipykernel 6, or a frontend that sends comms to the main shell): while
+  the cell waits for an answer (and at each step of a run it tells the display about),
+  `pump()` reads what the frontend sent to the main shell, as jupyter-ui-poll does:
+  comm messages are handled at once; every other message (a cell queued below,
+  a completion request) is handed to the kernel's own handler exactly as the kernel
+  would have, so it runs after this cell, in the order it came. The shell's stream
+  stays the only reader of its socket (`ZMQStream.flush`), so no message is stranded.
+
+Neither needs the main thread to be free, and neither changes how an interrupt reaches
+it: SIGINT still raises KeyboardInterrupt on the main thread wherever it waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
+POLLIN = 1  # zmq.POLLIN, without importing zmq where there is no kernel
+
+
+class CommPump:
+    """The kernel's main-shell stream, read for comm messages while a cell runs."""
+
+    def __init__(self, kernel: Any, stream: Any) -> None:
+        self._kernel = kernel
+        self._stream = stream
+        self._busy = False  # a handler that pumps again (a nested wait) must not re-enter
+
+    @classmethod
+    def of(cls, shell: Any) -> CommPump | None:
+        """The pump of `shell`'s kernel; None outside an ipykernel (a terminal)."""
+        kernel = getattr(shell, "kernel", None)
+        if kernel is None or not hasattr(kernel, "shell_handlers"):
+            return None
+        try:
+            # ipykernel 7: the main shell reads from the shell channel thread's socket pair.
+            from ipykernel.eventloops import get_shell_stream  # noqa: PLC0415
+
+            stream = get_shell_stream(kernel)
+        except ImportError:  # ipykernel 6: the main shell reads the shell socket itself
+            stream = getattr(kernel, "shell_stream", None)
+        except Exception:
+            log.debug("no shell stream to pump", exc_info=True)
+            return None
+        if stream is None or not hasattr(stream, "_recv_callback"):
+            return None
+        return cls(kernel, stream)
+
+    def pump(self) -> None:
+        """Handle the comm messages the frontend has sent to the main shell so far.
+        Only on the main thread, which owns the stream; elsewhere it does nothing."""
+        if self._busy or threading.current_thread() is not threading.main_thread():
+            return
+        stream = self._stream
+        original: Callable[..., Any] | None = stream._recv_callback
+        copy: bool = stream._recv_copy
+        if original is None or stream.closed():
+            return
+        self._busy = True
+        # An interrupt (Ctrl-C, or the Stop button's, sent from a handler run here) waits
+        # until the stream is itself again: raised inside `flush`, it would leave the
+        # stream reading through this pump's callback.
+        try:
+            with interrupt_held():
+                stream.on_recv(lambda frames: self._on_message(frames, original, copy), copy=copy)
+                try:
+                    stream.flush(POLLIN)
+                finally:
+                    stream.on_recv(original, copy=copy)
+        finally:
+            self._busy = False
+
+    def _on_message(self, frames: list[Any], original: Callable[..., Any], copy: bool) -> Any:
+        session = self._kernel.session
+        try:
+            idents, rest = session.feed_identities(frames, copy=copy)
+            # A peek (content=False) does not spend the message's signature: the kernel
+            # refuses a signature it has seen ("Duplicate Signature") and would drop a
+            # cell queued below this one if this read had taken it.
+            msg_type = session.deserialize(rest, content=False, copy=copy)["msg_type"]
+        except Exception:
+            return original(frames)  # the kernel's own handler says what is wrong with it
+        if msg_type not in COMM_MESSAGES:
+            # What the kernel would have done with it: queued behind this cell, in order.
+            return original(frames)
+        handler = self._kernel.shell_handlers.get(msg_type)
+        try:
+            msg = session.deserialize(rest, content=True, copy=copy)
+            if handler is not None:
+                handler(self._stream, idents, msg)
+        except Exception:
+            log.exception("a comm message failed while the cell waited")
+        return None
+
+
+@contextmanager
+def interrupt_held() -> Iterator[None]:
+    """On the main thread, SIGINT is held back inside the block and raised (as the
+    handler installed before it would have: KeyboardInterrupt in a cell) at its end, so
+    an interrupt never lands halfway through what the block puts on screen."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[FrameType | None] = []
+    previous = signal.signal(signal.SIGINT, lambda _signum, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
+
+
+def honour_frontend_subshell(comm: Any) -> None:
+    """Let the frontend's choice of subshell decide where this comm's messages are
+    handled (ipykernel 7.4 otherwise sends them to the shell that last published on the
+    comm: the busy main shell, for a widget made in a cell)."""
+    if comm is not None and hasattr(comm, "_reply_subshell_for"):
+        comm._reply_subshell_for = lambda data, default: default
+
+
+def wait_for(event: threading.Event, pump: CommPump | None, *, interval: float = 0.05) -> None:
+    """Wait until `event` is set, handling comm messages meanwhile. KeyboardInterrupt
+    (Ctrl-C, the notebook's interrupt) ends the wait, as it ends any wait."""
+    while not event.wait(interval if pump is not None else None):
+        if pump is not None:
+            pump.pump()
+
+
+def later_in_this_cell(shell: Any) -> Callable[[Callable[[], None]], None] | None:
+    """A way to run something on the main thread once it is free (after the cell running
+    now, and any cell already queued before it is asked), as if it were this cell: its
+    output goes below this cell's, an interrupt raises KeyboardInterrupt in it, and the
+    kernel says it is busy meanwhile. None outside an ipykernel."""
+    kernel = getattr(shell, "kernel", None)
+    loop = getattr(kernel, "io_loop", None)
+    if kernel is None or loop is None:
+        return None
+    try:
+        cell = (kernel._parent_ident["shell"], kernel.get_parent("shell"))
+    except Exception:
+        return None
+
+    def schedule(work: Callable[[], None]) -> None:
+        loop.add_callback(lambda: _as_cell(kernel, cell, work))
+
+    return schedule
+
+
+def _as_cell(kernel: Any, cell: tuple[Any, Any], work: Callable[[], None]) -> None:
+    import sys  # noqa: PLC0415
+
+    saved = (kernel._parent_ident["shell"], kernel.get_parent("shell"))
+    kernel.set_parent(*cell, channel="shell")
+    # What ipykernel does around a cell (pre_handler_hook): between cells it ignores SIGINT.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    _status(kernel, "busy", cell[1])
+    try:
+        work()
+    except KeyboardInterrupt:
+        log.info("work scheduled on the main shell was interrupted")
+    except Exception:
+        log.exception("work scheduled on the main shell failed")
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        signal.signal(signal.SIGINT, previous)
+        _status(kernel, "idle", cell[1])
+        kernel.set_parent(*saved, channel="shell")
+
+
+def _status(kernel: Any, state: str, parent: Any) -> None:
+    try:
+        kernel._publish_status(state, "shell", parent)
+    except Exception:
+        log.debug("could not say the kernel is %s", state, exc_info=True)

@@ -1,0 +1,378 @@
+"""A run's controls in a Jupyter frontend: approval buttons, Stop and Resume (ipywidgets).
+
+Each control is shown as two outputs: a *record* (HTML and text: what the notebook
+keeps) and the widget. A widget lives only as long as the kernel that made it: saved and
+reopened, a widget output shows "Error displaying widget: model not found". So every
+control ends as its record: when it is answered, when its run ends, or, for a Resume
+button, when a later run starts or it is clicked; the widget's output is then emptied.
+Should the kernel die first, the record's stylesheet hides the dead widget and shows
+the record in its place (CSS `:has`, in JupyterLab and Notebook 7; a viewer that drops
+styles shows the record and an empty output).
+
+Untrusted text (a call's arguments, a tool's name) is escaped here like everywhere else:
+`render.cell_text` for text, then `html.escape` for HTML (an `HTML` widget sets
+innerHTML as it is).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..render import cell_text
+from ..timeline import short_arguments
+from ._approval import SHOWABLE, approval_text
+from ._comm_pump import CommPump, honour_frontend_subshell, interrupt_held, wait_for
+from ._timeline_view import Publish, ipython_publish
+
+log = logging.getLogger(__name__)
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+TICK = 0.1  # s between two pumps while the run streams (Stop without a comm subshell)
+
+# A live widget hides its record; a dead one (no model: reopened; disconnected: its
+# kernel died or restarted) or an emptied one is hidden, and the record shows. A spent
+# control (a Stop button whose run ended) leaves nothing to read.
+LIVE = ".tan-control:not(.jupyter-widgets-disconnected)"
+STYLE = (
+    "<style>"
+    f".jp-OutputArea-child:has(.tan-control-record):has(+ .jp-OutputArea-child {LIVE})"
+    "{display:none}"
+    f".jp-OutputArea-child:has(.tan-control-record)+.jp-OutputArea-child:not(:has({LIVE}))"
+    "{display:none}"
+    ".jp-OutputArea-child:has(.tan-control-spent){display:none}"
+    ".tan-control-record code{white-space:pre-wrap}"
+    ".tan-control pre{max-height:24em;overflow:auto;white-space:pre-wrap;margin:2px 0}"
+    "</style>"
+)
+
+
+@dataclass(frozen=True)
+class Record:
+    """What the notebook keeps of a control: one line, as text and as HTML."""
+
+    text: str
+    html: str
+
+    @classmethod
+    def line(cls, mark: str, tool: str, arguments: Mapping[str, Any], answer: str) -> Record:
+        """`✓ bash command="rm -rf build" — allowed by you`, both parts escaped."""
+        summary = cell_text(short_arguments(dict(arguments)))
+        name = cell_text(tool)
+        return cls(
+            f"{mark} {name} {summary} — {answer}",
+            f"{mark} <b>{html.escape(name)}</b> <code>{html.escape(summary)}</code>"
+            f" — {html.escape(answer)}",
+        )
+
+    def bundle(self, state: str) -> dict[str, str]:
+        return {
+            "text/plain": self.text,
+            "text/html": f'{STYLE}<div class="tan-control-record tex2jax_ignore" '
+            f'data-state="{state}">{self.html}</div>',
+        }
+
+
+SPENT = {"text/plain": "", "text/html": f'{STYLE}<div class="tan-control-spent"></div>'}
+
+
+def controls_available(shell: Any) -> bool:
+    """Buttons only where a person answers: a Jupyter frontend that accepts `input()`
+    (nbclient and papermill run cells with stdin off: nobody would click), and
+    ipywidgets importable in the kernel."""
+    kernel = getattr(shell, "kernel", None)
+    if type(shell).__name__ != "ZMQInteractiveShell" or kernel is None:
+        return False
+    try:
+        allowed = bool(kernel.get_parent("shell").get("content", {}).get("allow_stdin"))
+    except Exception:
+        return False
+    if not allowed:
+        return False
+    try:
+        import ipywidgets  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+class Control:
+    """One control on screen: its record output and its widget output."""
+
+    def __init__(self, widget: Any, waiting: Record, publish: Publish) -> None:
+        self._publish = publish
+        self._record_id = f"tan-control-{uuid.uuid4().hex}"
+        self._widget_id = f"tan-control-{uuid.uuid4().hex}"
+        self.widget = widget
+        self.settled = False
+        widget.add_class("tan-control")
+        for comm in _comms(widget):
+            honour_frontend_subshell(comm)
+        publish(waiting.bundle("waiting"), display_id=self._record_id, update=False)
+        # The view as ipywidgets draws it, with no text of its own: the record is the text.
+        view = widget._repr_mimebundle_()[WIDGET_VIEW]
+        publish({WIDGET_VIEW: view, "text/plain": ""}, display_id=self._widget_id, update=False)
+
+    def settle(self, record: Record | None) -> None:
+        """Replace the control by its record (None: by nothing), and let the widget go."""
+        if self.settled:
+            return
+        self.settled = True
+        bundle = record.bundle("settled") if record is not None else SPENT
+        self._publish(bundle, display_id=self._record_id, update=True)
+        self._publish(SPENT, display_id=self._widget_id, update=True)
+        try:
+            _close(self.widget)
+        except Exception:
+            log.debug("closing a control's widgets failed", exc_info=True)
+
+
+def _comms(widget: Any) -> list[Any]:
+    found, todo = [], [widget]
+    while todo:
+        w = todo.pop()
+        found.append(getattr(w, "comm", None))
+        todo.extend(getattr(w, "children", ()))
+        for name in ("layout", "style"):
+            if getattr(w, name, None) is not None:
+                found.append(getattr(getattr(w, name), "comm", None))
+    return [c for c in found if c is not None]
+
+
+def _close(widget: Any) -> None:
+    """The widget, its children and their layout and style models: none is left open in
+    the kernel or the frontend once the control is settled."""
+    for child in getattr(widget, "children", ()):
+        _close(child)
+    for name in ("layout", "style"):
+        part = getattr(widget, name, None)
+        if part is not None:
+            part.close()
+    widget.close()
+
+
+class RunControls:
+    """The controls of one run (a `%%agent` cell or a resume): Stop while it runs, the
+    approval buttons when a call needs them. Answers never outlive the run: "allow this
+    tool for the rest of the run" is kept here, and a new run gets new controls."""
+
+    def __init__(
+        self,
+        pump: CommPump | None,
+        *,
+        publish: Publish = ipython_publish,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._pump = pump
+        self._publish = publish
+        self._clock = clock or time.monotonic
+        self._last_tick = float("-inf")
+        self._lock = threading.Lock()
+        self._running = False
+        self._allowed: set[str] = set()  # tools allowed for the rest of this run
+        self._stop: Control | None = None
+        self.stopped = False  # the Stop button stopped the run
+
+    # ------------------------------------------------------------------ Stop
+    def start(self) -> None:
+        import ipywidgets as w  # noqa: PLC0415
+
+        button = w.Button(
+            description="Stop",
+            icon="stop",
+            button_style="warning",
+            tooltip="Stop this run as an interrupt does: the abort is recorded; "
+            "`%agent resume` continues it",
+        )
+        button.on_click(lambda _: self._stop_clicked())
+        waiting = Record(
+            "(a Stop button was here while the run ran; `%agent status` tells how it ended)",
+            "(a Stop button was here while the run ran; <code>%agent status</code> tells how "
+            "it ended)",
+        )
+        with interrupt_held():
+            self._running = True
+            self._stop = Control(w.HBox([button]), waiting, self._publish)
+
+    def _stop_clicked(self) -> None:
+        """On whichever thread the click is handled: the interrupt the kernel would get
+        from "interrupt kernel", delivered to the main thread (the pump holds it until
+        its read is done)."""
+        with self._lock:
+            if not self._running or self.stopped:
+                return
+            self.stopped = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def tick(self) -> None:
+        """Handle clicks sent to the main shell (no comm subshell), at most every TICK."""
+        if self._pump is None or not self._running:
+            return
+        now = self._clock()
+        if now - self._last_tick >= TICK:
+            self._last_tick = now
+            self._pump.pump()
+
+    def finish(self) -> None:
+        with self._lock:
+            self._running = False
+        if self._stop is not None:
+            with interrupt_held():
+                self._stop.settle(None)
+
+    # ------------------------------------------------------------------ approval
+    def ask(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """The call, whole, with Allow · Allow <tool> for the rest of this run · Deny.
+        Waits for a click (Ctrl-C or Stop end the wait and the run)."""
+        if tool in self._allowed:
+            return True
+        text, _ = approval_text(tool, arguments, whole=True)
+        if len(text) > SHOWABLE:
+            print(
+                f"{cell_text(tool)} was not allowed: its arguments are {len(text)} characters "
+                "long, too long to show here in full, and only what is shown can be approved.",
+                flush=True,
+            )
+            return False
+        answer = Answer()
+        control: Control | None = None
+        try:
+            with interrupt_held():  # shown whole, or not at all
+                control = Control(
+                    _question(tool, text, answer),
+                    Record.line(
+                        "○",
+                        tool,
+                        arguments,
+                        "asked for approval, not answered here: the call did not run "
+                        "(no buttons shown? interrupt the kernel to stop the run)",
+                    ),
+                    self._publish,
+                )
+            wait_for(answer.given, self._pump)
+        except KeyboardInterrupt:
+            if control is not None:
+                with interrupt_held():
+                    control.settle(
+                        Record.line("■", tool, arguments, "not answered: the run was stopped")
+                    )
+            raise
+        choice = answer.choice
+        if choice == "always":
+            self._allowed.add(tool)
+            said = f"allowed by you, with every {cell_text(tool)} call for the rest of this run"
+            record = Record.line("✓", tool, arguments, said)
+        elif choice == "allow":
+            record = Record.line("✓", tool, arguments, "allowed by you")
+        else:
+            record = Record.line("⊘", tool, arguments, "denied by you")
+        with interrupt_held():
+            control.settle(record)
+        return choice in ("allow", "always")
+
+
+class Answer:
+    """A click, from whichever thread handles it; the first one counts."""
+
+    def __init__(self) -> None:
+        self.given = threading.Event()
+        self.choice: str | None = None
+        self._lock = threading.Lock()
+
+    def give(self, choice: str) -> None:
+        with self._lock:
+            if self.choice is None:
+                self.choice = choice
+                self.given.set()
+
+
+def _question(tool: str, text: str, answer: Answer) -> Any:
+    import ipywidgets as w  # noqa: PLC0415
+
+    name = cell_text(tool)
+    shown = w.HTML(f'<pre class="tex2jax_ignore">{html.escape(text)}</pre>')
+    buttons = []
+    for choice, label, style in (
+        ("allow", "Allow", "success"),
+        ("always", f"Allow {name} for the rest of this run", ""),
+        ("deny", "Deny", "danger"),
+    ):
+        button = w.Button(description=label, button_style=style)
+        button.layout.width = "auto"
+        button.on_click(lambda _, c=choice: answer.give(c))
+        buttons.append(button)
+    return w.VBox([shown, w.HBox(buttons)])
+
+
+class ResumeOffer:
+    """A Resume button under a run that stopped before its answer. A click runs what
+    `%agent resume` runs (`resume`), on the main thread once it is free, its output under
+    this cell's; the kernel never runs it on the thread that handled the click."""
+
+    def __init__(
+        self,
+        resume: Callable[[], None],
+        schedule: Callable[[Callable[[], None]], None],
+        *,
+        publish: Publish = ipython_publish,
+    ) -> None:
+        import ipywidgets as w  # noqa: PLC0415
+
+        self._resume = resume
+        self._schedule = schedule
+        self._lock = threading.Lock()
+        self._clicked = False
+        self._button = w.Button(
+            description="Resume",
+            icon="play",
+            button_style="primary",
+            tooltip="Continue this run, as `%agent resume` does",
+        )
+        self._button.on_click(lambda _: self._click())
+        waiting = Record(
+            "↻ `%agent resume` continues this run (the Resume button shown here needs the "
+            "kernel that showed it)",
+            "↻ <code>%agent resume</code> continues this run (the Resume button shown here "
+            "needs the kernel that showed it)",
+        )
+        self.control = Control(w.HBox([self._button]), waiting, publish)
+
+    def _click(self) -> None:
+        with self._lock:
+            if self._clicked or self.control.settled:
+                return
+            self._clicked = True
+        # Said at once, from whichever thread handles the click: the kernel may be busy.
+        self._button.disabled = True
+        self._button.description = "Resume: waiting for the kernel"
+        self._schedule(self._run)
+
+    def _run(self) -> None:
+        if self.control.settled:  # a run started before the kernel got to this one
+            return
+        self.control.settle(
+            Record(
+                "↻ resumed by you (as `%agent resume`)",
+                "↻ resumed by you (as <code>%agent resume</code>)",
+            )
+        )
+        self._resume()
+
+    def withdraw(self) -> None:
+        """A later run started (or the session changed, or the extension was unloaded):
+        the button would no longer resume what it was shown under."""
+        first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
+        self.control.settle(
+            Record(
+                f"{first}`%agent resume` continues the latest stopped run",
+                f"{first}<code>%agent resume</code> continues the latest stopped run",
+            )
+        )
