@@ -1,4 +1,4 @@
-"""Render a Timeline as HTML (widget and static fallback) or text (terminal, CLI).
+"""Render a Timeline as HTML (the notebook display) or text (terminal, CLI).
 
 Statuses carry the same words everywhere, as CSS classes `tan-<status>` and a
 `data-status` attribute in HTML, so a reader, a stylesheet and a browser test all see
@@ -14,7 +14,17 @@ from typing import Any
 
 from .provider import DEMO_LABEL
 from .safe_markdown import safe_text
-from .timeline import REPLAY_WORDS, RunRow, Timeline, ToolRow, Totals, shorten, tokens
+from .timeline import (
+    BUILTIN,
+    REPLAY_WORDS,
+    RunRow,
+    Timeline,
+    ToolRow,
+    Totals,
+    shorten,
+    tokens,
+    tool_label,
+)
 
 # Colors come from JupyterLab's theme variables, so the light and the dark theme both
 # read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
@@ -91,10 +101,17 @@ _demo_name, _, _demo_why = DEMO_LABEL.partition(" (")
 _SHOUTED_DEMO_LABEL = f"{_demo_name.upper()} ({_demo_why}"
 
 
+# JupyterLab typesets every `$...$` of an HTML output as maths (MathJax): a prompt "The
+# budget is $5 per day and we spent $3" showed in italics. Nothing in a timeline is
+# maths, so all of it sits in the class MathJax 3 skips (MathJax 2: `tex2jax_ignore`),
+# as pandas marks its tables.
+NO_MATHS = '<div class="tex2jax_ignore mathjax_ignore">'
+
+
 def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = None) -> str:
     """`note`: how this view stands to the session (read-only, closed), shown first."""
     e = html.escape
-    parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}">']
+    parts = [NO_MATHS, STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}">']
     if note:
         parts.append(f'<div class="tan-note">{e(note)}</div>')
     banner = f' <span class="tan-scripted">{e(DEMO_LABEL)}</span>' if scripted else ""
@@ -109,7 +126,7 @@ def timeline_html(t: Timeline, *, scripted: bool = False, note: str | None = Non
         parts.append('<div class="tan-muted">No runs yet.</div>')
     for run in t.runs:
         parts.append(_run_html(run))
-    parts.append("</div>")
+    parts.append("</div></div>")
     return "".join(parts)
 
 
@@ -148,6 +165,7 @@ def _run_html(run: RunRow) -> str:
             if tool.result is not None
             else '<div class="tan-muted">no result: the effect may have happened</div>'
         )
+        # `tool_label`'s words, the name as code
         source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
         out.append(
             f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
@@ -160,15 +178,6 @@ def _run_html(run: RunRow) -> str:
         )
     out.append("</details>")
     return "".join(out)
-
-
-BUILTIN = "builtin"  # the source of the package's own tools: not shown
-
-
-def tool_label(tool: ToolRow) -> str:
-    """A tool call's name, and where the tool comes from when it is not built in:
-    `get_current_time · mcp:time` (the HTML writes the same words, the name as code)."""
-    return tool.name if tool.source == BUILTIN else f"{tool.name} · {tool.source}"
 
 
 def _tool_usage(tool: ToolRow) -> str:
@@ -280,8 +289,7 @@ def timeline_text(
             error += f" — {a.compaction}" if a.compaction else ""
             lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
         for tool in run.tools:
-            lines.append(
-                f"  tool    {status(tool.status)} {tool_label(tool)} {tool.summary}"
-                + _tool_usage(tool)
-            )
+            label = tool_label(tool.name, tool.source)
+            used = _tool_usage(tool)
+            lines.append(f"  tool    {status(tool.status)} {label} {tool.summary}{used}")
     return "\n".join(lines)

@@ -218,8 +218,8 @@ class AgentMagics(Magics):
             )
         interrupted = [i for i in state.tool_intents.values() if i.status == "interrupted"]
         for intent in interrupted[-5:]:
-            summary = cell_text(short_arguments(intent.arguments))
-            print(f"  ⚠ {tool_label(intent)} {summary} — interrupted")
+            call = f"{tool_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
+            print(f"  ⚠ {call.rstrip()} — interrupted")
         print(f"cost     {money(*session_cost(state))}")
         compacted = compaction_status(state)
         if compacted:
