@@ -310,7 +310,8 @@ class AgentLoop:
         while True:
             step += 1
             if step > self._config.max_steps:
-                detail = f"stopped after {self._config.max_steps} model steps (max_steps)"
+                steps = self._config.max_steps
+                detail = f"stopped after {steps} model step{'s' * (steps != 1)} (max_steps)"
                 return self._model.finish(operation_id, "stepLimit", detail=detail)
             outcome = self._model.run(operation_id, step)
             if isinstance(outcome, RunResult):

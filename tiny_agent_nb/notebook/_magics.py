@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import logging
 import os
 import shlex
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,12 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..agent import compaction_status
-from ..provider import DEMO_LABEL
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
 from ._approval import ask_approval
 from ._config import TinyAgent
 from ._display import CellDisplay
+from ._offline import DEMO_CELL_LABEL, demo_note_after
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
@@ -57,6 +57,8 @@ class AgentMagics(Magics):
         "by name (time__get_current_time) or all of them (time__*)",
     )
     @argument("--approve", choices=["auto", "ask", "deny"], help="tools that change things")
+    # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
+    @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run a prompt through the durable agent loop, or manage the session.
@@ -90,7 +92,7 @@ class AgentMagics(Magics):
                                  that exists)
             %agent mcp           the MCP servers (TinyAgent.mcp_servers): state, version,
                                  tools; starts them if they are not running
-            %agent help          this text
+            %agent help          this text (so does --help, in either form)
 
         Every step is written to the session file before it takes effect; after a kernel
         restart, `%load_ext tiny_agent_nb` reports what was interrupted.
@@ -103,6 +105,9 @@ class AgentMagics(Magics):
             raise UsageError(f"bad arguments: {line!r}; see %agent help") from None
         except ValueError as exc:  # the splitter's "No closing quotation"
             raise UsageError(f"bad arguments: {line!r} ({exc}); see %agent help") from None
+        if args.help:
+            self._cmd_help()  # nothing else of the line or the cell is done
+            return
         try:
             if cell is not None:
                 if args.command:
@@ -129,8 +134,7 @@ class AgentMagics(Magics):
         self.runtime.model.check_ready(args.model)
         self.runtime.require_store()
         view = CellDisplay(rich=self._rich())
-        if self.runtime.config.demo_mode() and args.model is None:
-            print(f"[{DEMO_LABEL}]")
+        self._label_demo(args.model)
         if not self._start_mcp():
             return
         try:
@@ -147,6 +151,10 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. {STEP_LIMIT_NEXT}")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
+
+    def _label_demo(self, model: str | None) -> None:
+        if self.runtime.config.demo_mode() and model is None:
+            print(DEMO_CELL_LABEL)
 
     def _start_mcp(self) -> bool:
         """Start the MCP servers a run may call; False when Ctrl-C stopped it (nothing of
@@ -238,7 +246,7 @@ class AgentMagics(Magics):
             print(f"({read_only})")
         t = state.totals
         # The timeline's words and money (docs/glossary.md): the same session reads the
-        # same here, in the widget and in `tiny-agent-nb timeline`.
+        # same here, in the timeline display and in `tiny-agent-nb timeline`.
         for run in usage_by_run(state):
             cost, unpriced = run.cost
             used = tokens(run.totals.input_tokens, run.totals.output_tokens, cost, unpriced)
@@ -255,6 +263,7 @@ class AgentMagics(Magics):
     def _cmd_resume(self, options: dict[str, Any]) -> None:
         self.runtime.model.check_ready(options["model"])
         self.runtime.require_store()
+        self._label_demo(options["model"])
         if not self._start_mcp():
             return
         view = CellDisplay(rich=self._rich())
@@ -325,17 +334,6 @@ class AgentMagics(Magics):
         self.views = [v for v in self.views if not v.closed]
 
 
-# Said once per kernel (a shell), when the extension is first loaded in demo mode: not
-# again on a reload, `%agent new` or `%agent session`. Short lines: a terminal or a cell
-# output wraps long ones mid-word.
-DEMO_NOTE = f"""\
-tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
-  {DEMO_LABEL.upper()}. It runs the ```bash
-  blocks of a prompt and reports what happened to each command.
-  For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
-  (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
-_told_demo: weakref.WeakSet[Any] = weakref.WeakSet()
-
 # magic_arguments puts its usage, under a reST "::" marker, at the top of the docstring,
 # which `%%agent?` and `%agent help` show as they are: the marker means nothing there.
 AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").removeprefix("::\n\n  ")
@@ -359,9 +357,7 @@ def load(shell: Any) -> AgentMagics:
         print(agent.open(location).text())
     except NotebookError as exc:
         print(exc)
-    if config.demo_mode() and shell not in _told_demo:
-        print(DEMO_NOTE)
-        _told_demo.add(shell)
+    shell.events.register("post_run_cell", demo_note_after(shell, config))
     return magics
 
 
