@@ -27,6 +27,7 @@ from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._report import tool_label
 from ._runtime import NotebookAgent
+from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,10 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.runtime = agent
         self.views: list[TimelineView] = []
+        # A kernel restart or shutdown from the menu interrupts a running cell first:
+        # the run's abort says which it was, not "interrupted by the user".
+        self.shutdown = ShutdownWatch(shell)
+        agent.stopped_by = self.shutdown.stopped_by
 
     @magic_arguments()
     @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
@@ -141,7 +146,7 @@ class AgentMagics(Magics):
             result = self.runtime.run(prompt, observer=view, ask=self._ask, **options)
         except KeyboardInterrupt:
             view.finish(None)
-            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+            print(self._interrupted())
             return
         view.finish(result.text if result.outcome == "completed" else None)
         detail = cell_text(result.detail or "")
@@ -151,6 +156,9 @@ class AgentMagics(Magics):
             print(f"‖ {detail}. {STEP_LIMIT_NEXT}")
         elif result.outcome == "budgetLimit":
             print(f"‖ {detail}.")
+
+    def _interrupted(self) -> str:
+        return interrupted_line(shutting_down=self.shutdown.asked)
 
     def _label_demo(self, model: str | None) -> None:
         if self.runtime.config.demo_mode() and model is None:
@@ -271,7 +279,7 @@ class AgentMagics(Magics):
             result = self.runtime.resume(observer=view, ask=self._ask, **options)
         except KeyboardInterrupt:
             view.finish(None)
-            print("■ Interrupted. The abort is recorded; `%agent resume` continues the run.")
+            print(self._interrupted())
             return
         view.finish(result.text if result.outcome == "completed" else None)
         if result.outcome != "completed":
@@ -363,6 +371,7 @@ def load(shell: Any) -> AgentMagics:
 
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
+    magics.shutdown.close()
     atexit.unregister(magics.runtime.close)
     try:
         magics.runtime.close()

@@ -79,6 +79,9 @@ class NotebookAgent:
         # The kernel's MCP servers: started by the first run that needs them, stopped
         # with the session (`close()`) or when their configuration changes.
         self.mcp = KernelServers(config)
+        # Asked when a KeyboardInterrupt stops a run: what sent it, if not the user (the
+        # glue knows a kernel restart; `AgentLoop`'s `stopped_by`).
+        self.stopped_by: Callable[[], str | None] | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -389,4 +392,5 @@ class NotebookAgent:
             ask=ask,
             observer=observer,
             projection=self.context(),
+            stopped_by=self.stopped_by,
         )
