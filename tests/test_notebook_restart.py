@@ -35,16 +35,15 @@ def _run_cut_short(
     running = kernel.send("%%agent\nTake your time.")
     try:
         server.wait_for_requests(1, timeout=60)
-        if stop == "interrupt":
+        # The menu's Restart and Shut Down: interrupt, shutdown_request, then (after
+        # shutdown_wait_time) a signal; each returns once the old kernel process is gone.
+        if stop == "restart":
+            kernel.km.restart_kernel(now=False)
+        elif stop == "shutdown":
+            kernel.km.shutdown_kernel(now=False)
+        else:
             kernel.interrupt()
             kernel.collect(running)
-        else:
-            # As the menu's Restart / Shut Down: interrupt, shutdown_request, then (after
-            # shutdown_wait_time) a signal; returns once the old kernel process is gone.
-            if stop == "restart":
-                kernel.km.restart_kernel(now=False)
-            else:
-                kernel.km.shutdown_kernel(now=False)
     finally:
         answer.set()
     path = workspace / SESSION
