@@ -153,7 +153,7 @@ def test_usage_and_timeline_show_a_tools_reported_usage_and_its_source(
         text = timeline_text(timeline)
         assert "echo · mcp:demo" in text and "40 in / 7 out · cost $0.0031" in text
         page = timeline_html(timeline)
-        assert "<code>echo</code> · mcp:demo" in page and "cost $0.0031" in page
+        assert "<code>demo__echo</code> · mcp:demo" in page and "cost $0.0031" in page
     finally:
         h.close()
 

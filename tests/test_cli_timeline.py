@@ -176,13 +176,13 @@ def test_timeline_says_when_the_model_is_the_offline_demo(
 def test_timeline_escapes_control_characters_from_the_file(
     capsys: pytest.CaptureFixture[str], store: SessionStore, session_path: Path
 ) -> None:
-    start_and_finish(store, "clear \x1b[2J the\nscreen\x9b31m")
+    start_and_finish(store, "clear \x1b[2J the\tscreen\x9b31m\nsecond line")
 
     _, out, _ = cli(capsys, "timeline", str(session_path))
 
     assert "\x1b" not in out
     assert "\x9b" not in out
-    assert "clear \\x1b[2J the screen\\x9b31m" in out
+    assert "clear \\x1b[2J the screen\\x9b31m …" in out  # the first line
 
 
 def test_timeline_json_escapes_every_control_and_bidi_character_from_the_file(

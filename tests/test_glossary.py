@@ -115,7 +115,7 @@ def test_the_glossary_names_the_words_the_surfaces_use() -> None:
         "tool call",
         "never re-run",
         "re-read after a crash",
-        "get_current_time · mcp:time",
+        "time__get_current_time · mcp:time",
         "usage unknown",
         "cost unknown",
         "at least $0.003",
@@ -124,7 +124,7 @@ def test_the_glossary_names_the_words_the_surfaces_use() -> None:
         assert f"`{word}`" in glossary, word
 
 
-def mcp_run(path: Path) -> None:
+def mcp_run(path: Path, *, finished: bool = True) -> None:
     """One run: a bash call, then an MCP call (`time__get_current_time`, recorded as the
     server's `get_current_time` from `mcp:time`) that reported usage of its own."""
     init = HeaderInit(cwd=str(path.parent), provider="p", model="m", environment_identity="/w")
@@ -141,6 +141,8 @@ def mcp_run(path: Path) -> None:
         intent = run.intent("c2", clock, {})
         store.commit([intent])
         assert intent.id is not None
+        if not finished:
+            return  # the kernel died during the MCP call
         tool_usage = f.usage(
             tool_started_id=intent.id, input_tokens=40, output_tokens=7, cost=0.0031
         )
@@ -158,9 +160,39 @@ def test_the_widget_and_the_cli_timeline_show_a_tool_calls_source_and_its_own_us
     seen = surfaces(shell, path, capsys)
     for surface in ("widget", "cli"):
         words = seen[surface]
-        assert "get_current_time · mcp:time" in words, (surface, words)
+        assert "time__get_current_time · mcp:time" in words, (surface, words)
         assert "· 40 in / 7 out · cost $0.0031" in words, (surface, words)
         assert "bash · " not in words and "builtin" not in words, (surface, words)
         # The run's ledger counts its attempts' usage and the tool's.
         assert "240 in / 27 out · cost $0.0051" in words, (surface, words)
     assert re.search(r"^run +completed +240 in / 27 out · cost \$0\.0051$", seen["usage"], re.M)
+
+
+def test_an_mcp_tool_has_one_name_on_every_surface(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The name the model called, which `--tools` takes (`time__get_current_time`), and
+    its source: in the report of the kernel that settles the call, `%agent status`, the
+    timeline's HTML and text, `tiny-agent-nb timeline` and `inspect`. Never the server's
+    own name alone (`get_current_time`, which the intent's identity keeps)."""
+    path = tmp_path / "mcp.agent.jsonl"
+    mcp_run(path, finished=False)
+    shell.run_cell("%load_ext tiny_agent_nb")
+    capsys.readouterr()
+    shell.run_cell(f"%agent session {path}")
+    said = {"report": capsys.readouterr().out}
+    shell.run_cell("%agent status")
+    said["status"] = capsys.readouterr().out
+    with capture_output() as shown:
+        shell.run_cell("%agent timeline")
+    (bundle,) = [o.data for o in shown.outputs if "text/html" in o.data]
+    said["timeline text"] = bundle["text/plain"]
+    tags = re.compile(r"<style>.*?</style>|<[^>]+>", re.DOTALL)
+    said["timeline html"] = html.unescape(tags.sub("", bundle["text/html"]))
+    for command in ("timeline", "inspect"):
+        assert main([command, str(path)]) == 0
+        said[command] = capsys.readouterr().out
+    for surface, words in said.items():
+        assert "time__get_current_time · mcp:time" in words, (surface, words)
+        assert not re.search(r"(?<!time__)get_current_time", words), (surface, words)
+    assert "⚠ time__get_current_time · mcp:time — interrupted" in said["status"]

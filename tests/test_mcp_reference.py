@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
@@ -98,3 +99,42 @@ def _json_in(content: str) -> dict[str, object]:
     parsed, _ = json.JSONDecoder().raw_decode(content[start:])
     assert isinstance(parsed, dict)
     return parsed
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_example() -> tuple[str, dict[str, Any]]:
+    """The README's MCP section up to its JSON example, and the example."""
+    section = README.read_text(encoding="utf-8").split("## MCP tools", 1)[1]
+    before, example = section.split("```json\n", 1)
+    return before, json.loads(example.split("```", 1)[0])
+
+
+@pytest.fixture
+def readme_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
+) -> Iterator[InteractiveShell]:
+    _, config = readme_example()
+    env = {**served(server.base_url, None), "TINY_AGENT_MCP_SERVERS": json.dumps(config)}
+    yield from fresh_shell(tmp_path, monkeypatch, env)
+
+
+def test_the_readmes_mcp_example_works_as_written(
+    readme_shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The JSON of the README's MCP section, exactly as written, after the install it
+    names: the model calls `time__get_current_time` and the server answers."""
+    before, config = readme_example()
+    (command,) = {s["command"] for s in config["mcpServers"].values()}
+    assert f"`python3 -m pip install {command}`" in before  # how to get the command
+    readme_shell.run_line_magic("load_ext", "tiny_agent_nb")
+    server.enqueue(
+        tool_calls_reply(tool_call("now", "time__get_current_time", {"timezone": "UTC"})),
+        text_reply("It is now."),
+    )
+    capsys.readouterr()
+    assert readme_shell.run_cell("%%agent\nWhat time is it?").error_in_exec is None
+    out = capsys.readouterr().out
+    assert "✓ time__get_current_time completed" in out, out
+    assert '"timezone": "UTC"' in tool_results(server.requests[-1])["now"]

@@ -49,6 +49,21 @@ def test_a_failed_tool_line_says_why_it_failed_not_its_first_output_line(
     assert "line 1" not in failed[0], out
 
 
+def test_a_failed_tool_line_is_never_cut_mid_sentence(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Arguments that do not fit: the whole reason, up to its last sentence (102
+    characters were cut at 100: "... content: Field required. The to")."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(tool_calls_reply(tool_call("c1", "write_file", {})), text_reply("done"))
+    out = run(shell, "%%agent\ngo", capsys)
+    (failed,) = [line for line in out.splitlines() if line.startswith("✗ write_file error")]
+    assert failed == (
+        "✗ write_file error — invalid arguments for write_file: path: Field required; "
+        "content: Field required. The tool did not run."
+    ), failed
+
+
 # ---------------------------------------------------------------- a model with no key
 
 

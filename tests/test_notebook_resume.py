@@ -40,7 +40,7 @@ def test_a_run_max_steps_stopped_says_how_to_go_on_and_resume_gives_it_more_step
 ) -> None:
     server.enqueue(_read(1), _read(2), text_reply("Read twice."))
     out = run_clean(shell, "%%agent --max-steps 1\nRead the notes twice", capsys)
-    assert "stopped after 1 model steps (max_steps)" in out
+    assert "stopped after 1 model step (max_steps)" in out
     assert "`%agent resume` gives the run more steps" in out
     again = run_clean(shell, "%agent resume --max-steps 5", capsys)
     assert "Resume ended" not in again

@@ -44,6 +44,19 @@ def test_the_offline_banner_is_said_once_per_kernel_in_short_lines(
     assert max(len(line) for line in said[0].splitlines()) <= 80, said[0]
 
 
+@pytest.mark.parametrize(
+    "configured",
+    ["TinyAgent.base_url = 'http://127.0.0.1:9/v1'", "TinyAgent.api_key = 'sk-or-v1-x'"],
+)
+def test_a_model_configured_in_the_loading_cell_gets_no_offline_banner(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], configured: str
+) -> None:
+    """`%config` right after `%load_ext`, in the same cell: no demo model answers, so
+    the banner that says one does is not printed."""
+    said = run(shell, f"%load_ext tiny_agent_nb\n%config {configured}", capsys)
+    assert "OFFLINE DEMO" not in said.upper(), said
+
+
 def test_agent_help_and_the_question_mark_start_with_the_usage_not_rest_markup(
     shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -51,6 +64,18 @@ def test_agent_help_and_the_question_mark_start_with_the_usage_not_rest_markup(
     assert run(shell, "%agent help", capsys).startswith("%agent [--model MODEL]")
     docstring = shell.magics_manager.magics["cell"]["agent"].__doc__ or ""
     assert docstring.startswith("%agent [--model MODEL]") and "::" not in docstring
+
+
+def test_agent_dash_dash_help_is_the_help_in_the_line_and_the_cell_form(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    help_text = run(shell, "%agent help", capsys)
+    for asked in ("%agent --help", "%agent -h", "%agent status --help"):
+        assert run(shell, asked, capsys) == help_text, asked
+    # The cell form shows the help and runs nothing: no prompt was sent or recorded.
+    assert run(shell, "%%agent --help\nList the files.", capsys) == help_text
+    assert "runs     0;" in run(shell, "%agent status", capsys)
 
 
 def test_a_session_in_a_directory_that_does_not_exist_is_refused_not_created(

@@ -401,6 +401,8 @@ def test_server_errors_are_retryable(server: OpenAIServer, status: int) -> None:
     error = fail(server)
     assert (error.kind, error.status, error.retryable) == ("http", status, True)
     assert "upstream exploded" in error.message and "retried" in error.message
+    said = "The server is overloaded" if status in (503, 529) else "The server failed"
+    assert error.message.startswith(f"{said} (HTTP {status}: "), error.message
 
 
 @pytest.mark.parametrize("status", [401, 403])

@@ -1,5 +1,5 @@
-"""The offline demo model: scripted from the prompt's ```bash blocks, and says so, and
-reports faithfully what happened to each command."""
+"""The offline demo model: scripted from the prompt's ```bash blocks, labelled once in
+every cell it answers, and reports faithfully what happened to each command."""
 
 from __future__ import annotations
 
@@ -57,15 +57,16 @@ def test_runs_each_block_in_order_then_summarizes() -> None:
     )
     text = final.message.content or ""
     assert not final.message.toolCalls and "".join(streamed) == text
-    assert DEMO_LABEL in text
+    assert text.startswith("What happened to each command:")
     assert "- `echo one` → ran; its output:\n  ```\n  one\n  ```" in text
     assert "`echo two` → **interrupted**" in text and "not run again" in text
 
 
 def test_a_prompt_without_commands_gets_an_honest_answer() -> None:
     final = DemoProvider().complete(enc({"role": "user", "content": "hello"}), [BASH])
-    assert DEMO_LABEL in (final.message.content or "")
-    assert "OPENROUTER_API_KEY" in (final.message.content or "")
+    text = final.message.content or ""
+    assert "fenced `bash` code blocks" in text and "```" not in text  # no stray fence
+    assert "OPENROUTER_API_KEY" in text
 
 
 def answer(*results: tuple[str, str], tools: tuple[ToolSchema, ...] = (BASH,)) -> str:
@@ -184,3 +185,23 @@ def test_its_prompt_count_covers_the_tool_schemas_as_a_server_counts_them() -> N
     sent = sum(len(m) for m in messages) + tool_bytes
     assert answer.usage is not None
     assert answer.usage.input_tokens == sent // 4
+
+
+@pytest.mark.parametrize(
+    "code", ["%%agent\nhello", "%%agent\n```bash\necho one\n```", "%%agent --tools grep\nhi"]
+)
+def test_a_cell_says_the_label_and_the_hint_once(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str], code: str
+) -> None:
+    out = cell(shell, code, capsys)
+    assert out.startswith(f"[{DEMO_LABEL}]\n"), out
+    assert out.count(DEMO_LABEL) == 1, out
+    assert out.count("For a real model") == 1, out
+
+
+def test_a_resume_cell_says_the_label_once(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell(shell, "%%agent --max-steps 1\n```bash\necho one\n```", capsys)
+    out = cell(shell, "%agent resume", capsys)
+    assert out.startswith(f"[{DEMO_LABEL}]\n") and out.count(DEMO_LABEL) == 1, out

@@ -4,6 +4,7 @@ its static fallback) shows them as text: strings come from the file."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 from tiny_agent_nb.render import printable, timeline_html, timeline_text
@@ -34,9 +35,9 @@ def test_timeline_text_escapes_control_characters_in_prompts_arguments_and_error
         # colour codes are the renderer's own (ESC [ n m), never the file's
         assert controls <= ({"\x1b"} if color else set()), controls
         assert "\x07" not in text
-        assert "clear \\x1b[2J the screen" in text
+        assert "clear \\x1b[2J the …" in text  # the first line, escaped
         assert "pwned" in text  # the tool's arguments are shown, escaped
-        assert "echo · mcp:srv\\x1b[2J\\x07" in text  # and where a tool comes from
+        assert "srv__echo · mcp:srv\\x1b[2J\\x07" in text  # and where a tool comes from
 
 
 def test_a_long_run_shows_its_latest_tool_rows_and_counts_all_of_its_cost(
@@ -108,3 +109,38 @@ def test_timeline_html_shows_the_file_s_strings_as_text(store: SessionStore) -> 
     assert f"tool{quote}" in page.text
     assert f"mcp:{tag}" in page.text  # the source, shown for a tool that is not built in
     assert f"out {tag}" in page.text
+
+
+def test_the_whole_timeline_html_is_in_the_class_mathjax_skips(store: SessionStore) -> None:
+    """JupyterLab typesets `$...$` in an HTML output: the prompt "The budget is $5 per day
+    and we spent $3" showed as maths. The browser check is tests/test_browser_maths.py."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("The budget is $5 per day and we spent $3"))
+    store.commit(run.attempt())
+    store.commit(run.answer("Noted."))
+    store.commit(run.finish())
+    page = timeline_html(build_timeline(store.load()))
+    assert page.startswith('<div class="tex2jax_ignore mathjax_ignore">')
+    # the wrapper closes last: every other element is inside it
+    depth = [0]
+    for match in re.finditer(r"<(/?)div\b", page):
+        depth.append(depth[-1] + (-1 if match.group(1) else 1))
+    assert depth[-1] == 0 and 0 not in depth[1:-1] and page.endswith("</div>")
+    assert "The budget is $5 per day and we spent $3" in page
+
+
+def test_a_run_line_shows_the_prompts_first_line_not_its_code(store: SessionStore) -> None:
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("Run this for me:\n```bash\necho secret-sauce\n```\nthen report"))
+    store.commit(run.attempt())
+    store.commit(run.answer("Done."))
+    store.commit(run.finish())
+    timeline = build_timeline(store.load())
+    text = timeline_text(timeline)
+    assert "completed   run    Run this for me: …  [" in text, text
+    page = _Elements()
+    page.feed(timeline_html(timeline))
+    page.close()
+    assert "run Run this for me: …" in " ".join(page.text.split())
+    for shown in (text, page.text):
+        assert "```" not in shown and "echo secret-sauce" not in shown

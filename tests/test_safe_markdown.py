@@ -28,7 +28,7 @@ RENDER = mistune.create_markdown(escape=False, plugins=["table", "strikethrough"
 ELEMENTS = {
     "p", "strong", "em", "code", "pre", "a", "img", "ul", "ol", "li", "blockquote", "br",
     "hr", "del", "table", "thead", "tbody", "tr", "th", "td",
-    "h1", "h2", "h3", "h4", "h5", "h6",
+    "h1", "h2", "h3", "h4", "h5", "h6", "span",
 }  # fmt: skip
 # A URL has a scheme only when it starts with a letter (WHATWG URL, "scheme start
 # state"): `%5D():` is a relative link, `javascript:` is not. Checked after removing what
@@ -36,7 +36,7 @@ ELEMENTS = {
 SAFE_HREF = re.compile(r"(?:https?:|mailto:|(?![a-z][a-z0-9+.-]*:))", re.IGNORECASE)
 BROWSER_SKIPS = re.compile(r"[\x00-\x20]+")
 SAFE_SRC = re.compile(r"(?!//)[^:/?#]*(?:[/?#]|$)")
-OUR_TAGS = re.compile(r"</?(?:pre|code)>")
+OUR_TAGS = re.compile(r"</?(?:pre|code)>|<span class='tex2jax_ignore mathjax_ignore'>|</span>")
 
 
 class Page(HTMLParser):
@@ -211,6 +211,50 @@ def test_code_spans_show_their_content_as_written() -> None:
 def test_latex_and_text_characters_are_left_for_the_renderer() -> None:
     text = "Energy is $E = mc^2$, a -> b, 50% off, _under_ and > quote"
     assert safe_markdown(text) == text
+
+
+MONEY = [
+    "The budget is $5 per day and we spent $3",
+    "budget $0.001 reached: this run spent $0.002",
+    "from $5-$10, or $ 20 $",
+    "an escaped \\$5 and \\$3",
+    "$x $ and ${x$ and $$\n\n$$",
+]
+
+
+@pytest.mark.parametrize("text", [*MONEY, "*$5* and **$3**, | $1 | $2 |", "`$x$` $a`b`c$"])
+def test_a_dollar_that_is_not_maths_shows_as_written_and_no_renderer_pairs_it(text: str) -> None:
+    """JupyterLab pairs `$` before markdown (removeMath) and MathJax in the page: no bare
+    `$` is left for either; each is an entity in a span MathJax skips (or code)."""
+    out = safe_markdown(text)
+    assert "$" not in out, out
+    shown = "".join(render(out).text)
+    assert shown.count("$") == text.count("$"), shown
+    if text in MONEY:
+        assert shown.strip() == text.replace("\\$", "$").replace("\n\n", "\n"), shown
+
+
+@pytest.mark.parametrize(
+    ("text", "maths"),
+    [
+        ("Energy is $E = mc^2$.", ["$E = mc^2$"]),
+        ("$x$ costs $5", ["$x$"]),
+        ("$$\\sum_{i=1}^n i$$ and $$\na\n$$", ["$$\\sum_{i=1}^n i$$", "$$\na\n$$"]),
+        ("pay $5, then $\\$3$ is TeX", ["$\\$3$"]),
+    ],
+)
+def test_maths_written_on_purpose_is_left_for_the_renderer(text: str, maths: list[str]) -> None:
+    out = safe_markdown(text)
+    for span in maths:
+        assert span in out, out
+    assert out.count("$") == sum(m.count("$") for m in maths), out
+
+
+def test_a_dollar_in_a_link_destination_keeps_the_link() -> None:
+    page = assert_inert("[costs $5](https://example.com/a$b) and ![$5](plot.png) [r]\n\n[r]: x$y")
+    hrefs = [a.get("href") for t, a in page.elements if t == "a"]
+    assert hrefs == ["https://example.com/a$b", "x$y"]
+    assert [a.get("alt") for t, a in page.elements if t == "img"] == ["$5"]
 
 
 TOKENS = [*"`~<>&[]()!:$\\ \n\t*_|#-=\"'/;abjvsxip0", "javascript:", "data:", PAYLOAD, "&#58;",

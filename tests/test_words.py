@@ -3,6 +3,7 @@ what git ignores after the example notebooks ran in a clone."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tiny_agent_nb.cli import main
+from tiny_agent_nb.timeline import whole_sentences
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,6 +84,18 @@ def test_what_running_an_example_in_a_clone_leaves_is_ignored_by_git(left_behind
     assert ignored.returncode == 0, f"{left_behind} would show up in git status"
 
 
+@pytest.mark.parametrize("made", [".venv/pyvenv.cfg", ".venv/bin/python3"])
+def test_the_virtual_environment_the_readme_makes_is_ignored_by_git(made: str) -> None:
+    """The README says `python3 -m venv .venv` in the checkout on PEP 668 systems."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert "python3 -m venv .venv" in (ROOT / "README.md").read_text()
+    ignored = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--no-index", "-q", made], check=False
+    )
+    assert ignored.returncode == 0, f"{made} would show up in git status"
+
+
 def test_the_examples_themselves_are_not_ignored() -> None:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
@@ -91,3 +105,30 @@ def test_the_examples_themselves_are_not_ignored() -> None:
             ["git", "-C", str(ROOT), "check-ignore", "--no-index", "-q", path], check=False
         )
         assert ignored.returncode == 1, path
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "shown"),
+    [
+        ("One. Two.", 20, "One. Two."),
+        ("... is a required property. The tool did not run.", 40, "... is a required property. …"),
+        ("no sentence end within the limit here", 20, "no sentence end …"),
+        ("x" * 30, 10, "xxxxxxxx …"),
+    ],
+)
+def test_a_reason_is_cut_after_a_whole_sentence_or_a_word_and_marked(
+    text: str, limit: int, shown: str
+) -> None:
+    assert whole_sentences(text, limit) == shown
+    assert len(shown) <= limit
+
+
+def test_the_examples_do_not_call_the_timeline_a_widget() -> None:
+    """The timeline is plain rich output updated in place (no widget model to lose):
+    what an example says about `%agent timeline` says so."""
+    for notebook in sorted((ROOT / "tiny_agent_nb" / "examples").glob("*.ipynb")):
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        for cell in cells:
+            text = "".join(cell["source"])
+            if cell["cell_type"] == "markdown" and "%agent timeline" in text:
+                assert "widget" not in text.lower(), (notebook.name, text)

@@ -1,4 +1,4 @@
-"""Render a Timeline as HTML (widget and static fallback) or text (terminal, CLI).
+"""Render a Timeline as HTML (the notebook display) or text (terminal, CLI).
 
 Statuses carry the same words everywhere, as CSS classes `tan-<status>` and a
 `data-status` attribute in HTML, so a reader, a stylesheet and a browser test all see
@@ -15,6 +15,7 @@ from typing import Any
 from .provider import DEMO_LABEL
 from .safe_markdown import safe_text
 from .timeline import (
+    BUILTIN,
     REPLAY_WORDS,
     KernelRow,
     RunRow,
@@ -23,6 +24,7 @@ from .timeline import (
     Totals,
     shorten,
     tokens,
+    tool_label,
 )
 
 # Colors come from JupyterLab's theme variables, so the light and the dark theme both
@@ -121,6 +123,13 @@ _demo_name, _, _demo_why = DEMO_LABEL.partition(" (")
 _SHOUTED_DEMO_LABEL = f"{_demo_name.upper()} ({_demo_why}"
 
 
+# JupyterLab typesets every `$...$` of an HTML output as maths (MathJax): a prompt "The
+# budget is $5 per day and we spent $3" showed in italics. Nothing in a timeline is
+# maths, so all of it sits in the class MathJax 3 skips (MathJax 2: `tex2jax_ignore`),
+# as pandas marks its tables.
+NO_MATHS = '<div class="tex2jax_ignore mathjax_ignore">'
+
+
 def timeline_html(
     t: Timeline, *, scripted: bool = False, note: str | None = None, drawn_by: str | None = None
 ) -> str:
@@ -131,7 +140,11 @@ def timeline_html(
     open_run = any(run.status == "open" for run in t.runs)
     marks = f' data-drawn-by="{e(drawn_by)}"' if drawn_by else ""
     marks += " data-open" if open_run else ""
-    parts = [STYLE, f'<div class="tan-timeline" data-session="{e(t.session_id)}"{marks}>']
+    parts = [
+        NO_MATHS,
+        STYLE,
+        f'<div class="tan-timeline" data-session="{e(t.session_id)}"{marks}>',
+    ]
     if drawn_by and not open_run:
         parts.insert(1, superseded_rule(t.session_id, drawn_by))
     # Hidden three ways: a viewer that drops stylesheets (an untrusted notebook) may keep
@@ -157,7 +170,7 @@ def timeline_html(
         parts.append(_run_html(run))
     if t.kernel is not None:
         parts.append(_kernel_html(t.kernel))
-    parts.append("</div>")
+    parts.append("</div></div>")
     return "".join(parts)
 
 
@@ -218,6 +231,7 @@ def _run_html(run: RunRow) -> str:
             if tool.result is not None
             else '<div class="tan-muted">no result: the effect may have happened</div>'
         )
+        # `tool_label`'s words, the name as code
         source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
         out.append(
             f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
@@ -230,15 +244,6 @@ def _run_html(run: RunRow) -> str:
         )
     out.append("</details>")
     return "".join(out)
-
-
-BUILTIN = "builtin"  # the source of the package's own tools: not shown
-
-
-def tool_label(tool: ToolRow) -> str:
-    """A tool call's name, and where the tool comes from when it is not built in:
-    `get_current_time · mcp:time` (the HTML writes the same words, the name as code)."""
-    return tool.name if tool.source == BUILTIN else f"{tool.name} · {tool.source}"
 
 
 def _tool_usage(tool: ToolRow) -> str:
@@ -352,10 +357,9 @@ def timeline_text(
             error += f" — {a.compaction}" if a.compaction else ""
             lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
         for tool in run.tools:
-            lines.append(
-                f"  tool    {status(tool.status)} {tool_label(tool)} {tool.summary}"
-                + _tool_usage(tool)
-            )
+            label = tool_label(tool.name, tool.source)
+            used = _tool_usage(tool)
+            lines.append(f"  tool    {status(tool.status)} {label} {tool.summary}{used}")
     if t.kernel is not None:
         lines.extend(["", *_kernel_lines(t.kernel)])
     return "\n".join(lines)

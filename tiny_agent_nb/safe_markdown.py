@@ -2,7 +2,7 @@
 
 `safe_markdown(text)` is the one way model text meets a markdown renderer. The result
 keeps what markdown is for (paragraphs, emphasis, lists, tables, headings, http links,
-LaTeX) and turns everything else into visible text:
+maths the model wrote as maths) and turns everything else into visible text:
 
 - Raw HTML and autolinks: every `<` and `&` outside code is escaped, so a tag, a comment
   or an entity that decodes to `<` shows as the characters the model wrote. So is `"`:
@@ -27,6 +27,18 @@ LaTeX) and turns everything else into visible text:
 - Images load by themselves (a remote one is a request the user never made: a way to
   send data out), so only a simple relative image such as `![plot](plot.png)` stays an
   image; any other becomes a link by escaping its `!`.
+
+- A `$` is shown as written unless it delimits maths on purpose, by pandoc's rule:
+  `$...$` whose opening `$` has a non-space right after it and whose closing `$` has a
+  non-space right before it and no digit right after it, or `$$...$$`; neither across a
+  blank line, around a backtick or with unbalanced braces. So "$5 per day and we spent
+  $3" is money and `$x^2$` is maths. JupyterLab pairs `$` twice: in the markdown source
+  (its removeMath) and in the rendered page (MathJax), where a markdown escape is gone
+  (`\\$` renders as a `$` that MathJax pairs like any other). So each other `$` is the
+  entity `&#x24;`, which the source pass does not read as `$`, in a span of the class
+  MathJax skips (`mathjax_ignore`; `tex2jax_ignore` for MathJax 2); a bare entity only
+  where markup is not read (a link's destination, an image's alt text, a reference
+  definition: attributes, never typeset).
 
 Every streamed update goes through here too: a prefix of an answer (an unclosed fence,
 a half-written link) is made safe the same way.
@@ -58,6 +70,19 @@ _TEXT_LINK = re.compile(
     r"|(?<=data)(?=:)"
 )
 _UNLINK = "\ufeff"  # ZERO WIDTH NO-BREAK SPACE: invisible, and whitespace to JavaScript
+# A `$` that is not maths. The hex entity is ours alone: code is encoded with decimal
+# entities, and a model's own `&#x24;` is escaped to `&amp;#x24;`.
+_DOLLAR = "&#x24;"
+# Single quotes: the output holds no `"` (see above). MathJax 3 skips `mathjax_ignore`,
+# MathJax 2 (classic Notebook, older nbconvert) `tex2jax_ignore`.
+_SHOWN_DOLLAR = f"<span class='tex2jax_ignore mathjax_ignore'>{_DOLLAR}</span>"
+# Where a `&#x24;` stays a bare entity: a link's destination (and title), an image's alt
+# text and a reference definition are attributes, never scanned for maths, and markup
+# there would change the link or show as text.
+_NOT_MARKUP = re.compile(
+    r"\]\([^)\n]*\)?|(?<!\\)!\[[^\]\n]*\]\(|^[ \t>*+\-0-9.)]*\[[^\]\n]*\]:.*$", re.MULTILINE
+)
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
 def safe_text(text: str) -> str:
@@ -136,7 +161,7 @@ def _encode(code: str) -> str:
 
 
 def _prose(text: str) -> str:
-    return _unlink(_escape_inline(text))
+    return _show_dollars(_unlink(_escape_inline(text)))
 
 
 def _escape_inline(text: str) -> str:
@@ -147,9 +172,19 @@ def _escape_inline(text: str) -> str:
         c = text[i]
         if c == "\\" and i + 1 < n and text[i + 1] in _PUNCTUATION:
             # A backslash escape stays what it is, but `\<`, `\&` and `\"` become the
-            # entities that show the same, so none of the model's is left at all.
-            out.append(_ESCAPED.get(text[i + 1], text[i : i + 2]))
+            # entities that show the same, so none of the model's is left at all; `\$`
+            # (a dollar the model meant as one) is shown as written, like any other.
+            escaped = text[i + 1]
+            out.append(_DOLLAR if escaped == "$" else _ESCAPED.get(escaped, text[i : i + 2]))
             i += 2
+        elif c == "$":
+            end = _maths_end(text, i)
+            if end is None:
+                out.append(_DOLLAR)
+                i += 1
+            else:  # the model's maths, as written (but still inert: `<`, `&`, `"` escaped)
+                out.append("".join(_ESCAPED.get(m, m) for m in text[i:end]))
+                i = end
         elif c == "`":
             run = _RUN.match(text, i)
             assert run is not None
@@ -166,6 +201,54 @@ def _escape_inline(text: str) -> str:
         else:
             out.append(c)
             i += 1
+    return "".join(out)
+
+
+def _maths_end(text: str, start: int) -> int | None:
+    """Where the maths opened by the `$` at `start` ends, or None when that `$` is not
+    maths (pandoc's rule for `$` delimiters; see the module's docstring)."""
+    if text.startswith("$$", start):
+        close = text.find("$$", start + 2)
+        end = close + 2
+        body = text[start + 2 : close]
+        if close < 0 or not body.strip():
+            return None
+    else:
+        close = start + 1
+        if close >= len(text) or text[close].isspace():
+            return None
+        while (close := text.find("$", close)) >= 0 and _escaped(text, close):
+            close += 1
+        end = close + 1
+        body = text[start + 1 : close]
+        if close < 0 or text[close - 1].isspace() or text[end : end + 1].isdigit():
+            return None
+    if "`" in body or _BLANK_LINE.search(body) or not _balanced(body):
+        return None
+    return end
+
+
+def _balanced(tex: str) -> bool:
+    """Braces balance (`\\{` and `\\}` are characters): JupyterLab's pre-pass does not
+    end maths inside an open brace, and would pair this `$` with a later one."""
+    depth = 0
+    for i, c in enumerate(tex):
+        if c in "{}" and not _escaped(tex, i):
+            depth += 1 if c == "{" else -1
+            if depth < 0:
+                return False
+    return depth == 0
+
+
+def _show_dollars(text: str) -> str:
+    """Each `$` that is not maths, in the span MathJax skips, where markup is read."""
+    out: list[str] = []
+    last = 0
+    for match in _NOT_MARKUP.finditer(text):
+        out.append(text[last : match.start()].replace(_DOLLAR, _SHOWN_DOLLAR))
+        out.append(match.group())
+        last = match.end()
+    out.append(text[last:].replace(_DOLLAR, _SHOWN_DOLLAR))
     return "".join(out)
 
 

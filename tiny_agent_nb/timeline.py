@@ -1,6 +1,6 @@
 """The timeline model: runs → attempts → tool intents → usage, from a SessionState.
 
-One pure pass over the facts builds the rows that the widget, the static HTML fallback,
+One pure pass over the facts builds the rows that the notebook's HTML display,
 the plain-text repr and `tiny-agent-nb timeline` all render, so they never disagree.
 Payload is bounded: a page of runs, and within a run only the latest rows.
 """
@@ -8,6 +8,7 @@ Payload is bounded: a page of runs, and within a run only the latest rows.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from .session import (
     Kernel,
     KernelNotice,
     SessionState,
+    ToolIdentity,
     ToolIntent,
     ToolResultEntry,
     UsageTotals,
@@ -33,6 +35,28 @@ PREVIEW = 160  # characters of a prompt, argument summary or result preview
 REPLAY_WORDS = {"safeRead": "re-read after a crash", "never": "never re-run"}
 
 
+BUILTIN = "builtin"  # the source of the package's own tools: not shown
+
+
+def called_name(state: SessionState, intent: ToolIntent) -> str:
+    """The name the model called the tool by, which `--tools` takes: an MCP tool's
+    `<server>__<tool>` (`time__get_current_time`), where the intent's identity keeps the
+    server's own name (`get_current_time`); a built-in tool's name is both."""
+    attempt = state.attempts.get(intent.attempt_id)
+    for call_id, name in attempt.tool_calls if attempt is not None else ():
+        if call_id == intent.tool_call_id:
+            return name
+    return intent.tool.name
+
+
+def tool_label(name: str, tool: ToolIdentity | str) -> str:
+    """A tool call's name, and where the tool comes from when it is not built in:
+    `time__get_current_time · mcp:time` (docs/glossary.md). `tool`: its identity, or
+    its source."""
+    source = tool if isinstance(tool, str) else tool.source
+    return name if source == BUILTIN else f"{name} · {source}"
+
+
 def tokens(input_tokens: int, output_tokens: int, cost: float | None, unpriced: int) -> str:
     """`12 in / 3 out`, or `usage unknown` when nothing reported any usage (the cost is
     unknown and no token was counted): never `0 in / 0 out` for a usage nobody reported."""
@@ -44,6 +68,31 @@ def tokens(input_tokens: int, output_tokens: int, cost: float | None, unpriced: 
 def shorten(text: str, limit: int = PREVIEW) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def whole_sentences(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters: cut after its last sentence that
+    fits, else after its last word that fits, and then marked `…`; never mid-sentence
+    without a mark ("... is a required property. The tool")."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    ends = [m.end() for m in re.finditer(r"[.!?](?= )", text[: limit - 1])]
+    cut = ends[-1] if ends else text.rfind(" ", 0, limit - 1)
+    return text[: cut if cut > 0 else limit - 2] + " …"
+
+
+_FENCE = ("```", "~~~")
+
+
+def first_line(text: str, limit: int = PREVIEW) -> str:
+    """What a run line shows of its prompt: the first line with words (a code fence's
+    delimiters have none), `…` when more of the prompt follows."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    shown = next((line for line in lines if not line.startswith(_FENCE)), "")
+    line = shorten(shown, limit)
+    more = len(lines) > 1 and not line.endswith("…")
+    return f"{line} …" if more else line
 
 
 def cap(text: str, limit: int) -> str:
@@ -149,7 +198,7 @@ class AttemptRow:
 @dataclass(frozen=True)
 class ToolRow:
     id: str
-    name: str  # the identity's name: an MCP server's own name for its tool
+    name: str  # the name the model called it by (`called_name`): time__get_current_time
     source: str  # the identity's source: `builtin`, `mcp:<server>`
     summary: str  # short arguments
     arguments: str  # full arguments, JSON (capped)
@@ -186,7 +235,7 @@ class RunRow:
     kind: str  # run | resume
     resumes: int | None  # a resume: the number of the run it continues
     status: str  # open | completed | failed | aborted | interrupted | stepLimit
-    prompt: str | None
+    prompt: str | None  # its first line (`first_line`)
     started_at: int
     detail: str | None
     attempts: tuple[AttemptRow, ...]
@@ -245,7 +294,7 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
     u = state.usage.get(i.id)
     return ToolRow(
         id=i.id,
-        name=i.tool.name,
+        name=called_name(state, i),
         source=i.tool.source,
         summary=short_arguments(i.arguments),
         arguments=cap(json.dumps(i.arguments, ensure_ascii=False, indent=1), 4000),
@@ -372,7 +421,7 @@ def build_timeline(
     for op in shown:
         entry = state.entries.get(op.input_entry_id) if op.input_entry_id else None
         prompt = (
-            shorten(entry.entry.message.content)
+            first_line(entry.entry.message.content)
             if entry is not None and isinstance(entry.entry, UserEntry)
             else None
         )

@@ -70,6 +70,7 @@ from ._window import ContextWindow
 
 log = logging.getLogger("tiny_agent_nb.agent")
 MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
+USER_INTERRUPT = "interrupted by the user (KeyboardInterrupt)"  # an abort's reason
 # Seconds all the replays of one recovery may take together (each read also has its own
 # limit); the reads left when it runs out are settled as interrupted, not replayed.
 RECOVERY_REPLAY_BUDGET = 30.0
@@ -89,12 +90,18 @@ class AgentLoop:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         projection: ContextProjection | None = None,
+        stopped_by: Callable[[], str | None] | None = None,
     ) -> None:
         """`projection`: a context projection the caller keeps following this store across
         loops (a notebook does, so a cell does not re-encode the whole history); without
         one the loop follows the store until `close()` with one built from the file at
-        its first request (`recover()` makes none, so it never builds it)."""
+        its first request (`recover()` makes none, so it never builds it).
+
+        `stopped_by`: asked when a KeyboardInterrupt stops a run, what sent it when that
+        was not the user (a kernel restart: the notebook knows), as the abort's reason;
+        None: the user."""
         self._store = store
+        self._stopped_by = stopped_by
         self._tools = tools
         self._config = config
         self._observer = observer or LoopObserver()
@@ -291,7 +298,7 @@ class AgentLoop:
         try:
             return (body or self._steps)(operation_id)
         except KeyboardInterrupt:
-            reason = "interrupted by the user (KeyboardInterrupt)"
+            reason = self._interrupted_by()
             self._close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
             raise
         except BaseException as exc:
@@ -305,6 +312,15 @@ class AgentLoop:
                 raise  # SystemExit and the like still end what they were meant to end
             log.error("run %s %s", operation_id, detail, exc_info=exc)
             return RunResult(operation_id, "failed", detail=detail)
+
+    def _interrupted_by(self) -> str:
+        """The abort's reason; the user's when `stopped_by` names nothing else, or when a
+        second Ctrl-C cuts its question short (the abort must still be recorded)."""
+        try:
+            reason = self._stopped_by() if self._stopped_by is not None else None
+        except KeyboardInterrupt:
+            reason = None
+        return reason or USER_INTERRUPT
 
     def _start(self, facts: list[NewFact]) -> None:
         """Commit an operation's start. Before it nothing is open to record a failure in:
@@ -340,7 +356,8 @@ class AgentLoop:
         while True:
             step += 1
             if step > self._config.max_steps:
-                detail = f"stopped after {self._config.max_steps} model steps (max_steps)"
+                steps = self._config.max_steps
+                detail = f"stopped after {steps} model step{'s' * (steps != 1)} (max_steps)"
                 return self._model.finish(operation_id, "stepLimit", detail=detail)
             outcome = self._model.run(operation_id, step)
             if isinstance(outcome, RunResult):

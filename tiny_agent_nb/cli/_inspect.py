@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..render import KERNEL_TOLD, money, printable
 from ..session import SessionState, ToolIntent
-from ..timeline import REPLAY_WORDS, session_cost
+from ..timeline import REPLAY_WORDS, called_name, session_cost, tool_label
 from ._common import (
     ARGUMENTS_WIDTH,
     EXIT_OK,
@@ -110,14 +110,16 @@ def _attempt_line(state: SessionState) -> str:
 def _intent_lines(state: SessionState) -> Iterator[str]:
     intents = list(state.tool_intents.values())
     yield f"tool calls   {len(intents)}"
-    width = max((len(printable(i.tool.name)) for i in intents), default=0)
-    for intent in intents:
-        yield from _intent(intent, width)
+    # The timeline's label: the name the model called, and an MCP tool's source.
+    labels = [printable(tool_label(called_name(state, i), i.tool)) for i in intents]
+    width = max(map(len, labels), default=0)
+    for intent, label in zip(intents, labels, strict=True):
+        yield from _intent(intent, label, width)
 
 
-def _intent(intent: ToolIntent, width: int) -> Iterator[str]:
+def _intent(intent: ToolIntent, label: str, width: int) -> Iterator[str]:
     replay = REPLAY_WORDS.get(intent.replay_policy, intent.replay_policy)
-    name = f"{printable(intent.tool.name):<{width}}  {replay:<21}"
+    name = f"{label:<{width}}  {replay:<21}"
     if intent.status != "pending":
         yield f"    {name}  {intent.status}"
         return

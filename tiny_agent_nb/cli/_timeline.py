@@ -1,4 +1,4 @@
-"""`tiny-agent-nb timeline FILE`: the widget's information as a terminal table."""
+"""`tiny-agent-nb timeline FILE`: the notebook timeline's information as a terminal table."""
 
 from __future__ import annotations
 

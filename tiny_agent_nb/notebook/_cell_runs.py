@@ -29,10 +29,19 @@ Go = Callable[[LoopObserver, AskFn], RunResult]
 
 
 class CellRuns:
-    def __init__(self, shell: Any, *, rich: bool, resumable: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        shell: Any,
+        *,
+        rich: bool,
+        resumable: Callable[[], bool],
+        interrupted: Callable[[], str],
+    ) -> None:
         """`resumable`: whether `%agent resume` would continue a run now (the engine's
-        rule, asked, not copied)."""
+        rule, asked, not copied); `interrupted`: what a run stopped by a KeyboardInterrupt
+        (not the Stop button's) says last (a kernel shutting down says so)."""
         self._shell = shell
+        self._interrupted = interrupted
         self._rich = rich
         self._resumable = resumable
         self.offers: list[ResumeOffer] = []  # Resume buttons still live
@@ -60,8 +69,12 @@ class CellRuns:
             stopped = controls is not None and controls.stopped
             if controls is not None:
                 controls.finish()
-            how = "Stopped with the Stop button" if stopped else "Interrupted"
-            print(f"■ {how}. The abort is recorded; `%agent resume` continues the run.")
+            print(
+                "■ Stopped with the Stop button. The abort is recorded; `%agent resume` "
+                "continues the run."
+                if stopped
+                else self._interrupted()
+            )
             self.offer_resume(resume)
             return None
         finally:

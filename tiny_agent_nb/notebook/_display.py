@@ -31,11 +31,12 @@ from ..redaction import StreamRedactor, redact
 from ..render import cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
-from ..timeline import short_arguments
+from ..timeline import short_arguments, whole_sentences
 from ..tools import ToolOutput
 from ._timeline_view import Publish, ipython_publish, trailing_render
 
 UPDATE_INTERVAL = 0.1
+WHY = 200  # characters of why a tool call failed, on its line in the cell
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +159,9 @@ class CellDisplay(LoopObserver):
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
         # A failure shows why (the result's last line: `[exit code 3]`, the exception),
-        # not the first line of what the command printed.
+        # not the first line of what the command printed; whole sentences of it.
         why = output.ending if outcome != "completed" else ""
-        detail = f" — {why[:100]}" if why else ""
+        detail = f" — {whole_sentences(why, WHY)}" if why else ""
         self.say(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}")
 
     def _end_text(self) -> None:

@@ -6,29 +6,17 @@ from __future__ import annotations
 
 import atexit
 import os
-import weakref
 from pathlib import Path
 from typing import Any
 
-from ..provider import DEMO_LABEL
 from ._config import TinyAgent
 from ._links import follow_notebook
 from ._magics import AgentMagics
+from ._offline import demo_note_after
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._proposal import cell_proposer
 from ._runtime import NotebookAgent
-
-# Said once per kernel (a shell), when the extension is first loaded in demo mode: not
-# again on a reload, `%agent new` or `%agent session`. Short lines: a terminal or a cell
-# output wraps long ones mid-word.
-DEMO_NOTE = f"""\
-tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
-  {DEMO_LABEL.upper()}. It runs the ```bash
-  blocks of a prompt and reports what happened to each command.
-  For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
-  (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
-_told_demo: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def load(shell: Any) -> AgentMagics:
@@ -60,15 +48,15 @@ def load(shell: Any) -> AgentMagics:
     except NotebookError as exc:
         print(exc)
     # Not in a session a real model worked on: its report says how to configure that one.
-    if config.demo_mode() and not agent.session_model.real and shell not in _told_demo:
-        print(DEMO_NOTE)
-        _told_demo.add(shell)
+    if not agent.session_model.real:
+        shell.events.register("post_run_cell", demo_note_after(shell, config))
     return magics
 
 
 def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.refresh_views)
     shell.events.unregister("post_run_cell", magics.record_cell)
+    magics.shutdown.close()
     magics.runs.withdraw_offers()
     atexit.unregister(magics.runtime.shutdown)
     try:

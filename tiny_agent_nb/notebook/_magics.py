@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import shlex
 import time
@@ -14,18 +15,19 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display, publish_display_data
 
 from ..agent import LoopObserver, RunResult, compaction_status
-from ..provider import DEMO_LABEL
 from ..redaction import redact
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
 from ._cell_runs import CellRuns
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
+from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._report import OpenReport, tool_label
 from ._runtime import AskFn, NotebookAgent
+from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
 from ._window_report import summary_line, summary_text, window_line
@@ -61,7 +63,13 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.runtime = agent
         self.views: list[TimelineView] = []
-        self.runs = CellRuns(shell, rich=self._rich(), resumable=agent.resumable)
+        # A kernel restart or shutdown from the menu interrupts a running cell first:
+        # the run's abort says which it was, not "interrupted by the user".
+        self.shutdown = ShutdownWatch(shell)
+        agent.stopped_by = self.shutdown.stopped_by
+        self.runs = CellRuns(
+            shell, rich=self._rich(), resumable=agent.resumable, interrupted=self._interrupted
+        )
 
     @magic_arguments()
     @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
@@ -80,6 +88,8 @@ class AgentMagics(Magics):
         help="answer with the offline demo model (also %%agent resume/compact), even in a "
         "session a real model worked on",
     )
+    # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
+    @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
         """Run a prompt through the durable agent loop, or manage the session.
@@ -119,7 +129,7 @@ class AgentMagics(Magics):
                                  that exists)
             %agent mcp           the MCP servers (TinyAgent.mcp_servers): state, version,
                                  tools; starts them if they are not running
-            %agent help          this text
+            %agent help          this text (so does --help, in either form)
 
         Every step is written to the session file before it takes effect; after a kernel
         restart, `%load_ext tiny_agent_nb` reports what was interrupted.
@@ -132,6 +142,9 @@ class AgentMagics(Magics):
             raise UsageError(f"bad arguments: {line!r}; see %agent help") from None
         except ValueError as exc:  # the splitter's "No closing quotation"
             raise UsageError(f"bad arguments: {line!r} ({exc}); see %agent help") from None
+        if args.help:
+            self._cmd_help()  # nothing else of the line or the cell is done
+            return
         try:
             if cell is not None:
                 if args.command:
@@ -187,10 +200,14 @@ class AgentMagics(Magics):
     def _view(self) -> CellDisplay:
         return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
 
+    def _interrupted(self) -> str:
+        return interrupted_line(shutting_down=self.shutdown.asked)
+
     def _say_model(self, model: str | None, demo: bool) -> None:
-        """The demo model's label, and a line when the model is not the session's last."""
+        """The demo model's label (once per cell: its answer does not repeat it), and a
+        line when the model is not the session's last."""
         if self.runtime.session_model.uses_demo(model, demo):
-            print(f"[{DEMO_LABEL}]")
+            print(DEMO_CELL_LABEL)
         change = self.runtime.session_model.change_note(model, demo)
         if change is not None:
             print(change)
@@ -260,8 +277,8 @@ class AgentMagics(Magics):
             )
         interrupted = [i for i in state.tool_intents.values() if i.status == "interrupted"]
         for intent in interrupted[-5:]:
-            summary = cell_text(short_arguments(intent.arguments))
-            print(f"  ⚠ {tool_label(intent)} {summary} — interrupted")
+            call = f"{tool_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
+            print(f"  ⚠ {call.rstrip()} — interrupted")
         print(f"cost     {money(*session_cost(state))}")
         print(f"context  {window_line(self.runtime.model, state)}")
         compacted = compaction_status(state)
@@ -286,7 +303,7 @@ class AgentMagics(Magics):
             print(f"({read_only})")
         t = state.totals
         # The timeline's words and money (docs/glossary.md): the same session reads the
-        # same here, in the widget and in `tiny-agent-nb timeline`.
+        # same here, in the timeline display and in `tiny-agent-nb timeline`.
         for run in usage_by_run(state):
             cost, unpriced = run.cost
             used = tokens(run.totals.input_tokens, run.totals.output_tokens, cost, unpriced)

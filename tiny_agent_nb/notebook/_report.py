@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from ..agent import RecoveryReport, resumable_operation
 from ..render import cell_text, money
 from ..session import SessionState, ToolIntent
-from ..timeline import session_cost, short_arguments
+from ..timeline import called_name, session_cost, short_arguments
+from ..timeline import tool_label as label
 from ._paths import SessionLocation
 
 
@@ -51,11 +52,11 @@ class OpenReport:
                     else ""
                 )
                 lines.append(
-                    f"  ⚠ {_call(intent)} — interrupted: it may have run; it was not run "
+                    f"  ⚠ {_call(s, intent)} — interrupted: it may have run; it was not run "
                     f"again.{still}"
                 )
             for intent in r.replayed:
-                lines.append(f"  ↻ {_call(intent)} — replayed (read-only)")
+                lines.append(f"  ↻ {_call(s, intent)} — replayed (read-only)")
             if r.failed_attempts:
                 lines.append(
                     f"  {r.failed_attempts} model request(s) in flight were marked interrupted."
@@ -77,16 +78,17 @@ _STOPPED = {
 }
 
 
-def _call(intent: ToolIntent) -> str:
+def _call(state: SessionState, intent: ToolIntent) -> str:
     """A recorded tool call on one line; both parts come from the file."""
-    return f"{tool_label(intent)} {cell_text(short_arguments(intent.arguments))}"
+    summary = cell_text(short_arguments(intent.arguments))
+    return f"{tool_label(state, intent)} {summary}".rstrip()
 
 
-def tool_label(intent: ToolIntent) -> str:
+def tool_label(state: SessionState, intent: ToolIntent) -> str:
     """The tool's name, and where it comes from unless it is built in, as the timeline
-    says it (docs/glossary.md): `get_current_time · mcp:time`. From the file: escaped."""
-    name, source = intent.tool.name, intent.tool.source
-    return cell_text(name if source == "builtin" else f"{name} · {source}")
+    says it (docs/glossary.md): `time__get_current_time · mcp:time`. From the file:
+    escaped."""
+    return cell_text(label(called_name(state, intent), intent.tool))
 
 
 def _source(location: SessionLocation) -> str:

@@ -102,6 +102,9 @@ class NotebookAgent:
         # The model the session's runs used, so that a run never swaps it silently.
         self.session_model = SessionModel(config, self.model)
         self._followers.watch(self.session_model.observe)
+        # Asked when a KeyboardInterrupt stops a run: what sent it, if not the user (the
+        # glue knows a kernel restart; `AgentLoop`'s `stopped_by`).
+        self.stopped_by: Callable[[], str | None] | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:
@@ -498,6 +501,7 @@ class NotebookAgent:
             ask=ask,
             observer=observer,
             projection=self.context(),
+            stopped_by=self.stopped_by,
         )
 
 

@@ -3,11 +3,12 @@
 It lets a newcomer see the durable mechanics (intents, results, a kernel killed mid-tool,
 recovery, resume) without an API key or a model server. It is not a language model and
 never pretends to be one: it runs, with the `bash` tool, the fenced ```bash blocks of
-the latest prompt, one per step, in order; then it answers, saying it is scripted, with
-what happened to each command, read from its result as a model would: the output (head
-and tail) and exit code of one that ran, or that it was not allowed, did not run, was
-interrupted, or could not run because `bash` is not among the cell's tools. Every
-session it touches says `offline-demo` as its provider.
+the latest prompt, one per step, in order; then it answers with what happened to each
+command, read from its result as a model would: the output (head and tail) and exit code
+of one that ran, or that it was not allowed, did not run, was interrupted, or could not
+run because `bash` is not among the cell's tools. Every session it touches says
+`offline-demo` as its provider, and every cell it answers starts with `DEMO_LABEL` (the
+notebook prints it, once; the answer does not repeat it).
 """
 
 from __future__ import annotations
@@ -119,8 +120,8 @@ class DemoProvider:
     def _answer(commands: list[str], since: list[dict[str, Any]], has_bash: bool) -> str:
         if not commands:
             return (
-                f"*{DEMO_LABEL}.* I can only run the ```bash blocks of a prompt, and this "
-                f"one has none. {_ADVICE}"
+                "I can only run the commands in fenced `bash` code blocks of a prompt, and "
+                f"this one has none. {_ADVICE}"
             )
         calls = {
             c["id"]: c["function"]
@@ -128,7 +129,7 @@ class DemoProvider:
             if m.get("role") == "assistant"
             for c in m.get("tool_calls") or []
         }
-        lines = [f"*{DEMO_LABEL}.* What happened to each command:", ""]
+        lines = ["What happened to each command:", ""]
         results = [m for m in since if m.get("role") == "tool"]
         for result in results:
             function = calls.get(result.get("tool_call_id", ""), {})

@@ -174,7 +174,7 @@ def status_error(
         wait = f"after {retry_after:g}s" if retry_after is not None else "after a pause"
         return fail(f"Rate limited (HTTP 429: {said}); retry {wait}.", retryable=True)
     if status in RETRYABLE_STATUS or status >= 500:
-        what = "overloaded" if status in (503, 529) else "failed"
+        what = "is overloaded" if status in (503, 529) else "failed"
         return fail(
             f"The server {what} (HTTP {status}: {said}); the request can be retried.",
             retryable=True,
