@@ -119,10 +119,9 @@ def test_a_backtracking_pattern_in_a_schema_does_not_hold_the_kernel(tmp_path: P
     with started(config) as (servers, lines):
         assert lines == []
         tool = tool_named(servers, "h__r")
-        began = time.monotonic()
         arguments = {"x": "a" * 26 + "!", "b" * 26 + "!": "y"}
-        assert tool.effective_arguments(arguments) == arguments  # the server checks them
-        assert time.monotonic() - began < 3.0
+        # Accepted, though neither matches: no pattern ran here (the server checks them).
+        assert tool.effective_arguments(arguments) == arguments
         with pytest.raises(ToolArgumentError, match="is not of type 'string'"):
             tool.effective_arguments({"x": 1})  # every other keyword is still checked
 
@@ -135,12 +134,12 @@ def test_a_tools_list_that_never_ends_is_one_line_at_once(
 ) -> None:
     tools = [{"name": "p", "inputSchema": OBJECT}]
     config = hostile(tmp_path, {"tools": tools, "pages_forever": cursor})
-    began = time.monotonic()
     with started(config, start_timeout=60) as (servers, lines):
         (line,) = lines
+        # Not "did not answer initialize and tools/list within 60 s": the pages were
+        # refused before the start_timeout.
         assert "did not start: its tools/list never ends (page " in line and said in line
         assert servers.status()[0].state == "failed"
-    assert time.monotonic() - began < 30  # not listed until start_timeout
 
 
 # ---------------------------------------------------------------- results

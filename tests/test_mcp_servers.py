@@ -255,8 +255,9 @@ def test_a_server_that_never_answers_initialize_is_bounded_by_start_timeout() ->
         assert servers.status()[0].state == "failed"
     # 1 s, then the SDK's bounded shutdown of a server ignoring EOF and SIGTERM (~4 s):
     # about 6 s on a quiet machine, 9 s in the suite on 2 cores; a start that waited for
-    # the server's answer would wait for good. The bound leaves room for a loaded machine.
-    assert took < 20
+    # the server's answer, or a shutdown that waited for the server, would wait for good.
+    # The bound is against that, not a measure: a loaded machine takes what it takes.
+    assert took < 60
 
 
 def test_an_http_url_refusing_connections_is_one_line(unused_port: int) -> None:
@@ -387,13 +388,17 @@ def test_ctrl_c_cancels_the_call_and_the_server_sees_the_cancellation(
             os.kill(os.getpid(), signal.SIGINT)
 
         threading.Thread(target=interrupt_when_started, daemon=True).start()
-        begun = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):  # not the call's end, 60 s later
             sleeper.run({"path": str(marker), "seconds": 60}, context)
-        assert time.monotonic() - begun < 20
-        # notifications/cancelled reached the server: its handler was cancelled.
-        wait_until(lambda: marker.read_text().endswith("cancelled\n"), what="the cancellation")
-        assert "finished" not in marker.read_text()
+        # notifications/cancelled reached the server: its handler was cancelled. Waited for
+        # as the handler's end, either way (a lost cancellation ends it 60 s after its start
+        # with "finished"), not for a time a loaded machine may take.
+        ended = wait_until(
+            lambda: marker.read_text().endswith(("cancelled\n", "finished\n")) and marker,
+            90,
+            what="the call's handler to end, cancelled or not",
+        )
+        assert ended.read_text().endswith("cancelled\n"), ended.read_text()
         # The session is still good for the next call.
         assert tool_named(servers, "t__echo").run({"text": "after"}, context).content == "after"
 
@@ -426,10 +431,8 @@ def test_ctrl_c_during_start_stops_what_was_starting(sigint_raises: None, tmp_pa
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt_once_it_runs, daemon=True).start()
-    begun = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt):  # not the start_timeout's failed start
         servers.start()
-    assert time.monotonic() - begun < 15
     assert servers.status()[0].state in ("failed", "stopped")
     servers.close()
     wait_until(lambda: not processes_mentioning(tag), 30, what="the server process to end")
@@ -466,5 +469,7 @@ def test_close_is_bounded_when_a_server_ignores_stdin_eof_and_sigterm(
     pid = int(tool_named(servers, "t__pid").run({}, context).content)
     begun = time.monotonic()
     servers.close()
-    assert time.monotonic() - begun < 12  # EOF 2 s, SIGTERM 2 s, then SIGKILL
+    # EOF 2 s, SIGTERM 2 s, then SIGKILL: ~4 s. The bound is against a close that waits
+    # for the server for good, not a measure: a loaded machine takes what it takes.
+    assert time.monotonic() - begun < 60
     wait_until(lambda: not pid_alive(pid), what="the stubborn server to be killed")
