@@ -28,8 +28,9 @@ def execute(kernel: Kernel, code: str) -> str:
 
 
 def notices(body: dict[str, Any]) -> list[str]:
+    """The notices sent: a run's is the first paragraph of its prompt's user turn."""
     return [
-        m["content"]
+        m["content"].partition("\n\n")[0]
         for m in body["messages"]
         if m["role"] == "user" and m["content"].startswith(NOTICE)
     ]
@@ -62,8 +63,9 @@ def test_the_first_request_after_a_restart_tells_the_model_once_what_is_gone(
     assert "the names earlier `python` calls defined (statistics, sales, mean)" in notice
     assert "the user's variables" in notice
     messages = after_restart["messages"]
-    assert messages[-2]["content"] == notice  # told first, then asked
-    assert messages[-1] == {"role": "user", "content": "What is the mean of sales?"}
+    # Told first, then asked, in one user turn (never two user turns in a row)
+    assert messages[-1] == {"role": "user", "content": f"{notice}\n\nWhat is the mean of sales?"}
+    assert messages[-2]["role"] == "assistant"
     assert notices(next_run) == [notice]  # the same notice, where it was: once
 
     state = load_session(workspace / SESSION)

@@ -68,15 +68,18 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
     (request,) = server.requests
     messages = request.body["messages"]
     users = [m["content"] for m in messages if m["role"] == "user"]
-    *asked, notice, prompt = users
+    *asked, turn = users
+    notice, _, prompt = turn.partition("\n\n")  # one user turn: the notice, the prompt
     assert asked == [*(f"question {i}" for i in range(RUNS)), "Deploy"]
     assert notice.startswith("[Kernel restarted]") and prompt == "what is left?"
     deploy = [m for m in messages if m.get("tool_call_id") == "call_deploy"]
     assert len(deploy) == 1 and deploy[0]["content"].startswith("Interrupted:"), deploy
-    assert len(messages) == 1 + RUNS * 4 + 3 + 2  # system, runs, Deploy's three, notice, prompt
-    # Built once, for that request, then followed: each entry projected exactly once.
+    assert len(messages) == 1 + RUNS * 4 + 3 + 1  # system, runs, Deploy's three, the turn
+    # Built once, for that request, then followed: each entry projected exactly once (the
+    # notice and its prompt as the one turn they make, made once from both).
     entries = load_session(path).entries
-    assert len(projected) == len(entries) == RUNS * 4 + 3 + 3  # Deploy, notice, prompt, answer
+    assert len(entries) == RUNS * 4 + 3 + 3  # Deploy's three, notice, prompt, answer
+    assert len(projected) == len(entries) - 2
 
 
 def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(

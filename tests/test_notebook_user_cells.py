@@ -80,7 +80,9 @@ def test_a_prompt_carries_the_cells_and_the_error_since_the_previous_agent_cell(
     assert_clean(again.execute("%%agent\nAnd now?"))
     resent = server.requests[2].body["messages"]
     assert resent[1 : len(second)] == second[1:]
-    assert resent[-1] == {"role": "user", "content": "And now?"}
+    # the new kernel's notice leads the prompt's turn; no cells ran in it
+    notice, _, prompt = resent[-1]["content"].partition("\n\n")
+    assert notice.startswith("[Kernel restarted]") and prompt == "And now?"
 
 
 def test_secrets_are_redacted_and_a_budget_of_zero_sends_no_cells(
