@@ -2,7 +2,7 @@
 
     python bench/bench_mcp_guard.py [--runs 31] [--quick]
 
-What is measured: `true` started under the guard (tiny_agent_nb/mcp/_guard.py, through
+What is measured: `true` started under the guard (tiny_agent_nb/_guard.py, through
 `guard_argv`, as the MCP package starts a server) until it ends: the guard's own start,
 its spawn of the command, and its exit after the command's. Time is the CPU time of the
 processes waited for (`RUSAGE_CHILDREN`: the guard and `true`), which other work on the
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from _report import Row, now, print_rows, print_spreads, revision, spread
 
-from tiny_agent_nb.mcp._guard import guard_argv
+from tiny_agent_nb._guard import guard_argv
 
 TARGET = 3.0
 BASELINE = "import os; os.waitpid(os.posix_spawnp('true', ['true'], os.environ), 0)"

@@ -350,11 +350,13 @@ class Bench:
         return int(text) if text.endswith("\n") else None  # written whole by one echo
 
     def kill_bash_group(self) -> None:
-        """The bash command runs in its own process group and outlives a SIGKILLed agent
-        (as it would outlive a dead kernel): stop it, by the pid it wrote itself."""
+        """The bash command runs in its own process group, under the guard that ends it
+        when the agent dies (docs/spec.md §20): stop it here too, by the pid it wrote
+        itself, should the guard not have done so yet."""
         pgid = self.bash_pid()
         assert pgid is not None
-        os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the guard was first
+            os.killpg(pgid, signal.SIGKILL)
 
     def move_workspace(self) -> None:
         moved = self.root / "moved"

@@ -366,12 +366,14 @@ DYING = [
 def test_a_kernel_that_dies_during_a_run_leaves_no_dead_widget_and_a_superseded_timeline(
     lab: Lab,
 ) -> None:
-    """The kernel dies inside a bash call (`kill -9 $PPID`), JupyterLab restarts it: the
-    Stop button it showed reads as its record, and once the new kernel has settled the
-    run, the timeline it left showing the run open says it is superseded."""
+    """The kernel dies inside a bash call (`kill -9 $TINY_AGENT_KERNEL_PID`), JupyterLab
+    restarts it: the Stop button it showed reads as its record, and once the new kernel
+    has settled the run, the timeline it left showing the run open says it is superseded."""
     p = lab.open("dying", DYING)
     with shown_on_failure(p, "dying"):
-        lab.server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "kill -9 $PPID"})))
+        lab.server.enqueue(
+            tool_calls_reply(tool_call("c1", "bash", {"command": "kill -9 $TINY_AGENT_KERNEL_PID"}))
+        )
         p.run(0)
         p.idle()
         p.run(1)

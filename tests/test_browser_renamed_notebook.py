@@ -97,8 +97,22 @@ def _runs_shown(s: LabSession, runs: int) -> None:
     )
 
 
+NOTICE = "[Kernel restarted]"
+
+
+def _turns(body: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """Each user turn sent: (the kernel notice that leads it, if one does; the prompt)."""
+    turns: list[tuple[str | None, str]] = []
+    for m in body["messages"]:
+        if m["role"] == "user":
+            notice, _, prompt = m["content"].partition("\n\n")
+            led = m["content"].startswith(NOTICE) and bool(prompt)
+            turns.append((notice, prompt) if led else (None, m["content"]))
+    return turns
+
+
 def _prompts(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+    return [prompt for _, prompt in _turns(body)]
 
 
 def test_a_renamed_notebook_keeps_its_conversation_with_and_without_a_restart(
@@ -139,9 +153,9 @@ def test_a_renamed_notebook_keeps_its_conversation_with_and_without_a_restart(
             "analysis.agent.jsonl." in text
         ), text
         third = s.model_requests()[2]
-        *asked, notice, prompt = _prompts(third.body)
-        assert asked == [PROMPT, PROMPT] and prompt == PROMPT
-        assert notice.startswith("[Kernel restarted]")
+        *asked, (notice, prompt) = _turns(third.body)
+        assert [p for _, p in asked] == [PROMPT, PROMPT] and prompt == PROMPT
+        assert notice is not None  # the restart, told in the prompt's turn
         assert not (folder / "Untitled.agent.jsonl").exists()
         state = load_session(folder / "analysis.agent.jsonl")
         assert state.header.id == session.header.id
@@ -205,9 +219,10 @@ def test_a_duplicated_notebook_gets_a_fork_and_never_writes_the_originals_file(
     finally:
         page.close()
     (request,) = lab.server.requests[asked:]
-    prompts = _prompts(request.body)
+    turns = _turns(request.body)
+    prompts = [prompt for _, prompt in turns]
     assert prompts.count(PROMPT) == 4 and prompts[-1] == PROMPT
-    assert prompts[-2].startswith("[Kernel restarted]")  # the copy runs in a kernel of its own
+    assert turns[-1][0] is not None  # the copy runs in a kernel of its own: told so
     fork = load_session(folder / "analysis-Copy1.agent.jsonl")
     assert fork.header.id != load_session(original).header.id
     assert original.read_bytes() == before  # the copy's kernel never wrote it

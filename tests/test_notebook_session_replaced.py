@@ -125,5 +125,6 @@ def test_new_keeps_the_old_conversations_snapshot_beside_it(
     assert not snapshot_path(path).exists()
     first_line = snapshot_path(archived).read_bytes().split(b" mac=", 1)[0]
     assert first_line.startswith(b"tiny-agent-nb snapshot 3 lines=%d " % SNAPSHOT_TAIL)
-    assert load_session(archived).last_seq == SNAPSHOT_TAIL
-    assert load_session(path).last_seq == 0
+    # the messages, and the kernelOpened of the kernel that wrote it last (docs/spec.md §18)
+    assert load_session(archived).last_seq == SNAPSHOT_TAIL + 1
+    assert len(load_session(path).entries) == 0

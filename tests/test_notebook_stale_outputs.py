@@ -98,8 +98,9 @@ def test_the_next_kernel_marks_a_timeline_a_dead_kernel_left_open_superseded(
     loaded = second.execute("%load_ext tiny_agent_nb")
     assert "The previous kernel stopped during a run" in loaded.stdout
     session = left.group(1)
-    rules = [d["text/html"] for d in loaded.displays if "tan-superseding" in d.get("text/html", "")]
-    assert len(rules) == 1 and loaded.displays[-1]["text/plain"] == ""
+    superseding = [d for d in loaded.displays if "tan-superseding" in d.get("text/html", "")]
+    assert len(superseding) == 1 and superseding[0]["text/plain"] == ""  # no visible text
+    rules = [d["text/html"] for d in superseding]
     rule = re.search(
         r'\.tan-timeline\[data-session="([^"]+)"\]\[data-open\]:not\(\[data-drawn-by="([^"]+)"\]\)'
         r" \.tan-superseded\{display:block!important\}",
