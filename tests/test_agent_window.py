@@ -5,6 +5,8 @@ always makes room, with a summary that speaks as the assistant."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from openai_server import (
     text_reply,
     tool_call,
     tool_calls_reply,
+    usage,
     validate_turns,
 )
 
@@ -193,6 +196,41 @@ def test_a_prompt_the_server_cut_silently_is_caught_by_its_token_count(notes: Pa
     assert compactions(state)
     said = [n for n in h.notices if "cut a prompt" in n]
     assert len(said) == 1
+
+
+def test_a_server_that_counts_only_what_its_cache_did_not_hold_cuts_nothing(
+    notes: Path,
+) -> None:
+    """Ollama 0.30 reported as a request's input tokens only those its KV cache did not
+    hold (ollama/ollama#16414): the counts shrink as the conversation grows. No such
+    count may be taken for a cut prompt, which would record it as the window, and fail
+    this run and every later one that cannot compact under it."""
+    sent_before = [b""]
+    counted: list[tuple[int, int]] = []  # (the count reported, the bytes of the request)
+
+    def caching_model(body: Any) -> Reply:
+        reply = scripted_model(body)
+        sent = json.dumps([body.get("tools"), body["messages"]]).encode()
+        cached = len(os.path.commonprefix([sent_before[0], sent]))
+        sent_before[0] = sent
+        count = max(1, int((len(sent) - cached) / 3.5))
+        counted.append((count, len(sent)))
+        reply["usage"] = usage(prompt=count)
+        return reply
+
+    with OpenAIServer(turns="alternating") as server:
+        server.responder = caching_model
+        h = harness(server, notes)
+        try:
+            cells(h, 8)
+        finally:
+            h.close()
+    assert windows(h.path) == []
+    state = load_session(h.path)
+    assert not [a for a in state.attempts.values() if a.error]
+    # counts the rule for a cut prompt alone would take for one: plausible windows,
+    # under a token per 16 bytes sent
+    assert [c for c, size in counted if 256 <= c and c * 16 < size]
 
 
 def test_the_summary_is_the_assistants_note_after_a_lead_of_ours(
