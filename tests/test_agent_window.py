@@ -211,7 +211,7 @@ def test_a_server_that_counts_only_what_its_cache_did_not_hold_cuts_nothing(
     def caching_model(body: Any) -> Reply:
         reply = scripted_model(body)
         sent = json.dumps([body.get("tools"), body["messages"]]).encode()
-        cached = len(os.path.commonprefix([sent_before[0], sent]))
+        cached = len(os.path.commonprefix([sent_before[0], sent]))  # noqa: RUF071 (bytes)
         sent_before[0] = sent
         count = max(1, int((len(sent) - cached) / 3.5))
         counted.append((count, len(sent)))
@@ -230,7 +230,7 @@ def test_a_server_that_counts_only_what_its_cache_did_not_hold_cuts_nothing(
     assert not [a for a in state.attempts.values() if a.error]
     # counts the rule for a cut prompt alone would take for one: plausible windows,
     # under a token per 16 bytes sent
-    assert [c for c, size in counted if 256 <= c and c * 16 < size]
+    assert [c for c, size in counted if c >= 256 and c * 16 < size]
 
 
 def test_the_summary_is_the_assistants_note_after_a_lead_of_ours(
