@@ -17,7 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..session import LearnedWindow, NewFact, SessionState, SessionStore, WindowSource
+from ..session import (
+    MAX_WINDOW,
+    MIN_WINDOW,
+    LearnedWindow,
+    NewFact,
+    SessionState,
+    SessionStore,
+    WindowSource,
+)
 from ..session import facts as f
 
 # When neither the trait nor the server says how big the model's window is: small enough
@@ -31,9 +39,6 @@ MAX_TOKENS_PER_BYTE = 1.0
 # that little since the previous request of the same context, is a prompt the server cut.
 TRUNCATED_BYTES_PER_TOKEN = 16
 TRUNCATION_GROWTH_BYTES = 64  # bytes a context must grow by before its growth is judged
-# A learned window is believed between these (docs/spec.md §17: untrusted numbers).
-MIN_WINDOW = 256
-MAX_WINDOW = 100_000_000
 
 WindowOrigin = WindowSource | str  # a record's source, or "configured" / "default"
 
