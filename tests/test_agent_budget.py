@@ -16,7 +16,14 @@ from tiny_agent_nb.agent._budget import Spend, chain_spend
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolUsage
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from openai_server import (
+    OpenAIServer,
+    is_summarization,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+    usage,
+)
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 
@@ -272,7 +279,9 @@ def test_the_budget_is_checked_again_after_a_compaction_before_the_attempt(
     # the summary cost $0.02: the step's own attempt is never sent
     assert result.outcome == "budgetLimit"
     assert result.detail is not None and "this run spent $0.02" in result.detail
-    assert server.pending_replies == 1
+    # nothing was sent after the summarization (which read it came after depends on the
+    # size of the tool schemas: not a fixed count)
+    assert is_summarization(server.requests[-1].body) and server.pending_replies >= 1
     assert len(h.compactions) == 1
 
 
