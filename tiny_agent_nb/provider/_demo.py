@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..session import AssistantMessage, ToolCall
 from ._types import Completion, StreamEvent, TextDelta, ToolCallStarted, UsageReport
-from ._wire import Encoded, prompt_of
+from ._wire import Encoded, encode, prompt_of, tool_definition
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -76,7 +76,10 @@ class DemoProvider:
         since = conversation[last_user + 1 :]
         results = [m for m in since if m.get("role") == "tool"]
         commands = _commands(prompt)
+        # Counted as a server counts a request, its tool schemas too: the loop takes a
+        # count far under what it sent for a server that cut the prompt (agent/_window.py).
         size = sum(len(m) for m in messages)
+        size += len(encode({"tools": [tool_definition(t) for t in tools]})) if tools else 0
         has_bash = any(t.name == "bash" for t in tools)
         if len(results) < len(commands) and has_bash:
             call = ToolCall(
