@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
-from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.agent._context import NO_ANSWER, last_input_tokens
 from tiny_agent_nb.agent._summary import CONTINUED, summary_messages
 from tiny_agent_nb.notebook import NotebookAgent, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import wire
@@ -62,6 +62,9 @@ def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook
     return resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=path.parent)
 
 
+_NO_ANSWER = wire.encode({"role": "assistant", "content": NO_ANSWER})
+
+
 def _reference(state: SessionState, system: str | None) -> View:
     """What the eager projection sent before checkpoints sliced their runs (e0f3e51): at a
     checkpoint whose cut it still holds, a summary, then the kept entries replayed."""
@@ -95,6 +98,8 @@ def _reference(state: SessionState, system: str | None) -> View:
             unanswered = []
         message = wire.entry_message(entry)
         assert message is not None
+        if isinstance(body, UserEntry) and messages and json.loads(messages[-1])["role"] == "user":
+            messages.append(_NO_ANSWER)  # a prompt whose run got no answer (§10 item 5)
         messages.append(wire.encode(message))
         if isinstance(body, AssistantEntry):
             unanswered = [c.id for c in body.message.toolCalls]
