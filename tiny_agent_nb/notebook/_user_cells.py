@@ -191,7 +191,8 @@ def cell_error(exc: BaseException, cell_label: Callable[[str], str | None]) -> C
     name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
     try:
         message = str(exc)  # what IPython's traceback already showed the user
-    except Exception:
+    except BaseException:  # its class's code: even a KeyboardInterrupt it raises is no
+        # interrupt of the cell (which has run), and must not become the cell's error
         message = "(its message could not be read)"
     where = _syntax_where(exc, cell_label) if isinstance(exc, SyntaxError) else None
     return CellError(
