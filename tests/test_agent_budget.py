@@ -280,7 +280,9 @@ def test_the_budget_is_checked_again_after_a_compaction_before_the_attempt(
     # before the compaction depends on the tool schemas' size, not on the budget)
     assert result.outcome == "budgetLimit"
     assert result.detail is not None and "this run spent $0.02" in result.detail
-    assert is_summarization(server.requests[-1].body)
+    # nothing was sent after the summarization (which read it came after depends on the
+    # size of the tool schemas: not a fixed count)
+    assert is_summarization(server.requests[-1].body) and server.pending_replies >= 1
     assert len(h.compactions) == 1
 
 

@@ -302,3 +302,32 @@ def test_a_second_context_length_refusal_after_compacting_fails_saying_what_to_d
     assert sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values()) == 1
     errors = [a.error.kind for a in state.attempts.values() if a.error]
     assert errors == ["contextLength", "contextLength"]
+
+
+def test_a_window_the_tools_alone_fill_says_to_offer_fewer_tools_and_asks_no_summary(
+    workspace: Path,
+) -> None:
+    """A server that serves 1500 tokens (llama-server --ctx-size 1536): the schemas of the
+    tools every request offers fill most of it, so no summary can make room. The run says
+    so, with what helps (fewer tools), not `%agent new`, which fails the same way."""
+    (workspace / "notes.txt").write_text("the parser fails on nested quotes\n" * 30)
+
+    def model(body: Any) -> dict[str, object]:
+        if body["messages"][-1]["role"] == "tool":
+            return text_reply("It fails on nested quotes.")
+        return tool_calls_reply(tool_call("r", "read_file", {"path": "notes.txt"}))
+
+    with OpenAIServer(context_limit=1500, token_bytes=3.5) as server:
+        server.responder = model
+        h = Harness(server, workspace, base_url=server.base_url)
+        try:
+            results = [h.loop.run(f"Cell {n}: what do the notes say?") for n in range(3)]
+        finally:
+            h.close()
+        summarizations = [r for r in server.requests if "summar" in json.dumps(r.body).lower()]
+    for result in results:
+        assert result.outcome == "failed"
+        assert result.detail is not None
+        assert "definitions of the tools offered alone take about" in result.detail
+        assert "offer fewer tools" in result.detail and "%agent new" not in result.detail
+    assert summarizations == []  # none was paid for: it could not have made room

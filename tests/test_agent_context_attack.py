@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
-from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.agent._context import NO_ANSWER, last_input_tokens
 from tiny_agent_nb.agent._summary import CONTINUED, summary_messages
 from tiny_agent_nb.notebook import NotebookAgent, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import wire
@@ -61,6 +61,9 @@ View = tuple[list[Any], list[str], int | None]
 def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook)
     """`%agent session PATH`'s location."""
     return resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=path.parent)
+
+
+_NO_ANSWER = wire.encode({"role": "assistant", "content": NO_ANSWER})
 
 
 def _reference(state: SessionState, system: str | None) -> View:
@@ -102,6 +105,8 @@ def _reference(state: SessionState, system: str | None) -> View:
         before = kept[index - 1].entry if index else None
         if isinstance(body, UserEntry) and isinstance(before, KernelNotice):
             message["content"] = wire.with_notice(before.message.content, message["content"])
+        if message["role"] == "user" and messages and json.loads(messages[-1])["role"] == "user":
+            messages.append(_NO_ANSWER)  # a prompt whose run got no answer (§10 item 6)
         messages.append(wire.encode(message))
         if isinstance(body, AssistantEntry):
             unanswered = [c.id for c in body.message.toolCalls]

@@ -5,6 +5,8 @@ always makes room, with a summary that speaks as the assistant."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import pytest
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import AgentError, compaction_line
+from tiny_agent_nb.agent._context import NO_ANSWER
 from tiny_agent_nb.agent._summary import SUMMARY_LEAD
 from tiny_agent_nb.agent._window import ContextWindow, Measure, truncated
 from tiny_agent_nb.session import CompactionEntry, SessionState, SessionStore, load_session
@@ -21,10 +24,12 @@ from tiny_agent_nb.session import facts as f
 from openai_server import (
     OpenAIServer,
     Reply,
+    error_reply,
     is_summarization,
     text_reply,
     tool_call,
     tool_calls_reply,
+    usage,
     validate_turns,
 )
 
@@ -193,6 +198,41 @@ def test_a_prompt_the_server_cut_silently_is_caught_by_its_token_count(notes: Pa
     assert len(said) == 1
 
 
+def test_a_server_that_counts_only_what_its_cache_did_not_hold_cuts_nothing(
+    notes: Path,
+) -> None:
+    """Ollama 0.30 reported as a request's input tokens only those its KV cache did not
+    hold (ollama/ollama#16414): the counts shrink as the conversation grows. No such
+    count may be taken for a cut prompt, which would record it as the window, and fail
+    this run and every later one that cannot compact under it."""
+    sent_before = [b""]
+    counted: list[tuple[int, int]] = []  # (the count reported, the bytes of the request)
+
+    def caching_model(body: Any) -> Reply:
+        reply = scripted_model(body)
+        sent = json.dumps([body.get("tools"), body["messages"]]).encode()
+        cached = len(os.path.commonprefix([sent_before[0], sent]))  # noqa: RUF071 (bytes)
+        sent_before[0] = sent
+        count = max(1, int((len(sent) - cached) / 3.5))
+        counted.append((count, len(sent)))
+        reply["usage"] = usage(prompt=count)
+        return reply
+
+    with OpenAIServer(turns="alternating") as server:
+        server.responder = caching_model
+        h = harness(server, notes)
+        try:
+            cells(h, 8)
+        finally:
+            h.close()
+    assert windows(h.path) == []
+    state = load_session(h.path)
+    assert not [a for a in state.attempts.values() if a.error]
+    # counts the rule for a cut prompt alone would take for one: plausible windows,
+    # under a token per 16 bytes sent
+    assert [c for c, size in counted if c >= 256 and c * 16 < size]
+
+
 def test_the_summary_is_the_assistants_note_after_a_lead_of_ours(
     refusing: OpenAIServer, notes: Path
 ) -> None:
@@ -230,6 +270,31 @@ def test_the_strict_turns_refuse_what_the_summary_as_a_user_message_sent() -> No
     assert validate_turns([*fine, {"role": "assistant", "content": "a"}]) is None
 
 
+def test_a_prompt_after_a_run_that_got_no_answer_is_no_second_user_turn(notes: Path) -> None:
+    """A run that ends before the model answers (here a 400) leaves its prompt unanswered:
+    the next prompt must not make two user turns in a row, which a strict chat template
+    refuses for every later request of the session."""
+    with window_server() as server:
+        server.enqueue(error_reply(400, "the model is loading"))
+        h = harness(server, notes)
+        try:
+            assert h.loop.run("Cell 0: what do the notes say?").outcome == "failed"
+            cells(h, 2, start=1)
+        finally:
+            h.close()
+        again = harness(server, notes)  # a new process rebuilds the same context
+        try:
+            cells(again, 1, start=3)
+        finally:
+            again.close()
+        assert not server.invalid_requests, [r.problem for r in server.invalid_requests]
+        sent = server.requests[1].body["messages"]
+        assert [m["role"] for m in sent[1:4]] == ["user", "assistant", "user"]
+        assert sent[2]["content"] == NO_ANSWER
+        rebuilt = server.requests[-2].body["messages"]  # the new process's first request
+        assert rebuilt[: len(sent)] == sent
+
+
 def test_a_summary_that_leaves_no_room_fails_its_attempt_and_is_not_kept(
     notes: Path,
 ) -> None:
@@ -237,9 +302,10 @@ def test_a_summary_that_leaves_no_room_fails_its_attempt_and_is_not_kept(
         h = harness(server, notes, context_window=4000, keep_tail_tokens=500)
         server.enqueue_summaries(text_reply("SUMMARY " + "blah " * 4000))  # ~5,000 tokens
         try:
-            # cells until the first compaction (when depends on the tool schemas' size)
+            # Cells complete until the context passes the threshold (when depends on the
+            # size of the tool schemas: no fixed count), and its compaction is refused.
             result = h.loop.run("Cell 0: what do the notes say?")
-            while result.outcome == "completed":
+            while result.outcome == "completed" and len(server.requests) < 60:
                 result = h.loop.run("Next cell: and now?")
         finally:
             h.close()

@@ -135,6 +135,9 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         # the bound a usage fact is believed up to (docs/spec.md §11)
         "MAX_REPORTED",
         "usage_in_range",
+        # the context windows a session believes (docs/spec.md §17)
+        "MAX_WINDOW",
+        "MIN_WINDOW",
     }
 
 

@@ -3,19 +3,25 @@ lists it, asked once per open session (the compaction trigger reads it every run
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 from test_agent_window import NOTES, window_server
+from test_notebook_kernel import assert_clean
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import TinyAgent, resolve_session_path
-from tiny_agent_nb.notebook._runtime import NotebookAgent
+from tiny_agent_nb.notebook._runtime import WINDOW_ASK_INTERRUPTED, NotebookAgent
 from tiny_agent_nb.notebook._window_report import window_line
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
-from openai_server import OpenAIServer, model_entry
+from kernel_helpers import StartKernel, start_kernel, workspace
+from openai_server import OpenAIServer, error_reply, model_entry
+
+__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
 
 def listings(server: OpenAIServer) -> int:
@@ -146,3 +152,26 @@ def test_status_says_the_window_and_where_it_comes_from(
     assert window_line(NotebookAgent(TinyAgent(), {}).model, state) == (
         "the offline demo model has no context window"
     )
+
+
+def test_ctrl_c_while_the_window_is_asked_says_nothing_was_recorded(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    """A server that holds its metadata (read_timeout is 120 s): the user interrupts the
+    first cell before any request. Nothing of a run exists: the cell must not say an abort
+    was recorded, nor send the user to `%agent resume`."""
+    hold = threading.Event()
+    server.models_reply = {**error_reply(200, body={"data": []}), "hold": hold}
+    kernel = start_kernel()
+    try:
+        assert_clean(kernel.execute("%load_ext tiny_agent_nb"))
+        run = kernel.send("%%agent\nHello.")
+        wait_until(lambda: listings(server) == 1, 30, what="the window asked")
+        kernel.interrupt()
+        kernel.collect(run)
+    finally:
+        hold.set()
+    assert_clean(run)
+    assert run.stdout == WINDOW_ASK_INTERRUPTED + "\n"
+    assert server.requests == []
+    assert load_session(workspace / "analysis.agent.jsonl").operations == {}

@@ -106,6 +106,30 @@ def test_secrets_are_redacted_and_a_budget_of_zero_sends_no_cells(
     assert server.requests[1].body["messages"][-1]["content"] == "Again."
 
 
+# An exception whose message raises KeyboardInterrupt when anyone but IPython reads it.
+SPITEFUL = """import sys
+class Spiteful(Exception):
+    def __str__(self):
+        if "_user_cells" in sys._getframe(1).f_code.co_filename:
+            raise KeyboardInterrupt
+        return "as IPython shows it"
+raise Spiteful()"""
+
+
+def test_an_error_whose_message_raises_stays_the_cells_own(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    server.enqueue(text_reply("ok"))
+    kernel = start_kernel()
+    load(kernel)
+    failed = kernel.execute(SPITEFUL)
+    assert failed.error is not None and failed.error["ename"] == "Spiteful"
+    assert "Error in callback" not in failed.stdout + failed.stderr
+    assert_clean(kernel.execute("%%agent\nWhy?"))
+    sent = server.requests[0].body["messages"][-1]["content"]
+    assert "→ __main__.Spiteful: (its message could not be read) (at In [2], line 7" in sent
+
+
 def test_the_newest_cells_fit_the_budget_and_the_older_are_counted(
     start_kernel: StartKernel, server: OpenAIServer
 ) -> None:

@@ -4,6 +4,9 @@ unforgeable, and the prompt found again after them (the offline demo reads it)."
 
 from __future__ import annotations
 
+import tracemalloc
+from types import SimpleNamespace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +14,7 @@ from tiny_agent_nb.notebook._user_cells import (
     CellError,
     CellRecord,
     UserCells,
+    cell_record,
     is_agent_cell,
     printable,
 )
@@ -117,6 +121,27 @@ def test_agent_cells_are_not_the_users() -> None:
     assert is_agent_cell("%load_ext tiny_agent_nb")
     assert not is_agent_cell("%agent status\nx = 1")
     assert not is_agent_cell("df.head()")
+
+
+def test_a_cell_of_megabytes_is_kept_without_splitting_it_into_lines() -> None:
+    """Every cell the user runs is read after it ran: a cell of 2 million lines (12 MB of
+    pasted data) must cost about its own size, not a list of its lines."""
+    code = "a = 1\n" * 2_000_000
+    result = SimpleNamespace(
+        info=SimpleNamespace(raw_cell=code, silent=False, store_history=True),
+        execution_count=7,
+        error_before_exec=None,
+        error_in_exec=None,
+    )
+    tracemalloc.start()
+    try:
+        record = cell_record(result, lambda filename: None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert record is not None and record.count == 7 and len(record.code) < 3100
+    assert peak < 3 * len(code)  # a copy stripped of its last LF, and little more
+    assert is_agent_cell("%agent status\n" * 100_000 + "x = 1") is False
 
 
 @settings(max_examples=200, deadline=None)

@@ -302,3 +302,82 @@ def test_a_module_and_a_plain_value_are_described() -> None:
     assert text.splitlines()[:2] == ["np: module", "module 'numpy'"]
     assert f"version {np.__version__!r}" in text
     assert run(ns, "mod")[0] == "mod: module\nmodule 'scratch'"
+
+
+class HostileArray(np.ndarray):  # type: ignore[misc]
+    """An ndarray subclass (numpy.matrix and MaskedArray are others) whose own attributes
+    are its class's code."""
+
+    @property
+    def shape(self) -> Any:
+        raise Ran("shape")
+
+    @property
+    def dtype(self) -> Any:
+        raise Ran("dtype")
+
+    @property
+    def size(self) -> Any:
+        raise Ran("size")
+
+    @property
+    def flat(self) -> Any:
+        raise Ran("flat")
+
+
+class HostileScalar(np.int32):  # type: ignore[misc]
+    def item(self, *args: Any) -> Any:
+        raise Ran("item")
+
+
+class HostileZone(datetime.tzinfo):
+    def utcoffset(self, dt: Any) -> Any:
+        raise Ran("utcoffset")
+
+    def __repr__(self) -> str:
+        raise Ran("tzinfo __repr__")
+
+
+class HostileName(str):
+    def __repr__(self) -> str:
+        raise Ran("name __repr__")
+
+
+def test_subclasses_and_parts_of_the_known_types_run_none_of_their_code() -> None:
+    """numpy's arrays and scalars are read through numpy's own code even when a subclass
+    redefines it, and a datetime's repr is only taken when it calls no tzinfo's code."""
+    named = datetime.timezone(datetime.timedelta(hours=1), HostileName("CET"))
+    ns = {
+        "array": np.arange(3).view(HostileArray),
+        "scalar": HostileScalar(7),
+        "aware": datetime.datetime(2024, 1, 2, 3, 4, tzinfo=HostileZone()),
+        "at": datetime.time(3, 4, tzinfo=HostileZone()),
+        "named_zone": named,
+        "in_named_zone": datetime.datetime(2024, 1, 2, tzinfo=named),
+        "utc": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
+        "masked": np.ma.masked_array([1, 2], mask=[0, 1]),
+        "in_a_list": [HostileScalar(8), datetime.time(5, tzinfo=HostileZone())],
+    }
+    listing, error = run(ns)
+    assert not error, listing
+    assert listing.splitlines()[1:] == [
+        "- array: test_tools_variables.HostileArray, shape (3,), dtype int64",
+        "- at: datetime.time, datetime.time(3, 4, tzinfo=<test_tools_variables.HostileZone>)",
+        "- aware: datetime.datetime, datetime.datetime(2024, 1, 2, 3, 4, "
+        "tzinfo=<test_tools_variables.HostileZone>)",
+        "- in_a_list: list, len 2",
+        "- in_named_zone: datetime.datetime, datetime.datetime(2024, 1, 2, 0, 0, "
+        "tzinfo=<datetime.timezone>)",
+        "- masked: numpy.ma.MaskedArray, shape (2,), dtype int64",
+        "- named_zone: datetime.timezone",
+        "- scalar: test_tools_variables.HostileScalar, 7",
+        "- utc: datetime.datetime, datetime.datetime(2024, 1, 2, 0, 0, "
+        "tzinfo=datetime.timezone.utc)",
+    ]
+    described, error = run(ns, "array")
+    assert not error and described.splitlines()[2] == "first elements (flat): 0, 1, 2"
+    described, error = run(ns, "in_a_list")
+    assert not error
+    assert described.splitlines()[2] == (
+        "[8, datetime.time(5, 0, tzinfo=<test_tools_variables.HostileZone>)]"
+    )

@@ -30,7 +30,7 @@ from ._window import DEFAULT_CONTEXT_WINDOW, ContextWindow
 
 CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too long"
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "CompactionFailed", "Compactor", "NoRoom"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "CompactionFailed", "Compactor", "FixedTooLarge", "NoRoom"]
 
 
 def estimate_tokens(byte_count: int) -> int:
@@ -98,6 +98,11 @@ class AttemptLabel:
     configuration_digest: str
 
 
+class FixedTooLarge(NoRoom):
+    """The system prompt and the tool schemas alone pass the threshold: no summary of
+    the conversation can make room (a small window, many tools)."""
+
+
 class Compactor:
     """Decides when a run needs room and makes it (the loop calls it before attempts)."""
 
@@ -163,6 +168,8 @@ class Compactor:
             return None
         try:
             self.run(operation_id, step, attempt)
+        except FixedTooLarge as exc:
+            return fixed_too_large_detail(self.window, str(exc)) if forced else None
         except NoRoom as exc:
             if not forced:
                 return None  # past the threshold is not yet too long: the request may fit
@@ -176,6 +183,13 @@ class Compactor:
     ) -> Compacted:
         """One compaction. Raises NoRoom before committing anything, and CompactionFailed
         after committing the attempt's failure."""
+        fixed = self.window.estimate(self._fixed_bytes)
+        if fixed >= self.limit():  # checked first: it would be a summarization paid for nothing
+            raise FixedTooLarge(
+                f"the system prompt and the definitions of the tools offered alone take about "
+                f"{fixed} tokens, not under {self.limit()} ({self._threshold:g} of the "
+                "window), so no summary of the conversation can make room"
+            )
         tokens_before = self.context_tokens()
         state = self._store.load()
         budget = self.budget()
@@ -277,6 +291,17 @@ class Compactor:
         # With the usage the server reported before the answer failed: it was billed.
         self._store.commit([failed, *attempt_usage(attempt_id, error.usage), *extra])
         self.window.learned_from(list(extra))
+
+
+def fixed_too_large_detail(window: ContextWindow, reason: str) -> str:
+    """A run's detail when what every request carries leaves no room in the window."""
+    return (
+        f"the conversation does not fit the model's context window ({window.describe()}): "
+        f"{reason}. Everything is kept in the session. Next: offer fewer tools "
+        '(`%%agent --tools read_file,python`, or `--tools ""` for none), a shorter '
+        "TinyAgent.system_prompt, or a model served with a larger context window "
+        "(TinyAgent.context_window, if the server's number is wrong)"
+    )
 
 
 def too_long_detail(window: ContextWindow, reason: str) -> str:

@@ -6,7 +6,7 @@ A request sends a view of each map as it is, so the cost of a step does not grow
 the length of the history, and a kernel that restarts rebuilds the same projection from
 the file the same way.
 
-Three things are not entries but still reach the model:
+Four things are not entries but still reach the model:
 - the system prompt, first;
 - a checkpoint's summary, as the assistant's note after a user message of ours
   (`_summary.py` says why);
@@ -16,7 +16,9 @@ Three things are not entries but still reach the model:
 - a tool call that never got a `toolStarted` (the kernel died, or the user interrupted,
   before it began) is answered with a synthetic tool message saying it never ran — true
   by construction, since intent is written before effect — because providers refuse a
-  conversation with an unanswered tool call.
+  conversation with an unanswered tool call;
+- between a prompt that got no answer (its run ended first) and the next prompt, an
+  assistant message of ours saying so, as chat templates refuse two user turns in a row.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ from ._summary import continued, is_user_message, summary_messages
 NOT_STARTED = (
     "Not run: the session stopped before this tool call started, so it had no effect. "
     "Call it again if it is still needed."
+)
+# Between a prompt whose run ended before the model answered it (a failed request, an
+# interrupt, a budget already spent) and the next prompt: the strictest chat templates
+# refuse two user turns in a row (docs/spec.md §10), so every later request would fail.
+NO_ANSWER = (
+    "[tiny-agent-nb, not the model: the run of the prompt above ended before the model "
+    "answered it.]"
 )
 
 
@@ -146,6 +155,7 @@ class ContextProjection:
         self._entry_ids: list[str] = []
         self._offsets = array("q")
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
+        self._ends_with_user = False  # the last projected message is a user message
         # The latest checkpoint's summary messages (none before one), whether its cut is
         # the checkpoint's (a later one may re-summarize the summary alone), and whether
         # the first message after them is a user message (None: nothing follows yet).
@@ -196,6 +206,7 @@ class ContextProjection:
             built._offsets,
         )
         self._unanswered, self._ledger = built._unanswered, built._ledger
+        self._ends_with_user = built._ends_with_user
         self._summary, self._cut = built._summary, built._cut
         self._opens_with_user, self._notice = built._opens_with_user, built._notice
         self._through_seq, self._load = built._through_seq, None
@@ -268,6 +279,10 @@ class ContextProjection:
             self._unanswered.pop(answers[0], None)
         else:
             self._close_unanswered()
+        user = is_user_message(message)
+        if user and self._ends_with_user:
+            self._messages.append(_NO_ANSWER_MESSAGE)
+        self._ends_with_user = user
         self._entry_ids.append(entry_id)
         self._offsets.append(self._messages.append(message))
         if opens:
@@ -305,6 +320,7 @@ class ContextProjection:
             self._offsets = array("q", [offset + moved for offset in keep_offsets])
         else:
             self._unanswered = {}
+            self._ends_with_user = False  # the summary, the assistant's note, is last
         self._messages = messages
 
     def messages(self) -> list[wire.Encoded]:
@@ -312,7 +328,10 @@ class ContextProjection:
         encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
         self._built()
         pending = [_synthetic_result(call_id) for call_id in self._unanswered]
-        notice = [] if self._notice is None else [wire.user_message(self._notice[1])]
+        notice: list[bytes] = []
+        if self._notice is not None:  # sent as `_append` will project it (no two user turns)
+            notice = [_NO_ANSWER_MESSAGE] if self._ends_with_user else []
+            notice.append(wire.user_message(self._notice[1]))
         summary = self._summary
         opens_with_user = self._opens_with_user
         if opens_with_user is None:  # nothing after the summary but, maybe, a notice
@@ -328,6 +347,9 @@ class ContextProjection:
 
 def _synthetic_result(call_id: str) -> bytes:
     return wire.tool_message(call_id, NOT_STARTED)
+
+
+_NO_ANSWER_MESSAGE = wire.encode({"role": "assistant", "content": NO_ANSWER})
 
 
 def last_input_tokens(state: SessionState) -> int | None:

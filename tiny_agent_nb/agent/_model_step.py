@@ -27,7 +27,7 @@ from ._context import ContextProjection
 from ._planner import attempt_usage
 from ._tool_step import ToolStep
 from ._types import ChatProvider, LoopConfig, LoopObserver, RunResult
-from ._window import Measure, truncated
+from ._window import Measure, largest_count, truncated
 
 
 class ModelStep:
@@ -202,6 +202,8 @@ class ModelStep:
         usage = completion.usage
         if usage is None or not truncated(Measure(usage.input_tokens, sent), previous):
             return None
+        if usage.input_tokens < largest_count(self._store.load(), self._config.model):
+            return None  # no window: a count of only what the server's cache did not hold
         error = ProviderError(
             f"the server read {usage.input_tokens} tokens of a request of about "
             f"{self._compactor.window.estimate(sent)}: it cut the start of the conversation "

@@ -17,7 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..session import LearnedWindow, NewFact, SessionStore, WindowSource
+from ..session import (
+    MAX_WINDOW,
+    MIN_WINDOW,
+    LearnedWindow,
+    NewFact,
+    SessionState,
+    SessionStore,
+    WindowSource,
+)
 from ..session import facts as f
 
 # When neither the trait nor the server says how big the model's window is: small enough
@@ -31,9 +39,6 @@ MAX_TOKENS_PER_BYTE = 1.0
 # that little since the previous request of the same context, is a prompt the server cut.
 TRUNCATED_BYTES_PER_TOKEN = 16
 TRUNCATION_GROWTH_BYTES = 64  # bytes a context must grow by before its growth is judged
-# A learned window is believed between these (docs/spec.md §17: untrusted numbers).
-MIN_WINDOW = 256
-MAX_WINDOW = 100_000_000
 
 WindowOrigin = WindowSource | str  # a record's source, or "configured" / "default"
 
@@ -64,6 +69,24 @@ def truncated(sent: Measure, previous: Measure | None) -> bool:
     grown = sent.bytes - previous.bytes
     added = sent.tokens - previous.tokens
     return grown >= TRUNCATION_GROWTH_BYTES and added * TRUNCATED_BYTES_PER_TOKEN < grown
+
+
+def largest_count(state: SessionState, model: str) -> int:
+    """The most input tokens a server counted for one request of `model` in the session.
+
+    A server that cuts a prompt reads its whole window, so it never counts fewer tokens
+    for a cut prompt than it read of any request before: a count below this one is no
+    cut. It is a server that counts only what its cache did not already hold (Ollama
+    0.30 did: ollama/ollama#16414, #16428), whose counts shrink as the conversation it
+    caches grows; taken for a cut, such a count would stand as a tiny window that no
+    compaction can make room for, and every later run would fail."""
+    usage = state.usage
+    counts = (
+        found.inputTokens
+        for attempt in state.attempts.values()
+        if attempt.model == model and (found := usage.get(attempt.id)) is not None
+    )
+    return max(counts, default=0)
 
 
 class ContextWindow:

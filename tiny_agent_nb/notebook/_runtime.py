@@ -64,6 +64,13 @@ from ._session_model import SessionModel
 from ._user_cells import UserCells
 
 AskFn = Callable[[str, object], bool]
+# Ctrl-C while the server's metadata was asked for the window (a server may hold that
+# answer up to read_timeout, and it is asked again by the next cell).
+WINDOW_ASK_INTERRUPTED = (
+    "■ Interrupted while asking the server for the model's context window, before the "
+    "run started: nothing was sent or recorded. Setting TinyAgent.context_window (tokens) "
+    "skips asking."
+)
 
 
 class NotebookAgent:
@@ -466,7 +473,10 @@ class NotebookAgent:
             # loop records it). A recovery's loop (a provider given) asks no server.
             base_url = provider_config.redacted_base_url
             if not window and store.learned_window(base_url, provider_config.model) is None:
-                listed = self.model.context_window(model)
+                try:
+                    listed = self.model.context_window(model)
+                except KeyboardInterrupt:  # nothing of the run exists yet: say so
+                    raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
         registry = self.mcp.registry(tools, with_mcp=with_mcp)
         digest = provider_config.digest_material()
         servers = self.mcp.digest_material(registry)

@@ -13,6 +13,7 @@ escapes are removed, other control characters written as escapes, secrets redact
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import re
 from collections import deque
@@ -33,6 +34,7 @@ MIN_CODE = 100  # a cell shown with less of its code than this is left out inste
 # (IPython's own, a library's) would reach the model as noise, and the timeline as escapes.
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_LINE = re.compile(r"[^\r\n]+")
 USER_CELLS_START, USER_CELLS_END = wire.USER_CELLS_START, wire.USER_CELLS_END
 _MARKERS = (USER_CELLS_START, USER_CELLS_END)
 
@@ -166,14 +168,20 @@ def cell_record(result: Any, cell_label: Callable[[str], str | None]) -> CellRec
 
 
 def is_agent_cell(code: str) -> bool:
-    """A cell of this extension's own (`%%agent`, `%agent ...`, loading it): not context."""
-    lines = [line.strip() for line in code.splitlines() if line.strip()]
-    if lines and lines[0].startswith("%%agent"):
+    """A cell of this extension's own (`%%agent`, `%agent ...`, loading it): not context.
+
+    Read line by line up to the first line that says no: this runs after every cell,
+    and a cell of megabytes (pasted data) is not split into a list of its lines."""
+    lines = (line for match in _LINE.finditer(code) if (line := match.group().strip()))
+    first = next(lines, None)
+    if first is None:
+        return False
+    if first.startswith("%%agent"):
         return True
-    return bool(lines) and all(
+    return all(
         line.startswith(("%%agent", "%agent"))
         or line in ("%load_ext tiny_agent_nb", "%reload_ext tiny_agent_nb")
-        for line in lines
+        for line in itertools.chain((first,), lines)
     )
 
 
@@ -183,7 +191,8 @@ def cell_error(exc: BaseException, cell_label: Callable[[str], str | None]) -> C
     name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
     try:
         message = str(exc)  # what IPython's traceback already showed the user
-    except Exception:
+    except BaseException:  # its class's code: even a KeyboardInterrupt it raises is no
+        # interrupt of the cell (which has run), and must not become the cell's error
         message = "(its message could not be read)"
     where = _syntax_where(exc, cell_label) if isinstance(exc, SyntaxError) else None
     return CellError(

@@ -80,10 +80,10 @@ class DemoProvider:
         since = conversation[last_user + 1 :]
         results = [m for m in since if m.get("role") == "tool"]
         commands = _commands(prompt)
-        # Counted as a server counts a prompt: the messages and the tool schemas (a count
-        # of the messages alone reads, to the loop, as a server that cut the prompt).
+        # Counted as a server counts a request, its tool schemas too: the loop takes a
+        # count far under what it sent for a server that cut the prompt (agent/_window.py).
         size = sum(len(m) for m in messages)
-        size += len(encode({"tools": [tool_definition(t) for t in tools]}))
+        size += len(encode({"tools": [tool_definition(t) for t in tools]})) if tools else 0
         has_bash = any(t.name == "bash" for t in tools)
         if len(results) < len(commands) and has_bash:
             call = ToolCall(

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..session import MAX_WINDOW, MIN_WINDOW
 from ._types import ProviderError
 
 if TYPE_CHECKING:
@@ -96,10 +97,7 @@ def context_too_long(
 
 
 # The numbers are untrusted text: only a plain count of at most 9 digits, in a plausible
-# range, is believed. Below 256 tokens no agent's system prompt fits, so a smaller
-# "window" is a misreading; 100M is past every model served today.
-MIN_WINDOW = 256
-MAX_WINDOW = 100_000_000
+# range (MIN_WINDOW..MAX_WINDOW: a smaller "window" is a misreading), is believed.
 _COUNT = r"(\d{1,3}(?:,\d{3}){1,2}|\d{1,9})(?!\d)"
 _WINDOW_WORDS = (
     re.compile(r"maximum context length is " + _COUNT, re.IGNORECASE),  # OpenAI, vLLM, ...

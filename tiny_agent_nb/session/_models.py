@@ -32,6 +32,11 @@ Count = Annotated[int, Field(ge=0)]
 # stays valid, and reads as no usage (docs/spec.md §11), so no sum can overflow to `inf`
 # or grow past what `str()` prints (Python refuses ints of more than 4,300 digits).
 MAX_REPORTED = 2**53 - 1
+# The context windows a session believes (docs/spec.md §17): below 256 tokens no agent's
+# system prompt fits, 100M is past every model served today. A window a server states
+# outside them is not recorded; a record outside them (a crafted file) reads as none.
+MIN_WINDOW = 256
+MAX_WINDOW = 100_000_000
 # 9999-12-31T23:59:59.999Z: every renderer can show it (datetime stops at year 9999) and it
 # is an exact JavaScript number (< 2**53). A larger `at` is no time, and so corruption.
 MAX_EPOCH_MS = 253_402_300_799_999

@@ -14,7 +14,16 @@ from typing import Any
 
 from ._framing import parse_transaction
 from ._lines import Lines
-from ._models import EntryFact, Fact, Header, RecordFact, SystemPrompt, Usage
+from ._models import (
+    MAX_WINDOW,
+    MIN_WINDOW,
+    EntryFact,
+    Fact,
+    Header,
+    RecordFact,
+    SystemPrompt,
+    Usage,
+)
 from ._tables import (
     Attempt,
     EntrySlot,
@@ -124,8 +133,17 @@ class SessionState:
 
     @property
     def context_windows(self) -> Mapping[tuple[str, str], LearnedWindow]:
-        """The window learned for each (base URL, model), from its newest record."""
-        return MappingProxyType(self._tables.windows)
+        """The window learned for each (base URL, model), from its newest record. A record
+        whose tokens are outside MIN_WINDOW..MAX_WINDOW (a crafted file: no writer makes
+        one) reads as none for its pair (docs/spec.md §17): a run would otherwise overflow
+        a float on it, or never get under it."""
+        return MappingProxyType(
+            {
+                pair: window
+                for pair, window in self._tables.windows.items()
+                if MIN_WINDOW <= window.tokens <= MAX_WINDOW
+            }
+        )
 
     @property
     def kernels(self) -> Mapping[str, Kernel]:

@@ -10,8 +10,9 @@ what its `__repr__` chose to say. So nothing here calls code of a type it does n
 - built-in values (numbers, strings, bytes, containers) are read through the built-in
   type's own slots (`list.__len__(x)`, `dict.items(x)`), which a subclass cannot
   override, and shown a bounded number of items deep;
-- `numpy.ndarray`, and pandas' `DataFrame`, `Series` and `Index` of exactly pandas' own
-  classes, are read through their own attributes (shape, dtype, columns, dtypes), when
+- `numpy.ndarray` (through ndarray's own descriptors, a subclass's too), and pandas'
+  `DataFrame`, `Series` and `Index` of exactly pandas' own classes, are read through
+  their own attributes (shape, dtype, columns, dtypes), when
   numpy or pandas is already imported: their code, and bounded (a frame's dtypes take
   time in its number of columns, nothing takes time in its rows);
 - of any other object only the type is named, and a description lists the instance
@@ -89,6 +90,12 @@ def is_array(value: object) -> bool:
     return ndarray is not None and issubclass(type(value), ndarray)
 
 
+def array_attribute(array: object, name: str) -> Any:
+    """`shape`, `dtype`, `size` or `flat` of an ndarray (`is_array`) through ndarray's own
+    descriptor: a subclass's property of that name is its class's code."""
+    return vars(loaded("numpy", "ndarray"))[name].__get__(array)
+
+
 def text(value: str, limit: int = MAX_TEXT) -> str:
     """A string as a bounded literal: the first `limit` characters, and its length."""
     size = str.__len__(value)
@@ -130,13 +137,37 @@ def _value(obj: Any, depth: int) -> str:
         if issubclass(cls, base):
             return _container(obj, cls, base, depth, (opening, closing))
     if any(cls is plain for plain in _PLAIN_REPR):  # `in` would hash a hostile metaclass
-        return repr(obj)[:MAX_TEXT]
-    numpy_scalar = loaded("numpy", "generic")
+        return _plain_repr(obj, cls)
+    numpy_scalar: Any = loaded("numpy", "generic")
     if numpy_scalar is not None and issubclass(cls, numpy_scalar):
         # numpy's own scalars: `item()` is the Python value (an object array's element
-        # is never one: it is the object itself).
-        return _value(obj.item(), depth)
+        # is never one: it is the object itself); numpy's own `item`, not a subclass's.
+        return _value(numpy_scalar.item(obj), depth)
     return f"<{type_name(cls)}>"
+
+
+def _plain_repr(obj: Any, cls: type) -> str:
+    """The repr of a `_PLAIN_REPR` value, where it is made of plain parts only: an aware
+    datetime's repr is its tzinfo's `__repr__` too, a timezone's its name's, a
+    Fraction's its numerator's `__str__` (any class may be a tzinfo, a str subclass a
+    timezone's name, an int subclass's `numerator` anything)."""
+    if cls is datetime.datetime or cls is datetime.time:
+        tz = obj.tzinfo
+        if tz is not None and not _plain_timezone(tz):
+            naive = repr(obj.replace(tzinfo=None))[:MAX_TEXT]
+            return f"{naive[:-1]}, tzinfo=<{type_name(type(tz))}>)"
+    elif cls is datetime.timezone and not _plain_timezone(obj):
+        return f"<{type_name(cls)}>"
+    elif cls is fractions.Fraction:
+        parts = (obj._numerator, obj._denominator)
+        if not all(type(n) is int and int.bit_length(n) <= MAX_INT_BITS for n in parts):
+            return f"<{type_name(cls)}>"
+    return repr(obj)[:MAX_TEXT]
+
+
+def _plain_timezone(tz: object) -> bool:
+    """A `datetime.timezone` whose name is a plain str (its repr calls nothing else)."""
+    return type(tz) is datetime.timezone and type(datetime.timezone.tzname(tz, None)) is str
 
 
 _BRACKETS: dict[type, tuple[str, str]] = {
@@ -175,7 +206,8 @@ def size(obj: object) -> str | None:
                 if issubclass(cls, base):
                     return f"len {base.__len__(obj)}"  # type: ignore[arg-type]
         if is_array(obj):
-            return f"shape {tuple(obj.shape)}, dtype {obj.dtype}"  # type: ignore[attr-defined]
+            shape, dtype = array_attribute(obj, "shape"), array_attribute(obj, "dtype")
+            return f"shape {tuple(shape)}, dtype {dtype}"
         if is_exactly(obj, "pandas", "DataFrame"):
             rows, columns = obj.shape  # type: ignore[attr-defined]
             shown = ", ".join(f"{label} {dtype}" for label, dtype in frame_columns(obj, 8))

@@ -145,9 +145,8 @@ def _details(obj: object) -> list[str]:
         first = [v.value(x, 1) for x in series.iloc[:PREVIEW_ITEMS]]
         return [v.size(obj) or "", "first values: " + ", ".join(first)]
     if v.is_array(obj):
-        array: Any = obj
-        flat = array.flat
-        count = min(int(array.size), PREVIEW_ITEMS)
+        flat = v.array_attribute(obj, "flat")
+        count = min(int(v.array_attribute(obj, "size")), PREVIEW_ITEMS)
         first = [v.value(flat[i], 1) for i in range(count)]
         return [v.size(obj) or "", "first elements (flat): " + ", ".join(first)]
     if issubclass(cls, str):
