@@ -3,7 +3,10 @@
 A child (`children/commit_loop.py`) commits realistic transactions and acknowledges each
 one on a pipe once `commit()` has returned. The parent SIGKILLs it (after a random delay,
 right after an ack, or just as a 1-4 MB transaction is being written), then checks the
-file the way the next kernel would see it:
+file the way the next kernel would see it. Kills land inside a write by chance; a shard
+whose kills left no torn tail (a loaded machine makes it rarer) ends with a writer whose
+large write stops halfway (the child's `stall` mode) and is SIGKILLed there, so the repair
+of a torn tail is exercised on every run:
 
 - `load_session` succeeds, its lastSeq is at least the highest acknowledged seq, and that
   seq holds the acknowledged fact: an acknowledged commit is never lost;
@@ -51,10 +54,10 @@ KILLS = int(os.environ.get("TINY_AGENT_CRASH_KILLS", "240"))
 KILLS_PER_FILE = 20
 BIG_SHARE = 0.4  # share of children that write 1-4 MB tool results
 SHARDS = 4
-# Kills land inside a write by chance; if too few did, aim more kills at large writes.
-# Per shard: the whole loop sees at least SHARDS torn tails.
+# Per shard: the whole loop sees at least SHARDS torn tails. A stalled write leaves one
+# for certain; the margin is for a kill that SIGKILL-races the stall.
 MIN_TORN_TAILS = 1
-MAX_EXTRA_KILLS = 150
+MAX_EXTRA_KILLS = 3
 TIMEOUT_S = 30.0
 
 
@@ -95,7 +98,7 @@ class CrashLoop:
 
     def one_kill(self, aim_at_big_write: bool = False) -> None:
         big = aim_at_big_write or self.rng.random() < BIG_SHARE
-        mode = "big" if big else "small"
+        mode = "stall" if aim_at_big_write else "big" if big else "small"
         acks_in, acks_out = self.ctx.Pipe(duplex=False)
         child = self.ctx.Process(
             target=commit_loop.write_session,
@@ -141,7 +144,7 @@ class CrashLoop:
             ["after_ack", "random_delay"] + ["during_big_write"] * 3 * (mode == "big")
         )
         if aim_at_big_write:
-            strategy = "during_big_write"
+            strategy = "stalled_write"
         self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
         lines: list[str] = []
         deadline = time.monotonic() + TIMEOUT_S
@@ -150,6 +153,11 @@ class CrashLoop:
             while sum(line.startswith("ack ") for line in lines) < wanted:
                 line = next_line(deadline)
                 assert line is not None, self.fail(f"only {lines} before the deadline")
+                lines.append(line)
+        elif strategy == "stalled_write":
+            while not (lines and lines[-1].startswith("stalled ")):
+                line = next_line(deadline)
+                assert line is not None, self.fail(f"no stalled write after {lines[-3:]}")
                 lines.append(line)
         else:
             if strategy == "during_big_write":

@@ -10,13 +10,17 @@ It opens PATH the way a kernel does (creating it the first time, repairing a tor
 left by the previous, SIGKILLed writer), finishes an operation that writer left open
 the way the planner would (interrupted), then drives realistic runs forever. Payloads
 range from a few bytes to ~8 KB; in `big` mode some tool results are 256 KB-1 MB so
-that a kill often lands inside the one `os.write` of a transaction.
+that a kill often lands inside the one `os.write` of a transaction. In `stall` mode (a
+`big` writer) the first large transaction's write stops halfway: the child writes its first
+half, says so and waits for the SIGKILL, so a torn tail is left for certain rather than by
+the chance of a kill's timing (which a loaded machine can make rare).
 
 Protocol, each line one write to the pipe (atomic, so never half-read):
 
     ready <lastSeq> <repairedTailBytes> <created 0|1>   after open
     ack <lastSeq> <id of the last fact> <µs in commit>  after every commit() returned
     big <seq>                                          just before a large commit
+    stalled <bytes>                                    (stall mode) half a write is on disk
 """
 
 from __future__ import annotations
@@ -142,9 +146,33 @@ class Writer:
         return calls
 
 
+def stall_large_writes(emit: Callable[[str], None]) -> None:
+    """Make this process's large writes stop halfway (it is about to be SIGKILLed).
+
+    The store writes a transaction with `os.write` (session/_files.py); only writes of over
+    256 KB (a large tool result's transaction) stall, so the header, the repair on open and
+    small commits are written as they always are. Pipes (the acks) do not go through
+    `os.write` here: multiprocessing's Connection bound its own at import.
+    """
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        if len(data) <= 256 * 1024:
+            return real_write(fd, data)
+        half = real_write(fd, memoryview(data)[: len(data) // 2])
+        emit(f"stalled {half}")
+        time.sleep(LIFETIME_S)
+        sys.exit(3)
+
+    os.write = write
+
+
 def write_session(path: str, seed: int, mode: str, acks: Connection | None = None) -> None:
     """Open (create / repair), reconcile, then commit runs until killed."""
     emit = emit_stdout if acks is None else (lambda line: acks.send_bytes(line.encode()))
+    if mode == "stall":
+        stall_large_writes(emit)
+        mode = "big"
     here = str(Path(path).parent)
     init = HeaderInit(
         cwd=here, provider="openrouter", model="test/model", environment_identity=here
