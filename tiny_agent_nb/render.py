@@ -16,12 +16,15 @@ from .provider import DEMO_LABEL
 from .safe_markdown import safe_text
 from .timeline import (
     BUILTIN,
-    REPLAY_WORDS,
+    NO_USAGE,
+    AttemptRow,
     KernelRow,
     RunRow,
     Timeline,
     ToolRow,
     Totals,
+    outcome_note,
+    replay_note,
     shorten,
     tokens,
     tool_label,
@@ -49,6 +52,7 @@ STYLE = """<style>
 .tan-timeline .tan-budgetLimit{background:#6d4c41}
 .tan-timeline .tan-denied{background:#6a1b9a}
 .tan-timeline .tan-pending,.tan-timeline .tan-open{background:#1565c0}
+.tan-timeline .tan-tool{margin-left:18px}
 .tan-timeline .tan-tool pre,.tan-timeline .tan-kernel pre{white-space:pre-wrap;max-height:16em;
  overflow:auto;padding:4px;margin:2px 0;color:var(--jp-content-font-color1,inherit);
  background:var(--jp-layout-color2,rgba(128,128,128,.15))}
@@ -110,11 +114,21 @@ def _badge(status: str) -> str:
     return f'<span class="tan-badge tan-{s}" data-status="{s}">{s}</span>'
 
 
+def usage(
+    input_tokens: int, output_tokens: int, cost: float | None, unpriced: int, records: int
+) -> str:
+    """A ledger's tokens and cost: `200 in / 20 out · cost $0.002`; `no usage reported`
+    for one with no usage fact and no answered attempt that reported none (a run whose
+    every request failed), never `0 in / 0 out · cost $0.00` for what nobody reported."""
+    if not records and not unpriced:
+        return NO_USAGE
+    return f"{tokens(input_tokens, output_tokens, cost, unpriced)} · cost {money(cost, unpriced)}"
+
+
 def _totals_line(t: Totals) -> str:
     return (
         f"{t.runs} run(s), {t.attempts} attempt(s), {t.tool_intents} tool call(s) · "
-        f"{tokens(t.input_tokens, t.output_tokens, t.cost, t.unpriced)} · "
-        f"cost {money(t.cost, t.unpriced)}"
+        f"{usage(t.input_tokens, t.output_tokens, t.cost, t.unpriced, t.usage_records)}"
     )
 
 
@@ -209,41 +223,52 @@ def _run_html(run: RunRow) -> str:
         out.append(f'<div class="tan-muted">{e(run.detail)}</div>')
     if run.hidden_attempts:
         out.append(f'<div class="tan-muted">{run.hidden_attempts} earlier attempts not shown</div>')
-    for a in run.attempts:
-        used = (
-            f"{a.input_tokens} in / {a.output_tokens} out"
-            if a.input_tokens is not None
-            else "usage unknown"
-        )
-        latency = f" · {a.latency_ms} ms" if a.latency_ms is not None else ""
-        error = f" · {e(shorten(a.error, 200))}" if a.error else ""
-        error += f" · {e(a.compaction)}" if a.compaction else ""
-        out.append(
-            f'<div class="tan-attempt" data-status="{e(a.status)}">{_badge(a.status)} '
-            f"attempt {a.step}.{a.attempt} {e(a.model)} · {used} · cost {money(a.cost)}"
-            f"{latency}{error}</div>"
-        )
-    if run.hidden_tools:
-        out.append(f'<div class="tan-muted">{run.hidden_tools} earlier tool calls not shown</div>')
-    for tool in run.tools:
-        result = (
-            f"<div>result:</div><pre>{e(tool.result)}</pre>"
-            if tool.result is not None
-            else '<div class="tan-muted">no result: the effect may have happened</div>'
-        )
-        # `tool_label`'s words, the name as code
-        source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
-        out.append(
-            f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
-            f' data-status="{e(tool.status)}">'
-            f"<summary>{_badge(tool.status)} <code>{e(tool.name)}</code>{source} "
-            f"{e(tool.summary)} "
-            f'<span class="tan-muted">({e(_replay(tool.replay_policy))}){e(_tool_usage(tool))}'
-            "</span></summary>"
-            f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
-        )
+    for attempt, tools in run.steps():
+        if attempt is not None:
+            out.append(_attempt_html(attempt))
+        out.extend(_tool_html(tool) for tool in tools)
     out.append("</details>")
     return "".join(out)
+
+
+def _attempt_html(a: AttemptRow) -> str:
+    e = html.escape
+    used = (
+        f"{a.input_tokens} in / {a.output_tokens} out"
+        if a.input_tokens is not None
+        else "usage unknown"
+    )
+    latency = f" · {a.latency_ms} ms" if a.latency_ms is not None else ""
+    error = f" · {e(shorten(a.error, 200))}" if a.error else ""
+    error += f" · {e(a.compaction)}" if a.compaction else ""
+    return (
+        f'<div class="tan-attempt" data-status="{e(a.status)}">{_badge(a.status)} '
+        f"attempt {a.step}.{a.attempt} {e(a.model)} · {used} · cost {money(a.cost)}"
+        f"{latency}{error}</div>"
+    )
+
+
+def _tool_html(tool: ToolRow) -> str:
+    """A tool call, under the attempt that asked for it: what happened on its line, its
+    replay policy (what a crash would do, not what did) in the line's tooltip."""
+    e = html.escape
+    result = (
+        f"<div>result:</div><pre>{e(tool.result)}</pre>"
+        if tool.result is not None
+        else '<div class="tan-muted">no result: the effect may have happened</div>'
+    )
+    # `tool_label`'s words, the name as code
+    source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
+    happened = outcome_note(tool.status)
+    note = f" — {e(happened)}" if happened else ""
+    return (
+        f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
+        f' data-status="{e(tool.status)}" data-replay-policy="{e(tool.replay_policy)}">'
+        f'<summary title="{e(replay_note(tool.replay_policy))}">{_badge(tool.status)} '
+        f"<code>{e(tool.name)}</code>{source} {e(tool.summary)}"
+        f'<span class="tan-muted">{note}{e(_tool_usage(tool))}</span></summary>'
+        f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
+    )
 
 
 def _tool_usage(tool: ToolRow) -> str:
@@ -265,13 +290,8 @@ def _title(run: RunRow) -> str:
     return "(no prompt)"
 
 
-def _replay(policy: str) -> str:
-    return REPLAY_WORDS.get(policy, policy)
-
-
 def _run_usage(run: RunRow) -> str:
-    used = tokens(run.input_tokens, run.output_tokens, run.cost, run.unpriced)
-    return f"{used} · cost {money(run.cost, run.unpriced)}"
+    return usage(run.input_tokens, run.output_tokens, run.cost, run.unpriced, run.usage_records)
 
 
 COLORS = {
@@ -351,15 +371,20 @@ def timeline_text(
         )
         if run.detail:
             lines.append(f"    {shorten(run.detail, 100)}")
-        for a in run.attempts:
-            latency = f" {a.latency_ms} ms" if a.latency_ms is not None else ""
-            error = f" — {shorten(a.error, 70)}" if a.error else ""
-            error += f" — {a.compaction}" if a.compaction else ""
-            lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
-        for tool in run.tools:
-            label = tool_label(tool.name, tool.source)
-            used = _tool_usage(tool)
-            lines.append(f"  tool    {status(tool.status)} {label} {tool.summary}{used}")
+        for a, tools in run.steps():
+            if a is not None:
+                latency = f" {a.latency_ms} ms" if a.latency_ms is not None else ""
+                error = f" — {shorten(a.error, 70)}" if a.error else ""
+                error += f" — {a.compaction}" if a.compaction else ""
+                lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
+            for tool in tools:  # under the attempt that asked for it
+                label = tool_label(tool.name, tool.source)
+                happened = outcome_note(tool.status)
+                note = f" — {happened}" if happened else ""
+                lines.append(
+                    f"    tool  {status(tool.status)} {label} {tool.summary}{note}"
+                    f"{_tool_usage(tool)}"
+                )
     if t.kernel is not None:
         lines.extend(["", *_kernel_lines(t.kernel)])
     return "\n".join(lines)

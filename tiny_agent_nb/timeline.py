@@ -31,8 +31,28 @@ PREVIEW = 160  # characters of a prompt, argument summary or result preview
 
 
 # What a tool call's replay policy means after a crash, in the words every surface uses
-# (the file says `safeRead` / `never`; docs/glossary.md).
+# (the file says `safeRead` / `never`; docs/glossary.md). A policy is what recovery would
+# do, not what happened: the timeline says it in a tooltip, never on the call's line.
 REPLAY_WORDS = {"safeRead": "re-read after a crash", "never": "never re-run"}
+
+# What happened to a call, where its status alone does not say it: a call re-run after a
+# crash (`replayed`), one cut off by a crash or a stop (`interrupted`).
+OUTCOME_WORDS = {
+    "replayed": "re-read after a crash",
+    "interrupted": "it may have run; it was not run again",
+}
+
+
+def outcome_note(status: str) -> str | None:
+    """What happened to a call whose status is `status`, in words; None when the status
+    says it all (`completed`, `error`, `denied`, `pending`)."""
+    return OUTCOME_WORDS.get(status)
+
+
+def replay_note(policy: str) -> str:
+    """A call's replay policy as a tooltip says it: what recovery does with the call if a
+    crash cuts it off (docs/spec.md §9.1)."""
+    return f"replay policy: {REPLAY_WORDS.get(policy, policy)} if a crash cuts this call off"
 
 
 BUILTIN = "builtin"  # the source of the package's own tools: not shown
@@ -55,6 +75,9 @@ def tool_label(name: str, tool: ToolIdentity | str) -> str:
     its source."""
     source = tool if isinstance(tool, str) else tool.source
     return name if source == BUILTIN else f"{name} · {source}"
+
+
+NO_USAGE = "no usage reported"
 
 
 def tokens(input_tokens: int, output_tokens: int, cost: float | None, unpriced: int) -> str:
@@ -198,6 +221,7 @@ class AttemptRow:
 @dataclass(frozen=True)
 class ToolRow:
     id: str
+    attempt_id: str  # the model attempt whose answer asked for the call
     name: str  # the name the model called it by (`called_name`): time__get_current_time
     source: str  # the identity's source: `builtin`, `mcp:<server>`
     summary: str  # short arguments
@@ -247,6 +271,17 @@ class RunRow:
     input_tokens: int
     output_tokens: int
     kernel: KernelRow | None = None  # a kernel boundary before this run
+    usage_records: int = 0  # usage facts of its attempts and tools: 0, none reported
+
+    def steps(self) -> list[tuple[AttemptRow | None, tuple[ToolRow, ...]]]:
+        """Each shown attempt with the tool calls its answer asked for, in file order;
+        first (None, calls) for the shown calls of attempts not shown (earlier ones)."""
+        shown = {a.id for a in self.attempts}
+        earlier = tuple(t for t in self.tools if t.attempt_id not in shown)
+        by_attempt: list[tuple[AttemptRow | None, tuple[ToolRow, ...]]] = [
+            (a, tuple(t for t in self.tools if t.attempt_id == a.id)) for a in self.attempts
+        ]
+        return [(None, earlier), *by_attempt] if earlier else by_attempt
 
 
 @dataclass(frozen=True)
@@ -260,6 +295,7 @@ class Totals:
     cached_input_tokens: int
     cost: float | None
     unpriced: int  # usage facts with unknown cost
+    usage_records: int = 0  # usage facts in the session: 0, none reported
 
 
 @dataclass(frozen=True)
@@ -294,6 +330,7 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
     u = state.usage.get(i.id)
     return ToolRow(
         id=i.id,
+        attempt_id=i.attempt_id,
         name=called_name(state, i),
         source=i.tool.source,
         summary=short_arguments(i.arguments),
@@ -307,29 +344,67 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
     )
 
 
-def compaction_notes(state: SessionState) -> dict[str, str]:
-    """Per attempt that wrote a compaction: how many entries it summarized, the context
-    size it replaced (tokensBefore) and the summary's size (its output tokens)."""
+def compaction_token_estimate(text: str) -> int:
+    """A summary's size in tokens, as every surface says it: its UTF-8 bytes / 4, the
+    estimate a request's size starts from (docs/glossary.md)."""
+    return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4
+
+
+def compaction_words(
+    entries: int, summary_tokens: int, tokens_before: int | None, tokens_after: int | None
+) -> str:
+    """One compaction, in the words the cell, the timeline, `%agent status` and the CLI
+    share (docs/glossary.md): `compacted 12 entries into a summary of ~40 tokens: context
+    ~191 → ~64 tokens`. Every size in tokens; `~`: estimates."""
+    what = f"{entries} entries" if entries else "the earlier summary alone (too large)"
+    words = f"compacted {what} into a summary of ~{summary_tokens} tokens"
+    if tokens_before is not None and tokens_after is not None:
+        return f"{words}: context ~{tokens_before} → ~{tokens_after} tokens"
+    if tokens_before is not None:  # written before compactions recorded the size after
+        return f"{words}: context ~{tokens_before} tokens before"
+    return words
+
+
+@dataclass(frozen=True)
+class CompactionRow:
+    """One compaction entry of the file, as `compaction_words` says it."""
+
+    entry_id: str
+    attempt_id: str | None  # the attempt that wrote it (None: written before they were named)
+    words: str
+
+
+def compactions(state: SessionState) -> list[CompactionRow]:
+    """Every compaction in file order: how many entries it summarized since the previous
+    cut (entries, not earlier compactions, as the compaction counted them), its summary's
+    size and the context's size before and after it."""
     entries = state.entries
     ids = [i for i in entries if entries.type_of(i) == "compaction"]
     if not ids:
-        return {}  # the common case costs one pass over the entry types
-    position = {entry_id: n for n, entry_id in enumerate(entries)}
-    notes: dict[str, str] = {}
-    previous_cut = -1
+        return []  # the common case costs one pass over the entry types
+    position: dict[str, int] = {}  # entries (not compactions) up to and including each
+    count = 0
+    for entry_id in entries:
+        if entries.type_of(entry_id) != "compaction":
+            count += 1
+        position[entry_id] = count
+    rows: list[CompactionRow] = []
+    previous_cut = 0
     for entry_id in ids:
         body = entries[entry_id].entry
         assert isinstance(body, CompactionEntry)
         cut = position.get(body.throughEntryId, previous_cut)
         covered = max(0, cut - previous_cut)
         previous_cut = max(cut, previous_cut)
-        if body.attemptId is None:
-            continue  # written before compactions named their attempt
-        u = state.usage.get(body.attemptId)
-        before = f"~{body.tokensBefore} tokens" if body.tokensBefore is not None else "a context"
-        after = f"{u.outputTokens}-token" if u is not None else f"{len(body.summary)}-character"
-        notes[body.attemptId] = f"compacted {covered} entries ({before}) into a {after} summary"
-    return notes
+        size = compaction_token_estimate(body.summary)
+        words = compaction_words(covered, size, body.tokensBefore, body.tokensAfter)
+        rows.append(CompactionRow(entry_id, body.attemptId, words))
+    return rows
+
+
+def compaction_notes(state: SessionState) -> dict[str, str]:
+    """Per attempt that wrote a compaction: `compaction_words` of it."""
+    return {c.attempt_id: c.words for c in compactions(state) if c.attempt_id is not None}
 
 
 def kernel_boundaries(state: SessionState) -> tuple[dict[int, KernelRow], KernelRow | None]:
@@ -449,6 +524,7 @@ def build_timeline(
                 input_tokens=ledger.input_tokens,
                 output_tokens=ledger.output_tokens,
                 kernel=boundaries.get(numbers[op.id] - 1),
+                usage_records=ledger.priced + ledger.unpriced,
             )
         )
     t = state.totals
@@ -471,6 +547,7 @@ def build_timeline(
             cached_input_tokens=t.cached_input_tokens,
             cost=total_cost,
             unpriced=total_unpriced,
+            usage_records=t.priced + t.unpriced,
         ),
         torn_tail_bytes=state.torn_tail_bytes,
         kernel=idle_kernel if page == pages - 1 else None,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..render import KERNEL_TOLD, money, printable
 from ..session import SessionState, ToolIntent
-from ..timeline import REPLAY_WORDS, called_name, session_cost, tool_label
+from ..timeline import called_name, outcome_note, session_cost, tool_label
 from ._common import (
     ARGUMENTS_WIDTH,
     EXIT_OK,
@@ -118,10 +118,12 @@ def _intent_lines(state: SessionState) -> Iterator[str]:
 
 
 def _intent(intent: ToolIntent, label: str, width: int) -> Iterator[str]:
-    replay = REPLAY_WORDS.get(intent.replay_policy, intent.replay_policy)
-    name = f"{label:<{width}}  {replay:<21}"
+    """What happened to a call (`replayed`: re-read after a crash), never its replay
+    policy on a call no crash cut off; a pending call says what recovery will do."""
+    name = f"{label:<{width}}"
     if intent.status != "pending":
-        yield f"    {name}  {intent.status}"
+        happened = outcome_note(intent.status)
+        yield f"    {name}  {intent.status}" + (f" — {happened}" if happened else "")
         return
     why = PENDING_SAFE_READ if intent.replay_policy == "safeRead" else PENDING_NEVER
     yield f"  ! {name}  pending — {why}"
