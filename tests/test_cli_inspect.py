@@ -13,6 +13,7 @@ import pytest
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionStore,
+    ToolIdentity,
     load_session,
 )
 
@@ -228,3 +229,21 @@ def test_fixture_json_matches_expected(capsys: pytest.CaptureFixture[str], fixtu
     else:
         assert code in (3, 4)
         assert expected["error"].items() <= got["error"].items()
+
+
+def test_an_mcp_call_is_listed_with_its_source(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, session_path: Path
+) -> None:
+    """The name the model called and the server it comes from, as the timeline says it
+    (docs/glossary.md); never the server's own name alone (`get_current_time`)."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("What time is it?"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("c1", "time__get_current_time", {})]))
+    clock = ToolIdentity(name="get_current_time", version="1", source="mcp:time")
+    intent = run.intent("c1", clock, {})
+    store.commit([intent, Run.result(intent, "12:00")])
+
+    _, out, _ = cli(capsys, "inspect", str(session_path))
+
+    assert "    time__get_current_time · mcp:time  completed\n" in out

@@ -15,8 +15,6 @@ from typing import Any
 from .provider import DEMO_LABEL
 from .safe_markdown import safe_text
 from .timeline import (
-    BUILTIN,
-    NO_USAGE,
     AttemptRow,
     KernelRow,
     RunRow,
@@ -25,10 +23,8 @@ from .timeline import (
     Totals,
     outcome_note,
     replay_note,
-    shorten,
-    tokens,
-    tool_label,
 )
+from .words import BUILTIN, money, printable, shorten, tool_label, usage
 
 # Colors come from JupyterLab's theme variables, so the light and the dark theme both
 # read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
@@ -83,21 +79,6 @@ def superseded_rule(session_id: str, drawn_by: str) -> str:
     )
 
 
-def usd(cost: float) -> str:
-    """Dollars with at least two decimals and up to six: sub-cent costs are common."""
-    whole, _, frac = f"{cost:.6f}".rstrip("0").partition(".")
-    return f"${whole}.{frac:0<2}"
-
-
-def money(cost: float | None, unpriced: int = 0) -> str:
-    """The one way every surface writes a cost, after the word "cost" or in a "cost"
-    column (docs/glossary.md): `$0.002`; `at least $0.002` when some usage reported no
-    cost (`unpriced`); `unknown` when none did, never `$0` for a cost nobody reported."""
-    if cost is None:
-        return "unknown"
-    return f"at least {usd(cost)}" if unpriced else usd(cost)
-
-
 def when(ms: int) -> str:
     """Epoch ms as UTC time. The session format bounds every `at` to 1970-9999
     (session.MAX_EPOCH_MS), inside what datetime covers; integer arithmetic, so the last
@@ -112,17 +93,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def _badge(status: str) -> str:
     s = html.escape(status)
     return f'<span class="tan-badge tan-{s}" data-status="{s}">{s}</span>'
-
-
-def usage(
-    input_tokens: int, output_tokens: int, cost: float | None, unpriced: int, records: int
-) -> str:
-    """A ledger's tokens and cost: `200 in / 20 out · cost $0.002`; `no usage reported`
-    for one with no usage fact and no answered attempt that reported none (a run whose
-    every request failed), never `0 in / 0 out · cost $0.00` for what nobody reported."""
-    if not records and not unpriced:
-        return NO_USAGE
-    return f"{tokens(input_tokens, output_tokens, cost, unpriced)} · cost {money(cost, unpriced)}"
 
 
 def _totals_line(t: Totals) -> str:
@@ -299,24 +269,6 @@ COLORS = {
     "interrupted": "33", "aborted": "35", "stepLimit": "35", "budgetLimit": "35", "denied": "35",
     "pending": "34", "open": "34",
 }  # fmt: skip
-
-
-def printable(text: str, *, keep_lines: bool = False) -> str:
-    """Untrusted text for a terminal (a prompt, a model's tool arguments or answer, a tool's
-    output, a server's error): every character that is not printable is written as its
-    escape, so none can drive the terminal (C0 and C1 controls such as ESC and CSI `\x9b`,
-    DEL) or hide what is shown (a `\r`, bidi overrides like U+202E, zero-width characters).
-
-    `keep_lines` keeps line breaks (`\n`, and `\r\n` read as one) and tabs, for text read
-    as a whole (a streamed answer, a command to approve); without it a value stays on its
-    line."""
-    if text.isprintable():
-        return text
-    if keep_lines:
-        text = text.replace("\r\n", "\n")
-        kept = ("\n", "\t")
-        return "".join(c if c.isprintable() or c in kept else repr(c)[1:-1] for c in text)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def cell_text(text: str, *, keep_lines: bool = False) -> str:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..provider import Completion, ProviderError, wire
-from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
-from ..timeline import compaction_token_estimate, compaction_words, compactions
+from ..timeline import compactions
 from ..tools import ToolSchema
+from ..words import compaction_words, summary_tokens, usd
 from ._planner import attempt_usage
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._summary import continued, summary_messages
@@ -58,7 +58,7 @@ class Compacted:
     tokens_before: int
     tokens_after: int
     cost: float | None  # USD; None when the server did not report it
-    summary_tokens: int  # the summary's size (`compaction_token_estimate`)
+    summary_tokens: int  # the summary's size (`words.summary_tokens`)
 
 
 def compaction_line(c: Compacted) -> str:
@@ -222,7 +222,7 @@ class Compactor:
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             cost=completion.usage.cost if completion.usage is not None else None,
-            summary_tokens=compaction_token_estimate(summary),
+            summary_tokens=summary_tokens(summary),
         )
         self._on_compaction(done)
         return done

@@ -6,12 +6,12 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
-from ..render import money, printable
 from ..session import (
     SessionState,
     UsageTotals,
 )
-from ..timeline import NO_USAGE, RunUsage, session_cost, usage_by_run
+from ..timeline import RunUsage, session_cost, usage_by_run
+from ..words import NO_USAGE, money, printable
 from ._common import EXIT_OK, _print_json, _read
 from ._inspect import _cost
 

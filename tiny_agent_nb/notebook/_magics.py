@@ -16,15 +16,9 @@ from IPython.display import display, publish_display_data
 
 from ..agent import LoopObserver, RunResult, compaction_status, resumable_operation
 from ..redaction import redact
-from ..render import cell_text, money, usage
-from ..timeline import (
-    NO_USAGE,
-    outcome_note,
-    session_cost,
-    short_arguments,
-    tokens,
-    usage_by_run,
-)
+from ..render import cell_text
+from ..timeline import outcome_note, session_cost, usage_by_run
+from ..words import NO_USAGE, money, short_arguments, tokens, usage
 from ._cell_runs import CellRuns
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
@@ -32,7 +26,7 @@ from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._report import OpenReport, tool_label
+from ._report import OpenReport, call_label
 from ._runtime import AskFn, NotebookAgent
 from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
@@ -293,7 +287,7 @@ class AgentMagics(Magics):
             if i.status == "interrupted" and i.operation_id in runs
         ]
         for intent in interrupted[-5:]:
-            call = f"{tool_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
+            call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
             print(f"  ⚠ {call.rstrip()} — interrupted: {outcome_note('interrupted')}")
         print(f"cost     {money(*session_cost(state))}")
         print(f"context  {window_line(self.runtime.model, state)}")
