@@ -108,3 +108,27 @@ def test_a_run_whose_requests_all_failed_says_no_usage_was_reported(
     for shown in (_words(timeline_html(timeline)), timeline_text(timeline)):
         assert "no usage reported" in shown, shown
         assert "0 in / 0 out" not in shown and "$0.00" not in shown, shown
+
+
+def test_a_compaction_is_described_in_tokens_also_from_a_file_without_its_size_after(
+    store: SessionStore,
+) -> None:
+    """A file written before compactions recorded `tokensAfter` still reads in the same
+    words and unit: what it has, the size before, in tokens; never a character count."""
+    first = Run(environment=store.header.environmentIdentity)
+    store.commit(first.start("Hi"))
+    store.commit(first.attempt())
+    store.commit(first.answer("Hello."))
+    store.commit(first.finish())
+    last = list(store.load().entries)[-1]
+    compaction = Run(environment=store.header.environmentIdentity)
+    store.commit([f.compaction_started(compaction.operation_id)])
+    store.commit(compaction.attempt())
+    summary = "The user said hi; the model said hello."  # 39 bytes: ~10 tokens
+    old = f.compaction(summary, last, attempt_id=compaction.attempt_id, tokens_before=340)
+    store.commit([old, *compaction.answer(None)[1:], *compaction.finish()])
+
+    timeline = build_timeline(store.load())
+    words = "compacted 2 entries into a summary of ~10 tokens: context ~340 tokens before"
+    assert words in timeline_text(timeline)
+    assert words in _words(timeline_html(timeline))
