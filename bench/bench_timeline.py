@@ -1,8 +1,8 @@
-"""Benchmark the timeline widget's Python-side build at 1k / 10k / 100k facts.
+"""Benchmark the notebook timeline's Python-side build at 1k / 10k / 100k facts.
 
     python bench/bench_timeline.py [--sizes 1000,10000,100000]
 
-What the widget does on every (throttled) refresh: `store.load()` snapshot,
+What the timeline display does on every (throttled) refresh: `store.load()` snapshot,
 `build_timeline` (one pass over the facts, rows for the current page only) and
 `timeline_html` (bounded: one page of runs, at most 60 attempt and 60 tool rows per run).
 The raw baseline, measured in the same run, is the cheapest possible pass over what the

@@ -398,8 +398,10 @@ class SessionBuilder:
         *,
         attempt: Attempt | None = None,
         tokens_before: int | None = None,
+        tokens_after: int | None = None,
     ) -> str:
-        """A checkpoint; with `attempt` (and then tokensBefore) it settles that attempt."""
+        """A checkpoint; with `attempt` (and then tokensBefore, tokensAfter when given) it
+        settles that attempt."""
         body: dict[str, Any] = {
             "type": "compaction",
             "summary": summary,
@@ -408,6 +410,8 @@ class SessionBuilder:
         if attempt is None:
             return self._entry(body)
         body = {**body, "attemptId": attempt.id, "tokensBefore": tokens_before}
+        if tokens_after is not None:
+            body["tokensAfter"] = tokens_after
         entry_id = self._entry(body)
         _set_status(self.ledger.attempts, attempt.id, "settled")
         return entry_id
@@ -976,7 +980,7 @@ def compaction_in_run(s: SessionBuilder) -> None:
     summarizer = s.step_attempt(op, 2)
     s.commit()
     summary = "Primes 2, 3, 5 were named; conf.toml was read: debug = false."
-    s.compaction(summary, intent.result_id, attempt=summarizer, tokens_before=340)
+    s.compaction(summary, intent.result_id, attempt=summarizer, tokens_before=340, tokens_after=60)
     s.usage(summarizer, Tokens(340, 25, cost=0.0001))
     s.commit()
     s.model_turn(op, 3, "Debug is off.", tokens=Tokens(60, 5, cost=0.00003))
@@ -1366,6 +1370,17 @@ def negative_token_count(s: SessionBuilder) -> None:
     s.assistant(attempt, "Hello.")
     s.usage(attempt, Tokens(5, 2))
     s.commit_corrupt(damaged("usage.outputTokens", -2, fact=1))
+
+
+@scenario("a compaction whose tokensAfter is negative")
+def compaction_negative_tokens_after(s: SessionBuilder) -> None:
+    s.exchange("Name three primes", "2, 3, 5.", Tokens(20, 6, cost=0.00001))
+    last_answer = s.ledger.entries[-1]
+    op = s.compaction_started()
+    summarizer = s.step_attempt(op, 1)
+    s.commit()
+    s.compaction("Three primes were named.", last_answer, attempt=summarizer, tokens_before=30)
+    s.commit_corrupt(damaged("entry.tokensAfter", -5))
 
 
 @scenario("cost written as the NaN literal, which is not JSON")

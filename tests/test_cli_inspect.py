@@ -13,6 +13,7 @@ import pytest
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionStore,
+    ToolIdentity,
     load_session,
 )
 
@@ -37,7 +38,8 @@ def test_completed_run_reports_operation_status_and_cost(
     (operation,) = state.operations.values()
     assert f"    {operation.id}  run     completed" in out
     assert "cost $0.002" in out  # two attempts at $0.001
-    assert "read_file  re-read after a crash  completed" in out
+    # what happened to the call; its replay policy only matters to a call a crash cut off
+    assert "    read_file  completed\n" in out and "re-read" not in out
     assert f"transactions {state.transaction_count} (lastSeq {state.last_seq})" in out
     assert "attempts     2 (2 settled)" in out
     assert "the kernel stopped" not in out
@@ -66,8 +68,7 @@ def test_killed_during_bash_calls_out_open_run_and_pending_intent(
 
     assert code == 0
     assert "open — the kernel stopped during this run" in out
-    never = f"{'never re-run':<21}"  # the replay policy `never`, in the glossary's words
-    assert f"bash  {never}  pending — effect may have happened; not re-run" in out
+    assert "! bash  pending — effect may have happened; not re-run" in out
     assert '{"command": "./deploy.sh"}' in out
     assert "cost unknown" in out
 
@@ -228,3 +229,21 @@ def test_fixture_json_matches_expected(capsys: pytest.CaptureFixture[str], fixtu
     else:
         assert code in (3, 4)
         assert expected["error"].items() <= got["error"].items()
+
+
+def test_an_mcp_call_is_listed_with_its_source(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, session_path: Path
+) -> None:
+    """The name the model called and the server it comes from, as the timeline says it
+    (docs/glossary.md); never the server's own name alone (`get_current_time`)."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("What time is it?"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("c1", "time__get_current_time", {})]))
+    clock = ToolIdentity(name="get_current_time", version="1", source="mcp:time")
+    intent = run.intent("c1", clock, {})
+    store.commit([intent, Run.result(intent, "12:00")])
+
+    _, out, _ = cli(capsys, "inspect", str(session_path))
+
+    assert "    time__get_current_time · mcp:time  completed\n" in out

@@ -4,6 +4,7 @@ escaped, coloured only on a terminal."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -65,8 +66,9 @@ def test_timeline_shows_every_run_with_its_status(
     assert "List the files" in runs[0]
     assert "401 bad key" in out  # the operation's detail and the attempt's error
     assert "attempt 1.1 failed" in out
-    assert "tool    completed   read_file" in out
-    assert 'tool    pending     bash command="./deploy.sh"' in out
+    # each call under the attempt whose answer asked for it
+    assert re.search(r"  attempt 1\.1 settled +\d+ ms\n    tool  completed   read_file", out)
+    assert '\n    tool  pending     bash command="./deploy.sh"' in out
     assert "OFFLINE DEMO" not in out
     assert "\x1b" not in out  # captured stdout is no terminal
 

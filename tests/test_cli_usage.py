@@ -13,12 +13,14 @@ from tiny_agent_nb.session import (
     SessionStore,
     load_session,
 )
+from tiny_agent_nb.session import facts as f
 
 from cli_helpers import (
     FIXTURES,
     cli,
     untouched,
 )
+from scenario import Run, complete_run
 
 
 def _usage(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
@@ -114,3 +116,23 @@ def test_usage_of_an_empty_session(capsys: pytest.CaptureFixture[str], store: Se
 
     assert usage["runs"] == []
     assert usage["totals"]["cost"] == 0
+
+
+def test_a_run_whose_requests_all_failed_shows_no_usage_not_zeros(
+    capsys: pytest.CaptureFixture[str], store: SessionStore, session_path: Path
+) -> None:
+    complete_run(store)  # $0.002 of usage
+    failed = Run(environment=store.header.environmentIdentity)
+    store.commit(failed.start("Hi"))
+    store.commit(failed.attempt())
+    assert failed.attempt_id is not None
+    error = f.attempt_failed(failed.attempt_id, kind="network", message="refused", retryable=False)
+    store.commit([error, f.operation_finished(failed.operation_id, "failed", detail="refused")])
+
+    code, out, _ = cli(capsys, "usage", str(session_path))
+
+    assert code == 0
+    (row,) = [line for line in out.splitlines() if line.startswith("2 ")]
+    assert row.split()[1:8] == ["run", "failed", "-", "-", "-", "-", "-"], row
+    assert "-            no usage reported: no request of that run was answered" in out
+    assert "total cost   $0.002" in out  # the session's total is still the first run's

@@ -12,7 +12,7 @@ import pytest
 
 import tiny_agent_nb
 
-SUBPACKAGES = ["session", "provider", "tools", "mcp", "agent", "notebook", "cli"]
+SUBPACKAGES = ["session", "provider", "tools", "mcp", "agent", "notebook", "cli", "timeline"]
 
 
 def _package(name: str) -> ModuleType:

@@ -1,5 +1,5 @@
 """One word per concept and one money format on every surface (docs/glossary.md): the
-widget's HTML, `tiny-agent-nb timeline` and `%agent usage` read the same for the same
+timeline's HTML, `tiny-agent-nb timeline` and `%agent usage` read the same for the same
 session."""
 
 from __future__ import annotations
@@ -67,18 +67,18 @@ def surfaces(
     shell.run_cell(f"%agent session {path}")
     with capture_output() as shown:
         assert shell.run_cell("%agent timeline").error_in_exec is None
-    (widget,) = [o.data["text/html"] for o in shown.outputs if "text/html" in o.data]
+    (markup,) = [o.data["text/html"] for o in shown.outputs if "text/html" in o.data]
     capsys.readouterr()
     assert shell.run_cell("%agent usage").error_in_exec is None
     usage = capsys.readouterr().out
     assert main(["timeline", str(path)]) == 0
     cli = capsys.readouterr().out
-    # The widget's words, as a reader sees them: tags out, entities decoded.
-    text = html.unescape(re.sub(r"<style>.*?</style>|<[^>]+>", " ", widget, flags=re.DOTALL))
-    return {"widget": " ".join(text.split()), "cli": " ".join(cli.split()), "usage": usage}
+    # The timeline's words, as a reader sees them: tags out, entities decoded.
+    text = html.unescape(re.sub(r"<style>.*?</style>|<[^>]+>", " ", markup, flags=re.DOTALL))
+    return {"html": " ".join(text.split()), "cli": " ".join(cli.split()), "usage": usage}
 
 
-def test_the_widget_the_cli_timeline_and_agent_usage_use_the_same_words_and_money(
+def test_the_timeline_html_the_cli_timeline_and_agent_usage_use_the_same_words_and_money(
     shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "three.agent.jsonl"
@@ -90,7 +90,7 @@ def test_the_widget_the_cli_timeline_and_agent_usage_use_the_same_words_and_mone
     assert re.search(r"^run +interrupted +usage unknown · cost unknown$", usage, re.M), usage
     assert re.search(r"^resume +completed +100 in / 10 out · cost \$0\.001$", usage, re.M)
     assert re.search(r"^total +300 in / 30 out · .* · cost at least \$0\.003$", usage, re.M)
-    for surface in ("widget", "cli"):
+    for surface in ("html", "cli"):
         words = seen[surface]
         assert "200 in / 20 out · cost $0.002" in words, (surface, words)
         assert "usage unknown · cost unknown" in words, (surface, words)  # not "0 in / 0 out"
@@ -99,7 +99,8 @@ def test_the_widget_the_cli_timeline_and_agent_usage_use_the_same_words_and_mone
         assert "3 run(s), 4 attempt(s), 1 tool call(s)" in words, (surface, words)
         assert "attempt 1.1" in words and "step 1." not in words, (surface, words)
         assert "resume continues run 2" in words and "resume resume" not in words, surface
-    assert "(never re-run)" in seen["widget"] and "(never)" not in seen["widget"]
+    # what happened to a call, not its replay policy (a tooltip), on a run no crash cut off
+    assert "never re-run" not in seen["html"] and "(never)" not in seen["html"]
     for surface, words in seen.items():
         amounts = re.findall(r"\$[\d.]+", words)
         assert amounts and all(re.fullmatch(r"\$\d+\.\d{2,6}", a) for a in amounts), surface
@@ -117,6 +118,8 @@ def test_the_glossary_names_the_words_the_surfaces_use() -> None:
         "re-read after a crash",
         "time__get_current_time · mcp:time",
         "usage unknown",
+        "no usage reported",
+        "it may have run; it was not run again",
         "cost unknown",
         "at least $0.003",
         "$0.002",
@@ -152,13 +155,13 @@ def mcp_run(path: Path, *, finished: bool = True) -> None:
         store.commit(run.finish())
 
 
-def test_the_widget_and_the_cli_timeline_show_a_tool_calls_source_and_its_own_usage(
+def test_the_timeline_html_and_the_cli_timeline_show_a_tool_calls_source_and_its_own_usage(
     shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "mcp.agent.jsonl"
     mcp_run(path)
     seen = surfaces(shell, path, capsys)
-    for surface in ("widget", "cli"):
+    for surface in ("html", "cli"):
         words = seen[surface]
         assert "time__get_current_time · mcp:time" in words, (surface, words)
         assert "· 40 in / 7 out · cost $0.0031" in words, (surface, words)

@@ -3,6 +3,7 @@ line, status, and the next request starting from the summary."""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -54,25 +55,33 @@ def test_agent_compact_summarizes_with_instructions_and_status_shows_it(
     run(shell, "%%agent\nRead big.txt twice", capsys)
     server.enqueue_summaries(text_reply("SUMMARY: big.txt is 8000 y's", usage=usage(cost=0.002)))
     out = run(shell, "%agent compact keep the file size", capsys)
-    assert "⇊ compacted 5 entries into a summary" in out and "$0.002" in out
+    # One compaction, one description, every size in tokens: the summary's 28 characters
+    # are ~7 tokens (bytes / 4); the context's sizes are estimates too.
+    said = re.search(
+        r"⇊ (compacted 5 entries into a summary of ~7 tokens: context ~\d+ → ~\d+ tokens)"
+        r" · \$0\.002",
+        out,
+    )
+    assert said, out
+    words = said.group(1)
     (summarizing,) = [r for r in server.requests if "tools" not in r.body]
     assert "keep the file size" in summarizing.raw.decode()
     assert "nothing to compact" in run(shell, "%agent compact", capsys)
     status = run(shell, "%agent status", capsys)
     assert "context  window 32768 tokens by default, until the server states one" in status
-    assert "         1 compaction(s)" in status
+    assert f"         1 compaction(s); the latest {words} · $0.002" in status
     assert "summary  SUMMARY: big.txt is 8000 y's (`%agent summary` shows it whole)" in status
     whole = run(shell, "%agent summary", capsys)
     assert whole.endswith("not as your words):\n\nSUMMARY: big.txt is 8000 y's\n")
     usage_view = run(shell, "%agent usage", capsys)
     assert "compaction completed" in usage_view and "$0.002" in usage_view
     path = tmp_path / "analysis.agent.jsonl"
-    # ~N tokens: the context's estimate (bytes / 4), 5: the summary's output tokens
-    note = re.compile(r"compacted 5 entries \(~\d+ tokens\) into a 5-token summary")
     assert main(["timeline", str(path)]) == 0
     shown = capsys.readouterr().out
-    assert note.search(shown) and "summarizes the conversation (%agent compact)" in shown
-    assert note.search(timeline_html(build_timeline(load_session(path))))
+    assert words in shown and "summarizes the conversation (%agent compact)" in shown
+    assert html.escape(words) in timeline_html(build_timeline(load_session(path)))
+    for surface in (out, status, shown):
+        assert "characters" not in surface and "-token summary" not in surface, surface
     server.enqueue(text_reply("ok"))
     run(shell, "%%agent\nAnd now?", capsys)
     last = server.requests[-1].body["messages"]

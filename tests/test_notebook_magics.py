@@ -404,3 +404,44 @@ def test_the_recovery_report_says_which_calls_may_have_left_processes_running(
     out = run(shell, f"%agent session {path}", capsys)
     line = next(line for line in out.splitlines() if "⚠ bash" in line)
     assert line.endswith("it was not run again." if ADOPTS else "may still be running.")
+
+
+def _deploy_cut_off(path: Path, *, resumed: bool) -> None:
+    """A run whose bash call a crash cut off (answered `interrupted`), and its resume."""
+    init = HeaderInit(cwd=str(path.parent), provider="p", model="m", environment_identity="/w")
+    with SessionStore.open(path, create=init) as store:
+        first = Run(environment="/w")
+        store.commit(first.start("deploy"))
+        store.commit(first.attempt())
+        store.commit(first.answer(None, [("c1", "bash", {"command": "./deploy"})]))
+        intent = first.intent("c1", BASH, {"command": "./deploy"})
+        store.commit([intent, Run.result(intent, "?", "interrupted")])
+        store.commit(first.finish("interrupted"))
+        if resumed:
+            resume = Run(environment="/w")
+            store.commit([f.resume_started(resume.operation_id, first.operation_id)])
+            store.commit(resume.attempt())
+            store.commit(resume.answer("It may have deployed: check the server."))
+            store.commit(resume.finish())
+
+
+def test_status_lists_the_calls_the_latest_run_left_interrupted_not_a_resumed_runs(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A call cut off in a run that was since resumed is history: the resume settled it.
+    `%agent status` lists under the latest run only what that run (or the run a resume
+    would continue) left interrupted."""
+    stopped, resumed = tmp_path / "stopped.agent.jsonl", tmp_path / "resumed.agent.jsonl"
+    _deploy_cut_off(stopped, resumed=False)
+    _deploy_cut_off(resumed, resumed=True)
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    run(shell, f"%agent session {stopped}", capsys)
+    status = run(shell, "%agent status", capsys)
+    assert "latest   run interrupted" in status
+    assert (
+        '  ⚠ bash command="./deploy" — interrupted: it may have run; it was not run again\n'
+    ) in status
+    run(shell, f"%agent session {resumed}", capsys)
+    status = run(shell, "%agent status", capsys)
+    assert "latest   resume completed" in status
+    assert "⚠" not in status and "./deploy" not in status, status

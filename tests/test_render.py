@@ -1,15 +1,16 @@
 """The text view of the timeline is safe for a terminal wherever it is printed (the CLI,
-`tiny-agent-nb demo`, the widget's text/plain fallback), and its HTML view (the widget,
-its static fallback) shows them as text: strings come from the file."""
+`tiny-agent-nb demo`, the notebook display's text/plain), and its HTML view (the notebook
+display, live or reopened) shows them as text: strings come from the file."""
 
 from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
 
-from tiny_agent_nb.render import printable, timeline_html, timeline_text
+from tiny_agent_nb.render import timeline_html, timeline_text
 from tiny_agent_nb.session import SessionStore, ToolIdentity
 from tiny_agent_nb.timeline import ROWS_PER_RUN, build_timeline
+from tiny_agent_nb.words import printable
 
 from scenario import BASH, Run
 
@@ -87,7 +88,7 @@ class _Elements(HTMLParser):
 
 def test_timeline_html_shows_the_file_s_strings_as_text(store: SessionStore) -> None:
     """Prompt, tool name, arguments and result are the file's (the model's, a tool's):
-    in the widget and its static HTML they are text, never elements or attributes."""
+    in the timeline's HTML, live or reopened, they are text, never elements or attributes."""
     tag = "<img src=x onerror=alert(1)>"
     quote = '"><script>alert(1)</script>'
     tool = ToolIdentity(name=f"tool{quote}", version="1", source=f"mcp:{tag}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tiny_agent_nb.cli import main
-from tiny_agent_nb.timeline import whole_sentences
+from tiny_agent_nb.words import whole_sentences
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,3 +132,17 @@ def test_the_examples_do_not_call_the_timeline_a_widget() -> None:
             text = "".join(cell["source"])
             if cell["cell_type"] == "markdown" and "%agent timeline" in text:
                 assert "widget" not in text.lower(), (notebook.name, text)
+
+
+def test_the_timeline_code_does_not_call_the_timeline_a_widget() -> None:
+    """The timeline is rich output, not a widget (the ipywidgets controls are): its model,
+    its renderer, the small words and its benchmark say so."""
+    package = ROOT / "tiny_agent_nb"
+    sources = [
+        *sorted((package / "timeline").glob("*.py")),
+        package / "render.py",
+        package / "words.py",
+        ROOT / "bench" / "bench_timeline.py",
+    ]
+    for source in sources:
+        assert "widget" not in source.read_text(encoding="utf-8").lower(), source.name

@@ -15,17 +15,16 @@ from typing import Any
 from .provider import DEMO_LABEL
 from .safe_markdown import safe_text
 from .timeline import (
-    BUILTIN,
-    REPLAY_WORDS,
+    AttemptRow,
     KernelRow,
     RunRow,
     Timeline,
     ToolRow,
     Totals,
-    shorten,
-    tokens,
-    tool_label,
+    outcome_note,
+    replay_note,
 )
+from .words import BUILTIN, money, printable, shorten, tool_label, usage
 
 # Colors come from JupyterLab's theme variables, so the light and the dark theme both
 # read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
@@ -49,6 +48,7 @@ STYLE = """<style>
 .tan-timeline .tan-budgetLimit{background:#6d4c41}
 .tan-timeline .tan-denied{background:#6a1b9a}
 .tan-timeline .tan-pending,.tan-timeline .tan-open{background:#1565c0}
+.tan-timeline .tan-tool{margin-left:18px}
 .tan-timeline .tan-tool pre,.tan-timeline .tan-kernel pre{white-space:pre-wrap;max-height:16em;
  overflow:auto;padding:4px;margin:2px 0;color:var(--jp-content-font-color1,inherit);
  background:var(--jp-layout-color2,rgba(128,128,128,.15))}
@@ -79,21 +79,6 @@ def superseded_rule(session_id: str, drawn_by: str) -> str:
     )
 
 
-def usd(cost: float) -> str:
-    """Dollars with at least two decimals and up to six: sub-cent costs are common."""
-    whole, _, frac = f"{cost:.6f}".rstrip("0").partition(".")
-    return f"${whole}.{frac:0<2}"
-
-
-def money(cost: float | None, unpriced: int = 0) -> str:
-    """The one way every surface writes a cost, after the word "cost" or in a "cost"
-    column (docs/glossary.md): `$0.002`; `at least $0.002` when some usage reported no
-    cost (`unpriced`); `unknown` when none did, never `$0` for a cost nobody reported."""
-    if cost is None:
-        return "unknown"
-    return f"at least {usd(cost)}" if unpriced else usd(cost)
-
-
 def when(ms: int) -> str:
     """Epoch ms as UTC time. The session format bounds every `at` to 1970-9999
     (session.MAX_EPOCH_MS), inside what datetime covers; integer arithmetic, so the last
@@ -113,8 +98,7 @@ def _badge(status: str) -> str:
 def _totals_line(t: Totals) -> str:
     return (
         f"{t.runs} run(s), {t.attempts} attempt(s), {t.tool_intents} tool call(s) · "
-        f"{tokens(t.input_tokens, t.output_tokens, t.cost, t.unpriced)} · "
-        f"cost {money(t.cost, t.unpriced)}"
+        f"{usage(t.input_tokens, t.output_tokens, t.cost, t.unpriced, t.usage_records)}"
     )
 
 
@@ -209,41 +193,52 @@ def _run_html(run: RunRow) -> str:
         out.append(f'<div class="tan-muted">{e(run.detail)}</div>')
     if run.hidden_attempts:
         out.append(f'<div class="tan-muted">{run.hidden_attempts} earlier attempts not shown</div>')
-    for a in run.attempts:
-        used = (
-            f"{a.input_tokens} in / {a.output_tokens} out"
-            if a.input_tokens is not None
-            else "usage unknown"
-        )
-        latency = f" · {a.latency_ms} ms" if a.latency_ms is not None else ""
-        error = f" · {e(shorten(a.error, 200))}" if a.error else ""
-        error += f" · {e(a.compaction)}" if a.compaction else ""
-        out.append(
-            f'<div class="tan-attempt" data-status="{e(a.status)}">{_badge(a.status)} '
-            f"attempt {a.step}.{a.attempt} {e(a.model)} · {used} · cost {money(a.cost)}"
-            f"{latency}{error}</div>"
-        )
-    if run.hidden_tools:
-        out.append(f'<div class="tan-muted">{run.hidden_tools} earlier tool calls not shown</div>')
-    for tool in run.tools:
-        result = (
-            f"<div>result:</div><pre>{e(tool.result)}</pre>"
-            if tool.result is not None
-            else '<div class="tan-muted">no result: the effect may have happened</div>'
-        )
-        # `tool_label`'s words, the name as code
-        source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
-        out.append(
-            f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
-            f' data-status="{e(tool.status)}">'
-            f"<summary>{_badge(tool.status)} <code>{e(tool.name)}</code>{source} "
-            f"{e(tool.summary)} "
-            f'<span class="tan-muted">({e(_replay(tool.replay_policy))}){e(_tool_usage(tool))}'
-            "</span></summary>"
-            f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
-        )
+    for attempt, tools in run.steps():
+        if attempt is not None:
+            out.append(_attempt_html(attempt))
+        out.extend(_tool_html(tool) for tool in tools)
     out.append("</details>")
     return "".join(out)
+
+
+def _attempt_html(a: AttemptRow) -> str:
+    e = html.escape
+    used = (
+        f"{a.input_tokens} in / {a.output_tokens} out"
+        if a.input_tokens is not None
+        else "usage unknown"
+    )
+    latency = f" · {a.latency_ms} ms" if a.latency_ms is not None else ""
+    error = f" · {e(shorten(a.error, 200))}" if a.error else ""
+    error += f" · {e(a.compaction)}" if a.compaction else ""
+    return (
+        f'<div class="tan-attempt" data-status="{e(a.status)}">{_badge(a.status)} '
+        f"attempt {a.step}.{a.attempt} {e(a.model)} · {used} · cost {money(a.cost)}"
+        f"{latency}{error}</div>"
+    )
+
+
+def _tool_html(tool: ToolRow) -> str:
+    """A tool call, under the attempt that asked for it: what happened on its line, its
+    replay policy (what a crash would do, not what did) in the line's tooltip."""
+    e = html.escape
+    result = (
+        f"<div>result:</div><pre>{e(tool.result)}</pre>"
+        if tool.result is not None
+        else '<div class="tan-muted">no result: the effect may have happened</div>'
+    )
+    # `tool_label`'s words, the name as code
+    source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
+    happened = outcome_note(tool.status)
+    note = f" — {e(happened)}" if happened else ""
+    return (
+        f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
+        f' data-status="{e(tool.status)}" data-replay-policy="{e(tool.replay_policy)}">'
+        f'<summary title="{e(replay_note(tool.replay_policy))}">{_badge(tool.status)} '
+        f"<code>{e(tool.name)}</code>{source} {e(tool.summary)}"
+        f'<span class="tan-muted">{note}{e(_tool_usage(tool))}</span></summary>'
+        f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
+    )
 
 
 def _tool_usage(tool: ToolRow) -> str:
@@ -265,13 +260,8 @@ def _title(run: RunRow) -> str:
     return "(no prompt)"
 
 
-def _replay(policy: str) -> str:
-    return REPLAY_WORDS.get(policy, policy)
-
-
 def _run_usage(run: RunRow) -> str:
-    used = tokens(run.input_tokens, run.output_tokens, run.cost, run.unpriced)
-    return f"{used} · cost {money(run.cost, run.unpriced)}"
+    return usage(run.input_tokens, run.output_tokens, run.cost, run.unpriced, run.usage_records)
 
 
 COLORS = {
@@ -279,24 +269,6 @@ COLORS = {
     "interrupted": "33", "aborted": "35", "stepLimit": "35", "budgetLimit": "35", "denied": "35",
     "pending": "34", "open": "34",
 }  # fmt: skip
-
-
-def printable(text: str, *, keep_lines: bool = False) -> str:
-    """Untrusted text for a terminal (a prompt, a model's tool arguments or answer, a tool's
-    output, a server's error): every character that is not printable is written as its
-    escape, so none can drive the terminal (C0 and C1 controls such as ESC and CSI `\x9b`,
-    DEL) or hide what is shown (a `\r`, bidi overrides like U+202E, zero-width characters).
-
-    `keep_lines` keeps line breaks (`\n`, and `\r\n` read as one) and tabs, for text read
-    as a whole (a streamed answer, a command to approve); without it a value stays on its
-    line."""
-    if text.isprintable():
-        return text
-    if keep_lines:
-        text = text.replace("\r\n", "\n")
-        kept = ("\n", "\t")
-        return "".join(c if c.isprintable() or c in kept else repr(c)[1:-1] for c in text)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def cell_text(text: str, *, keep_lines: bool = False) -> str:
@@ -351,15 +323,20 @@ def timeline_text(
         )
         if run.detail:
             lines.append(f"    {shorten(run.detail, 100)}")
-        for a in run.attempts:
-            latency = f" {a.latency_ms} ms" if a.latency_ms is not None else ""
-            error = f" — {shorten(a.error, 70)}" if a.error else ""
-            error += f" — {a.compaction}" if a.compaction else ""
-            lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
-        for tool in run.tools:
-            label = tool_label(tool.name, tool.source)
-            used = _tool_usage(tool)
-            lines.append(f"  tool    {status(tool.status)} {label} {tool.summary}{used}")
+        for a, tools in run.steps():
+            if a is not None:
+                latency = f" {a.latency_ms} ms" if a.latency_ms is not None else ""
+                error = f" — {shorten(a.error, 70)}" if a.error else ""
+                error += f" — {a.compaction}" if a.compaction else ""
+                lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
+            for tool in tools:  # under the attempt that asked for it
+                label = tool_label(tool.name, tool.source)
+                happened = outcome_note(tool.status)
+                note = f" — {happened}" if happened else ""
+                lines.append(
+                    f"    tool  {status(tool.status)} {label} {tool.summary}{note}"
+                    f"{_tool_usage(tool)}"
+                )
     if t.kernel is not None:
         lines.extend(["", *_kernel_lines(t.kernel)])
     return "\n".join(lines)

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import (
     AssistantEntry,
     CompactionEntry,
@@ -37,6 +36,7 @@ from ..session import (
     UsageFact,
     usage_in_range,
 )
+from ..words import usd  # the one money format (docs/glossary.md)
 
 
 @dataclass(frozen=True)

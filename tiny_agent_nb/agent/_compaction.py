@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..provider import Completion, ProviderError, wire
-from ..render import usd  # the one money format (docs/glossary.md)
-from ..session import CompactionEntry, NewFact, SessionState, SessionStore, new_id
+from ..session import NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
+from ..timeline import compactions
 from ..tools import ToolSchema
+from ..words import compaction_words, summary_tokens, usd
 from ._planner import attempt_usage
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._summary import continued, summary_messages
@@ -57,32 +58,26 @@ class Compacted:
     tokens_before: int
     tokens_after: int
     cost: float | None  # USD; None when the server did not report it
+    summary_tokens: int  # the summary's size (`words.summary_tokens`)
 
 
 def compaction_line(c: Compacted) -> str:
-    """One line for the cell and the status: what was summarized, tokens, cost."""
+    """One line for the cell: the compaction in the timeline's words, and its cost."""
     cost = usd(c.cost) if c.cost is not None else "cost unknown"
-    what = f"{c.entries} entries" if c.entries else "the earlier summary alone (too large)"
-    return (
-        f"compacted {what} into a summary: ~{c.tokens_before} → "
-        f"~{c.tokens_after} tokens of context · {cost}"
-    )
+    words = compaction_words(c.entries, c.summary_tokens, c.tokens_before, c.tokens_after)
+    return f"{words} · {cost}"
 
 
 def compaction_status(state: SessionState) -> str | None:
-    """`%agent status`'s line: how many checkpoints, and what the latest replaced."""
-    ids = [i for i in state.entries if state.entries.type_of(i) == "compaction"]
-    if not ids:
+    """`%agent status`'s line: how many checkpoints, and the latest in the timeline's
+    words, with its cost."""
+    rows = compactions(state)
+    if not rows:
         return None
-    body = state.entries[ids[-1]].entry
-    assert isinstance(body, CompactionEntry)
-    usage = state.usage.get(body.attemptId or "")
-    before = f"~{body.tokensBefore} tokens" if body.tokensBefore is not None else "a context"
+    latest = rows[-1]
+    usage = state.usage.get(latest.attempt_id or "")
     cost = "cost unknown" if usage is None or usage.cost is None else usd(usage.cost)
-    return (
-        f"{len(ids)} compaction(s); the latest summarized {before} into "
-        f"{len(body.summary)} characters · {cost}"
-    )
+    return f"{len(rows)} compaction(s); the latest {latest.words} · {cost}"
 
 
 class CompactionFailed(Exception):
@@ -201,8 +196,9 @@ class Compactor:
         attempt_id, completion = self._ask(messages, operation_id, step, attempt)
         summary = self._clean(completion.message.content or "").strip()
         problem: str | None = "the model answered the summarization request with no text"
+        tokens_after = self._tokens_after(summary, cut)
         if summary:
-            problem = self._too_large(summary, cut)
+            problem = self._too_large(summary, tokens_after)
         if problem:
             failure = ProviderError(problem, kind="protocol", retryable=False)
             self._fail(attempt_id, failure, attempt_usage(attempt_id, completion.usage))
@@ -214,6 +210,7 @@ class Compactor:
                 cut.through_entry_id,
                 attempt_id=attempt_id,
                 tokens_before=tokens_before,
+                tokens_after=tokens_after,
                 id=entry_id,
             )
         ]
@@ -223,8 +220,9 @@ class Compactor:
             entry_id=entry_id,
             entries=len(cut.entries),
             tokens_before=tokens_before,
-            tokens_after=self.window.estimate(self._request_bytes()),
+            tokens_after=tokens_after,
             cost=completion.usage.cost if completion.usage is not None else None,
+            summary_tokens=summary_tokens(summary),
         )
         self._on_compaction(done)
         return done
@@ -267,11 +265,14 @@ class Compactor:
                     f"the summarization request failed: {self._clean(error.message)}"
                 ) from error
 
-    def _too_large(self, summary: str, cut: Cut) -> str | None:
-        """Why `summary` would not make room (None when it does): the context it leaves,
-        the system prompt, tools, summary and tail, must be under the threshold."""
+    def _tokens_after(self, summary: str, cut: Cut) -> int:
+        """The context `summary` leaves: the system prompt, tools, summary and tail."""
         summary_bytes = sum(len(m) + 1 for m in summary_messages(summary)) + len(continued())
-        after = self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
+        return self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
+
+    def _too_large(self, summary: str, after: int) -> str | None:
+        """Why `summary` would not make room (None when it does): the context it leaves
+        (`after`) must be under the threshold."""
         if after < self.limit():
             return None
         return (

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..render import printable
 from ..session import (
     NotASessionError,
     SessionCorruptError,
     SessionState,
     load_session,
 )
+from ..words import printable
 
 EXIT_OK = 0
 EXIT_USAGE = 2  # argparse's own code for bad arguments

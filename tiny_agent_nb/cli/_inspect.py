@@ -7,9 +7,10 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 
-from ..render import KERNEL_TOLD, money, printable
+from ..render import KERNEL_TOLD
 from ..session import SessionState, ToolIntent
-from ..timeline import REPLAY_WORDS, called_name, session_cost, tool_label
+from ..timeline import intent_label, outcome_note, session_cost
+from ..words import money, printable
 from ._common import (
     ARGUMENTS_WIDTH,
     EXIT_OK,
@@ -111,17 +112,19 @@ def _intent_lines(state: SessionState) -> Iterator[str]:
     intents = list(state.tool_intents.values())
     yield f"tool calls   {len(intents)}"
     # The timeline's label: the name the model called, and an MCP tool's source.
-    labels = [printable(tool_label(called_name(state, i), i.tool)) for i in intents]
+    labels = [printable(intent_label(state, i)) for i in intents]
     width = max(map(len, labels), default=0)
     for intent, label in zip(intents, labels, strict=True):
         yield from _intent(intent, label, width)
 
 
 def _intent(intent: ToolIntent, label: str, width: int) -> Iterator[str]:
-    replay = REPLAY_WORDS.get(intent.replay_policy, intent.replay_policy)
-    name = f"{label:<{width}}  {replay:<21}"
+    """What happened to a call (`replayed`: re-read after a crash), never its replay
+    policy on a call no crash cut off; a pending call says what recovery will do."""
+    name = f"{label:<{width}}"
     if intent.status != "pending":
-        yield f"    {name}  {intent.status}"
+        happened = outcome_note(intent.status)
+        yield f"    {name}  {intent.status}" + (f" — {happened}" if happened else "")
         return
     why = PENDING_SAFE_READ if intent.replay_policy == "safeRead" else PENDING_NEVER
     yield f"  ! {name}  pending — {why}"
@@ -142,7 +145,7 @@ def _usage_line(state: SessionState) -> str:
 
 
 def _cost(state: SessionState) -> str:
-    """`render.money` of the whole session, and what makes it a lower bound."""
+    """`words.money` of the whole session, and what makes it a lower bound."""
     t = state.totals
     cost, unpriced = session_cost(state)
     unreported = unpriced - t.unpriced  # answered attempts that reported no usage

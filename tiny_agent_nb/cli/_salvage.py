@@ -10,7 +10,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..render import printable
 from ..session import (
     NotASessionError,
     SalvageResult,
@@ -21,6 +20,7 @@ from ..session import (
     read_session_file,
     salvage,
 )
+from ..words import printable
 from ._common import (
     EXIT_CORRUPT,
     EXIT_OK,

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from ..provider import DEMO_PROVIDER  # a name only: the provider loads httpx lazily
-from ..render import printable, timeline_text
+from ..render import timeline_text
 from ..timeline import PAGE_SIZE, ROWS_PER_RUN, Timeline, build_timeline
+from ..words import printable
 from ._common import (
     EXIT_OK,
     EXIT_USAGE,

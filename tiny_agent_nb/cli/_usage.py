@@ -6,12 +6,12 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
-from ..render import money, printable
 from ..session import (
     SessionState,
     UsageTotals,
 )
 from ..timeline import RunUsage, session_cost, usage_by_run
+from ..words import NO_USAGE, money, printable
 from ._common import EXIT_OK, _print_json, _read
 from ._inspect import _cost
 
@@ -70,17 +70,10 @@ USAGE_COLUMNS = ("input", "output", "reasoning", "cached")
 def render_usage(state: SessionState, runs: list[RunUsage]) -> list[str]:
     """The table of `usage`: one row per run, then the totals and what the marks mean."""
     rows = [
-        [
-            str(r.number),
-            r.kind,
-            r.status,
-            *_token_cells(r.totals),
-            money(*r.cost),
-            r.operation_id,
-        ]
-        for r in runs
+        [str(r.number), r.kind, r.status, *_cells(r.totals, r.cost), r.operation_id] for r in runs
     ]
-    total = ["", "total", "", *_token_cells(state.totals), money(*session_cost(state)), ""]
+    total = ["", "total", "", *_cells(state.totals, session_cost(state)), ""]
+    reported = _reported(state.totals, session_cost(state))
     head = ["#", "kind", "status", *USAGE_COLUMNS, "cost", "run id"]
     table = [head, *rows, total]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
@@ -101,10 +94,23 @@ def render_usage(state: SessionState, runs: list[RunUsage]) -> list[str]:
         *(line(row) for row in rows),
         line(total),
         "",
-        f"total cost   {_cost(state)}",
+        f"total cost   {_cost(state) if reported else NO_USAGE}",
     ]
     lines.extend(_usage_notes(runs))
     return lines
+
+
+def _reported(t: UsageTotals, cost: tuple[float | None, int]) -> bool:
+    """Whether anything reported usage: a usage record, or an answer that reported none."""
+    return bool(t.priced or t.unpriced or cost[1])
+
+
+def _cells(t: UsageTotals, cost: tuple[float | None, int]) -> list[str]:
+    """The token and cost cells of a row; `-` in each where no usage was reported (a run
+    whose every request failed), never zeros for what nobody reported."""
+    if not _reported(t, cost):
+        return ["-"] * (len(USAGE_COLUMNS) + 1)
+    return [*_token_cells(t), money(*cost)]
 
 
 def _token_cells(t: UsageTotals) -> list[str]:
@@ -117,6 +123,8 @@ def _token_cells(t: UsageTotals) -> list[str]:
 
 
 def _usage_notes(runs: list[RunUsage]) -> Iterator[str]:
+    if any(not _reported(r.totals, r.cost) for r in runs):
+        yield "-            no usage reported: no request of that run was answered"
     if any(r.cost[0] is None for r in runs):
         yield "unknown      the provider reported no cost for that run's usage (not counted as $0)"
     if any(r.cost[0] is not None and r.cost[1] for r in runs):

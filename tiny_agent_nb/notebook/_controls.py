@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..render import cell_text
-from ..timeline import short_arguments
+from ..words import short_arguments
 from ._approval import SHOWABLE, approval_text
 from ._comm_pump import CommPump, honour_frontend_subshell, interrupt_held, wait_for
 from ._timeline_view import Publish, ipython_publish

@@ -31,8 +31,8 @@ from ..redaction import StreamRedactor, redact
 from ..render import cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
-from ..timeline import short_arguments, whole_sentences
 from ..tools import ToolOutput
+from ..words import short_arguments, whole_sentences
 from ._timeline_view import Publish, ipython_publish, trailing_render
 
 UPDATE_INTERVAL = 0.1

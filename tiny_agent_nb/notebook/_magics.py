@@ -14,10 +14,11 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
-from ..agent import LoopObserver, RunResult, compaction_status
+from ..agent import LoopObserver, RunResult, compaction_status, resumable_operation
 from ..redaction import redact
-from ..render import cell_text, money
-from ..timeline import session_cost, short_arguments, tokens, usage_by_run
+from ..render import cell_text
+from ..timeline import outcome_note, session_cost, usage_by_run
+from ..words import NO_USAGE, money, short_arguments, tokens, usage
 from ._cell_runs import CellRuns
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
@@ -25,7 +26,7 @@ from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._report import OpenReport, tool_label
+from ._report import OpenReport, call_label
 from ._runtime import AskFn, NotebookAgent
 from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
@@ -275,10 +276,19 @@ class AgentMagics(Magics):
                 f"latest   {latest.kind} {latest.status}"
                 + (f" — {cell_text(latest.detail)}" if latest.detail else "")
             )
-        interrupted = [i for i in state.tool_intents.values() if i.status == "interrupted"]
+        # The calls cut off in the latest run, or in the run `%agent resume` would continue
+        # (a compaction may follow it); never those of a run since resumed: the resume
+        # settled them, they are history.
+        stopped = resumable_operation(state)
+        runs = {latest.id if latest else "", "" if isinstance(stopped, str) else stopped.id}
+        interrupted = [
+            i
+            for i in state.tool_intents.values()
+            if i.status == "interrupted" and i.operation_id in runs
+        ]
         for intent in interrupted[-5:]:
-            call = f"{tool_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
-            print(f"  ⚠ {call.rstrip()} — interrupted")
+            call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
+            print(f"  ⚠ {call.rstrip()} — interrupted: {outcome_note('interrupted')}")
         print(f"cost     {money(*session_cost(state))}")
         print(f"context  {window_line(self.runtime.model, state)}")
         compacted = compaction_status(state)
@@ -306,11 +316,15 @@ class AgentMagics(Magics):
         # same here, in the timeline display and in `tiny-agent-nb timeline`.
         for run in usage_by_run(state):
             cost, unpriced = run.cost
-            used = tokens(run.totals.input_tokens, run.totals.output_tokens, cost, unpriced)
+            u = run.totals
+            used = usage(u.input_tokens, u.output_tokens, cost, unpriced, u.priced + u.unpriced)
             stopped = run.detail if run.status == "budgetLimit" else None
             stop = f" — {cell_text(stopped)}" if stopped else ""
-            print(f"{run.kind:<6} {run.status:<11} {used} · cost {money(cost, unpriced)}{stop}")
+            print(f"{run.kind:<6} {run.status:<11} {used}{stop}")
         cost, unpriced = session_cost(state)
+        if not (t.priced or unpriced):
+            print(f"total  {NO_USAGE}")
+            return
         print(
             f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "
             f"{t.reasoning_tokens} reasoning, {t.cached_input_tokens} cached · "

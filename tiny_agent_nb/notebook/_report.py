@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..agent import RecoveryReport, resumable_operation
-from ..render import cell_text, money
+from ..render import cell_text
 from ..session import SessionState, ToolIntent
-from ..timeline import called_name, session_cost, short_arguments
-from ..timeline import tool_label as label
+from ..timeline import intent_label, session_cost
+from ..words import money, short_arguments
 from ._paths import SessionLocation
 
 
@@ -81,14 +81,14 @@ _STOPPED = {
 def _call(state: SessionState, intent: ToolIntent) -> str:
     """A recorded tool call on one line; both parts come from the file."""
     summary = cell_text(short_arguments(intent.arguments))
-    return f"{tool_label(state, intent)} {summary}".rstrip()
+    return f"{call_label(state, intent)} {summary}".rstrip()
 
 
-def tool_label(state: SessionState, intent: ToolIntent) -> str:
-    """The tool's name, and where it comes from unless it is built in, as the timeline
-    says it (docs/glossary.md): `time__get_current_time · mcp:time`. From the file:
-    escaped."""
-    return cell_text(label(called_name(state, intent), intent.tool))
+def call_label(state: SessionState, intent: ToolIntent) -> str:
+    """`timeline.intent_label` of a call for a cell's text: the tool's name and where it
+    comes from unless it is built in (`time__get_current_time · mcp:time`). From the
+    file: escaped."""
+    return cell_text(intent_label(state, intent))
 
 
 def _source(location: SessionLocation) -> str:

@@ -132,7 +132,7 @@ def _longest_backtick_run(text: str) -> int:
     return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
-def printable(text: str) -> str:
+def kept_text(text: str) -> str:
     """Untrusted text as one kernel's cell or message may be kept: escapes removed,
     other control characters (tab and newline aside) written as `\\x..`, and a line
     that would read as one of the user cells' own markers set off by a space."""
@@ -162,7 +162,7 @@ def cell_record(result: Any, cell_label: Callable[[str], str | None]) -> CellRec
     error = getattr(result, "error_before_exec", None) or getattr(result, "error_in_exec", None)
     return CellRecord(
         count=count,
-        code=printable(truncate(code.rstrip(), MAX_CODE)),
+        code=kept_text(truncate(code.rstrip(), MAX_CODE)),
         error=cell_error(error, cell_label) if isinstance(error, BaseException) else None,
     )
 
@@ -196,9 +196,9 @@ def cell_error(exc: BaseException, cell_label: Callable[[str], str | None]) -> C
         message = "(its message could not be read)"
     where = _syntax_where(exc, cell_label) if isinstance(exc, SyntaxError) else None
     return CellError(
-        type=printable(name),
-        message=printable(truncate(message, MAX_MESSAGE)),
-        where=printable(where or _frame_where(exc, cell_label) or "") or None,
+        type=kept_text(name),
+        message=kept_text(truncate(message, MAX_MESSAGE)),
+        where=kept_text(where or _frame_where(exc, cell_label) or "") or None,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..agent import DEFAULT_CONTEXT_WINDOW
 from ..render import cell_text
 from ..session import CompactionEntry, SessionState
+from ..words import shorten
 from ._provider import KernelProvider
 
 # How each origin of a window reads (docs/spec.md §17's sources).
@@ -52,10 +53,7 @@ def summary_line(state: SessionState) -> str | None:
     summary = latest_summary(state)
     if summary is None:
         return None
-    shown = " ".join(summary.split())
-    if len(shown) > SUMMARY_SHOWN:
-        shown = shown[: SUMMARY_SHOWN - 1] + "…"
-    return f"{cell_text(shown)} (`%agent summary` shows it whole)"
+    return f"{cell_text(shorten(summary, SUMMARY_SHOWN))} (`%agent summary` shows it whole)"
 
 
 def summary_text(state: SessionState) -> str:

@@ -23,8 +23,9 @@ from typing import Any
 
 import httpx
 
+from ..words import shorten
 from ._retry import parse_retry_after
-from ._text import encoded, get_path, truncate
+from ._text import MESSAGE_LIMIT, encoded, get_path
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
 
@@ -51,7 +52,7 @@ def server_message(body: object) -> str | None:
         return None
     error = body.get("error")
     if isinstance(error, str) and error.strip():
-        return truncate(error)
+        return shorten(error, MESSAGE_LIMIT)
     message = get_path(error, "message") if isinstance(error, Mapping) else None
     if not isinstance(message, str):
         message = body.get("message")
@@ -64,7 +65,7 @@ def server_message(body: object) -> str | None:
     provider = get_path(error, "metadata", "provider_name")
     if isinstance(raw, str) and raw.strip() and raw not in message:
         message += f" ({provider}: {raw})" if isinstance(provider, str) else f" ({raw})"
-    return truncate(message)
+    return shorten(message, MESSAGE_LIMIT)
 
 
 def _error_status(error: Mapping[str, Any]) -> int | None:
@@ -117,7 +118,7 @@ def _quoted(body: bytes, content_type: str) -> str:
         return "no message"
     if "html" in content_type or text.lstrip().startswith("<"):
         return "an HTML page, not an API error"
-    return truncate(text, 200)
+    return shorten(text, 200)
 
 
 def status_error(
@@ -214,21 +215,21 @@ def transport_error(config: ProviderConfig, exc: httpx.HTTPError) -> ProviderErr
         )
     if isinstance(exc, httpx.ConnectError):
         return ProviderError(
-            f"Could not connect to {where} ({type(exc).__name__}: {truncate(str(exc), 200)}); "
+            f"Could not connect to {where} ({type(exc).__name__}: {shorten(str(exc), 200)}); "
             "the request can be retried. Is the server running and the base URL right?",
             kind="network",
             retryable=True,
         )
     if isinstance(exc, httpx.DecodingError):
         return ProviderError(
-            f"{where} sent a body that could not be decoded ({truncate(str(exc), 200)}); "
+            f"{where} sent a body that could not be decoded ({shorten(str(exc), 200)}); "
             "the request can be retried.",
             kind="protocol",
             retryable=True,
         )
     if isinstance(exc, httpx.LocalProtocolError):
         return ProviderError(
-            f"The request could not be sent to {where} ({truncate(str(exc), 200)}).",
+            f"The request could not be sent to {where} ({shorten(str(exc), 200)}).",
             kind="protocol",
             retryable=False,
         )

@@ -1,7 +1,7 @@
 """What the model and the server wrote, made fit to store and to quote.
 
 Model text may hold lone surrogate escapes (`"\\ud800"`: valid JSON, not valid UTF-8);
-`clean_text` makes it writable. Tool-call arguments that are not a JSON object, or nest
+`words.valid_text` makes it writable. Tool-call arguments that are not a JSON object, or nest
 deeper than the session file allows (`MAX_JSON_DEPTH`), never raise: the call keeps
 `arguments={}` and `invalidArguments=<what was sent>` (cut to `INVALID_ARGUMENTS_LIMIT`
 characters) so the loop can answer the model with an error and the entry still commits.
@@ -10,33 +10,16 @@ characters) so the loop can answer the model with an error and the entry still c
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..session import MAX_JSON_DEPTH, json_depth, json_value_problem
+from ..words import shorten, valid_text
 
 MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
 # Characters of unusable arguments kept in the session file: enough to see what went
 # wrong, while a model's broken 10 MB write_file call does not land in every later read.
 INVALID_ARGUMENTS_LIMIT = 16 * 1024
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def clean_text(text: str) -> str:
-    """Join surrogate pairs that were escaped separately (`"\\ud83d"` in one chunk,
-    `"\\ude00"` in the next) and replace lone halves, so the text can be written as UTF-8.
-    """
-    if not _SURROGATE.search(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 # ---------------------------------------------------------------- tool-call arguments
 
@@ -53,9 +36,9 @@ def _clean_value(value: Any) -> Any:
     """`value` with every string made valid UTF-8; only called on values no deeper than
     MAX_JSON_DEPTH, so the recursion is bounded."""
     if isinstance(value, str):
-        return clean_text(value)
+        return valid_text(value)
     if isinstance(value, dict):
-        return {clean_text(k): _clean_value(v) for k, v in value.items()}
+        return {valid_text(k): _clean_value(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_clean_value(v) for v in value]
     return value
@@ -67,7 +50,7 @@ def encoded(value: object) -> str:
     try:
         return json.dumps(value)
     except (ValueError, TypeError, RecursionError):
-        return truncate(repr(value)[:INVALID_ARGUMENTS_LIMIT], INVALID_ARGUMENTS_LIMIT)
+        return shorten(repr(value)[:INVALID_ARGUMENTS_LIMIT], INVALID_ARGUMENTS_LIMIT)
 
 
 def _kept(text: str) -> str:
@@ -82,13 +65,13 @@ def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
     if isinstance(raw, Mapping):  # a server that sends the object itself
         kept = _clean_value(dict(raw)) if json_depth(raw) <= MAX_JSON_DEPTH else None
         if kept is None or json_value_problem(kept) is not None:
-            return {}, _kept(clean_text(encoded(raw)))
+            return {}, _kept(valid_text(encoded(raw)))
         return kept, None
     if raw is None:
         return {}, None
     if not isinstance(raw, str):
         raw = encoded(raw)
-    text = clean_text(raw)
+    text = valid_text(raw)
     if not text.strip():
         return {}, None
     try:

@@ -141,6 +141,7 @@ def compaction(
     *,
     attempt_id: str | None = None,
     tokens_before: int | None = None,
+    tokens_after: int | None = None,
     id: str | None = None,
 ) -> NewFact:
     """The checkpoint written by attempt `attempt_id` (it settles that attempt)."""
@@ -150,6 +151,7 @@ def compaction(
         throughEntryId=through_entry_id,
         attemptId=attempt_id,
         tokensBefore=tokens_before,
+        tokensAfter=tokens_after,
     )
     return NewFact(body, id)
 

@@ -145,8 +145,9 @@ class ToolResultEntry(_Model):
 class CompactionEntry(_Model):
     """A checkpoint: entries up to `throughEntryId` are replaced by `summary` in the
     active context (docs/spec.md §10). `attemptId`: the model attempt that wrote the summary,
-    which this entry settles as an assistant entry would; `tokensBefore`: the context
-    size it replaced. Both may be absent or null (files written before they existed)."""
+    which this entry settles as an assistant entry would; `tokensBefore` and
+    `tokensAfter`: the context's size before it and after it (estimates). Each may be
+    absent or null (files written before they existed)."""
 
     tag: ClassVar[str] = "compaction"
     type: Literal["compaction"]
@@ -154,6 +155,7 @@ class CompactionEntry(_Model):
     throughEntryId: Id
     attemptId: Id | None = _optional()
     tokensBefore: Count | None = _optional()
+    tokensAfter: Count | None = _optional()
 
 
 class KernelNotice(_Model):

@@ -11,10 +11,10 @@ tool output is untrusted text, it may hold what cannot be encoded, or the API ke
 from __future__ import annotations
 
 import codecs
-import re
 from collections.abc import Iterable
 
 from ..redaction import redact
+from ..words import valid_text
 
 
 def truncate(text: str, limit: int) -> str:
@@ -80,20 +80,9 @@ class CappedOutput:
 
 # ---------------------------------------------------------------- before a result is committed
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 def clean_output(text: str, secrets: Iterable[str] = ()) -> str:
     """Tool output as it may be committed, sent to the model and shown: valid Unicode
     (a lone surrogate, e.g. from a file name that is not UTF-8, becomes U+FFFD, which
     cannot be encoded and would make the commit fail) with every secret redacted."""
     return redact(valid_text(text), secrets)
-
-
-def valid_text(text: str) -> str:
-    """`text` encodable as UTF-8: surrogate pairs joined, lone surrogates made U+FFFD."""
-    if not _SURROGATE.search(text):
-        return text
-    # Through UTF-16, a high+low pair becomes the character it encodes (what a JSON
-    # "\\ud83d\\ude00" means); what is left alone decodes to the replacement character.
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

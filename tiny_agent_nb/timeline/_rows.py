@@ -1,0 +1,116 @@
+"""The rows of a timeline: what every surface renders (the notebook's HTML, the text view,
+`tiny-agent-nb timeline` and its JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    id: str
+    step: int
+    attempt: int
+    status: str  # settled | failed | interrupted | aborted | pending
+    model: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cost: float | None
+    latency_ms: int | None
+    error: str | None
+    compaction: str | None = None  # what the attempt's compaction summarized
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    id: str
+    attempt_id: str  # the model attempt whose answer asked for the call
+    name: str  # the name the model called it by (`called_name`): time__get_current_time
+    source: str  # the identity's source: `builtin`, `mcp:<server>`
+    summary: str  # short arguments
+    arguments: str  # full arguments, JSON (capped)
+    replay_policy: str
+    status: str  # pending | completed | error | interrupted | replayed | denied
+    result: str | None  # preview of the result content
+    # Usage the tool reported about its own call (an MCP tool that calls a model); None:
+    # it reported nothing.
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """A kernel boundary: the kernel (a process) that wrote the runs after it, shown where
+    it differs from the one that wrote the runs before (docs/spec.md §18)."""
+
+    id: str  # its kernelOpened record
+    number: int  # 1-based, counting changes of process in file order: "kernel 2"
+    opened_at: int  # when it opened the session (epoch ms)
+    started_at: int  # when its process started
+    pid: int
+    host: str
+    kernel_id: str | None
+    notebook: str | None
+    notice: str | None  # what the model was told about it, once it was
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    number: int  # 1-based, in file order: "run 3"
+    kind: str  # run | resume
+    resumes: int | None  # a resume: the number of the run it continues
+    status: str  # open | completed | failed | aborted | interrupted | stepLimit
+    prompt: str | None  # its first line (`first_line`)
+    started_at: int
+    detail: str | None
+    attempts: tuple[AttemptRow, ...]
+    tools: tuple[ToolRow, ...]
+    hidden_attempts: int
+    hidden_tools: int
+    cost: float | None  # with `unpriced`, for words.money (see `priced`)
+    unpriced: int
+    input_tokens: int
+    output_tokens: int
+    kernel: KernelRow | None = None  # a kernel boundary before this run
+    usage_records: int = 0  # usage facts of its attempts and tools: 0, none reported
+
+    def steps(self) -> list[tuple[AttemptRow | None, tuple[ToolRow, ...]]]:
+        """Each shown attempt with the tool calls its answer asked for, in file order;
+        first (None, calls) for the shown calls of attempts not shown (earlier ones)."""
+        shown = {a.id for a in self.attempts}
+        earlier = tuple(t for t in self.tools if t.attempt_id not in shown)
+        by_attempt: list[tuple[AttemptRow | None, tuple[ToolRow, ...]]] = [
+            (a, tuple(t for t in self.tools if t.attempt_id == a.id)) for a in self.attempts
+        ]
+        return [(None, earlier), *by_attempt] if earlier else by_attempt
+
+
+@dataclass(frozen=True)
+class Totals:
+    runs: int
+    attempts: int
+    tool_intents: int
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cached_input_tokens: int
+    cost: float | None
+    unpriced: int  # usage facts with unknown cost
+    usage_records: int = 0  # usage facts in the session: 0, none reported
+
+
+@dataclass(frozen=True)
+class Timeline:
+    session_id: str
+    path: str
+    model: str
+    provider: str
+    runs: tuple[RunRow, ...]  # the current page, oldest first
+    page: int
+    pages: int
+    totals: Totals
+    torn_tail_bytes: int
+    # The latest kernel when it has written no run yet (after the last run, or alone).
+    kernel: KernelRow | None = None

@@ -1,0 +1,175 @@
+"""The small words every layer says the same way (docs/glossary.md): money, tokens and
+usage, shortened text, a tool's label with its source, printable and valid text, and a
+compaction's description.
+
+The bottom layer: it imports nothing of the package, so the tools, the provider, the
+agent, the timeline and every surface (HTML, terminal, CLI) say these alike, and a word
+changes in one place. Words about a session's facts (a call's outcome, a run's title) are
+the timeline's; escaping for a renderer (HTML, markdown, a notebook's text output) is
+`render`'s and `safe_markdown`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+PREVIEW = 160  # characters of a prompt, argument summary or result preview
+BUILTIN = "builtin"  # the source of the package's own tools: not shown
+NO_USAGE = "no usage reported"
+
+# ---------------------------------------------------------------- money and tokens
+
+
+def usd(cost: float) -> str:
+    """Dollars with at least two decimals and up to six: sub-cent costs are common."""
+    whole, _, frac = f"{cost:.6f}".rstrip("0").partition(".")
+    return f"${whole}.{frac:0<2}"
+
+
+def money(cost: float | None, unpriced: int = 0) -> str:
+    """The one way every surface writes a cost, after the word "cost" or in a "cost"
+    column: `$0.002`; `at least $0.002` when some usage reported no cost (`unpriced`);
+    `unknown` when none did, never `$0` for a cost nobody reported."""
+    if cost is None:
+        return "unknown"
+    return f"at least {usd(cost)}" if unpriced else usd(cost)
+
+
+def tokens(input_tokens: int, output_tokens: int, cost: float | None, unpriced: int) -> str:
+    """`12 in / 3 out`, or `usage unknown` when nothing reported any usage (the cost is
+    unknown and no token was counted): never `0 in / 0 out` for a usage nobody reported."""
+    if cost is None and unpriced and not (input_tokens or output_tokens):
+        return "usage unknown"
+    return f"{input_tokens} in / {output_tokens} out"
+
+
+def usage(
+    input_tokens: int, output_tokens: int, cost: float | None, unpriced: int, records: int
+) -> str:
+    """A ledger's tokens and cost: `200 in / 20 out · cost $0.002`; `no usage reported`
+    for one with no usage fact (`records`) and no answered attempt that reported none (a
+    run whose every request failed), never `0 in / 0 out · cost $0.00` for what nobody
+    reported."""
+    if not records and not unpriced:
+        return NO_USAGE
+    return f"{tokens(input_tokens, output_tokens, cost, unpriced)} · cost {money(cost, unpriced)}"
+
+
+# ---------------------------------------------------------------- shortened text
+
+
+def shorten(text: str, limit: int = PREVIEW) -> str:
+    """`text` on one line (whitespace runs made one space), at most `limit` characters,
+    the cut marked `…`: a preview, or a server's message quoted in ours."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def whole_sentences(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters: cut after its last sentence that
+    fits, else after its last word that fits, and then marked `…`; never mid-sentence
+    without a mark ("... is a required property. The tool")."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    ends = [m.end() for m in re.finditer(r"[.!?](?= )", text[: limit - 1])]
+    cut = ends[-1] if ends else text.rfind(" ", 0, limit - 1)
+    return text[: cut if cut > 0 else limit - 2] + " …"
+
+
+_FENCE = ("```", "~~~")
+
+
+def first_line(text: str, limit: int = PREVIEW) -> str:
+    """What a run line shows of its prompt: the first line with words (a code fence's
+    delimiters have none), `…` when more of the prompt follows."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    shown = next((line for line in lines if not line.startswith(_FENCE)), "")
+    line = shorten(shown, limit)
+    more = len(lines) > 1 and not line.endswith("…")
+    return f"{line} …" if more else line
+
+
+def cap(text: str, limit: int) -> str:
+    """Cut without reflowing (for JSON and outputs shown in full in a details pane)."""
+    return (
+        text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit} more characters)"
+    )
+
+
+def short_arguments(arguments: dict[str, Any], limit: int = 80) -> str:
+    """`command='ls -la'`-style summary: what a user recognises at a glance."""
+    parts = [
+        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items() if v is not None
+    ]
+    return shorten(", ".join(parts), limit)
+
+
+# ---------------------------------------------------------------- tools
+
+
+def tool_label(name: str, source: str) -> str:
+    """A tool call's name (as the model called it), and where the tool comes from when it
+    is not built in: `time__get_current_time · mcp:time`."""
+    return name if source == BUILTIN else f"{name} · {source}"
+
+
+# ---------------------------------------------------------------- text
+
+
+def printable(text: str, *, keep_lines: bool = False) -> str:
+    """Untrusted text for a terminal (a prompt, a model's tool arguments or answer, a tool's
+    output, a server's error): every character that is not printable is written as its
+    escape, so none can drive the terminal (C0 and C1 controls such as ESC and CSI `\x9b`,
+    DEL) or hide what is shown (a `\r`, bidi overrides like U+202E, zero-width characters).
+
+    `keep_lines` keeps line breaks (`\n`, and `\r\n` read as one) and tabs, for text read
+    as a whole (a streamed answer, a command to approve); without it a value stays on its
+    line."""
+    if text.isprintable():
+        return text
+    if keep_lines:
+        text = text.replace("\r\n", "\n")
+        kept = ("\n", "\t")
+        return "".join(c if c.isprintable() or c in kept else repr(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` encodable as UTF-8, so it can be committed: surrogate pairs escaped apart
+    (`"\\ud83d"` in one chunk of a stream, `"\\ude00"` in the next, or a file name that is
+    not UTF-8) joined, lone halves made U+FFFD."""
+    if not _SURROGATE.search(text):
+        return text
+    # Through UTF-16, a high+low pair becomes the character it encodes (what a JSON
+    # "\\ud83d\\ude00" means); what is left alone decodes to the replacement character.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+# ---------------------------------------------------------------- compaction
+
+
+def summary_tokens(summary: str) -> int:
+    """A summary's size in tokens, as every surface says it: its UTF-8 bytes / 4, the
+    estimate a request's size starts from."""
+    return (len(summary.encode("utf-8", "surrogatepass")) + 3) // 4
+
+
+def compaction_words(
+    entries: int, summary_size: int, tokens_before: int | None, tokens_after: int | None
+) -> str:
+    """One compaction, in the words the cell, the timeline, `%agent status` and the CLI
+    share: `compacted 12 entries into a summary of ~40 tokens: context ~191 → ~64 tokens`.
+    Every size in tokens; `~`: estimates. `summary_size`: `summary_tokens` of it."""
+    what = f"{entries} entries" if entries else "the earlier summary alone (too large)"
+    words = f"compacted {what} into a summary of ~{summary_size} tokens"
+    if tokens_before is not None and tokens_after is not None:
+        return f"{words}: context ~{tokens_before} → ~{tokens_after} tokens"
+    if tokens_before is not None:  # written before compactions recorded the size after
+        return f"{words}: context ~{tokens_before} tokens before"
+    return words
