@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError, wire
 from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import CompactionEntry, NewFact, SessionState, SessionStore, new_id
@@ -85,7 +86,7 @@ def compaction_status(state: SessionState) -> str | None:
     )
 
 
-class CompactionFailed(Exception):
+class CompactionFailed(TinyAgentError):
     """The summarization attempt failed (its attemptFailed is committed)."""
 
 

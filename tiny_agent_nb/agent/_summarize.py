@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._exceptions import TinyAgentError
 from ..provider import wire
 from ..session import (
     AssistantEntry,
@@ -48,7 +49,7 @@ SUMMARY_REQUEST = (
 Tokens = Callable[[int], int]  # tokens of a byte count
 
 
-class NoRoom(Exception):
+class NoRoom(TinyAgentError):
     """No clean cut keeps the tail verbatim and summarizes anything."""
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError, StreamEvent, wire
 from ..session import OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
@@ -81,6 +82,6 @@ class RecoveryReport:
     may_still_run: tuple[ToolIntent, ...] = ()
 
 
-class AgentError(Exception):
+class AgentError(TinyAgentError):
     """A request the loop cannot serve (e.g. resume with nothing to resume), or a run
     or recovery it could not record as settled (the session file refused the write)."""

@@ -12,13 +12,14 @@ import os
 import shlex
 from pathlib import Path
 
+from .._exceptions import TinyAgentError
 from ..provider import Completion
 from ..render import cell_text
 from ..session import NotASessionError, SessionCorruptError, SessionLockedError, SessionStore
 from ._paths import SessionLocation, not_a_file
 
 
-class NotebookError(Exception):
+class NotebookError(TinyAgentError):
     """Something the user must act on; the message says what and how."""
 
 

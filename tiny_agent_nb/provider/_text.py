@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._exceptions import TinyAgentError
 from ..session import MAX_JSON_DEPTH, json_depth, json_value_problem
 
 MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
@@ -41,7 +42,7 @@ def truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
 # ---------------------------------------------------------------- tool-call arguments
 
 
-class _NotJson(ValueError):
+class _NotJson(TinyAgentError, ValueError):
     pass
 
 

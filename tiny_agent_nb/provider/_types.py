@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from .._exceptions import TinyAgentError
 from ..redaction import redact_url
 from ..session import AssistantMessage
 
@@ -130,7 +131,7 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted
 ErrorKind = Literal["http", "timeout", "network", "protocol", "contextLength"]
 
 
-class ProviderError(Exception):
+class ProviderError(TinyAgentError):
     """A request that produced no usable answer.
 
     `retryable` errors (429, 5xx, timeouts, dropped connections) are retried by the loop as
