@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -19,6 +19,15 @@ from ..redaction import redact
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
 from ._cell_runs import CellRuns
+from ._commands import (
+    OPTIONS,
+    RUN_OPTIONS,
+    SUBCOMMANDS,
+    check_command,
+    command_help,
+    magic_help,
+    run_options,
+)
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
 from ._offline import DEMO_CELL_LABEL
@@ -33,19 +42,8 @@ from ._user_cells import cell_record
 from ._window_report import summary_line, summary_text, window_line
 
 log = logging.getLogger(__name__)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-COMMANDS = (
-    "status",
-    "timeline",
-    "usage",
-    "resume",
-    "compact",
-    "summary",
-    "new",
-    "session",
-    "mcp",
-    "help",
-)
 STEP_LIMIT_NEXT = (
     "`%agent resume` gives the run more steps (`%agent resume --max-steps N` for N of them), "
     "or send a new prompt"
@@ -55,6 +53,18 @@ PROMPT_REDACTED = (
     "Note: the prompt holds a configured secret (the API key, a credential); it is sent "
     "and kept as [redacted]."
 )
+
+
+def _documented(text: str) -> Callable[[_F], _F]:
+    def document(function: _F) -> _F:
+        function.__doc__ = text
+        return function
+
+    return document
+
+
+def _option_help(option: str) -> str:
+    return OPTIONS[option][1].replace("%", "%%")  # argparse formats help with %
 
 
 @magics_class
@@ -72,68 +82,18 @@ class AgentMagics(Magics):
         )
 
     @magic_arguments()
-    @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
-    @argument("--model", "-m", help="model id for this cell (default: TinyAgent.model)")
-    @argument("--max-steps", type=int, help="model steps before stopping (stepLimit)")
-    @argument("--budget", type=float, metavar="USD", help="USD this run may spend (budgetLimit)")
-    @argument(
-        "--tools",
-        help="comma-separated tools for this cell, e.g. read_file,grep; an MCP server's tools "
-        "by name (time__get_current_time) or all of them (time__*)",
-    )
-    @argument("--approve", choices=["auto", "ask", "deny"], help="tools that change things")
-    @argument(
-        "--demo",
-        action="store_true",
-        help="answer with the offline demo model (also %%agent resume/compact), even in a "
-        "session a real model worked on",
-    )
+    @argument("command", nargs="*", help=f"line form: one of {', '.join(SUBCOMMANDS)}")
+    @argument("--model", "-m", help=_option_help("model"))
+    @argument("--max-steps", type=int, help=_option_help("max_steps"))
+    @argument("--budget", type=float, metavar="USD", help=_option_help("budget"))
+    @argument("--tools", help=_option_help("tools"))
+    @argument("--approve", choices=["auto", "ask", "deny"], help=_option_help("approve"))
+    @argument("--demo", action="store_true", help=_option_help("demo"))
     # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
     @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
+    @_documented(magic_help())  # read by @magic_arguments, which adds the options
     def agent(self, line: str, cell: str | None = None) -> None:
-        """Run a prompt through the durable agent loop, or manage the session.
-
-        Cell form (the body is the prompt):
-
-            %%agent [--model M] [--max-steps N] [--tools a,b,srv__*] [--approve auto|ask|deny]
-                    [--budget USD] [--demo]
-            Find why tests/test_parse.py fails and fix it.
-
-        Without a key or base URL the offline demo model answers, but not in a session a
-        real model worked on: configure that model, or ask for the demo with `--demo`.
-
-        `--tools` names built-in tools and MCP tools (`srv__tool`; `srv__*` is every tool
-        of the MCP server srv). `--approve` applies to MCP tools like to bash.
-
-        `{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
-        keeps `{name}` as text. Nothing else changes: unknown names, `${VAR}`, other
-        braces, and code in ``` fences or `backticks` reach the model as written.
-
-        Line form:
-
-            %agent status        the session file, runs, open/interrupted work, cost
-            %agent timeline      live timeline (runs, attempts, tools, usage)
-            %agent usage         tokens and cost, per run and in total
-            %agent resume        continue the latest run that was interrupted, or stopped
-                                 by its budget or max_steps; takes %%agent's options
-                                 (--budget, --max-steps, --model, --tools, --approve,
-                                 --demo: with the offline demo model)
-            %agent compact [I]   summarize the conversation so far into a checkpoint (I: what
-                                 the summary must also keep); runs also compact on their
-                                 own past TinyAgent.compact_threshold of context_window
-            %agent summary       the summary the model is sent in place of the earlier
-                                 conversation (after a compaction)
-            %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
-            %agent session [P]   show, or switch to, the session file P (in a directory
-                                 that exists)
-            %agent mcp           the MCP servers (TinyAgent.mcp_servers): state, version,
-                                 tools; starts them if they are not running
-            %agent help          this text (so does --help, in either form)
-
-        Every step is written to the session file before it takes effect; after a kernel
-        restart, `%load_ext tiny_agent_nb` reports what was interrupted.
-        """
         try:
             args = parse_argstring(self.agent, line)
         except UsageError:
@@ -142,8 +102,9 @@ class AgentMagics(Magics):
             raise UsageError(f"bad arguments: {line!r}; see %agent help") from None
         except ValueError as exc:  # the splitter's "No closing quotation"
             raise UsageError(f"bad arguments: {line!r} ({exc}); see %agent help") from None
-        if args.help:
-            self._cmd_help()  # nothing else of the line or the cell is done
+        if args.help:  # nothing else of the line or the cell is done
+            named = args.command[0] if cell is None and args.command else None
+            self._cmd_help(named if named in SUBCOMMANDS else None)
             return
         try:
             if cell is not None:
@@ -167,7 +128,7 @@ class AgentMagics(Magics):
             raise UsageError(str(exc)) from None
         if not prompt:
             raise UsageError("%%agent needs a prompt in the cell body")
-        options = _run_options(args)
+        options = run_options(args)
         if args.demo and args.model is not None:
             raise UsageError("--demo and --model name two models: use one")
         if not args.demo:
@@ -226,37 +187,18 @@ class AgentMagics(Magics):
 
     # ------------------------------------------------------------------ line
     def _command(self, args: Any) -> None:
-        if not args.command:
-            raise UsageError(f"%agent needs a command: {', '.join(COMMANDS)} (see %agent help)")
-        command, *rest = args.command
-        if command not in COMMANDS:
-            raise UsageError(f"unknown command {command!r}; use one of {', '.join(COMMANDS)}")
-        if args.demo and command not in ("resume", "compact"):
-            raise UsageError("--demo goes with %%agent, %agent resume and %agent compact")
-        if command == "compact":
+        command, rest = check_command(args)
+        if command.name == "compact":
             self._cmd_compact(" ".join(rest) or None, demo=args.demo)
-            return
-        if rest and command != "session":
-            raise UsageError(f"%agent {command} takes no argument")
-        if command == "resume":
-            self._cmd_resume(_run_options(args), demo=args.demo)
-            return
-        if rest:
-            # IPython splits the line keeping quotes (and splits `my\\ notes.jsonl` in
-            # two): the path is read as a shell reads it, so `"my notes.jsonl"` names
-            # my notes.jsonl, as the `%agent session` lines this package prints quote it.
-            try:
-                rest = shlex.split(" ".join(rest))
-            except ValueError as exc:
-                raise UsageError(f"bad path: {' '.join(rest)!r} ({exc})") from None
-        if len(rest) > 1:
-            raise UsageError("%agent session takes one PATH")
-        if rest == [""]:  # `%agent session ""`: no path, not the default one
-            raise UsageError("%agent session PATH: the path is empty")
-        getattr(self, f"_cmd_{command}")(*rest, **({"demo": True} if args.demo else {}))
+        elif command.name == "resume":
+            self._cmd_resume(run_options(args), demo=args.demo)
+        else:
+            getattr(self, f"_cmd_{command.name}")(*rest)
 
-    def _cmd_help(self) -> None:
-        print(AgentMagics.agent.__doc__ or "")
+    def _cmd_help(self, name: str | None = None) -> None:
+        if name is not None and name not in SUBCOMMANDS:
+            raise UsageError(f"unknown command {name!r}; use one of {', '.join(SUBCOMMANDS)}")
+        print(command_help(name) if name is not None else AgentMagics.agent.__doc__ or "")
 
     def _cmd_status(self) -> None:
         state, read_only = self.runtime.read_state()
@@ -446,32 +388,3 @@ class AgentMagics(Magics):
 # magic_arguments puts its usage, under a reST "::" marker, at the top of the docstring,
 # which `%%agent?` and `%agent help` show as they are: the marker means nothing there.
 AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").removeprefix("::\n\n  ")
-
-
-def _run_options(args: Any) -> dict[str, Any]:
-    """What `%%agent` and `%agent resume` take from their options, checked: a bad one is a
-    UsageError before anything is committed. `--tools ""` is no tools, not the default."""
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UsageError("--max-steps must be at least 1")
-    if args.budget is not None and not 0 < args.budget < float("inf"):
-        raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
-    tools = None
-    if args.tools is not None:
-        # IPython splits the line keeping quotes: `--tools ""` arrives as '""', and means
-        # no tools, as a shell reads it (the default, all of them, is no --tools at all).
-        try:
-            value = ",".join(shlex.split(args.tools))
-        except ValueError as exc:
-            raise UsageError(f"bad --tools {args.tools!r} ({exc})") from None
-        tools = [t.strip() for t in value.split(",") if t.strip()]
-    return {
-        "model": args.model,
-        "max_steps": args.max_steps,
-        "budget": args.budget,
-        "tools": tools,
-        "approve": args.approve,
-    }
-
-
-# What `%agent resume` takes of `%%agent`'s options (None: the configured value).
-RUN_OPTIONS = ("model", "max_steps", "budget", "tools", "approve")
