@@ -165,6 +165,11 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "Compacted",
         "compaction_line",
         "compaction_status",
+        # why a run stopped at a limit, with its figures (each surface advises)
+        "StopReason",
+        "BudgetReached",
+        "StepsReached",
+        "ContextFull",
     }
 
 

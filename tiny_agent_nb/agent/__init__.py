@@ -12,6 +12,7 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
+from ._reasons import BudgetReached, ContextFull, StepsReached, StopReason
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._tool_step import Approval
 from ._types import (
@@ -32,14 +33,18 @@ __all__ = [
     "AgentError",
     "AgentLoop",
     "Approval",
+    "BudgetReached",
     "ChatProvider",
     "Compacted",
+    "ContextFull",
     "ContextProjection",
     "LoopConfig",
     "LoopObserver",
     "Recovery",
     "RecoveryReport",
     "RunResult",
+    "StepsReached",
+    "StopReason",
     "compaction_line",
     "compaction_status",
     "notebook_system_prompt",

@@ -139,7 +139,7 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
         return Cut(previous_cut, (), previous_summary, sum(sizes))
     raise NoRoom(
         f"no part of the conversation can be summarized: keeping the newest "
-        f"{budget.tail} tokens verbatim (TinyAgent.keep_tail_tokens, at most "
+        f"{budget.tail} tokens verbatim (keep_tail_tokens, at most "
         f"{int(TAIL_SHARE * 100)}% of the window) leaves nothing before them that ends "
         "cleanly (every tool call with its result)"
     )

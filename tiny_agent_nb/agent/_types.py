@@ -12,6 +12,7 @@ from ..provider import Completion, ProviderError, StreamEvent, wire
 from ..session import OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
 from ._compaction import Compacted
+from ._reasons import StopReason
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT
 from ._tool_step import Approval
 
@@ -68,7 +69,9 @@ class RunResult:
     operation_id: str
     outcome: OperationOutcome
     text: str | None = None  # the final assistant content
-    detail: str | None = None  # why it failed / stopped
+    detail: str | None = None  # why it failed / stopped (recorded: the file's words)
+    # The limit that stopped it, with its figures: each surface says what to do next.
+    reason: StopReason | None = None
 
 
 @dataclass(frozen=True)

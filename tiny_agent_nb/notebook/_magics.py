@@ -18,6 +18,7 @@ from ..agent import LoopObserver, RunResult, compaction_status
 from ..redaction import redact
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
+from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
 from ._commands import (
     OPTIONS,
@@ -44,10 +45,6 @@ from ._window_report import summary_line, summary_text, window_line
 log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-STEP_LIMIT_NEXT = (
-    "`%agent resume` gives the run more steps (`%agent resume --max-steps N` for N of them), "
-    "or send a new prompt"
-)
 MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
 PROMPT_REDACTED = (
     "Note: the prompt holds a configured secret (the API key, a credential); it is sent "
@@ -149,13 +146,9 @@ class AgentMagics(Magics):
         result = self.runs.drive(run, self._resume_clicked, view)
         if result is None:
             return
-        detail = cell_text(result.detail or "")
-        if result.outcome == "failed":
-            print(f"✗ The run failed: {detail}")
-        elif result.outcome == "stepLimit":
-            print(f"‖ {detail}. {STEP_LIMIT_NEXT}")
-        elif result.outcome == "budgetLimit":
-            print(f"‖ {detail}.")
+        said = outcome_line(result)
+        if said is not None:
+            print(said)
         self.runs.offer_resume(self._resume_clicked)
 
     def _view(self) -> CellDisplay:
@@ -278,10 +271,8 @@ class AgentMagics(Magics):
         )
         if result is None or result.outcome == "completed":
             return
-        print(
-            f"Resume ended: {result.outcome}"
-            + (f" — {cell_text(result.detail)}" if result.detail else "")
-        )
+        said = stated(result)
+        print(f"Resume ended: {result.outcome}" + (f" — {said}" if said else ""))
         self.runs.offer_resume(self._resume_clicked)
 
     def _resume_clicked(self) -> None:
