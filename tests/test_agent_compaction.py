@@ -163,7 +163,8 @@ def test_still_too_long_after_compacting_fails_stating_why_with_the_window(
     assert "does not fit the model's context window" in result.detail
     # The engine states the reason; what to do next is the notebook's to say.
     assert isinstance(result.reason, ContextFull) and result.reason.what == "conversation"
-    assert result.reason.window in result.detail and "%agent" not in result.detail
+    assert result.reason.window == 32768 and result.reason.origin == "default"
+    assert "(32768 tokens, the default" in result.detail and "%agent" not in result.detail
     state = load_session(h.path)
     (op,) = state.operations.values()
     assert op.status == "failed"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError, wire
@@ -184,7 +184,8 @@ class Compactor:
     def too_long(self, cause: str, *, fixed: bool = False) -> ContextFull:
         """Why a run stops that does not fit the window: `fixed`, what every request
         carries leaves no room; else not even after compacting."""
-        return ContextFull("fixed" if fixed else "conversation", self.window.describe(), cause)
+        what: Literal["fixed", "conversation"] = "fixed" if fixed else "conversation"
+        return ContextFull(what, self.window.tokens, self.window.origin, cause)
 
     def run(
         self, operation_id: str, step: int, attempt: int, instructions: str | None = None

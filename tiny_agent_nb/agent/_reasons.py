@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..render import usd  # the one money format (docs/glossary.md)
+from ._window import WindowOrigin, describe_origin
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,15 @@ class ContextFull:
     `conversation`, the conversation does not fit even after compacting."""
 
     what: Literal["fixed", "conversation"]
-    window: str  # its tokens and where the number comes from (ContextWindow.describe)
+    window: int  # tokens
+    origin: WindowOrigin  # where that number comes from (configured, a refusal...)
     cause: str  # the compaction's or the server's words
 
     def statement(self) -> str:
         after = "" if self.what == "fixed" else " even after compacting"
+        window = f"{self.window} tokens, {describe_origin(self.origin)}"
         return (
-            f"the conversation does not fit the model's context window ({self.window})"
+            f"the conversation does not fit the model's context window ({window})"
             f"{after}: {self.cause}. Everything is kept in the session"
         )
 
