@@ -1,4 +1,4 @@
-"""`%%agent` and `%agent ...`: glue between IPython and `NotebookAgent`."""
+"""`%%agent` and `%agent ...`: glue between IPython and `NotebookRuntime`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._report import OpenReport, tool_label
-from ._runtime import AskFn, NotebookAgent
+from ._runtime import AskFn, NotebookRuntime
 from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
@@ -66,16 +66,16 @@ def _option_help(option: str) -> str:
 
 @magics_class
 class AgentMagics(Magics):
-    def __init__(self, shell: Any, agent: NotebookAgent) -> None:
+    def __init__(self, shell: Any, runtime: NotebookRuntime) -> None:
         super().__init__(shell)
-        self.runtime = agent
+        self.runtime = runtime
         self.views: list[TimelineView] = []
         # A kernel restart or shutdown from the menu interrupts a running cell first:
         # the run's abort says which it was, not "interrupted by the user".
         self.shutdown = ShutdownWatch(shell)
-        agent.stopped_by = self.shutdown.stopped_by
+        runtime.stopped_by = self.shutdown.stopped_by
         self.runs = CellRuns(
-            shell, rich=self._rich(), resumable=agent.resumable, interrupted=self._interrupted
+            shell, rich=self._rich(), resumable=runtime.resumable, interrupted=self._interrupted
         )
 
     @magic_arguments()
@@ -129,7 +129,7 @@ class AgentMagics(Magics):
         if args.demo and args.model is not None:
             raise UsageError("--demo and --model name two models: use one")
         if not args.demo:
-            self.runtime.model.check_ready(args.model)
+            self.runtime.provider.check_ready(args.model)
         self.runtime.require_store()
         self.runtime.session_model.refuse_demo(args.model, demo=args.demo, command="%%agent")
         view = self._view()
@@ -215,7 +215,7 @@ class AgentMagics(Magics):
             call = f"{tool_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
             print(f"  ⚠ {call.rstrip()} — interrupted")
         print(f"cost     {money(*session_cost(state))}")
-        print(f"context  {window_line(self.runtime.model, state)}")
+        print(f"context  {window_line(self.runtime.provider, state)}")
         compacted = compaction_status(state)
         if compacted:
             print(f"         {compacted}")
@@ -256,7 +256,7 @@ class AgentMagics(Magics):
         if demo and options["model"] is not None:
             raise UsageError("--demo and --model name two models: use one")
         if not demo:
-            self.runtime.model.check_ready(options["model"])
+            self.runtime.provider.check_ready(options["model"])
         self.runtime.require_store()
         self.runtime.session_model.refuse_demo(options["model"], demo=demo, command="%agent resume")
         self._say_model(options["model"], demo)
@@ -284,7 +284,7 @@ class AgentMagics(Magics):
 
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
         if not demo:
-            self.runtime.model.check_ready()
+            self.runtime.provider.check_ready()
         view = self._view()
         try:
             result = self.runtime.compact(instructions, observer=view, demo=demo)

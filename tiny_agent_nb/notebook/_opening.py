@@ -115,7 +115,7 @@ def claim_for_archive(location: SessionLocation) -> SessionStore | None:
         return None
     except (SessionLockedError, NotASessionError, OSError) as exc:
         raise store_error(path, exc) from None
-    except KeyboardInterrupt:  # a read as long as a first open's (see NotebookAgent.open)
+    except KeyboardInterrupt:  # a read as long as a first open's (see NotebookRuntime.open)
         raise NotebookError(
             f"tiny-agent-nb: reading {cell_text(path.name)} before keeping it was "
             "interrupted; nothing was moved. `%agent new` tries again."

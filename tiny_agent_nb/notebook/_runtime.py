@@ -1,6 +1,7 @@
-"""One kernel's agent: its session file, store, provider and loop.
+"""One kernel's runtime: its session file, store, provider and loop.
 
-This is the engine the magics drive; it knows nothing of IPython. Every user-facing
+This is the engine the magics drive (reached as `AgentMagics.runtime`; its provider
+factory as `.provider`); it knows nothing of IPython. Every user-facing
 failure becomes a `NotebookError` with one readable message.
 """
 
@@ -73,7 +74,7 @@ WINDOW_ASK_INTERRUPTED = (
 )
 
 
-class NotebookAgent:
+class NotebookRuntime:
     def __init__(
         self,
         config: TinyAgent,
@@ -102,12 +103,12 @@ class NotebookAgent:
         # The way to the model: its HTTP client and the windows its servers list, kept
         # for the open session (`close()` ends them), and the refusal of a run that
         # cannot succeed.
-        self.model = KernelProvider(config)
+        self.provider = KernelProvider(config)
         # The kernel's MCP servers: started by the first run that needs them, stopped
         # with the session (`close()`) or when their configuration changes.
         self.mcp = KernelServers(config)
         # The model the session's runs used, so that a run never swaps it silently.
-        self.session_model = SessionModel(config, self.model)
+        self.session_model = SessionModel(config, self.provider)
         self._followers.watch(self.session_model.observe)
         # Asked when a KeyboardInterrupt stops a run: what sent it, if not the user (the
         # glue knows a kernel restart; `AgentLoop`'s `stopped_by`).
@@ -215,7 +216,7 @@ class NotebookAgent:
     def close(self) -> None:
         self._followers.unfollow()
         self.mcp.close()
-        self.model.close()
+        self.provider.close()
         store, self.store = self.store, None
         if store is None:
             return
@@ -459,7 +460,7 @@ class NotebookAgent:
         demo: bool = False,
     ) -> AgentLoop:
         store = self.require_store()
-        provider_config = self.model.provider_config(model)
+        provider_config = self.provider.provider_config(model)
         window = self.config.context_window
         base_url: str | None = None  # with the model, what the session learns windows for
         listed: int | None = None
@@ -467,14 +468,14 @@ class NotebookAgent:
             provider = DemoProvider()
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:
-            provider = self.model.provider(provider_config)
+            provider = self.provider.build(provider_config)
             # Unset, and not learned by this session yet, the window is the one the
             # server's metadata states for this model (asked once per open session; the
             # loop records it). A recovery's loop (a provider given) asks no server.
             base_url = provider_config.redacted_base_url
             if not window and store.learned_window(base_url, provider_config.model) is None:
                 try:
-                    listed = self.model.context_window(model)
+                    listed = self.provider.context_window(model)
                 except KeyboardInterrupt:  # nothing of the run exists yet: say so
                     raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
         registry = self.mcp.registry(tools, with_mcp=with_mcp)
