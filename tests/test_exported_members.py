@@ -154,6 +154,10 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "AgentError",
         "DEFAULT_CONTEXT_WINDOW",
         "DEFAULT_SYSTEM_PROMPT",
+        # the loop's defaults, which TinyAgent's traits take
+        "DEFAULT_MAX_STEPS",
+        "DEFAULT_COMPACT_THRESHOLD",
+        "DEFAULT_KEEP_TAIL_TOKENS",
         "notebook_system_prompt",
         "ContextProjection",
         "NOT_STARTED",

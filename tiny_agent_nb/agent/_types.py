@@ -42,6 +42,12 @@ class LoopObserver:
     def on_compaction(self, compacted: Compacted) -> None: ...
 
 
+# The loop's defaults, in one place: LoopConfig's and TinyAgent's (notebook/_config.py).
+DEFAULT_MAX_STEPS = 25  # model steps per run before it stops (stepLimit)
+DEFAULT_COMPACT_THRESHOLD = 0.8  # part of the window past which a run compacts first
+DEFAULT_KEEP_TAIL_TOKENS = 8000  # newest tokens a compaction keeps verbatim
+
+
 @dataclass(frozen=True)
 class LoopConfig:
     provider: str
@@ -49,7 +55,7 @@ class LoopConfig:
     # ProviderConfig.digest_material(): what the configurationDigest covers, no secrets
     provider_digest: Mapping[str, Any] = field(default_factory=dict)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_steps: int = 25
+    max_steps: int = DEFAULT_MAX_STEPS
     max_attempts: int = 5  # physical requests per step, first one included
     approval: Approval = "auto"
     budget: float | None = None  # USD per run (its resume chain included); None: no limit
@@ -60,8 +66,8 @@ class LoopConfig:
     # server at all learns none).
     base_url: str | None = None
     listed_window: int | None = None  # what the server's metadata states, if asked
-    compact_threshold: float = 0.8  # compact before an attempt past this part of the window
-    keep_tail_tokens: int = 8000  # newest tokens a compaction keeps verbatim
+    compact_threshold: float = DEFAULT_COMPACT_THRESHOLD
+    keep_tail_tokens: int = DEFAULT_KEEP_TAIL_TOKENS
 
 
 @dataclass(frozen=True)
