@@ -31,12 +31,13 @@ from ._commands import (
 )
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
+from ._loops import AskFn
 from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._report import OpenReport, tool_label
-from ._runtime import AskFn, NotebookRuntime
+from ._runtime import NotebookRuntime
 from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
