@@ -158,6 +158,7 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "DEFAULT_MAX_STEPS",
         "DEFAULT_COMPACT_THRESHOLD",
         "DEFAULT_KEEP_TAIL_TOKENS",
+        "DEFAULT_APPROVAL",
         "notebook_system_prompt",
         "ContextProjection",
         "NOT_STARTED",

@@ -21,6 +21,7 @@ def test_the_traits_default_to_what_the_engine_defaults_to() -> None:
     assert traits.max_steps == loop.max_steps
     assert traits.compact_threshold == loop.compact_threshold
     assert traits.keep_tail_tokens == loop.keep_tail_tokens
+    assert traits.approve == loop.approval
     assert traits.request_timeout == ProviderConfig(base_url="", model="m").read_timeout
     assert (traits.mcp_start_timeout, traits.mcp_call_timeout) == (
         DEFAULT_START_TIMEOUT,

@@ -16,6 +16,7 @@ from ._reasons import BudgetReached, ContextFull, StepsReached, StopReason
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._tool_step import Approval
 from ._types import (
+    DEFAULT_APPROVAL,
     DEFAULT_COMPACT_THRESHOLD,
     DEFAULT_KEEP_TAIL_TOKENS,
     DEFAULT_MAX_STEPS,
@@ -29,6 +30,7 @@ from ._types import (
 from ._window import DEFAULT_CONTEXT_WINDOW
 
 __all__ = [
+    "DEFAULT_APPROVAL",
     "DEFAULT_COMPACT_THRESHOLD",
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_KEEP_TAIL_TOKENS",

@@ -46,6 +46,7 @@ class LoopObserver:
 DEFAULT_MAX_STEPS = 25  # model steps per run before it stops (stepLimit)
 DEFAULT_COMPACT_THRESHOLD = 0.8  # part of the window past which a run compacts first
 DEFAULT_KEEP_TAIL_TOKENS = 8000  # newest tokens a compaction keeps verbatim
+DEFAULT_APPROVAL: Approval = "auto"  # tools that change things run without asking
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class LoopConfig:
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_steps: int = DEFAULT_MAX_STEPS
     max_attempts: int = 5  # physical requests per step, first one included
-    approval: Approval = "auto"
+    approval: Approval = DEFAULT_APPROVAL
     budget: float | None = None  # USD per run (its resume chain included); None: no limit
     # tokens: TinyAgent.context_window; None: learned, listed, else the default (_window)
     context_window: int | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from traitlets import (
@@ -27,10 +27,12 @@ from traitlets import (
 from traitlets.config import Configurable
 
 from ..agent import (
+    DEFAULT_APPROVAL,
     DEFAULT_COMPACT_THRESHOLD,
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_KEEP_TAIL_TOKENS,
     DEFAULT_MAX_STEPS,
+    Approval,
 )
 from ..mcp import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT
 from ..provider import (
@@ -129,8 +131,8 @@ class TinyAgent(Configurable):
         help="Tokens of the newest conversation a compaction keeps verbatim.",
     ).tag(config=True)
     approve = Enum(
-        ["auto", "ask", "deny"],
-        default_value="auto",
+        list(get_args(Approval)),
+        default_value=DEFAULT_APPROVAL,
         help="Tools that change things (write_file, edit_file, bash, python): run (auto), "
         "ask first (ask), or refuse (deny). Reads always run.",
     ).tag(config=True)

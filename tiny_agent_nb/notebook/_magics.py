@@ -7,14 +7,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
-from ..agent import LoopObserver, RunResult, compaction_status
+from ..agent import Approval, LoopObserver, RunResult, compaction_status
 from ..redaction import redact
 from ..render import cell_text, money
 from ..timeline import session_cost, short_arguments, tokens, usage_by_run
@@ -85,7 +85,7 @@ class AgentMagics(Magics):
     @argument("--max-steps", type=int, help=_option_help("max_steps"))
     @argument("--budget", type=float, metavar="USD", help=_option_help("budget"))
     @argument("--tools", help=_option_help("tools"))
-    @argument("--approve", choices=["auto", "ask", "deny"], help=_option_help("approve"))
+    @argument("--approve", choices=get_args(Approval), help=_option_help("approve"))
     @argument("--demo", action="store_true", help=_option_help("demo"))
     # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
     @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
