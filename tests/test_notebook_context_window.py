@@ -13,7 +13,8 @@ from test_notebook_kernel import assert_clean
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import TinyAgent, resolve_session_path
-from tiny_agent_nb.notebook._runtime import WINDOW_ASK_INTERRUPTED, NotebookRuntime
+from tiny_agent_nb.notebook._loops import WINDOW_ASK_INTERRUPTED
+from tiny_agent_nb.notebook._runtime import NotebookRuntime
 from tiny_agent_nb.notebook._window_report import window_line
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
