@@ -15,11 +15,11 @@ warm) holding an `IPython` `InteractiveShell` whose notebook the session belongs
 the offline demo model (no key), and times:
 
 - import: `import tiny_agent_nb.notebook`, what `%load_ext` imports;
-- open: `NotebookAgent._open_store` (the lock, reading and reducing the file);
-- recovery: `NotebookAgent._recover` (settling the run the dead kernel left open);
+- open: `NotebookRuntime._open_store` (the lock, reading and reducing the file);
+- recovery: `NotebookRuntime._recover` (settling the run the dead kernel left open);
 - report: the rest of `%load_ext` (the open report and its text, the magics);
 - and then what the first request of the first `%%agent` cell does before it is sent:
-  build the model's context (`NotebookAgent.context().messages()`).
+  build the model's context (`NotebookRuntime.context().messages()`).
 
 Memory is the session's: resident memory after `%load_ext` minus before it (the
 import done), the peak resident memory during it (VmHWM, reset before it), and what
@@ -226,7 +226,7 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
     timed: dict[str, float] = {}
 
     c0, w0 = cpu(), wall()
-    from tiny_agent_nb.notebook import NotebookAgent  # noqa: PLC0415  (what %load_ext imports)
+    from tiny_agent_nb.notebook import NotebookRuntime  # noqa: PLC0415  (what %load_ext imports)
 
     timed["import"], timed["import_wall"] = cpu() - c0, wall() - w0
 
@@ -240,8 +240,8 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
 
         return wrapper
 
-    NotebookAgent._open_store = timing("open", NotebookAgent._open_store)  # type: ignore[method-assign]
-    NotebookAgent._recover = timing("recovery", NotebookAgent._recover)  # type: ignore[method-assign]
+    NotebookRuntime._open_store = timing("open", NotebookRuntime._open_store)  # type: ignore[method-assign]
+    NotebookRuntime._recover = timing("recovery", NotebookRuntime._recover)  # type: ignore[method-assign]
     import gc  # noqa: PLC0415
 
     gc.collect()

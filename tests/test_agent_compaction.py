@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_agent_loop import KEY, Harness, workspace
 
-from tiny_agent_nb.agent import AgentError, ContextProjection
+from tiny_agent_nb.agent import AgentError, ContextFull, ContextProjection
 from tiny_agent_nb.provider import (
     Completion,
     Provider,
@@ -149,7 +149,7 @@ def test_a_context_length_refusal_compacts_and_retries_as_a_new_attempt(
     assert sum(isinstance(e.entry, CompactionEntry) for e in state.entries.values()) == 1
 
 
-def test_still_too_long_after_compacting_fails_saying_what_to_do(
+def test_still_too_long_after_compacting_fails_stating_why_with_the_window(
     server: OpenAIServer, big_workspace: Path, real_provider: Provider
 ) -> None:
     server.enqueue(_read(1), _read(2), text_reply("never"))
@@ -161,7 +161,10 @@ def test_still_too_long_after_compacting_fails_saying_what_to_do(
     assert result.outcome == "failed"
     assert result.detail is not None
     assert "does not fit the model's context window" in result.detail
-    assert "%agent compact" in result.detail and "%agent new" in result.detail
+    # The engine states the reason; what to do next is the notebook's to say.
+    assert isinstance(result.reason, ContextFull) and result.reason.what == "conversation"
+    assert result.reason.window == 32768 and result.reason.origin == "default"
+    assert "(32768 tokens, the default" in result.detail and "%agent" not in result.detail
     state = load_session(h.path)
     (op,) = state.operations.values()
     assert op.status == "failed"
@@ -309,7 +312,8 @@ def test_a_window_the_tools_alone_fill_says_to_offer_fewer_tools_and_asks_no_sum
 ) -> None:
     """A server that serves 1500 tokens (llama-server --ctx-size 1536): the schemas of the
     tools every request offers fill most of it, so no summary can make room. The run says
-    so, with what helps (fewer tools), not `%agent new`, which fails the same way."""
+    so, and its reason says what fills the window (the notebook then advises fewer tools,
+    not `%agent new`, which fails the same way)."""
     (workspace / "notes.txt").write_text("the parser fails on nested quotes\n" * 30)
 
     def model(body: Any) -> dict[str, object]:
@@ -329,5 +333,6 @@ def test_a_window_the_tools_alone_fill_says_to_offer_fewer_tools_and_asks_no_sum
         assert result.outcome == "failed"
         assert result.detail is not None
         assert "definitions of the tools offered alone take about" in result.detail
-        assert "offer fewer tools" in result.detail and "%agent new" not in result.detail
+        assert isinstance(result.reason, ContextFull) and result.reason.what == "fixed"
+        assert "TinyAgent" not in result.detail and "%agent" not in result.detail
     assert summarizations == []  # none was paid for: it could not have made room

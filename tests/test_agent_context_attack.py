@@ -27,7 +27,7 @@ import pytest
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
 from tiny_agent_nb.agent._context import NO_ANSWER, last_input_tokens
 from tiny_agent_nb.agent._summary import CONTINUED, summary_messages
-from tiny_agent_nb.notebook import NotebookAgent, TinyAgent, resolve_session_path
+from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import wire
 from tiny_agent_nb.session import (
     AssistantEntry,
@@ -352,7 +352,7 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
     first, second = tmp_path / "a.agent.jsonl", tmp_path / "b.agent.jsonl"
     _crashed(first, "in a")
     _crashed(second, "in b")
-    agent = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
+    agent = NotebookRuntime(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
         assert agent.open(_at(first)).recovery is not None
         agent.context().messages()  # a's context is built and followed...

@@ -154,6 +154,11 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "AgentError",
         "DEFAULT_CONTEXT_WINDOW",
         "DEFAULT_SYSTEM_PROMPT",
+        # the loop's defaults, which TinyAgent's traits take
+        "DEFAULT_MAX_STEPS",
+        "DEFAULT_COMPACT_THRESHOLD",
+        "DEFAULT_KEEP_TAIL_TOKENS",
+        "DEFAULT_APPROVAL",
         "notebook_system_prompt",
         "ContextProjection",
         "NOT_STARTED",
@@ -165,6 +170,11 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "Compacted",
         "compaction_line",
         "compaction_status",
+        # why a run stopped at a limit, with its figures (each surface advises)
+        "StopReason",
+        "BudgetReached",
+        "StepsReached",
+        "ContextFull",
     }
 
 

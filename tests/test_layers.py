@@ -23,6 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 RANKS: dict[str, int] = {
     "_version": 0,
     "words": 0,  # money, tokens, shortened and printable text, tool labels (imports nothing)
+    "_exceptions": 0,  # the root of the one error tree (every package derives from it)
     "redaction": 0,  # what is a secret, and the one redactor (imports nothing of ours)
     "_guard": 0,  # the process guard: a script run by path, stdlib only (tools and mcp start it)
     "session": 1,  # the file format, the store, the reducer: the deep module

@@ -190,6 +190,8 @@ def test_the_package_exports_exactly_the_shared_interface() -> None:
     import tiny_agent_nb.mcp as package  # noqa: PLC0415
 
     assert sorted(package.__all__) == [
+        "DEFAULT_CALL_TIMEOUT",  # TinyAgent.mcp_call_timeout's default
+        "DEFAULT_START_TIMEOUT",  # TinyAgent.mcp_start_timeout's default
         "McpConfig",
         "McpConfigError",
         "McpServers",

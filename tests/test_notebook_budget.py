@@ -44,9 +44,12 @@ def test_budget_option_stops_the_run_and_every_view_shows_the_spend(
     out = run(shell, "%%agent --budget 0.01\nRead the notes", capsys)
     assert len(server.requests) == 1
     assert f"‖ {STOP}" in out
+    assert "did not run. Raise TinyAgent.budget (or pass --budget) and `%agent resume`" in out
     path = tmp_path / "analysis.agent.jsonl"
     (op,) = load_session(path).operations.values()
-    assert op.status == "budgetLimit"
+    # The file keeps the statement; the advice is the notebook's, said in the cell only.
+    assert op.status == "budgetLimit" and op.detail is not None
+    assert op.detail.startswith(STOP) and "TinyAgent" not in op.detail
     for view in ("%agent status", "%agent usage"):
         shown = run(shell, view, capsys)
         assert "budgetLimit" in shown and STOP in shown, view
@@ -54,6 +57,7 @@ def test_budget_option_stops_the_run_and_every_view_shows_the_spend(
         assert main([command, str(path)]) == 0
         shown = capsys.readouterr().out
         assert "budgetLimit" in shown and STOP in shown, command
+        assert "TinyAgent" not in shown and "%agent" not in shown, command
 
 
 def test_budget_trait_applies_and_unknown_cost_is_said_once(

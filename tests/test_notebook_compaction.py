@@ -123,3 +123,27 @@ def test_the_window_the_server_lists_sets_when_a_cell_compacts(
     assert out.count("⇊ compacted") == 1 and "Done." in out
     # asked once for the session, not per attempt
     assert [r.path for r in server.listings] == ["/v1/models"]
+
+
+def test_a_window_the_tools_alone_fill_is_said_with_the_notebooks_advice(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The engine states why (the file keeps that); the cell adds the notebook's words
+    for what to do next, which the file and the command line do not repeat."""
+    _loaded(shell, tmp_path, capsys)
+    server.context_limit, server.token_bytes = 1500, 3.5  # llama-server --ctx-size 1536
+    out = run(shell, "%%agent\nWhat does big.txt say?", capsys)
+    assert "✗ The run failed: the conversation does not fit the model's context window" in out
+    assert "Everything is kept in the session. Next: offer fewer tools" in out, out
+    assert "TinyAgent.system_prompt" in out
+    path = tmp_path / "analysis.agent.jsonl"
+    (op,) = load_session(path).operations.values()
+    assert op.status == "failed" and op.detail is not None
+    assert "definitions of the tools offered alone" in op.detail
+    assert "Next:" not in op.detail and "TinyAgent" not in op.detail
+    assert main(["inspect", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "definitions of the tools offered alone" in shown and "TinyAgent" not in shown

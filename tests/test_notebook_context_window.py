@@ -1,4 +1,4 @@
-"""`NotebookAgent.model.context_window()`: the window of the configured model as its server
+"""`NotebookRuntime.provider.context_window()`: the window of the configured model as its server
 lists it, asked once per open session (the compaction trigger reads it every run)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from test_notebook_kernel import assert_clean
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import TinyAgent, resolve_session_path
-from tiny_agent_nb.notebook._runtime import WINDOW_ASK_INTERRUPTED, NotebookAgent
+from tiny_agent_nb.notebook._loops import WINDOW_ASK_INTERRUPTED
+from tiny_agent_nb.notebook._runtime import NotebookRuntime
 from tiny_agent_nb.notebook._window_report import window_line
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
@@ -32,14 +33,14 @@ def test_the_window_is_asked_once_per_session_and_again_after_it_closes(
     server: OpenAIServer,
 ) -> None:
     server.models = [model_entry(context_length=65_536)]
-    agent = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
+    agent = NotebookRuntime(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
-        assert agent.model.context_window() == 65_536
-        assert agent.model.context_window() == 65_536
+        assert agent.provider.context_window() == 65_536
+        assert agent.provider.context_window() == 65_536
         assert listings(server) == 1
         agent.close()  # %agent new / session: the next session asks afresh
         server.models = [model_entry(context_length=8192)]
-        assert agent.model.context_window() == 8192
+        assert agent.provider.context_window() == 8192
         assert listings(server) == 2
     finally:
         agent.close()
@@ -48,13 +49,13 @@ def test_the_window_is_asked_once_per_session_and_again_after_it_closes(
 def test_another_model_is_asked_for_its_own_window(server: OpenAIServer) -> None:
     server.models = [model_entry(max_model_len=4096), model_entry("big/one", max_model_len=10**6)]
     config = TinyAgent(base_url=server.base_url, model="test/model")
-    agent = NotebookAgent(config, {})
+    agent = NotebookRuntime(config, {})
     try:
-        assert agent.model.context_window() == 4096
+        assert agent.provider.context_window() == 4096
         config.model = "big/one"  # %config TinyAgent.model = ... between cells
-        assert agent.model.context_window() == 10**6
+        assert agent.provider.context_window() == 10**6
         config.model = "test/model"
-        assert agent.model.context_window() == 4096
+        assert agent.provider.context_window() == 4096
         assert listings(server) == 2
     finally:
         agent.close()
@@ -63,23 +64,23 @@ def test_another_model_is_asked_for_its_own_window(server: OpenAIServer) -> None
 def test_a_server_without_a_window_says_none_and_is_not_asked_again(
     server: OpenAIServer,
 ) -> None:
-    agent = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
+    agent = NotebookRuntime(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
-        assert agent.model.context_window() is None
-        assert agent.model.context_window() is None
+        assert agent.provider.context_window() is None
+        assert agent.provider.context_window() is None
         assert listings(server) == 1
     finally:
         agent.close()
 
 
 def test_the_demo_model_has_no_window_and_sends_nothing() -> None:
-    agent = NotebookAgent(TinyAgent(), {})
+    agent = NotebookRuntime(TinyAgent(), {})
     assert agent.config.demo_mode()
-    assert agent.model.context_window() is None
-    assert agent.model._http is None  # no client was even made
+    assert agent.provider.context_window() is None
+    assert agent.provider._http is None  # no client was even made
 
 
-def _cell(agent: NotebookAgent, prompt: str) -> None:
+def _cell(agent: NotebookRuntime, prompt: str) -> None:
     result = agent.run(prompt, observer=LoopObserver(), ask=None)
     assert result.outcome == "completed", result.detail
 
@@ -94,7 +95,7 @@ def test_a_window_stated_only_in_the_servers_metadata_is_recorded_and_not_asked_
     with window_server(context_limit=4000, overflow="refuse-bare") as server:
         server.props = {"default_generation_settings": {"n_ctx": 4000}, "total_slots": 1}
         config = TinyAgent(base_url=server.base_url, model="test/model")
-        agent = NotebookAgent(config, {})
+        agent = NotebookRuntime(config, {})
         try:
             agent.open(
                 resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=tmp_path)
@@ -111,13 +112,13 @@ def test_a_window_stated_only_in_the_servers_metadata_is_recorded_and_not_asked_
         assert (learned.tokens, learned.source) == (4000, "listing")
         assert [e for e in state.entries.values() if e.entry.type == "compaction"]
         # a new kernel: the session says the window, the server is not asked again
-        again = NotebookAgent(TinyAgent(base_url=server.base_url, model="test/model"), {})
+        again = NotebookRuntime(TinyAgent(base_url=server.base_url, model="test/model"), {})
         try:
             again.open(
                 resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=tmp_path)
             )
             _cell(again, "One more: what do the notes say?")
-            line = window_line(again.model, again.read_state()[0])
+            line = window_line(again.provider, again.read_state()[0])
         finally:
             again.close()
         assert len(server.listings) == asked
@@ -136,20 +137,20 @@ def test_status_says_the_window_and_where_it_comes_from(
         store.commit([f.context_window(server.base_url, "test/model", 4000, "refusal")])
     state = load_session(path)
     config = TinyAgent(base_url=server.base_url, model="test/model")
-    agent = NotebookAgent(config, {})
+    agent = NotebookRuntime(config, {})
     try:
         said = "4000 tokens, as the server said when it refused a request too long"
-        assert window_line(agent.model, state) == f"window {said} (kept in this session)"
+        assert window_line(agent.provider, state) == f"window {said} (kept in this session)"
         config.context_window = 100_000
-        assert window_line(agent.model, state) == (
+        assert window_line(agent.provider, state) == (
             f"window 100000 tokens (TinyAgent.context_window); the session learned {said}"
         )
         config.context_window = None
         config.model = "another/model"  # learned for test/model only
-        assert window_line(agent.model, state).startswith("window 32768 tokens by default")
+        assert window_line(agent.provider, state).startswith("window 32768 tokens by default")
     finally:
         agent.close()
-    assert window_line(NotebookAgent(TinyAgent(), {}).model, state) == (
+    assert window_line(NotebookRuntime(TinyAgent(), {}).provider, state) == (
         "the offline demo model has no context window"
     )
 

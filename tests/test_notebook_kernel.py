@@ -167,7 +167,8 @@ def test_help_and_bad_arguments(start_kernel: StartKernel, server: OpenAIServer)
     (page,) = asked.pages
     page = ANSI.sub("", page)
     assert "Run a prompt through the durable agent loop" in page
-    assert "%agent resume        continue the latest run that was interrupted, or stopped" in page
+    assert "%agent resume [--budget USD]" in page
+    assert "continue the latest run that was interrupted, aborted," in page
 
     helped = kernel.execute("%agent help")
     assert_clean(helped)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tiny_agent_nb.agent import LoopObserver
-from tiny_agent_nb.notebook import NotebookAgent, TinyAgent
+from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent
 from tiny_agent_nb.notebook._paths import SessionLocation
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
@@ -61,7 +61,7 @@ def test_a_notebook_run_keeps_the_key_out_of_the_file_and_the_model(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
     config = TinyAgent(base_url=server.base_url, model="test/model")
-    agent = NotebookAgent(config, {})
+    agent = NotebookRuntime(config, {})
     path = tmp_path / "nb.agent.jsonl"
     agent.open(SessionLocation(path, "explicit"))
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.notebook import NotebookAgent, TimelineView, TinyAgent, resolve_session_path
+from tiny_agent_nb.notebook import NotebookRuntime, TimelineView, TinyAgent, resolve_session_path
 from tiny_agent_nb.notebook._timeline_view import REFRESH_INTERVAL
 from tiny_agent_nb.session import Fact, SessionState
 
@@ -30,7 +30,7 @@ class GatedReads:
     one stops at a gate until `gate.set()`, before reading the session (`read_first=
     False`) or with what it read in hand (`read_first=True`)."""
 
-    def __init__(self, agent: NotebookAgent) -> None:
+    def __init__(self, agent: NotebookRuntime) -> None:
         self.agent = agent
         self.at_gate = threading.Event()
         self.gate = threading.Event()
@@ -70,7 +70,7 @@ class Live:
     its render is the trailing one, on a timer thread, which reads through the gate."""
 
     def __init__(self, tmp_path: Path, *, read_first: bool) -> None:
-        self.agent = NotebookAgent(TinyAgent(base_url="http://127.0.0.1:9/v1"), {})
+        self.agent = NotebookRuntime(TinyAgent(base_url="http://127.0.0.1:9/v1"), {})
         location = resolve_session_path(
             explicit="live.agent.jsonl", environ={}, user_ns={}, cwd=tmp_path
         )

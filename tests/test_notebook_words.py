@@ -71,8 +71,12 @@ def test_agent_dash_dash_help_is_the_help_in_the_line_and_the_cell_form(
 ) -> None:
     run(shell, "%load_ext tiny_agent_nb", capsys)
     help_text = run(shell, "%agent help", capsys)
-    for asked in ("%agent --help", "%agent -h", "%agent status --help"):
+    for asked in ("%agent --help", "%agent -h"):
         assert run(shell, asked, capsys) == help_text, asked
+    # After a command, its own help (generated from the same registry).
+    status_help = run(shell, "%agent status --help", capsys)
+    assert status_help.startswith("%agent status\n") and status_help != help_text
+    assert run(shell, "%agent help status", capsys) == status_help
     # The cell form shows the help and runs nothing: no prompt was sent or recorded.
     assert run(shell, "%%agent --help\nList the files.", capsys) == help_text
     assert "runs     0;" in run(shell, "%agent status", capsys)

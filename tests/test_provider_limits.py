@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from misbehaving_server import MisbehavingServer, Script, forever, once
 
-from tiny_agent_nb.notebook import NotebookAgent, TinyAgent
+from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent
 from tiny_agent_nb.provider import (
     ATTEMPT_TIMEOUT,
     MAX_RESPONSE_BYTES,
@@ -184,10 +184,10 @@ def test_a_stream_event_nested_past_the_decoder_is_a_protocol_error_not_a_crash(
 
 
 def test_the_limits_are_tinyagent_traits_that_reach_the_provider() -> None:
-    configured = NotebookAgent(TinyAgent(attempt_timeout=5.5, max_response_bytes=1000), {})
-    config = configured.model.provider_config()
+    configured = NotebookRuntime(TinyAgent(attempt_timeout=5.5, max_response_bytes=1000), {})
+    config = configured.provider.provider_config()
     assert (config.attempt_timeout, config.max_response_bytes) == (5.5, 1000)
-    default = NotebookAgent(TinyAgent(), {}).model.provider_config()
+    default = NotebookRuntime(TinyAgent(), {}).provider.provider_config()
     assert (default.attempt_timeout, default.max_response_bytes) == (
         ATTEMPT_TIMEOUT,
         MAX_RESPONSE_BYTES,

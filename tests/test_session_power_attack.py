@@ -19,7 +19,7 @@ import pytest
 from ipython_shell import KEY, fresh_shell, run, served
 
 from tiny_agent_nb.agent import LoopObserver
-from tiny_agent_nb.notebook import NotebookAgent, NotebookError, TinyAgent, resolve_session_path
+from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import StreamEvent
 from tiny_agent_nb.session import HeaderInit, SessionStore, SessionWriteError, load_session
 
@@ -64,11 +64,11 @@ class FailsOnceAnswered(LoopObserver):
 @pytest.fixture
 def agent(
     server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[NotebookAgent]:
+) -> Iterator[NotebookRuntime]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
     config = TinyAgent(base_url=server.base_url, model="test/model", durability="power")
-    runtime = NotebookAgent(config, {})
+    runtime = NotebookRuntime(config, {})
     yield runtime
     runtime.close()
 
@@ -99,7 +99,7 @@ def _is_file(path: Path) -> Callable[[int], bool]:
     return is_ours
 
 
-def _answered_but_unsynced(agent: NotebookAgent, server: OpenAIServer, disk: Disk) -> None:
+def _answered_but_unsynced(agent: NotebookRuntime, server: OpenAIServer, disk: Disk) -> None:
     """A run whose answer is in the file but whose end the disk refused to sync."""
     server.enqueue(text_reply("done"))
     with pytest.raises(NotebookError, match="could not be recorded"):
@@ -107,7 +107,7 @@ def _answered_but_unsynced(agent: NotebookAgent, server: OpenAIServer, disk: Dis
 
 
 def test_switching_sessions_when_the_old_ones_sync_fails_opens_the_new_one_and_says_so(
-    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    agent: NotebookRuntime, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     disk = Disk(monkeypatch)
     first, second = tmp_path / "a.agent.jsonl", tmp_path / "b.agent.jsonl"
@@ -134,7 +134,7 @@ def test_switching_sessions_when_the_old_ones_sync_fails_opens_the_new_one_and_s
 
 
 def test_closing_when_the_pending_sync_fails_forgets_the_store_and_says_why(
-    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    agent: NotebookRuntime, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     disk = Disk(monkeypatch)
     path = tmp_path / "a.agent.jsonl"
@@ -152,7 +152,7 @@ def test_closing_when_the_pending_sync_fails_forgets_the_store_and_says_why(
 
 
 def test_a_new_session_when_the_old_ones_sync_fails_starts_it_and_says_so(
-    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    agent: NotebookRuntime, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     disk = Disk(monkeypatch)
     path = tmp_path / "a.agent.jsonl"
@@ -200,7 +200,7 @@ def test_unloading_when_the_pending_sync_fails_unloads_and_says_so(
 
 
 def test_a_run_whose_start_the_disk_refuses_says_so_and_records_nothing(
-    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    agent: NotebookRuntime, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The run's first commit (its prompt and runStarted) syncs before the run goes on:
     a refused sync is the run's first failure, said as one (not a traceback)."""
@@ -218,7 +218,7 @@ def test_a_run_whose_start_the_disk_refuses_says_so_and_records_nothing(
 
 
 def test_a_session_whose_writer_closed_itself_is_said_and_opened_again(
-    agent: NotebookAgent, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    agent: NotebookRuntime, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write fails part-way and its cut back fails too: the writer closes itself
     (docs/spec.md §7.3). The next cell says so in a line, and `%agent session` on the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ._exceptions import TinyAgentError
 from ._version import __version__
 
 # A library's loggers stay silent unless the application configures logging: a run's
@@ -19,7 +20,12 @@ from ._version import __version__
 # carrying an unescaped exception message.
 logging.getLogger("tiny_agent_nb").addHandler(logging.NullHandler())
 
-__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
+__all__ = [
+    "TinyAgentError",
+    "__version__",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+]
 
 _loaded: dict[int, Any] = {}
 

@@ -11,7 +11,7 @@ current size: the disk is full from then on, so the tool's result cannot be comm
 and neither can the failure that closes the run. Prints one JSON object: the error the
 run raised, its message and the chain of causes.
 
-`notebook-full-disk`: the same run as a notebook cell (`NotebookAgent.run`), its model
+`notebook-full-disk`: the same run as a notebook cell (`NotebookRuntime.run`), its model
 on the parent's loopback server: prints the one NotebookError the cell shows.
 
 `open-full-disk`: a notebook opening that session, its recovery refused by the disk
@@ -22,7 +22,7 @@ tool, `waiting_read`, whose replay prints `replaying` and then waits until the p
 is interrupted (the parent sends a real SIGINT). Prints `report <json>` when recovery
 returns, or `interrupted` when the KeyboardInterrupt came out of it.
 
-`notebook-recover`: the same through the notebook's loading (`NotebookAgent.open`, what
+`notebook-recover`: the same through the notebook's loading (`NotebookRuntime.open`, what
 `%load_ext` runs), with `waiting_read` added to its tools; prints the report it shows.
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
-from tiny_agent_nb.notebook import NotebookAgent, NotebookError, TinyAgent, _mcp
+from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, _mcp
 from tiny_agent_nb.notebook._paths import SessionLocation
 from tiny_agent_nb.provider import Completion, StreamEvent
 from tiny_agent_nb.session import AssistantMessage, HeaderInit, SessionStore, ToolCall
@@ -147,7 +147,7 @@ def main() -> None:
     if mode == "notebook-full-disk":
         # A %%agent cell: the model on the parent's loopback server asks for FILL_THE_DISK.
         config = TinyAgent(base_url=sys.argv[4], model="test/model", workspace=str(workspace))
-        agent = NotebookAgent(config, {})
+        agent = NotebookRuntime(config, {})
         agent.open(SessionLocation(session, "explicit"))
         try:
             agent.run("fill the disk", observer=LoopObserver(), ask=None)
@@ -162,7 +162,7 @@ def main() -> None:
         resource.setrlimit(
             resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1])
         )
-        agent = NotebookAgent(TinyAgent(workspace=str(workspace)), {})
+        agent = NotebookRuntime(TinyAgent(workspace=str(workspace)), {})
         try:
             agent.open(SessionLocation(session, "explicit"))
             print(json.dumps({"error": None}))
@@ -182,7 +182,7 @@ def main() -> None:
         # The notebook's own loading, with the read that waits among its tools.
         _mcp.builtin_registry = with_waiting_read  # the tools a run may call (KernelServers)
         config = TinyAgent(workspace=str(workspace), tools=list(tools.names))
-        agent = NotebookAgent(config, {})
+        agent = NotebookRuntime(config, {})
         print(agent.open(SessionLocation(session, "explicit")).text(), flush=True)
         agent.close()
         return

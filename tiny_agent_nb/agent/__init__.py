@@ -12,9 +12,14 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
+from ._reasons import BudgetReached, ContextFull, StepsReached, StopReason
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._tool_step import Approval
 from ._types import (
+    DEFAULT_APPROVAL,
+    DEFAULT_COMPACT_THRESHOLD,
+    DEFAULT_KEEP_TAIL_TOKENS,
+    DEFAULT_MAX_STEPS,
     AgentError,
     ChatProvider,
     LoopConfig,
@@ -25,21 +30,29 @@ from ._types import (
 from ._window import DEFAULT_CONTEXT_WINDOW
 
 __all__ = [
+    "DEFAULT_APPROVAL",
+    "DEFAULT_COMPACT_THRESHOLD",
     "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_KEEP_TAIL_TOKENS",
+    "DEFAULT_MAX_STEPS",
     "DEFAULT_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
     "NOT_STARTED",
     "AgentError",
     "AgentLoop",
     "Approval",
+    "BudgetReached",
     "ChatProvider",
     "Compacted",
+    "ContextFull",
     "ContextProjection",
     "LoopConfig",
     "LoopObserver",
     "Recovery",
     "RecoveryReport",
     "RunResult",
+    "StepsReached",
+    "StopReason",
     "compaction_line",
     "compaction_status",
     "notebook_system_prompt",

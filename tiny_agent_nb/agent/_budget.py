@@ -37,6 +37,7 @@ from ..session import (
     usage_in_range,
 )
 from ..words import usd  # the one money format (docs/glossary.md)
+from ._reasons import BudgetReached
 
 
 @dataclass(frozen=True)
@@ -166,20 +167,13 @@ def _no() -> None:
     pass
 
 
-def budget_reached(spend: Spend, budget: float, *, not_run: int = 0) -> str | None:
-    """The run's detail when `spend` is at or past `budget`, else None; `not_run`: the
+def budget_reached(spend: Spend, budget: float, *, not_run: int = 0) -> BudgetReached | None:
+    """The reason to stop when `spend` is at or past `budget`, else None; `not_run`: the
     tool calls of the last answer the stop leaves unrun (the model is told they did not
     run, and asks again when the run is resumed)."""
     if spend.cost < budget:
         return None
-    whose = "this run" if spend.operations == 1 else f"this run ({spend.operations} operations)"
-    calls = "tool call" if not_run == 1 else "tool calls"
-    return (
-        f"budget {usd(budget)} reached: {whose} spent {usd(spend.cost)}"
-        + (f", plus {spend.unknown} of unknown cost" if spend.unknown else "")
-        + (f"; {not_run} {calls} of the last answer did not run" if not_run else "")
-        + ". Raise TinyAgent.budget (or pass --budget) and `%agent resume` to go on"
-    )
+    return BudgetReached(budget, spend.cost, spend.unknown, spend.operations, not_run)
 
 
 def unknown_cost_note(spend: Spend, budget: float) -> str:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
+from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError, wire
 from ..session import NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
@@ -25,6 +26,7 @@ from ..timeline import compactions
 from ..tools import ToolSchema
 from ..words import compaction_words, summary_tokens, usd
 from ._planner import attempt_usage
+from ._reasons import ContextFull
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._summary import continued, summary_messages
 from ._window import DEFAULT_CONTEXT_WINDOW, ContextWindow
@@ -80,7 +82,7 @@ def compaction_status(state: SessionState) -> str | None:
     return f"{len(rows)} compaction(s); the latest {latest.words} · {cost}"
 
 
-class CompactionFailed(Exception):
+class CompactionFailed(TinyAgentError):
     """The summarization attempt failed (its attemptFailed is committed)."""
 
 
@@ -154,24 +156,31 @@ class Compactor:
         """Raises NoRoom when there is nothing to compact (nothing committed)."""
         choose_cut(self._store.load(), self.budget(), self.window.estimate)
 
-    def make_room(self, operation_id: str, step: int, attempt: int, *, forced: bool) -> str | None:
+    def make_room(
+        self, operation_id: str, step: int, attempt: int, *, forced: bool
+    ) -> ContextFull | None:
         """Before an attempt: compact when the context passed its threshold, or when the
-        server said it is too long (`forced`). The run's failure detail when it cannot go
-        on, else None."""
+        server said it is too long (`forced`). Why the run cannot go on, else None."""
         self.window.record_listing()
         if not forced and not self.needed():
             return None
         try:
             self.run(operation_id, step, attempt)
         except FixedTooLarge as exc:
-            return fixed_too_large_detail(self.window, str(exc)) if forced else None
+            return self.too_long(str(exc), fixed=True) if forced else None
         except NoRoom as exc:
             if not forced:
                 return None  # past the threshold is not yet too long: the request may fit
-            return too_long_detail(self.window, str(exc))
+            return self.too_long(str(exc))
         except CompactionFailed as exc:
-            return too_long_detail(self.window, str(exc))
+            return self.too_long(str(exc))
         return None
+
+    def too_long(self, cause: str, *, fixed: bool = False) -> ContextFull:
+        """Why a run stops that does not fit the window: `fixed`, what every request
+        carries leaves no room; else not even after compacting."""
+        what: Literal["fixed", "conversation"] = "fixed" if fixed else "conversation"
+        return ContextFull(what, self.window.tokens, self.window.origin, cause)
 
     def run(
         self, operation_id: str, step: int, attempt: int, instructions: str | None = None
@@ -292,24 +301,3 @@ class Compactor:
         # With the usage the server reported before the answer failed: it was billed.
         self._store.commit([failed, *attempt_usage(attempt_id, error.usage), *extra])
         self.window.learned_from(list(extra))
-
-
-def fixed_too_large_detail(window: ContextWindow, reason: str) -> str:
-    """A run's detail when what every request carries leaves no room in the window."""
-    return (
-        f"the conversation does not fit the model's context window ({window.describe()}): "
-        f"{reason}. Everything is kept in the session. Next: offer fewer tools "
-        '(`%%agent --tools read_file,python`, or `--tools ""` for none), a shorter '
-        "TinyAgent.system_prompt, or a model served with a larger context window "
-        "(TinyAgent.context_window, if the server's number is wrong)"
-    )
-
-
-def too_long_detail(window: ContextWindow, reason: str) -> str:
-    """A run's detail when its request does not fit even after compacting."""
-    return (
-        f"the conversation does not fit the model's context window ({window.describe()}) "
-        f"even after compacting: {reason}. Everything is kept in the session. Next: "
-        "`%agent compact` with instructions to keep less, a smaller "
-        "TinyAgent.keep_tail_tokens, or `%agent new` to start a fresh session"
-    )

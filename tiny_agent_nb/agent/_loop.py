@@ -57,6 +57,7 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
+from ._reasons import StepsReached
 from ._tool_step import AskFn, ToolStep
 from ._types import (
     AgentError,
@@ -356,9 +357,8 @@ class AgentLoop:
         while True:
             step += 1
             if step > self._config.max_steps:
-                steps = self._config.max_steps
-                detail = f"stopped after {steps} model step{'s' * (steps != 1)} (max_steps)"
-                return self._model.finish(operation_id, "stepLimit", detail=detail)
+                steps = StepsReached(self._config.max_steps)
+                return self._model.finish(operation_id, "stepLimit", reason=steps)
             outcome = self._model.run(operation_id, step)
             if isinstance(outcome, RunResult):
                 return outcome
@@ -374,7 +374,7 @@ class AgentLoop:
                 # answer run one after another, so each sees the spend of those before it.
                 over = self._model.over_budget(operation_id, not_run=len(calls) - index)
                 if over is not None:
-                    return self._model.finish(operation_id, "budgetLimit", detail=over)
+                    return self._model.finish(operation_id, "budgetLimit", reason=over)
                 self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
     # ------------------------------------------------------------------ helpers

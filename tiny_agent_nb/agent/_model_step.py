@@ -22,9 +22,10 @@ from ..session import NewFact, OperationOutcome, SessionStore, WindowSource, new
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
-from ._compaction import CONTEXT_LENGTH, Compactor, too_long_detail
+from ._compaction import CONTEXT_LENGTH, Compactor
 from ._context import ContextProjection
 from ._planner import attempt_usage
+from ._reasons import BudgetReached, StopReason
 from ._tool_step import ToolStep
 from ._types import ChatProvider, LoopConfig, LoopObserver, RunResult
 from ._window import Measure, largest_count, truncated
@@ -143,14 +144,13 @@ class ModelStep:
                         )
                         if stopped is None:
                             continue
-                        return self.finish(
-                            operation_id, "failed", detail=self._tool_step.clean(stopped)
-                        )
-                    detail = too_long_detail(window, error.message)
+                        return self.finish(operation_id, "failed", reason=stopped)
+                    full = self._compactor.too_long(error.message)
+                    detail = self._tool_step.clean(full.statement())
                     self._store.commit(
                         [*failing, f.operation_finished(operation_id, "failed", detail)]
                     )
-                    return RunResult(operation_id, "failed", detail=detail)
+                    return RunResult(operation_id, "failed", detail=detail, reason=full)
                 if not error.retryable or last:
                     detail = (
                         error.message
@@ -164,7 +164,7 @@ class ModelStep:
                 self._store.commit(failed)
                 over = self.over_budget(operation_id)  # no backoff only to stop after it
                 if over is not None:
-                    return self.finish(operation_id, "budgetLimit", detail=over)
+                    return self.finish(operation_id, "budgetLimit", reason=over)
                 delay = backoff_delay(attempt, error.retry_after)
                 self._observer.on_retry(error, delay)
                 self._sleep(delay)
@@ -243,17 +243,21 @@ class ModelStep:
         *,
         text: str | None = None,
         detail: str | None = None,
+        reason: StopReason | None = None,
     ) -> RunResult:
-        """Commit the run's operationFinished; its detail keeps what the cell said."""
+        """Commit the run's operationFinished; its detail keeps what the cell said: the
+        reason's statement when it stopped at a limit (`reason`), secrets redacted."""
+        if reason is not None:
+            detail = self._tool_step.clean(reason.statement())
         if self._cost_note is not None:
             detail = f"{detail}; {self._cost_note}" if detail else self._cost_note
         self._store.commit([f.operation_finished(operation_id, outcome, detail)])
-        return RunResult(operation_id, outcome, text=text, detail=detail)
+        return RunResult(operation_id, outcome, text=text, detail=detail, reason=reason)
 
-    def over_budget(self, operation_id: str, *, not_run: int = 0) -> str | None:
-        """The detail of a budgetLimit stop when the run's spend is at or past its budget,
-        else None. Checked before every request that may be billed (each model attempt,
-        a compaction's request) and before each tool call (docs/spec.md §11); `not_run`:
+    def over_budget(self, operation_id: str, *, not_run: int = 0) -> BudgetReached | None:
+        """Why a budgetLimit stop, when the run's spend is at or past its budget, else
+        None. Checked before every request that may be billed (each model attempt, a
+        compaction's request) and before each tool call (docs/spec.md §11); `not_run`:
         the tool calls of the answer that the stop leaves unrun."""
         budget = self._config.budget
         if budget is None:
@@ -272,9 +276,9 @@ class ModelStep:
         if over is None:
             stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
             if stopped is not None:
-                return self.finish(operation_id, "failed", detail=self._tool_step.clean(stopped))
+                return self.finish(operation_id, "failed", reason=stopped)
             over = self.over_budget(operation_id)
-        return None if over is None else self.finish(operation_id, "budgetLimit", detail=over)
+        return None if over is None else self.finish(operation_id, "budgetLimit", reason=over)
 
 
 _UNREAD = object()

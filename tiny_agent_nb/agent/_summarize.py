@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._exceptions import TinyAgentError
 from ..provider import wire
 from ..session import (
     AssistantEntry,
@@ -48,7 +49,7 @@ SUMMARY_REQUEST = (
 Tokens = Callable[[int], int]  # tokens of a byte count
 
 
-class NoRoom(Exception):
+class NoRoom(TinyAgentError):
     """No clean cut keeps the tail verbatim and summarizes anything."""
 
 
@@ -138,7 +139,7 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
         return Cut(previous_cut, (), previous_summary, sum(sizes))
     raise NoRoom(
         f"no part of the conversation can be summarized: keeping the newest "
-        f"{budget.tail} tokens verbatim (TinyAgent.keep_tail_tokens, at most "
+        f"{budget.tail} tokens verbatim (keep_tail_tokens, at most "
         f"{int(TAIL_SHARE * 100)}% of the window) leaves nothing before them that ends "
         "cleanly (every tool call with its result)"
     )

@@ -7,10 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError, StreamEvent, wire
 from ..session import OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
 from ._compaction import Compacted
+from ._reasons import StopReason
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT
 from ._tool_step import Approval
 
@@ -40,6 +42,13 @@ class LoopObserver:
     def on_compaction(self, compacted: Compacted) -> None: ...
 
 
+# The loop's defaults, in one place: LoopConfig's and TinyAgent's (notebook/_config.py).
+DEFAULT_MAX_STEPS = 25  # model steps per run before it stops (stepLimit)
+DEFAULT_COMPACT_THRESHOLD = 0.8  # part of the window past which a run compacts first
+DEFAULT_KEEP_TAIL_TOKENS = 8000  # newest tokens a compaction keeps verbatim
+DEFAULT_APPROVAL: Approval = "auto"  # tools that change things run without asking
+
+
 @dataclass(frozen=True)
 class LoopConfig:
     provider: str
@@ -47,9 +56,9 @@ class LoopConfig:
     # ProviderConfig.digest_material(): what the configurationDigest covers, no secrets
     provider_digest: Mapping[str, Any] = field(default_factory=dict)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    max_steps: int = 25
+    max_steps: int = DEFAULT_MAX_STEPS
     max_attempts: int = 5  # physical requests per step, first one included
-    approval: Approval = "auto"
+    approval: Approval = DEFAULT_APPROVAL
     budget: float | None = None  # USD per run (its resume chain included); None: no limit
     # tokens: TinyAgent.context_window; None: learned, listed, else the default (_window)
     context_window: int | None = None
@@ -58,8 +67,8 @@ class LoopConfig:
     # server at all learns none).
     base_url: str | None = None
     listed_window: int | None = None  # what the server's metadata states, if asked
-    compact_threshold: float = 0.8  # compact before an attempt past this part of the window
-    keep_tail_tokens: int = 8000  # newest tokens a compaction keeps verbatim
+    compact_threshold: float = DEFAULT_COMPACT_THRESHOLD
+    keep_tail_tokens: int = DEFAULT_KEEP_TAIL_TOKENS
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,9 @@ class RunResult:
     operation_id: str
     outcome: OperationOutcome
     text: str | None = None  # the final assistant content
-    detail: str | None = None  # why it failed / stopped
+    detail: str | None = None  # why it failed / stopped (recorded: the file's words)
+    # The limit that stopped it, with its figures: each surface says what to do next.
+    reason: StopReason | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,6 @@ class RecoveryReport:
     may_still_run: tuple[ToolIntent, ...] = ()
 
 
-class AgentError(Exception):
+class AgentError(TinyAgentError):
     """A request the loop cannot serve (e.g. resume with nothing to resume), or a run
     or recovery it could not record as settled (the session file refused the write)."""

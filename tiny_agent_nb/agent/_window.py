@@ -173,7 +173,7 @@ class ContextWindow:
 
 def describe_origin(origin: WindowOrigin) -> str:
     return {
-        "configured": "TinyAgent.context_window",
+        "configured": "as configured",  # the notebook names its trait in its own words
         "listing": "as the server's metadata states it",
         "refusal": "as the server said when it refused a request too long",
         "truncation": "as many as the server read of a prompt it cut",

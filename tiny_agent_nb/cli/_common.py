@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .._exceptions import TinyAgentError
 from ..session import (
     NotASessionError,
     SessionCorruptError,
@@ -46,7 +47,7 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
-class _Failed(Exception):
+class _Failed(TinyAgentError):
     """A read failed in a way the user can meet; carries the exit code and messages."""
 
     def __init__(self, code: int, message: str, error: dict[str, Any]) -> None:

@@ -19,10 +19,12 @@ from ._config import (
     read_config_file,
 )
 from ._names import model_tool_name
-from ._servers import McpServers, ServerStatus
+from ._servers import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, McpServers, ServerStatus
 from ._tool import McpTool
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_START_TIMEOUT",
     "McpConfig",
     "McpConfigError",
     "McpServers",

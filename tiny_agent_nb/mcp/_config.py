@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .._exceptions import TinyAgentError
 from ..redaction import (
     argument_secrets,
     is_secret_name,
@@ -37,7 +38,7 @@ from ..redaction import (
 __all__ = ["McpConfig", "McpConfigError", "ServerConfig", "parse_config"]
 
 
-class McpConfigError(ValueError):
+class McpConfigError(TinyAgentError, ValueError):
     """The MCP configuration cannot be used; the message names the server and the field,
     never an env or header value."""
 

@@ -23,10 +23,11 @@ from typing import Any
 
 import httpx2
 
+from .._exceptions import TinyAgentError
 from ..provider import ACCEPT_ENCODING, BodyDecoder, UnsupportedEncoding
 
 
-class RefusedAnswer(httpx2.StreamError):
+class RefusedAnswer(TinyAgentError, httpx2.StreamError):
     """A server's answer that is not read: past the limit, or not decodable. (A
     StreamError: the SDK answers the request with an error for it, rather than ending
     the session, as any other exception raised while reading would.)"""

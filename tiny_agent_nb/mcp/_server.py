@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._exceptions import TinyAgentError
 from .._guard import guard_argv
 from ..redaction import redact, redact_url
 from ..tools import clean_output
@@ -33,11 +34,11 @@ if TYPE_CHECKING:
 State = Literal["not started", "starting", "running", "failed", "stopped"]
 
 
-class NotRunningError(Exception):
+class NotRunningError(TinyAgentError):
     """The server is not running; the message says why."""
 
 
-class ServerRefused(Exception):
+class ServerRefused(TinyAgentError):
     """What the server did cannot be used; the message says what, for the failed line."""
 
 

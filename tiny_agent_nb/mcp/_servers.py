@@ -28,6 +28,9 @@ SDK_MISSING = (
     "pip install 'tiny-agent-nb[mcp]'"
 )
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+# Seconds a server may take to start, and one tool call (TinyAgent.mcp_*_timeout's defaults).
+DEFAULT_START_TIMEOUT = 30.0
+DEFAULT_CALL_TIMEOUT = 300.0
 # Beyond start_timeout: a server that did not answer is shut down by the SDK's own
 # bounded sequence (close stdin 2 s, SIGTERM 2 s, SIGKILL 2 s) before its line is ready.
 _SHUTDOWN_BOUND = 8.0
@@ -51,8 +54,8 @@ class McpServers:
         self,
         config: McpConfig,
         *,
-        start_timeout: float = 30.0,
-        call_timeout: float = 300.0,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         """`max_message_bytes`: what one message from a server may take, decoded (an HTTP

@@ -6,13 +6,13 @@ from ._magics import AgentMagics
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import fill_prompt
-from ._runtime import NotebookAgent
+from ._runtime import NotebookRuntime
 from ._timeline_view import TimelineView
 
 __all__ = [
     "AgentMagics",
-    "NotebookAgent",
     "NotebookError",
+    "NotebookRuntime",
     "TimelineView",
     "TinyAgent",
     "fill_prompt",

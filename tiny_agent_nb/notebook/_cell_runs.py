@@ -23,7 +23,7 @@ from ._approval import ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
 from ._controls import ResumeOffer, RunControls, controls_available
 from ._display import CellDisplay
-from ._runtime import AskFn
+from ._loops import AskFn
 
 Go = Callable[[LoopObserver, AskFn], RunResult]
 

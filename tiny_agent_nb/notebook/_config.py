@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from traitlets import (
@@ -26,11 +26,21 @@ from traitlets import (
 )
 from traitlets.config import Configurable
 
+from ..agent import (
+    DEFAULT_APPROVAL,
+    DEFAULT_COMPACT_THRESHOLD,
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_KEEP_TAIL_TOKENS,
+    DEFAULT_MAX_STEPS,
+    Approval,
+)
+from ..mcp import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT
 from ..provider import (
     ATTEMPT_TIMEOUT,
     DEMO_PROVIDER,
     MAX_RESPONSE_BYTES,
     OPENROUTER_BASE_URL,
+    READ_TIMEOUT,
 )
 from ..redaction import redact_url, url_secrets
 from ..tools import KEY_VARIABLES, builtin_registry
@@ -97,9 +107,9 @@ class TinyAgent(Configurable):
         "else 'openai-compatible'; derived at each run, so a later %config of base_url "
         "is labelled right).",
     ).tag(config=True)
-    max_steps = Int(25, help="Model steps per run before it stops with outcome stepLimit.").tag(
-        config=True
-    )
+    max_steps = Int(
+        DEFAULT_MAX_STEPS, help="Model steps per run before it stops with outcome stepLimit."
+    ).tag(config=True)
     budget = Float(
         None,
         allow_none=True,
@@ -110,17 +120,19 @@ class TinyAgent(Configurable):
         None,
         allow_none=True,
         help="Tokens the model's context holds. None: the window the server lists for the "
-        "model (GET /models, asked once per session), else 32768.",
+        f"model (GET /models, asked once per session), else {DEFAULT_CONTEXT_WINDOW}.",
     ).tag(config=True)
     compact_threshold = Float(
-        0.8, help="Part of context_window past which a run compacts before its next request."
+        DEFAULT_COMPACT_THRESHOLD,
+        help="Part of context_window past which a run compacts before its next request.",
     ).tag(config=True)
     keep_tail_tokens = Int(
-        8000, help="Tokens of the newest conversation a compaction keeps verbatim."
+        DEFAULT_KEEP_TAIL_TOKENS,
+        help="Tokens of the newest conversation a compaction keeps verbatim.",
     ).tag(config=True)
     approve = Enum(
-        ["auto", "ask", "deny"],
-        default_value="auto",
+        list(get_args(Approval)),
+        default_value=DEFAULT_APPROVAL,
         help="Tools that change things (write_file, edit_file, bash, python): run (auto), "
         "ask first (ask), or refuse (deny). Reads always run.",
     ).tag(config=True)
@@ -155,9 +167,9 @@ class TinyAgent(Configurable):
         help="With no API key and no base URL configured, use the offline demo model "
         "(scripted, not a real LLM; env TINY_AGENT_DEMO=0 turns it off)."
     ).tag(config=True)
-    request_timeout = Int(120, help="Seconds to wait for the next byte of a model response.").tag(
-        config=True
-    )
+    request_timeout = Int(
+        int(READ_TIMEOUT), help="Seconds to wait for the next byte of a model response."
+    ).tag(config=True)
     attempt_timeout = Float(
         ATTEMPT_TIMEOUT,
         help="Seconds one model request may take, first byte sent to last byte read, before "
@@ -178,12 +190,13 @@ class TinyAgent(Configurable):
         "header values and URL credentials are sent to the servers only and shown as ****."
     ).tag(config=True)
     mcp_start_timeout = Float(
-        30.0,
+        DEFAULT_START_TIMEOUT,
         help="Seconds an MCP server may take to start (spawn or connect, initialize, list "
         "its tools) before it is reported as failed; the run goes on without it.",
     ).tag(config=True)
     mcp_call_timeout = Float(
-        300.0, help="Seconds one MCP tool call may take before it ends as an error result."
+        DEFAULT_CALL_TIMEOUT,
+        help="Seconds one MCP tool call may take before it ends as an error result.",
     ).tag(config=True)
 
     @default("model")

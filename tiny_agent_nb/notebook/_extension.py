@@ -1,5 +1,5 @@
 """Loading the extension into a shell (`%load_ext tiny_agent_nb`) and unloading it: the
-kernel's agent, its magics, and the session of the notebook, found (or followed, when the
+kernel's runtime, its magics, and the session of the notebook, found (or followed, when the
 notebook was renamed, moved or duplicated) and opened."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from ._offline import demo_note_after
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._proposal import cell_proposer
-from ._runtime import NotebookAgent
+from ._runtime import NotebookRuntime
 
 
 def load(shell: Any) -> AgentMagics:
     config = TinyAgent(parent=shell)
     if config not in shell.configurables:
         shell.configurables.append(config)
-    agent = NotebookAgent(
+    runtime = NotebookRuntime(
         config,
         shell.user_ns,
         hidden_variables=shell.user_ns_hidden,
@@ -31,8 +31,8 @@ def load(shell: Any) -> AgentMagics:
     )
     # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
     # its lock) too, leaving its displays as they are.
-    atexit.register(agent.shutdown)
-    magics = AgentMagics(shell, agent)
+    atexit.register(runtime.shutdown)
+    magics = AgentMagics(shell, runtime)
     shell.register_magics(magics)
     shell.events.register("post_run_cell", magics.refresh_views)
     shell.events.register("post_run_cell", magics.record_cell)
@@ -43,12 +43,12 @@ def load(shell: Any) -> AgentMagics:
     if moved is not None:
         print(moved)
     try:
-        magics.show_report(agent.open(location))
+        magics.show_report(runtime.open(location))
         magics.link()
     except NotebookError as exc:
         print(exc)
     # Not in a session a real model worked on: its report says how to configure that one.
-    if not agent.session_model.real:
+    if not runtime.session_model.real:
         shell.events.register("post_run_cell", demo_note_after(shell, config))
     return magics
 

@@ -3,7 +3,7 @@ the model is sent.
 
 Both subscribe to the store, and both must let go of it when the kernel switches or
 closes its session, or a display would keep drawing a file the kernel left and the
-next run would be sent the old file's conversation. `NotebookAgent` decides which store
+next run would be sent the old file's conversation. `NotebookRuntime` decides which store
 is current; this module owns who hears about its commits, and what each does when
 hearing fails. Displays follow "the current session" through the kernel, never a
 store, so `%agent new`/`session` keep them; the context is built per store.

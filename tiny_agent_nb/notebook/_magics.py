@@ -1,56 +1,52 @@
-"""`%%agent` and `%agent ...`: glue between IPython and `NotebookAgent`."""
+"""`%%agent` and `%agent ...`: glue between IPython and `NotebookRuntime`."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_args
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
-from ..agent import LoopObserver, RunResult, compaction_status, resumable_operation
+from ..agent import Approval, LoopObserver, RunResult, compaction_status, resumable_operation
 from ..redaction import redact
 from ..render import cell_text
 from ..timeline import outcome_note, session_cost, usage_by_run
 from ..words import NO_USAGE, money, short_arguments, tokens, usage
+from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
+from ._commands import (
+    OPTIONS,
+    RUN_OPTIONS,
+    SUBCOMMANDS,
+    check_command,
+    command_help,
+    magic_help,
+    run_options,
+)
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
+from ._loops import AskFn
 from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._report import OpenReport, call_label
-from ._runtime import AskFn, NotebookAgent
+from ._runtime import NotebookRuntime
 from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
 from ._window_report import summary_line, summary_text, window_line
 
 log = logging.getLogger(__name__)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-COMMANDS = (
-    "status",
-    "timeline",
-    "usage",
-    "resume",
-    "compact",
-    "summary",
-    "new",
-    "session",
-    "mcp",
-    "help",
-)
-STEP_LIMIT_NEXT = (
-    "`%agent resume` gives the run more steps (`%agent resume --max-steps N` for N of them), "
-    "or send a new prompt"
-)
 MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
 PROMPT_REDACTED = (
     "Note: the prompt holds a configured secret (the API key, a credential); it is sent "
@@ -58,83 +54,45 @@ PROMPT_REDACTED = (
 )
 
 
+def _documented(text: str) -> Callable[[_F], _F]:
+    def document(function: _F) -> _F:
+        function.__doc__ = text
+        return function
+
+    return document
+
+
+def _option_help(option: str) -> str:
+    return OPTIONS[option][1].replace("%", "%%")  # argparse formats help with %
+
+
 @magics_class
 class AgentMagics(Magics):
-    def __init__(self, shell: Any, agent: NotebookAgent) -> None:
+    def __init__(self, shell: Any, runtime: NotebookRuntime) -> None:
         super().__init__(shell)
-        self.runtime = agent
+        self.runtime = runtime
         self.views: list[TimelineView] = []
         # A kernel restart or shutdown from the menu interrupts a running cell first:
         # the run's abort says which it was, not "interrupted by the user".
         self.shutdown = ShutdownWatch(shell)
-        agent.stopped_by = self.shutdown.stopped_by
+        runtime.stopped_by = self.shutdown.stopped_by
         self.runs = CellRuns(
-            shell, rich=self._rich(), resumable=agent.resumable, interrupted=self._interrupted
+            shell, rich=self._rich(), resumable=runtime.resumable, interrupted=self._interrupted
         )
 
     @magic_arguments()
-    @argument("command", nargs="*", help=f"line form: one of {', '.join(COMMANDS)}")
-    @argument("--model", "-m", help="model id for this cell (default: TinyAgent.model)")
-    @argument("--max-steps", type=int, help="model steps before stopping (stepLimit)")
-    @argument("--budget", type=float, metavar="USD", help="USD this run may spend (budgetLimit)")
-    @argument(
-        "--tools",
-        help="comma-separated tools for this cell, e.g. read_file,grep; an MCP server's tools "
-        "by name (time__get_current_time) or all of them (time__*)",
-    )
-    @argument("--approve", choices=["auto", "ask", "deny"], help="tools that change things")
-    @argument(
-        "--demo",
-        action="store_true",
-        help="answer with the offline demo model (also %%agent resume/compact), even in a "
-        "session a real model worked on",
-    )
+    @argument("command", nargs="*", help=f"line form: one of {', '.join(SUBCOMMANDS)}")
+    @argument("--model", "-m", help=_option_help("model"))
+    @argument("--max-steps", type=int, help=_option_help("max_steps"))
+    @argument("--budget", type=float, metavar="USD", help=_option_help("budget"))
+    @argument("--tools", help=_option_help("tools"))
+    @argument("--approve", choices=get_args(Approval), help=_option_help("approve"))
+    @argument("--demo", action="store_true", help=_option_help("demo"))
     # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
     @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
+    @_documented(magic_help())  # read by @magic_arguments, which adds the options
     def agent(self, line: str, cell: str | None = None) -> None:
-        """Run a prompt through the durable agent loop, or manage the session.
-
-        Cell form (the body is the prompt):
-
-            %%agent [--model M] [--max-steps N] [--tools a,b,srv__*] [--approve auto|ask|deny]
-                    [--budget USD] [--demo]
-            Find why tests/test_parse.py fails and fix it.
-
-        Without a key or base URL the offline demo model answers, but not in a session a
-        real model worked on: configure that model, or ask for the demo with `--demo`.
-
-        `--tools` names built-in tools and MCP tools (`srv__tool`; `srv__*` is every tool
-        of the MCP server srv). `--approve` applies to MCP tools like to bash.
-
-        `{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
-        keeps `{name}` as text. Nothing else changes: unknown names, `${VAR}`, other
-        braces, and code in ``` fences or `backticks` reach the model as written.
-
-        Line form:
-
-            %agent status        the session file, runs, open/interrupted work, cost
-            %agent timeline      live timeline (runs, attempts, tools, usage)
-            %agent usage         tokens and cost, per run and in total
-            %agent resume        continue the latest run that was interrupted, or stopped
-                                 by its budget or max_steps; takes %%agent's options
-                                 (--budget, --max-steps, --model, --tools, --approve,
-                                 --demo: with the offline demo model)
-            %agent compact [I]   summarize the conversation so far into a checkpoint (I: what
-                                 the summary must also keep); runs also compact on their
-                                 own past TinyAgent.compact_threshold of context_window
-            %agent summary       the summary the model is sent in place of the earlier
-                                 conversation (after a compaction)
-            %agent new           keep this conversation in NAME.agent.<n>.jsonl, start afresh
-            %agent session [P]   show, or switch to, the session file P (in a directory
-                                 that exists)
-            %agent mcp           the MCP servers (TinyAgent.mcp_servers): state, version,
-                                 tools; starts them if they are not running
-            %agent help          this text (so does --help, in either form)
-
-        Every step is written to the session file before it takes effect; after a kernel
-        restart, `%load_ext tiny_agent_nb` reports what was interrupted.
-        """
         try:
             args = parse_argstring(self.agent, line)
         except UsageError:
@@ -143,8 +101,9 @@ class AgentMagics(Magics):
             raise UsageError(f"bad arguments: {line!r}; see %agent help") from None
         except ValueError as exc:  # the splitter's "No closing quotation"
             raise UsageError(f"bad arguments: {line!r} ({exc}); see %agent help") from None
-        if args.help:
-            self._cmd_help()  # nothing else of the line or the cell is done
+        if args.help:  # nothing else of the line or the cell is done
+            named = args.command[0] if cell is None and args.command else None
+            self._cmd_help(named if named in SUBCOMMANDS else None)
             return
         try:
             if cell is not None:
@@ -168,11 +127,11 @@ class AgentMagics(Magics):
             raise UsageError(str(exc)) from None
         if not prompt:
             raise UsageError("%%agent needs a prompt in the cell body")
-        options = _run_options(args)
+        options = run_options(args)
         if args.demo and args.model is not None:
             raise UsageError("--demo and --model name two models: use one")
         if not args.demo:
-            self.runtime.model.check_ready(args.model)
+            self.runtime.provider.check_ready(args.model)
         self.runtime.require_store()
         self.runtime.session_model.refuse_demo(args.model, demo=args.demo, command="%%agent")
         view = self._view()
@@ -189,13 +148,9 @@ class AgentMagics(Magics):
         result = self.runs.drive(run, self._resume_clicked, view)
         if result is None:
             return
-        detail = cell_text(result.detail or "")
-        if result.outcome == "failed":
-            print(f"✗ The run failed: {detail}")
-        elif result.outcome == "stepLimit":
-            print(f"‖ {detail}. {STEP_LIMIT_NEXT}")
-        elif result.outcome == "budgetLimit":
-            print(f"‖ {detail}.")
+        said = outcome_line(result)
+        if said is not None:
+            print(said)
         self.runs.offer_resume(self._resume_clicked)
 
     def _view(self) -> CellDisplay:
@@ -227,37 +182,18 @@ class AgentMagics(Magics):
 
     # ------------------------------------------------------------------ line
     def _command(self, args: Any) -> None:
-        if not args.command:
-            raise UsageError(f"%agent needs a command: {', '.join(COMMANDS)} (see %agent help)")
-        command, *rest = args.command
-        if command not in COMMANDS:
-            raise UsageError(f"unknown command {command!r}; use one of {', '.join(COMMANDS)}")
-        if args.demo and command not in ("resume", "compact"):
-            raise UsageError("--demo goes with %%agent, %agent resume and %agent compact")
-        if command == "compact":
+        command, rest = check_command(args)
+        if command.name == "compact":
             self._cmd_compact(" ".join(rest) or None, demo=args.demo)
-            return
-        if rest and command != "session":
-            raise UsageError(f"%agent {command} takes no argument")
-        if command == "resume":
-            self._cmd_resume(_run_options(args), demo=args.demo)
-            return
-        if rest:
-            # IPython splits the line keeping quotes (and splits `my\\ notes.jsonl` in
-            # two): the path is read as a shell reads it, so `"my notes.jsonl"` names
-            # my notes.jsonl, as the `%agent session` lines this package prints quote it.
-            try:
-                rest = shlex.split(" ".join(rest))
-            except ValueError as exc:
-                raise UsageError(f"bad path: {' '.join(rest)!r} ({exc})") from None
-        if len(rest) > 1:
-            raise UsageError("%agent session takes one PATH")
-        if rest == [""]:  # `%agent session ""`: no path, not the default one
-            raise UsageError("%agent session PATH: the path is empty")
-        getattr(self, f"_cmd_{command}")(*rest, **({"demo": True} if args.demo else {}))
+        elif command.name == "resume":
+            self._cmd_resume(run_options(args), demo=args.demo)
+        else:
+            getattr(self, f"_cmd_{command.name}")(*rest)
 
-    def _cmd_help(self) -> None:
-        print(AgentMagics.agent.__doc__ or "")
+    def _cmd_help(self, name: str | None = None) -> None:
+        if name is not None and name not in SUBCOMMANDS:
+            raise UsageError(f"unknown command {name!r}; use one of {', '.join(SUBCOMMANDS)}")
+        print(command_help(name) if name is not None else AgentMagics.agent.__doc__ or "")
 
     def _cmd_status(self) -> None:
         state, read_only = self.runtime.read_state()
@@ -290,7 +226,7 @@ class AgentMagics(Magics):
             call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
             print(f"  ⚠ {call.rstrip()} — interrupted: {outcome_note('interrupted')}")
         print(f"cost     {money(*session_cost(state))}")
-        print(f"context  {window_line(self.runtime.model, state)}")
+        print(f"context  {window_line(self.runtime.provider, state)}")
         compacted = compaction_status(state)
         if compacted:
             print(f"         {compacted}")
@@ -335,7 +271,7 @@ class AgentMagics(Magics):
         if demo and options["model"] is not None:
             raise UsageError("--demo and --model name two models: use one")
         if not demo:
-            self.runtime.model.check_ready(options["model"])
+            self.runtime.provider.check_ready(options["model"])
         self.runtime.require_store()
         self.runtime.session_model.refuse_demo(options["model"], demo=demo, command="%agent resume")
         self._say_model(options["model"], demo)
@@ -350,10 +286,8 @@ class AgentMagics(Magics):
         )
         if result is None or result.outcome == "completed":
             return
-        print(
-            f"Resume ended: {result.outcome}"
-            + (f" — {cell_text(result.detail)}" if result.detail else "")
-        )
+        said = stated(result)
+        print(f"Resume ended: {result.outcome}" + (f" — {said}" if said else ""))
         self.runs.offer_resume(self._resume_clicked)
 
     def _resume_clicked(self) -> None:
@@ -365,7 +299,7 @@ class AgentMagics(Magics):
 
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
         if not demo:
-            self.runtime.model.check_ready()
+            self.runtime.provider.check_ready()
         view = self._view()
         try:
             result = self.runtime.compact(instructions, observer=view, demo=demo)
@@ -460,32 +394,3 @@ class AgentMagics(Magics):
 # magic_arguments puts its usage, under a reST "::" marker, at the top of the docstring,
 # which `%%agent?` and `%agent help` show as they are: the marker means nothing there.
 AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").removeprefix("::\n\n  ")
-
-
-def _run_options(args: Any) -> dict[str, Any]:
-    """What `%%agent` and `%agent resume` take from their options, checked: a bad one is a
-    UsageError before anything is committed. `--tools ""` is no tools, not the default."""
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UsageError("--max-steps must be at least 1")
-    if args.budget is not None and not 0 < args.budget < float("inf"):
-        raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
-    tools = None
-    if args.tools is not None:
-        # IPython splits the line keeping quotes: `--tools ""` arrives as '""', and means
-        # no tools, as a shell reads it (the default, all of them, is no --tools at all).
-        try:
-            value = ",".join(shlex.split(args.tools))
-        except ValueError as exc:
-            raise UsageError(f"bad --tools {args.tools!r} ({exc})") from None
-        tools = [t.strip() for t in value.split(",") if t.strip()]
-    return {
-        "model": args.model,
-        "max_steps": args.max_steps,
-        "budget": args.budget,
-        "tools": tools,
-        "approve": args.approve,
-    }
-
-
-# What `%agent resume` takes of `%%agent`'s options (None: the configured value).
-RUN_OPTIONS = ("model", "max_steps", "budget", "tools", "approve")

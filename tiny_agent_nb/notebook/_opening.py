@@ -12,13 +12,21 @@ import os
 import shlex
 from pathlib import Path
 
+from .._exceptions import TinyAgentError
 from ..provider import Completion
 from ..render import cell_text
-from ..session import NotASessionError, SessionCorruptError, SessionLockedError, SessionStore
+from ..session import (
+    Durability,
+    HeaderInit,
+    NotASessionError,
+    SessionCorruptError,
+    SessionLockedError,
+    SessionStore,
+)
 from ._paths import SessionLocation, not_a_file
 
 
-class NotebookError(Exception):
+class NotebookError(TinyAgentError):
     """Something the user must act on; the message says what and how."""
 
 
@@ -114,7 +122,7 @@ def claim_for_archive(location: SessionLocation) -> SessionStore | None:
         return None
     except (SessionLockedError, NotASessionError, OSError) as exc:
         raise store_error(path, exc) from None
-    except KeyboardInterrupt:  # a read as long as a first open's (see NotebookAgent.open)
+    except KeyboardInterrupt:  # a read as long as a first open's (see NotebookRuntime.open)
         raise NotebookError(
             f"tiny-agent-nb: reading {cell_text(path.name)} before keeping it was "
             "interrupted; nothing was moved. `%agent new` tries again."
@@ -135,3 +143,48 @@ class NoModel:
 
 
 NO_MODEL = NoModel()
+
+
+def open_store(location: SessionLocation, init: HeaderInit, durability: Durability) -> SessionStore:
+    """Open (or create) the session file at `location` for this kernel to write; every
+    refusal is a `NotebookError` that says what was kept and what to do next."""
+    path = location.path
+    refuse_non_file(location)
+    if not path.parent.is_dir():
+        # A typo in a path must not leave a tree of new directories behind.
+        raise NotebookError(
+            f"tiny-agent-nb: {cell_text(str(path.parent))} is not an existing directory, "
+            "so no session was opened there and nothing was created. Create the "
+            "directory first, or give a path in one that exists."
+        )
+    try:
+        return SessionStore.open(path, create=init, durability=durability)
+    except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
+        raise store_error(path, exc) from None
+    except KeyboardInterrupt:
+        # Ctrl-C while a long session is reduced, or its snapshot written and reloaded
+        # (seconds on a first open): the store let go of the file and its lock, and only
+        # ever cut a torn tail. Said in one line, and the file is remembered to retry.
+        raise NotebookError(
+            f"tiny-agent-nb: opening {cell_text(path.name)} was interrupted; nothing in it "
+            f"was lost. `%agent session {cell_text(shlex.quote(str(path)))}` opens it again."
+        ) from None
+
+
+def closed_note(name: str) -> str:
+    """Why a store that closed itself (a write it could not cut back) is no longer open."""
+    return (
+        f"tiny-agent-nb: {name} was closed: a write to it failed and could not be cut "
+        f"back. `%agent session {name}` opens it again (cutting the unfinished line)."
+    )
+
+
+def moved_note(path: Path, moved: str) -> str:
+    """Why a store whose path names another file now is no longer written."""
+    name, again = cell_text(path.name), cell_text(shlex.quote(str(path)))
+    return (
+        f"tiny-agent-nb: {name} changed on disk while this kernel had it open: "
+        f"{cell_text(moved)} (git checkout, sync clients and editors do that). This "
+        "kernel stopped writing to it; nothing was written there or anywhere else since. "
+        f"`%agent session {again}` opens what is there now."
+    )

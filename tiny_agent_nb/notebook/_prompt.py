@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._exceptions import TinyAgentError
+
 _FIELD = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[[^\[\]{}`\n]+\])*"
 # `$` before a brace is the shell's `${x}`; a field touching another brace (`{{x}`,
 # `{x}}}`) is none: only braces exactly around a name count.
@@ -30,7 +32,7 @@ _FENCE = re.compile(r"^ {0,3}(?P<mark>`{3,}|~{3,})")
 _SPAN = re.compile(r"(?<!`)(?P<ticks>`+)(?!`).*?(?<!`)(?P=ticks)(?!`)", re.DOTALL)
 
 
-class PromptError(ValueError):
+class PromptError(TinyAgentError, ValueError):
     """A `{name...}` field names a variable but not something it holds."""
 
 

@@ -36,7 +36,7 @@ class KernelProvider:
             self._http.close()
             self._http = None
 
-    def provider(self, config: ProviderConfig) -> Provider:
+    def build(self, config: ProviderConfig) -> Provider:
         from ..provider import Provider, http_client  # noqa: PLC0415 (see TYPE_CHECKING)
 
         if self._http is None:
@@ -59,7 +59,7 @@ class KernelProvider:
         if (self.config.demo_mode() and model is None) or where in self._windows:
             return self._windows.get(where)
         try:
-            provider = self.provider(config)
+            provider = self.build(config)
         except NotebookError:  # a key no header can carry: the run itself says so
             return None
         with provider:  # closes nothing shared: the session's client stays open

@@ -1,34 +1,27 @@
-"""One kernel's agent: its session file, store, provider and loop.
+"""One kernel's runtime: its session file, store, provider and loop.
 
-This is the engine the magics drive; it knows nothing of IPython. Every user-facing
+This is the engine the magics drive (reached as `AgentMagics.runtime`; its provider
+factory as `.provider`); it knows nothing of IPython. Every user-facing
 failure becomes a `NotebookError` with one readable message.
 """
 
 from __future__ import annotations
 
-import datetime
-import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..agent import (
     AgentError,
     AgentLoop,
-    ChatProvider,
     ContextProjection,
-    LoopConfig,
     LoopObserver,
     RecoveryReport,
     RunResult,
-    notebook_system_prompt,
     resumable_operation,
 )
 from ..provider import (
     DEMO_MODEL,
-    DEMO_PROVIDER,
-    DemoProvider,
 )
 from ..render import cell_text
 from ..session import (
@@ -37,23 +30,24 @@ from ..session import (
     NotASessionError,
     SessionCorruptError,
     SessionError,
-    SessionLockedError,
     SessionState,
     SessionStore,
     load_session,
 )
-from ..tools import ToolContext
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
 from ._kernel import record_kernel
+from ._loops import AskFn, LoopBuilder
 from ._mcp import KernelServers
 from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
     NotebookError,
     claim_for_archive,
+    closed_note,
+    moved_note,
+    open_store,
     read_only_label,
-    refuse_non_file,
     same_file,
     store_error,
 )
@@ -63,17 +57,8 @@ from ._report import OpenReport
 from ._session_model import SessionModel
 from ._user_cells import UserCells
 
-AskFn = Callable[[str, object], bool]
-# Ctrl-C while the server's metadata was asked for the window (a server may hold that
-# answer up to read_timeout, and it is asked again by the next cell).
-WINDOW_ASK_INTERRUPTED = (
-    "■ Interrupted while asking the server for the model's context window, before the "
-    "run started: nothing was sent or recorded. Setting TinyAgent.context_window (tokens) "
-    "skips asking."
-)
 
-
-class NotebookAgent:
+class NotebookRuntime:
     def __init__(
         self,
         config: TinyAgent,
@@ -91,7 +76,6 @@ class NotebookAgent:
         # The cells the user ran since the previous prompt (recorded by the magics from
         # IPython's post_run_cell), sent with the next one.
         self.user_cells = UserCells()
-        self.today = datetime.date.today  # the date the system prompt says
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
         self.open_error: str | None = None
@@ -102,13 +86,23 @@ class NotebookAgent:
         # The way to the model: its HTTP client and the windows its servers list, kept
         # for the open session (`close()` ends them), and the refusal of a run that
         # cannot succeed.
-        self.model = KernelProvider(config)
+        self.provider = KernelProvider(config)
         # The kernel's MCP servers: started by the first run that needs them, stopped
         # with the session (`close()`) or when their configuration changes.
         self.mcp = KernelServers(config)
         # The model the session's runs used, so that a run never swaps it silently.
-        self.session_model = SessionModel(config, self.model)
+        self.session_model = SessionModel(config, self.provider)
         self._followers.watch(self.session_model.observe)
+        # How a run's loop is made from the configuration and a cell's options.
+        self.loops = LoopBuilder(
+            config,
+            namespace,
+            self.hidden_variables,
+            propose_cell,
+            provider=self.provider,
+            mcp=self.mcp,
+            session_model=self.session_model,
+        )
         # Asked when a KeyboardInterrupt stops a run: what sent it, if not the user (the
         # glue knows a kernel restart; `AgentLoop`'s `stopped_by`).
         self.stopped_by: Callable[[], str | None] | None = None
@@ -177,7 +171,6 @@ class NotebookAgent:
         return report
 
     def _open_store(self, location: SessionLocation) -> SessionStore:
-        path = location.path
         init = HeaderInit(
             cwd=str(Path.cwd()),
             provider=self.config.provider_label(),
@@ -185,26 +178,7 @@ class NotebookAgent:
             environment_identity=str(self.workspace()),
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
-        refuse_non_file(location)
-        if not path.parent.is_dir():
-            # A typo in a path must not leave a tree of new directories behind.
-            raise NotebookError(
-                f"tiny-agent-nb: {cell_text(str(path.parent))} is not an existing directory, "
-                "so no session was opened there and nothing was created. Create the "
-                "directory first, or give a path in one that exists."
-            )
-        try:
-            return SessionStore.open(path, create=init, durability=durability)
-        except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
-            raise store_error(path, exc) from None
-        except KeyboardInterrupt:
-            # Ctrl-C while a long session is reduced, or its snapshot written and reloaded
-            # (seconds on a first open): the store let go of the file and its lock, and only
-            # ever cut a torn tail. Said in one line, and the file is remembered to retry.
-            raise NotebookError(
-                f"tiny-agent-nb: opening {cell_text(path.name)} was interrupted; nothing in it "
-                f"was lost. `%agent session {cell_text(shlex.quote(str(path)))}` opens it again."
-            ) from None
+        return open_store(location, init, durability)
 
     def _recover(self) -> RecoveryReport | None:
         """Settle what a dead kernel left open. It asks no model, so it runs even when
@@ -215,7 +189,7 @@ class NotebookAgent:
     def close(self) -> None:
         self._followers.unfollow()
         self.mcp.close()
-        self.model.close()
+        self.provider.close()
         store, self.store = self.store, None
         if store is None:
             return
@@ -308,22 +282,13 @@ class NotebookAgent:
         name = cell_text(store.path.name)
         if store.closed:
             self._close_noting()
-            self.open_error = (
-                f"tiny-agent-nb: {name} was closed: a write to it failed and could not be cut "
-                f"back. `%agent session {name}` opens it again (cutting the unfinished line)."
-            )
+            self.open_error = closed_note(name)
             return True
         moved = store.moved()
         if moved is None:
             return False
         self._close_noting()  # writes no snapshot: its path names another file now
-        again = cell_text(shlex.quote(str(store.path)))
-        self.open_error = (
-            f"tiny-agent-nb: {name} changed on disk while this kernel had it open: "
-            f"{cell_text(moved)} (git checkout, sync clients and editors do that). This "
-            "kernel stopped writing to it; nothing was written there or anywhere else since. "
-            f"`%agent session {again}` opens what is there now."
-        )
+        self.open_error = moved_note(store.path, moved)
         return True
 
     def require_store(self) -> SessionStore:
@@ -350,24 +315,13 @@ class NotebookAgent:
         *,
         observer: LoopObserver,
         ask: AskFn | None,
-        model: str | None = None,
-        max_steps: int | None = None,
-        budget: float | None = None,
-        tools: list[str] | None = None,
-        approve: str | None = None,
         demo: bool = False,
+        **options: Any,
     ) -> RunResult:
-        self.session_model.refuse_demo(model, demo=demo, command="%%agent")
-        loop = self._loop(
-            observer=observer,
-            ask=ask,
-            model=model,
-            max_steps=max_steps,
-            budget=budget,
-            tools=tools,
-            approve=approve,
-            demo=demo,
-        )
+        """`%%agent`: run `prompt` with a cell's options (model, max_steps, budget, tools,
+        approve: `LoopBuilder.build`'s; None is the configured value)."""
+        self.session_model.refuse_demo(options.get("model"), demo=demo, command="%%agent")
+        loop = self._loop(observer=observer, ask=ask, demo=demo, **options)
         cells = self.user_cells.digest(self.config.user_cells_chars, self.config.secrets())
         try:
             result = loop.run(prompt, user_cells=cells.text)
@@ -424,14 +378,6 @@ class NotebookAgent:
         finally:
             loop.close()
 
-    def _system_prompt(self, tools: Sequence[str]) -> str:
-        return notebook_system_prompt(
-            workspace=str(self.workspace()),
-            tools=tools,
-            today=self.today(),
-            user_cells=self.config.user_cells_chars > 0,
-        )
-
     def _run_error(self, message: str) -> NotebookError:
         """A run the session file refused: said as the file's own fate when its path
         names another file now (the loop only knows its commit was refused)."""
@@ -442,77 +388,12 @@ class NotebookAgent:
         return NotebookError(message)
 
     def workspace(self) -> Path:
-        return Path(self.config.workspace or Path.cwd()).resolve()
+        return self.loops.workspace()
 
-    def _loop(
-        self,
-        *,
-        observer: LoopObserver | None = None,
-        ask: AskFn | None = None,
-        model: str | None = None,
-        max_steps: int | None = None,
-        budget: float | None = None,
-        tools: list[str] | None = None,
-        approve: str | None = None,
-        provider: ChatProvider | None = None,
-        with_mcp: bool = True,
-        demo: bool = False,
-    ) -> AgentLoop:
+    def _loop(self, **options: Any) -> AgentLoop:
+        """A loop over the open session (`LoopBuilder.build` takes `run`'s options)."""
         store = self.require_store()
-        provider_config = self.model.provider_config(model)
-        window = self.config.context_window
-        base_url: str | None = None  # with the model, what the session learns windows for
-        listed: int | None = None
-        if self.session_model.uses_demo(model, demo):
-            provider = DemoProvider()
-            provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
-        elif provider is None:
-            provider = self.model.provider(provider_config)
-            # Unset, and not learned by this session yet, the window is the one the
-            # server's metadata states for this model (asked once per open session; the
-            # loop records it). A recovery's loop (a provider given) asks no server.
-            base_url = provider_config.redacted_base_url
-            if not window and store.learned_window(base_url, provider_config.model) is None:
-                try:
-                    listed = self.model.context_window(model)
-                except KeyboardInterrupt:  # nothing of the run exists yet: say so
-                    raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
-        registry = self.mcp.registry(tools, with_mcp=with_mcp)
-        digest = provider_config.digest_material()
-        servers = self.mcp.digest_material(registry)
-        if servers:  # a different server behind the same tool names is another configuration
-            digest = {**digest, "mcpServers": servers}
-        config = LoopConfig(
-            provider=provider_config.provider,
-            model=provider_config.model,
-            provider_digest=digest,
-            system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
-            max_steps=max_steps or self.config.max_steps,
-            budget=budget if budget is not None else self.config.budget,
-            approval=(approve or self.config.approve),  # type: ignore[arg-type]
-            context_window=window,
-            base_url=base_url,
-            listed_window=listed,
-            compact_threshold=self.config.compact_threshold,
-            keep_tail_tokens=self.config.keep_tail_tokens,
-        )
-        return AgentLoop(
-            store,
-            provider,
-            registry,
-            ToolContext(
-                workspace=self.workspace(),
-                namespace=self.namespace,
-                hidden_variables=self.hidden_variables,
-                propose_cell=self.propose_cell,
-                secrets=self.config.secrets(),
-            ),
-            config,
-            ask=ask,
-            observer=observer,
-            projection=self.context(),
-            stopped_by=self.stopped_by,
-        )
+        return self.loops.build(store, self.context(), stopped_by=self.stopped_by, **options)
 
 
 def _reason(exc: Exception) -> str:

@@ -47,7 +47,7 @@ def ipython_publish(bundle: dict[str, Any], *, display_id: str, update: bool) ->
 
 
 class SessionSource(Protocol):
-    """What a view reads: `NotebookAgent` (the owner of "the current session")."""
+    """What a view reads: `NotebookRuntime` (the owner of "the current session")."""
 
     def read_state(self) -> tuple[SessionState, str | None]: ...
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Iterator
 
+from .._exceptions import TinyAgentError
+
 ACCEPT_ENCODING = "gzip, deflate"
 PIECE = 64 * 1024  # decoded bytes produced per step, whatever one raw chunk holds
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-class UnsupportedEncoding(ValueError):
+class UnsupportedEncoding(TinyAgentError, ValueError):
     """The body's Content-Encoding is not one this client decodes."""
 
 

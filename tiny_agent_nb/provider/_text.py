@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .._exceptions import TinyAgentError
 from ..session import MAX_JSON_DEPTH, json_depth, json_value_problem
 from ..words import shorten, valid_text
 
@@ -24,7 +25,7 @@ INVALID_ARGUMENTS_LIMIT = 16 * 1024
 # ---------------------------------------------------------------- tool-call arguments
 
 
-class _NotJson(ValueError):
+class _NotJson(TinyAgentError, ValueError):
     pass
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from .._exceptions import TinyAgentError
 from ..redaction import redact_url
 from ..session import AssistantMessage
 
@@ -22,6 +23,8 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 # 64k tokens at ~40 tokens/s take ~27 minutes; an attempt still going after 30 is a server
 # that trickles or pings without end, and the cell must not hang on it forever.
 ATTEMPT_TIMEOUT = 1800.0
+# Seconds to wait for the next byte of a response (TinyAgent.request_timeout's default).
+READ_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class ProviderConfig:
     max_tokens: int | None = None
     stream: bool = True
     connect_timeout: float = 10.0
-    read_timeout: float = 120.0  # between two bytes of the response, not the whole answer
+    read_timeout: float = READ_TIMEOUT  # between two bytes of the response, not the whole answer
     # Bounds on one attempt (one request), so an endless or trickling answer cannot hold
     # the kernel or its memory forever: bytes of the body, seconds from request to last byte.
     max_response_bytes: int = MAX_RESPONSE_BYTES
@@ -130,7 +133,7 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted
 ErrorKind = Literal["http", "timeout", "network", "protocol", "contextLength"]
 
 
-class ProviderError(Exception):
+class ProviderError(TinyAgentError):
     """A request that produced no usable answer.
 
     `retryable` errors (429, 5xx, timeouts, dropped connections) are retried by the loop as

@@ -85,9 +85,10 @@ def context_too_long(
     where = f"HTTP {status}" if status is not None else "in its answer"
     numbers = context_numbers(error, full if full is not None else said)
     return ProviderError(
+        # What happened only: the loop compacts and retries, and a surface that shows the
+        # failure says what to do next (the kind, contextLength, is the reason).
         f"The conversation is too long for the model's context window ({where}: {said}). "
-        "The session file is unchanged. Compact it (%agent compact), start a new session "
-        "(%agent new), or choose a model with a larger context window.",
+        "The session file is unchanged.",
         kind="contextLength",
         retryable=False,
         status=status,

@@ -1,21 +1,14 @@
-"""Errors raised by the session store.
-
-SessionError
-├── NotASessionError        no session here: empty, torn header, other data, not a regular file
-├── SessionCorruptError     a complete line is invalid: names the file, the line and the reason
-├── SessionLockedError      another writer holds the file (names its pid when the OS tells)
-├── InvalidTransactionError a commit was refused; nothing was written, nothing changed
-├── SessionWriteError       the OS refused a write (disk full, I/O): cut back, nothing committed
-├── SessionReplacedError    the path no longer names the writer's file: cut back, nothing committed
-└── SessionClosedError      the store was closed
-"""
+"""Errors raised by the session store. Their tree, with every other error of the
+package, is drawn in one place: tiny_agent_nb/_exceptions.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .._exceptions import TinyAgentError
 
-class SessionError(Exception):
+
+class SessionError(TinyAgentError):
     """Base class of every error the session store raises."""
 
 

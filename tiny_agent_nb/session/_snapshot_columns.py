@@ -16,6 +16,8 @@ from functools import partial
 from itertools import accumulate, chain, repeat
 from typing import Any, TypeVar
 
+from .._exceptions import TinyAgentError
+
 R = TypeVar("R", bound=tuple[Any, ...])
 
 # The array typecode of each width of the binary section's integers.
@@ -25,7 +27,7 @@ assert all(width in TYPECODES for width in (1, 2, 4, 8))
 Convert = Callable[[list[Any], str], list[Any]]
 
 
-class SnapshotError(Exception):
+class SnapshotError(TinyAgentError):
     """A snapshot body that does not decode into tables."""
 
 

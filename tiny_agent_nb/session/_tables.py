@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from .._exceptions import TinyAgentError
 from ._gc import gc_paused
 from ._lines import Lines
 from ._models import (
@@ -97,7 +98,7 @@ class ToolIntent(NamedTuple):
     status: IntentStatus = "pending"
 
 
-class Violation(Exception):
+class Violation(TinyAgentError):
     """An invariant a fact breaks; the caller adds where (line or transaction index)."""
 
 

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .._exceptions import TinyAgentError
 from ..session import ReplayPolicy, ToolIdentity
 from ._output import truncate
 
@@ -63,7 +64,7 @@ class ToolArguments(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class ToolError(Exception):
+class ToolError(TinyAgentError):
     """The tool could not do what was asked; the message says why, for the model."""
 
 

@@ -1,0 +1,71 @@
+"""Why the engine stopped a run, as data: which limit, and its figures.
+
+The engine states; the surfaces advise. A reason's `statement()` is what happened, in
+words that name no surface (it is the run's detail, recorded in the session file and
+shown by every surface as recorded); `RunResult.reason` carries the reason itself, from
+which each surface says what to do next in its own words (the notebook names its traits
+and `%agent` commands, notebook/_advice.py). Files written before these reasons hold the
+notebook's advice inside the detail: they load as they are, and show as recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..words import usd  # the one money format (docs/glossary.md)
+from ._window import WindowOrigin, describe_origin
+
+
+@dataclass(frozen=True)
+class BudgetReached:
+    """The run's spend (its resume chain's) is at or past its budget."""
+
+    budget: float  # USD
+    spent: float  # USD, of the priced requests
+    unknown: int  # requests of unknown cost (not in `spent`)
+    operations: int  # in the chain: 1 for a run never resumed
+    not_run: int  # tool calls of the last answer the stop leaves unrun
+
+    def statement(self) -> str:
+        whose = "this run" if self.operations == 1 else f"this run ({self.operations} operations)"
+        calls = "tool call" if self.not_run == 1 else "tool calls"
+        return (
+            f"budget {usd(self.budget)} reached: {whose} spent {usd(self.spent)}"
+            + (f", plus {self.unknown} of unknown cost" if self.unknown else "")
+            + (f"; {self.not_run} {calls} of the last answer did not run" if self.not_run else "")
+        )
+
+
+@dataclass(frozen=True)
+class StepsReached:
+    """The run took its `max_steps` model steps."""
+
+    max_steps: int
+
+    def statement(self) -> str:
+        steps = self.max_steps
+        return f"stopped after {steps} model step{'s' * (steps != 1)} (max_steps)"
+
+
+@dataclass(frozen=True)
+class ContextFull:
+    """The request does not fit the model's context window: `fixed`, what every request
+    carries (the system prompt and the tool definitions) leaves no room at all;
+    `conversation`, the conversation does not fit even after compacting."""
+
+    what: Literal["fixed", "conversation"]
+    window: int  # tokens
+    origin: WindowOrigin  # where that number comes from (configured, a refusal...)
+    cause: str  # the compaction's or the server's words
+
+    def statement(self) -> str:
+        after = "" if self.what == "fixed" else " even after compacting"
+        window = f"{self.window} tokens, {describe_origin(self.origin)}"
+        return (
+            f"the conversation does not fit the model's context window ({window})"
+            f"{after}: {self.cause}. Everything is kept in the session"
+        )
+
+
+StopReason = BudgetReached | StepsReached | ContextFull

@@ -1,0 +1,52 @@
+"""What to do next after a run stopped at a limit, in the notebook's words: its traits,
+`%%agent`'s options and `%agent` commands. The engine states the reason (the run's detail,
+recorded) and gives its figures (`RunResult.reason`); these lines follow the statement."""
+
+from __future__ import annotations
+
+from ..agent import BudgetReached, ContextFull, RunResult, StepsReached, StopReason
+from ..render import cell_text
+
+RAISE_BUDGET = "Raise TinyAgent.budget (or pass --budget) and `%agent resume` to go on"
+MORE_STEPS = (
+    "`%agent resume` gives the run more steps (`%agent resume --max-steps N` for N of them), "
+    "or send a new prompt"
+)
+FEWER_FIXED = (
+    'Next: offer fewer tools (`%%agent --tools read_file,python`, or `--tools ""` for none), '
+    "a shorter TinyAgent.system_prompt, or a model served with a larger context window "
+    "(TinyAgent.context_window, if the server's number is wrong)"
+)
+LESS_CONVERSATION = (
+    "Next: `%agent compact` with instructions to keep less, a smaller "
+    "TinyAgent.keep_tail_tokens, or `%agent new` to start a fresh session"
+)
+
+
+def next_step(reason: StopReason | None) -> str | None:
+    """The notebook's advice for `reason`; None when there is none to give."""
+    if isinstance(reason, BudgetReached):
+        return RAISE_BUDGET
+    if isinstance(reason, StepsReached):
+        return MORE_STEPS
+    if isinstance(reason, ContextFull):
+        return FEWER_FIXED if reason.what == "fixed" else LESS_CONVERSATION
+    return None
+
+
+def stated(result: RunResult) -> str:
+    """The run's detail (escaped for a cell), then the advice its reason calls for."""
+    detail = cell_text(result.detail or "")
+    advice = next_step(result.reason)
+    if advice is None:
+        return detail
+    return f"{detail}. {advice}" if detail else advice
+
+
+def outcome_line(result: RunResult) -> str | None:
+    """The cell's last line after a run that did not complete, else None."""
+    if result.outcome == "failed":
+        return f"✗ The run failed: {stated(result)}"
+    if result.outcome in ("stepLimit", "budgetLimit"):
+        return f"‖ {stated(result)}."
+    return None

@@ -1,0 +1,234 @@
+"""The `%agent` subcommands in one registry (as the command line's `Command`): what each
+is called, takes and says. `%agent help`, `%%agent?` and each `%agent NAME --help` are
+generated from it, the magics dispatch through it (`AgentMagics._cmd_NAME` runs NAME),
+and tests/test_notebook_commands.py holds the README's `%agent` table to it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from IPython.core.error import UsageError
+
+WIDTH = 80  # the help's lines, as a terminal and a notebook output show them whole
+COLUMN = 21  # where a summary starts after `%agent NAME ARGUMENTS`
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One `%agent NAME`: its arguments as the usage shows them, its one-line summary
+    (the help's and the README table's), what follows the name on the line, and which
+    of `%%agent`'s options it takes (any other is refused, not ignored)."""
+
+    name: str
+    arguments: str
+    summary: str
+    takes: Literal["nothing", "path", "text", "name"] = "nothing"
+    options: tuple[str, ...] = ()
+
+    @property
+    def usage(self) -> str:
+        return " ".join(filter(None, ["%agent", self.name, self.arguments]))
+
+
+# `%%agent`'s options (the argparse dest, the flag and its help), in the usage's order.
+OPTIONS: dict[str, tuple[str, str]] = {
+    "model": ("--model", "model id for this cell (default: TinyAgent.model)"),
+    "max_steps": ("--max-steps", "model steps before stopping (stepLimit)"),
+    "budget": ("--budget", "USD this run may spend (budgetLimit)"),
+    "tools": (
+        "--tools",
+        "comma-separated tools for this cell, e.g. read_file,grep; an MCP server's tools "
+        "by name (time__get_current_time) or all of them (time__*)",
+    ),
+    "approve": ("--approve", "tools that change things"),
+    "demo": (
+        "--demo",
+        "answer with the offline demo model (also %agent resume/compact), even in a "
+        "session a real model worked on",
+    ),
+}
+# What `%agent resume` takes of `%%agent`'s options (None: the configured value).
+RUN_OPTIONS = ("model", "max_steps", "budget", "tools", "approve")
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    s.name: s
+    for s in (
+        Subcommand(
+            "status",
+            "",
+            "the session file, runs, what is open or interrupted, cost, the context window "
+            "(and where it comes from), the start of the summary",
+        ),
+        Subcommand(
+            "timeline",
+            "",
+            "live timeline (runs, attempts, tools, usage), updated in place: HTML that stays "
+            "in the saved notebook, text in a terminal",
+        ),
+        Subcommand("usage", "", "tokens and cost, per run and in total"),
+        Subcommand(
+            "resume",
+            "[--budget USD] [--max-steps N] [--demo] [...]",
+            "continue the latest run that was interrupted, aborted, or stopped by its budget "
+            "or `max_steps` (in this kernel or a new one); takes the options of `%%agent` "
+            "(in Jupyter, the Resume button under a stopped run does the same). A budget "
+            "still reached stops it again at once, without asking the model; `--max-steps` "
+            "(default `TinyAgent.max_steps`) counts the resume's own steps",
+            options=(*RUN_OPTIONS, "demo"),
+        ),
+        Subcommand(
+            "compact",
+            "[INSTRUCTIONS] [--demo]",
+            "summarize the conversation so far into a checkpoint (INSTRUCTIONS: what the "
+            "summary must also keep); later requests send the summary and the recent turns "
+            "instead of everything. Runs also compact on their own past "
+            "`TinyAgent.compact_threshold` of the context window",
+            takes="text",
+            options=("demo",),
+        ),
+        Subcommand(
+            "summary",
+            "",
+            "the summary the model is sent in place of the earlier conversation after a "
+            "compaction, whole (it "
+            "reaches the model as the assistant's own note, not in your voice)",
+        ),
+        Subcommand(
+            "new", "", "keep this conversation as `NAME.agent.<n>.jsonl` and start a new one"
+        ),
+        Subcommand(
+            "session",
+            "[PATH]",
+            "show, or switch to, the session file PATH (its directory must exist; quote a "
+            "PATH with spaces as in a shell)",
+            takes="path",
+        ),
+        Subcommand(
+            "mcp",
+            "",
+            "the MCP servers (TinyAgent.mcp_servers): state, version, the tools the model "
+            "sees, why one failed; starts them if they are not running",
+        ),
+        Subcommand(
+            "help",
+            "[COMMAND]",
+            "the help: all of it, or one command's (as `%agent COMMAND --help`); "
+            "`%agent --help`, `%%agent --help` and `%%agent?` show all of it",
+            takes="name",
+        ),
+    )
+}
+
+CELL_FORM = """\
+Run a prompt through the durable agent loop, or manage the session.
+
+Cell form (the body is the prompt):
+
+    %%agent [--model M] [--max-steps N] [--tools a,b,srv__*] [--approve auto|ask|deny]
+            [--budget USD] [--demo]
+    Find why tests/test_parse.py fails and fix it.
+
+Without a key or base URL the offline demo model answers, but not in a session a
+real model worked on: configure that model, or ask for the demo with `--demo`.
+
+`--tools` names built-in tools and MCP tools (`srv__tool`; `srv__*` is every tool
+of the MCP server srv). `--approve` applies to MCP tools like to bash.
+
+`{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
+keeps `{name}` as text. Nothing else changes: unknown names, `${VAR}`, other
+braces, and code in ``` fences or `backticks` reach the model as written.
+"""
+CLOSING = """\
+Every step is written to the session file before it takes effect; after a kernel
+restart, `%load_ext tiny_agent_nb` reports what was interrupted.
+"""
+
+
+def _entry(head: str, text: str, indent: str = "    ") -> str:
+    """`head` then `text` wrapped in a column (on the next line when `head` is wider)."""
+    column = indent + " " * COLUMN
+    if len(head) < COLUMN:
+        first = indent + head.ljust(COLUMN)
+        return textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=column)
+    wrapped = textwrap.fill(text, WIDTH, initial_indent=column, subsequent_indent=column)
+    return f"{indent}{head}\n{wrapped}"
+
+
+def magic_help() -> str:
+    """The whole help, before the option list argparse adds: `%%agent?`'s docstring."""
+    rows = [_entry(s.usage, s.summary) for s in SUBCOMMANDS.values()]
+    return f"{CELL_FORM}\nLine form:\n\n" + "\n".join(rows) + f"\n\n{CLOSING}"
+
+
+def command_help(name: str) -> str:
+    """`%agent NAME --help`: its usage, its summary, and the options it takes."""
+    command = SUBCOMMANDS[name]
+    lines = [command.usage, "", textwrap.fill(command.summary, WIDTH)]
+    if command.options:
+        lines += ["", "options (as %%agent's):"]
+        lines += [_entry(OPTIONS[o][0], OPTIONS[o][1], indent="  ") for o in command.options]
+    return "\n".join(lines) + "\n"
+
+
+def check_command(args: Any) -> tuple[Subcommand, list[str]]:
+    """The subcommand a line names and what follows its name, checked against the
+    registry: a UsageError (no traceback) for an unknown name, an argument it does not
+    take, or an option of `%%agent` it does not take."""
+    names = ", ".join(SUBCOMMANDS)
+    if not args.command:
+        raise UsageError(f"%agent needs a command: {names} (see %agent help)")
+    name, *rest = args.command
+    command = SUBCOMMANDS.get(name)
+    if command is None:
+        raise UsageError(f"unknown command {name!r}; use one of {names}")
+    for option in OPTIONS:
+        given = getattr(args, option)
+        if given not in (None, False) and option not in command.options:
+            flag = OPTIONS[option][0]
+            if option == "demo":
+                raise UsageError("--demo goes with %%agent, %agent resume and %agent compact")
+            raise UsageError(f"%agent {name} takes no {flag} (see %agent {name} --help)")
+    if rest and command.takes == "nothing":
+        raise UsageError(f"%agent {name} takes no argument")
+    if command.takes in ("path", "name") and rest:
+        rest = _shell_words(rest, name)
+    return command, rest
+
+
+def _shell_words(rest: list[str], name: str) -> list[str]:
+    # IPython splits the line keeping quotes (and splits `my\\ notes.jsonl` in two): the
+    # rest is read as a shell reads it, so `"my notes.jsonl"` names my notes.jsonl, as the
+    # `%agent session` lines this package prints quote it.
+    try:
+        words = shlex.split(" ".join(rest))
+    except ValueError as exc:
+        raise UsageError(f"bad path: {' '.join(rest)!r} ({exc})") from None
+    what = SUBCOMMANDS[name].arguments.strip("[]")
+    if len(words) > 1:
+        raise UsageError(f"%agent {name} takes one {what}")
+    if words == [""]:  # `%agent session ""`: no path, not the default one
+        raise UsageError(f"%agent {name} {what}: the {what.lower()} is empty")
+    return words
+
+
+def run_options(args: Any) -> dict[str, Any]:
+    """What `%%agent` and `%agent resume` take from their options, checked: a bad one is a
+    UsageError before anything is committed. `--tools ""` is no tools, not the default."""
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be at least 1")
+    if args.budget is not None and not 0 < args.budget < float("inf"):
+        raise UsageError("--budget must be a positive number of USD, e.g. --budget 0.50")
+    tools = None
+    if args.tools is not None:
+        # IPython splits the line keeping quotes: `--tools ""` arrives as '""', and means
+        # no tools, as a shell reads it (the default, all of them, is no --tools at all).
+        try:
+            value = ",".join(shlex.split(args.tools))
+        except ValueError as exc:
+            raise UsageError(f"bad --tools {args.tools!r} ({exc})") from None
+        tools = [t.strip() for t in value.split(",") if t.strip()]
+    return {option: getattr(args, option) for option in RUN_OPTIONS} | {"tools": tools}

@@ -1,0 +1,145 @@
+"""How one kernel makes the loop of a run: the provider (or the offline demo model), the
+window the server lists for the model, the tools, the configuration digest, and the
+`LoopConfig` from `TinyAgent` and a cell's options."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ..agent import (
+    AgentLoop,
+    ChatProvider,
+    ContextProjection,
+    LoopConfig,
+    LoopObserver,
+    notebook_system_prompt,
+)
+from ..provider import DEMO_MODEL, DEMO_PROVIDER, DemoProvider
+from ..session import SessionStore
+from ..tools import ToolContext
+from ._config import TinyAgent
+from ._mcp import KernelServers
+from ._opening import NotebookError
+from ._provider import KernelProvider
+from ._session_model import SessionModel
+
+AskFn = Callable[[str, object], bool]
+# Ctrl-C while the server's metadata was asked for the window (a server may hold that
+# answer up to read_timeout, and it is asked again by the next cell).
+WINDOW_ASK_INTERRUPTED = (
+    "■ Interrupted while asking the server for the model's context window, before the "
+    "run started: nothing was sent or recorded. Setting TinyAgent.context_window (tokens) "
+    "skips asking."
+)
+
+
+class LoopBuilder:
+    """Makes a run's `AgentLoop` over a store, as `TinyAgent` and the cell configure it."""
+
+    def __init__(
+        self,
+        config: TinyAgent,
+        namespace: dict[str, object],
+        hidden_variables: Mapping[str, object],
+        propose_cell: Callable[[str], None] | None,
+        *,
+        provider: KernelProvider,
+        mcp: KernelServers,
+        session_model: SessionModel,
+    ) -> None:
+        self.config = config
+        self.namespace = namespace
+        self.hidden_variables = hidden_variables
+        self.propose_cell = propose_cell
+        self.provider = provider
+        self.mcp = mcp
+        self.session_model = session_model
+        self.today = datetime.date.today  # the date the system prompt says
+
+    def workspace(self) -> Path:
+        return Path(self.config.workspace or Path.cwd()).resolve()
+
+    def _system_prompt(self, tools: Sequence[str]) -> str:
+        return notebook_system_prompt(
+            workspace=str(self.workspace()),
+            tools=tools,
+            today=self.today(),
+            user_cells=self.config.user_cells_chars > 0,
+        )
+
+    def build(
+        self,
+        store: SessionStore,
+        projection: ContextProjection,
+        *,
+        stopped_by: Callable[[], str | None] | None,
+        observer: LoopObserver | None = None,
+        ask: AskFn | None = None,
+        model: str | None = None,
+        max_steps: int | None = None,
+        budget: float | None = None,
+        tools: list[str] | None = None,
+        approve: str | None = None,
+        provider: ChatProvider | None = None,
+        with_mcp: bool = True,
+        demo: bool = False,
+    ) -> AgentLoop:
+        """`run`'s options (None: the configured value); `provider`: a recovery's, which
+        asks no server; `projection`: the context the kernel follows for `store`."""
+        provider_config = self.provider.provider_config(model)
+        window = self.config.context_window
+        base_url: str | None = None  # with the model, what the session learns windows for
+        listed: int | None = None
+        if self.session_model.uses_demo(model, demo):
+            provider = DemoProvider()
+            provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
+        elif provider is None:
+            provider = self.provider.build(provider_config)
+            # Unset, and not learned by this session yet, the window is the one the
+            # server's metadata states for this model (asked once per open session; the
+            # loop records it). A recovery's loop (a provider given) asks no server.
+            base_url = provider_config.redacted_base_url
+            if not window and store.learned_window(base_url, provider_config.model) is None:
+                try:
+                    listed = self.provider.context_window(model)
+                except KeyboardInterrupt:  # nothing of the run exists yet: say so
+                    raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
+        registry = self.mcp.registry(tools, with_mcp=with_mcp)
+        digest = provider_config.digest_material()
+        servers = self.mcp.digest_material(registry)
+        if servers:  # a different server behind the same tool names is another configuration
+            digest = {**digest, "mcpServers": servers}
+        config = LoopConfig(
+            provider=provider_config.provider,
+            model=provider_config.model,
+            provider_digest=digest,
+            system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
+            max_steps=max_steps or self.config.max_steps,
+            budget=budget if budget is not None else self.config.budget,
+            approval=(approve or self.config.approve),  # type: ignore[arg-type]
+            context_window=window,
+            base_url=base_url,
+            listed_window=listed,
+            compact_threshold=self.config.compact_threshold,
+            keep_tail_tokens=self.config.keep_tail_tokens,
+        )
+        return AgentLoop(
+            store,
+            provider,
+            registry,
+            ToolContext(
+                workspace=self.workspace(),
+                namespace=self.namespace,
+                hidden_variables=self.hidden_variables,
+                propose_cell=self.propose_cell,
+                secrets=self.config.secrets(),
+            ),
+            config,
+            ask=ask,
+            observer=observer,
+            projection=projection,
+            stopped_by=stopped_by,
+        )
