@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..provider import Completion, ProviderError, wire
+from ..provider import Completion, ProviderError
+from ..provider import messages as m
 from ..render import usd  # the one money format (docs/glossary.md)
 from ..session import CompactionEntry, NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
@@ -40,7 +41,7 @@ def estimate_tokens(byte_count: int) -> int:
 class Summarizer(Protocol):
     def complete(
         self,
-        messages: Sequence[wire.Encoded],
+        context: m.Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: None = None,
@@ -230,7 +231,7 @@ class Compactor:
         return done
 
     def _ask(
-        self, messages: list[bytes], operation_id: str, step: int, attempt: int
+        self, messages: list[m.Message], operation_id: str, step: int, attempt: int
     ) -> tuple[str, Completion]:
         """The summarization attempt (and, after a stream that ended empty, one more
         without streaming, whose answer says why)."""
@@ -252,9 +253,10 @@ class Compactor:
                 ]
             )
             try:
+                context = m.Context.of(messages)
                 if stream is None:
-                    return attempt_id, self._provider.complete(messages, [])
-                return attempt_id, self._provider.complete(messages, [], stream=stream)
+                    return attempt_id, self._provider.complete(context, [])
+                return attempt_id, self._provider.complete(context, [], stream=stream)
             except ProviderError as error:
                 learned: list[NewFact] = []
                 if error.kind == CONTEXT_LENGTH:
@@ -270,7 +272,8 @@ class Compactor:
     def _too_large(self, summary: str, cut: Cut) -> str | None:
         """Why `summary` would not make room (None when it does): the context it leaves,
         the system prompt, tools, summary and tail, must be under the threshold."""
-        summary_bytes = sum(len(m) + 1 for m in summary_messages(summary)) + len(continued())
+        summary_bytes = sum(m.size(x) + 1 for x in summary_messages(summary))
+        summary_bytes += m.size(continued())
         after = self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
         if after < self.limit():
             return None
