@@ -10,10 +10,13 @@ such thing as a note sends it as an assistant turn.
 A context is three parts (`Context`): a short head (system prompt, a checkpoint's
 summary), the history (`History`: the long, append-only part, as long as the session),
 and a short tail (answers for tool calls that never started, a kernel notice waiting for
-its prompt). A provider that reads the messages one by one iterates the context; one
-that keeps the history encoded between requests (the OpenAI-compatible provider keeps
-it in memory maps, so a step never re-encodes it) asks the history for a `HistoryCache`
-of its own, which the history then feeds each message as it is appended.
+its prompt). The history keeps no message itself: it feeds each one, as it is appended,
+to the caches kept of it (`HistoryCache`). A provider that reads the messages one by one
+iterates the context (a `MessageList` is kept); one that keeps the history encoded
+between requests declares its cache (`HISTORY_CACHE`, read by `history_cache`: the
+OpenAI-compatible provider keeps it in memory maps, so a step never re-encodes it). The
+agent loop keeps the provider's cache from a run's start, so a history built then is
+built straight into it.
 
 Sizes (`size`) are estimates, counted on each message's canonical JSON (`canonical`: its
 role, content and tool calls in the common chat shape); a server's own token count
