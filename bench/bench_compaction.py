@@ -5,10 +5,10 @@
 The subject (issue 11, docs/spec.md §10): once a checkpoint is committed, the cost of the next
 request must not depend on the history it summarized. What is timed is what a notebook
 cell does for each model attempt, with the context projection already built and kept
-(a cell's projection follows the store): `ContextProjection.messages()` followed by the
-provider's request body for that attempt (`request_parts` with the built-in tools'
-schemas, and the size sum `Provider.complete` logs), i.e. everything up to the bytes
-handed to httpx.
+(a cell's projection follows the store): its messages as the OpenAI-compatible provider
+sends them (`encoded(ContextProjection.context())`), followed by the provider's request
+body for that attempt (`request_parts` with the built-in tools' schemas, and the size sum
+`Provider.complete` logs), i.e. everything up to the bytes handed to httpx.
 
 Each session is written with the store directly (no model, no loop): N entries of
 complete agent runs (user / assistant tool call / ~200 B tool result / answer, with their
@@ -47,7 +47,7 @@ from pathlib import Path
 from _report import Row, now, print_rows, print_spreads, revision, settle, spread
 
 from tiny_agent_nb.agent import ContextProjection
-from tiny_agent_nb.provider import ProviderConfig
+from tiny_agent_nb.provider import ProviderConfig, encoded
 from tiny_agent_nb.provider._request import request_parts
 from tiny_agent_nb.session import (
     HeaderInit,
@@ -167,7 +167,7 @@ TOOLS = builtin_registry().schemas()
 
 def one_request(projection: ContextProjection) -> list[bytes]:
     """What `AgentLoop` + `Provider.complete` do before handing the body to httpx."""
-    body = request_parts(CONFIG, projection.messages(), TOOLS)
+    body = request_parts(CONFIG, encoded(projection.context()), TOOLS)
     sum(len(part) for part in body)
     return body
 

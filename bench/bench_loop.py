@@ -82,7 +82,7 @@ from _report import (  # bench/ is on sys.path when a script here runs
 )
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
-from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent
+from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent, messages
 from tiny_agent_nb.session import Fact, HeaderInit, NewFact, SessionState, SessionStore
 from tiny_agent_nb.tools import (
     Tool,
@@ -301,14 +301,14 @@ class TimedProvider:
 
     def complete(
         self,
-        messages: Sequence[bytes],
+        context: messages.Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,
     ) -> Completion:
         start = time.perf_counter()
         try:
-            return self.provider.complete(messages, tools, on_event=on_event)
+            return self.provider.complete(context, tools, on_event=on_event)
         finally:
             self.seconds += time.perf_counter() - start
 

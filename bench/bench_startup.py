@@ -19,7 +19,8 @@ the offline demo model (no key), and times:
 - recovery: `NotebookRuntime._recover` (settling the run the dead kernel left open);
 - report: the rest of `%load_ext` (the open report and its text, the magics);
 - and then what the first request of the first `%%agent` cell does before it is sent:
-  build the model's context (`NotebookRuntime.context().messages()`).
+  build the model's context as the OpenAI-compatible provider sends it
+  (`encoded(NotebookRuntime.context().context())`).
 
 Memory is the session's: resident memory after `%load_ext` minus before it (the
 import done), the peak resident memory during it (VmHWM, reset before it), and what
@@ -269,9 +270,11 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
         result["traced_peak"] = tracemalloc.get_traced_memory()[1] - traced_before
     # What the first cell's first request does before it is sent: build the model's
     # context. (A demo-model cell would not show it: its small window compacts first.)
+    from tiny_agent_nb.provider import encoded  # noqa: PLC0415 (after the timed import)
+
     agent = shell.magics_manager.registry["AgentMagics"].runtime
     c0, w0 = cpu(), wall()
-    sent = agent.context().messages()
+    sent = encoded(agent.context().context())
     timed["cell"], timed["cell_wall"] = cpu() - c0, wall() - w0
     result["context_bytes"] = sum(len(m) for m in sent)
     result["cell_rss"] = _status("VmRSS") - rss_before
@@ -407,7 +410,7 @@ def report(
         ("open the store (`_open_store`)", "open"),
         ("recovery (`_recover`)", "recovery"),
         ("report and magics (the rest)", "rest"),
-        ("then the first request's context (`context().messages()`)", "cell"),
+        ("then the first request's context (`encoded(context().context())`)", "cell"),
     ):
         print(f"| {part} | {ms(med(key))} ({every(key)}) |")
     print()

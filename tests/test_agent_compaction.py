@@ -19,6 +19,8 @@ from tiny_agent_nb.provider import (
     ProviderConfig,
     ProviderError,
     StreamEvent,
+    encoded,
+    messages,
 )
 from tiny_agent_nb.session import CompactionEntry, load_session
 from tiny_agent_nb.tools import ToolSchema
@@ -111,12 +113,12 @@ class TooLong:
 
     def complete(
         self,
-        messages: Sequence[bytes],
+        context: messages.Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,
     ) -> Completion:
-        if sum(len(m) for m in messages) > self.limit:
+        if sum(len(m) for m in encoded(context)) > self.limit:
             self.refused += 1
             raise ProviderError(
                 "This model's maximum context length is 4000 tokens",
@@ -124,7 +126,7 @@ class TooLong:
                 retryable=False,
                 status=400,
             )
-        return self.inner.complete(messages, tools, on_event=on_event)  # type: ignore[no-any-return]
+        return self.inner.complete(context, tools, on_event=on_event)  # type: ignore[no-any-return]
 
 
 def test_a_context_length_refusal_compacts_and_retries_as_a_new_attempt(
@@ -248,14 +250,14 @@ class InterruptSummaries:
 
     def complete(
         self,
-        messages: Sequence[bytes],
+        context: messages.Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,
     ) -> Completion:
         if not tools:
             raise KeyboardInterrupt
-        return self.inner.complete(messages, tools, on_event=on_event)  # type: ignore[no-any-return]
+        return self.inner.complete(context, tools, on_event=on_event)  # type: ignore[no-any-return]
 
 
 def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
@@ -282,7 +284,7 @@ def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
     assert (last.status, last.error and last.error.kind) == ("failed", "aborted")
     assert not any(isinstance(e.entry, CompactionEntry) for e in state.entries.values())
     # the context is every entry, as it was: both reads verbatim
-    sent = b",".join(ContextProjection.from_state(state, None).messages()).decode()
+    sent = b",".join(encoded(ContextProjection.from_state(state, None).context())).decode()
     assert sent.count(BIG) == 2
 
 

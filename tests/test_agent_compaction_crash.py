@@ -11,6 +11,7 @@ from typing import Any
 from test_agent_crash import TIMEOUT_S, Bench
 
 from tiny_agent_nb.agent import ContextProjection
+from tiny_agent_nb.provider import encoded
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
 from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
@@ -35,7 +36,7 @@ def _compactions(state: SessionState) -> list[CompactionEntry]:
 
 
 def _context(path: Path) -> list[bytes]:
-    return ContextProjection.from_state(load_session(path), None).messages()
+    return encoded(ContextProjection.from_state(load_session(path), None).context())
 
 
 def _restart_changes_nothing(bench: Bench) -> None:

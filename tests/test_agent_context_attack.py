@@ -5,9 +5,11 @@ the old way sent.
 For a session of N transactions, every (s, b) with s <= b is tried: the projection is made
 when the session holds s transactions (a kernel's start, or `%agent session` switching to
 it), the transactions up to b commit before its first read (a recovery, a user's entry),
-and it is built at b, then follows the rest. Each view it gives (the messages sent,
-the unanswered calls, the ledger's input tokens) must equal a rebuild from the file at
-that point, and the eager projection made at s and followed (the old way) must agree too.
+and it is built at b, then follows the rest. Each view it gives (the bytes of the messages
+the OpenAI-compatible provider sends, the unanswered calls, the ledger's input tokens)
+must equal a rebuild from the file at that point, and the eager projection made at s and
+followed (the old way) must agree too; the bytes must be those of a reference that
+encodes each message as the wire did before the context became provider-neutral.
 Sessions: the valid conformance fixtures, and runs built with tests/scenario.py that go
 through retries, aborts with never-started calls, a crash with an interrupted tool,
 recovery, resume, a context-length refusal, checkpoints mid-run and a checkpoint that keeps
@@ -25,10 +27,11 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
-from tiny_agent_nb.agent._context import NO_ANSWER, last_input_tokens
-from tiny_agent_nb.agent._summary import CONTINUED, summary_messages
+from tiny_agent_nb.agent._context import NO_ANSWER
+from tiny_agent_nb.agent._ledger import last_input_tokens
+from tiny_agent_nb.agent._summary import CONTINUED, SUMMARY_HEADER, SUMMARY_LEAD
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent, resolve_session_path
-from tiny_agent_nb.provider import wire
+from tiny_agent_nb.provider import encoded
 from tiny_agent_nb.session import (
     AssistantEntry,
     CompactionEntry,
@@ -55,7 +58,7 @@ VALID = sorted(
     for p in FIXTURES.glob("*.expected.json")
     if "summary" in json.loads(p.read_text())
 )
-View = tuple[list[Any], list[str], int | None]
+View = tuple[bytes, list[str], int | None]
 
 
 def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook)
@@ -63,12 +66,59 @@ def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook
     return resolve_session_path(explicit=str(path), environ={}, user_ns={}, cwd=path.parent)
 
 
-_NO_ANSWER = wire.encode({"role": "assistant", "content": NO_ANSWER})
+def _wire(message: dict[str, Any]) -> bytes:
+    """A chat-completions message as main (51170d6) encoded it: compact UTF-8 JSON."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _user(content: str) -> bytes:
+    return _wire({"role": "user", "content": content})
+
+
+def _not_started(call_id: str) -> bytes:
+    return _wire({"role": "tool", "tool_call_id": call_id, "content": NOT_STARTED})
+
+
+_NO_ANSWER = _wire({"role": "assistant", "content": NO_ANSWER})
+
+
+def _entry_message(entry: EntryFact) -> dict[str, Any]:
+    """An entry as main's `wire.entry_message` made it (before the neutral messages)."""
+    body = entry.entry
+    if isinstance(body, UserEntry):
+        cells = body.userCells
+        content = f"{cells}\n\n{body.message.content}" if cells else body.message.content
+        return {"role": "user", "content": content}
+    if isinstance(body, KernelNotice):
+        return {"role": "user", "content": body.message.content}
+    if isinstance(body, AssistantEntry):
+        msg = body.message
+        shaped: dict[str, Any] = {"role": "assistant", "content": msg.content or msg.refusal or ""}
+        if msg.toolCalls:
+            shaped["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    },
+                }
+                for call in msg.toolCalls
+            ]
+        return shaped
+    assert isinstance(body, ToolResultEntry)
+    return {
+        "role": "tool",
+        "tool_call_id": body.message.toolCallId,
+        "content": body.message.content,
+    }
 
 
 def _reference(state: SessionState, system: str | None) -> View:
-    """What the eager projection sent before checkpoints sliced their runs (e0f3e51): at a
-    checkpoint whose cut it still holds, a summary, then the kept entries replayed."""
+    """The bytes the eager projection sent before checkpoints sliced their runs (e0f3e51),
+    each message encoded as main (51170d6) encoded it: at a checkpoint whose cut it still
+    holds, a summary, then the kept entries replayed."""
     kept: list[EntryFact] = []
     summary: str | None = None
     cut: str | None = None
@@ -83,11 +133,14 @@ def _reference(state: SessionState, system: str | None) -> View:
                 kept[ids.index(body.throughEntryId) + 1 :] if body.throughEntryId in ids else kept
             )
             summary, cut = body.summary, body.throughEntryId
-    messages: list[bytes] = [wire.system_message(system)] if system else []
+    messages: list[bytes] = [_wire({"role": "system", "content": system})] if system else []
     if summary is not None:
-        messages += summary_messages(summary)
+        messages += [
+            _user(SUMMARY_LEAD),
+            _wire({"role": "assistant", "content": f"{SUMMARY_HEADER}\n{summary}"}),
+        ]
         if not kept or not isinstance(kept[0].entry, UserEntry | KernelNotice):
-            messages.append(wire.user_message(CONTINUED))
+            messages.append(_user(CONTINUED))
     unanswered: list[str] = []
     for index, entry in enumerate(kept):
         body = entry.entry
@@ -98,26 +151,25 @@ def _reference(state: SessionState, system: str | None) -> View:
             if body.message.toolCallId in unanswered:
                 unanswered.remove(body.message.toolCallId)
         else:
-            messages += [wire.tool_message(c, NOT_STARTED) for c in unanswered]
+            messages += [_not_started(c) for c in unanswered]
             unanswered = []
-        message = wire.entry_message(entry)
-        assert message is not None
+        message = _entry_message(entry)
         before = kept[index - 1].entry if index else None
         if isinstance(body, UserEntry) and isinstance(before, KernelNotice):
-            message["content"] = wire.with_notice(before.message.content, message["content"])
+            message["content"] = f"{before.message.content}\n\n{message['content']}"
         if message["role"] == "user" and messages and json.loads(messages[-1])["role"] == "user":
             messages.append(_NO_ANSWER)  # a prompt whose run got no answer (§10 item 6)
-        messages.append(wire.encode(message))
+        messages.append(_wire(message))
         if isinstance(body, AssistantEntry):
             unanswered = [c.id for c in body.message.toolCalls]
-    messages += [wire.tool_message(c, NOT_STARTED) for c in unanswered]
-    return [json.loads(m) for m in messages], unanswered, last_input_tokens(state)
+    messages += [_not_started(c) for c in unanswered]
+    return b",".join(messages), unanswered, last_input_tokens(state)
 
 
 def _view(projection: ContextProjection) -> View:
-    parts = projection.messages()
+    """What the OpenAI-compatible provider sends of the projection, byte for byte."""
     return (
-        json.loads(b"[" + b",".join(parts) + b"]"),
+        b",".join(encoded(projection.context())),
         projection.unanswered_tool_calls(),
         projection.last_input_tokens(),
     )
@@ -355,7 +407,7 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
     agent = NotebookRuntime(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
         assert agent.open(_at(first)).recovery is not None
-        agent.context().messages()  # a's context is built and followed...
+        encoded(agent.context().context())  # a's context is built and followed...
         # ...then `%agent session` switches: b's dead run is settled at open, and a note
         # is committed before b's first request.
         assert agent.open(_at(second)).recovery is not None
@@ -377,7 +429,8 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
         assert result.outcome == "completed"
     finally:
         agent.close()
+    # Byte for byte, as the server read it.
+    assert b'"messages":[' + expected[0][0] + b"]," in server.requests[0].raw
     sent = server.requests[0].body["messages"]
-    assert sent == expected[0][0]
     assert "in b listed files" in sent[2]["content"]
     assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["b1", "b2"]

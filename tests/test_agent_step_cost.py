@@ -13,7 +13,7 @@ from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import ContextProjection
 from tiny_agent_nb.agent._budget import Spending, chain_spend
-from tiny_agent_nb.agent._context import last_input_tokens
+from tiny_agent_nb.agent._ledger import last_input_tokens
 from tiny_agent_nb.session import NewFact, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 

@@ -14,6 +14,7 @@ from polling import wait_until
 from test_notebook_kernel import SESSION, assert_clean, load, markdown
 
 from tiny_agent_nb.agent import ContextProjection
+from tiny_agent_nb.provider import encoded
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
 from kernel_helpers import Kernel, StartKernel, start_kernel, workspace
@@ -33,7 +34,7 @@ def _compactions(state: SessionState) -> list[CompactionEntry]:
 
 
 def _context(session: Path) -> list[bytes]:
-    return ContextProjection.from_state(load_session(session), None).messages()
+    return encoded(ContextProjection.from_state(load_session(session), None).context())
 
 
 def _summarizing(server: OpenAIServer) -> list[RecordedRequest]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from polling import wait_until
 
-from tiny_agent_nb.provider import wire
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import load_session
 
@@ -248,7 +248,7 @@ def test_prompt_variables_come_from_the_user_namespace(
     (request,) = server.requests
     prompt = "Write 3 facts about durable notebooks; keep {unknown} and {braces} as they are."
     sent = request.body["messages"][-1]  # after the cell that set the variables (spec §15)
-    assert sent["role"] == "user" and wire.prompt_of(sent["content"]) == prompt
+    assert sent["role"] == "user" and messages.prompt_of(sent["content"]) == prompt
 
 
 def test_missing_api_key_for_default_openrouter_is_one_readable_message(

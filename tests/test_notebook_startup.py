@@ -4,7 +4,6 @@ run without projecting the history; the first request after it sends all of it."
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from bench_scripts import bench_startup
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import run, shell
 
-from tiny_agent_nb.provider import wire
+from tiny_agent_nb.provider import Provider
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
 from openai_server import OpenAIServer, text_reply
@@ -46,15 +45,25 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
 ) -> None:
     path = tmp_path / "analysis.agent.jsonl"
     _left_open(path)
-    # Every entry the context projects is made a wire message here, once.
+    # Every message the context projects reaches the provider's cache here, once.
     projected: list[str] = []
-    entry_message: Callable[..., object] = wire.entry_message
+    key, make = Provider.HISTORY_CACHE
 
-    def counted(entry: object) -> object:
-        projected.append(type(entry).__name__)
-        return entry_message(entry)
+    class Counted:
+        def __init__(self) -> None:
+            self.inner = make()
 
-    monkeypatch.setattr(wire, "entry_message", counted)
+        def append(self, message: object, canonical: bytes) -> None:
+            projected.append(type(message).__name__)
+            self.inner.append(message, canonical)  # type: ignore[arg-type]
+
+        def drop(self, count: int, size: int) -> None:
+            self.inner.drop(count, size)
+
+        def parts(self) -> object:
+            return self.inner.parts()
+
+    monkeypatch.setattr(Provider, "HISTORY_CACHE", (key, Counted))
     out = run(shell, "%load_ext tiny_agent_nb", capsys)
     assert "marked interrupted" in out and "./deploy.sh" in out, out
     assert projected == []  # the recovery did not pay per history entry
@@ -75,11 +84,12 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
     deploy = [m for m in messages if m.get("tool_call_id") == "call_deploy"]
     assert len(deploy) == 1 and deploy[0]["content"].startswith("Interrupted:"), deploy
     assert len(messages) == 1 + RUNS * 4 + 3 + 1  # system, runs, Deploy's three, the turn
-    # Built once, for that request, then followed: each entry projected exactly once (the
-    # notice and its prompt as the one turn they make, made once from both).
+    # Built once, for that request, straight into the provider's cache, then followed:
+    # each message handed to it exactly once (the notice and its prompt as the one turn
+    # they make): those the request sent but the system prompt, then the answer.
     entries = load_session(path).entries
     assert len(entries) == RUNS * 4 + 3 + 3  # Deploy's three, notice, prompt, answer
-    assert len(projected) == len(entries) - 2
+    assert len(projected) == len(messages) - 1 + 1 == len(entries) - 1
 
 
 def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(

@@ -10,7 +10,7 @@ from typing import Any
 
 from test_notebook_kernel import assert_clean, load
 
-from tiny_agent_nb.provider import wire
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import UserEntry, load_session
 
 from kernel_helpers import Kernel, StartKernel, start_kernel, workspace
@@ -23,7 +23,7 @@ KEY = "sk-user-cells-SECRET-0123456789"
 PARSE = "import json\n\ndef parse(text):\n    return json.loads(text)"
 FAILING = 'records = parse("{bad json")'
 MESSAGE = "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
-EXPECTED = f"""{wire.USER_CELLS_START}
+EXPECTED = f"""{messages.USER_CELLS_START}
 In [2]:
 ```python
 {PARSE}
@@ -33,7 +33,7 @@ In [3]:
 {FAILING}
 ```
 → json.decoder.JSONDecodeError: {MESSAGE} (at In [2], line 4: return json.loads(text))
-{wire.USER_CELLS_END}"""
+{messages.USER_CELLS_END}"""
 
 
 def user_entries(session: Path) -> list[UserEntry]:
@@ -148,5 +148,6 @@ def test_the_newest_cells_fit_the_budget_and_the_older_are_counted(
     assert cells.splitlines()[1] == "[6 earlier cell(s) left out]"
     assert "step_5 = 5" in cells and "step_4" not in cells
     assert cells.endswith(
-        "→ ZeroDivisionError: division by zero (at In [9], line 1: 1 / 0)\n" + wire.USER_CELLS_END
+        "→ ZeroDivisionError: division by zero (at In [9], line 1: 1 / 0)\n"
+        + messages.USER_CELLS_END
     )

@@ -18,11 +18,9 @@ from tiny_agent_nb.notebook._user_cells import (
     is_agent_cell,
     kept_text,
 )
-from tiny_agent_nb.provider import wire
-from tiny_agent_nb.session import UserEntry
-from tiny_agent_nb.session import facts as f
+from tiny_agent_nb.provider import messages as wording
 
-START, END = wire.USER_CELLS_START, wire.USER_CELLS_END
+START, END = wording.USER_CELLS_START, wording.USER_CELLS_END
 
 
 def cells(*records: CellRecord) -> UserCells:
@@ -75,10 +73,8 @@ def test_a_line_that_forges_a_marker_is_set_off() -> None:
     text = cells(CellRecord(1, code, None)).digest(4000).text
     assert text is not None
     assert text.count(f"\n{END}") == 1 and text.endswith(END)
-    entry = f.user_message("prompt", user_cells=text).body
-    assert isinstance(entry, UserEntry)
-    content = wire.user_content(entry)
-    assert wire.prompt_of(content) == "prompt"
+    content = f"{text}\n\nprompt"  # a user entry's message: its cells, then the prompt
+    assert wording.prompt_of(content) == "prompt"
 
 
 def test_terminal_escapes_go_and_other_controls_are_escaped() -> None:
@@ -168,4 +164,4 @@ def test_whatever_the_cells_hold_the_text_stays_in_the_budget(
     assert text.startswith(START + "\n") and text.endswith("\n" + END)
     assert text.count(f"\n{END}") == 1
     content = f"{text}\n\nthe prompt"
-    assert wire.prompt_of(content) == "the prompt"
+    assert wording.prompt_of(content) == "the prompt"

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb.demo import DIES_TAG, run_notebook
-from tiny_agent_nb.provider import wire
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import load_session
 
 from kernel_helpers import kernel_env
@@ -193,7 +193,7 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
     prompt = first.body["messages"][-1]
     assert prompt["role"] == "user"
     # after the notebook's own cells that ran before it (docs/spec.md §15)
-    assert wire.prompt_of(prompt["content"]).startswith(
+    assert messages.prompt_of(prompt["content"]).startswith(
         "What is the sum of the numbers in the `n` column of numbers.csv?"
     )
     assert f"```bash\n{DATA_COMMAND}\n```" in prompt["content"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import (
     Completion,
@@ -65,13 +66,15 @@ def ask(
 ) -> tuple[Completion, list[StreamEvent]]:
     events: list[StreamEvent] = []
     with provider_for(server, **config) as provider:
-        completion = provider.complete(messages or [USER], tools or [], on_event=events.append)
+        completion = provider.complete(
+            verbatim(*(messages or [USER])), tools or [], on_event=events.append
+        )
     return completion, events
 
 
 def fail(server: OpenAIServer, **config: Any) -> ProviderError:
     with provider_for(server, **config) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     assert len(server.requests) == 1, "one complete() is exactly one HTTP request"
     return info.value
 
@@ -348,7 +351,9 @@ def test_content_null_beside_tool_calls_is_rejected_like_real_servers(
     tool = {"role": "tool", "tool_call_id": "c1", "content": "file text"}
     server.enqueue(text_reply("never sent"))
     with provider_for(server) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER, json.dumps(assistant).encode(), json.dumps(tool).encode()], [])
+        provider.complete(
+            verbatim(USER, json.dumps(assistant).encode(), json.dumps(tool).encode()), []
+        )
     assert info.value.status == 400 and not info.value.retryable
     assert "content null" in info.value.message
     assert server.pending_replies == 1
@@ -365,7 +370,7 @@ def test_an_unanswered_tool_call_is_rejected_with_the_servers_words(
         ],
     }
     with provider_for(server) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER, json.dumps(assistant).encode(), USER], [])
+        provider.complete(verbatim(USER, json.dumps(assistant).encode(), USER), [])
     assert info.value.status == 400 and info.value.kind == "http"
     assert "did not have response messages: call_9" in info.value.message
 
@@ -444,7 +449,7 @@ def test_404_names_the_model_and_the_base_url(server: OpenAIServer) -> None:
 def test_a_wrong_base_url_gets_a_real_404_that_says_so(server: OpenAIServer) -> None:
     config = ProviderConfig(model="m", base_url=f"http://127.0.0.1:{server.port}/api")
     with Provider(config) as p, pytest.raises(ProviderError) as info:
-        p.complete([USER], [])
+        p.complete(verbatim(USER), [])
     assert info.value.status == 404 and "base URL" in info.value.message
 
 
@@ -476,7 +481,7 @@ def test_a_connection_dropped_mid_stream_is_a_retryable_network_error(
     server.enqueue(drop_reply("This answer will never finish, sadly.", after=4))
     events: list[StreamEvent] = []
     with provider_for(server) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [], on_event=events.append)
+        provider.complete(verbatim(USER), [], on_event=events.append)
     assert (info.value.kind, info.value.retryable) == ("network", True)
     assert events and all(isinstance(e, TextDelta) for e in events)  # shown before the drop
     assert server.requests[0].outcome == "dropped"
@@ -502,7 +507,7 @@ def test_a_server_that_stalls_mid_stream_is_a_timeout(server: OpenAIServer) -> N
     server.enqueue(text_reply("first words then silence", hold=never, hold_after=3))
     events: list[StreamEvent] = []
     with provider_for(server, read_timeout=0.2) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [], on_event=events.append)
+        provider.complete(verbatim(USER), [], on_event=events.append)
     assert info.value.kind == "timeout" and info.value.retryable
     assert events
 
@@ -513,7 +518,7 @@ def test_a_refused_connection_is_a_retryable_network_error() -> None:
         port = s.getsockname()[1]
     config = ProviderConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1")
     with Provider(config) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     assert (info.value.kind, info.value.retryable) == ("network", True)
     assert "Could not connect" in info.value.message
 
@@ -635,11 +640,11 @@ def test_keyboard_interrupt_in_on_event_propagates_and_closes_the_response(
 
     with Provider(ProviderConfig(model="m", base_url=server.base_url), transport=transport) as p:
         with pytest.raises(KeyboardInterrupt):
-            p.complete([USER], [], on_event=interrupt)
+            p.complete(verbatim(USER), [], on_event=interrupt)
         assert transport.closed == 1
         held.set()
         assert server.requests[0].finished.wait(10)
-        assert p.complete([USER], []).message.content == "next"  # the client still works
+        assert p.complete(verbatim(USER), []).message.content == "next"  # the client still works
 
 
 @pytest.mark.skipif(
@@ -661,6 +666,6 @@ def test_keyboard_interrupt_while_blocked_reading_propagates(server: OpenAIServe
 
     config = ProviderConfig(model="m", base_url=server.base_url)
     with Provider(config, transport=transport) as p, pytest.raises(KeyboardInterrupt):
-        p.complete([USER], [], on_event=on_event)
+        p.complete(verbatim(USER), [], on_event=on_event)
     sent[0].join()
     assert transport.closed == 1

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 import pytest
+from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError, estimate_tokens
 
@@ -35,7 +36,7 @@ def provider_for(server: OpenAIServer, **config: Any) -> Provider:
 def failure(server: OpenAIServer, reply: Reply, messages: list[bytes] | None = None) -> Any:
     server.enqueue(reply)
     with provider_for(server) as provider, pytest.raises(ProviderError) as caught:
-        provider.complete(messages or [USER], [])
+        provider.complete(verbatim(*(messages or [USER])), [])
     return caught.value
 
 
@@ -255,10 +256,10 @@ def test_an_empty_event_stream_is_said_to_be_empty_and_asked_again_unstreamed(
     server.enqueue(raw_reply(""), text_reply("fine"))
     with provider_for(server) as provider:
         with pytest.raises(ProviderError) as caught:
-            provider.complete([USER], [])
+            provider.complete(verbatim(USER), [])
         assert caught.value.empty_stream is True
         assert caught.value.kind == "protocol"
-        assert provider.complete([USER], [], stream=False).message.content == "fine"
+        assert provider.complete(verbatim(USER), [], stream=False).message.content == "fine"
     first, second = server.requests
     assert first.body["stream"] is True
     assert second.body["stream"] is False and "stream_options" not in second.body
@@ -301,7 +302,7 @@ def test_the_context_error_keeps_a_secret_the_server_echoes_out_of_its_message(
     server.enqueue(error_reply(400, f"maximum context length exceeded for key {KEY}"))
     provider = Provider(ProviderConfig(model="test/model", base_url=server.base_url, api_key=KEY))
     with provider, pytest.raises(ProviderError) as caught:
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     assert caught.value.kind == "contextLength"
     assert KEY not in caught.value.message and "[redacted]" in caught.value.message
 
@@ -314,11 +315,11 @@ def test_the_loopback_server_refuses_a_request_past_its_context_limit() -> None:
     with OpenAIServer(context_limit=500) as server, provider_for(server) as provider:
         server.enqueue(text_reply("fits"))
         with pytest.raises(ProviderError) as caught:
-            provider.complete([big], [])
+            provider.complete(verbatim(big), [])
         assert caught.value.kind == "contextLength"
         assert "maximum context length is 500 tokens" in caught.value.message
         assert server.pending_replies == 1  # the refused request consumed no reply
-        assert provider.complete([USER], []).message.content == "fits"
+        assert provider.complete(verbatim(USER), []).message.content == "fits"
         too_long, fitted = server.requests
         assert too_long.outcome == "too-long" and too_long.tokens is not None
         assert too_long.tokens > 500 >= (fitted.tokens or 0)
@@ -333,7 +334,7 @@ def test_the_strict_fixture_sees_an_invalid_conversation_the_client_sent(
         b'"function":{"name":"read","arguments":"{}"}}]}'
     )
     with provider_for(server) as provider, pytest.raises(ProviderError):
-        provider.complete([USER, unanswered, USER], [])
+        provider.complete(verbatim(USER, unanswered, USER), [])
     (request,) = server.invalid_requests
     assert "c1" in (request.problem or "")
 
@@ -346,7 +347,7 @@ def test_valid_conversations_leave_no_invalid_requests(strict_server: OpenAIServ
     )
     strict_server.enqueue(text_reply("done"))
     with provider_for(strict_server) as provider:
-        provider.complete([USER, *answered, USER], [])
+        provider.complete(verbatim(USER, *answered, USER), [])
     assert strict_server.invalid_requests == []
 
 

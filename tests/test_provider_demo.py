@@ -13,15 +13,35 @@ from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import OFFLINE, fresh_shell
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
-from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, wire
+from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, encoded, wire
+from tiny_agent_nb.provider import messages as m
+from tiny_agent_nb.session import ToolCall
 from tiny_agent_nb.tools import ToolSchema, builtin_registry
 
 BASH = ToolSchema(name="bash", version="1", description="run", parameters={"type": "object"})
 PROMPT = "Do this:\n```bash\necho one\n```\nand then\n```sh\necho two\n```\n"
 
 
-def enc(*messages: dict[str, Any]) -> list[bytes]:
-    return [json.dumps(m).encode() for m in messages]
+def enc(*messages: dict[str, Any]) -> m.Context:
+    """The conversation, written as chat messages, as the agent hands it to a provider."""
+    return m.Context.of([neutral(message) for message in messages])
+
+
+def neutral(message: dict[str, Any]) -> m.Message:
+    role, content = message["role"], message.get("content") or ""
+    if role == "system":
+        return m.System(content)
+    if role == "user":
+        return m.User(content)
+    if role == "tool":
+        return m.ToolResult(message["tool_call_id"], content)
+    calls = tuple(
+        ToolCall(
+            id=c["id"], name=c["function"]["name"], arguments=json.loads(c["function"]["arguments"])
+        )
+        for c in message.get("tool_calls", ())
+    )
+    return m.Assistant(content, calls)
 
 
 def call(call_id: str, command: str) -> dict[str, Any]:
@@ -182,7 +202,7 @@ def test_its_prompt_count_covers_the_tool_schemas_as_a_server_counts_them() -> N
     messages = enc({"role": "system", "content": "s" * 1200}, {"role": "user", "content": PROMPT})
     answer = DemoProvider().complete(messages, schemas)
     tool_bytes = len(wire.encode({"tools": [wire.tool_definition(s) for s in schemas]}))
-    sent = sum(len(m) for m in messages) + tool_bytes
+    sent = sum(len(part) for part in encoded(messages)) + tool_bytes
     assert answer.usage is not None
     assert answer.usage.input_tokens == sent // 4
 

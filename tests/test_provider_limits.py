@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from misbehaving_server import MisbehavingServer, Script, forever, once
+from provider_helpers import verbatim
 
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent
 from tiny_agent_nb.provider import (
@@ -41,7 +42,7 @@ def ask(server: MisbehavingServer, **config: Any) -> tuple[ProviderError, float]
         Provider(ProviderConfig(**settings), clock=clock) as provider,
         pytest.raises(ProviderError) as info,
     ):
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     return info.value, time.monotonic() - started
 
 
@@ -165,7 +166,7 @@ def test_an_answer_just_under_the_limits_is_read_whole() -> None:
     with MisbehavingServer(once(body), content_type="text/event-stream") as s:
         config = ProviderConfig(model="m", base_url=s.base_url, max_response_bytes=len(body))
         with Provider(config) as provider:
-            completion = provider.complete([USER], [])
+            completion = provider.complete(verbatim(USER), [])
     assert completion.message.content == "la " * 50
 
 

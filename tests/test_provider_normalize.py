@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import (
     Provider,
@@ -499,7 +500,7 @@ def test_lone_surrogates_anywhere_in_a_streamed_answer_become_replacement_charac
     config = ProviderConfig(model="m", base_url=server.base_url)
     with Provider(config) as provider:
         completion = provider.complete(
-            [b'{"role":"user","content":"hi"}'], [], on_event=events.append
+            verbatim(b'{"role":"user","content":"hi"}'), [], on_event=events.append
         )
     message = completion.message.model_dump()
     texts = [
@@ -525,7 +526,7 @@ def test_a_non_streamed_answer_with_lone_surrogates_is_valid_utf8(server: OpenAI
     server.enqueue(raw_reply(body, content_type="application/json"))
     config = ProviderConfig(model="m", base_url=server.base_url, stream=False)
     with Provider(config) as provider:
-        completion = provider.complete([b'{"role":"user","content":"hi"}'], [])
+        completion = provider.complete(verbatim(b'{"role":"user","content":"hi"}'), [])
     canonical_json(completion.message.model_dump()).encode("utf-8")
     assert completion.message.toolCalls[0].id == "call_\ufffd"
 

@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Callable
 
 import pytest
+from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
 
@@ -73,7 +74,7 @@ def test_no_error_path_reveals_the_key(
     server.enqueue(SCENARIOS[scenario]())
     config = ProviderConfig(model="m", base_url=server.base_url, api_key=KEY, read_timeout=0.2)
     with Provider(config) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent
     check(info.value, caplog)
     assert_no_key(repr(provider), repr(config))
@@ -86,7 +87,7 @@ def test_a_refused_connection_does_not_reveal_the_key(caplog: pytest.LogCaptureF
         port = s.getsockname()[1]
     config = ProviderConfig(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY)
     with Provider(config) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     check(info.value, caplog)
 
 
@@ -96,7 +97,7 @@ def test_a_success_logs_nothing_secret(
     caplog.set_level(logging.DEBUG)
     server.enqueue(text_reply("fine"))
     with Provider(ProviderConfig(model="m", base_url=server.base_url, api_key=KEY)) as p:
-        completion = p.complete([USER], [])
+        completion = p.complete(verbatim(USER), [])
     assert_no_key(caplog.text, repr(completion))
     assert "POST" in caplog.text  # the logs were captured at all
 
@@ -114,4 +115,4 @@ def test_a_key_with_surrounding_whitespace_is_trimmed() -> None:
         server.enqueue(text_reply("ok"))
         config = ProviderConfig(model="m", base_url=server.base_url, api_key=f"  {KEY}\n")
         with Provider(config) as provider:
-            assert provider.complete([USER], []).message.content == "ok"
+            assert provider.complete(verbatim(USER), []).message.content == "ok"

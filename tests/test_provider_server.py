@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import Provider, ProviderConfig
 
@@ -164,7 +165,7 @@ def test_a_held_reply_waits_for_its_event_and_requests_can_be_awaited(
     provider = Provider(ProviderConfig(model="m", base_url=server.base_url))
     client = threading.Thread(
         target=lambda: answers.append(
-            provider.complete([b'{"role":"user","content":"x"}'], []).message.content
+            provider.complete(verbatim(b'{"role":"user","content":"x"}'), []).message.content
         )
     )
     client.start()
@@ -226,10 +227,10 @@ def test_runs_as_a_separate_process_from_a_json_script(tmp_path: Path) -> None:
         base = f"http://127.0.0.1:{port}/v1"
         with Provider(ProviderConfig(model="m", base_url=base, api_key="sk-x")) as provider:
             user = b'{"role":"user","content":"hi"}'
-            assert provider.complete([user], []).message.content == "first"
+            assert provider.complete(verbatim(user), []).message.content == "first"
             answers: list[str | None] = []
             client = threading.Thread(
-                target=lambda: answers.append(provider.complete([user], []).message.content)
+                target=lambda: answers.append(provider.complete(verbatim(user), []).message.content)
             )
             client.start()
             httpx.post(f"http://127.0.0.1:{port}/_control/release", timeout=5)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from ipython_shell import fresh_shell, served
+from provider_helpers import verbatim
 
 from tiny_agent_nb.notebook import TinyAgent
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
@@ -108,7 +109,7 @@ def test_the_credentials_are_sent_as_basic_auth_and_the_query_is_kept(
 ) -> None:
     caplog.set_level(logging.DEBUG)  # httpx logs every request's URL at INFO
     with Provider(ProviderConfig(model="m", base_url=url(echo.port), api_key="sk-x")) as p:
-        assert p.complete([USER], []).message.content == "ok"
+        assert p.complete(verbatim(USER), []).message.content == "ok"
     ((path, headers),) = echo.requests
     assert path == f"/v1/chat/completions?key={QUERY_KEY}&api-version=2"
     assert headers["authorization"] == "Basic " + base64.b64encode(
@@ -134,7 +135,7 @@ def test_no_error_reveals_the_credentials(
     echo.reply = SCENARIOS[scenario]
     config = ProviderConfig(model="m", base_url=url(echo.port), read_timeout=0.3)
     with Provider(config) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     error = info.value
     assert "[redacted]" in error.message or "****" in error.message
     assert_clean(
@@ -166,7 +167,7 @@ def test_an_unusable_url_is_reported_without_its_credentials(
         port = s.getsockname()[1]
     config = ProviderConfig(model="m", base_url=base_url.replace("{port}", str(port)))
     with Provider(config) as provider, pytest.raises(ProviderError) as info:
-        provider.complete([USER], [])
+        provider.complete(verbatim(USER), [])
     assert "****" in info.value.message
     assert_clean(str(info.value), "".join(traceback.format_exception(info.value)), caplog.text)
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tiny_agent_nb.agent import ContextProjection
+from tiny_agent_nb.provider import encoded
 from tiny_agent_nb.session import SessionStore
 
 
@@ -36,7 +37,7 @@ def main(path: str) -> None:
         gc.collect()
         before = resident()
         context = ContextProjection.following(store.load, None)
-        sent = sum(map(len, context.messages()))
+        sent = sum(map(len, encoded(context.context())))
         gc.collect()
         grew = resident() - before
         print(json.dumps({"opened": before - start, "grew": grew, "sent": sent}))

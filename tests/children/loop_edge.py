@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
 from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, _mcp
 from tiny_agent_nb.notebook._paths import SessionLocation
-from tiny_agent_nb.provider import Completion, StreamEvent
+from tiny_agent_nb.provider import Completion, StreamEvent, messages
 from tiny_agent_nb.session import AssistantMessage, HeaderInit, SessionStore, ToolCall
 from tiny_agent_nb.tools import (
     Tool,
@@ -88,7 +88,7 @@ class ScriptedModel:
 
     def complete(
         self,
-        messages: Sequence[bytes],
+        context: messages.Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,

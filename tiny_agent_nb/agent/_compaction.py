@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .._exceptions import TinyAgentError
-from ..provider import Completion, ProviderError, wire
+from ..provider import Completion, ProviderError
+from ..provider import messages as m
 from ..session import NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
 from ..timeline import compactions
@@ -43,7 +44,7 @@ def estimate_tokens(byte_count: int) -> int:
 class Summarizer(Protocol):
     def complete(
         self,
-        messages: Sequence[wire.Encoded],
+        context: m.Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: None = None,
@@ -237,7 +238,7 @@ class Compactor:
         return done
 
     def _ask(
-        self, messages: list[bytes], operation_id: str, step: int, attempt: int
+        self, messages: list[m.Message], operation_id: str, step: int, attempt: int
     ) -> tuple[str, Completion]:
         """The summarization attempt (and, after a stream that ended empty, one more
         without streaming, whose answer says why)."""
@@ -259,9 +260,10 @@ class Compactor:
                 ]
             )
             try:
+                context = m.Context.of(messages)
                 if stream is None:
-                    return attempt_id, self._provider.complete(messages, [])
-                return attempt_id, self._provider.complete(messages, [], stream=stream)
+                    return attempt_id, self._provider.complete(context, [])
+                return attempt_id, self._provider.complete(context, [], stream=stream)
             except ProviderError as error:
                 learned: list[NewFact] = []
                 if error.kind == CONTEXT_LENGTH:
@@ -276,7 +278,8 @@ class Compactor:
 
     def _tokens_after(self, summary: str, cut: Cut) -> int:
         """The context `summary` leaves: the system prompt, tools, summary and tail."""
-        summary_bytes = sum(len(m) + 1 for m in summary_messages(summary)) + len(continued())
+        summary_bytes = sum(m.size(x) + 1 for x in summary_messages(summary))
+        summary_bytes += m.size(continued())
         return self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
 
     def _too_large(self, summary: str, after: int) -> str | None:
@@ -285,7 +288,7 @@ class Compactor:
         if after < self.limit():
             return None
         return (
-            f"the summary ({len(summary)} characters) would leave about {after} tokens of "
+            f"the summary (~{summary_tokens(summary)} tokens) would leave about {after} tokens of "
             f"context, not under {self.limit()} ({self._threshold:g} of the window of "
             f"{self.window.describe()}), so it was not kept"
         )

@@ -1,10 +1,11 @@
 """The active context: what the model is sent, projected from entries as they commit.
 
-Each entry is encoded to wire JSON (`provider.wire`) once, when it is committed, and
-written after the others, comma-joined, into memory maps of SEALED_RUN bytes (`_Runs`).
-A request sends a view of each map as it is, so the cost of a step does not grow with
-the length of the history, and a kernel that restarts rebuilds the same projection from
-the file the same way.
+Each entry becomes a provider-neutral message (`provider.messages`) once, when it is
+committed, and is handed to the caches providers keep of the history (the
+OpenAI-compatible provider's keeps it encoded in memory maps), then let go: the
+projection itself keeps of it only its size and where it starts, so the cost of a step
+does not grow with the length of the history, and a kernel that restarts rebuilds the
+same projection from the file the same way.
 
 Four things are not entries but still reach the model:
 - the system prompt, first;
@@ -23,14 +24,13 @@ Four things are not entries but still reach the model:
 
 from __future__ import annotations
 
-import mmap
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TypeVar, cast
 
-from ..provider import wire
+from ..provider import messages as m
 from ..session import (
     AssistantEntry,
-    AttemptFailed,
     CompactionEntry,
     EntryFact,
     Fact,
@@ -39,11 +39,11 @@ from ..session import (
     SessionState,
     StepAttempt,
     ToolResultEntry,
-    UsageFact,
     UserEntry,
-    usage_in_range,
 )
-from ._summary import continued, is_user_message, summary_messages
+from ._ledger import LastRequest
+from ._summary import continued, summary_messages
+from ._turns import entry_message, user_content
 
 NOT_STARTED = (
     "Not run: the session stopped before this tool call started, so it had no effect. "
@@ -58,124 +58,115 @@ NO_ANSWER = (
 )
 
 
-# A map holds this many bytes of messages (more only for one message larger than that).
-SEALED_RUN = 1 << 20
-# Private even across a fork (a `bash` or `python` tool's child): copy-on-write, like the
-# heap. (Windows has no flags, and no fork.)
-_PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
-
-
-# perf: register row "projection-maps" (docs/benchmarks.md)
-class _Runs:
-    """The encoded messages, comma-joined, written in order into anonymous memory maps of
-    SEALED_RUN bytes each: a message that does not fit in the current map starts the
-    next one (its own size if larger), and a map once left is sealed. A request sends a
-    read-only view of each map's filled part, so its cost does not grow with the history,
-    and each byte is copied once, when its message is appended.
-
-    Why maps and not `bytes`: the context lives as long as the kernel, while building it
-    decodes and encodes the whole history through short-lived objects. Runs kept in the
-    C allocator's heap lay long-lived blocks among those temporaries, and the heap keeps
-    every hole they leave resident (a kernel held 1.9x what its context sends after
-    building it, 0.9x of it free heap). A map is outside that heap: only its written
-    pages are resident, and it is returned whole when the projection lets go of it.
-    Views stay valid as later messages are written after them (a map is never resized)."""
-
-    def __init__(self) -> None:
-        self._sealed: list[memoryview] = []
-        self._map: mmap.mmap | None = None
-        self._used = 0  # bytes of `_map` written
-        self._length = 0  # of the messages joined with commas
-
-    def append(self, message: bytes) -> int:
-        """Add `message`; where it starts in the messages joined with commas."""
-        offset = self._length + 1 if self._length else 0
-        self._length = offset + len(message)
-        run, used = self._map, self._used
-        if run is None or used + 1 + len(message) > len(run):
-            if run is not None:
-                self._sealed.append(self._filled())
-            run = self._map = mmap.mmap(-1, max(SEALED_RUN, len(message)), **_PRIVATE)
-            used = 0
-        elif used:
-            run[used] = 44  # b","
-            used += 1
-        run[used : used + len(message)] = message
-        self._used = used + len(message)
-        return offset
-
-    def _filled(self) -> memoryview:
-        assert self._map is not None
-        return memoryview(self._map).toreadonly()[: self._used]
-
-    def parts(self) -> list[wire.Encoded]:
-        """The maps' filled parts, which a request sends comma-joined."""
-        return [*self._sealed, self._filled()] if self._map is not None else []
-
-    def since(self, offset: int) -> bytes:
-        """The messages from `offset` on, comma-joined (one copy, made at a checkpoint)."""
-        kept: list[wire.Encoded] = []
-        for part in self.parts():
-            if offset < len(part):
-                kept.append(part[max(offset, 0) :])
-            offset -= len(part) + 1
-        return b",".join(kept)
+C = TypeVar("C", bound=m.HistoryCache)
+Makers = dict[Hashable, Callable[[], m.HistoryCache]]
 
 
 # perf: register row "projection-tuples" (docs/benchmarks.md)
-# One entry as it is projected: (encoded wire message, the tool call ids it opens
-# (assistant) or the one it answers (tool result)). What the projection keeps of it
-# afterwards is its id (the string the session's tables hold already, when built from a
-# state) and where its message starts in `_Runs` (an `array` of offsets): nothing the
-# cyclic GC tracks, and no second copy of the message (a checkpoint slices the runs).
-_Projected = tuple[bytes, tuple[str, ...], tuple[str, ...]]
+# One entry as it is projected: (its message, the tool call ids it opens (assistant) or
+# the one it answers (tool result)). What the projection keeps of it afterwards is its id
+# (the string the session's tables hold already, when built from a state) and where its
+# message starts in the history (an `array` of indexes): nothing the cyclic GC tracks,
+# and no copy of the message (the providers' caches hold that, each in its own form).
+_Entry = tuple[m.Message, tuple[str, ...], tuple[str, ...]]
 
 
-def _project(entry: EntryFact) -> _Projected:
+def _project(entry: EntryFact) -> _Entry:
     body = entry.entry
-    message = wire.entry_message(entry)
+    message = entry_message(entry)
     assert message is not None  # compactions are handled before projecting
-    encoded = wire.encode(message)
     if isinstance(body, AssistantEntry):
-        return encoded, tuple(c.id for c in body.message.toolCalls), ()
+        return message, tuple(c.id for c in body.message.toolCalls), ()
     if isinstance(body, ToolResultEntry):
-        return encoded, (), (body.message.toolCallId,)
-    return encoded, (), ()
+        return message, (), (body.message.toolCallId,)
+    return message, (), ()
+
+
+class _Log:
+    """The history as the projection keeps it: not its messages (each cache holds them,
+    in its provider's form) but how many there are and their bytes as a request carries
+    them (`messages.size`, each with its comma)."""
+
+    __slots__ = ("bytes", "caches", "count")
+
+    def __init__(self, makers: Makers) -> None:
+        self.caches: dict[Hashable, m.HistoryCache] = {key: make() for key, make in makers.items()}
+        self.count = 0
+        self.bytes = 0
+
+    def append(self, message: m.Message) -> tuple[int, int]:
+        """Add `message` and hand it to every cache; its index and where it starts."""
+        start = self.count, self.bytes
+        encoded = m.canonical(message)
+        self.count += 1
+        self.bytes += len(encoded) + 1
+        for cache in self.caches.values():
+            cache.append(message, encoded)
+        return start
+
+    def drop(self, count: int, size: int) -> None:
+        """Forget the first `count` messages, of `size` bytes (a checkpoint's cut), in
+        every cache too."""
+        self.count -= count
+        self.bytes -= size
+        for cache in self.caches.values():
+            cache.drop(count, size)
 
 
 class ContextProjection:
-    """Encoded messages of the active context, maintained one committed fact at a time."""
+    """The active context, maintained one committed fact at a time: the `History` of
+    the contexts it hands out (`context()`)."""
 
-    def __init__(self, system_prompt: str | None) -> None:
-        self._system: list[bytes] = []
+    def __init__(self, system_prompt: str | None, makers: Makers | None = None) -> None:
+        """A projection of the entries it is given (`extend`, `apply`). It keeps their
+        messages too (`MessageList`), unless `makers` says which caches to keep instead:
+        it has no session to read them again from for a cache asked for later."""
+        self._system: list[m.Message] = []
+        self._system_bytes = 0
         self.set_system_prompt(system_prompt)
-        self._messages = _Runs()
-        # Each projected entry's id and where its message starts: kept only to cut at a
-        # compaction.
+        # How to make each cache the history keeps (a provider asked for it).
+        self._makers: Makers = {m.MESSAGES: m.MessageList} if makers is None else dict(makers)
+        self._log = _Log(self._makers)
+        # Each projected entry's id, and where its message starts, two numbers per entry in
+        # one `array`: its index, and its bytes before it shifted left with bit 0 set for
+        # a user message. Kept only to cut at a compaction. (One buffer: a second one
+        # growing beside it as the build runs left holes in the heap that stayed resident,
+        # ~0.8x what the context sends in
+        # `test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends`.)
         self._entry_ids: list[str] = []
-        self._offsets = array("q")
+        self._starts = array("q")
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
         self._ends_with_user = False  # the last projected message is a user message
         # The latest checkpoint's summary messages (none before one), whether its cut is
         # the checkpoint's (a later one may re-summarize the summary alone), and whether
         # the first message after them is a user message (None: nothing follows yet).
-        self._summary: list[bytes] = []
+        self._summary: list[m.Message] = []
+        self._summary_bytes = 0
         self._cut: str | None = None
         self._opens_with_user: bool | None = None
-        self._ledger = _LastRequest()
+        self._ledger = LastRequest()
         # A kernel notice whose message waits for the next entry: a user entry takes it
         # into its own turn; anything else (or a request) sends it alone.
         self._notice: tuple[str, str] | None = None
         # Set while the projection is deferred (`following`): how to read the session.
         self._load: Callable[[], SessionState] | None = None
+        # How to read it again, for a cache asked for after the build.
+        self._reload: Callable[[], SessionState] | None = None
         self._through_seq = 0  # facts up to here are in the projection already
 
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
-        projection = cls(system_prompt)
+        """The projection of `state`; it keeps its messages too, as the constructor's does."""
+        return cls._from_state(state, system_prompt, {m.MESSAGES: m.MessageList})
+
+    @classmethod
+    def _from_state(
+        cls, state: SessionState, system_prompt: str | None, makers: Makers
+    ) -> ContextProjection:
+        projection = cls(system_prompt, makers)
         for entry_id, entry in state.entries.items():  # the tables' own id strings
             projection._add(entry, entry_id)
-        projection._ledger = _LastRequest.from_state(state)
+        projection._ledger = LastRequest.from_state(state)
         projection._through_seq = state.last_seq
         return projection
 
@@ -186,34 +177,64 @@ class ContextProjection:
     ) -> ContextProjection:
         """A projection of the session `load()` reads, built from it when first read (the
         next model request), not now: settling what a dead kernel left open does not
-        need the context, and building it decodes and encodes the whole history.
+        need the context, and building it decodes the whole history.
         Subscribe its `apply` to the store: facts committed before the build are skipped
         (the build reads them from the session), later ones are projected as they commit."""
-        projection = cls(system_prompt)
-        projection._load = load
+        projection = cls(system_prompt, {})  # it reads its messages again from `load`
+        projection._load = projection._reload = load
         return projection
 
-    def _built(self) -> None:
+    def _built(self, *, keep_ledger: bool = False) -> None:
         load = self._load
         if load is None:
             return
         # Built aside and then taken whole: a build that raises leaves the projection
         # deferred, so the next read tries again instead of sending half a history.
-        built = ContextProjection.from_state(load(), None)
-        self._messages, self._entry_ids, self._offsets = (
-            built._messages,
-            built._entry_ids,
-            built._offsets,
-        )
-        self._unanswered, self._ledger = built._unanswered, built._ledger
+        built = ContextProjection._from_state(load(), None, self._makers)
+        self._log, self._entry_ids, self._starts = built._log, built._entry_ids, built._starts
+        self._unanswered = built._unanswered
+        if not keep_ledger:
+            self._ledger = built._ledger
         self._ends_with_user = built._ends_with_user
-        self._summary, self._cut = built._summary, built._cut
-        self._opens_with_user, self._notice = built._opens_with_user, built._notice
+        self._summary, self._summary_bytes = built._summary, built._summary_bytes
+        self._cut, self._opens_with_user = built._cut, built._opens_with_user
+        self._notice = built._notice
         self._through_seq, self._load = built._through_seq, None
+
+    def cache(self, key: Hashable, make: Callable[[], C]) -> C:
+        """`History.cache`: a cache asked for before the build is built into; one asked
+        for after it is filled from the messages kept (`from_state`), else by building
+        the whole projection again from the session (once per key and kernel)."""
+        found = self._log.caches.get(key)
+        if found is None:
+            self._makers[key] = make
+            listed = self._log.caches.get(m.MESSAGES)
+            if self._load is None and isinstance(listed, m.MessageList):
+                made = make()
+                for message in listed.messages:
+                    made.append(message, m.canonical(message))
+                self._log.caches[key] = made
+            else:
+                deferred = self._load is not None
+                self._load = self._load or self._reload
+                assert self._load is not None, "a projection keeps what it cannot read again"
+                self._built(keep_ledger=not deferred)
+            found = self._log.caches[key]
+        return cast("C", found)
+
+    def keep(self, key: Hashable, make: Callable[[], m.HistoryCache]) -> None:
+        """Keep the cache `make` makes under `key`, as a provider that will be sent this
+        context does (`messages.history_cache`): asked before the first read, the build
+        goes straight into it."""
+        if self._load is not None:
+            self._makers[key] = make
+        else:
+            self.cache(key, make)
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
         """The first message of every request (not an entry: it may change between runs)."""
-        self._system = [wire.system_message(system_prompt)] if system_prompt else []
+        self._system = [m.System(system_prompt)] if system_prompt else []
+        self._system_bytes = sum(m.size(message) + 1 for message in self._system)
 
     def apply(self, facts: Sequence[Fact]) -> None:
         """Store subscriber: project the entries among newly committed facts."""
@@ -239,8 +260,14 @@ class ContextProjection:
         return ledger.tokens, ledger.bytes
 
     def size(self) -> int:
-        """Bytes of the messages as a request carries them (each with its comma)."""
-        return sum(len(m) + 1 for m in self.messages())
+        """Bytes of the messages as a request carries them (each with its comma),
+        estimated as `messages.size` counts them."""
+        head, tail = self._around()
+        fixed = self._system_bytes + self._summary_bytes
+        extra = sum(
+            m.size(message) + 1 for message in head[len(self._system) + len(self._summary) :]
+        )
+        return fixed + extra + self._log.bytes + sum(m.size(message) + 1 for message in tail)
 
     def extend(self, entries: Iterable[EntryFact]) -> None:
         self._built()
@@ -256,10 +283,10 @@ class ContextProjection:
         elif isinstance(body, UserEntry) and notice is not None:
             # One user turn, the notice a paragraph before the prompt; both entries start
             # where it does (a cut never falls between them: docs/spec.md §10).
-            turn = wire.user_message(wire.with_notice(notice[1], wire.user_content(body)))
+            turn = m.User(m.with_notice(notice[1], user_content(body)))
             self._append(notice[0], (turn, (), ()))
             self._entry_ids.append(entry_id)
-            self._offsets.append(self._offsets[-1])
+            self._starts.extend(self._starts[-2:])
         elif isinstance(body, CompactionEntry):
             self._send_alone(notice)
             self._compact(body)
@@ -269,164 +296,119 @@ class ContextProjection:
 
     def _send_alone(self, notice: tuple[str, str] | None) -> None:
         if notice is not None:
-            self._append(notice[0], (wire.user_message(notice[1]), (), ()))
+            self._append(notice[0], (m.User(notice[1]), (), ()))
 
-    def _append(self, entry_id: str, projected: _Projected) -> None:
+    def _append(self, entry_id: str, projected: _Entry) -> None:
         message, opens, answers = projected
+        user = isinstance(message, m.User)
         if self._summary and self._opens_with_user is None:
-            self._opens_with_user = is_user_message(message)
+            self._opens_with_user = user
         if answers:
             self._unanswered.pop(answers[0], None)
         else:
             self._close_unanswered()
-        user = is_user_message(message)
         if user and self._ends_with_user:
-            self._messages.append(_NO_ANSWER_MESSAGE)
+            self._log.append(_NO_ANSWER_MESSAGE)
         self._ends_with_user = user
         self._entry_ids.append(entry_id)
-        self._offsets.append(self._messages.append(message))
+        index, start = self._log.append(message)
+        self._starts.extend((index, start << 1 | user))
         if opens:
             self._unanswered = dict.fromkeys(opens)
 
     def _close_unanswered(self) -> None:
         for call_id in self._unanswered:
-            self._messages.append(_synthetic_result(call_id))
+            self._log.append(_synthetic_result(call_id))
         self._unanswered = {}
+
+    def _set_summary(self, summary: str) -> None:
+        self._summary = summary_messages(summary)
+        self._summary_bytes = sum(m.size(message) + 1 for message in self._summary)
 
     def _compact(self, body: CompactionEntry) -> None:
         ids = self._entry_ids
         if body.throughEntryId == self._cut:
             # The same cut again: a summary too large re-summarized alone (docs/spec.md
             # §10). Only the summary changes.
-            self._summary = summary_messages(body.summary)
+            self._set_summary(body.summary)
             return
         if body.throughEntryId not in ids:
             return  # already compacted away by a later checkpoint
         cut = ids.index(body.throughEntryId) + 1
-        keep_ids, keep_offsets = ids[cut:], self._offsets[cut:]
-        self._summary, self._cut = summary_messages(body.summary), body.throughEntryId
+        keep_ids, keep_starts = ids[cut:], self._starts[2 * cut :]
+        self._set_summary(body.summary)
+        self._cut = body.throughEntryId
         self._opens_with_user = None
-        messages = _Runs()
-        self._entry_ids, self._offsets = keep_ids, array("q")
+        self._entry_ids, self._starts = keep_ids, array("q")
         if keep_ids:
             # The messages from the first kept entry on are the ones a rebuild from the
             # kept entries would make: the cut is clean (docs/spec.md §5 rule 12), so the
             # first kept entry answers no call before it, and a never-started call's
             # synthetic answer before it stays out. `_unanswered` is the kept entries'.
-            start = keep_offsets[0]
-            kept = self._messages.since(start)
-            self._opens_with_user = is_user_message(kept)
-            moved = messages.append(kept) - start
-            self._offsets = array("q", [offset + moved for offset in keep_offsets])
+            index, start = keep_starts[0], keep_starts[1] >> 1 << 1
+            self._opens_with_user = bool(keep_starts[1] & 1)
+            self._log.drop(index, start >> 1)
+            moved = array("q", [index, start]) * len(keep_ids)
+            self._starts = array(
+                "q", [kept - by for kept, by in zip(keep_starts, moved, strict=True)]
+            )
         else:
             self._unanswered = {}
             self._ends_with_user = False  # the summary, the assistant's note, is last
-        self._messages = messages
+            self._log.drop(self._log.count, self._log.bytes)
 
-    def messages(self) -> list[wire.Encoded]:
-        """System prompt, projected entries, and answers for never-started tool calls, as
-        encoded JSON objects or comma-joined runs of them (what `Provider` splices in)."""
+    def context(self) -> m.Context:
+        """What the next request sends: the system prompt and a checkpoint's summary, the
+        history (this projection), then answers for never-started tool calls and a
+        kernel notice waiting for its prompt."""
+        return _ProjectedContext(self)
+
+    def _around(self) -> tuple[list[m.Message], list[m.Message]]:
+        """The head and the tail of the context now."""
         self._built()
         pending = [_synthetic_result(call_id) for call_id in self._unanswered]
-        notice: list[bytes] = []
+        notice: list[m.Message] = []
         if self._notice is not None:  # sent as `_append` will project it (no two user turns)
             notice = [_NO_ANSWER_MESSAGE] if self._ends_with_user else []
-            notice.append(wire.user_message(self._notice[1]))
+            notice.append(m.User(self._notice[1]))
         summary = self._summary
         opens_with_user = self._opens_with_user
         if opens_with_user is None:  # nothing after the summary but, maybe, a notice
             opens_with_user = bool(notice)
         if summary and not opens_with_user:
             summary = [*summary, continued()]
-        return [*self._system, *summary, *self._messages.parts(), *pending, *notice]
+        return [*self._system, *summary], [*pending, *notice]
 
     def unanswered_tool_calls(self) -> list[str]:
         self._built()
         return list(self._unanswered)
 
 
-def _synthetic_result(call_id: str) -> bytes:
-    return wire.tool_message(call_id, NOT_STARTED)
+class _ProjectedContext(m.Context):
+    """A projection's context: its head and tail as they are when first read (after the
+    history, which builds a deferred projection, was asked for its cache)."""
+
+    def __init__(self, projection: ContextProjection) -> None:
+        super().__init__(history=projection)
+        self._projection = projection
+        self._around: tuple[list[m.Message], list[m.Message]] | None = None
+
+    def _parts(self) -> tuple[list[m.Message], list[m.Message]]:
+        if self._around is None:
+            self._around = self._projection._around()
+        return self._around
+
+    @property
+    def head(self) -> Sequence[m.Message]:
+        return self._parts()[0]
+
+    @property
+    def tail(self) -> Sequence[m.Message]:
+        return self._parts()[1]
 
 
-_NO_ANSWER_MESSAGE = wire.encode({"role": "assistant", "content": NO_ANSWER})
+def _synthetic_result(call_id: str) -> m.ToolResult:
+    return m.ToolResult(call_id, NOT_STARTED)
 
 
-def last_input_tokens(state: SessionState) -> int | None:
-    """The server's input token count of the newest settled attempt, unless that attempt
-    was a compaction (the context it measured is gone) or reported no usage."""
-    for attempt in state.attempts_newest_first():  # newest first, no copy
-        if attempt.status != "settled":
-            continue
-        if attempt.entry_id is None or state.entries.type_of(attempt.entry_id) != "assistant":
-            return None
-        usage = state.usage.get(attempt.id)
-        return usage.inputTokens if usage is not None else None
-    return None
-
-
-# perf: register row "ledger-follow" (docs/benchmarks.md)
-class _LastRequest:
-    """`last_input_tokens` kept from the facts as they commit: O(1) per fact, where asking
-    the state takes a snapshot of the whole session before every attempt.
-
-    It relies on what the reducer enforces: one operation open at a time and one pending
-    attempt per operation, so attempts settle in the order they start (the newest settled
-    is the last one settled), and usage names an attempt at most once.
-    """
-
-    __slots__ = ("_pending", "_pending_bytes", "_pending_tokens", "_settled", "bytes", "tokens")
-
-    def __init__(self) -> None:
-        self.tokens: int | None = None
-        # The bytes of the projection's messages when that attempt was about to be sent
-        # (None when it was not sent by this process: built from a state).
-        self.bytes: int | None = None
-        self._pending_bytes: int | None = None
-        self._settled: str | None = None  # newest settled attempt, if an assistant settled it
-        self._pending: str | None = None  # the attempt that has neither settled nor failed
-        self._pending_tokens: int | None = None  # its usage, committed before it settled
-
-    @classmethod
-    def from_state(cls, state: SessionState) -> _LastRequest:
-        ledger = cls()
-        ledger.tokens = last_input_tokens(state)
-        for attempt in state.attempts_newest_first():
-            if attempt.status == "pending":
-                usage = state.usage.get(attempt.id)
-                ledger._pending = attempt.id
-                ledger._pending_tokens = usage.inputTokens if usage is not None else None
-            elif attempt.status == "settled":
-                if state.entries.type_of(attempt.entry_id or "") == "assistant":
-                    ledger._settled = attempt.id
-                break
-        return ledger
-
-    def observe(self, facts: Sequence[Fact], size: int = 0) -> None:
-        """`size`: the projection's bytes now, when `facts` start an attempt."""
-        for fact in facts:
-            if isinstance(fact, UsageFact):
-                attempt_id = fact.usage.attemptId
-                if attempt_id is None or not usage_in_range(fact.usage):
-                    continue  # a tool's usage, or none (out of range: docs/spec.md §11)
-                if attempt_id == self._settled:
-                    self.tokens = fact.usage.inputTokens
-                elif attempt_id == self._pending:
-                    self._pending_tokens = fact.usage.inputTokens
-            elif isinstance(fact, RecordFact):
-                record = fact.record
-                if isinstance(record, StepAttempt):
-                    self._pending, self._pending_tokens = fact.id, None
-                    self._pending_bytes = size or None
-                elif isinstance(record, AttemptFailed) and record.attemptId == self._pending:
-                    self._pending = None
-            else:
-                body = fact.entry
-                if isinstance(body, AssistantEntry):
-                    ours = body.attemptId == self._pending
-                    early = self._pending_tokens if ours else None
-                    self._settled, self.tokens, self._pending = body.attemptId, early, None
-                    self.bytes = self._pending_bytes if ours else None
-                elif isinstance(body, CompactionEntry) and body.attemptId is not None:
-                    # A compaction settles its attempt, and the context it measured is gone.
-                    self._settled = self.tokens = self._pending = self.bytes = None
+_NO_ANSWER_MESSAGE = m.Note(NO_ANSWER)

@@ -21,7 +21,7 @@ import ast
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
-from ..provider import wire
+from ..provider import messages as m
 from ..render import when
 from ..session import Kernel, NewFact, SessionState, SessionStore
 from ..session import facts as f
@@ -69,7 +69,7 @@ def _told_about(kernels: list[Kernel]) -> Kernel | None:
 
 def notice_text(kernel: Kernel, names: list[str]) -> str:
     text = (
-        f"{wire.KERNEL_NOTICE_START} The notebook's kernel restarted: this conversation goes on in "
+        f"{m.KERNEL_NOTICE_START} The notebook's kernel restarted: this conversation goes on in "
         f"a new Python process, started {when(kernel.started_at)}. Gone with the old one: "
     )
     if names:

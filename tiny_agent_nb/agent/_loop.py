@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ..provider import wire
+from ..provider import messages as m
 from ..session import (
     AssistantEntry,
     NewFact,
@@ -127,8 +127,10 @@ class AgentLoop:
         else:
             projection.set_system_prompt(config.system_prompt)
         self._projection = projection
-        tool_bytes = len(wire.encode({"tools": [wire.tool_definition(s) for s in self._schemas]}))
-        system = wire.system_message(config.system_prompt) if config.system_prompt else b""
+        # Kept from the first request of a run on (not by a loop that only recovers).
+        self._history_cache = m.history_cache(provider)
+        tool_bytes = m.tools_size(self._schemas)
+        system = m.size(m.System(config.system_prompt)) if config.system_prompt else 0
         # The server the window is learned for: given, else the one the digest names.
         base_url = config.base_url or config.provider_digest.get("baseUrl")
         key = (base_url, config.model) if isinstance(base_url, str) and base_url else None
@@ -142,7 +144,7 @@ class AgentLoop:
             threshold=config.compact_threshold,
             keep_tail_tokens=config.keep_tail_tokens,
             request_bytes=lambda: self._projection.size() + tool_bytes,
-            fixed_bytes=len(system) + tool_bytes,
+            fixed_bytes=system + tool_bytes,
             ledger_tokens=projection.last_input_tokens,
             on_compaction=self._observer.on_compaction,
             clean=self._tool_step.clean,
@@ -297,6 +299,9 @@ class AgentLoop:
         self._model.begin_run()
         what = f"closing operation {operation_id}"
         try:
+            # Before the context is first read (its size, before the first request): a
+            # projection not built yet is built straight into the provider's cache.
+            self._projection.keep(*self._history_cache)
             return (body or self._steps)(operation_id)
         except KeyboardInterrupt:
             reason = self._interrupted_by()

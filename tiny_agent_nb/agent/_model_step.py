@@ -184,11 +184,11 @@ class ModelStep:
         return [] if self._told == prompt else [f.system_prompt(operation_id, prompt)]
 
     def _ask(self, stream: bool | None) -> Completion:
-        messages = self._projection.messages()
+        context = self._projection.context()
         on_event = self._observer.on_stream
         if stream is None:
-            return self._provider.complete(messages, self._schemas, on_event=on_event)
-        return self._provider.complete(messages, self._schemas, on_event=on_event, stream=stream)
+            return self._provider.complete(context, self._schemas, on_event=on_event)
+        return self._provider.complete(context, self._schemas, on_event=on_event, stream=stream)
 
     def _last_request(self) -> Measure | None:
         last = self._projection.last_request()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._exceptions import TinyAgentError
-from ..provider import wire
+from ..provider import messages as m
 from ..session import (
     AssistantEntry,
     CompactionEntry,
@@ -26,6 +26,7 @@ from ..session import (
     ToolResultEntry,
     UserEntry,
 )
+from ._turns import entry_message, user_content
 
 TAIL_SHARE = 0.25  # of the window: the most the verbatim tail keeps
 SUMMARY_SHARE = 0.15  # of the window: a summary's size (asked for; a larger one is re-sent cut)
@@ -109,8 +110,9 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
             open_calls = {c.id for c in body.message.toolCalls}
         else:
             open_calls = set()
-        message = wire.entry_message(entry)
-        sizes.append(len(json.dumps(message, ensure_ascii=False).encode()) + 1)
+        message = entry_message(entry)
+        assert message is not None  # compactions are not candidates
+        sizes.append(len(json.dumps(m.as_dict(message), ensure_ascii=False).encode()) + 1)
         # A run's kernel notice shares its prompt's user turn (agent/_context.py): a cut
         # between the two would keep the notice's text and summarize it too.
         clean.append(not open_calls and not isinstance(body, KernelNotice))
@@ -155,7 +157,7 @@ def summarization_request(
     instructions: str | None,
     budget: Budget,
     chars_per_token: float,
-) -> list[bytes]:
+) -> list[m.Message]:
     """The request's messages: a transcript in one user message, so it is a valid
     conversation whatever the cut region holds (tool calls need no schemas here). It is
     bounded by the window: the previous summary to its share, the transcript to its."""
@@ -173,17 +175,13 @@ def summarization_request(
     parts.append(SUMMARY_REQUEST.format(words=words))
     if instructions:
         parts.append(f"The user asks that the summary also: {instructions}")
-    messages = [
-        {"role": "system", "content": SUMMARIZER_PROMPT},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
-    return [json.dumps(m, ensure_ascii=False).encode() for m in messages]
+    return [m.System(SUMMARIZER_PROMPT), m.User("\n\n".join(parts))]
 
 
 def _transcript_line(state: SessionState, entry_id: str, limit: int) -> str:
     body = state.entries[entry_id].entry
     if isinstance(body, UserEntry):
-        return "[user] " + clip(wire.user_content(body), limit)
+        return "[user] " + clip(user_content(body), limit)
     if isinstance(body, KernelNotice):
         return "[kernel] " + clip(body.message.content, limit)
     if isinstance(body, AssistantEntry):

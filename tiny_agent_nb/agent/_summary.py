@@ -14,7 +14,7 @@ one more user message of ours says the conversation goes on.
 
 from __future__ import annotations
 
-from ..provider import wire
+from ..provider import messages as m
 
 SUMMARY_LEAD = (
     "[tiny-agent-nb, not the user: the earlier part of this conversation was replaced by "
@@ -23,19 +23,11 @@ SUMMARY_LEAD = (
 )
 SUMMARY_HEADER = "[Summary of the earlier conversation]"
 CONTINUED = "[tiny-agent-nb, not the user: the conversation goes on after the summary.]"
-_USER_PREFIX = b'{"role":"user"'  # how `wire.encode` starts a user message
 
 
-def summary_messages(summary: str) -> list[bytes]:
-    return [
-        wire.user_message(SUMMARY_LEAD),
-        wire.encode({"role": "assistant", "content": f"{SUMMARY_HEADER}\n{summary}"}),
-    ]
+def summary_messages(summary: str) -> list[m.Message]:
+    return [m.User(SUMMARY_LEAD), m.Note(f"{SUMMARY_HEADER}\n{summary}")]
 
 
-def continued() -> bytes:
-    return wire.user_message(CONTINUED)
-
-
-def is_user_message(encoded: bytes | memoryview) -> bool:
-    return bytes(encoded[: len(_USER_PREFIX)]) == _USER_PREFIX
+def continued() -> m.Message:
+    return m.User(CONTINUED)

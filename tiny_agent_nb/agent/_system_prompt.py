@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Collection
 
-from ..provider import wire
+from ..provider import messages
 
 # For an AgentLoop used outside a notebook (no workspace, tools or date to speak of).
 DEFAULT_SYSTEM_PROMPT = (
@@ -54,7 +54,7 @@ def notebook_system_prompt(
             "and run; it has not run when you get its result."
         )
     if user_cells:
-        start, end = wire.USER_CELLS_START, wire.USER_CELLS_END
+        start, end = messages.USER_CELLS_START, messages.USER_CELLS_END
         lines.append(
             "A prompt may begin with the cells the user ran since the previous agent cell, "
             f'from "{start}" to "{end}": each cell\'s code as In [n], then, if it failed, '

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._exceptions import TinyAgentError
-from ..provider import Completion, ProviderError, StreamEvent, wire
+from ..provider import Completion, ProviderError, StreamEvent
+from ..provider import messages as m
 from ..session import OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
 from ._compaction import Compacted
@@ -18,11 +19,12 @@ from ._tool_step import Approval
 
 
 class ChatProvider(Protocol):
-    """What the loop needs from a provider (tiny_agent_nb.provider.Provider fits)."""
+    """What the loop needs from a provider (tiny_agent_nb.provider.Provider fits): one
+    request of `context`, provider-neutral messages it encodes in its own wire format."""
 
     def complete(
         self,
-        messages: Sequence[wire.Encoded],
+        context: m.Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..provider import wire
+from ..provider import messages
 from ..tools import clean_output, truncate
 
 KEPT_CELLS = 50  # the newest cells kept between two agent cells
@@ -35,7 +35,7 @@ MIN_CODE = 100  # a cell shown with less of its code than this is left out inste
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE = re.compile(r"[^\r\n]+")
-USER_CELLS_START, USER_CELLS_END = wire.USER_CELLS_START, wire.USER_CELLS_END
+USER_CELLS_START, USER_CELLS_END = messages.USER_CELLS_START, messages.USER_CELLS_END
 _MARKERS = (USER_CELLS_START, USER_CELLS_END)
 
 

@@ -1,17 +1,22 @@
 """OpenAI-compatible chat-completions provider over httpx (OpenRouter by default).
 
     with Provider(ProviderConfig(model="openai/gpt-4o-mini", api_key=key)) as provider:
-        completion = provider.complete(messages, tools, on_event=show)
+        completion = provider.complete(context, tools, on_event=show)
 
-One `complete` is one HTTP request (one stepAttempt); failures raise `ProviderError`
-whose `retryable`/`retry_after` feed `backoff_delay` in the agent loop.
+The agent hands a provider provider-neutral messages (`messages.Context`); each provider
+encodes them in its own wire format (this one: `wire`, with the history kept encoded in
+its cache, `_encoded.py`). One `complete` is one HTTP request (one stepAttempt);
+failures raise `ProviderError` whose `retryable`/`retry_after` feed `backoff_delay` in
+the agent loop.
 """
 
 import typing as _typing
 
+from . import _messages as messages
 from . import _wire as wire
 from ._body import ACCEPT_ENCODING, BodyDecoder, UnsupportedEncoding
 from ._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROVIDER, DemoProvider
+from ._encoded import encoded
 from ._retry import backoff_delay
 from ._types import (
     ATTEMPT_TIMEOUT,
@@ -66,7 +71,9 @@ __all__ = [
     "UnsupportedEncoding",
     "UsageReport",
     "backoff_delay",
+    "encoded",
     "estimate_tokens",
     "http_client",
+    "messages",
     "wire",
 ]

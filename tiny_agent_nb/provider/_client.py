@@ -25,6 +25,7 @@ from .._version import __version__
 from ..redaction import redact, redact_url, url_secrets
 from ._answer import EventSink, read_answer
 from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
+from ._encoded import CACHE_KEY, EncodedHistory, encoded
 from ._errors import (
     attempt_timed_out,
     status_error,
@@ -32,6 +33,7 @@ from ._errors import (
     transport_error,
     undecodable,
 )
+from ._messages import Context
 from ._normalize import CompletionAssembler
 from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
@@ -71,6 +73,9 @@ class Provider:
 
     `client`: an `http_client()` the caller keeps and closes (shared across providers);
     without one the provider makes its own and `close()` closes it."""
+
+    # The cache it keeps of a context's history (`messages.history_cache`).
+    HISTORY_CACHE = (CACHE_KEY, EncodedHistory)
 
     def __init__(
         self,
@@ -147,7 +152,7 @@ class Provider:
 
     def complete(
         self,
-        messages: Sequence[Encoded],
+        context: Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: EventSink | None = None,
@@ -157,6 +162,7 @@ class Provider:
         returned. Raises `ProviderError` (see `_errors`) for anything else. `stream`
         overrides the configuration's for this one request (after an empty stream)."""
         config = self._config if stream is None else replace(self._config, stream=stream)
+        messages = encoded(context)
         body = request_parts(config, messages, tools)
         size = sum(len(part) for part in body)
         log.debug(

@@ -13,15 +13,14 @@ notebook prints it, once; the answer does not repeat it).
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..session import AssistantMessage, ToolCall
+from ._messages import Assistant, Context, Message, ToolResult, User, prompt_of, size, tools_size
 from ._types import Completion, StreamEvent, TextDelta, ToolCallStarted, UsageReport
-from ._wire import Encoded, encode, prompt_of, tool_definition
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -62,28 +61,26 @@ class DemoProvider:
 
     def complete(
         self,
-        messages: Sequence[Encoded],
+        context: Context,
         tools: Sequence[ToolSchema],
         *,
         on_event: Callable[[StreamEvent], None] | None = None,
         stream: bool | None = None,  # a script: it answers the same either way
     ) -> Completion:
-        conversation: list[dict[str, Any]] = json.loads(b"[" + b",".join(messages) + b"]")
+        conversation: list[Message] = list(context)
         # The prompt, without the user's cells or a kernel notice sent before it; a
         # resume's notice alone is no prompt (the one it continues is before it).
         prompts = [
-            (i, prompt_of(str(m.get("content", ""))))
-            for i, m in enumerate(conversation)
-            if m.get("role") == "user"
+            (i, prompt_of(m.content)) for i, m in enumerate(conversation) if isinstance(m, User)
         ]
         last_user, prompt = next(((i, p) for i, p in reversed(prompts) if p), (-1, ""))
         since = conversation[last_user + 1 :]
-        results = [m for m in since if m.get("role") == "tool"]
+        results = [m for m in since if isinstance(m, ToolResult)]
         commands = _commands(prompt)
         # Counted as a server counts a request, its tool schemas too: the loop takes a
         # count far under what it sent for a server that cut the prompt (agent/_window.py).
-        size = sum(len(m) for m in messages)
-        size += len(encode({"tools": [tool_definition(t) for t in tools]})) if tools else 0
+        sent = sum(size(m) for m in conversation)
+        sent += tools_size(tools) if tools else 0
         has_bash = any(t.name == "bash" for t in tools)
         if len(results) < len(commands) and has_bash:
             call = ToolCall(
@@ -101,7 +98,7 @@ class DemoProvider:
                 toolCalls=(call,),
                 finishReason="tool_calls",
             )
-            return Completion(message, UsageReport(size // 4, 20, 0, 0, 0.0), DEMO_MODEL)
+            return Completion(message, UsageReport(sent // 4, 20, 0, 0, 0.0), DEMO_MODEL)
         text = self._answer(commands, since, has_bash)
         if on_event is not None:
             for start in range(0, len(text), self._chunk):
@@ -114,30 +111,22 @@ class DemoProvider:
             toolCalls=(),
             finishReason="stop",
         )
-        return Completion(message, UsageReport(size // 4, len(text) // 4, 0, 0, 0.0), DEMO_MODEL)
+        return Completion(message, UsageReport(sent // 4, len(text) // 4, 0, 0, 0.0), DEMO_MODEL)
 
     @staticmethod
-    def _answer(commands: list[str], since: list[dict[str, Any]], has_bash: bool) -> str:
+    def _answer(commands: list[str], since: list[Message], has_bash: bool) -> str:
         if not commands:
             return (
                 "I can only run the commands in fenced `bash` code blocks of a prompt, and "
                 f"this one has none. {_ADVICE}"
             )
-        calls = {
-            c["id"]: c["function"]
-            for m in since
-            if m.get("role") == "assistant"
-            for c in m.get("tool_calls") or []
-        }
+        calls = {c.id: c for m in since if isinstance(m, Assistant) for c in m.tool_calls}
         lines = ["What happened to each command:", ""]
-        results = [m for m in since if m.get("role") == "tool"]
+        results = [m for m in since if isinstance(m, ToolResult)]
         for result in results:
-            function = calls.get(result.get("tool_call_id", ""), {})
-            try:
-                command = str(json.loads(function.get("arguments", "{}")).get("command", "?"))
-            except (ValueError, AttributeError):
-                command = "?"
-            lines += _report(command, str(result.get("content", "")))
+            call = calls.get(result.tool_call_id)
+            command = str(call.arguments.get("command", "?")) if call is not None else "?"
+            lines += _report(command, result.content)
         left = commands[len(results) :]
         if left and not has_bash:
             lines.append(
