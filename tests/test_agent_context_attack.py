@@ -8,7 +8,7 @@ it), the transactions up to b commit before its first read (a recovery, a user's
 and it is built at b, then follows the rest. Each view it gives (the messages sent,
 the unanswered calls, the ledger's input tokens) must equal a rebuild from the file at
 that point, and the eager projection made at s and followed (the old way) must agree too.
-Sessions: the valid conformance fixtures, and runs built with tests/scenario.py that go
+Sessions: the valid conformance fixtures, and runs built with tests/helpers/scenario.py that go
 through retries, aborts with never-started calls, a crash with an interrupted tool,
 recovery, resume, a context-length refusal, checkpoints mid-run and a checkpoint that keeps
 nothing.
@@ -46,8 +46,8 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from openai_server import OpenAIServer, text_reply
-from scenario import BASH, READ_FILE, Run, complete_run, intent_result
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import BASH, READ_FILE, Run, complete_run, intent_result
 
 FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "session" / "fixtures"
 VALID = sorted(

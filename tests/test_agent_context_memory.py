@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_scripts import bench_startup
+from helpers.bench_scripts import bench_startup
 
 CHILD = Path(__file__).parent / "children" / "context_rss.py"
 

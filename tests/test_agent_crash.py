@@ -51,7 +51,6 @@ from typing import Any
 
 import pytest
 from crash import agent_child
-from polling import wait_until
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
 from tiny_agent_nb.session import (
@@ -64,7 +63,7 @@ from tiny_agent_nb.session import (
     load_session,
 )
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     RecordedRequest,
     Reply,
@@ -73,6 +72,7 @@ from openai_server import (
     tool_calls_reply,
     usage,
 )
+from helpers.polling import wait_until
 
 TIMEOUT_S = 20.0
 SEED = int(os.environ.get("TINY_AGENT_CRASH_SEED", "20240917"))

@@ -40,7 +40,7 @@ from tiny_agent_nb.tools import (
     builtin_registry,
 )
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     error_reply,
     text_reply,
@@ -48,7 +48,7 @@ from openai_server import (
     tool_calls_reply,
     usage,
 )
-from scenario import BASH, READ_FILE, Run
+from helpers.scenario import BASH, READ_FILE, Run
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 

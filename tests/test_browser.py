@@ -10,7 +10,7 @@ saving and reopening the notebook with its kernel shut down (no "model not found
 its colors' contrast in the light and the dark theme. Screenshots go to
 $TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS); each path is printed.
 
-Needs Debian's `chromium-headless-shell` or `chromium` (tests/browser_helpers.py prefers
+Needs Debian's `chromium-headless-shell` or `chromium` (tests/helpers/browser_helpers.py prefers
 the first; `playwright install` is not used). Without either the tests are skipped, except
 under CI=true, where they fail.
 """
@@ -34,9 +34,8 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
-from polling import wait_until
 
-from browser_helpers import (
+from helpers.browser_helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
     REPO,
@@ -44,7 +43,15 @@ from browser_helpers import (
     artifacts_dir,
     in_ci,
 )
-from openai_server import MODEL, OpenAIServer, Reply, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import (
+    MODEL,
+    OpenAIServer,
+    Reply,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+)
+from helpers.polling import wait_until
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -775,7 +782,7 @@ import os, signal, sys
 from pathlib import Path
 root, tests = Path(sys.argv[1]), sys.argv[2]
 sys.path.insert(0, tests)
-from scenario import BASH, Run
+from helpers.scenario import BASH, Run
 from tiny_agent_nb.session import HeaderInit, SessionStore
 init = HeaderInit(cwd=str(root), provider="openrouter", model=sys.argv[3],
                   environment_identity=str(root))

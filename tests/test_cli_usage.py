@@ -14,7 +14,7 @@ from tiny_agent_nb.session import (
     load_session,
 )
 
-from cli_helpers import (
+from helpers.cli_helpers import (
     FIXTURES,
     cli,
     untouched,

@@ -8,15 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bench_scripts import bench_startup
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run, shell
 
 from tiny_agent_nb.provider import wire
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
-from openai_server import OpenAIServer, text_reply
-from scenario import BASH, Run, complete_run
+from helpers.bench_scripts import bench_startup
+from helpers.ipython_shell import run, shell
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import BASH, Run, complete_run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_helpers import Execution, StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply
+from helpers.kernel_helpers import Execution, StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply
 
 SESSION = "analysis.agent.jsonl"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

@@ -29,7 +29,7 @@ from tiny_agent_nb.provider import (
 )
 from tiny_agent_nb.tools import ToolSchema
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     completion_reply,
     drop_reply,

@@ -14,7 +14,7 @@ import pytest
 
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError, estimate_tokens
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     Reply,
     error_reply,

@@ -12,7 +12,6 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from misbehaving_server import MisbehavingServer, Script, forever, once
 
 from tiny_agent_nb.notebook import NotebookAgent, TinyAgent
 from tiny_agent_nb.provider import (
@@ -22,6 +21,8 @@ from tiny_agent_nb.provider import (
     ProviderConfig,
     ProviderError,
 )
+
+from helpers.misbehaving_server import MisbehavingServer, Script, forever, once
 
 # Most of these tests wait on a socket until an attempt_timeout or a read cuts it. Handed
 # out together (a parallel run gives a file's tests to every worker at once), they left

@@ -28,7 +28,7 @@ from tiny_agent_nb.provider._normalize import (
 from tiny_agent_nb.provider._text import INVALID_ARGUMENTS_LIMIT
 from tiny_agent_nb.session import MAX_JSON_DEPTH, canonical_json
 
-from openai_server import OpenAIServer, raw_reply
+from helpers.openai_server import OpenAIServer, raw_reply
 
 
 def chunk(

@@ -13,7 +13,7 @@ import pytest
 
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     Reply,
     drop_reply,

@@ -16,7 +16,7 @@ import pytest
 
 from tiny_agent_nb.provider import Provider, ProviderConfig
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     error_reply,
     text_reply,
@@ -25,7 +25,7 @@ from openai_server import (
     validate_request,
 )
 
-SERVER_SCRIPT = Path(__file__).with_name("openai_server.py")
+SERVER_SCRIPT = Path(__file__).parent / "helpers" / "openai_server.py"
 USER = {"role": "user", "content": "hi"}
 
 

@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run as run_cell
-from ipython_shell import shell
 
 from tiny_agent_nb.session import (
     HeaderInit,
@@ -35,7 +33,9 @@ from tiny_agent_nb.session import _reader as reader_module
 from tiny_agent_nb.session import _snapshot as snapshot_module
 from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL
 
-from scenario import complete_run
+from helpers.ipython_shell import run as run_cell
+from helpers.ipython_shell import shell
+from helpers.scenario import complete_run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench_scripts import bench_startup
 
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import _snapshot as snapshot_module
 from tiny_agent_nb.session._lines import READ_AHEAD
 from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL
 
-from scenario import complete_run
+from helpers.bench_scripts import bench_startup
+from helpers.scenario import complete_run
 
 _DECODE_EVERY_ENTRY = """
 import gc, sys, tracemalloc

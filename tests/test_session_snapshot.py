@@ -45,7 +45,7 @@ from tiny_agent_nb.session._snapshot import (
 from tiny_agent_nb.session._snapshot_key import KEY_NAME, read_key, state_dir
 from tiny_agent_nb.session._tables import Operation, ToolIntent
 
-from scenario import READ_FILE, Run, complete_run
+from helpers.scenario import READ_FILE, Run, complete_run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "session" / "fixtures"
 TIME = ToolIdentity(name="get_time", version="2", source="mcp:clock")
