@@ -1,7 +1,7 @@
 """The notebook surface in a real browser: JupyterLab + headless Chromium + a real kernel.
 
 A loopback OpenAI-compatible server plays the model (a tool call, then an answer, for
-every `%%agent` cell). JupyterLab serves a temporary copy of tiny_agent_nb/examples/quickstart.ipynb
+every `%%agent` cell). JupyterLab serves a temporary copy of notebooks/quickstart.ipynb
 (or, until that exists, an equivalent notebook written here), its kernels pointed at the
 loopback server through TINY_AGENT_BASE_URL / TINY_AGENT_MODEL. Chromium runs every cell
 through the Run menu, then the tests read what a user would see: the timeline (rich HTML
@@ -66,7 +66,7 @@ except ImportError:  # a test extra; _require() decides between skip and fail
 # worker runs them all in a parallel run.
 pytestmark = pytest.mark.xdist_group("browser")
 
-QUICKSTART = REPO / "tiny_agent_nb" / "examples" / "quickstart.ipynb"
+QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
 # Every wait is for an event (a selector, a response, a request); this bounds each
 # against a hang, it is not a measure. A healthy quiet run needs seconds; on a loaded
 # 2-core machine (the whole suite, or a user's JupyterLab beside it) opening the notebook

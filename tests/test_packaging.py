@@ -26,6 +26,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         source / "tiny_agent_nb",
         ignore=shutil.ignore_patterns("__pycache__", "*.agent*.jsonl"),
     )
+    shutil.copytree(
+        REPO / "notebooks",
+        source / "notebooks",
+        ignore=shutil.ignore_patterns("*.agent*.jsonl", ".ipynb_checkpoints"),
+    )
     out = tmp_path_factory.mktemp("wheel")
     built = subprocess.run(
         [

@@ -66,12 +66,12 @@ def test_the_readme_documents_every_exit_code() -> None:
 @pytest.mark.parametrize(
     "left_behind",
     [
-        "tiny_agent_nb/examples/quickstart.agent.jsonl",
-        "tiny_agent_nb/examples/quickstart.agent.1.jsonl",  # after `%agent new`
-        "tiny_agent_nb/examples/crash-and-resume.agent.jsonl",
-        "tiny_agent_nb/examples/numbers.csv",  # quickstart's data
-        "tiny_agent_nb/examples/marker.txt",  # crash-and-resume's marker
-        "tiny_agent_nb/examples/.ipynb_checkpoints/quickstart-checkpoint.ipynb",
+        "notebooks/quickstart.agent.jsonl",
+        "notebooks/quickstart.agent.1.jsonl",  # after `%agent new`
+        "notebooks/crash-and-resume.agent.jsonl",
+        "notebooks/numbers.csv",  # quickstart's data
+        "notebooks/marker.txt",  # crash-and-resume's marker
+        "notebooks/.ipynb_checkpoints/quickstart-checkpoint.ipynb",
         "analysis.agent.jsonl",
     ],
 )
@@ -100,7 +100,7 @@ def test_the_examples_themselves_are_not_ignored() -> None:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     for name in ("quickstart.ipynb", "crash-and-resume.ipynb", "README.md"):
-        path = f"tiny_agent_nb/examples/{name}"
+        path = f"notebooks/{name}"
         ignored = subprocess.run(
             ["git", "-C", str(ROOT), "check-ignore", "--no-index", "-q", path], check=False
         )
@@ -126,7 +126,7 @@ def test_a_reason_is_cut_after_a_whole_sentence_or_a_word_and_marked(
 def test_the_examples_do_not_call_the_timeline_a_widget() -> None:
     """The timeline is plain rich output updated in place (no widget model to lose):
     what an example says about `%agent timeline` says so."""
-    for notebook in sorted((ROOT / "tiny_agent_nb" / "examples").glob("*.ipynb")):
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         for cell in cells:
             text = "".join(cell["source"])

@@ -16,7 +16,7 @@ own kernel: the runner then restarts the kernel (as JupyterLab does when a kerne
 and goes on with the next cell. As a command:
 
     PYTHONPATH=tests python -m helpers.kernel_helpers \
-        tiny_agent_nb/examples/crash-and-resume.ipynb [-o OUT.ipynb]
+        notebooks/crash-and-resume.ipynb [-o OUT.ipynb]
 
 runs the notebook in its own directory, with `JPY_SESSION_NAME` set to the notebook (so
 the session file is `<name>.agent.jsonl` beside it, as under Jupyter) and the model
