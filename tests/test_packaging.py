@@ -68,6 +68,15 @@ def test_the_wheel_ships_the_example_notebooks_and_type_marker(wheel: Path) -> N
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]
 
 
+def test_the_wheel_holds_every_module_of_the_package(wheel: Path) -> None:
+    # pyproject.toml lists the packages (the notebooks are a mapped one): a new subpackage
+    # left off the list would be missing from every install but a clone.
+    names = set(zipfile.ZipFile(wheel).namelist())
+    package = REPO / "tiny_agent_nb"
+    modules = {p.relative_to(REPO).as_posix() for p in package.rglob("*.py")}
+    assert modules - names == set()
+
+
 def test_the_installed_demo_finds_its_notebook_without_the_clone(
     wheel: Path, tmp_path: Path
 ) -> None:
