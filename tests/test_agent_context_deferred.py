@@ -67,7 +67,7 @@ _NO_ANSWER = wire.encode({"role": "assistant", "content": NO_ANSWER})
 
 
 def _reference(state: SessionState, system: str | None) -> View:
-    """What the eager projection sent before checkpoints sliced their runs (e0f3e51): at a
+    """What an eager projection sends with no slicing of runs at checkpoints: at a
     checkpoint whose cut it still holds, a summary, then the kept entries replayed."""
     kept: list[EntryFact] = []
     summary: str | None = None

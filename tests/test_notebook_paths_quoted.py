@@ -1,4 +1,4 @@
-"""A careless user's session paths (attack-s8 on 19f156d): a path whose last component is
+"""A careless user's session paths: a path whose last component is
 `.` or `..` names a directory as surely as one with a trailing slash, and a quoted path
 is the path inside the quotes, as a shell would read it.
 

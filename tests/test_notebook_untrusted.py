@@ -1,6 +1,6 @@
 """What the model, its tools, the session file and the environment hand the notebook is
 untrusted: it cannot drive the user's terminal, hide part of what the user approves,
-move another kernel's live file or wedge the session (issue 9).
+move another kernel's live file or wedge the session.
 
 The magics run in an in-process IPython shell against the loopback OpenAI server, as
 in test_notebook_magics.py; the other kernel of the lock test is a real child process.

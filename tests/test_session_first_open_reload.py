@@ -1,5 +1,5 @@
-"""Attacks on a writer's first open taking its tables from the snapshot it has just written
-(register row "first-open-reload", attack-s8 on c0d8a3b..18a92b4): Ctrl-C inside the
+"""A writer's first open taking its tables from the snapshot it has just written
+(register row "first-open-reload"), interrupted or raced: Ctrl-C inside the
 reload, and another process changing the session or its snapshot between the write and
 the reload. The session file stays whole and the writer's state is the file's, or the
 open fails with every lock and descriptor released.

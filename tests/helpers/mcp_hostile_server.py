@@ -1,4 +1,4 @@
-"""A hostile MCP server over stdio, for the attack tests: it says exactly what a script
+"""A hostile MCP server over stdio, for the tests of hostile servers: it says exactly what a script
 tells it, including what the SDK's own server API would never send.
 
     python tests/helpers/mcp_hostile_server.py SCRIPT.json
