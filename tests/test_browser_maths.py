@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-from test_browser import (
+
+from helpers.lab import (
     TIMELINE,
     Lab,
     LabSession,
@@ -32,11 +33,10 @@ from test_browser import (
     lab,
     screenshot_on_failure,
 )
-
 from helpers.openai_server import error_reply, text_reply, tool_call, tool_calls_reply, usage
 from helpers.polling import wait_until
 
-__all__ = ["browser", "lab"]  # the fixtures, from test_browser
+__all__ = ["browser", "lab"]  # the fixtures, from helpers.lab
 
 pytestmark = pytest.mark.xdist_group("browser")
 
