@@ -132,3 +132,31 @@ def test_the_examples_do_not_call_the_timeline_a_widget() -> None:
             text = "".join(cell["source"])
             if cell["cell_type"] == "markdown" and "%agent timeline" in text:
                 assert "widget" not in text.lower(), (notebook.name, text)
+
+
+# Names of the work that wrote something: a tracking issue's number, a review round or
+# pass. What a file, test or comment holds outlives when it was written.
+HISTORY = re.compile(
+    r"\bissues? #?\d+\b|\battack-?s\d+\b|\bs\d+ on [0-9a-f]{7}\b|\bsecond pass\b", re.IGNORECASE
+)
+HISTORY_NAME = re.compile(r"attack|issue|(^|_)s\d+(_|$)|round_?\d|pass_?\d")
+
+
+def test_files_and_comments_name_what_they_hold_not_the_work_that_wrote_them() -> None:
+    # Not schemas/ nor the script making its fixtures: their sessions quote what a user
+    # may type (a question about an issue by its number).
+    roots = [ROOT / d for d in ("tiny_agent_nb", "tests", "bench", "docs", "notebooks")]
+    files = [ROOT / "README.md", *(p for r in roots for p in sorted(r.rglob("*")) if p.is_file())]
+    named = [
+        str(p.relative_to(ROOT))
+        for p in files
+        if p.suffix in {".py", ".md", ".ipynb"} and HISTORY_NAME.search(p.stem)
+    ]
+    quoted = [
+        f"{p.relative_to(ROOT)}:{n}: {m.group()}"
+        for p in files
+        if p.suffix in {".py", ".md", ".ipynb", ".toml"}
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if (m := HISTORY.search(line))
+    ]
+    assert named == [] and quoted == []
