@@ -7,7 +7,7 @@
     python bench/bench_startup.py --bytecode --first-open   # as a kernel: bytecode cached;
                                                             # + a first open with no snapshot
 
-The session is the notebook's mix (issue 14 item 3): cells of a prompt, ten `read_file`
+The session is the notebook's mix: cells of a prompt, ten `read_file`
 tool steps with 1 KB results (bench_peers' workload), the final answer and its usage, the
 last run left open by a kernel killed during a `bash` call (an intent that is never
 replayed). Each measurement starts a new Python process (nothing imported, no caches
@@ -58,7 +58,7 @@ NOTEBOOK = "analysis.ipynb"
 SESSION = "analysis.agent.jsonl"  # notebook/_paths.py: session_file_for
 PRISTINE = "left-open.jsonl"  # the session as the dead kernel left it
 STEPS_PER_RUN = 10
-TARGET_MS = {10_000: 300.0, 100_000: 1000.0}  # issue 14 item 3
+TARGET_MS = {10_000: 300.0, 100_000: 1000.0}  # docs/benchmarks.md, "Start-up"
 TARGET_MEMORY = 1.5
 
 

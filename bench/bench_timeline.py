@@ -26,7 +26,7 @@ from tiny_agent_nb.render import timeline_html
 from tiny_agent_nb.session import HeaderInit, SessionStore
 from tiny_agent_nb.timeline import build_timeline
 
-from scenario import complete_run
+from helpers.scenario import complete_run
 
 FACTS_PER_RUN = 11  # complete_run commits 11 facts
 

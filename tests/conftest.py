@@ -11,13 +11,13 @@ from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
 import pytest
-from pycache_prefix import fill as fill_pycache_prefix
 
 from tiny_agent_nb.session import HeaderInit, SessionStore
 from tiny_agent_nb.session import facts as f
 
-from openai_server import OpenAIServer
-from scenario import BASH, Run, complete_run
+from helpers.openai_server import OpenAIServer
+from helpers.pycache_prefix import fill as fill_pycache_prefix
+from helpers.scenario import BASH, Run, complete_run
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def store(session_path: Path, header_init: HeaderInit) -> Iterator[SessionStore]
     s.close()
 
 
-# Sessions the CLI tests read (tests/cli_helpers.py calls the CLI).
+# Sessions the CLI tests read (tests/helpers/cli_helpers.py calls the CLI).
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 # process and its preload list is fixed when it starts, so every loop asks for the union:
 # whichever runs first on a worker, children of the other still import nothing heavy
 # (a fresh interpreter spends ~0.3 s importing pydantic and httpx; hundreds of kills
-# cannot afford it), nor their own modules (the children's entry points, tests/scenario.py
+# cannot afford it), nor their own modules (the children's entry points, tests/helpers/scenario.py
 # and what they build at import).
 FORKSERVER_PRELOAD = [
     "tiny_agent_nb.session",
@@ -198,7 +198,7 @@ def pytest_configure(config: pytest.Config) -> None:
     every process a test starts inherit it) points PYTHONPYCACHEPREFIX at a temporary
     directory and lets those processes write there: one compile per module per run, and
     nothing written beside the sources. A prefix the user set is left alone. The
-    directory is filled before any of those processes start (tests/pycache_prefix.py):
+    directory is filled before any of those processes start (tests/helpers/pycache_prefix.py):
     with a prefix, Python finds no bytecode anywhere else, not even the standard
     library's."""
     if "PYTEST_XDIST_WORKER" in os.environ or "PYTHONPYCACHEPREFIX" in os.environ:

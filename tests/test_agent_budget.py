@@ -16,7 +16,7 @@ from tiny_agent_nb.agent._budget import Spend, chain_spend
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolUsage
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     is_summarization,
     text_reply,

@@ -25,7 +25,14 @@ from tiny_agent_nb.provider import (
 from tiny_agent_nb.session import CompactionEntry, load_session
 from tiny_agent_nb.tools import ToolSchema
 
-from openai_server import MODEL, OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from helpers.openai_server import (
+    MODEL,
+    OpenAIServer,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+    usage,
+)
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 

@@ -14,7 +14,7 @@ from tiny_agent_nb.agent import ContextProjection
 from tiny_agent_nb.provider import encoded
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 BIG = "z" * 8000  # ~2000 tokens a read: two reads pass 0.8 x 4000
 # the tool schemas (~1,300 tokens) and two reads of big.txt pass 0.8 of the window

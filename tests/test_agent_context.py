@@ -16,7 +16,7 @@ from tiny_agent_nb.provider import encoded, wire
 from tiny_agent_nb.session import SessionState, SessionStore
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, Run, complete_run
+from helpers.scenario import BASH, Run, complete_run
 
 
 def decode(parts: list[wire.Encoded]) -> list[dict[str, object]]:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_scripts import bench_startup
+from helpers.bench_scripts import bench_startup
 
 CHILD = Path(__file__).parent / "children" / "context_rss.py"
 
@@ -46,6 +46,6 @@ def test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends(
     # The context keeps what it sends; the rest of what the build touched (each entry
     # decoded and encoded once, the state it reads) is freed and reused as it goes. The
     # bound has room for the heap's layout: since the load leaves fewer holes (register
-    # row "snapshot-read-map"), the build reuses fewer and measured 1.16-1.43x; the runs
-    # as heap blocks (d23f16e) made it 1.9x.
+    # row "snapshot-read-map"), the build reuses fewer and measured 1.16-1.43x; keeping the
+    # runs as heap blocks made it 1.9x.
     assert measured["grew"] <= 1.5 * measured["sent"], measured

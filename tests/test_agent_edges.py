@@ -24,8 +24,8 @@ from tiny_agent_nb.session import (
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
 from children.loop_edge import FILL_THE_DISK
-from openai_server import OpenAIServer, tool_call, tool_calls_reply
-from scenario import BASH, READ_FILE, Run
+from helpers.openai_server import OpenAIServer, tool_call, tool_calls_reply
+from helpers.scenario import BASH, READ_FILE, Run
 
 CHILD = Path(__file__).parent / "children" / "loop_edge.py"
 TIMEOUT_S = 30.0

@@ -19,7 +19,7 @@ from tiny_agent_nb.session import ToolIdentity, ToolResultEntry, load_session
 from tiny_agent_nb.timeline import build_timeline
 from tiny_agent_nb.tools import Tool, ToolArguments, ToolContext, ToolOutput, ToolUsage
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 

@@ -22,7 +22,7 @@ from tiny_agent_nb.session import HeaderInit, KernelNotice, SessionStore, load_s
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 NOTICE = "[Kernel restarted]"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,18 +18,14 @@ from tiny_agent_nb.agent import (
     LoopObserver,
     RunResult,
 )
-from tiny_agent_nb.agent._loop import RECOVERY_REPLAY_BUDGET
-from tiny_agent_nb.provider import Completion, Provider, ProviderConfig, StreamEvent, TextDelta
+from tiny_agent_nb.provider import Provider, ProviderConfig, StreamEvent, TextDelta
 from tiny_agent_nb.session import (
-    AssistantMessage,
     HeaderInit,
     SessionStore,
     ToolCall,
-    ToolIdentity,
     ToolResultEntry,
     load_session,
 )
-from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.tools import (
     Tool,
     ToolArguments,
@@ -40,7 +35,7 @@ from tiny_agent_nb.tools import (
     builtin_registry,
 )
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     error_reply,
     text_reply,
@@ -48,7 +43,7 @@ from openai_server import (
     tool_calls_reply,
     usage,
 )
-from scenario import BASH, READ_FILE, Run
+from helpers.scenario import BASH, READ_FILE, Run
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 
@@ -478,347 +473,5 @@ def test_resume_after_the_final_answer_was_saved_does_not_ask_again(
             ("run", "interrupted"),
             ("resume", "completed"),
         ]
-    finally:
-        h.close()
-
-
-# ---------------------------------------------------------------- untrusted tool output
-
-
-def secret_pieces(secret: str, size: int = 8) -> list[str]:
-    """Every run of `size` characters of `secret`: none may show anywhere."""
-    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
-
-
-def test_the_api_key_shown_by_any_tool_is_redacted_in_the_file_the_model_and_the_screen(
-    server: OpenAIServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
-    (workspace / ".env").write_text(f"OPENROUTER_API_KEY={KEY}\n")
-    # grep shows 400 characters of a line: the key is cut after its first 7.
-    (workspace / "bundle.min.js").write_text("k=" + "x" * 391 + KEY + ";\n")
-    h = Harness(server, workspace, secrets=(KEY,))
-    try:
-        server.enqueue(
-            tool_calls_reply(
-                tool_call("r1", "read_file", {"path": ".env"}),
-                tool_call("b1", "bash", {"command": "cat .env; env | grep -c API_KEY"}),
-                tool_call("p1", "python", {"code": "import os\nos.environ['TINY_AGENT_API_KEY']"}),
-                tool_call("g1", "grep", {"pattern": "k=x", "path": "bundle.min.js"}),
-            ),
-            text_reply("done"),
-        )
-        assert h.loop.run("show me the key").outcome == "completed"
-        raw = h.path.read_text()
-        sent = json.dumps(_messages(server, 1))
-        shown = "\n".join(o.content for o in h.tool_ends)
-        for piece in secret_pieces(KEY):
-            assert piece not in raw and piece not in sent and piece not in shown
-        assert shown.count("[redacted]") == 4  # read_file, bash (cat), python and grep
-        assert "\n0\n" in shown  # bash's environment held no API_KEY variable at all
-        grep_result = h.tool_ends[-1].content
-        assert not any(piece in grep_result for piece in secret_pieces(KEY, 4))
-    finally:
-        h.close()
-
-
-def test_a_key_the_model_repeats_is_redacted_in_what_is_kept_and_its_tools_get_the_call_as_sent(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    """bash can read the kernel's environment (/proc/$TINY_AGENT_KERNEL_PID/environ);
-    once the model has the key, its answer, its reasoning and its calls' arguments are
-    redacted before they are committed. The tools get the arguments the model sent (a
-    redaction never changes what a tool does), so the file cannot say exactly what ran:
-    such an intent is never replayed, even a read's."""
-    (workspace / f"notes-{KEY}.txt").write_text("the notes")
-    h = Harness(server, workspace, secrets=(KEY,))
-    try:
-        server.enqueue(
-            tool_calls_reply(
-                tool_call("w1", "write_file", {"path": "k.txt", "content": f"key={KEY}"}),
-                tool_call("b1", "bash", {"command": f"echo {KEY} >> k2.txt"}),
-                tool_call("r1", "read_file", {"path": f"notes-{KEY}.txt"}),
-                tool_call("r2", "read_file", {"path": "k.txt"}),
-                content=f"The key is {KEY}.",
-                reasoning=f"I found {KEY} in the environment.",
-            ),
-            text_reply(f"Saved {KEY} to k.txt."),
-        )
-        result = h.loop.run("leak it")
-        assert result.outcome == "completed" and result.text == "Saved [redacted] to k.txt."
-        raw = h.path.read_text()
-        assert KEY not in raw and KEY not in json.dumps(_messages(server, 1))
-        assert (workspace / "k.txt").read_text() == f"key={KEY}"  # as the model asked
-        assert (workspace / "k2.txt").read_text() == f"{KEY}\n"
-        state = load_session(h.path)
-        intents = {i.tool_call_id: i for i in state.tool_intents.values()}
-        assert intents["r1"].arguments["path"] == "notes-[redacted].txt"
-        assert intents["r1"].replay_policy == "never"  # its file is not the one it read
-        assert intents["r2"].replay_policy == "safeRead"  # nothing of it was redacted
-        shown = [o.content for o in h.tool_ends]
-        assert shown[2].endswith("\nthe notes") and shown[3].endswith("\nkey=[redacted]")
-    finally:
-        h.close()
-
-
-def test_a_prompt_holding_the_key_is_kept_and_sent_redacted(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    """A prompt filled from a variable (an error message, a config) may hold the key: it
-    is committed and sent as every other text is, redacted."""
-    h = Harness(server, workspace, secrets=(KEY,))
-    try:
-        server.enqueue(text_reply("I see a redacted key."))
-        assert h.loop.run(f"Why does this fail?\nAuthError: bad key {KEY}").outcome == "completed"
-        sent = server.requests[0].raw.decode()
-        assert "bad key [redacted]" in sent and KEY not in sent
-        assert KEY not in h.path.read_text() and "bad key [redacted]" in h.path.read_text()
-    finally:
-        h.close()
-
-
-def test_a_lone_surrogate_in_tool_output_is_kept_as_a_replacement_and_the_next_run_works(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    (workspace / os.fsdecode(b"caf\xe9.txt")).write_text("not UTF-8 named")
-    h = Harness(server, workspace)
-    try:
-        server.enqueue(
-            tool_calls_reply(
-                tool_call("p1", "python", {"code": "print('half a pair: \\ud800')"}),
-                tool_call("l1", "list_files", {}),
-            ),
-            text_reply("listed"),
-            text_reply("still here"),
-        )
-        assert h.loop.run("list").outcome == "completed"
-        state = load_session(h.path)
-        contents = [
-            e.entry.message.content
-            for e in state.entries.values()
-            if isinstance(e.entry, ToolResultEntry)
-        ]
-        assert contents[0] == "half a pair: \ufffd"
-        assert "caf\ufffd.txt" in contents[1] or "caf\\xe9.txt" in contents[1]
-        assert h.loop.run("again").outcome == "completed"
-    finally:
-        h.close()
-
-
-# ---------------------------------------------------------------- a run never stays open
-
-
-class BrokenProvider:
-    """A provider with a bug: its first call raises, or returns what the store refuses."""
-
-    def __init__(self, fault: str) -> None:
-        self.fault = fault
-
-    def complete(self, messages: Any, tools: Any, *, on_event: Any = None) -> Completion:
-        if self.fault == "raise":
-            raise TypeError("'NoneType' object is not subscriptable")
-        message = AssistantMessage(
-            role="assistant",
-            content="half a pair: \ud800",  # no UTF-8 for it: the store refuses the entry
-            reasoning=None,
-            refusal=None,
-            toolCalls=(),
-            finishReason="stop",
-        )
-        return Completion(message=message, usage=None)
-
-
-def assert_failed_then_usable(
-    h: Harness, server: OpenAIServer, result: RunResult, why: str
-) -> None:
-    assert result.outcome == "failed"
-    assert result.detail is not None and why in result.detail
-    state = load_session(h.path)
-    assert state.open_operation is None
-    failed = state.operations[result.operation_id]
-    assert (failed.status, failed.detail) == ("failed", result.detail)
-    assert all(a.status != "pending" for a in state.attempts.values())
-    assert all(i.status != "pending" for i in state.tool_intents.values())
-    server.enqueue(text_reply("next cell works"))
-    h.model.target = h.provider
-    assert h.loop.run("next").outcome == "completed"
-
-
-@pytest.mark.parametrize(
-    ("fault", "why"), [("raise", "TypeError"), ("refused", "cannot be written as JSON text")]
-)
-def test_a_provider_bug_fails_the_run_with_its_reason_and_the_next_run_works(
-    server: OpenAIServer, workspace: Path, fault: str, why: str
-) -> None:
-    h = Harness(server, workspace, provider=BrokenProvider(fault))
-    try:
-        result = h.loop.run("hi")
-        (attempt,) = load_session(h.path).attempts.values()
-        assert attempt.status == "failed" and attempt.error is not None
-        assert why in attempt.error.message
-        assert_failed_then_usable(h, server, result, why)
-    finally:
-        h.close()
-
-
-def test_a_display_failing_while_a_tool_runs_fails_the_run_and_settles_the_intent(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    h = Harness(server, workspace)
-
-    class BrokenDisplay(LoopObserver):
-        def on_tool_start(self, call: ToolCall, arguments: Any) -> None:
-            raise RuntimeError("the widget's comm is closed")
-
-    h.display.target = BrokenDisplay()
-    try:
-        server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": "echo hi"})))
-        result = h.loop.run("go")
-        (intent,) = load_session(h.path).tool_intents.values()
-        assert intent.status == "interrupted"  # recorded, then the run stopped: unknown
-        h.display.target = h.observer
-        assert_failed_then_usable(h, server, result, "the widget's comm is closed")
-    finally:
-        h.close()
-
-
-def test_a_resume_that_hits_a_bug_fails_and_the_next_run_works(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    h = Harness(server, workspace, provider=BrokenProvider("raise"))
-    try:
-        run = Run(environment=str(workspace))
-        h.store.commit(run.start("go"))
-        h.store.commit(run.attempt())  # killed while the request was in flight
-        result = h.loop.resume()
-        ops = list(load_session(h.path).operations.values())
-        assert [(o.kind, o.status) for o in ops] == [("run", "interrupted"), ("resume", "failed")]
-        assert_failed_then_usable(h, server, result, "TypeError")
-    finally:
-        h.close()
-
-
-# ---------------------------------------------------------------- replays after a crash
-
-
-class SlowRead(Tool):
-    """A read-only tool whose replay behaves as configured (a test double of a read that
-    hit its time limit, or of a tool bug)."""
-
-    name = "slow_read"
-    description = "Reads slowly."
-    replay_policy: ClassVar = "safeRead"
-
-    class Arguments(ToolArguments):
-        pass
-
-    def __init__(self, output: Any) -> None:
-        self.output = output
-
-    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-        if isinstance(self.output, BaseException):
-            raise self.output
-        return self.output  # type: ignore[no-any-return]
-
-
-def pending_read(h: Harness, workspace: Path) -> str:
-    """A file left by a process killed with a slow_read intent pending; its intent id."""
-    run = Run(environment=str(workspace))
-    h.store.commit(run.start("go"))
-    h.store.commit(run.attempt())
-    h.store.commit(run.answer(None, [("s1", "slow_read", {})]))
-    identity = ToolIdentity(name="slow_read", version="1", source="builtin")
-    intent = run.intent("s1", identity, {}, replay_policy="safeRead")
-    h.store.commit([intent])
-    assert intent.id is not None
-    return intent.id
-
-
-@pytest.mark.parametrize(
-    ("output", "says"),
-    [
-        (ToolOutput("half of it", is_error=True, timed_out=True), "time limit"),
-        (ToolOutput(b"not text"), "failed unexpectedly"),  # type: ignore[arg-type]
-        (MemoryError(), "failed unexpectedly"),
-    ],
-    ids=["timed-out", "unusable-result", "raised"],
-)
-def test_a_replay_that_times_out_or_breaks_is_recorded_interrupted_not_replayed(
-    server: OpenAIServer, workspace: Path, output: ToolOutput, says: str
-) -> None:
-    h = Harness(server, workspace, extra_tools=(SlowRead(output),))
-    try:
-        intent_id = pending_read(h, workspace)
-        report = h.loop.recover()
-        assert report is not None
-        assert (report.replayed, [i.id for i in report.interrupted]) == ((), [intent_id])
-        state = load_session(h.path)
-        intent = state.tool_intents[intent_id]
-        assert intent.status == "interrupted"
-        result = state.entries[intent.result_entry_id].entry
-        assert isinstance(result, ToolResultEntry) and says in result.message.content
-        assert next(iter(state.operations.values())).status == "interrupted"
-        before = h.path.read_bytes()
-        assert h.loop.recover() is None
-        assert h.path.read_bytes() == before
-    finally:
-        h.close()
-
-
-class ClockedRead(Tool):
-    """A read-only tool whose replay takes `seconds` of an injected clock."""
-
-    name = "slow_read"
-    description = "Reads slowly."
-    replay_policy: ClassVar = "safeRead"
-
-    class Arguments(ToolArguments):
-        pass
-
-    def __init__(self, clock: list[float], seconds: float) -> None:
-        self.clock, self.seconds, self.runs = clock, seconds, 0
-
-    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-        self.runs += 1
-        self.clock[0] += self.seconds
-        return ToolOutput("read")
-
-
-def test_recovery_replays_for_a_bounded_time_in_all_and_settles_the_rest_interrupted(
-    server: OpenAIServer, workspace: Path
-) -> None:
-    """A file left with many pending reads (a crafted one, each read up to its own time
-    limit) is recovered in bounded time: past the budget the reads are not run again."""
-    now = [0.0]
-    tool = ClockedRead(now, seconds=RECOVERY_REPLAY_BUDGET / 3 + 1)
-    h = Harness(server, workspace, extra_tools=(tool,), clock=lambda: now[0])
-    try:
-        run = Run(environment=str(workspace))
-        h.store.commit(run.start("go"))
-        h.store.commit(run.attempt())
-        calls = [(f"s{n}", "slow_read", {}) for n in range(6)]
-        h.store.commit(run.answer(None, calls))
-        identity = ToolIdentity(name="slow_read", version="1", source="builtin")
-        for call_id, _, _ in calls:
-            intent = f.tool_started(
-                run.operation_id,
-                run.attempt_id or "",
-                call_id,
-                tool=identity,
-                arguments={},
-                replay_policy="safeRead",
-                environment_identity=str(workspace),
-            )
-            h.store.commit([intent])
-        report = h.loop.recover()
-        assert report is not None
-        assert tool.runs == 3  # 0, 11 and 22 s in: started; at 33 s the budget is spent
-        assert (len(report.replayed), len(report.interrupted)) == (3, 3)
-        state = load_session(h.path)
-        statuses = [i.status for i in state.tool_intents.values()]
-        assert statuses == ["replayed"] * 3 + ["interrupted"] * 3
-        last = list(state.tool_intents.values())[-1]
-        result = state.entries[last.result_entry_id].entry
-        assert isinstance(result, ToolResultEntry) and "skipped" in result.message.content
     finally:
         h.close()

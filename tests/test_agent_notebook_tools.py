@@ -14,8 +14,8 @@ from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
-from scenario import Run
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.scenario import Run
 
 CODE = "totals = df.groupby('region').total.sum()\ntotals"
 

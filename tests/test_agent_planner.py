@@ -19,7 +19,7 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, READ_FILE, Run, intent_result
+from helpers.scenario import BASH, READ_FILE, Run, intent_result
 
 TOOLS = {"read_file": READ_FILE, "bash": BASH}
 

@@ -17,8 +17,8 @@ from tiny_agent_nb.agent._ledger import last_input_tokens
 from tiny_agent_nb.session import NewFact, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
-from scenario import READ_FILE, Run
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from helpers.scenario import READ_FILE, Run
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 

@@ -22,8 +22,8 @@ from tiny_agent_nb.session import (
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
-from openai_server import OpenAIServer, text_reply
-from scenario import Run
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import Run
 
 DAY = datetime.date(2026, 3, 14)
 

@@ -21,7 +21,7 @@ from tiny_agent_nb.agent._window import ContextWindow, Measure, truncated
 from tiny_agent_nb.session import CompactionEntry, SessionState, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     Reply,
     error_reply,

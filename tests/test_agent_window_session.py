@@ -18,8 +18,8 @@ from test_agent_window import window_server
 
 from tiny_agent_nb.session import CompactionEntry, load_session
 
-from openai_server import RecordedRequest, Reply, is_summarization, text_reply, tool_call
-from openai_server import tool_calls_reply as calls_reply
+from helpers.openai_server import RecordedRequest, Reply, is_summarization, text_reply, tool_call
+from helpers.openai_server import tool_calls_reply as calls_reply
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 

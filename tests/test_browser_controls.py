@@ -21,10 +21,10 @@ from typing import Any
 
 import httpx
 import pytest
-from polling import wait_until
 
-from browser_helpers import CHROMIUM, CHROMIUM_ARGS, JupyterLab, artifacts_dir, in_ci
-from openai_server import MODEL, OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.browser_helpers import CHROMIUM, CHROMIUM_ARGS, JupyterLab, artifacts_dir, in_ci
+from helpers.openai_server import MODEL, OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.polling import wait_until
 
 try:
     from playwright.sync_api import sync_playwright

@@ -8,7 +8,7 @@ run, an answer that mixes amounts and maths, a failed run, the timeline, `%agent
 and `%agent usage` is run, then saved and reopened with its kernel shut down. MathJax
 renders into `mjx-container` elements: the answer's two formulas are the only ones.
 Screenshots of the timeline in the light and the dark theme go to the artifacts
-directory (tests/browser_helpers.py).
+directory (tests/helpers/browser_helpers.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-from polling import wait_until
-from test_browser import (
+
+from helpers.lab import (
     TIMELINE,
     Lab,
     LabSession,
@@ -33,10 +33,10 @@ from test_browser import (
     lab,
     screenshot_on_failure,
 )
+from helpers.openai_server import error_reply, text_reply, tool_call, tool_calls_reply, usage
+from helpers.polling import wait_until
 
-from openai_server import error_reply, text_reply, tool_call, tool_calls_reply, usage
-
-__all__ = ["browser", "lab"]  # the fixtures, from test_browser
+__all__ = ["browser", "lab"]  # the fixtures, from helpers.lab
 
 pytestmark = pytest.mark.xdist_group("browser")
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-from polling import wait_until
 from test_browser import (
     STEP_TIMEOUT_MS,
     TIMELINE,
@@ -37,7 +36,8 @@ from test_browser import (
 
 from tiny_agent_nb.session import load_session
 
-from openai_server import text_reply
+from helpers.openai_server import text_reply
+from helpers.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("browser")
 __all__ = ["browser", "lab"]  # the fixtures, from test_browser

@@ -16,7 +16,7 @@ from tiny_agent_nb.session import (
     load_session,
 )
 
-from cli_helpers import (
+from helpers.cli_helpers import (
     cli,
     cli_process,
     replace_line,

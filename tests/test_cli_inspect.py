@@ -17,13 +17,13 @@ from tiny_agent_nb.session import (
     load_session,
 )
 
-from cli_helpers import (
+from helpers.cli_helpers import (
     TORN,
     cli,
     replace_line,
     session_fixtures,
 )
-from scenario import READ_FILE, Run, complete_run
+from helpers.scenario import READ_FILE, Run, complete_run
 
 
 def test_completed_run_reports_operation_status_and_cost(

@@ -16,7 +16,7 @@ from tiny_agent_nb.session import (
     salvage,
 )
 
-from cli_helpers import (
+from helpers.cli_helpers import (
     FIXTURES,
     TORN,
     cli,

@@ -19,7 +19,7 @@ from tiny_agent_nb.session import (
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.timeline import PAGE_SIZE, ROWS_PER_RUN
 
-from cli_helpers import (
+from helpers.cli_helpers import (
     COMMAND,
     TORN,
     cli,
@@ -29,7 +29,7 @@ from cli_helpers import (
     tty_env,
     untouched,
 )
-from scenario import Run, complete_run
+from helpers.scenario import Run, complete_run
 
 
 def test_head_of_a_long_timeline_is_just_its_first_lines(tmp_path: Path) -> None:

@@ -15,12 +15,12 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from cli_helpers import (
+from helpers.cli_helpers import (
     FIXTURES,
     cli,
     untouched,
 )
-from scenario import Run, complete_run
+from helpers.scenario import Run, complete_run
 
 
 def _usage(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:

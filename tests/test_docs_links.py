@@ -20,13 +20,14 @@ DOCS = sorted(
         *(ROOT / "docs").glob("*.md"),
         *(ROOT / "schemas").rglob("*.md"),
         *(ROOT / "tiny_agent_nb").rglob("*.md"),
+        *(ROOT / "notebooks").glob("*.md"),
     ]
 )
-# Where a citation of the spec may stand: the package, its schemas and fixtures, the
-# docs, the benchmarks and the scripts that generate schemas and fixtures.
+# Where a citation of the spec may stand: the package, its example notebooks, its schemas
+# and fixtures, the docs, the benchmarks and the scripts that generate schemas and fixtures.
 CITING = sorted(
     path
-    for folder in ("tiny_agent_nb", "schemas", "docs", "bench", "scripts")
+    for folder in ("tiny_agent_nb", "notebooks", "schemas", "docs", "bench", "scripts")
     for path in (ROOT / folder).rglob("*")
     if path.suffix in {".py", ".json", ".md"} and path.is_file()
 )
@@ -78,7 +79,7 @@ def test_the_link_check_sees_links_and_skips_urls_and_code() -> None:
 def test_nothing_in_the_package_or_the_schemas_cites_the_out_of_tree_design() -> None:
     citing = [
         f"{path.relative_to(ROOT)}:{number}"
-        for folder in ("tiny_agent_nb", "schemas")
+        for folder in ("tiny_agent_nb", "notebooks", "schemas")
         for path in sorted((ROOT / folder).rglob("*"))
         if path.is_file() and path.suffix in {".py", ".json", ".md", ".jsonl", ".ipynb"}
         # errors="replace": some fixtures hold invalid UTF-8 on purpose (a torn tail)

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
-from ipython_shell import fresh_shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, Run
+from helpers.ipython_shell import fresh_shell
+from helpers.scenario import BASH, Run
 
 GLOSSARY = Path(__file__).resolve().parent.parent / "docs" / "glossary.md"
 

@@ -32,12 +32,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from polling import wait_until
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig
 from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.tools import ToolContext, ToolRegistry
+
+from helpers.polling import wait_until
 
 N_CTX = 1024
 PYTHON = os.environ.get("TINY_AGENT_LLAMA_CPP_PYTHON") or sys.executable

@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from polling import wait_until
 
 from tiny_agent_nb._guard import ADOPTS, CANNOT_START, GRACE_S, guard_argv
+
+from helpers.polling import wait_until
 
 CHILDREN = Path(__file__).parent / "children"
 PARENT = CHILDREN / "mcp_guard_parent.py"

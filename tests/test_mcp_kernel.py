@@ -13,20 +13,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from mcp_helpers import TEST_SERVER, pid_alive
-from mcp_notebook_helpers import (
+
+from tiny_agent_nb.session import load_session
+
+from helpers.kernel_helpers import Execution, Kernel, kernel_env, workspace
+from helpers.mcp_helpers import TEST_SERVER, pid_alive
+from helpers.mcp_notebook_helpers import (
     kill,
     marker_lines,
     processes_mentioning,
     tool_results,
     transactions,
 )
-from polling import wait_until
-
-from tiny_agent_nb.session import load_session
-
-from kernel_helpers import Execution, Kernel, kernel_env, workspace
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.polling import wait_until
 
 NOTEBOOK = "analysis.ipynb"
 SESSION = "analysis.agent.jsonl"

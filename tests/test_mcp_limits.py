@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import started, tool_named
 
 from tiny_agent_nb.mcp import parse_config
 from tiny_agent_nb.tools import ToolContext
 
-HOSTILE = Path(__file__).resolve().parent / "mcp_hostile_server.py"
+from helpers.mcp_helpers import started, tool_named
+
+HOSTILE = Path(__file__).resolve().parent / "helpers" / "mcp_hostile_server.py"
 LIMIT = 32 * 1024 * 1024  # McpServers' default
 OVER = LIMIT + 8 * 1024 * 1024
 OBJECT = {"type": "object"}

@@ -1,5 +1,5 @@
 """MCP tools through `%%agent` in an in-process shell: the SDK-written test server
-(tests/mcp_test_server.py) over stdio and over streamable HTTP on loopback, the loopback
+(tests/helpers/mcp_test_server.py) over stdio and over streamable HTTP on loopback, the loopback
 model server scripting the calls, and the session file read back."""
 
 from __future__ import annotations
@@ -15,23 +15,23 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, run_clean, served
-from mcp_helpers import TEST_SERVER, TEST_SERVER_VERSION, TEST_TOOLS, pid_alive, stdio_entry
-from mcp_notebook_helpers import (
+
+from tiny_agent_nb.mcp import McpServers, parse_config
+from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session
+from tiny_agent_nb.tools import ToolContext
+
+from helpers.ipython_shell import fresh_shell, run_clean, served
+from helpers.mcp_helpers import TEST_SERVER, TEST_SERVER_VERSION, TEST_TOOLS, pid_alive, stdio_entry
+from helpers.mcp_notebook_helpers import (
     HEADER_SECRET,
     http_server,  # noqa: F401 (a fixture, used by name)
     tool_names,
     tool_results,
     transactions,
 )
-from polling import wait_until
-
-from tiny_agent_nb.mcp import McpServers, parse_config
-from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session
-from tiny_agent_nb.tools import ToolContext
-
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
-from scenario import Run as ScenarioRun
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.polling import wait_until
+from helpers.scenario import Run as ScenarioRun
 
 SESSION = "analysis.agent.jsonl"
 ENV_SECRET = "SENTINEL-ENV-0a1b2c3d4e"

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
 
 from tiny_agent_nb.notebook import TinyAgent
 from tiny_agent_nb.session import load_session
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.ipython_shell import fresh_shell, served
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 ENV_SECRET = "SENTINEL-ENV-7f3a9c21"
 HEADER_SECRET = "SENTINEL-HDR-51be08d4"

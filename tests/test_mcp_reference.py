@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
-from mcp_notebook_helpers import tool_names, tool_results
 
 from tiny_agent_nb.session import load_session
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.ipython_shell import fresh_shell, served
+from helpers.mcp_notebook_helpers import tool_names, tool_results
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
 

@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import HttpTestServer, started, stdio_entry, tool_named
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.mcp import McpServers, parse_config
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolContext
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.mcp_helpers import HttpTestServer, started, stdio_entry, tool_named
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
-HOSTILE = Path(__file__).resolve().parent / "mcp_hostile_server.py"
+HOSTILE = Path(__file__).resolve().parent / "helpers" / "mcp_hostile_server.py"
 
 ENV_SECRET = "sentinel-env-7c1f9a2b"
 HEADER_SECRET = "sentinel-header-5d3e8f10"

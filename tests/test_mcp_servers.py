@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import (
+
+from tiny_agent_nb.mcp import McpServers, parse_config
+from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage
+
+from helpers.mcp_helpers import (
     TEST_SERVER_VERSION,
     TEST_TOOLS,
     HttpTestServer,
@@ -26,11 +30,8 @@ from mcp_helpers import (
     stdio_entry,
     tool_named,
 )
-from mcp_notebook_helpers import processes_mentioning
-from polling import wait_until
-
-from tiny_agent_nb.mcp import McpServers, parse_config
-from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage
+from helpers.mcp_notebook_helpers import processes_mentioning
+from helpers.polling import wait_until
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import pid_alive
-from polling import wait_until
 
 from tiny_agent_nb.mcp import McpServers, parse_config
 
-LINGERING_SERVER = Path(__file__).resolve().parent / "mcp_lingering_server.py"
+from helpers.mcp_helpers import pid_alive
+from helpers.polling import wait_until
+
+LINGERING_SERVER = Path(__file__).resolve().parent / "helpers" / "mcp_lingering_server.py"
 
 
 def _entry(pid_file: Path) -> dict[str, Any]:

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ipython_shell import fresh_shell, run_clean, served
-from mcp_helpers import TEST_TOOLS, stdio_entry
-from mcp_notebook_helpers import tool_names, transactions
 
 from tiny_agent_nb.tools import ReadFile, Tool, ToolRegistry, builtin_registry
 
-from openai_server import OpenAIServer, text_reply
+from helpers.ipython_shell import fresh_shell, run_clean, served
+from helpers.mcp_helpers import TEST_TOOLS, stdio_entry
+from helpers.mcp_notebook_helpers import tool_names, transactions
+from helpers.openai_server import OpenAIServer, text_reply
 
 
 class Served(ReadFile):

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run, shell
-from mcp_helpers import stdio_entry
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import load_session
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from helpers.ipython_shell import run, shell
+from helpers.mcp_helpers import stdio_entry
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

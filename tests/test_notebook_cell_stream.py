@@ -7,11 +7,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-from polling import wait_until
 
 from tiny_agent_nb.notebook._display import UPDATE_INTERVAL, CellDisplay
 from tiny_agent_nb.provider import TextDelta
 from tiny_agent_nb.session import ToolCall
+
+from helpers.polling import wait_until
 
 TIMEOUT = 10.0  # s; a trailing render comes UPDATE_INTERVAL after the text it draws
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import OFFLINE, fresh_shell
-from ipython_shell import run as run_cell
 
 from tiny_agent_nb.notebook import AgentMagics
 from tiny_agent_nb.notebook._commands import SUBCOMMANDS, command_help
+
+from helpers.ipython_shell import OFFLINE, fresh_shell
+from helpers.ipython_shell import run as run_cell
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 ROW = re.compile(r"^\| `(?P<usage>%agent [^`]*)` \| (?P<summary>.*) \|$")

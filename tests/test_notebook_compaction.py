@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run, shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.render import timeline_html
 from tiny_agent_nb.session import CompactionEntry, load_session
 from tiny_agent_nb.timeline import build_timeline
 
-from openai_server import (
+from helpers.ipython_shell import run, shell
+from helpers.openai_server import (
     OpenAIServer,
     model_entry,
     text_reply,

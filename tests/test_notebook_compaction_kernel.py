@@ -10,15 +10,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from polling import wait_until
 from test_notebook_kernel import SESSION, assert_clean, load, markdown
 
 from tiny_agent_nb.agent import ContextProjection
 from tiny_agent_nb.provider import encoded
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
-from kernel_helpers import Kernel, StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, RecordedRequest, text_reply, tool_call, tool_calls_reply
+from helpers.kernel_helpers import Kernel, StartKernel, start_kernel, workspace
+from helpers.openai_server import (
+    OpenAIServer,
+    RecordedRequest,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+)
+from helpers.polling import wait_until
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

@@ -7,7 +7,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from polling import wait_until
 from test_agent_window import NOTES, window_server
 from test_notebook_kernel import assert_clean
 
@@ -19,8 +18,9 @@ from tiny_agent_nb.notebook._window_report import window_line
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
-from kernel_helpers import StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, error_reply, model_entry
+from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, error_reply, model_entry
+from helpers.polling import wait_until
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

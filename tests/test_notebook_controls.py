@@ -3,7 +3,7 @@ approval buttons, Stop and Resume are ipywidgets, and a click is a `comm_msg` th
 kernel handles while the cell still runs: on the main shell (the pump, for a frontend
 without comm subshells or ipykernel 6) or on a comm subshell (JupyterLab 4.4+).
 
-What the notebook keeps is checked as a saved notebook holds it (tests/widget_frontend.py
+What the notebook keeps is checked as a saved notebook holds it (tests/helpers/widget_frontend.py
 replaces a display when an update names it): a plain record of the answer, never a
 widget view, whose model dies with the kernel ("Error displaying widget: model not
 found" after reopening).
@@ -23,9 +23,9 @@ import pytest
 from tiny_agent_nb.agent import resumable_operation
 from tiny_agent_nb.session import load_session
 
-from kernel_helpers import StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
-from widget_frontend import WIDGET_VIEW, Cell, WidgetFrontend
+from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from helpers.widget_frontend import WIDGET_VIEW, Cell, WidgetFrontend
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

@@ -13,13 +13,11 @@ import json
 import re
 from pathlib import Path
 
-from polling import wait_until
-
 from tiny_agent_nb.provider import messages
 from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import load_session
 
-from kernel_helpers import (
+from helpers.kernel_helpers import (
     Execution,
     Kernel,
     StartKernel,
@@ -27,7 +25,8 @@ from kernel_helpers import (
     stray_commands,
     workspace,
 )
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.polling import wait_until
 
 SESSION = "analysis.agent.jsonl"
 SLEEPER = "echo ran >> marker.txt; sleep 60"

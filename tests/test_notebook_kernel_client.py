@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernel_helpers import Execution, Kernel, kernel_env
-from openai_server import OpenAIServer, text_reply
+from helpers.kernel_helpers import Execution, Kernel, kernel_env
+from helpers.openai_server import OpenAIServer, text_reply
 
 
 def clean(run: Execution) -> str:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from polling import wait_until
 
 from tiny_agent_nb._guard import ADOPTS
 
-from kernel_helpers import Kernel, StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.kernel_helpers import Kernel, StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.polling import wait_until
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

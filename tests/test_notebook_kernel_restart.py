@@ -12,8 +12,8 @@ from typing import Any
 
 from tiny_agent_nb.session import load_session
 
-from kernel_helpers import Kernel, StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.kernel_helpers import Kernel, StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

@@ -23,9 +23,9 @@ from tiny_agent_nb.session import (
     read_header,
 )
 
-from kernel_helpers import StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply
-from scenario import complete_run
+from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import complete_run
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

@@ -11,8 +11,14 @@ from test_notebook_kernel import SESSION, assert_clean, load, markdown
 
 from tiny_agent_nb.session import CompactionEntry, load_session
 
-from kernel_helpers import StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, RecordedRequest, text_reply, tool_call, tool_calls_reply
+from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.openai_server import (
+    OpenAIServer,
+    RecordedRequest,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+)
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

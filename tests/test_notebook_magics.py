@@ -13,15 +13,22 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import KEY, OFFLINE, fresh_shell, run, shell
 
 from tiny_agent_nb._guard import ADOPTS
 from tiny_agent_nb.notebook import TimelineView, fill_prompt
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session, new_id
 from tiny_agent_nb.session import facts as f
 
-from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply, usage
-from scenario import BASH, Run
+from helpers.ipython_shell import KEY, OFFLINE, fresh_shell, run, shell
+from helpers.openai_server import (
+    OpenAIServer,
+    error_reply,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+    usage,
+)
+from helpers.scenario import BASH, Run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

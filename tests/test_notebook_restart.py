@@ -12,12 +12,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from polling import wait_until
 
 from tiny_agent_nb.session import SessionState, load_session
 
-from kernel_helpers import StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply
+from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.polling import wait_until
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

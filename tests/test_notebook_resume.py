@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run, run_clean, shell
 
 from tiny_agent_nb.session import load_session
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
+from helpers.ipython_shell import run, run_clean, shell
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

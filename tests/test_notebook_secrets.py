@@ -12,7 +12,7 @@ from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent
 from tiny_agent_nb.notebook._paths import SessionLocation
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 KEY = "sk-or-v1-NOTEBOOK-SECRET-0123456789abcdef"
 

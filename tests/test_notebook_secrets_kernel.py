@@ -14,8 +14,8 @@ import pytest
 
 from tiny_agent_nb.demo import run_notebook
 
-from kernel_helpers import kernel_env
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.kernel_helpers import kernel_env
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 KEY = "sk-or-v1-SAVED-NOTEBOOK-0123456789abcdef"
 

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polling import wait_until
-
 from tiny_agent_nb.provider import DEMO_LABEL, DEMO_PROVIDER
 from tiny_agent_nb.session import load_session
 
-from kernel_helpers import (
+from helpers.kernel_helpers import (
     Kernel,
     StartKernel,
     start_kernel,
@@ -21,7 +19,8 @@ from kernel_helpers import (
     stray_commands,
     workspace,
 )
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.polling import wait_until
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

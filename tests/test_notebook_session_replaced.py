@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run, shell
 
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.ipython_shell import run, shell
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

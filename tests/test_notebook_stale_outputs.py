@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from queue import Empty
 
-from kernel_helpers import StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

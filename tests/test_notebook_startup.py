@@ -7,15 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bench_scripts import bench_startup
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run, shell
 
 from tiny_agent_nb.provider import Provider
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
-from openai_server import OpenAIServer, text_reply
-from scenario import BASH, Run, complete_run
+from helpers.bench_scripts import bench_startup
+from helpers.ipython_shell import run, shell
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import BASH, Run, complete_run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 
@@ -97,7 +97,7 @@ def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(
 ) -> None:
     """bench_startup's session and fresh process (docs/benchmarks.md, "Start-up"): the
     resident memory `%load_ext` keeps for a session its writer left with a snapshot, as
-    a restarted kernel finds it: at most 1.5x the file (issue 14), and its peak during
+    a restarted kernel finds it: at most 1.5x the file (the start-up target), and its peak during
     the load bounded too. What a process keeps depends on what its allocator did before
     (compiling modules frees memory the load then reuses): with the bytecode cached, as
     a kernel's is, a process keeps 1.4x and peaks at 1.6x; compiling, 0.7x and 1.3x."""

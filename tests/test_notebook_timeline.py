@@ -1,6 +1,5 @@
 """`%agent timeline` in a real kernel: one display with a display id, updated in place
-from the session's commits, that follows this kernel's current session (issue 10, items
-1, 3, 4 and 5).
+from the session's commits, that follows this kernel's current session.
 
 What the tests read is what a frontend receives on iopub: `display_data` once, then
 `update_display_data` with the same id, each a bundle of text/html (what a saved
@@ -14,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_helpers import Execution, StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply
+from helpers.kernel_helpers import Execution, StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply
 
 SESSION = "analysis.agent.jsonl"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

@@ -18,7 +18,7 @@ from tiny_agent_nb.notebook import NotebookRuntime, TimelineView, TinyAgent, res
 from tiny_agent_nb.notebook._timeline_view import REFRESH_INTERVAL
 from tiny_agent_nb.session import Fact, SessionState
 
-from scenario import Run
+from helpers.scenario import Run
 
 GATE_TIMEOUT = 10.0  # s; a healthy view passes the gate in milliseconds
 PENDING = '<div class="tan-attempt" data-status="pending">'

@@ -1,6 +1,6 @@
 """What the model, its tools, the session file and the environment hand the notebook is
 untrusted: it cannot drive the user's terminal, hide part of what the user approves,
-move another kernel's live file or wedge the session (issue 9).
+move another kernel's live file or wedge the session.
 
 The magics run in an in-process IPython shell against the loopback OpenAI server, as
 in test_notebook_magics.py; the other kernel of the lock test is a real child process.
@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run as run_cell
-from ipython_shell import shell
 
 from tiny_agent_nb.notebook._display import answer_bundle
 from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
-from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
-from scenario import BASH, Run
+from helpers.ipython_shell import run as run_cell
+from helpers.ipython_shell import shell
+from helpers.openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
+from helpers.scenario import BASH, Run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

@@ -13,8 +13,8 @@ from test_notebook_kernel import assert_clean, load
 from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import UserEntry, load_session
 
-from kernel_helpers import Kernel, StartKernel, start_kernel, workspace
-from openai_server import OpenAIServer, text_reply
+from helpers.kernel_helpers import Kernel, StartKernel, start_kernel, workspace
+from helpers.openai_server import OpenAIServer, text_reply
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import OFFLINE, fresh_shell
-from ipython_shell import run as run_cell
+
+from helpers.ipython_shell import OFFLINE, fresh_shell
+from helpers.ipython_shell import run as run_cell
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 

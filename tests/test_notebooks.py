@@ -30,10 +30,10 @@ from tiny_agent_nb.demo import DIES_TAG, run_notebook
 from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import load_session
 
-from kernel_helpers import kernel_env
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.kernel_helpers import kernel_env
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "tiny_agent_nb" / "examples"
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 CRASH_COMMAND = "echo ran >> marker.txt; kill -9 $TINY_AGENT_KERNEL_PID"
 DATA_COMMAND = "cat numbers.csv"
 DEMO_NOTE = "no API key and no base URL configured, so %%agent cells use the\n  OFFLINE DEMO MODEL"

@@ -11,11 +11,10 @@ import threading
 from typing import Any
 
 import pytest
-from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError, estimate_tokens
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     Reply,
     error_reply,
@@ -24,6 +23,7 @@ from openai_server import (
     stream_error_reply,
     text_reply,
 )
+from helpers.provider_helpers import verbatim
 
 USER = b'{"role":"user","content":"hi"}'
 KEY = "sk-or-v1-WINDOWCHECK-0123456789abcdef0123456789abcdef"

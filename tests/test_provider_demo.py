@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import OFFLINE, fresh_shell
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
 from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, encoded, wire
 from tiny_agent_nb.provider import messages as m
 from tiny_agent_nb.session import ToolCall
 from tiny_agent_nb.tools import ToolSchema, builtin_registry
+
+from helpers.ipython_shell import OFFLINE, fresh_shell
 
 BASH = ToolSchema(name="bash", version="1", description="run", parameters={"type": "object"})
 PROMPT = "Do this:\n```bash\necho one\n```\nand then\n```sh\necho two\n```\n"

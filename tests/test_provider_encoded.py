@@ -12,7 +12,7 @@ from tiny_agent_nb.provider import encoded, wire
 from tiny_agent_nb.provider._encoded import SEALED_RUN
 from tiny_agent_nb.session import SessionStore
 
-from scenario import complete_run
+from helpers.scenario import complete_run
 
 
 def decode(parts: list[wire.Encoded]) -> list[dict[str, object]]:

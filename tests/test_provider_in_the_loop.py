@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from misbehaving_server import MisbehavingServer, forever, once
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig
 from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.misbehaving_server import MisbehavingServer, forever, once
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 ANSWER = (
     b'data: {"choices":[{"index":0,"delta":{"content":"done"},"finish_reason":"stop"}]}\n\n'

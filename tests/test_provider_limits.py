@@ -12,8 +12,6 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from misbehaving_server import MisbehavingServer, Script, forever, once
-from provider_helpers import verbatim
 
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent
 from tiny_agent_nb.provider import (
@@ -23,6 +21,9 @@ from tiny_agent_nb.provider import (
     ProviderConfig,
     ProviderError,
 )
+
+from helpers.misbehaving_server import MisbehavingServer, Script, forever, once
+from helpers.provider_helpers import verbatim
 
 # Most of these tests wait on a socket until an attempt_timeout or a read cuts it. Handed
 # out together (a parallel run gives a file's tests to every worker at once), they left

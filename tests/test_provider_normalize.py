@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import (
     Provider,
@@ -29,7 +28,8 @@ from tiny_agent_nb.provider._normalize import (
 from tiny_agent_nb.provider._text import INVALID_ARGUMENTS_LIMIT
 from tiny_agent_nb.session import MAX_JSON_DEPTH, canonical_json
 
-from openai_server import OpenAIServer, raw_reply
+from helpers.openai_server import OpenAIServer, raw_reply
+from helpers.provider_helpers import verbatim
 
 
 def chunk(

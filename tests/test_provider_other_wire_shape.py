@@ -1,6 +1,6 @@
 """A provider of another wire shape runs the agent loop, written in its own module alone.
 
-tests/messages_api_provider.py speaks an Anthropic-Messages-like JSON API (a top-level
+tests/helpers/messages_api_provider.py speaks an Anthropic-Messages-like JSON API (a top-level
 `system`, turns of typed content blocks, tool results as user turns) and uses nothing but
 the package's public names. Here it drives real runs of the loop against a real HTTP
 server on loopback that checks each request the way that API does (turns alternate and
@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from messages_api_provider import MessagesAPIProvider
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig
 from tiny_agent_nb.session import (
@@ -29,6 +28,8 @@ from tiny_agent_nb.session import (
     load_session,
 )
 from tiny_agent_nb.tools import ToolContext, builtin_registry
+
+from helpers.messages_api_provider import MessagesAPIProvider
 
 
 def conversation_problem(body: dict[str, Any]) -> str | None:

@@ -10,11 +10,10 @@ import traceback
 from collections.abc import Callable
 
 import pytest
-from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     Reply,
     drop_reply,
@@ -23,6 +22,7 @@ from openai_server import (
     stream_error_reply,
     text_reply,
 )
+from helpers.provider_helpers import verbatim
 
 KEY = "sk-or-v1-LEAKCHECK-0123456789abcdef0123456789abcdef"
 USER = b'{"role":"user","content":"hi"}'

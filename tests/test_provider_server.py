@@ -13,11 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
-from provider_helpers import verbatim
 
 from tiny_agent_nb.provider import Provider, ProviderConfig
 
-from openai_server import (
+from helpers.openai_server import (
     OpenAIServer,
     error_reply,
     text_reply,
@@ -25,8 +24,9 @@ from openai_server import (
     tool_calls_reply,
     validate_request,
 )
+from helpers.provider_helpers import verbatim
 
-SERVER_SCRIPT = Path(__file__).with_name("openai_server.py")
+SERVER_SCRIPT = Path(__file__).parent / "helpers" / "openai_server.py"
 USER = {"role": "user", "content": "hi"}
 
 

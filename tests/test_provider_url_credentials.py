@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import fresh_shell, served
-from provider_helpers import verbatim
 
 from tiny_agent_nb.notebook import TinyAgent
 from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
 from tiny_agent_nb.redaction import redact_url
 from tiny_agent_nb.session import load_session
 
-from openai_server import OpenAIServer, error_reply, text_reply
+from helpers.ipython_shell import fresh_shell, served
+from helpers.openai_server import OpenAIServer, error_reply, text_reply
+from helpers.provider_helpers import verbatim
 
 PASSWORD = "hunter2-PASSWORD-0123456789"
 QUERY_KEY = "AIzaQUERYKEY-abcdef0123456789"

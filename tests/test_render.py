@@ -12,7 +12,7 @@ from tiny_agent_nb.session import SessionStore, ToolIdentity
 from tiny_agent_nb.timeline import ROWS_PER_RUN, build_timeline
 from tiny_agent_nb.words import printable
 
-from scenario import BASH, Run
+from helpers.scenario import BASH, Run
 
 
 def test_timeline_text_escapes_control_characters_in_prompts_arguments_and_errors(

@@ -13,7 +13,7 @@ from tiny_agent_nb.session import SessionStore
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.timeline import build_timeline
 
-from scenario import BASH, READ_FILE, Run
+from helpers.scenario import BASH, READ_FILE, Run
 
 TAGS = re.compile(r"<style>.*?</style>|<[^>]+>", re.DOTALL)
 

@@ -17,7 +17,7 @@ from tiny_agent_nb.session import (
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.session._models import RunStarted
 
-from scenario import BASH, Run
+from helpers.scenario import BASH, Run
 
 
 def _tool_run(store: SessionStore) -> tuple[Run, str, str, str]:

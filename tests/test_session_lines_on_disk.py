@@ -23,7 +23,7 @@ from tiny_agent_nb.session import (
 from tiny_agent_nb.session._lines import BLOCK
 from tiny_agent_nb.session._snapshot import snapshot_path
 
-from scenario import READ_FILE, Run
+from helpers.scenario import READ_FILE, Run
 
 
 def _write_run(store: SessionStore, steps: int, result_bytes: int = 100) -> None:

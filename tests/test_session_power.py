@@ -42,8 +42,8 @@ from tiny_agent_nb.tools import (
     builtin_registry,
 )
 
-from openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
-from scenario import READ_FILE, Run
+from helpers.openai_server import OpenAIServer, error_reply, text_reply, tool_call, tool_calls_reply
+from helpers.scenario import READ_FILE, Run
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 Event = tuple[str, Any]  # ("sync", size) | ("request", n) | ("tool", call id)
@@ -348,7 +348,7 @@ def test_a_kernel_record_rides_to_the_disk_with_the_run_that_follows_it(
 CHILD = """
 import sys, time
 from tiny_agent_nb.session import HeaderInit, SessionStore
-from scenario import Run
+from helpers.scenario import Run
 here = sys.argv[2]
 init = HeaderInit(cwd=here, provider="p", model="m", environment_identity=here)
 store = SessionStore.open(sys.argv[1], create=init, durability="power")

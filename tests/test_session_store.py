@@ -24,7 +24,7 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, DIGEST, READ_FILE, Run, complete_run, intent_result
+from helpers.scenario import BASH, DIGEST, READ_FILE, Run, complete_run, intent_result
 
 
 def lines(path: Path) -> list[bytes]:

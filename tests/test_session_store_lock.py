@@ -21,7 +21,7 @@ import pytest
 from tiny_agent_nb.session import HeaderInit, SessionLockedError, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
-from scenario import complete_run
+from helpers.scenario import complete_run
 
 HOLDER = Path(__file__).parent / "children" / "hold_lock.py"
 TIMEOUT_S = 30.0

@@ -34,7 +34,7 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, READ_FILE, Run
+from helpers.scenario import BASH, READ_FILE, Run
 
 # Few characters, many of them multi-byte, so cuts land inside UTF-8 sequences often.
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)

@@ -29,7 +29,7 @@ from tiny_agent_nb.session import (
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.timeline import build_timeline
 
-from scenario import READ_FILE, Run
+from helpers.scenario import READ_FILE, Run
 
 # ---------------------------------------------------------------- values a commit may hold
 

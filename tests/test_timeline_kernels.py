@@ -15,7 +15,7 @@ from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.timeline import build_timeline
 
-from scenario import complete_run
+from helpers.scenario import complete_run
 
 HOSTILE_HOST = "<img src=x onerror=alert(1)>\x1b[2J"
 NOTICE = "[Kernel restarted] The notebook's kernel restarted: ... <b>gone</b>."

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polling import wait_until
 
 from tiny_agent_nb._guard import ADOPTS
 from tiny_agent_nb.tools import Python, ToolContext, ToolOutput
+
+from helpers.polling import wait_until
 
 
 def run(code: str, namespace: dict[str, Any] | None = None, limit: int = 30_000) -> ToolOutput:

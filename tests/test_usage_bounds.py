@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run_clean, shell
 
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.render import timeline_html, timeline_text
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.timeline import build_timeline
 
-from openai_server import OpenAIServer, text_reply
+from helpers.ipython_shell import run_clean, shell
+from helpers.openai_server import OpenAIServer, text_reply
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

@@ -66,12 +66,12 @@ def test_the_readme_documents_every_exit_code() -> None:
 @pytest.mark.parametrize(
     "left_behind",
     [
-        "tiny_agent_nb/examples/quickstart.agent.jsonl",
-        "tiny_agent_nb/examples/quickstart.agent.1.jsonl",  # after `%agent new`
-        "tiny_agent_nb/examples/crash-and-resume.agent.jsonl",
-        "tiny_agent_nb/examples/numbers.csv",  # quickstart's data
-        "tiny_agent_nb/examples/marker.txt",  # crash-and-resume's marker
-        "tiny_agent_nb/examples/.ipynb_checkpoints/quickstart-checkpoint.ipynb",
+        "notebooks/quickstart.agent.jsonl",
+        "notebooks/quickstart.agent.1.jsonl",  # after `%agent new`
+        "notebooks/crash-and-resume.agent.jsonl",
+        "notebooks/numbers.csv",  # quickstart's data
+        "notebooks/marker.txt",  # crash-and-resume's marker
+        "notebooks/.ipynb_checkpoints/quickstart-checkpoint.ipynb",
         "analysis.agent.jsonl",
     ],
 )
@@ -100,7 +100,7 @@ def test_the_examples_themselves_are_not_ignored() -> None:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     for name in ("quickstart.ipynb", "crash-and-resume.ipynb", "README.md"):
-        path = f"tiny_agent_nb/examples/{name}"
+        path = f"notebooks/{name}"
         ignored = subprocess.run(
             ["git", "-C", str(ROOT), "check-ignore", "--no-index", "-q", path], check=False
         )
@@ -126,7 +126,7 @@ def test_a_reason_is_cut_after_a_whole_sentence_or_a_word_and_marked(
 def test_the_examples_do_not_call_the_timeline_a_widget() -> None:
     """The timeline is plain rich output updated in place (no widget model to lose):
     what an example says about `%agent timeline` says so."""
-    for notebook in sorted((ROOT / "tiny_agent_nb" / "examples").glob("*.ipynb")):
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         for cell in cells:
             text = "".join(cell["source"])
@@ -146,3 +146,31 @@ def test_the_timeline_code_does_not_call_the_timeline_a_widget() -> None:
     ]
     for source in sources:
         assert "widget" not in source.read_text(encoding="utf-8").lower(), source.name
+
+
+# Names of the work that wrote something: a tracking issue's number, a review round or
+# pass. What a file, test or comment holds outlives when it was written.
+HISTORY = re.compile(
+    r"\bissues? #?\d+\b|\battack-?s\d+\b|\bs\d+ on [0-9a-f]{7}\b|\bsecond pass\b", re.IGNORECASE
+)
+HISTORY_NAME = re.compile(r"attack|issue|(^|_)s\d+(_|$)|round_?\d|pass_?\d")
+
+
+def test_files_and_comments_name_what_they_hold_not_the_work_that_wrote_them() -> None:
+    # Not schemas/ nor the script making its fixtures: their sessions quote what a user
+    # may type (a question about an issue by its number).
+    roots = [ROOT / d for d in ("tiny_agent_nb", "tests", "bench", "docs", "notebooks")]
+    files = [ROOT / "README.md", *(p for r in roots for p in sorted(r.rglob("*")) if p.is_file())]
+    named = [
+        str(p.relative_to(ROOT))
+        for p in files
+        if p.suffix in {".py", ".md", ".ipynb"} and HISTORY_NAME.search(p.stem)
+    ]
+    quoted = [
+        f"{p.relative_to(ROOT)}:{n}: {m.group()}"
+        for p in files
+        if p.suffix in {".py", ".md", ".ipynb", ".toml"}
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if (m := HISTORY.search(line))
+    ]
+    assert named == [] and quoted == []

@@ -1,4 +1,4 @@
-"""`tiny-agent-nb demo`: run examples/crash-and-resume.ipynb headless, end to end.
+"""`tiny-agent-nb demo`: run the example notebook crash-and-resume.ipynb headless, end to end.
 
 A real kernel runs the notebook with nbclient. The cell tagged `kernel-dies` makes the
 agent's bash tool kill its own kernel mid-tool (a real death: the intent is committed,
@@ -117,9 +117,13 @@ def cell_text(cell: Any) -> str:
 
 
 def example_notebook(name: str) -> bytes:
-    """An example notebook shipped in the package (`tiny_agent_nb/examples/`), so the
-    demo runs from any install, not only from a clone."""
-    return (resources.files("tiny_agent_nb") / "examples" / name).read_bytes()
+    """An example notebook. A wheel ships them in the package (`tiny_agent_nb/examples/`),
+    so the demo runs from any install, not only from a clone; a clone and an editable
+    install read them where the repository keeps them, `notebooks/` beside the package."""
+    shipped = resources.files("tiny_agent_nb") / "examples" / name
+    if shipped.is_file():
+        return shipped.read_bytes()
+    return (Path(__file__).resolve().parent.parent / "notebooks" / name).read_bytes()
 
 
 def main(directory: Path | None = None) -> int:

@@ -41,7 +41,7 @@ from tiny_agent_nb.agent import plan_recovery
 from tiny_agent_nb.session import HeaderInit, NewFact, SessionStore
 from tiny_agent_nb.session import facts as f
 
-from scenario import BASH, READ_FILE, Run
+from helpers.scenario import BASH, READ_FILE, Run
 
 # The parent kills us long before this; it only stops an orphan if the parent died.
 LIFETIME_S = 120.0

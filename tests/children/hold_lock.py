@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for scen
 
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
-from scenario import complete_run
+from helpers.scenario import complete_run
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from scenario import complete_run
+from helpers.scenario import complete_run
 
 SMALL_ROOM = 1024  # what the small retry needs at most
 

@@ -1,4 +1,4 @@
-"""The notebook's MCP configuration value from a hostile environment (mcpattack)."""
+"""The notebook's MCP configuration value from a hostile environment."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Attacks on a writer's first open taking its tables from the snapshot it has just written
-(register row "first-open-reload", attack-s8 on c0d8a3b..18a92b4): Ctrl-C inside the
+"""A writer's first open taking its tables from the snapshot it has just written
+(register row "first-open-reload"), interrupted or raced: Ctrl-C inside the
 reload, and another process changing the session or its snapshot between the write and
 the reload. The session file stays whole and the writer's state is the file's, or the
 open fails with every lock and descriptor released.
@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run as run_cell
-from ipython_shell import shell
 
 from tiny_agent_nb.session import (
     HeaderInit,
@@ -35,7 +33,9 @@ from tiny_agent_nb.session import _reader as reader_module
 from tiny_agent_nb.session import _snapshot as snapshot_module
 from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL
 
-from scenario import complete_run
+from helpers.ipython_shell import run as run_cell
+from helpers.ipython_shell import shell
+from helpers.scenario import complete_run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

@@ -1,4 +1,4 @@
-"""What the MCP notebook and kernel tests share beyond tests/mcp_helpers.py: the test
+"""What the MCP notebook and kernel tests share beyond tests/helpers/mcp_helpers.py: the test
 server over streamable HTTP as a fixture, readers of what the model was offered and what
 the session file holds, and a look for processes left behind."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import HttpTestServer, pid_alive
 
-from openai_server import RecordedRequest
+from helpers.mcp_helpers import HttpTestServer, pid_alive
+from helpers.openai_server import RecordedRequest
 
 HEADER_SECRET = "SENTINEL-HDR-9e8d7c6b5a"  # the HTTP server refuses a request without it
 

@@ -1,4 +1,4 @@
-"""The SDK-written MCP server of tests/mcp_test_server.py: its tools, and serving them over
+"""The SDK-written MCP server of tests/helpers/mcp_test_server.py: its tools, and serving them over
 stdio or streamable HTTP. The tools' names and behaviour are relied on by the notebook
 tests: keep them stable. Imported only once a mode that speaks MCP is chosen (the SDK's
 import is most of a server process's start-up).

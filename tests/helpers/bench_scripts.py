@@ -10,7 +10,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def bench_startup() -> ModuleType:

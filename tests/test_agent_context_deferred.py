@@ -10,7 +10,7 @@ the OpenAI-compatible provider sends, the unanswered calls, the ledger's input t
 must equal a rebuild from the file at that point, and the eager projection made at s and
 followed (the old way) must agree too; the bytes must be those of a reference that
 encodes each message as the wire did before the context became provider-neutral.
-Sessions: the valid conformance fixtures, and runs built with tests/scenario.py that go
+Sessions: the valid conformance fixtures, and runs built with tests/helpers/scenario.py that go
 through retries, aborts with never-started calls, a crash with an interrupted tool,
 recovery, resume, a context-length refusal, checkpoints mid-run and a checkpoint that keeps
 nothing.
@@ -49,8 +49,8 @@ from tiny_agent_nb.session import (
 )
 from tiny_agent_nb.session import facts as f
 
-from openai_server import OpenAIServer, text_reply
-from scenario import BASH, READ_FILE, Run, complete_run, intent_result
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import BASH, READ_FILE, Run, complete_run, intent_result
 
 FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "session" / "fixtures"
 VALID = sorted(

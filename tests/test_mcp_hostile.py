@@ -1,4 +1,4 @@
-"""A hostile MCP server (tests/mcp_hostile_server.py says whatever it is scripted to)
+"""A hostile MCP server (tests/helpers/mcp_hostile_server.py says whatever it is scripted to)
 and a hostile configuration: nothing they send makes the kernel fetch an address, hang,
 fail a run, corrupt the usage totals, or log a secret."""
 
@@ -17,19 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import started, stdio_entry, tool_named
-from polling import wait_until
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.mcp import McpConfigError, McpServers, parse_config
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolArgumentError, ToolContext, ToolUsage
 
-from openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.mcp_helpers import started, stdio_entry, tool_named
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.polling import wait_until
 
 __all__ = ["workspace"]  # the fixture, shared with test_agent_loop
 
-HOSTILE = Path(__file__).resolve().parent / "mcp_hostile_server.py"
+HOSTILE = Path(__file__).resolve().parent / "helpers" / "mcp_hostile_server.py"
 OBJECT = {"type": "object"}
 FOUR_MB = 4 * 1024 * 1024  # what a configuration file may hold
 
@@ -242,7 +242,7 @@ def test_a_header_value_httpcore2_refuses_is_not_logged_by_it(tmp_path: Path) ->
         f"""
         import logging, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from mcp_helpers import HttpTestServer
+        from helpers.mcp_helpers import HttpTestServer
         from tiny_agent_nb.mcp import McpServers, parse_config
         records = []
         class Keep(logging.Handler):

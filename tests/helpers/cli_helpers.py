@@ -23,10 +23,10 @@ import pytest
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import SessionStore
 
-from scenario import Run
+from helpers.scenario import Run
 
 COMMAND = [sys.executable, "-m", "tiny_agent_nb"]
-FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "session" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "schemas" / "session" / "fixtures"
 TORN = b'{"kind":"entry","seq":9,"id":"0190'
 # A 2 GiB address-space cap: on the base code `inspect FIFO` waited for a writer forever
 # and `inspect /dev/zero` read until memory ran out.

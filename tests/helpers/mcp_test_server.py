@@ -1,16 +1,16 @@
 """An MCP server written with the SDK's own server API, for tests (stdio or streamable HTTP).
 
-    python tests/mcp_test_server.py stdio
-    python tests/mcp_test_server.py http [--authorization VALUE]
+    python tests/helpers/mcp_test_server.py stdio
+    python tests/helpers/mcp_test_server.py http [--authorization VALUE]
 
 `http` binds 127.0.0.1 port 0 itself and prints the port on its first stdout line; with
 `--authorization`, a request whose `Authorization` header is not VALUE gets 401.
 With `--zygote SOCKET` (first), the server is forked by the zygote listening there
-(tests/mcp_zygote.py), which imported the SDK once, and this process stands for it.
+(tests/helpers/mcp_zygote.py), which imported the SDK once, and this process stands for it.
 Misbehaviours for the failure tests: `--exit-at-once` (after `--say`/`--say-env` on
 stderr), `--hang` (never answers, ignores SIGTERM), `--stubborn` (serves, then outlives
 stdin EOF and SIGTERM: only SIGKILL ends it).
-The server itself (its tools) is tests/mcp_test_tools.py. The misbehaviours that never
+The server itself (its tools) is tests/helpers/mcp_test_tools.py. The misbehaviours that never
 speak MCP are handled before it is imported: the SDK's import is most of a server
 process's start-up, and the failure tests start many such servers.
 """

@@ -1,7 +1,7 @@
-"""A hostile MCP server over stdio, for the attack tests: it says exactly what a script
+"""A hostile MCP server over stdio, for the tests of hostile servers: it says exactly what a script
 tells it, including what the SDK's own server API would never send.
 
-    python tests/mcp_hostile_server.py SCRIPT.json
+    python tests/helpers/mcp_hostile_server.py SCRIPT.json
 
 SCRIPT (read with `json.load`, so "\\ud800" in it is a lone surrogate):
   "version": str            serverInfo.version

@@ -38,7 +38,7 @@ a JSON script; `wait_for_requests(n)` blocks until n requests have arrived.
 
 Standalone, for crash tests that need the server in another process:
 
-    python tests/openai_server.py --script replies.json --port-file PORT [--log req.jsonl]
+    python tests/helpers/openai_server.py --script replies.json --port-file PORT [--log req.jsonl]
 
 serves the JSON list of replies in order, writes its port to PORT once listening, logs
 each request as one JSON line, and stops on SIGTERM/SIGINT. `POST /_control/release`

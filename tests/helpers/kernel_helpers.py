@@ -15,7 +15,8 @@ notebook with nbclient cell by cell. A cell tagged `kernel-dies` is expected to 
 own kernel: the runner then restarts the kernel (as JupyterLab does when a kernel dies)
 and goes on with the next cell. As a command:
 
-    python tests/kernel_helpers.py tiny_agent_nb/examples/crash-and-resume.ipynb [-o OUT.ipynb]
+    PYTHONPATH=tests python -m helpers.kernel_helpers \
+        notebooks/crash-and-resume.ipynb [-o OUT.ipynb]
 
 runs the notebook in its own directory, with `JPY_SESSION_NAME` set to the notebook (so
 the session file is `<name>.agent.jsonl` beside it, as under Jupyter) and the model
@@ -43,11 +44,11 @@ import pytest
 from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
-from polling import wait_until
 
 from tiny_agent_nb.demo import cell_text, run_notebook
 
-from openai_server import OpenAIServer
+from helpers.openai_server import OpenAIServer
+from helpers.polling import wait_until
 
 KERNEL_NAME = "python3"
 STARTUP_TIMEOUT = 60.0

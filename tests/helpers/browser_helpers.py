@@ -48,7 +48,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def in_ci() -> bool:

@@ -2,13 +2,13 @@
 
 Importing the MCP SDK is most of a test server's start-up (its pydantic models are built
 at import), and the MCP tests start dozens of servers. A test process starts one zygote
-(tests/mcp_helpers.py); a start of tests/mcp_test_server.py with `--zygote SOCKET` then
-asks it for a server instead of importing the SDK itself:
+(tests/helpers/mcp_helpers.py); a start of tests/helpers/mcp_test_server.py with
+`--zygote SOCKET` then asks it for a server instead of importing the SDK itself:
 
 - the starter connects to SOCKET and sends its argv, environment and working directory,
   with its stdin, stdout and stderr (SCM_RIGHTS);
 - the zygote forks a child that takes those three as its own and serves them, exactly as
-  `python tests/mcp_test_server.py ARGS` would, and answers `pid N`;
+  `python tests/helpers/mcp_test_server.py ARGS` would, and answers `pid N`;
 - once it has reaped the child, the zygote answers `status W` (the wait status).
 
 The starter stands for the server: it forwards SIGTERM, SIGINT and SIGHUP to the child
@@ -17,7 +17,8 @@ as the guard ends a server's process group) the child SIGKILLs itself at once. S
 process the SDK started, the guard and the kernel see one server that starts, answers,
 ignores or obeys signals and dies as before; the child's pid is the one `pid` reports.
 
-    python tests/mcp_zygote.py DIR/SOCKET  # "ready" once it listens; at stdin EOF, removes DIR
+    python tests/helpers/mcp_zygote.py DIR/SOCKET  # "ready" once it listens;
+                                                   # at stdin EOF, removes DIR
 
 Stdlib only at import: the starter imports this module for `fork_server`.
 """

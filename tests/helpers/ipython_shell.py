@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from openai_server import OpenAIServer
+from helpers.openai_server import OpenAIServer
 
 __all__ = ["KEY", "OFFLINE", "fresh_shell", "run", "served", "shell"]
 

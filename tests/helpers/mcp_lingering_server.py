@@ -1,6 +1,6 @@
 """A stdio MCP server that can be made to hang up and linger, for the start-interrupt tests.
 
-    python tests/mcp_lingering_server.py PID_FILE
+    python tests/helpers/mcp_lingering_server.py PID_FILE
 
 It writes its pid to PID_FILE, answers initialize and tools/list (one tool, `noop`), and
 ignores SIGTERM. On SIGUSR1 it closes its stdout (the client sees the connection end at

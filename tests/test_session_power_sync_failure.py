@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ipython_shell import KEY, fresh_shell, run, served
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import StreamEvent
 from tiny_agent_nb.session import HeaderInit, SessionStore, SessionWriteError, load_session
 
-from openai_server import OpenAIServer, text_reply
-from scenario import READ_FILE, Run
+from helpers.ipython_shell import KEY, fresh_shell, run, served
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import READ_FILE, Run
 
 
 class Disk:

@@ -1,8 +1,8 @@
-"""A careless user's session paths (attack-s8 on 19f156d): a path whose last component is
+"""A careless user's session paths: a path whose last component is
 `.` or `..` names a directory as surely as one with a trailing slash, and a quoted path
 is the path inside the quotes, as a shell would read it.
 
-The magics run in an in-process IPython shell (tests/ipython_shell.py); salvage through
+The magics run in an in-process IPython shell (tests/helpers/ipython_shell.py); salvage through
 the CLI's entry point, as in test_cli_salvage.py.
 """
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from ipython_shell import run as run_cell
-from ipython_shell import shell
 
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
-from cli_helpers import cli, untouched
-from scenario import complete_run
+from helpers.cli_helpers import cli, untouched
+from helpers.ipython_shell import run as run_cell
+from helpers.ipython_shell import shell
+from helpers.scenario import complete_run
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
 

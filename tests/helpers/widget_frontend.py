@@ -1,6 +1,6 @@
 """A frontend's side of the widget protocol, over a real kernel's channels.
 
-    frontend = WidgetFrontend(kernel)                 # a tests/kernel_helpers.Kernel
+    frontend = WidgetFrontend(kernel)                 # a tests/helpers/kernel_helpers.Kernel
     cell = frontend.send("%%agent --approve ask\\n...")  # stdin allowed, as JupyterLab sends
     allow = frontend.wait_for_button(cell, "Allow")
     frontend.click(allow)                             # a comm_msg, as a button's click
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from queue import Empty
 from typing import Any
 
-from kernel_helpers import EXECUTE_TIMEOUT, Kernel
+from helpers.kernel_helpers import EXECUTE_TIMEOUT, Kernel
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

@@ -1,4 +1,4 @@
-"""Starting the SDK-written test server (tests/mcp_test_server.py) for MCP tests.
+"""Starting the SDK-written test server (tests/helpers/mcp_test_server.py) for MCP tests.
 
     config = parse_config({"mcpServers": {"t": stdio_entry()}})
     with HttpTestServer(authorization="Bearer x") as http:   # http.url
@@ -6,7 +6,7 @@
     with started(config) as (servers, lines):                # McpServers, closed after
         tool = tool_named(servers, "t__echo")
 
-Every server is forked by this process's zygote (tests/mcp_zygote.py, started at the first
+Every server is forked by this process's zygote (tests/helpers/mcp_zygote.py, started at the first
 use), which imported the SDK once: a start costs a fork, not the SDK's import.
 Loopback only; every wait is polled with a deadline.
 """
@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mcp_zygote import Forked, fork_server
-
 from tiny_agent_nb.mcp import McpConfig, McpServers, McpTool
+
+from helpers.mcp_zygote import Forked, fork_server
 
 TEST_SERVER = Path(__file__).resolve().parent / "mcp_test_server.py"
 ZYGOTE = Path(__file__).resolve().parent / "mcp_zygote.py"

@@ -1,0 +1,1 @@
+"""What the tests share: loopback servers, kernels, browsers, scripted sessions."""
