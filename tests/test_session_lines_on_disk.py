@@ -20,8 +20,8 @@ from tiny_agent_nb.session import (
     load_session,
     load_session_bytes,
 )
-from tiny_agent_nb.session._lines import BLOCK
 from tiny_agent_nb.session._snapshot import snapshot_path
+from tiny_agent_nb.session._source import BLOCK
 
 from scenario import READ_FILE, Run
 
@@ -202,9 +202,9 @@ def test_a_full_read_scans_lines_across_its_buffer_and_longer_than_it(
     "scan-map"): a line begun in one read ends in the next, a line longer than the buffer
     grows it, and the bytes after the last LF are the torn tail, as a read from memory
     finds them."""
-    from tiny_agent_nb.session import _lines  # noqa: PLC0415
+    from tiny_agent_nb.session import _source  # noqa: PLC0415
 
-    monkeypatch.setattr(_lines, "CHUNK", BLOCK)
+    monkeypatch.setattr(_source, "CHUNK", BLOCK)
     with SessionStore.open(session_path, create=header_init) as store:
         _write_run(store, 3, result_bytes=BLOCK // 3)  # lines across a read's end
         _write_run(store, 1, result_bytes=5 * BLOCK // 2)  # longer than the buffer, twice

@@ -5,7 +5,7 @@ after the header, applies it, and hands a damaged one to a reporter instead of d
 itself what damage means: `load_session` raises SessionCorruptError, `salvage` keeps the
 prefix before it. Either way the damaged line ends the read -- a line is never skipped --
 and the bytes after the last LF are a torn tail, never a transaction. The file is read a
-chunk at a time (`_lines.CHUNK`): the state keeps where each line is and a digest of it,
+chunk at a time (`_source.CHUNK`): the state keeps where each line is and a digest of it,
 not its bytes (docs/spec.md §14.1).
 """
 
@@ -28,9 +28,10 @@ from ._framing import (
     parse_transaction,
 )
 from ._gc import gc_paused
-from ._lines import BLOCK, Lines, Source
+from ._lines import Lines
 from ._reducer import apply_transaction
 from ._snapshot import load_snapshot, reload_tables
+from ._source import BLOCK, Source
 from ._state import SessionState
 from ._tables import Violation
 
@@ -135,29 +136,35 @@ def _read(
     start = header_end + 1
     found = load_snapshot(path, source, size, start) if snapshot else None
     if found is None:
+        # Every line: the scan takes the block digests that check them (§14.1), from the
+        # header's bytes on.
         state._tables.lines = Lines(source, start)
+        scan = source.scan(start, size, prefix=head[:start])
     else:
         state._tables = found
         state._snapshot_lines = len(found.lines)
         start = found.lines.end()
+        scan = source.scan(start, size)
     del head, chunks
     tables = state._tables  # the reader builds the state it hands out
     lines = tables.lines
-    tail: list[bytes] = []
-    offset = start
-    for lineno, line in enumerate(source.lines(start, size, tail), start=2 + len(lines)):
+    add = lines.add_read if found is not None else lines.add_scanned
+    for lineno, line in enumerate(scan, start=2 + len(lines)):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a
             # compaction's cut never moves backwards): the line is kept as it is applied.
-            lines.add_read(line)
-            offset += len(line) + 1
+            add(line)
             continue
         except ValidationError as exc:
             reason = describe_validation_error(exc)
         except Violation as exc:
             reason = str(exc)
-        reporter(Damage(lineno, offset, len(line), reason))
+        if found is None:
+            lines.cover(scan.blocks(lines.end()))
+        reporter(Damage(lineno, lines.end(), len(line), reason))
         return state  # its torn tail is not counted: the file does not load as it is
-    state._torn_tail_bytes = len(tail[0]) if tail else 0
+    if found is None:
+        lines.cover(scan.blocks(lines.end()))
+    state._torn_tail_bytes = len(scan.tail)
     return state

@@ -36,10 +36,10 @@ from pathlib import Path
 
 from ._files import fsync_dir
 from ._gc import gc_paused
-from ._lines import BLOCK, BLOCK_DIGEST_SIZE, PRIVATE_MAP, BlockHasher, Source
 from ._snapshot_codec import decode_tables, parse_body
 from ._snapshot_encode import encode_tables
 from ._snapshot_key import key_for_writing, read_key
+from ._source import BLOCK, BLOCK_DIGEST_SIZE, PRIVATE_MAP, Source
 from ._state import SessionState
 from ._tables import Tables
 
@@ -315,12 +315,7 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     lines = tables.lines
     size = len(header_line) + 1 + sum(lines.sizes())
     first = b"tiny-agent-nb snapshot 3 lines=%d bytes=%d json=%d " % (len(lines), size, len(text))
-    hasher = BlockHasher()
-    hasher.update(header_line)
-    hasher.update(b"\n")
-    for piece in lines.pieces():
-        hasher.update(piece)
-    mac = _mac(key, first, (text, binary), hasher.finish())
+    mac = _mac(key, first, (text, binary), lines.block_digests(header_line + b"\n"))
     # Written in its pieces (`os.writev`), never joined: a copy of the snapshot is a
     # large temporary, and large temporaries leave the kernel's heap with resident holes
     # (register row "scan-map").
