@@ -38,7 +38,16 @@ class Lines:
     checked by `blocks`, the others by `digests`; read back from `source`), then those
     committed by this process (bytes, LF included, `more`)."""
 
-    __slots__ = ("_blocks", "_cache", "_covered", "_digests", "_ends", "_more", "_source")
+    __slots__ = (
+        "__weakref__",
+        "_blocks",
+        "_cache",
+        "_covered",
+        "_digests",
+        "_ends",
+        "_more",
+        "_source",
+    )
 
     def __init__(
         self,
@@ -48,6 +57,7 @@ class Lines:
         blocks: bytes = b"",
     ) -> None:
         self._source = source if source is not None else Source("<memory>")
+        self._source.hold(self)
         # Line i of the file is bytes ends[i] .. ends[i + 1] - 1 (its LF excluded). Only
         # the load appends here; copies share them afterwards.
         self._ends = array("q", (start,)) if ends is None else ends
@@ -56,6 +66,16 @@ class Lines:
         self._digests = bytearray()  # of the lines after them, one each
         self._more: list[bytes] = []
         self._cache = (0, b"")  # the covered bytes last read and checked, and where
+
+    def close(self) -> None:
+        """Let go of the source: its descriptor closes once no other lines hold it, or
+        when the last of them is freed (these lines no longer keep it alive). Reading
+        these lines back is refused from here on."""
+        source = self._source
+        source.release(self)
+        if not source.closed:
+            self._source = Source(source.path)
+            self._source.close()
 
     def __len__(self) -> int:
         return len(self._ends) - 1 + len(self._more)

@@ -22,6 +22,7 @@ CHUNK = 1 << 20
 BLOCK = 1 << 16
 BLOCK_DIGEST_SIZE = 32
 PRIVATE_MAP = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
+_CLOSED = -2  # a source's descriptor once its last holder let go (-1: bytes in memory)
 
 
 def block_digests(data: bytes | bytearray | memoryview) -> bytes:
@@ -58,23 +59,57 @@ class BlockHasher:
 
 class Source:
     """Where a state's lines are read back from: its own read-only descriptor of the file
-    it loaded (closed when the last state holding it goes), or bytes already in memory.
+    it loaded, or bytes already in memory.
 
     A descriptor names the inode, not the path: a state outlives its writer's `close()`,
     and a file deleted or renamed over after the load is still read from the very inode
-    whose bytes were validated (docs/spec.md §14.1)."""
+    whose bytes were validated (docs/spec.md §14.1). Each state's lines hold the source
+    (`hold`); the descriptor is closed when the last holder lets go (`release`: a
+    state's `close()`, a store's), or, for holders never closed, when the source itself
+    is freed (a finalizer, as a file object's). A closed source refuses every read: its
+    descriptor's number may name another file by then."""
 
-    __slots__ = ("__weakref__", "_data", "_fd", "path")
+    __slots__ = ("__weakref__", "_close", "_data", "_fd", "_holders", "path")
 
     def __init__(self, path: str, *, fd: int = -1, data: bytes = b"") -> None:
         self.path = path
         self._fd = fd
         self._data = data
-        if fd >= 0:
-            weakref.finalize(self, os.close, fd)
+        # By id: a state's lines compare as a list does, so they cannot be hashed.
+        self._holders: weakref.WeakValueDictionary[int, object] = weakref.WeakValueDictionary()
+        self._close = weakref.finalize(self, os.close, fd) if fd >= 0 else None
+
+    def hold(self, holder: object) -> None:
+        self._holders[id(holder)] = holder
+
+    def release(self, holder: object) -> None:
+        """`holder` lets go; the last one closes the source (a second release is none)."""
+        if self._holders.get(id(holder)) is not holder:
+            return
+        del self._holders[id(holder)]
+        if not self._holders:
+            self.close()  # the finalizer closes the descriptor once, and is then spent
+
+    @property
+    def closed(self) -> bool:
+        return self._fd == _CLOSED
+
+    def close(self) -> None:
+        """Closed whoever holds it: for a source no state took."""
+        self._holders.clear()
+        self._fd, self._data = _CLOSED, b""
+        if self._close is not None:
+            self._close()
+
+    def _closed(self) -> ValueError:
+        return ValueError(
+            f"the session state of {self.path} was closed: load the session again to read it"
+        )
 
     def read(self, offset: int, size: int) -> bytes:
         if self._fd < 0:
+            if self._fd == _CLOSED:
+                raise self._closed()
             return self._data[offset : offset + size]
         parts = []
         while size > 0:
@@ -93,6 +128,8 @@ class Source:
         The file is read CHUNK at a time into one reused buffer and hashed from it: a
         fresh `bytes` per chunk would fault its pages in again on every read."""
         if self._fd < 0:
+            if self._fd == _CLOSED:
+                raise self._closed()
             data = self._data[:end]
             return block_digests(data), data[-1:]
         digests: list[bytes] = []
@@ -197,6 +234,8 @@ class Scan:
 
     def __iter__(self) -> Iterator[bytes]:
         source, start, end = self._source, self._start, self._end
+        if source._fd == _CLOSED:
+            raise source._closed()
         if source._fd < 0:  # in memory: digests, if wanted, from its bytes when asked
             self._buffer, self._base = source._data, 0
             parts = source._data[start:end].split(b"\n")
