@@ -3,7 +3,7 @@
 The tables are plain dicts of small immutable records (NamedTuples: `_replace` costs a
 quarter of `dataclasses.replace`, and this is the commit path). The reducer replaces a
 record when its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
-copy, a snapshot never changes under its reader, and undoing a write is putting the
+copy, a copy never changes under its reader, and undoing a write is putting the
 old record back.
 """
 
