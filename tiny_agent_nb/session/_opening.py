@@ -20,7 +20,7 @@ from ._ids import new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Header
 from ._reader import reduce_source
-from ._snapshot import remove_drafts
+from ._snapshot import move_snapshot, remove_drafts
 from ._state import SessionState
 
 Durability = Literal["process", "power"]
@@ -57,6 +57,22 @@ def claimed_file(path: Path, create: bool) -> Iterator[tuple[DescriptorFile, str
     except BaseException:
         release_in_process(key)
         raise
+
+
+def move_claimed(file: DescriptorFile, key: str, target: Path) -> str:
+    """Rename the claimed `file` (its key `key`) to `target`, claimed in its place, its
+    snapshot along; the new key. On failure nothing moved and the old claim stands."""
+    new_key = os.path.realpath(target)
+    claim_in_process(new_key, target)
+    try:
+        file.path.rename(target)
+    except BaseException:
+        release_in_process(new_key)
+        raise
+    release_in_process(key)
+    move_snapshot(file.path, target)
+    file.follow(target)
+    return new_key
 
 
 @dataclass(frozen=True)

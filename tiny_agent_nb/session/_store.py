@@ -11,13 +11,12 @@ effect is synced by the next one that does, or by `close` (a group commit).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ._commit import build_transaction, syncs_at_once
+from ._commit import Subscriber, Subscribers, build_transaction, syncs_at_once
 from ._exceptions import (
     InvalidTransactionError,
     SessionClosedError,
@@ -28,7 +27,7 @@ from ._exceptions import (
 from ._facts import NewFact
 from ._files import DescriptorFile, MemoryFile, StoreFile
 from ._framing import encode_transaction
-from ._lock import FifoLock, claim_in_process, release_in_process
+from ._lock import FifoLock, release_in_process
 from ._models import Fact, Header
 from ._opening import (
     Clock,
@@ -37,17 +36,16 @@ from ._opening import (
     check_durability,
     claimed_file,
     epoch_ms,
+    move_claimed,
     open_state,
 )
 from ._reader import reduce_source, state_from_new_snapshot
 from ._signals import sigint_deferred
-from ._snapshot import move_snapshot, refresh_snapshot
+from ._snapshot import refresh_snapshot
 from ._state import SessionState
 from ._tables import Kernel, LearnedWindow, Operation
 
 T = TypeVar("T")
-
-Subscriber = Callable[[Sequence[Fact]], None]
 
 log = logging.getLogger("tiny_agent_nb.session")
 
@@ -74,7 +72,7 @@ class SessionStore:
         self._durability = durability
         self._clock = clock
         self._fifo = FifoLock()
-        self._subscribers: list[Subscriber] = []
+        self._subscribers = Subscribers()
         self._stale = False  # memory may lag the file after an interrupted commit
         self._unsynced = False  # power: bytes written since the last sync
         self._synced_size = size  # power: the file's size at the last sync that succeeded
@@ -207,7 +205,7 @@ class SessionStore:
             tables.commit()
             tables.lines.append(line)
             self._size += len(line)
-            self._notify(built)
+            self._subscribers.notify(built)
             return built
 
     def _resync(self, file: StoreFile) -> None:
@@ -222,7 +220,7 @@ class SessionStore:
         self._state = state
         self._size = size
         self._stale = False
-        self._notify(self._state.facts[known:])
+        self._subscribers.notify(self._state.facts[known:])
 
     def _append(self, file: StoreFile, line: bytes, sync: bool) -> None:
         try:
@@ -322,22 +320,7 @@ class SessionStore:
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
-
-    def _notify(self, facts: list[Fact]) -> None:
-        for callback in list(self._subscribers):
-            try:
-                callback(facts)
-            except Exception:
-                # The facts are already durable: a failing observer must not make the
-                # caller believe the commit failed.
-                log.exception("session subscriber %r failed", callback)
+        return self._subscribers.add(callback)
 
     def moved(self) -> str | None:
         """None while the store's path names the file it writes; else what happened to
@@ -359,17 +342,7 @@ class SessionStore:
             moved = file.moved()
             if moved is not None:
                 raise SessionReplacedError(self._path, moved)
-            key = os.path.realpath(target)
-            claim_in_process(key, target)
-            try:
-                file.path.rename(target)
-            except BaseException:
-                release_in_process(key)
-                raise
-            release_in_process(self._key)
-            move_snapshot(file.path, target)
-            self._key = key
-            file.follow(target)
+            self._key = move_claimed(file, self._key, target)
             self._path = target
 
     # ------------------------------------------------------------------ closing
