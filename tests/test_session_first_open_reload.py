@@ -88,7 +88,7 @@ def interrupt_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], _O
     def at(where: str) -> _Once:
         if where == "collection":  # the full collection after the reduced tables go
             once = _Once(gc.collect)
-            monkeypatch.setattr(snapshot_module.gc, "collect", once)
+            monkeypatch.setattr(gc, "collect", once)
         else:  # the decode of the snapshot just written
             once = _Once(snapshot_module.decode_tables)
             monkeypatch.setattr(snapshot_module, "decode_tables", once)

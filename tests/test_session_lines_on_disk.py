@@ -20,8 +20,8 @@ from tiny_agent_nb.session import (
     load_session,
     load_session_bytes,
 )
-from tiny_agent_nb.session._lines import BLOCK
 from tiny_agent_nb.session._snapshot import snapshot_path
+from tiny_agent_nb.session._source import BLOCK
 
 from helpers.scenario import READ_FILE, Run
 
@@ -172,6 +172,62 @@ def test_a_state_reads_the_file_it_loaded_after_it_is_replaced_or_deleted(
     assert _state_lines(state) == expected
 
 
+def _descriptors_of(path: Path) -> int:
+    """How many of this process's descriptors name `path`'s file."""
+    inode = path.stat().st_ino
+    count = 0
+    for name in Path("/proc/self/fd").iterdir():
+        try:
+            if name.stat().st_ino == inode:
+                count += 1
+        except OSError:  # the listing's own descriptor, gone by now
+            continue
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_a_closed_state_lets_go_of_its_descriptor_and_refuses_to_read(session: Path) -> None:
+    """`close()` (or the `with` block's end) closes the state's descriptor at once, not
+    when a finalizer runs; its lines are then refused with a clear error, never read
+    through a descriptor number that may name another file by then."""
+    gc.disable()  # no collection may close it for the state
+    try:
+        with load_session(session) as state:
+            assert _descriptors_of(session) == 1
+            copy = state.copy()  # holds the descriptor too
+        assert _descriptors_of(session) == 1
+        assert _state_lines(copy) == _file_lines(session)
+        copy.close()
+        assert _descriptors_of(session) == 0
+        with pytest.raises(ValueError, match="was closed: load the session again"):
+            state.facts  # noqa: B018
+        assert state.last_seq == load_session_bytes(session.read_bytes()).last_seq
+    finally:
+        gc.enable()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_a_closed_writer_keeps_no_descriptor_but_those_its_states_hold(session: Path) -> None:
+    """A writer's close lets go of its own state's descriptor: a state it handed out
+    keeps reading the lines it loaded, and once that state is closed or freed, no
+    descriptor of the file is left, though the store object is still referenced."""
+    gc.disable()  # no collection may close it for the state
+    try:
+        store = SessionStore.open(session)
+        _write_run(store, 1)
+        state, other = store.load(), store.load()
+        store.close()
+        assert _descriptors_of(session) == 1  # the states', shared with the writer's own
+        assert _state_lines(state) == _file_lines(session)
+        state.close()
+        assert _state_lines(other) == _file_lines(session)
+        del other
+        assert _descriptors_of(session) == 0
+        assert store.closed
+    finally:
+        gc.enable()
+
+
 def test_load_session_holds_at_most_one_and_a_half_times_the_file(
     session_path: Path, header_init: HeaderInit
 ) -> None:
@@ -202,9 +258,9 @@ def test_a_full_read_scans_lines_across_its_buffer_and_longer_than_it(
     "scan-map"): a line begun in one read ends in the next, a line longer than the buffer
     grows it, and the bytes after the last LF are the torn tail, as a read from memory
     finds them."""
-    from tiny_agent_nb.session import _lines  # noqa: PLC0415
+    from tiny_agent_nb.session import _source  # noqa: PLC0415
 
-    monkeypatch.setattr(_lines, "CHUNK", BLOCK)
+    monkeypatch.setattr(_source, "CHUNK", BLOCK)
     with SessionStore.open(session_path, create=header_init) as store:
         _write_run(store, 3, result_bytes=BLOCK // 3)  # lines across a read's end
         _write_run(store, 1, result_bytes=5 * BLOCK // 2)  # longer than the buffer, twice

@@ -27,7 +27,7 @@ from tiny_agent_nb.session import (
     SessionState,
     SessionStore,
     ToolIdentity,
-    _lines,
+    _source,
     load_session,
     load_session_bytes,
 )
@@ -319,7 +319,7 @@ def test_a_header_longer_than_the_first_read_still_loads_through_the_snapshot(
     with SessionStore.open(session_path, create=init) as store:
         for _ in range(SNAPSHOT_TAIL // 8 + 1):
             complete_run(store)
-    assert session_path.read_bytes().index(b"\n") > _lines.BLOCK
+    assert session_path.read_bytes().index(b"\n") > _source.BLOCK
     assert load_session(session_path)._snapshot_lines > 0
     _snapshot_of(session_path, session_path.read_bytes(), alter=True)
     assert _used(session_path)
@@ -345,12 +345,42 @@ def test_a_load_through_a_snapshot_reads_the_session_once(
         return got
 
     size = long_session.stat().st_size
-    assert _lines.BLOCK < size < _lines.CHUNK
+    assert _source.BLOCK < size < _source.CHUNK
     monkeypatch.setattr(os, "pread", counted_pread)
     monkeypatch.setattr(os, "preadv", counted_preadv)
     assert load_session(long_session)._snapshot_lines > 0
     # The header's first BLOCK, the covered bytes, and the few lines past the snapshot.
-    assert sum(read) < size + _lines.BLOCK + 4096
+    assert sum(read) < size + _source.BLOCK + 4096
+
+
+def test_a_first_open_reads_no_line_back_to_write_its_snapshot(
+    long_session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer's open with no snapshot scans the file once, takes the digests of its
+    blocks as it reads, and MACs its new snapshot with them: only the reload that
+    verifies it reads the covered bytes again (register row "scan-blocks"). Reading every
+    line back to hash it for the MAC read the session a third time."""
+    snapshot_path(long_session).unlink()
+    read: list[int] = []
+    pread, preadv = os.pread, os.preadv
+
+    def counted_pread(fd: int, size: int, offset: int) -> bytes:
+        data = pread(fd, size, offset)
+        read.append(len(data))
+        return data
+
+    def counted_preadv(fd: int, buffers: list[Any], offset: int) -> int:
+        got = preadv(fd, buffers, offset)
+        read.append(got)
+        return got
+
+    size = long_session.stat().st_size
+    monkeypatch.setattr(os, "pread", counted_pread)
+    monkeypatch.setattr(os, "preadv", counted_preadv)
+    with SessionStore.open(long_session) as store:
+        assert store._snapshot_lines == store.load().transaction_count
+        # The header's first BLOCK, the scan, the snapshot's partial last block, the reload.
+        assert sum(read) < 2 * size + 2 * _source.BLOCK
 
 
 def test_load_session_never_writes_a_snapshot(long_session: Path) -> None:
@@ -419,7 +449,7 @@ def _resealed(path: Path, change: Any) -> None:
     head = raw[: raw.index(b" json=")] + b" json=%d " % len(text)
     key = read_key()
     assert key is not None
-    blocks = _lines.block_digests(path.read_bytes()[: int(head.split(b"bytes=")[1].split()[0])])
+    blocks = _source.block_digests(path.read_bytes()[: int(head.split(b"bytes=")[1].split()[0])])
     mac = _mac(key, head, (text, binary), blocks).hex().encode()
     snapshot_path(path).write_bytes(head + b"mac=" + mac + b"\n" + text + binary)
 
@@ -469,7 +499,7 @@ def test_a_session_read_in_many_chunks_is_hashed_whole(
 ) -> None:
     """The covered prefix is read a chunk at a time into one buffer: a byte changed in
     any chunk, the last one short, gives a full read."""
-    monkeypatch.setattr(_lines, "CHUNK", _lines.BLOCK)
+    monkeypatch.setattr(_source, "CHUNK", _source.BLOCK)
     path = tmp_path / "s.agent.jsonl"
     init = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
     with SessionStore.open(path, create=init) as store:
@@ -482,12 +512,12 @@ def test_a_session_read_in_many_chunks_is_hashed_whole(
             store.commit([intent])
             store.commit([run.result(intent, "y" * 20_000)])
     data = path.read_bytes()
-    assert len(data) > 3 * _lines.BLOCK and len(data) % _lines.BLOCK
+    assert len(data) > 3 * _source.BLOCK and len(data) % _source.BLOCK
     _snapshot_of(path, data, alter=True)
     assert _used(path)
     # A tool result's "y" made "z": every line still loads, only the bytes differ.
-    spots = [data.index(b"yyyy", k * _lines.BLOCK) for k in range(4)] + [data.rindex(b"y")]
-    assert data.rindex(b"y") > 3 * _lines.BLOCK
+    spots = [data.index(b"yyyy", k * _source.BLOCK) for k in range(4)] + [data.rindex(b"y")]
+    assert data.rindex(b"y") > 3 * _source.BLOCK
     for spot in spots:
         path.write_bytes(data[:spot] + b"z" + data[spot + 1 :])
         _same_as_full_read(path)

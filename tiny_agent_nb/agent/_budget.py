@@ -96,7 +96,7 @@ class Spending:
     The operations a run resumes are closed (one operation is open at a time), so their
     spend is read once; the open operation's is added up from its stepAttempt, toolStarted,
     settling entries and usage facts, with the same rules as `chain_spend`. Asked about an
-    operation it did not see start, it reads the ledger (a snapshot) as before.
+    operation it did not see start, it reads the ledger (a `store.load()` copy) as before.
     """
 
     def __init__(self, store: SessionStore, *, follow: bool) -> None:

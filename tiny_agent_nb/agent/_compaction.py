@@ -122,7 +122,7 @@ class Compactor:
         """`request_bytes`: the size of the request the run would send now (messages and
         tool schemas); `fixed_bytes`: the part of it no compaction changes (the system
         prompt and the tool schemas); `ledger_tokens`: `last_input_tokens` of the session
-        now (the projection follows it, so no attempt pays for a snapshot of the whole
+        now (the projection follows it, so no attempt pays for a copy of the whole
         session); `clean`: what makes a text safe to keep and send (the run's secrets
         redacted)."""
         self._on_compaction = on_compaction

@@ -245,7 +245,7 @@ class ContextProjection:
         self.extend(f for f in facts if isinstance(f, EntryFact))
 
     def last_input_tokens(self) -> int | None:
-        """`last_input_tokens(state)` of the followed store, without a snapshot."""
+        """`last_input_tokens(state)` of the followed store, without a copy."""
         self._built()
         return self._ledger.tokens
 

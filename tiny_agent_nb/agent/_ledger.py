@@ -34,7 +34,7 @@ def last_input_tokens(state: SessionState) -> int | None:
 # perf: register row "ledger-follow" (docs/benchmarks.md)
 class LastRequest:
     """`last_input_tokens` kept from the facts as they commit: O(1) per fact, where asking
-    the state takes a snapshot of the whole session before every attempt.
+    the state takes a copy of the whole session's state before every attempt.
 
     It relies on what the reducer enforces: one operation open at a time and one pending
     attempt per operation, so attempts settle in the order they start (the newest settled

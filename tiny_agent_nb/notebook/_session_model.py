@@ -7,8 +7,8 @@ with a canned answer): such a run is refused, naming the model and how to config
 unless the user asks for the demo model (`--demo`). A real model continuing a demo
 session, or another real model than the last one, is said in one line, not refused.
 
-The model is the latest `stepAttempt`'s, followed commit by commit (no snapshot of the
-session per cell).
+The model is the latest `stepAttempt`'s, followed commit by commit (no copy of the
+session's state per cell).
 """
 
 from __future__ import annotations

@@ -116,11 +116,16 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
+# perf: register row "canonical-encoder" (docs/benchmarks.md)
+# One encoder, built once: `json.dumps` with these options builds a JSONEncoder per call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+
+
 def canonical_json(value: Any) -> str:
     """Keys sorted, no whitespace, UTF-8 text, NaN/Infinity refused."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL(value)
 
 
 def sha256_digest(value: Any) -> str:
@@ -137,17 +142,22 @@ def replay_key(tool: ToolIdentity, arguments: dict[str, Any], environment_identi
     # tail fixed by the tool and the workspace: only the arguments are encoded per call.
     # This runs twice per tool call on commit (the intent's constructor, the reducer).
     digest = hashlib.sha256(_ARGUMENTS_HEAD)
-    digest.update(canonical_json(arguments).encode("utf-8"))
-    digest.update(_key_tail(tool, environment_identity))
+    digest.update(_CANONICAL(arguments).encode("utf-8"))
+    # perf: register row "replay-key-fields" (docs/benchmarks.md): the tail's key is the
+    # tool's fields, not the model (whose hash and == are Python code, run per lookup).
+    digest.update(_key_tail(tool.name, tool.version, tool.source, environment_identity))
     return "sha256:" + digest.hexdigest()
 
 
 _ARGUMENTS_HEAD = b'{"arguments":'
+# The tail's fields are ToolIdentity's, all of them (its `model_dump()` would be hashed).
+assert tuple(ToolIdentity.model_fields) == ("name", "version", "source")
 
 
 # A notebook meets few (tool, workspace) pairs; the bound only caps what a long-lived
-# process keeps. ToolIdentity is frozen, so it is a key by value.
+# process keeps.
 @functools.lru_cache(maxsize=256)
-def _key_tail(tool: ToolIdentity, environment_identity: str) -> bytes:
+def _key_tail(name: str, version: str, source: str, environment_identity: str) -> bytes:
+    tool = {"name": name, "version": version, "source": source}
     text = f',"environmentIdentity":{canonical_json(environment_identity)},"tool":'
-    return (text + canonical_json(tool.model_dump()) + "}").encode("utf-8")
+    return (text + canonical_json(tool) + "}").encode("utf-8")

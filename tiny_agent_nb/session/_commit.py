@@ -3,7 +3,8 @@ and whether power mode syncs them before the commit returns (§7.2)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
@@ -57,3 +58,33 @@ def syncs_at_once(facts: Sequence[Fact]) -> bool:
 
 
 _UNSYNCED_RECORDS = frozenset({"attemptFailed", "kernelOpened"})
+
+
+Subscriber = Callable[[Sequence[Fact]], None]
+log = logging.getLogger("tiny_agent_nb.session")
+
+
+class Subscribers:
+    """Who is told of each commit's facts, in commit order (`SessionStore.subscribe`)."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Subscriber] = []
+
+    def add(self, callback: Subscriber) -> Callable[[], None]:
+        """Adds `callback`; returns what removes it."""
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return remove
+
+    def notify(self, facts: list[Fact]) -> None:
+        for callback in list(self._callbacks):
+            try:
+                callback(facts)
+            except Exception:
+                # The facts are already durable: a failing observer must not make the
+                # caller believe the commit failed.
+                log.exception("session subscriber %r failed", callback)

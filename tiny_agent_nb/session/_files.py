@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ._exceptions import NotASessionError
-from ._lines import Source
+from ._source import Source
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),

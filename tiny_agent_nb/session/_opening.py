@@ -3,8 +3,10 @@ written (docs/spec.md §7.6). `SessionStore.open` and `.in_memory` share it."""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -12,12 +14,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ._exceptions import InvalidTransactionError, NotASessionError
-from ._files import StoreFile, fsync_dir
+from ._files import DescriptorFile, StoreFile, fsync_dir, open_regular
 from ._framing import describe_validation_error, is_torn_header
 from ._ids import new_id
+from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Header
 from ._reader import reduce_source
-from ._snapshot import remove_drafts
+from ._snapshot import move_snapshot, remove_drafts
 from ._state import SessionState
 
 Durability = Literal["process", "power"]
@@ -32,6 +35,44 @@ def epoch_ms() -> int:
 def check_durability(durability: str) -> None:
     if durability not in ("process", "power"):
         raise ValueError(f"durability must be 'process' or 'power', not {durability!r}")
+
+
+@contextmanager
+def claimed_file(path: Path, create: bool) -> Iterator[tuple[DescriptorFile, str, bool]]:
+    """The file at `path` claimed in this process and locked for writing, with its key in
+    the in-process registry and whether it was made now; an exception in the block lets
+    go of all three (the caller's store takes them on otherwise)."""
+    key = os.path.realpath(path)
+    claim_in_process(key, path)
+    try:
+        existed = path.exists()
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+        file = DescriptorFile(open_regular(path, flags), path)
+        try:
+            lock_exclusive(file.fd, path)
+            yield file, key, not existed
+        except BaseException:
+            file.close()
+            raise
+    except BaseException:
+        release_in_process(key)
+        raise
+
+
+def move_claimed(file: DescriptorFile, key: str, target: Path) -> str:
+    """Rename the claimed `file` (its key `key`) to `target`, claimed in its place, its
+    snapshot along; the new key. On failure nothing moved and the old claim stands."""
+    new_key = os.path.realpath(target)
+    claim_in_process(new_key, target)
+    try:
+        file.path.rename(target)
+    except BaseException:
+        release_in_process(new_key)
+        raise
+    release_in_process(key)
+    move_snapshot(file.path, target)
+    file.follow(target)
+    return new_key
 
 
 @dataclass(frozen=True)
@@ -104,6 +145,4 @@ def _write_header(
     file.append(line)
     if durability == "power":
         file.sync()
-    state = SessionState(str(path), header)
-    state._header_line = line[:-1]
-    return state
+    return SessionState(str(path), header, header_line=line[:-1])

@@ -5,7 +5,7 @@ after the header, applies it, and hands a damaged one to a reporter instead of d
 itself what damage means: `load_session` raises SessionCorruptError, `salvage` keeps the
 prefix before it. Either way the damaged line ends the read -- a line is never skipped --
 and the bytes after the last LF are a torn tail, never a transaction. The file is read a
-chunk at a time (`_lines.CHUNK`): the state keeps where each line is and a digest of it,
+chunk at a time (`_source.CHUNK`): the state keeps where each line is and a digest of it,
 not its bytes (docs/spec.md §14.1).
 """
 
@@ -27,12 +27,13 @@ from ._framing import (
     parse_header,
     parse_transaction,
 )
-from ._gc import gc_paused
-from ._lines import BLOCK, Lines, Source
+from ._gc import empty_free_lists, gc_paused
+from ._lines import Lines
 from ._reducer import apply_transaction
-from ._snapshot import load_snapshot, reload_tables
+from ._snapshot import load_snapshot
+from ._source import BLOCK, Source
 from ._state import SessionState
-from ._tables import Violation
+from ._tables import Tables, Violation
 
 log = logging.getLogger("tiny_agent_nb.session")
 
@@ -82,19 +83,56 @@ def reduce_source(
 
 def state_from_new_snapshot(path: Path, state: SessionState, file: StoreFile) -> SessionState:
     """A writer's open that has just written the snapshot of every line of `state`: the
-    same state, its tables taken from the snapshot (`reload_tables`), or the file reduced
-    again should the snapshot not decode once the reduced tables are let go."""
+    same state, its tables taken from the snapshot, or the file reduced again should the
+    snapshot not decode once the reduced tables are let go.
+
     # perf: register row "first-open-reload" (docs/benchmarks.md)
+    The reducer keeps each id and value as the string its line's parse made; the
+    decoder shares one string per value, and its tables are what a resume keeps. The
+    reduced tables are freed once the snapshot is found authentic and of every line, not
+    before (else a snapshot that will not do would cost a second reduce), nor after the
+    decode (whose objects would fill the holes the reduce left in the allocator's arenas,
+    pinning them). A full collection then empties the interpreter's free lists, which
+    kept thousands of the freed records scattered over those arenas: emptied, the arenas
+    go back to the system."""
     try:
         source, size = file.reader(str(path))
     except OSError:  # the reduced tables stay
         return state
-    if reload_tables(path, state, source, size):
+    reloaded = reload_tables(path, state, source, size)
+    if reloaded is None:  # the reduced tables stay
+        source.close()
         return state
+    return reloaded
+
+
+def reload_tables(
+    path: Path, state: SessionState, source: Source, size: int
+) -> SessionState | None:
+    """`state` with its tables from the snapshot of its every line (the file's first
+    `size` bytes, in `source`), or reduced again if its tables were let go and none came
+    back; None when they were not let go (the snapshot is not of every line)."""
+    count, last_seq = state.transaction_count, state.last_seq
+    released = False
+
+    def release(covered: int, end: int) -> bool:
+        nonlocal released
+        if (covered, end) != (count, size):
+            return False
+        state._release_tables()  # their last reference
+        released = True
+        empty_free_lists()
+        return True
+
+    with gc_paused():  # as a load's (register row "gc-load")
+        tables = load_snapshot(path, source, size, len(state._header_line) + 1, release)
+    if tables is not None and tables.last_seq == last_seq:
+        return state._remade(tables, snapshot_lines=count)
+    if not released:
+        return None
     log.warning("the snapshot of %s just written did not load", path)
-    again = reduce_source(path, source, size)
-    again._torn_tail_bytes = state._torn_tail_bytes  # cut by the open before this read
-    return again
+    # The torn tail was cut by the open before this read.
+    return reduce_source(path, source, size)._remade(torn_tail_bytes=state.torn_tail_bytes)
 
 
 def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
@@ -130,34 +168,47 @@ def _read(
             reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
     header_line = head[:header_end]
-    state = SessionState(str(path), parse_header(path, header_line))
-    state._header_line = header_line
+    header = parse_header(path, header_line)
     start = header_end + 1
     found = load_snapshot(path, source, size, start) if snapshot else None
     if found is None:
-        state._tables.lines = Lines(source, start)
+        # Every line: the scan takes the block digests that check them (§14.1), from the
+        # header's bytes on.
+        tables, covered = Tables(lines=Lines(source, start)), 0
+        scan = source.scan(start, size, prefix=head[:start])
     else:
-        state._tables = found
-        state._snapshot_lines = len(found.lines)
-        start = found.lines.end()
+        tables, covered = found, len(found.lines)
+        scan = source.scan(found.lines.end(), size)
     del head, chunks
-    tables = state._tables  # the reader builds the state it hands out
     lines = tables.lines
-    tail: list[bytes] = []
-    offset = start
-    for lineno, line in enumerate(source.lines(start, size, tail), start=2 + len(lines)):
+    add = lines.add_read if found is not None else lines.add_scanned
+    for lineno, line in enumerate(scan, start=2 + len(lines)):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a
             # compaction's cut never moves backwards): the line is kept as it is applied.
-            lines.add_read(line)
-            offset += len(line) + 1
+            add(line)
             continue
         except ValidationError as exc:
             reason = describe_validation_error(exc)
         except Violation as exc:
             reason = str(exc)
-        reporter(Damage(lineno, offset, len(line), reason))
-        return state  # its torn tail is not counted: the file does not load as it is
-    state._torn_tail_bytes = len(tail[0]) if tail else 0
-    return state
+        if found is None:
+            lines.cover(scan.blocks(lines.end()))
+        # The state of the lines before it; its torn tail is not counted: the file does
+        # not load as it is.
+        state = SessionState(
+            str(path), header, tables, header_line=header_line, snapshot_lines=covered
+        )
+        reporter(Damage(lineno, lines.end(), len(line), reason))
+        return state
+    if found is None:
+        lines.cover(scan.blocks(lines.end()))
+    return SessionState(
+        str(path),
+        header,
+        tables,
+        header_line=header_line,
+        torn_tail_bytes=len(scan.tail),
+        snapshot_lines=covered,
+    )

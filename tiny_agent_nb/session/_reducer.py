@@ -152,12 +152,8 @@ def _apply_compaction(t: Tables, fact: EntryFact, body: CompactionEntry) -> None
             )
     if body.attemptId is not None:
         attempt, op = _pending_attempt(t, body.attemptId, "compaction")
-        t.put(
-            t.attempts,
-            attempt.id,
-            attempt._replace(status="settled", entry_id=fact.id, ended_at=fact.at),
-        )
-        t.put(t.operations, op.id, op._replace(pending_attempts=op.pending_attempts - 1))
+        t.put(t.attempts, attempt.id, attempt.settled(fact.id, fact.at))  # a summary calls no tool
+        t.put(t.operations, op.id, op.counted(attempts=-1))
     t.last_cut = cut
 
 
@@ -168,19 +164,8 @@ def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
     calls = tuple((call.id, call.name) for call in body.message.toolCalls)
     if len({call_id for call_id, _ in calls}) != len(calls):
         raise Violation("assistant entry repeats a tool call id")
-    t.put(
-        t.attempts,
-        attempt.id,
-        attempt._replace(status="settled", entry_id=fact.id, tool_calls=calls, ended_at=fact.at),
-    )
-    t.put(
-        t.operations,
-        op.id,
-        op._replace(
-            pending_attempts=op.pending_attempts - 1,
-            unanswered_tool_calls=op.unanswered_tool_calls + len(calls),
-        ),
-    )
+    t.put(t.attempts, attempt.id, attempt.settled(fact.id, fact.at, calls))
+    t.put(t.operations, op.id, op.counted(attempts=-1, unanswered=len(calls)))
 
 
 def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> None:
@@ -201,16 +186,8 @@ def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> Non
         )
     op = _open_operation(t, intent.operation_id, "tool result")
     t.put(t.ids, fact.id, "fact")
-    t.put(t.intents, intent.id, intent._replace(status=body.outcome))
-    t.put(
-        t.operations,
-        op.id,
-        op._replace(
-            pending_intents=op.pending_intents - 1,
-            unanswered_tool_calls=op.unanswered_tool_calls - 1,
-            answered_tool_calls=op.answered_tool_calls + 1,
-        ),
-    )
+    t.put(t.intents, intent.id, intent.ended(body.outcome))
+    t.put(t.operations, op.id, op.counted(intents=-1, unanswered=-1, answered=1))
 
 
 def _check_arguments(arguments: object, whose: str) -> None:
@@ -240,7 +217,7 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
                 status="failed", error=body.error, retryable=body.retryable, ended_at=fact.at
             ),
         )
-        t.put(t.operations, op.id, op._replace(pending_attempts=op.pending_attempts - 1))
+        t.put(t.operations, op.id, op.counted(attempts=-1))
     elif isinstance(body, ToolStarted):
         _apply_tool_started(t, fact, body)
     elif isinstance(body, AbortRequested):
@@ -329,7 +306,7 @@ def _apply_step_attempt(t: Tables, fact: RecordFact, body: StepAttempt) -> None:
             started_at=fact.at,
         ),
     )
-    t.put(t.operations, op.id, op._replace(pending_attempts=1))
+    t.put(t.operations, op.id, op.counted(attempts=1))  # from none (checked above)
 
 
 def _apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
@@ -385,7 +362,7 @@ def _apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
             result_entry_id=body.resultEntryId,
         ),
     )
-    t.put(t.operations, op.id, op._replace(pending_intents=op.pending_intents + 1))
+    t.put(t.operations, op.id, op.counted(intents=1))
 
 
 def _apply_operation_finished(t: Tables, body: OperationFinished) -> None:

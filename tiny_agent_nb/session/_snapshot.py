@@ -24,7 +24,6 @@ Only the writer (SessionStore) writes one; `load_session` only reads.
 
 from __future__ import annotations
 
-import gc
 import hmac
 import logging
 import mmap
@@ -36,11 +35,10 @@ from pathlib import Path
 
 from ._files import fsync_dir
 from ._gc import gc_paused
-from ._lines import BLOCK, BLOCK_DIGEST_SIZE, PRIVATE_MAP, BlockHasher, Source
 from ._snapshot_codec import decode_tables, parse_body
 from ._snapshot_encode import encode_tables
 from ._snapshot_key import key_for_writing, read_key
-from ._state import SessionState
+from ._source import BLOCK, BLOCK_DIGEST_SIZE, PRIVATE_MAP, Source
 from ._tables import Tables
 
 SUFFIX = ".snapshot"
@@ -173,57 +171,6 @@ def _load(
     return tables
 
 
-def _empty_free_lists() -> None:
-    """A full collection empties the interpreter's free lists. Over frozen objects it
-    examines none, so it costs the same in a kernel of millions of objects as in a fresh
-    one; where the application froze objects itself, unfreezing would undo that, and a
-    plain collection runs instead."""
-    if gc.get_freeze_count():
-        gc.collect()
-        return
-    gc.freeze()
-    try:
-        gc.collect()
-    finally:
-        gc.unfreeze()
-
-
-def reload_tables(path: Path, state: SessionState, source: Source, size: int) -> bool:
-    """A writer's open that has just written the snapshot of every line of `state` (the
-    file's first `size` bytes, in `source`) takes its tables from it. False when the
-    state's tables were let go and none came back (the snapshot did not decode, or not to
-    the same last seq): the caller reduces the file again.
-
-    # perf: register row "first-open-reload" (docs/benchmarks.md)
-    The reducer keeps each id and value as the string its line's parse made; the
-    decoder shares one string per value, and its tables are what a resume keeps. The
-    reduced tables are freed once the snapshot is found authentic and of every line, not
-    before (else a snapshot that will not do would cost a second reduce), nor after the
-    decode (whose objects would fill the holes the reduce left in the allocator's arenas,
-    pinning them). A full collection then empties the interpreter's free lists, which
-    kept thousands of the freed records scattered over those arenas: emptied, the arenas
-    go back to the system."""
-    count, last_seq = len(state._tables.lines), state.last_seq
-    released = False
-
-    def release(covered: int, end: int) -> bool:
-        nonlocal released
-        if (covered, end) != (count, size):
-            return False
-        state._tables = Tables()  # the reduced tables' last reference
-        released = True
-        _empty_free_lists()
-        return True
-
-    with gc_paused():  # as a load's (register row "gc-load")
-        tables = load_snapshot(path, source, size, len(state._header_line) + 1, release)
-    if tables is not None and tables.last_seq == last_seq:
-        state._tables = tables
-        state._snapshot_lines = count
-        return True
-    return not released  # not released: the reduced tables stay
-
-
 # ---------------------------------------------------------------- writing
 
 _DRAFT_ID = re.compile(r"[0-9a-f]{12}")
@@ -275,15 +222,18 @@ def remove_drafts(path: str | Path) -> None:
 SNAPSHOT_TAIL = 256
 
 
-def refresh_snapshot(path: Path, state: SessionState, covered: int, *, sync: bool) -> int:
-    """The writer's policy, at open and at close: a new snapshot when the one on disk (of
-    `covered` lines; 0: none usable) leaves SNAPSHOT_TAIL lines or more to reduce.
-    Returns the lines the snapshot on disk covers now. It can fail without consequence."""
-    lines = state._tables.lines
+def refresh_snapshot(
+    path: Path, header_line: bytes, tables: Tables, covered: int, *, sync: bool
+) -> int:
+    """The writer's policy, at open and at close: a new snapshot of `tables` when the one
+    on disk (of `covered` lines; 0: none usable) leaves SNAPSHOT_TAIL lines or more to
+    reduce. Returns the lines the snapshot on disk covers now. It can fail without
+    consequence."""
+    lines = tables.lines
     if len(lines) - covered < SNAPSHOT_TAIL:
         return covered
     try:
-        if write_snapshot(path, state._header_line, state._tables, sync=sync):
+        if write_snapshot(path, header_line, tables, sync=sync):
             return len(lines)
     except Exception:
         log.exception("could not write the snapshot of %s", path)
@@ -315,12 +265,7 @@ def write_snapshot(path: str | Path, header_line: bytes, tables: Tables, *, sync
     lines = tables.lines
     size = len(header_line) + 1 + sum(lines.sizes())
     first = b"tiny-agent-nb snapshot 3 lines=%d bytes=%d json=%d " % (len(lines), size, len(text))
-    hasher = BlockHasher()
-    hasher.update(header_line)
-    hasher.update(b"\n")
-    for piece in lines.pieces():
-        hasher.update(piece)
-    mac = _mac(key, first, (text, binary), hasher.finish())
+    mac = _mac(key, first, (text, binary), lines.block_digests(header_line + b"\n"))
     # Written in its pieces (`os.writev`), never joined: a copy of the snapshot is a
     # large temporary, and large temporaries leave the kernel's heap with resident holes
     # (register row "scan-map").

@@ -39,7 +39,7 @@ from itertools import accumulate, compress, islice, repeat
 from operator import ne
 from typing import Any, get_args
 
-from ._lines import Lines, Source
+from ._lines import Lines
 from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity, WindowSource
 from ._snapshot_columns import (
     INTS,
@@ -52,6 +52,7 @@ from ._snapshot_columns import (
     records,
     typed,
 )
+from ._source import Source
 from ._tables import (
     Attempt,
     AttemptStatus,

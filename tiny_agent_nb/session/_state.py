@@ -46,16 +46,61 @@ class SessionState:
     write `_tables` (the reducer applies each committed transaction to them)."""
 
     def __init__(
-        self, path: str, header: Header, tables: Tables | None = None, torn_tail_bytes: int = 0
+        self,
+        path: str,
+        header: Header,
+        tables: Tables | None = None,
+        *,
+        header_line: bytes = b"",
+        torn_tail_bytes: int = 0,
+        snapshot_lines: int = 0,
     ) -> None:
+        """Made once, by the session's reader or store: `tables` reduced from the file's
+        lines (by the reducer, or given by a snapshot for the first `snapshot_lines` of
+        them), the header line as read (its bytes are what a snapshot's MAC covers), and
+        the bytes after the last complete line when it was read."""
         self._path = path
         self._header = header
         self._tables = tables if tables is not None else Tables()
+        self._header_line = header_line
         self._torn_tail_bytes = torn_tail_bytes
-        # For the store's snapshot (docs/spec.md §14): the header line as read (its
-        # bytes are what a snapshot's MAC covers), and the lines a snapshot gave.
-        self._header_line = b""
-        self._snapshot_lines = 0
+        self._snapshot_lines = snapshot_lines
+
+    def close(self) -> None:
+        """Let go of the descriptor this state reads its lines back from (docs/spec.md
+        §14.1); it closes once no other state holds it. The state's lines cannot be read
+        after this (ValueError); its tables can. `with load_session(path) as state:`
+        closes it at the block's end; a state never closed lets go when it is freed."""
+        self._tables.lines.close()
+
+    def _remade(
+        self,
+        tables: Tables | None = None,
+        *,
+        torn_tail_bytes: int | None = None,
+        snapshot_lines: int = 0,
+    ) -> SessionState:
+        """This state with other tables or another torn tail (the reader's and the
+        store's: a writer's open that reloads its snapshot, a tail the writer cut)."""
+        return SessionState(
+            self._path,
+            self._header,
+            self._tables if tables is None else tables,
+            header_line=self._header_line,
+            torn_tail_bytes=self._torn_tail_bytes if torn_tail_bytes is None else torn_tail_bytes,
+            snapshot_lines=snapshot_lines,
+        )
+
+    def _release_tables(self) -> None:
+        """Let go of the tables (a writer's open about to take them from its snapshot)."""
+        self._tables.lines.close()
+        self._tables = Tables()
+
+    def __enter__(self) -> SessionState:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @property
     def path(self) -> str:
@@ -199,7 +244,13 @@ class SessionState:
             last_cut=t.last_cut,
             system_prompt=t.system_prompt,
         )
-        return SessionState(self._path, self._header, tables, self._torn_tail_bytes)
+        return SessionState(
+            self._path,
+            self._header,
+            tables,
+            header_line=self._header_line,
+            torn_tail_bytes=self._torn_tail_bytes,
+        )
 
     def summary(self) -> dict[str, Any]:
         """The canonical, language-neutral summary the conformance fixtures compare."""

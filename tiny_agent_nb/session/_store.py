@@ -11,12 +11,12 @@ effect is synced by the next one that does, or by `close` (a group commit).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from ._commit import build_transaction, syncs_at_once
+from ._commit import Subscriber, Subscribers, build_transaction, syncs_at_once
 from ._exceptions import (
     InvalidTransactionError,
     SessionClosedError,
@@ -25,18 +25,27 @@ from ._exceptions import (
     SessionWriteError,
 )
 from ._facts import NewFact
-from ._files import DescriptorFile, MemoryFile, StoreFile, open_regular
+from ._files import DescriptorFile, MemoryFile, StoreFile
 from ._framing import encode_transaction
-from ._lock import FifoLock, claim_in_process, lock_exclusive, release_in_process
+from ._lock import FifoLock, release_in_process
 from ._models import Fact, Header
-from ._opening import Clock, Durability, HeaderInit, check_durability, epoch_ms, open_state
+from ._opening import (
+    Clock,
+    Durability,
+    HeaderInit,
+    check_durability,
+    claimed_file,
+    epoch_ms,
+    move_claimed,
+    open_state,
+)
 from ._reader import reduce_source, state_from_new_snapshot
 from ._signals import sigint_deferred
-from ._snapshot import move_snapshot, refresh_snapshot
+from ._snapshot import refresh_snapshot
 from ._state import SessionState
 from ._tables import Kernel, LearnedWindow, Operation
 
-Subscriber = Callable[[Sequence[Fact]], None]
+T = TypeVar("T")
 
 log = logging.getLogger("tiny_agent_nb.session")
 
@@ -63,7 +72,7 @@ class SessionStore:
         self._durability = durability
         self._clock = clock
         self._fifo = FifoLock()
-        self._subscribers: list[Subscriber] = []
+        self._subscribers = Subscribers()
         self._stale = False  # memory may lag the file after an interrupted commit
         self._unsynced = False  # power: bytes written since the last sync
         self._synced_size = size  # power: the file's size at the last sync that succeeded
@@ -89,24 +98,11 @@ class SessionStore:
         """
         check_durability(durability)
         path = Path(path)
-        key = os.path.realpath(path)
-        claim_in_process(key, path)
-        try:
-            existed = path.exists()
-            flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-            file = DescriptorFile(open_regular(path, flags), path)
-            try:
-                lock_exclusive(file.fd, path)
-                sync_dir = not existed and durability == "power"
-                return cls._open_file(
-                    file, path, key, create, durability=durability, clock=clock, sync_dir=sync_dir
-                )
-            except BaseException:
-                file.close()
-                raise
-        except BaseException:
-            release_in_process(key)
-            raise
+        with claimed_file(path, create is not None) as (file, key, made):
+            sync_dir = made and durability == "power"
+            return cls._open_file(
+                file, path, key, create, durability=durability, clock=clock, sync_dir=sync_dir
+            )
 
     @classmethod
     def in_memory(
@@ -209,7 +205,7 @@ class SessionStore:
             tables.commit()
             tables.lines.append(line)
             self._size += len(line)
-            self._notify(built)
+            self._subscribers.notify(built)
             return built
 
     def _resync(self, file: StoreFile) -> None:
@@ -219,11 +215,12 @@ class SessionStore:
         if state.torn_tail_bytes:
             size -= state.torn_tail_bytes
             file.truncate(size)
-            state._torn_tail_bytes = 0
+            state = state._remade(torn_tail_bytes=0)
+        self._state.close()
         self._state = state
         self._size = size
         self._stale = False
-        self._notify(self._state.facts[known:])
+        self._subscribers.notify(self._state.facts[known:])
 
     def _append(self, file: StoreFile, line: bytes, sync: bool) -> None:
         try:
@@ -285,71 +282,45 @@ class SessionStore:
             log.exception("could not sync %s before closing it", self._path)
 
     # ------------------------------------------------------------------ reading
-    def load(self) -> SessionState:
-        """A snapshot of the session as committed so far (later commits don't change it)."""
+    def _reading(self, view: Callable[[SessionState], T]) -> T:
+        """`view` of the writer's own state, under the commit lock (a subscriber called
+        during our own commit holds it already)."""
         if self._fifo.owner == threading.get_ident():
-            # Called by a subscriber during our own commit: the lock is ours already.
             self._require_open()
-            return self._state.copy()
+            return view(self._state)
         with sigint_deferred(), self._fifo:
             file = self._require_open()
             if self._stale:
                 self._resync(file)
-            return self._state.copy()
+            return view(self._state)
+
+    def load(self) -> SessionState:
+        """A copy of the session's state as committed so far (later commits don't change
+        it; `close()` it, or let it be freed, to let go of its descriptor)."""
+        return self._reading(SessionState.copy)
 
     def open_operation(self) -> Operation | None:
-        """The operation still open, if any (cheaper than `load()`: no snapshot)."""
+        """The operation still open, if any (cheaper than `load()`: no copy)."""
         # perf: register row "open-operation" (docs/benchmarks.md)
-        if self._fifo.owner == threading.get_ident():
-            return self._state.open_operation
-        with sigint_deferred(), self._fifo:
-            self._require_open()
-            return self._state.open_operation
+        return self._reading(lambda state: state.open_operation)
 
     def system_prompt(self) -> str | None:
         """The latest recorded system prompt (`SessionState.system_prompt`), without a
-        snapshot: one line is read back."""
-        if self._fifo.owner == threading.get_ident():
-            return self._state.system_prompt
-        with sigint_deferred(), self._fifo:
-            self._require_open()
-            return self._state.system_prompt
+        copy: one line is read back."""
+        return self._reading(lambda state: state.system_prompt)
 
     def learned_window(self, base_url: str, model: str) -> LearnedWindow | None:
         """The context window the session learned for `model` at `base_url` (docs/spec.md
-        §17), if any: as cheap as `open_operation()`, no snapshot."""
-        if self._fifo.owner == threading.get_ident():
-            return self._state.context_windows.get((base_url, model))
-        with sigint_deferred(), self._fifo:
-            self._require_open()
-            return self._state.context_windows.get((base_url, model))
+        §17), if any: as cheap as `open_operation()`, no copy."""
+        return self._reading(lambda state: state.context_windows.get((base_url, model)))
 
     def kernels(self) -> list[Kernel]:
-        """The kernelOpened records (docs/spec.md §18), without a snapshot of the rest."""
-        if self._fifo.owner != threading.get_ident():
-            with sigint_deferred(), self._fifo:
-                return self.kernels()
-        self._require_open()
-        return list(self._state.kernels.values())
+        """The kernelOpened records (docs/spec.md §18), without a copy of the rest."""
+        return self._reading(lambda state: list(state.kernels.values()))
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
-
-    def _notify(self, facts: list[Fact]) -> None:
-        for callback in list(self._subscribers):
-            try:
-                callback(facts)
-            except Exception:
-                # The facts are already durable: a failing observer must not make the
-                # caller believe the commit failed.
-                log.exception("session subscriber %r failed", callback)
+        return self._subscribers.add(callback)
 
     def moved(self) -> str | None:
         """None while the store's path names the file it writes; else what happened to
@@ -371,17 +342,7 @@ class SessionStore:
             moved = file.moved()
             if moved is not None:
                 raise SessionReplacedError(self._path, moved)
-            key = os.path.realpath(target)
-            claim_in_process(key, target)
-            try:
-                file.path.rename(target)
-            except BaseException:
-                release_in_process(key)
-                raise
-            release_in_process(self._key)
-            move_snapshot(file.path, target)
-            self._key = key
-            file.follow(target)
+            self._key = move_claimed(file, self._key, target)
             self._path = target
 
     # ------------------------------------------------------------------ closing
@@ -409,14 +370,16 @@ class SessionStore:
     def _snapshot_if_behind(self) -> None:
         if self._key is not None:  # a file, not memory
             sync = self._durability == "power"
+            state = self._state
             self._snapshot_lines = refresh_snapshot(
-                self._path, self._state, self._snapshot_lines, sync=sync
+                self._path, state._header_line, state._tables, self._snapshot_lines, sync=sync
             )
 
     def _close_file(self) -> None:
         if self._file is not None:
             self._file.close()  # a descriptor's close also releases the flock
             self._file = None
+            self._state.close()  # its descriptor, once no state handed out holds it
             if self._key is not None:
                 release_in_process(self._key)
 
