@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..agent import RecoveryReport, resumable_operation
 from ..render import cell_text
 from ..session import SessionState, ToolIntent
-from ..timeline import intent_label, session_cost
+from ..timeline import intent_label, outcome_note, session_cost
 from ..words import money, short_arguments
 from ._paths import SessionLocation
 
@@ -52,11 +52,10 @@ class OpenReport:
                     else ""
                 )
                 lines.append(
-                    f"  ⚠ {_call(s, intent)} — interrupted: it may have run; it was not run "
-                    f"again.{still}"
+                    f"  ⚠ {_call(s, intent)} — interrupted: {outcome_note('interrupted')}.{still}"
                 )
             for intent in r.replayed:
-                lines.append(f"  ↻ {_call(s, intent)} — replayed (read-only)")
+                lines.append(f"  ↻ {_call(s, intent)} — {outcome_note('replayed')}")
             if r.failed_attempts:
                 lines.append(
                     f"  {r.failed_attempts} model request(s) in flight were marked interrupted."

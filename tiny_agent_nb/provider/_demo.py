@@ -143,7 +143,7 @@ def _report(command: str, content: str) -> list[str]:
     bash result ends with its exit note; anything else means the command did not run."""
     head = f"- {_code_span(_first_line(command))} →"
     if content.startswith(_INTERRUPTED):
-        return [f"{head} **interrupted** — it may or may not have run; it was not run again"]
+        return [f"{head} **interrupted** — it may have run; it was not run again"]
     if content.startswith(_NOT_STARTED):
         return [f"{head} did not run (the session stopped before it started)"]
     if content.startswith(_DENIED):
