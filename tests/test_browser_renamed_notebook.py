@@ -67,6 +67,18 @@ def untitled(lab: Lab, browser: Any) -> Iterator[LabSession]:
         yield session
 
 
+def _connected(lab: Lab, path: str) -> bool:
+    """The server's view: `path`'s kernel has the browser's websocket attached and is idle
+    (under load the server may answer an error object instead of the list: not yet)."""
+    sessions = httpx.get(lab.lab.url("api/sessions"), timeout=5).json()
+    return isinstance(sessions, list) and any(
+        x["path"] == path
+        and x["kernel"]["connections"] >= 1
+        and x["kernel"]["execution_state"] == "idle"
+        for x in sessions
+    )
+
+
 def _menu(s: LabSession, menu: str, command: str) -> None:
     s.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(f"^{menu}$")).click()
     s.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
@@ -193,6 +205,9 @@ def test_a_duplicated_notebook_gets_a_fork_and_never_writes_the_originals_file(
         page.set_default_timeout(STEP_TIMEOUT_MS)
         # A workspace of its own: the original's would open its notebook beside the copy.
         page.goto(lab.lab.url(f"lab/workspaces/duplicate/tree/{copy}"))
+        # Run All before the page's websocket is attached to the copy's kernel runs nothing:
+        # wait for the server to see it connected and idle, as every other browser test does.
+        wait_until(lambda: _connected(lab, copy), STEP_TIMEOUT_MS / 1000, what="copy's kernel")
         page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
         page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
         page.locator('.lm-Menu-item[data-command="runmenu:run-all"]').click()
