@@ -9,12 +9,20 @@ import datetime
 import json
 from pathlib import Path
 
+import pytest
 from test_notebook_kernel import assert_clean, load
 
 from tiny_agent_nb.session import load_session
 
 from helpers.kernel_helpers import Execution, StartKernel, start_kernel, workspace
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+
+pd = pytest.importorskip("pandas")  # the kernel's, the same environment's
+# As that pandas names them: pandas 2 (the newest on Python 3.10) says
+# `pandas.core.frame.DataFrame` and a string column's dtype `object`, pandas 3 says
+# `pandas.DataFrame` and `str`.
+FRAME = f"{pd.DataFrame.__module__}.DataFrame"
+TEXT = str(pd.Series(["a"]).dtype)
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
@@ -79,11 +87,11 @@ def test_the_model_lists_the_users_dataframe_and_proposes_a_cell(
     assert listing["role"] == "tool"
     assert listing["content"].splitlines() == [
         "1 variable(s):",
-        "- sales: pandas.DataFrame, 3 rows, 2 columns: 'region' str, 'total' float64",
+        f"- sales: {FRAME}, 3 rows, 2 columns: 'region' {TEXT}, 'total' float64",
         "modules: pd",
     ]
     described = server.requests[2].body["messages"][-1]["content"]
-    assert described.splitlines()[:2] == ["sales: pandas.DataFrame", "3 rows, 2 columns"]
+    assert described.splitlines()[:2] == [f"sales: {FRAME}", "3 rows, 2 columns"]
 
     # The first proposal is the cell below the agent cell; the second is refused.
     assert proposals(run) == [{"source": "set_next_input", "text": CODE, "replace": False}]

@@ -15,6 +15,12 @@ from tiny_agent_nb.tools import ListVariables, ToolContext
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
+# As the installed pandas names them: pandas 3 (Python 3.11+) says `pandas.DataFrame` and
+# a string column's dtype `str`; pandas 2 (the newest on Python 3.10) says
+# `pandas.core.frame.DataFrame` and `object`.
+FRAME = f"{pd.DataFrame.__module__}.DataFrame"
+SERIES = f"{pd.Series.__module__}.Series"
+TEXT = str(pd.Series(["a"]).dtype)
 
 
 class Ran(BaseException):
@@ -167,9 +173,9 @@ def test_the_listing_names_types_sizes_shapes_dtypes_and_columns() -> None:
     assert not error
     lines = text.splitlines()
     assert lines[0] == "15 variable(s):"
-    assert "- df: pandas.DataFrame, 8 rows, 2 columns: 'region' str, 'total' float64" in lines
+    assert f"- df: {FRAME}, 8 rows, 2 columns: 'region' {TEXT}, 'total' float64" in lines
     assert "- matrix: numpy.ndarray, shape (3, 4), dtype float64" in lines
-    assert "- series: pandas.Series, length 3, dtype int64, name 'n'" in lines
+    assert f"- series: {SERIES}, length 3, dtype int64, name 'n'" in lines
     assert "- text: str, 'hello'" in lines
     assert f"- long_text: str, {'y' * 80!r}… (100000 characters)" in lines
     assert "- when: datetime.date, datetime.date(2024, 1, 2)" in lines
@@ -198,10 +204,10 @@ def test_a_name_ipython_hid_is_listed_once_the_user_rebinds_it() -> None:
         (
             "df",
             [
-                "df: pandas.DataFrame",
+                f"df: {FRAME}",
                 "8 rows, 2 columns",
                 "columns (dtype):",
-                "  'region'  str",
+                f"  'region'  {TEXT}",
                 "  'total'  float64",
                 "first 5 rows:",
                 "  'region'='north', 'total'=1.5",
@@ -209,7 +215,7 @@ def test_a_name_ipython_hid_is_listed_once_the_user_rebinds_it() -> None:
         ),
         (
             "series",
-            ["series: pandas.Series", "length 3, dtype int64, name 'n'", "first values: 3, 4, 5"],
+            [f"series: {SERIES}", "length 3, dtype int64, name 'n'", "first values: 3, 4, 5"],
         ),
         (
             "objects",
