@@ -280,9 +280,15 @@ def _check_approval_stop_and_resume(p: Page) -> None:
     assert (p.root / "dist").exists()
 
     # A run stopped last: its Resume button is still live when the notebook is saved.
-    p.server.enqueue(tool_calls_reply(tool_call("c4", "bash", {"command": "sleep 60"})))
+    # (Stopped once its command runs, as above: what this part checks is the saved
+    # Resume button, not when a Stop may land.)
+    p.server.enqueue(
+        tool_calls_reply(tool_call("c4", "bash", {"command": "touch waiting; sleep 60"}))
+    )
     p.run(4)
-    _button(p, 4, "Stop").click()
+    stop = _button(p, 4, "Stop")
+    wait_until((p.root / "waiting").exists, 30, "the command to start")
+    stop.click()
     _button(p, 4, "Resume")
     p.idle()
     text = p.text()
