@@ -153,8 +153,28 @@ class WidgetFrontend:
         ]
 
     def wait_for_button(self, description: str, timeout: float = EXECUTE_TIMEOUT) -> Model:
-        found = self.until(lambda: self.buttons(description), f"a {description!r} button", timeout)
+        """The newest `description` button a cell shows: a user clicks what is on screen.
+        A button's comm opens before the kernel has wired it and shown it (its click
+        handler, the comm's subshell), so a click on a model merely opened can be lost."""
+
+        def shown() -> list[Model]:
+            on_screen = {id(m) for cell in self.cells for m in self._shown_tree(cell)}
+            return [m for m in self.buttons(description) if id(m) in on_screen]
+
+        found = self.until(shown, f"a {description!r} button shown", timeout)
         return found[-1]
+
+    def _shown_tree(self, cell: Cell) -> list[Model]:
+        """The live models a cell shows, with the children of each."""
+        found, todo = [], list(self.shown_widgets(cell))
+        while todo:
+            model = todo.pop(0)
+            found.append(model)
+            for child in model.state.get("children", []):
+                child_id = child.removeprefix("IPY_MODEL_")
+                if child_id in self.models and self.models[child_id].open:
+                    todo.append(self.models[child_id])
+        return found
 
     def click(self, button: Model) -> None:
         msg = self.kc.session.msg(
@@ -175,16 +195,11 @@ class WidgetFrontend:
 
     def shown_buttons(self, cell: Cell) -> list[str]:
         """The descriptions of the live buttons a cell's outputs show now, in order."""
-        found, todo = [], list(self.shown_widgets(cell))
-        while todo:
-            model = todo.pop(0)
-            if model.state.get("_model_name") == "ButtonModel":
-                found.append(model.state.get("description", ""))
-            for child in model.state.get("children", []):
-                child_id = child.removeprefix("IPY_MODEL_")
-                if child_id in self.models and self.models[child_id].open:
-                    todo.append(self.models[child_id])
-        return found
+        return [
+            m.state.get("description", "")
+            for m in self._shown_tree(cell)
+            if m.state.get("_model_name") == "ButtonModel"
+        ]
 
     # ---------------------------------------------------------------- messages
     def _cell(self, msg: dict[str, Any]) -> Cell | None:
