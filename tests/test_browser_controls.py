@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from helpers.browser_helpers import CHROMIUM, CHROMIUM_ARGS, JupyterLab, artifacts_dir, in_ci
+from helpers.lab import _set_theme
 from helpers.openai_server import MODEL, OpenAIServer, text_reply, tool_call, tool_calls_reply
 from helpers.polling import wait_until
 
@@ -344,21 +345,6 @@ def _saved(path: Path, cells: int) -> list[list[dict[str, Any]]] | None:
         if c["cell_type"] == "code" and c.get("outputs")
     ]
     return outputs if len(outputs) == cells else None
-
-
-def _set_theme(p: Page, theme: str) -> None:
-    page = p.page
-    if page.locator(f'body[data-jp-theme-name="{theme}"]').count():
-        return
-    page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^Settings$")).click()
-    page.locator('.lm-Menu-item[data-type="submenu"]', has_text=re.compile(r"^Theme$")).hover()
-    page.get_by_role("menuitem", name=theme, exact=True).click()
-    page.locator(f'body[data-jp-theme-name="{theme}"]').wait_for(state="attached")
-    page.wait_for_function(
-        "dark => getComputedStyle(document.body).getPropertyValue('--jp-layout-color0')"
-        ".trim() === (dark ? '#111' : 'white')",
-        arg=theme.endswith("Dark"),
-    )
 
 
 DYING = [

@@ -320,8 +320,9 @@ def _save(s: LabSession) -> None:
     assert response.value.ok, f"the save failed: {response.value.status} {response.value.text()}"
 
 
-def _set_theme(s: LabSession, theme: str) -> None:
-    """Settings > Theme > `theme`, as a user picks it; done when the page says so."""
+def _set_theme(s: Any, theme: str) -> None:
+    """Settings > Theme > `theme`, as a user picks it; done when the page says so. `s`:
+    anything holding the Playwright page as `.page` (a LabSession, the controls' Page)."""
     page = s.page
     if page.locator(f'body[data-jp-theme-name="{theme}"]').count():
         return
