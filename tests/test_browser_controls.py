@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -280,18 +281,27 @@ def _check_approval_stop_and_resume(p: Page) -> None:
     p.outputs(3).locator(".tan-control-record", has_text="denied by you").wait_for(state="visible")
     assert (p.root / "dist").exists()
 
-    # A run stopped last: its Resume button is still live when the notebook is saved.
-    # (Stopped once its command runs, as above: what this part checks is the saved
-    # Resume button, not when a Stop may land.)
+    # Stop while the model is thinking (its answer held by the server), clicked as soon as
+    # it shows (JupyterLab may not have its comm subshell yet: the click then goes to the
+    # busy main shell): taken at once, and the answer let go after it runs nothing. This
+    # run, stopped last, leaves its Resume button live when the notebook is saved.
+    answer = threading.Event()
+    sent = len(p.server.requests)
     p.server.enqueue(
-        tool_calls_reply(tool_call("c4", "bash", {"command": "touch waiting; sleep 60"}))
+        tool_calls_reply(
+            tool_call("c4", "bash", {"command": "touch waiting; sleep 60"}), hold=answer
+        )
     )
     p.run(4)
     stop = _button(p, 4, "Stop")
-    wait_until((p.root / "waiting").exists, 30, "the command to start")
+    p.server.wait_for_requests(sent + 1, timeout=STEP_TIMEOUT_MS / 1000)
     stop.click()
+    p.outputs(4).locator(".tan-control button", has_text="Stopping…").wait_for(state="visible")
+    answer.set()
+    p.outputs(4).get_by_text("■ Stopped with the Stop button.").wait_for(state="visible")
     _button(p, 4, "Resume")
     p.idle()
+    assert not (p.root / "waiting").exists()  # the answer's call never ran
     text = p.text()
     for problem in WIDGET_ERRORS:
         assert problem not in text
