@@ -178,13 +178,15 @@ def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_res
     no_widget_kept(cell)
 
 
+@pytest.mark.parametrize("route", ["main shell", PUMP])
 @pytest.mark.parametrize("how", ["Stop button", "kernel interrupt"])
 def test_stopping_while_a_question_waits_aborts_the_run_and_the_call_never_runs(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, how: str
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, how: str, route: str
 ) -> None:
     """While the cell waits for an answer it still hears an interrupt, and the Stop
-    button sent to the main shell (the pump holds the interrupt until its read is done)."""
-    ui = frontend(start_kernel, PUMP)
+    button sent to the main shell (on the controls' subshell, or read by the pump, which
+    holds the interrupt until its read is done)."""
+    ui = frontend(start_kernel, route)
     server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})))
     cell = ui.send("%%agent --approve ask\nTouch the file.")
     ui.wait_for_button("Allow")

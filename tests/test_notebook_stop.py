@@ -13,6 +13,8 @@ any further effect, its abort recorded.
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from tiny_agent_nb.provider import TextDelta
 from tiny_agent_nb.session import CompactionEntry, ToolCall, load_session
 
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.mcp_helpers import TEST_SERVER
+from helpers.mcp_notebook_helpers import marker_lines
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 from helpers.widget_frontend import Model, WidgetFrontend
 
@@ -157,6 +161,32 @@ def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
     assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
     assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+    unstuck(ui, server)
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7")
+def test_stop_sent_to_the_main_shell_during_an_mcp_call_cancels_it_at_once(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The main thread waits for an MCP server's answer (a ten-minute call): the press is
+    taken at once, the call is cancelled at the server, and the run ends aborted."""
+    marker = workspace / "marker.txt"
+    servers = {"tiny": {"command": sys.executable, "args": [str(TEST_SERVER), "stdio"]}}
+    kernel = start_kernel(extra={"TINY_AGENT_MCP_SERVERS": json.dumps({"mcpServers": servers})})
+    ui = WidgetFrontend(kernel)
+    ui.finish(ui.send("%load_ext tiny_agent_nb"))
+    nap = {"path": str(marker), "seconds": 600}
+    server.enqueue(tool_calls_reply(tool_call("nap", "tiny__mark_and_sleep", nap)))
+    cell = ui.send("%%agent\nSleep on it.")
+    stop = ui.wait_for_button("Stop")
+    ui.until(lambda: "started" in "".join(marker_lines(marker)), "the MCP call to start")
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
+    ui.until(lambda: "cancelled" in marker_lines(marker), "the call cancelled at the server")
     unstuck(ui, server)
 
 
