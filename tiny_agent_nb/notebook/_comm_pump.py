@@ -138,13 +138,15 @@ def interrupt_held() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
-def handle_on_controls_subshell(comm: Any, subshell: str | None) -> None:
-    """Have this comm's messages handled on `subshell` (the controls' subshell), whatever
-    shell the frontend sent them to; None (no subshell): on the one the frontend chose
-    (ipykernel 7.4 otherwise sends them to the shell that last published on the comm: the
-    busy main shell, for a widget made in a cell)."""
-    if comm is not None and hasattr(comm, "_reply_subshell_for"):
-        comm._reply_subshell_for = lambda data, default: subshell or default
+def handle_on_controls_subshell(comms: list[Any]) -> None:
+    """Have these comms' messages (a control's) handled on the controls' subshell,
+    whatever shell the frontend sent them to; where there is none, on the one the
+    frontend chose (ipykernel 7.4 otherwise sends them to the shell that last published
+    on the comm: the busy main shell, for a widget made in a cell)."""
+    subshell = controls_subshell(getattr(comms[0], "kernel", None)) if comms else None
+    for comm in comms:
+        if hasattr(comm, "_reply_subshell_for"):
+            comm._reply_subshell_for = lambda data, default: subshell or default
 
 
 _CONTROLS_SUBSHELLS: dict[int, str] = {}  # id(kernel) -> its controls' subshell

@@ -32,7 +32,6 @@ from ..words import short_arguments
 from ._approval import SHOWABLE, approval_text
 from ._comm_pump import (
     CommPump,
-    controls_subshell,
     handle_on_controls_subshell,
     interrupt_held,
     wait_for,
@@ -120,11 +119,7 @@ class Control:
         self.widget = widget
         self.settled = False
         widget.add_class("tan-control")
-        comms = _comms(widget)
-        # Its clicks are handled at once, whichever shell the frontend sends them to.
-        subshell = controls_subshell(getattr(comms[0], "kernel", None)) if comms else None
-        for comm in comms:
-            handle_on_controls_subshell(comm, subshell)
+        handle_on_controls_subshell(_comms(widget))  # clicks taken at once, sent anywhere
         publish(waiting.bundle("waiting"), display_id=self._record_id, update=False)
         # The view as ipywidgets draws it, with no text of its own: the record is the text.
         view = widget._repr_mimebundle_()[WIDGET_VIEW]
