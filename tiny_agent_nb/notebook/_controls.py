@@ -216,9 +216,9 @@ class RunControls:
                 return
             self.stopped = True
             main = threading.main_thread().ident
-            if main is not None:
+            if main is not None and hasattr(signal, "pthread_kill"):
                 signal.pthread_kill(main, signal.SIGINT)
-            else:  # not started: never, in a kernel; the process's interrupt, then
+            else:  # no way to aim it at a thread: the process's, as "interrupt kernel"
                 os.kill(os.getpid(), signal.SIGINT)
         try:
             with button.hold_sync():  # one update: the frontend never shows half of it
