@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-import ipykernel
+import ipykernel.comm.comm as ipykernel_comm
 import pytest
 from test_notebook_controls import SESSION, frontend, records, results
 
@@ -36,7 +36,8 @@ from helpers.widget_frontend import Model, WidgetFrontend
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
-SUBSHELLS = int(ipykernel.__version__.split(".")[0]) >= 7
+# ipykernel 7.4+: subshells, and a comm may choose the shell that handles its messages
+SUBSHELLS = hasattr(getattr(ipykernel_comm, "BaseComm", object), "_reply_subshell_for")
 
 
 def taken(ui: WidgetFrontend, stop: Model) -> None:
@@ -45,7 +46,7 @@ def taken(ui: WidgetFrontend, stop: Model) -> None:
     assert stop.state.get("description") == "Stopping…"
 
 
-@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7")
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
 @pytest.mark.parametrize("route", ["main shell", "comm subshell"])
 def test_stop_while_the_model_thinks_ends_the_run_before_its_tool_call_starts(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path, route: str
@@ -104,7 +105,7 @@ def test_an_interrupt_while_the_model_thinks_ends_the_run_before_its_tool_call_s
     unstuck(ui, server)
 
 
-@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7")
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
 def test_stop_while_a_compaction_is_summarized_ends_the_run_and_keeps_the_context(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
@@ -141,7 +142,7 @@ def test_stop_while_a_compaction_is_summarized_ends_the_run_and_keeps_the_contex
     unstuck(ui, server)
 
 
-@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7")
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
 def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
@@ -165,7 +166,7 @@ def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
     unstuck(ui, server)
 
 
-@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7")
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
 def test_stop_sent_to_the_main_shell_during_an_mcp_call_cancels_it_at_once(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
