@@ -52,8 +52,7 @@ def test_stop_while_the_model_thinks_ends_the_run_before_its_tool_call_starts(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path, route: str
 ) -> None:
     """The model's answer is held by the server; Stop is pressed meanwhile. The run ends
-    aborted while the request waits, and the answer, let go after the press was taken,
-    starts nothing: no toolStarted, the command never runs."""
+    aborted while the answer is still held: no toolStarted, the command never runs."""
     ui = frontend(start_kernel, route)
     answer = threading.Event()
     server.enqueue(
@@ -66,8 +65,9 @@ def test_stop_while_the_model_thinks_ends_the_run_before_its_tool_call_starts(
     server.wait_for_requests(1, timeout=30)
     ui.click(stop)
     taken(ui, stop)
-    answer.set()
     ui.finish(cell)
+    assert server.requests[0].outcome == "pending"  # still held: the run did not wait for it
+    answer.set()
 
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
     assert len(records(workspace, "abortRequested")) == 1
@@ -95,7 +95,8 @@ def test_an_interrupt_while_the_model_thinks_ends_the_run_before_its_tool_call_s
     ui.wait_for_button("Stop")
     server.wait_for_requests(1, timeout=30)
     ui.kernel.interrupt()
-    ui.finish(cell)  # the answer is still held: the interrupt ended the wait for it
+    ui.finish(cell)
+    assert server.requests[0].outcome == "pending"  # still held: the run did not wait for it
     answer.set()
 
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
