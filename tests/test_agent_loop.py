@@ -372,6 +372,32 @@ def test_interrupt_during_the_stream_records_the_abort(
         h.close()
 
 
+def test_an_interrupt_as_a_call_is_about_to_start_leaves_no_intent(
+    server: OpenAIServer, workspace: Path
+) -> None:
+    """`on_tool_ready` is the last moment before the call is committed as started (where
+    a notebook reads a Stop click sent to its main shell): stopped there, the call never
+    exists, and the run is aborted as at any other moment."""
+    h = Harness(server, workspace)
+
+    class Stop(LoopObserver):
+        def on_tool_ready(self, call: ToolCall) -> None:
+            raise KeyboardInterrupt
+
+    h.display.target = Stop()
+    try:
+        server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": "touch ran"})))
+        with pytest.raises(KeyboardInterrupt):
+            h.loop.run("touch it")
+        state = load_session(h.path)
+        (op,) = state.operations.values()
+        assert op.status == "aborted"
+        assert state.tool_intents == {}
+        assert not (workspace / "ran").exists()
+    finally:
+        h.close()
+
+
 def test_interrupt_during_a_tool_then_resume(server: OpenAIServer, workspace: Path) -> None:
     h = Harness(server, workspace, interrupting=True)
     try:

@@ -3,8 +3,10 @@ approval buttons, Stop and Resume, and what the saved notebook shows of them onc
 kernel is gone: the plain record of each answer, never "Error displaying widget".
 
 JupyterLab is left at its defaults, so its clicks reach the kernel on a comm subshell
-(its "comms over subshells" setting; tests/test_notebook_controls.py also clicks through
-the main shell). A loopback server plays the model. Screenshots of the buttons in the
+(its "comms over subshells" setting) once it has made one, and on the main shell before;
+one test turns the setting off, so that every click goes to the busy main shell
+(tests/test_notebook_controls.py and tests/test_notebook_stop.py also click through the
+main shell). A loopback server plays the model. Screenshots of the buttons in the
 light and the dark theme, and of the reopened notebook, go to
 $TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS), as test_browser.py's do.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,7 +137,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     base = tmp_path_factory.mktemp("browser-controls")
     root = base / "root"
     root.mkdir()
-    with OpenAIServer() as server:
+    # A held answer waits longer than a step may: a Stop press not taken while the answer
+    # is held fails the step, not the hold.
+    with OpenAIServer(hold_timeout=2 * STEP_TIMEOUT_MS / 1000) as server:
         env: dict[str, str | None] = {
             "TINY_AGENT_BASE_URL": server.base_url,
             "TINY_AGENT_MODEL": MODEL,
@@ -280,18 +285,27 @@ def _check_approval_stop_and_resume(p: Page) -> None:
     p.outputs(3).locator(".tan-control-record", has_text="denied by you").wait_for(state="visible")
     assert (p.root / "dist").exists()
 
-    # A run stopped last: its Resume button is still live when the notebook is saved.
-    # (Stopped once its command runs, as above: what this part checks is the saved
-    # Resume button, not when a Stop may land.)
+    # Stop while the model is thinking (its answer held by the server), clicked as soon as
+    # it shows (JupyterLab may not have its comm subshell yet: the click then goes to the
+    # busy main shell): the run stops while the answer is still held, and the answer let
+    # go after it runs nothing. This run, stopped last, leaves its Resume button live
+    # when the notebook is saved.
+    answer = threading.Event()
+    sent = len(p.server.requests)
     p.server.enqueue(
-        tool_calls_reply(tool_call("c4", "bash", {"command": "touch waiting; sleep 60"}))
+        tool_calls_reply(
+            tool_call("c4", "bash", {"command": "touch waiting; sleep 60"}), hold=answer
+        )
     )
     p.run(4)
     stop = _button(p, 4, "Stop")
-    wait_until((p.root / "waiting").exists, 30, "the command to start")
+    p.server.wait_for_requests(sent + 1, timeout=STEP_TIMEOUT_MS / 1000)
     stop.click()
+    p.outputs(4).get_by_text("■ Stopped with the Stop button.").wait_for(state="visible")
+    answer.set()
     _button(p, 4, "Resume")
     p.idle()
+    assert not (p.root / "waiting").exists()  # the answer's call never ran
     text = p.text()
     for problem in WIDGET_ERRORS:
         assert problem not in text
@@ -417,4 +431,52 @@ def test_shutting_the_kernel_down_leaves_a_saved_notebook_saved(lab: Lab) -> Non
         p.menu("File", "application:close")
         tab.wait_for(state="detached")
         assert p.page.locator(".jp-Dialog", has_text="Save").count() == 0
+    p.page.close()
+
+
+KERNELS_SETTINGS = "@jupyterlab/apputils-extension:kernels-settings"
+
+
+@contextmanager
+def comms_over_subshells(lab: JupyterLab, value: str) -> Iterator[None]:
+    """JupyterLab's "Kernel Comms over subshells" setting, as the user's, for the pages
+    opened inside the block (a page reads its settings when it loads)."""
+    plugin, name = KERNELS_SETTINGS.split(":")
+    path = lab.home / "settings" / plugin / f"{name}.jupyterlab-settings"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"commsOverSubshells": value}), encoding="utf-8")
+    try:
+        served = httpx.get(lab.url(f"lab/api/settings/{KERNELS_SETTINGS}"), timeout=5).json()
+        assert served["settings"]["commsOverSubshells"] == value, served
+        yield
+    finally:
+        path.unlink()
+
+
+def test_stop_sent_to_the_main_shell_is_taken_while_the_model_thinks(lab: Lab) -> None:
+    """With comms over subshells off, every click goes to the busy main shell, as one does
+    with the default setting until JupyterLab has its comm subshell: a Stop pressed while
+    the model's answer is held stops the run while it is still held, and the answer, let
+    go after, runs nothing."""
+    with comms_over_subshells(lab.lab, "disabled"):
+        p = lab.open("mainshell", ["%load_ext tiny_agent_nb", "%%agent\nWait a minute."])
+    with shown_on_failure(p, "mainshell"):
+        p.run(0)
+        p.idle()
+        answer = threading.Event()
+        sent = len(lab.server.requests)
+        lab.server.enqueue(
+            tool_calls_reply(
+                tool_call("c1", "bash", {"command": "touch started; sleep 60"}), hold=answer
+            )
+        )
+        p.run(1)
+        stop = _button(p, 1, "Stop")
+        lab.server.wait_for_requests(sent + 1, timeout=STEP_TIMEOUT_MS / 1000)
+        stop.click()
+        p.outputs(1).get_by_text("■ Stopped with the Stop button.").wait_for(state="visible")
+        answer.set()
+        _button(p, 1, "Resume")
+        p.idle()
+        assert not (p.root / "started").exists()
     p.page.close()

@@ -1,7 +1,8 @@
 """A run's controls in a real kernel, answered as a Jupyter frontend answers them: the
 approval buttons, Stop and Resume are ipywidgets, and a click is a `comm_msg` the
-kernel handles while the cell still runs: on the main shell (the pump, for a frontend
-without comm subshells or ipykernel 6) or on a comm subshell (JupyterLab 4.4+).
+kernel handles while the cell still runs, sent to the main shell or on a comm subshell
+(JupyterLab 4.4+): on the subshell the kernel keeps for the controls (ipykernel 7.4+),
+or, where it has none, by the run's pump on the main shell.
 
 What the notebook keeps is checked as a saved notebook holds it (tests/helpers/widget_frontend.py
 replaces a display when an update names it): a plain record of the answer, never a
@@ -30,7 +31,15 @@ from helpers.widget_frontend import WIDGET_VIEW, Cell, WidgetFrontend
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
 SESSION = "analysis.agent.jsonl"
-ROUTES = ["main shell", "comm subshell"]
+# "main shell, read by the pump": the kernel as ipykernel 6 and 7.0-7.3 are, where a comm
+# cannot choose the shell that handles its messages, so the controls have no subshell of
+# their own and the run's pump reads the clicks the frontend sends to the main shell.
+PUMP = "main shell, read by the pump"
+ROUTES = ["main shell", "comm subshell", PUMP]
+NO_COMM_ROUTING = (
+    "import ipykernel.comm.comm as c\n"
+    "if '_reply_subshell_for' in vars(c.BaseComm): del c.BaseComm._reply_subshell_for"
+)
 
 
 def frontend(start_kernel: StartKernel, route: str) -> WidgetFrontend:
@@ -40,6 +49,8 @@ def frontend(start_kernel: StartKernel, route: str) -> WidgetFrontend:
     ui = WidgetFrontend(kernel)
     if route == "comm subshell":
         ui.use_comm_subshell()
+    if route == PUMP:
+        ui.finish(ui.send(NO_COMM_ROUTING))
     loaded = ui.finish(ui.send("%load_ext tiny_agent_nb"))
     assert "session" in loaded.stdout, loaded.stdout
     return ui
@@ -167,13 +178,15 @@ def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_res
     no_widget_kept(cell)
 
 
+@pytest.mark.parametrize("route", ["main shell", PUMP])
 @pytest.mark.parametrize("how", ["Stop button", "kernel interrupt"])
 def test_stopping_while_a_question_waits_aborts_the_run_and_the_call_never_runs(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, how: str
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, how: str, route: str
 ) -> None:
     """While the cell waits for an answer it still hears an interrupt, and the Stop
-    button sent to the main shell (the pump holds the interrupt until its read is done)."""
-    ui = frontend(start_kernel, "main shell")
+    button sent to the main shell (on the controls' subshell, or read by the pump, which
+    holds the interrupt until its read is done)."""
+    ui = frontend(start_kernel, route)
     server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})))
     cell = ui.send("%%agent --approve ask\nTouch the file.")
     ui.wait_for_button("Allow")
@@ -266,11 +279,11 @@ def test_a_resume_button_becomes_a_record_when_the_next_run_starts(
 def test_stop_sent_to_the_main_shell_stops_the_run_as_its_answer_streams(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
-    """Without a comm subshell the click waits in the main shell's queue; the run reads it
-    as its answer streams in (as it does around each tool call) and stops."""
+    """Without a subshell for the controls the click waits in the main shell's queue; the
+    run reads it as its answer streams in (as it does around each tool call) and stops."""
     if int(ipykernel.__version__.split(".")[0]) < 7:
         pytest.skip("the barrier that orders the click before the stream needs ipykernel 7")
-    ui = frontend(start_kernel, "main shell")
+    ui = frontend(start_kernel, PUMP)
     release = threading.Event()
     # held after its role and first two pieces of text ("A l", "ong")
     server.enqueue(text_reply("A long answer " * 50, hold=release, hold_after=3))

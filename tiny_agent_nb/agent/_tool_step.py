@@ -56,6 +56,7 @@ log = logging.getLogger("tiny_agent_nb.agent")
 class ToolObserver(Protocol):
     """What a tool step tells the UI (LoopObserver fits)."""
 
+    def on_tool_ready(self, call: ToolCall) -> None: ...
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
 
@@ -156,6 +157,7 @@ class ToolStep:
                 outcome="denied",
             )
             return
+        observer.on_tool_ready(call)  # a stop here leaves no intent behind
         intent = self._intent(
             operation_id,
             attempt_id=attempt_id,

@@ -114,9 +114,12 @@ def _mapping_ask(ask: Callable[[str, Mapping[str, Any]], bool]) -> AskFn:
 
 class TickingObserver(LoopObserver):
     """`inner`, with `tick()` before each event: the run's moments to read clicks that
-    were sent to the main shell (a Stop click without a comm subshell)."""
+    were sent to the main shell (a Stop click where the kernel has no subshell for the
+    controls). Before a call is committed as started, and after one returned (what comes
+    next is another call or the next request), the read is not skipped for being soon
+    after the last one: a click already sent is read before any further effect."""
 
-    def __init__(self, inner: LoopObserver, tick: Callable[[], None]) -> None:
+    def __init__(self, inner: LoopObserver, tick: Callable[..., None]) -> None:
         self._inner = inner
         self._tick = tick
 
@@ -128,12 +131,16 @@ class TickingObserver(LoopObserver):
         self._tick()
         self._inner.on_retry(error, delay)
 
+    def on_tool_ready(self, call: ToolCall) -> None:
+        self._tick(always=True)
+        self._inner.on_tool_ready(call)
+
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._tick()
         self._inner.on_tool_start(call, arguments)
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
-        self._tick()
+        self._tick(always=True)
         self._inner.on_tool_end(call, output, outcome)
 
     def on_notice(self, text: str) -> None:

@@ -3,21 +3,27 @@
 A kernel runs a cell on its main thread, and in ipykernel the main thread also reads the
 frontend's messages: while a cell runs, a button's click (a `comm_msg`) waits in a
 queue until the cell ends. The run's buttons must be answered *during* the run, by two
-routes, whichever the frontend and the kernel offer:
+routes, whichever the kernel offers:
 
-- **A comm subshell** (ipykernel 7 with JupyterLab 4.4+ or Notebook 7.4+, whose default
-  is to send comm messages on a subshell of their own): the click is handled on that
-  subshell's thread at any moment, also while a tool or the model is busy. ipykernel 7.4
-  sends a comm's messages back to the shell that last *published* on it, which for a
-  widget made by a cell is the busy main shell: `honour_frontend_subshell` makes a
-  widget's comm follow the subshell the frontend chose instead.
-- **The pump** (ipykernel 6, or a frontend that sends comms to the main shell): while
-  the cell waits for an answer (and at each step of a run it tells the display about),
-  `pump()` reads what the frontend sent to the main shell, as jupyter-ui-poll does:
-  comm messages are handled at once; every other message (a cell queued below,
-  a completion request) is handed to the kernel's own handler exactly as the kernel
-  would have, so it runs after this cell, in the order it came. The shell's stream
-  stays the only reader of its socket (`ZMQStream.flush`), so no message is stranded.
+- **The controls' subshell** (ipykernel 7.4+, whose kernels have subshells and let a
+  comm say which shell handles its messages): the kernel makes one subshell of its own
+  for the run's controls, and every control's comm sends its messages there, whatever
+  shell the frontend addressed. A click is handled on that subshell's thread at any
+  moment: while the model is thinking, while a tool runs, while an MCP server answers.
+  The frontend's choice cannot be relied on: JupyterLab 4.4+ sends a widget's messages
+  on a comm subshell of its own, but only once the kernel has answered its request to
+  create one, so a button clicked as soon as it shows sends its click to the busy main
+  shell; and ipykernel 7.4 would otherwise send a comm's messages to the shell that last
+  *published* on it, which for a widget made by a cell is the busy main shell too.
+- **The pump** (ipykernel 6 and 7 before 7.4): while the cell waits for an answer, at
+  each event of a run it tells the display about, and before each tool call's intent is
+  committed, `pump()` reads what the frontend sent to the main shell, as jupyter-ui-poll
+  does: comm messages are handled at once; every other message (a cell queued below, a
+  completion request) is handed to the kernel's own handler exactly as the kernel would
+  have, so it runs after this cell, in the order it came. The shell's stream stays the
+  only reader of its socket (`ZMQStream.flush`), so no message is stranded. On this route
+  a Stop pressed while the model is thinking is taken when its answer starts streaming,
+  and one pressed while a tool runs when the tool returns.
 
 Neither needs the main thread to be free, and neither changes how an interrupt reaches
 it: SIGINT still raises KeyboardInterrupt on the main thread wherever it waits.
@@ -132,12 +138,74 @@ def interrupt_held() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
-def honour_frontend_subshell(comm: Any) -> None:
-    """Let the frontend's choice of subshell decide where this comm's messages are
-    handled (ipykernel 7.4 otherwise sends them to the shell that last published on the
-    comm: the busy main shell, for a widget made in a cell)."""
-    if comm is not None and hasattr(comm, "_reply_subshell_for"):
-        comm._reply_subshell_for = lambda data, default: default
+def handle_on_controls_subshell(comms: list[Any]) -> None:
+    """Have these comms' messages (a control's) handled on the controls' subshell,
+    whatever shell the frontend sent them to; where there is none, on the one the
+    frontend chose (ipykernel 7.4 otherwise sends them to the shell that last published
+    on the comm: the busy main shell, for a widget made in a cell)."""
+    subshell = controls_subshell(getattr(comms[0], "kernel", None)) if comms else None
+    for comm in comms:
+        if hasattr(comm, "_reply_subshell_for"):
+            comm._reply_subshell_for = lambda data, default: subshell or default
+
+
+_CONTROLS_SUBSHELLS: dict[int, str] = {}  # id(kernel) -> its controls' subshell
+_SUBSHELL_LOCK = threading.Lock()
+SUBSHELL_START_TIMEOUT = 10.0  # s; the shell channel thread only starts a thread
+
+
+def controls_subshell(kernel: Any) -> str | None:
+    """The subshell this kernel handles the run's controls on, made at its first use and
+    kept for the kernel's life (one idle thread). None where the kernel has no subshells,
+    or no way for a comm to choose one (ipykernel before 7.4): the pump's route."""
+    if kernel is None or not getattr(kernel, "_supports_kernel_subshells", False):
+        return None
+    if not hasattr(_comm_class(), "_reply_subshell_for"):
+        return None
+    with _SUBSHELL_LOCK:
+        known = _CONTROLS_SUBSHELLS.get(id(kernel))
+        if known is not None:
+            return known
+        made = _make_subshell(kernel)
+        if made is not None:
+            _CONTROLS_SUBSHELLS[id(kernel)] = made
+        return made
+
+
+def _comm_class() -> Any:
+    try:
+        from ipykernel.comm.comm import BaseComm  # noqa: PLC0415
+    except ImportError:
+        return object
+    return BaseComm
+
+
+def _make_subshell(kernel: Any) -> str | None:
+    """A new subshell, made where the kernel makes the ones a frontend asks for (on its
+    shell channel thread, which owns the subshells' sockets)."""
+    try:
+        thread = kernel.shell_channel_thread
+        manager = thread.manager
+        create = manager._create_subshell
+    except AttributeError:
+        log.debug("this kernel makes no subshells here", exc_info=True)
+        return None
+    made: list[str] = []
+    done = threading.Event()
+
+    def make() -> None:
+        try:
+            made.append(create())
+        except Exception:
+            log.warning("could not make a subshell for the run's controls", exc_info=True)
+        finally:
+            done.set()
+
+    thread.io_loop.add_callback(make)
+    # Held: an interrupt here would leave a subshell made for nobody.
+    with interrupt_held():
+        done.wait(SUBSHELL_START_TIMEOUT)
+    return made[0] if made else None
 
 
 def wait_for(event: threading.Event, pump: CommPump | None, *, interval: float = 0.05) -> None:

@@ -30,7 +30,12 @@ from typing import Any
 from ..render import cell_text
 from ..words import short_arguments
 from ._approval import SHOWABLE, approval_text
-from ._comm_pump import CommPump, honour_frontend_subshell, interrupt_held, wait_for
+from ._comm_pump import (
+    CommPump,
+    handle_on_controls_subshell,
+    interrupt_held,
+    wait_for,
+)
 from ._timeline_view import Publish, ipython_publish
 
 log = logging.getLogger(__name__)
@@ -114,8 +119,7 @@ class Control:
         self.widget = widget
         self.settled = False
         widget.add_class("tan-control")
-        for comm in _comms(widget):
-            honour_frontend_subshell(comm)
+        handle_on_controls_subshell(_comms(widget))  # clicks taken at once, sent anywhere
         publish(waiting.bundle("waiting"), display_id=self._record_id, update=False)
         # The view as ipywidgets draws it, with no text of its own: the record is the text.
         view = widget._repr_mimebundle_()[WIDGET_VIEW]
@@ -192,7 +196,7 @@ class RunControls:
             tooltip="Stop this run as an interrupt does: the abort is recorded; "
             "`%agent resume` continues it",
         )
-        button.on_click(lambda _: self._stop_clicked())
+        button.on_click(lambda _: self._stop_clicked(button))
         waiting = Record(
             "(a Stop button was here while the run ran; `%agent status` tells how it ended)",
             "(a Stop button was here while the run ran; <code>%agent status</code> tells how "
@@ -202,22 +206,34 @@ class RunControls:
             self._running = True
             self._stop = Control(w.HBox([button]), waiting, self._publish)
 
-    def _stop_clicked(self) -> None:
+    def _stop_clicked(self, button: Any) -> None:
         """On whichever thread the click is handled: the interrupt the kernel would get
-        from "interrupt kernel", delivered to the main thread (the pump holds it until
-        its read is done)."""
+        from "interrupt kernel", sent to the main thread itself, so that a wait there in
+        a system call (the model's answer, a tool's process) is woken to raise it (the
+        pump holds it until its read is done). The button then says the press was taken."""
         with self._lock:
             if not self._running or self.stopped:
                 return
             self.stopped = True
-            os.kill(os.getpid(), signal.SIGINT)
+            main = threading.main_thread().ident
+            if main is not None and hasattr(signal, "pthread_kill"):
+                signal.pthread_kill(main, signal.SIGINT)
+            else:  # no way to aim it at a thread: the process's, as "interrupt kernel"
+                os.kill(os.getpid(), signal.SIGINT)
+        try:
+            with button.hold_sync():  # one update: the frontend never shows half of it
+                button.disabled = True
+                button.description = "Stopping…"
+        except Exception:
+            log.debug("could not say the Stop press was taken", exc_info=True)
 
-    def tick(self) -> None:
-        """Handle clicks sent to the main shell (no comm subshell), at most every TICK."""
+    def tick(self, *, always: bool = False) -> None:
+        """Handle clicks sent to the main shell (no subshell for the controls), at most
+        every TICK unless `always`."""
         if self._pump is None or not self._running:
             return
         now = self._clock()
-        if now - self._last_tick >= TICK:
+        if always or now - self._last_tick >= TICK:
             self._last_tick = now
             self._pump.pump()
 

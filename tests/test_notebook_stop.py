@@ -1,0 +1,230 @@
+"""The Stop button taken at any moment of a run, in a real kernel, whichever shell the
+frontend sends the click to.
+
+JupyterLab 4.4+ sends a widget's clicks on a comm subshell, but only once the kernel has
+answered its request to create one: a click on a button just shown goes to the busy main
+shell. There the run's pump read it only between two events of the run, so a Stop
+pressed while the model was thinking waited for the answer, and one pressed while a
+command ran waited for the command (`sleep 60`: a minute), the run going on meanwhile.
+The kernel takes the run's controls on a subshell of its own, whatever the frontend
+chose: the press is taken at once (the button says "Stopping…"), and the run ends before
+any further effect, its abort recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import ipykernel.comm.comm as ipykernel_comm
+import pytest
+from test_notebook_controls import SESSION, frontend, records, results
+
+from tiny_agent_nb.agent import LoopObserver
+from tiny_agent_nb.notebook._cell_runs import TickingObserver
+from tiny_agent_nb.notebook._controls import RunControls
+from tiny_agent_nb.provider import TextDelta
+from tiny_agent_nb.session import CompactionEntry, ToolCall, load_session
+
+from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.mcp_helpers import TEST_SERVER
+from helpers.mcp_notebook_helpers import marker_lines
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.widget_frontend import Model, WidgetFrontend
+
+__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
+
+# ipykernel 7.4+: subshells, and a comm may choose the shell that handles its messages
+SUBSHELLS = hasattr(getattr(ipykernel_comm, "BaseComm", object), "_reply_subshell_for")
+
+
+def taken(ui: WidgetFrontend, stop: Model) -> None:
+    """The kernel took the press: the button says so (an event, not a time)."""
+    ui.until(lambda: stop.state.get("disabled") is True, "the kernel to take the Stop press")
+    assert stop.state.get("description") == "Stopping…"
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+@pytest.mark.parametrize("route", ["main shell", "comm subshell"])
+def test_stop_while_the_model_thinks_ends_the_run_before_its_tool_call_starts(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, route: str
+) -> None:
+    """The model's answer is held by the server; Stop is pressed meanwhile. The run ends
+    aborted while the answer is still held: no toolStarted, the command never runs."""
+    ui = frontend(start_kernel, route)
+    answer = threading.Event()
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("c1", "bash", {"command": "touch started; sleep 60"}), hold=answer
+        )
+    )
+    cell = ui.send("%%agent\nWait a minute.")
+    stop = ui.wait_for_button("Stop")
+    server.wait_for_requests(1, timeout=30)
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(cell)
+    assert server.requests[0].outcome == "pending"  # still held: the run did not wait for it
+    answer.set()
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert len(records(workspace, "abortRequested")) == 1
+    assert records(workspace, "toolStarted") == []
+    assert results(workspace) == []
+    assert not (workspace / "started").exists()
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+    assert ui.shown_buttons(cell) == ["Resume"]
+    unstuck(ui, server)
+
+
+def test_an_interrupt_while_the_model_thinks_ends_the_run_before_its_tool_call_starts(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The toolbar's "interrupt kernel" (SIGINT from outside, as Ctrl-C) while the answer
+    is held: the run ends while the request waits, and nothing of the answer runs."""
+    ui = frontend(start_kernel, "main shell")
+    answer = threading.Event()
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("c1", "bash", {"command": "touch started; sleep 60"}), hold=answer
+        )
+    )
+    cell = ui.send("%%agent\nWait a minute.")
+    ui.wait_for_button("Stop")
+    server.wait_for_requests(1, timeout=30)
+    ui.kernel.interrupt()
+    ui.finish(cell)
+    assert server.requests[0].outcome == "pending"  # still held: the run did not wait for it
+    answer.set()
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert records(workspace, "toolStarted") == []
+    assert not (workspace / "started").exists()
+    assert "■ Interrupted. The abort is recorded" in cell.stdout
+    unstuck(ui, server)
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_stop_while_a_compaction_is_summarized_ends_the_run_and_keeps_the_context(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The file read fills the window past its threshold, so the run compacts before its
+    next request, and the summary's request is held: Stop, sent to the main shell, is
+    taken at once; no compaction is kept, and nothing after the press runs."""
+    (workspace / "big.txt").write_text("k" * 8000)  # ~2000 tokens: past 0.8 x 4000 with the rest
+    ui = frontend(start_kernel, "main shell")
+    ui.finish(
+        ui.send(
+            "%config TinyAgent.context_window = 4000\n%config TinyAgent.keep_tail_tokens = 1000"
+        )
+    )
+    summary = threading.Event()
+    server.enqueue(
+        tool_calls_reply(tool_call("r1", "read_file", {"path": "big.txt"})),
+        tool_calls_reply(tool_call("c3", "bash", {"command": "touch started"})),
+    )
+    server.enqueue_summaries(text_reply("SUMMARY let go after the press", hold=summary))
+    cell = ui.send("%%agent\nRead big.txt, then touch a file.")
+    stop = ui.wait_for_button("Stop")
+    ui.until(lambda: any("tools" not in r.body for r in server.requests), "the summary request")
+    ui.click(stop)
+    taken(ui, stop)
+    summary.set()
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    state = load_session(workspace / SESSION)
+    assert not [e for e in state.entries.values() if isinstance(e.entry, CompactionEntry)]
+    assert [r["toolCallId"] for r in records(workspace, "toolStarted")] == ["r1"]
+    assert not (workspace / "started").exists()
+    ui.finish(ui.send("%config TinyAgent.context_window = 100000"))  # room without compacting
+    unstuck(ui, server)
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The main thread is inside the bash tool, and the click was sent to the main shell:
+    it is taken at once, not after the command's minute."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"}))
+    )
+    cell = ui.send("%%agent\nWait a minute.")
+    stop = ui.wait_for_button("Stop")
+    ui.until((workspace / "started").exists, "the command to start")
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    # interrupted: stopped in its sleep (run to its end, it would be completed)
+    assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+    unstuck(ui, server)
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_stop_sent_to_the_main_shell_during_an_mcp_call_cancels_it_at_once(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The main thread waits for an MCP server's answer (a ten-minute call): the press is
+    taken at once, the call is cancelled at the server, and the run ends aborted."""
+    marker = workspace / "marker.txt"
+    servers = {"tiny": {"command": sys.executable, "args": [str(TEST_SERVER), "stdio"]}}
+    kernel = start_kernel(extra={"TINY_AGENT_MCP_SERVERS": json.dumps({"mcpServers": servers})})
+    ui = WidgetFrontend(kernel)
+    ui.finish(ui.send("%load_ext tiny_agent_nb"))
+    nap = {"path": str(marker), "seconds": 600}
+    server.enqueue(tool_calls_reply(tool_call("nap", "tiny__mark_and_sleep", nap)))
+    cell = ui.send("%%agent\nSleep on it.")
+    stop = ui.wait_for_button("Stop")
+    ui.until(lambda: "started" in "".join(marker_lines(marker)), "the MCP call to start")
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
+    ui.until(lambda: "cancelled" in marker_lines(marker), "the call cancelled at the server")
+    unstuck(ui, server)
+
+
+def unstuck(ui: WidgetFrontend, server: OpenAIServer) -> None:
+    """The notebook goes on: the next cell runs a run to its answer."""
+    server.enqueue(text_reply("Still here."))
+    after = ui.finish(ui.send("%%agent\nAre you there?"))
+    assert "Still here." in after.text()
+
+
+class CountingPump:
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def pump(self) -> None:
+        self.reads += 1
+
+
+def test_without_a_controls_subshell_clicks_are_read_before_each_call_however_soon() -> None:
+    """Where the kernel has no subshell for the controls, the run reads the main shell at
+    its events, at most every TICK while the answer streams, but always before a call is
+    committed as started and after one returns: a click already sent is read before any
+    further effect, however soon after the last read it comes."""
+    pump = CountingPump()
+    controls = RunControls(pump, publish=lambda *_, **__: None, clock=lambda: 0.0)
+    controls.start()
+    observer = TickingObserver(LoopObserver(), controls.tick)
+    call = ToolCall(id="c1", name="bash", arguments={"command": "true"})
+    observer.on_stream(TextDelta("a"))
+    observer.on_stream(TextDelta("b"))  # the same moment: not read again
+    assert pump.reads == 1
+    observer.on_tool_ready(call)
+    assert pump.reads == 2
+    observer.on_tool_start(call, {"command": "true"})  # just read: not again
+    assert pump.reads == 2
+    observer.on_tool_end(call, None, "completed")
+    assert pump.reads == 3
+    controls.finish()
