@@ -229,7 +229,7 @@ class Fixture:
     def __init__(self, session: Path) -> None:
         self.session = session
         state = load_session(session)
-        assert state._snapshot_lines == state.transaction_count, "the writer's snapshot"
+        assert state.snapshot_lines == state.transaction_count, "the writer's snapshot"
         self.tables = state._tables
         self.tables.ids, self.tables.intent_by_call  # noqa: B018
         data = session.read_bytes()

@@ -361,7 +361,7 @@ class ContextProjection:
         """What the next request sends: the system prompt and a checkpoint's summary, the
         history (this projection), then answers for never-started tool calls and a
         kernel notice waiting for its prompt."""
-        return _ProjectedContext(self)
+        return _ProjectedContext(self, self._around)
 
     def _around(self) -> tuple[list[m.Message], list[m.Message]]:
         """The head and the tail of the context now."""
@@ -388,14 +388,18 @@ class _ProjectedContext(m.Context):
     """A projection's context: its head and tail as they are when first read (after the
     history, which builds a deferred projection, was asked for its cache)."""
 
-    def __init__(self, projection: ContextProjection) -> None:
+    def __init__(
+        self,
+        projection: ContextProjection,
+        around: Callable[[], tuple[list[m.Message], list[m.Message]]],
+    ) -> None:
         super().__init__(history=projection)
-        self._projection = projection
+        self._read_around = around  # the projection's head and tail now
         self._around: tuple[list[m.Message], list[m.Message]] | None = None
 
     def _parts(self) -> tuple[list[m.Message], list[m.Message]]:
         if self._around is None:
-            self._around = self._projection._around()
+            self._around = self._read_around()
         return self._around
 
     @property
