@@ -15,7 +15,7 @@ from tiny_agent_nb.session import (
     new_id,
 )
 from tiny_agent_nb.session import facts as f
-from tiny_agent_nb.session._models import RunStarted
+from tiny_agent_nb.session._records import RunStarted
 
 from helpers.scenario import BASH, Run
 

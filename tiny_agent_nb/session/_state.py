@@ -16,15 +16,9 @@ from typing import Any
 from ._commit import build_transaction
 from ._facts import NewFact
 from ._framing import encode_transaction, parse_transaction
-from ._models import (
-    MAX_WINDOW,
-    MIN_WINDOW,
-    Fact,
-    Header,
-    RecordFact,
-    SystemPrompt,
-    Usage,
-)
+from ._model_base import MAX_WINDOW, MIN_WINDOW
+from ._models import Fact, Header, RecordFact, Usage
+from ._records import SystemPrompt
 from ._snapshot import refresh_snapshot
 from ._tables import (
     Attempt,
