@@ -12,7 +12,15 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
-from ._reasons import BudgetReached, ContextFull, StepsReached, StopReason
+from ._reasons import (
+    BudgetReached,
+    ContextFull,
+    FixedFill,
+    NoCleanCut,
+    NoRoomReason,
+    StepsReached,
+    StopReason,
+)
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._tool_step import Approval
 from ._types import (
@@ -46,8 +54,11 @@ __all__ = [
     "Compacted",
     "ContextFull",
     "ContextProjection",
+    "FixedFill",
     "LoopConfig",
     "LoopObserver",
+    "NoCleanCut",
+    "NoRoomReason",
     "Recovery",
     "RecoveryReport",
     "RunResult",

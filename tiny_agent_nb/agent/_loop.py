@@ -268,14 +268,16 @@ class AgentLoop:
         try:
             self._compactor.check()
         except NoRoom as exc:
-            raise AgentError(f"nothing to compact: {exc}") from exc
+            raise AgentError(f"nothing to compact: {exc}", reason=exc.reason) from exc
         operation_id = new_id()
         self._operations.start([f.compaction_started(operation_id)])
 
         def body(operation_id: str) -> RunResult:
             try:
                 self._compactor.run(operation_id, 1, 1, instructions)
-            except (NoRoom, CompactionFailed) as exc:
+            except NoRoom as exc:  # its reason's statement is the detail
+                return self._model.finish(operation_id, "failed", reason=exc.reason)
+            except CompactionFailed as exc:
                 return self._model.finish(
                     operation_id, "failed", detail=self._tool_step.clean(str(exc))
                 )
