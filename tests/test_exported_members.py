@@ -94,7 +94,7 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "EntryFact",
         "RecordFact",
         "UsageFact",
-        "RunStarted",
+        "OperationStarted",
         "StepAttempt",
         "SystemPrompt",
         "AttemptFailed",

@@ -38,8 +38,8 @@ from ._records import (
     KernelOpened,
     OperationFinished,
     OperationOutcome,
+    OperationStarted,
     ReplayPolicy,
-    RunStarted,
     StepAttempt,
     SystemPrompt,
     ToolIdentity,
@@ -49,7 +49,7 @@ from ._records import (
 
 EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry | KernelNotice
 RecordPayload = (
-    RunStarted
+    OperationStarted
     | StepAttempt
     | AttemptFailed
     | ToolStarted
@@ -187,7 +187,7 @@ def kernel_opened(
 
 def run_started(operation_id: str, input_entry_id: str) -> NewFact:
     return NewFact(
-        RunStarted(
+        OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="run",
@@ -198,7 +198,7 @@ def run_started(operation_id: str, input_entry_id: str) -> NewFact:
 
 def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
     return NewFact(
-        RunStarted(
+        OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="resume",
@@ -211,7 +211,7 @@ def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
 def compaction_started(operation_id: str) -> NewFact:
     """An operation of its own that only compacts (`%agent compact`): no input entry."""
     return NewFact(
-        RunStarted(
+        OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="compaction",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._canonical import json_value_problem, replay_key
 from ._models import RecordFact
-from ._records import OperationFinished, RunStarted, StepAttempt, ToolStarted
+from ._records import OperationFinished, OperationStarted, StepAttempt, ToolStarted
 from ._tables import Attempt, Operation, Tables, ToolIntent, Violation
 
 
@@ -49,7 +49,7 @@ def check_arguments(arguments: object, whose: str) -> None:
         raise Violation(f"{whose} arguments: {problem}")
 
 
-def apply_run_started(t: Tables, fact: RecordFact, body: RunStarted) -> None:
+def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted) -> None:
     if t.open_operation_id is not None:
         raise Violation(
             f"runStarted while operation {t.open_operation_id} is still open "

@@ -13,7 +13,11 @@ from ._model_base import Count, Digest, EpochMs, Id, JsonObject, StrictModel, op
 OperationKind = Literal["run", "resume", "compaction"]
 
 
-class RunStarted(StrictModel):
+# The class is named for what it starts; its type on the line stays `runStarted`, as
+# format version 2 froze it (a file a new kernel writes stays readable to every reader).
+class OperationStarted(StrictModel):
+    """An operation's start: a run, a resume or a compaction (`operationKind`)."""
+
     type: Literal["runStarted"]
     operationId: Id
     operationKind: OperationKind
@@ -21,7 +25,7 @@ class RunStarted(StrictModel):
     resumesOperationId: Id | None = optional()
 
     @model_validator(mode="after")
-    def _kind_matches_references(self) -> RunStarted:
+    def _kind_matches_references(self) -> OperationStarted:
         if self.operationKind == "run":
             if self.inputEntryId is None or self.resumesOperationId is not None:
                 raise ValueError("a 'run' names its inputEntryId and no resumesOperationId")
@@ -149,7 +153,7 @@ class KernelOpened(StrictModel):
 
 
 RecordBody = Annotated[
-    RunStarted
+    OperationStarted
     | StepAttempt
     | AttemptFailed
     | ToolStarted

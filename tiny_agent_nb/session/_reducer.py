@@ -26,7 +26,7 @@ from ._models import (
 )
 from ._operations import (
     apply_operation_finished,
-    apply_run_started,
+    apply_operation_started,
     apply_step_attempt,
     apply_tool_started,
     check_arguments,
@@ -39,7 +39,7 @@ from ._records import (
     ContextWindow,
     KernelOpened,
     OperationFinished,
-    RunStarted,
+    OperationStarted,
     StepAttempt,
     SystemPrompt,
     ToolStarted,
@@ -178,8 +178,8 @@ def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> Non
 def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
     _claim_fact_id(t, fact.id)
     body = fact.record
-    if isinstance(body, RunStarted):
-        apply_run_started(t, fact, body)
+    if isinstance(body, OperationStarted):
+        apply_operation_started(t, fact, body)
     elif isinstance(body, StepAttempt):
         apply_step_attempt(t, fact, body)
     elif isinstance(body, AttemptFailed):
