@@ -33,7 +33,7 @@ _BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)```", re.DOTALL)
 _SHOWN_COMMAND = 80  # characters of a command's first line in the answer
 _QUOTED_LINES = 10  # a result's first and last lines quoted; the middle is counted
 _QUOTED_CHARS = 1000  # the same, in characters, for results with very long lines
-# How the agent's results begin (agent/_planner.py, agent/_context.py, agent/_tool_step.py):
+# How the agent's results begin (agent/_planner.py, agent/_turns.py, agent/_tool_step.py):
 # the demo reads only the conversation, as a model would.
 _INTERRUPTED = "Interrupted"
 _NOT_STARTED = "Not run:"
