@@ -52,7 +52,7 @@ import bench_peers  # noqa: E402  (the workload and its writer)
 
 from tiny_agent_nb.session import load_session  # noqa: E402
 from tiny_agent_nb.session._lines import Lines  # noqa: E402
-from tiny_agent_nb.session._models import AttemptError, ToolIdentity  # noqa: E402
+from tiny_agent_nb.session._records import AttemptError, ToolIdentity  # noqa: E402
 from tiny_agent_nb.session._snapshot_codec import decode_tables, parse_body  # noqa: E402
 from tiny_agent_nb.session._snapshot_encode import encode_tables  # noqa: E402
 from tiny_agent_nb.session._source import Source, block_digests  # noqa: E402
@@ -229,7 +229,7 @@ class Fixture:
     def __init__(self, session: Path) -> None:
         self.session = session
         state = load_session(session)
-        assert state._snapshot_lines == state.transaction_count, "the writer's snapshot"
+        assert state.snapshot_lines == state.transaction_count, "the writer's snapshot"
         self.tables = state._tables
         self.tables.ids, self.tables.intent_by_call  # noqa: B018
         data = session.read_bytes()

@@ -15,8 +15,8 @@ import pytest
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import AgentError, compaction_line
-from tiny_agent_nb.agent._context import NO_ANSWER
 from tiny_agent_nb.agent._summary import SUMMARY_LEAD
+from tiny_agent_nb.agent._turns import NO_ANSWER
 from tiny_agent_nb.agent._window import ContextWindow, Measure, truncated
 from tiny_agent_nb.session import CompactionEntry, SessionState, SessionStore, load_session
 from tiny_agent_nb.session import facts as f

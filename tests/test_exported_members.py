@@ -94,7 +94,7 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "EntryFact",
         "RecordFact",
         "UsageFact",
-        "RunStarted",
+        "OperationStarted",
         "StepAttempt",
         "SystemPrompt",
         "AttemptFailed",
@@ -175,6 +175,10 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "BudgetReached",
         "StepsReached",
         "ContextFull",
+        # why no compaction can make room, with its figures (each surface advises)
+        "NoRoomReason",
+        "FixedFill",
+        "NoCleanCut",
     }
 
 

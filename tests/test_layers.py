@@ -198,3 +198,112 @@ def test_a_test_imports_private_modules_of_the_layer_it_tests_only() -> None:
             if parts[2].startswith("_") and not parts[2].startswith("__") and parts[1] != layer:
                 found.append(f"{test_file.name} (line {line}) imports {target}")
     assert not found, "\n".join(found)
+
+
+def _private_names(cls: ast.ClassDef) -> set[str]:
+    """The underscore names a class defines: its methods, class attributes and the
+    attributes its methods set on `self`."""
+    names: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+def _own_instances(function: ast.FunctionDef | ast.AsyncFunctionDef, cls: str) -> set[str]:
+    """The names that hold the class `cls` or one of its instances in one of its methods:
+    self and cls, the class's own name, a parameter annotated with it, a name made by
+    `cls(...)` or `cls.factory(...)`, a name an `isinstance(name, cls)` narrows."""
+    names = {"self", "cls", cls}
+    for arg in [*function.args.args, *function.args.kwonlyargs]:
+        if arg.annotation is not None and cls in ast.unparse(arg.annotation).split(" | "):
+            names.add(arg.arg)
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            called = node.value.func
+            if isinstance(called, ast.Attribute):
+                called = called.value
+            if isinstance(called, ast.Name) and called.id in ("cls", cls):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) == "isinstance"
+            and len(node.args) == 2
+            and isinstance(node.args[0], ast.Name)
+            and ast.unparse(node.args[1]) == cls
+        ):
+            names.add(node.args[0].id)
+    return names
+
+
+def private_field_uses(paths: list[Path]) -> list[str]:
+    """Each place in `paths` where code outside a class touches an underscore name one of
+    their classes defines (`state._tables`, `source._fd`), as `file:line: code`."""
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in paths}
+    defined: set[str] = set()
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                defined |= _private_names(node)
+    found: list[str] = []
+
+    def visit(node: ast.AST, path: Path, cls: str | None, own: frozenset[str]) -> None:
+        if isinstance(node, ast.ClassDef):
+            cls, own = node.name, frozenset({"self", "cls"})
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and cls is not None:
+            own = own | _own_instances(node, cls)
+        if isinstance(node, ast.Attribute) and node.attr in defined:
+            held = node.value
+            if not (isinstance(held, ast.Name) and held.id in own):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, path, cls, own)
+
+    for path, tree in trees.items():
+        visit(tree, path, None, frozenset({"self", "cls"}))
+    return found
+
+
+def test_no_module_touches_another_classs_private_fields() -> None:
+    # A class's underscore fields are its own: a state's tables change through its
+    # methods, a source's descriptor is read through its own (`held_bytes`, `read_into`).
+    found = private_field_uses([path for _, path in _modules()])
+    assert not found, "\n".join(found)
+
+
+def test_the_private_field_check_sees_a_field_read_from_outside(tmp_path: Path) -> None:
+    # The check above passes on an empty list: show it would catch what it forbids, and
+    # let a class's own methods be.
+    module = tmp_path / "_state.py"
+    module.write_text(
+        "class State:\n"
+        "    def __init__(self):\n"
+        "        self._tables = {}\n"
+        "    @classmethod\n"
+        "    def made(cls):\n"
+        "        state = cls()\n"
+        "        state._tables = {'made': 1}\n"
+        "        return state\n"
+        "    def __eq__(self, other):\n"
+        "        return isinstance(other, State) and other._tables == self._tables\n"
+        "\n"
+        "class Reader:\n"
+        "    def __init__(self, state):\n"
+        "        self._state = state\n"
+        "    def tables(self):\n"
+        "        return self._state._tables\n"
+        "\n"
+        "def pieces(state):\n"
+        "    return state._tables\n"
+    )
+    assert private_field_uses([module]) == [
+        "_state.py:16: self._state._tables",
+        "_state.py:19: state._tables",
+    ]

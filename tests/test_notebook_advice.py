@@ -4,8 +4,17 @@ the reason the engine returns, in the words the notebook always used."""
 
 from __future__ import annotations
 
-from tiny_agent_nb.agent import BudgetReached, ContextFull, RunResult, StepsReached, StopReason
-from tiny_agent_nb.notebook._advice import outcome_line
+from tiny_agent_nb.agent import (
+    AgentError,
+    BudgetReached,
+    ContextFull,
+    FixedFill,
+    NoCleanCut,
+    RunResult,
+    StepsReached,
+    StopReason,
+)
+from tiny_agent_nb.notebook._advice import outcome_line, refusal_line, stated
 from tiny_agent_nb.session import OperationOutcome
 
 
@@ -48,9 +57,37 @@ def test_a_statement_names_no_surface_and_a_run_without_a_reason_gets_no_advice(
         StepsReached(25),
         ContextFull("fixed", 1500, "configured", "x"),
         ContextFull("conversation", 1500, "default", "y"),
+        FixedFill(fixed=1840, limit=1200, threshold=0.8, window=1500, freeable=90),
+        NoCleanCut(kept=1000, share=0.25, window=4000, conversation=700),
     ]
     for reason in reasons:
         assert "TinyAgent" not in reason.statement() and "%agent" not in reason.statement()
     failed = RunResult("op", "failed", detail="HTTP 500 from the server")
     assert outcome_line(failed) == "✗ The run failed: HTTP 500 from the server"
     assert outcome_line(RunResult("op", "completed", text="hi")) is None
+
+
+def test_a_compaction_that_cannot_make_room_is_stated_then_advised_in_the_notebooks_words() -> None:
+    fixed = FixedFill(fixed=1840, limit=1200, threshold=0.8, window=1500, freeable=90)
+    failed = RunResult("op", "failed", detail=fixed.statement(), reason=fixed)
+    assert stated(failed) == (
+        "the system prompt and the definitions of the tools offered alone take about 1840 "
+        "tokens, not under 1200 (0.8 of the window of 1500 tokens), so no summary of the "
+        "conversation can make room: it could free about 90 tokens at most. Next: offer "
+        'fewer tools (`%%agent --tools read_file,python`, or `--tools ""` for none), a '
+        "shorter TinyAgent.system_prompt, or a model served with a larger context window "
+        "(TinyAgent.context_window, if the server's number is wrong)"
+    )
+    cut = NoCleanCut(kept=1000, share=0.25, window=4000, conversation=700)
+    refused = AgentError(f"nothing to compact: {cut.statement()}", reason=cut)
+    assert refusal_line(refused) == (
+        "tiny-agent-nb: nothing to compact: no part of the conversation can be summarized: "
+        "keeping the newest 1000 tokens verbatim (at most 25% of the window of 4000 tokens) "
+        "leaves nothing before them that ends cleanly (every tool call with its result); the "
+        "conversation since the last compaction takes about 700 tokens. The conversation is "
+        "as it was. A smaller TinyAgent.keep_tail_tokens keeps less of it verbatim, and "
+        "leaves `%agent compact` more to summarize."
+    )
+    assert refusal_line(AgentError("an operation is still open")) == (
+        "tiny-agent-nb: an operation is still open."
+    )

@@ -147,3 +147,69 @@ def test_a_window_the_tools_alone_fill_is_said_with_the_notebooks_advice(
     assert main(["inspect", str(path)]) == 0
     shown = capsys.readouterr().out
     assert "definitions of the tools offered alone" in shown and "TinyAgent" not in shown
+
+
+def test_a_compaction_with_nothing_to_summarize_is_stated_then_advised_in_the_cell(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`%agent compact` right after a compaction: the engine says why nothing can be
+    summarized, with its figures; the cell adds the notebook's words, and nothing is
+    written."""
+    _loaded(shell, tmp_path, capsys, "keep_tail_tokens = 10")
+    server.enqueue(_read(1), _read(2), text_reply("Read it twice."))
+    run(shell, "%%agent\nRead big.txt twice", capsys)
+    server.enqueue_summaries(text_reply("SUMMARY"))
+    run(shell, "%agent compact", capsys)
+    path = tmp_path / "analysis.agent.jsonl"
+    before = path.read_bytes()
+    out = run(shell, "%agent compact", capsys)
+    assert (
+        "tiny-agent-nb: nothing to compact: no part of the conversation can be summarized: "
+        "keeping the newest 10 tokens verbatim (at most 25% of the window of 32768 tokens) "
+        "leaves nothing before them that ends cleanly (every tool call with its result); "
+        "the conversation since the last compaction takes about "
+    ) in out, out
+    assert out.rstrip().endswith(
+        "tokens. The conversation is as it was. A smaller TinyAgent.keep_tail_tokens keeps "
+        "less of it verbatim, and leaves `%agent compact` more to summarize."
+    ), out
+    assert path.read_bytes() == before
+
+
+def test_a_compaction_the_tools_alone_defeat_is_stated_then_advised_and_the_cli_states_it(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A window of 300 tokens that the tool definitions alone fill past the threshold:
+    `%agent compact` asks no summary, and ends failed. The cell says the engine's figures
+    and then the notebook's advice; the file and the command line keep the statement alone."""
+    _loaded(shell, tmp_path, capsys, "context_window = 300", "keep_tail_tokens = 10")
+    server.enqueue(text_reply("Hello."))
+    run(shell, "%%agent\nHi", capsys)
+    asked = len(server.requests)
+    out = run(shell, "%agent compact", capsys)
+    said = re.search(
+        r"Compaction ended: failed — the system prompt and the definitions of the tools "
+        r"offered alone take about (\d+) tokens, not under 240 \(0\.8 of the window of 300 "
+        r"tokens\), so no summary of the conversation can make room: it could free about "
+        r"(\d+) tokens at most\. Next: offer fewer tools",
+        out,
+    )
+    assert said and int(said.group(1)) >= 240 and int(said.group(2)) > 0, out
+    assert "TinyAgent.system_prompt" in out
+    assert len(server.requests) == asked  # no summary was asked for
+    path = tmp_path / "analysis.agent.jsonl"
+    compaction = [op for op in load_session(path).operations.values() if op.kind == "compaction"]
+    (op,) = compaction
+    assert op.status == "failed" and op.detail is not None
+    assert op.detail.startswith("the system prompt and the definitions of the tools")
+    assert main(["inspect", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "so no summary of the conversation can make room" in shown
+    for words in (op.detail, shown):
+        assert "TinyAgent." not in words and "%agent" not in words and "Next:" not in words

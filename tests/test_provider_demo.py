@@ -87,7 +87,11 @@ def test_a_prompt_without_commands_gets_an_honest_answer() -> None:
     final = DemoProvider().complete(enc({"role": "user", "content": "hello"}), [BASH])
     text = final.message.content or ""
     assert "fenced `bash` code blocks" in text and "```" not in text  # no stray fence
-    assert "OPENROUTER_API_KEY" in text
+    assert text.endswith("this one has none.")  # the engine names no surface's settings
+    advised = DemoProvider(advice="Set a key.").complete(
+        enc({"role": "user", "content": "hello"}), [BASH]
+    )
+    assert (advised.message.content or "").endswith("this one has none. Set a key.")
 
 
 def answer(*results: tuple[str, str], tools: tuple[ToolSchema, ...] = (BASH,)) -> str:

@@ -15,7 +15,7 @@ from tiny_agent_nb.session import (
     new_id,
 )
 from tiny_agent_nb.session import facts as f
-from tiny_agent_nb.session._models import RunStarted
+from tiny_agent_nb.session._records import OperationStarted
 
 from helpers.scenario import BASH, Run
 
@@ -120,7 +120,7 @@ def test_compaction_settles_its_attempt_and_the_operation_can_finish(
 
 def test_a_compaction_operation_names_no_input_entry() -> None:
     with pytest.raises(ValidationError, match="'compaction' has inputEntryId null"):
-        RunStarted(
+        OperationStarted(
             type="runStarted",
             operationId=new_id(),
             operationKind="compaction",

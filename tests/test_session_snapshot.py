@@ -87,7 +87,7 @@ def _snapshot_of(path: Path, data: bytes, alter: bool = False) -> None:
     state = load_session_bytes(data, str(path))
     if alter:
         state._tables.totals.input_tokens += 1
-    assert write_snapshot(path, state._header_line, state._tables, sync=False)
+    assert write_snapshot(path, state.header_line, state._tables, sync=False)
 
 
 def _used(path: Path) -> bool:
@@ -189,9 +189,7 @@ def test_a_long_session_resumes_from_the_snapshot_its_writer_left(
 ) -> None:
     snapshot = snapshot_path(long_session)
     assert stat.S_IMODE(snapshot.stat().st_mode) == 0o600
-    assert (
-        load_session(long_session)._snapshot_lines == load_session(long_session).transaction_count
-    )
+    assert load_session(long_session).snapshot_lines == load_session(long_session).transaction_count
     before = _same_as_full_read(long_session)
     with SessionStore.open(long_session) as store:  # more commits: a tail past the snapshot
         assert _tables(store.load()) == before
@@ -216,11 +214,11 @@ def test_the_writer_refreshes_a_snapshot_left_behind_by_a_long_tail(
     long_session: Path,
 ) -> None:
     with SessionStore.open(long_session) as store:
-        covered = load_session(long_session)._snapshot_lines
+        covered = load_session(long_session).snapshot_lines
         _long_run_after_open(store)
         for _ in range(SNAPSHOT_TAIL // 8 + 1):
             complete_run(store)
-    assert load_session(long_session)._snapshot_lines > covered + SNAPSHOT_TAIL
+    assert load_session(long_session).snapshot_lines > covered + SNAPSHOT_TAIL
     _same_as_full_read(long_session)
 
 
@@ -320,7 +318,7 @@ def test_a_header_longer_than_the_first_read_still_loads_through_the_snapshot(
         for _ in range(SNAPSHOT_TAIL // 8 + 1):
             complete_run(store)
     assert session_path.read_bytes().index(b"\n") > _source.BLOCK
-    assert load_session(session_path)._snapshot_lines > 0
+    assert load_session(session_path).snapshot_lines > 0
     _snapshot_of(session_path, session_path.read_bytes(), alter=True)
     assert _used(session_path)
 
@@ -348,7 +346,7 @@ def test_a_load_through_a_snapshot_reads_the_session_once(
     assert _source.BLOCK < size < _source.CHUNK
     monkeypatch.setattr(os, "pread", counted_pread)
     monkeypatch.setattr(os, "preadv", counted_preadv)
-    assert load_session(long_session)._snapshot_lines > 0
+    assert load_session(long_session).snapshot_lines > 0
     # The header's first BLOCK, the covered bytes, and the few lines past the snapshot.
     assert sum(read) < size + _source.BLOCK + 4096
 

@@ -4,7 +4,7 @@ Nothing here imports IPython; the notebook layer is glue over this package.
 """
 
 from ._compaction import Compacted, compaction_line, compaction_status
-from ._context import NOT_STARTED, ContextProjection
+from ._context import ContextProjection
 from ._loop import AgentLoop
 from ._planner import (
     INTERRUPTED_RESULT,
@@ -12,9 +12,18 @@ from ._planner import (
     plan_recovery,
     resumable_operation,
 )
-from ._reasons import BudgetReached, ContextFull, StepsReached, StopReason
+from ._reasons import (
+    BudgetReached,
+    ContextFull,
+    FixedFill,
+    NoCleanCut,
+    NoRoomReason,
+    StepsReached,
+    StopReason,
+)
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._tool_step import Approval
+from ._turns import NOT_STARTED
 from ._types import (
     DEFAULT_APPROVAL,
     DEFAULT_COMPACT_THRESHOLD,
@@ -46,8 +55,11 @@ __all__ = [
     "Compacted",
     "ContextFull",
     "ContextProjection",
+    "FixedFill",
     "LoopConfig",
     "LoopObserver",
+    "NoCleanCut",
+    "NoRoomReason",
     "Recovery",
     "RecoveryReport",
     "RunResult",

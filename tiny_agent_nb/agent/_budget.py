@@ -27,8 +27,8 @@ from ..session import (
     AssistantEntry,
     CompactionEntry,
     Fact,
+    OperationStarted,
     RecordFact,
-    RunStarted,
     SessionState,
     SessionStore,
     StepAttempt,
@@ -143,7 +143,7 @@ class Spending:
                         self._cost += fact.usage.cost
             elif isinstance(fact, RecordFact):
                 record = fact.record
-                if isinstance(record, RunStarted):
+                if isinstance(record, OperationStarted):
                     self._start(record)
                 elif (
                     isinstance(record, StepAttempt | ToolStarted)
@@ -156,7 +156,7 @@ class Spending:
                     self._settled_unpriced.add(attempt_id)
                     self._unknown += 1
 
-    def _start(self, record: RunStarted) -> None:
+    def _start(self, record: OperationStarted) -> None:
         self._operation_id, self._resumes = record.operationId, record.resumesOperationId
         self._before = None
         self._cost, self._unknown = 0.0, 0

@@ -27,7 +27,7 @@ from ..timeline import compactions
 from ..tools import ToolSchema
 from ..words import compaction_words, summary_tokens, usd
 from ._planner import attempt_usage
-from ._reasons import ContextFull
+from ._reasons import ContextFull, FixedFill
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._summary import continued, summary_messages
 from ._window import DEFAULT_CONTEXT_WINDOW, ContextWindow
@@ -190,11 +190,9 @@ class Compactor:
         after committing the attempt's failure."""
         fixed = self.window.estimate(self._fixed_bytes)
         if fixed >= self.limit():  # checked first: it would be a summarization paid for nothing
-            raise FixedTooLarge(
-                f"the system prompt and the definitions of the tools offered alone take about "
-                f"{fixed} tokens, not under {self.limit()} ({self._threshold:g} of the "
-                "window), so no summary of the conversation can make room"
-            )
+            freeable = max(0, self.context_tokens() - fixed)
+            limit, window = self.limit(), self.window.tokens
+            raise FixedTooLarge(FixedFill(fixed, limit, self._threshold, window, freeable))
         tokens_before = self.context_tokens()
         state = self._store.load()
         budget = self.budget()

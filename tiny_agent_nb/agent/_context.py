@@ -30,7 +30,6 @@ from typing import TypeVar, cast
 
 from ..provider import messages as m
 from ..session import (
-    AssistantEntry,
     CompactionEntry,
     EntryFact,
     Fact,
@@ -38,48 +37,20 @@ from ..session import (
     RecordFact,
     SessionState,
     StepAttempt,
-    ToolResultEntry,
     UserEntry,
 )
 from ._ledger import LastRequest
 from ._summary import continued, summary_messages
-from ._turns import entry_message, user_content
-
-NOT_STARTED = (
-    "Not run: the session stopped before this tool call started, so it had no effect. "
-    "Call it again if it is still needed."
+from ._turns import (
+    NO_ANSWER_MESSAGE,
+    Projected,
+    project,
+    synthetic_result,
+    user_content,
 )
-# Between a prompt whose run ended before the model answered it (a failed request, an
-# interrupt, a budget already spent) and the next prompt: the strictest chat templates
-# refuse two user turns in a row (docs/spec.md §10), so every later request would fail.
-NO_ANSWER = (
-    "[tiny-agent-nb, not the model: the run of the prompt above ended before the model "
-    "answered it.]"
-)
-
 
 C = TypeVar("C", bound=m.HistoryCache)
 Makers = dict[Hashable, Callable[[], m.HistoryCache]]
-
-
-# perf: register row "projection-tuples" (docs/benchmarks.md)
-# One entry as it is projected: (its message, the tool call ids it opens (assistant) or
-# the one it answers (tool result)). What the projection keeps of it afterwards is its id
-# (the string the session's tables hold already, when built from a state) and where its
-# message starts in the history (an `array` of indexes): nothing the cyclic GC tracks,
-# and no copy of the message (the providers' caches hold that, each in its own form).
-_Entry = tuple[m.Message, tuple[str, ...], tuple[str, ...]]
-
-
-def _project(entry: EntryFact) -> _Entry:
-    body = entry.entry
-    message = entry_message(entry)
-    assert message is not None  # compactions are handled before projecting
-    if isinstance(body, AssistantEntry):
-        return message, tuple(c.id for c in body.message.toolCalls), ()
-    if isinstance(body, ToolResultEntry):
-        return message, (), (body.message.toolCallId,)
-    return message, (), ()
 
 
 class _Log:
@@ -292,13 +263,13 @@ class ContextProjection:
             self._compact(body)
         else:
             self._send_alone(notice)
-            self._append(entry_id, _project(entry))
+            self._append(entry_id, project(entry))
 
     def _send_alone(self, notice: tuple[str, str] | None) -> None:
         if notice is not None:
             self._append(notice[0], (m.User(notice[1]), (), ()))
 
-    def _append(self, entry_id: str, projected: _Entry) -> None:
+    def _append(self, entry_id: str, projected: Projected) -> None:
         message, opens, answers = projected
         user = isinstance(message, m.User)
         if self._summary and self._opens_with_user is None:
@@ -308,7 +279,7 @@ class ContextProjection:
         else:
             self._close_unanswered()
         if user and self._ends_with_user:
-            self._log.append(_NO_ANSWER_MESSAGE)
+            self._log.append(NO_ANSWER_MESSAGE)
         self._ends_with_user = user
         self._entry_ids.append(entry_id)
         index, start = self._log.append(message)
@@ -318,7 +289,7 @@ class ContextProjection:
 
     def _close_unanswered(self) -> None:
         for call_id in self._unanswered:
-            self._log.append(_synthetic_result(call_id))
+            self._log.append(synthetic_result(call_id))
         self._unanswered = {}
 
     def _set_summary(self, summary: str) -> None:
@@ -361,15 +332,15 @@ class ContextProjection:
         """What the next request sends: the system prompt and a checkpoint's summary, the
         history (this projection), then answers for never-started tool calls and a
         kernel notice waiting for its prompt."""
-        return _ProjectedContext(self)
+        return _ProjectedContext(self, self._around)
 
     def _around(self) -> tuple[list[m.Message], list[m.Message]]:
         """The head and the tail of the context now."""
         self._built()
-        pending = [_synthetic_result(call_id) for call_id in self._unanswered]
+        pending = [synthetic_result(call_id) for call_id in self._unanswered]
         notice: list[m.Message] = []
         if self._notice is not None:  # sent as `_append` will project it (no two user turns)
-            notice = [_NO_ANSWER_MESSAGE] if self._ends_with_user else []
+            notice = [NO_ANSWER_MESSAGE] if self._ends_with_user else []
             notice.append(m.User(self._notice[1]))
         summary = self._summary
         opens_with_user = self._opens_with_user
@@ -388,14 +359,18 @@ class _ProjectedContext(m.Context):
     """A projection's context: its head and tail as they are when first read (after the
     history, which builds a deferred projection, was asked for its cache)."""
 
-    def __init__(self, projection: ContextProjection) -> None:
+    def __init__(
+        self,
+        projection: ContextProjection,
+        around: Callable[[], tuple[list[m.Message], list[m.Message]]],
+    ) -> None:
         super().__init__(history=projection)
-        self._projection = projection
+        self._read_around = around  # the projection's head and tail now
         self._around: tuple[list[m.Message], list[m.Message]] | None = None
 
     def _parts(self) -> tuple[list[m.Message], list[m.Message]]:
         if self._around is None:
-            self._around = self._projection._around()
+            self._around = self._read_around()
         return self._around
 
     @property
@@ -405,10 +380,3 @@ class _ProjectedContext(m.Context):
     @property
     def tail(self) -> Sequence[m.Message]:
         return self._parts()[1]
-
-
-def _synthetic_result(call_id: str) -> m.ToolResult:
-    return m.ToolResult(call_id, NOT_STARTED)
-
-
-_NO_ANSWER_MESSAGE = m.Note(NO_ANSWER)

@@ -14,15 +14,13 @@ Before each stepAttempt the run may first compact (its own stepAttempt and one
 [compaction entry, usage] transaction; see _compaction.py).
 
 KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Any other
-exception after runStarted (a provider or tool registry bug, a commit the store refused,
-a display that failed): commit `failure_transaction`, so the run ends `failed` and the
-next one can start. A step's attempts are `ModelStep`'s (_model_step.py), tool results
-`ToolStep`'s (_tool_step.py).
+exception after runStarted: commit `failure_transaction`, so the run ends `failed` and the
+next one can start (`OperationGuard`, _operation.py). A step's attempts are `ModelStep`'s
+(_model_step.py), tool results `ToolStep`'s (_tool_step.py).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 
@@ -30,18 +28,15 @@ from ..provider import messages as m
 from ..session import (
     AssistantEntry,
     NewFact,
-    SessionClosedError,
-    SessionReplacedError,
     SessionState,
     SessionStore,
-    SessionWriteError,
     ToolIdentity,
     ToolIntent,
     new_id,
     sha256_digest,
 )
 from ..session import facts as f
-from ..tools import ToolContext, ToolRegistry, truncate
+from ..tools import ToolContext, ToolRegistry
 from ._compaction import (
     AttemptLabel,
     CompactionFailed,
@@ -51,9 +46,8 @@ from ._compaction import (
 from ._context import ContextProjection
 from ._kernel_notice import due_kernel_notice
 from ._model_step import ModelStep
+from ._operation import OperationGuard
 from ._planner import (
-    abort_transaction,
-    failure_transaction,
     plan_recovery,
     resumable_operation,
 )
@@ -69,9 +63,6 @@ from ._types import (
 )
 from ._window import ContextWindow
 
-log = logging.getLogger("tiny_agent_nb.agent")
-MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
-USER_INTERRUPT = "interrupted by the user (KeyboardInterrupt)"  # an abort's reason
 # Seconds all the replays of one recovery may take together (each read also has its own
 # limit); the reads left when it runs out are settled as interrupted, not replayed.
 RECOVERY_REPLAY_BUDGET = 30.0
@@ -102,7 +93,6 @@ class AgentLoop:
         was not the user (a kernel restart: the notebook knows), as the abort's reason;
         None: the user."""
         self._store = store
-        self._stopped_by = stopped_by
         self._tools = tools
         self._config = config
         self._observer = observer or LoopObserver()
@@ -110,6 +100,7 @@ class AgentLoop:
         self._schemas = tools.schemas()
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
         self._environment = self._tool_step.environment
+        self._operations = OperationGuard(store, self._tool_step.clean, stopped_by)
         self._digest = sha256_digest(
             {
                 **config.provider_digest,
@@ -183,7 +174,7 @@ class AgentLoop:
         cells = self._tool_step.clean(user_cells) if user_cells else None
         # Told before the prompt, in the same transaction: the model reads the kernel
         # changed, then what the user asks in the new one.
-        self._start(
+        self._operations.start(
             [
                 *self._kernel_notice(),
                 f.user_message(prompt, user_cells=cells, id=entry_id),
@@ -212,14 +203,14 @@ class AgentLoop:
             # finished: the answer is complete, asking the model again would only make
             # it continue its own last message.
             detail = "the interrupted run had already given its final answer"
-            self._start(
+            self._operations.start(
                 [
                     f.resume_started(operation_id, target.id),
                     f.operation_finished(operation_id, "completed", detail),
                 ]
             )
             return RunResult(operation_id, "completed", text=answer, detail=detail)
-        self._start([f.resume_started(operation_id, target.id), *self._kernel_notice()])
+        self._operations.start([f.resume_started(operation_id, target.id), *self._kernel_notice()])
         return self._drive(operation_id)
 
     def recover(self) -> RecoveryReport | None:
@@ -258,10 +249,10 @@ class AgentLoop:
             self._store.commit(plan.closing_transaction(skipped=skipped))
             interrupted += skipped
         except KeyboardInterrupt:
-            self._close(what, closing_after_interrupt)
+            self._operations.close(what, closing_after_interrupt)
             raise
         except Exception as exc:
-            raise self._unrecorded(what, exc) from exc
+            raise self._operations.unrecorded(what, exc) from exc
         return RecoveryReport(
             operation_id=plan.operation.id,
             replayed=tuple(replayed),
@@ -277,14 +268,16 @@ class AgentLoop:
         try:
             self._compactor.check()
         except NoRoom as exc:
-            raise AgentError(f"nothing to compact: {exc}") from exc
+            raise AgentError(f"nothing to compact: {exc}", reason=exc.reason) from exc
         operation_id = new_id()
-        self._start([f.compaction_started(operation_id)])
+        self._operations.start([f.compaction_started(operation_id)])
 
         def body(operation_id: str) -> RunResult:
             try:
                 self._compactor.run(operation_id, 1, 1, instructions)
-            except (NoRoom, CompactionFailed) as exc:
+            except NoRoom as exc:  # its reason's statement is the detail
+                return self._model.finish(operation_id, "failed", reason=exc.reason)
+            except CompactionFailed as exc:
                 return self._model.finish(
                     operation_id, "failed", detail=self._tool_step.clean(str(exc))
                 )
@@ -297,65 +290,14 @@ class AgentLoop:
         self, operation_id: str, body: Callable[[str], RunResult] | None = None
     ) -> RunResult:
         self._model.begin_run()
-        what = f"closing operation {operation_id}"
-        try:
+
+        def run(operation_id: str) -> RunResult:
             # Before the context is first read (its size, before the first request): a
             # projection not built yet is built straight into the provider's cache.
             self._projection.keep(*self._history_cache)
             return (body or self._steps)(operation_id)
-        except KeyboardInterrupt:
-            reason = self._interrupted_by()
-            self._close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
-            raise
-        except BaseException as exc:
-            error = truncate(f"{type(exc).__name__}: {exc}", MAX_DETAIL)
-            detail = self._tool_step.clean(
-                f"stopped by an unexpected error ({error}); everything before it is kept in "
-                "the session, and the next run starts normally"
-            )
-            self._close(what, lambda: failure_transaction(self._store.load(), operation_id, detail))
-            if not isinstance(exc, Exception):
-                raise  # SystemExit and the like still end what they were meant to end
-            log.error("run %s %s", operation_id, detail, exc_info=exc)
-            return RunResult(operation_id, "failed", detail=detail)
 
-    def _interrupted_by(self) -> str:
-        """The abort's reason; the user's when `stopped_by` names nothing else, or when a
-        second Ctrl-C cuts its question short (the abort must still be recorded)."""
-        try:
-            reason = self._stopped_by() if self._stopped_by is not None else None
-        except KeyboardInterrupt:
-            reason = None
-        return reason or USER_INTERRUPT
-
-    def _start(self, facts: list[NewFact]) -> None:
-        """Commit an operation's start. Before it nothing is open to record a failure in:
-        a file that refuses it (a full disk, a failed sync in power mode, a writer that
-        closed itself after a failed cut, a path that names another file now) is this
-        call's error, nothing recorded."""
-        try:
-            self._store.commit(facts)
-        except (SessionWriteError, SessionClosedError, SessionReplacedError) as exc:
-            raise AgentError(f"the operation could not start: {exc}") from exc
-
-    def _close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
-        """Commit the transaction that closes an operation, from inside an except block:
-        if even that fails, say so rather than let the second error hide the first."""
-        try:
-            facts = transaction()
-            if facts:
-                self._store.commit(facts)
-        except Exception as exc:
-            raise self._unrecorded(what, exc) from exc
-
-    def _unrecorded(self, what: str, exc: Exception) -> AgentError:
-        return AgentError(
-            f"{what} could not be recorded in {self._store.path.name} "
-            f"({type(exc).__name__}: {self._tool_step.clean(str(exc))}). Everything committed "
-            "before is kept; the operation stays open until the session is loaded again "
-            "(e.g. in a new kernel), which marks it interrupted. If the disk is full, free "
-            "space first."
-        )
+        return self._operations.drive(operation_id, run)
 
     def _steps(self, operation_id: str) -> RunResult:
         step = 0

@@ -4,8 +4,10 @@ The engine states; the surfaces advise. A reason's `statement()` is what happene
 words that name no surface (it is the run's detail, recorded in the session file and
 shown by every surface as recorded); `RunResult.reason` carries the reason itself, from
 which each surface says what to do next in its own words (the notebook names its traits
-and `%agent` commands, notebook/_advice.py). Files written before these reasons hold the
-notebook's advice inside the detail: they load as they are, and show as recorded.
+and `%agent` commands, notebook/_advice.py). A compaction that cannot make room states
+why the same way (`FixedFill`, `NoCleanCut`: `NoRoom.reason`). Files written before these
+reasons hold the notebook's advice inside the detail: they load as they are, and show as
+recorded.
 """
 
 from __future__ import annotations
@@ -68,4 +70,48 @@ class ContextFull:
         )
 
 
-StopReason = BudgetReached | StepsReached | ContextFull
+@dataclass(frozen=True)
+class FixedFill:
+    """No compaction can make room: what every request carries (the system prompt and the
+    tool definitions) alone is not under the limit a compaction must bring the context
+    under, so even a summary of the whole conversation would leave it past that."""
+
+    fixed: int  # tokens the system prompt and the tool definitions take
+    limit: int  # tokens a compaction must bring the context under: `threshold` of the window
+    threshold: float  # share of the window
+    window: int  # tokens
+    freeable: int  # tokens of conversation a compaction could summarize away, at most
+
+    def statement(self) -> str:
+        return (
+            f"the system prompt and the definitions of the tools offered alone take about "
+            f"{self.fixed} tokens, not under {self.limit} ({self.threshold:g} of the window of "
+            f"{self.window} tokens), so no summary of the conversation can make room: it "
+            f"could free about {self.freeable} tokens at most"
+        )
+
+
+@dataclass(frozen=True)
+class NoCleanCut:
+    """No compaction can make room: the newest part of the conversation, kept verbatim,
+    leaves nothing before it that ends cleanly (every tool call with its result), so
+    there is nothing to summarize and nothing a compaction could free."""
+
+    kept: int  # tokens the newest part kept verbatim may take (at most `share` of the window)
+    share: float  # of the window: the most the part kept verbatim takes
+    window: int  # tokens
+    conversation: int  # tokens of the conversation since the last compaction (or the start)
+
+    def statement(self) -> str:
+        return (
+            f"no part of the conversation can be summarized: keeping the newest {self.kept} "
+            f"tokens verbatim (at most {self.share:.0%} of the window of {self.window} tokens) "
+            "leaves nothing before them that ends cleanly (every tool call with its result); "
+            f"the conversation since the last compaction takes about {self.conversation} tokens"
+        )
+
+
+NoRoomReason = FixedFill | NoCleanCut
+"""Why no compaction can make room in the context window (`NoRoom.reason`)."""
+
+StopReason = BudgetReached | StepsReached | ContextFull | FixedFill | NoCleanCut

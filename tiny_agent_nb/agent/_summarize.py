@@ -26,6 +26,7 @@ from ..session import (
     ToolResultEntry,
     UserEntry,
 )
+from ._reasons import NoCleanCut, NoRoomReason
 from ._turns import entry_message, user_content
 
 TAIL_SHARE = 0.25  # of the window: the most the verbatim tail keeps
@@ -51,7 +52,12 @@ Tokens = Callable[[int], int]  # tokens of a byte count
 
 
 class NoRoom(TinyAgentError):
-    """No clean cut keeps the tail verbatim and summarizes anything."""
+    """No compaction can make room in the context window: `reason` says why, with its
+    figures (its statement is the message; each surface says what to do next)."""
+
+    def __init__(self, reason: NoRoomReason) -> None:
+        super().__init__(reason.statement())
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -139,12 +145,7 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
         # Nothing new to summarize, but the summary itself is too large: summarize it
         # again on its own, at the same cut (a cut never moves backwards; §5 rule 12).
         return Cut(previous_cut, (), previous_summary, sum(sizes))
-    raise NoRoom(
-        f"no part of the conversation can be summarized: keeping the newest "
-        f"{budget.tail} tokens verbatim (keep_tail_tokens, at most "
-        f"{int(TAIL_SHARE * 100)}% of the window) leaves nothing before them that ends "
-        "cleanly (every tool call with its result)"
-    )
+    raise NoRoom(NoCleanCut(budget.tail, TAIL_SHARE, budget.window, tokens(tail)))
 
 
 def _oversized(summary: str, budget: Budget, tokens: Tokens) -> bool:

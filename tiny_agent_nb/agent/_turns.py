@@ -1,10 +1,23 @@
 """Entries as the messages the model is sent (docs/spec.md §10, items 3 and 5), in no
-provider's wire format (`provider.messages`)."""
+provider's wire format (`provider.messages`), and the messages of ours that stand where
+no entry answers: a tool call that never started, a prompt whose run got no answer."""
 
 from __future__ import annotations
 
 from ..provider import messages as m
 from ..session import AssistantEntry, EntryFact, KernelNotice, ToolResultEntry, UserEntry
+
+NOT_STARTED = (
+    "Not run: the session stopped before this tool call started, so it had no effect. "
+    "Call it again if it is still needed."
+)
+# Between a prompt whose run ended before the model answered it (a failed request, an
+# interrupt, a budget already spent) and the next prompt: the strictest chat templates
+# refuse two user turns in a row (docs/spec.md §10), so every later request would fail.
+NO_ANSWER = (
+    "[tiny-agent-nb, not the model: the run of the prompt above ended before the model "
+    "answered it.]"
+)
 
 
 def user_content(body: UserEntry) -> str:
@@ -26,3 +39,30 @@ def entry_message(entry: EntryFact) -> m.Message | None:
     if isinstance(body, ToolResultEntry):
         return m.ToolResult(body.message.toolCallId, body.message.content)
     return None
+
+
+# perf: register row "projection-tuples" (docs/benchmarks.md)
+# One entry as it is projected: (its message, the tool call ids it opens (assistant) or
+# the one it answers (tool result)). What the projection keeps of it afterwards is its id
+# (the string the session's tables hold already, when built from a state) and where its
+# message starts in the history (an `array` of indexes): nothing the cyclic GC tracks,
+# and no copy of the message (the providers' caches hold that, each in its own form).
+Projected = tuple[m.Message, tuple[str, ...], tuple[str, ...]]
+
+
+def project(entry: EntryFact) -> Projected:
+    body = entry.entry
+    message = entry_message(entry)
+    assert message is not None  # compactions are handled before projecting
+    if isinstance(body, AssistantEntry):
+        return message, tuple(c.id for c in body.message.toolCalls), ()
+    if isinstance(body, ToolResultEntry):
+        return message, (), (body.message.toolCallId,)
+    return message, (), ()
+
+
+def synthetic_result(call_id: str) -> m.ToolResult:
+    return m.ToolResult(call_id, NOT_STARTED)
+
+
+NO_ANSWER_MESSAGE = m.Note(NO_ANSWER)

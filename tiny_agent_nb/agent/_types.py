@@ -99,4 +99,10 @@ class RecoveryReport:
 
 class AgentError(TinyAgentError):
     """A request the loop cannot serve (e.g. resume with nothing to resume), or a run
-    or recovery it could not record as settled (the session file refused the write)."""
+    or recovery it could not record as settled (the session file refused the write).
+    `reason`: why, with its figures, when the engine has one (`%agent compact` with
+    nothing to compact: a `NoCleanCut`), for each surface to say what to do next."""
+
+    def __init__(self, message: str, *, reason: StopReason | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -1,10 +1,21 @@
-"""What to do next after a run stopped at a limit, in the notebook's words: its traits,
-`%%agent`'s options and `%agent` commands. The engine states the reason (the run's detail,
-recorded) and gives its figures (`RunResult.reason`); these lines follow the statement."""
+"""What to do next after a run stopped at a limit, or a compaction that could not make
+room, in the notebook's words: its traits, `%%agent`'s options and `%agent` commands. The
+engine states the reason (the run's detail, recorded, or an AgentError's message) and
+gives its figures (`RunResult.reason`, `AgentError.reason`); these lines follow the
+statement."""
 
 from __future__ import annotations
 
-from ..agent import BudgetReached, ContextFull, RunResult, StepsReached, StopReason
+from ..agent import (
+    AgentError,
+    BudgetReached,
+    ContextFull,
+    FixedFill,
+    NoCleanCut,
+    RunResult,
+    StepsReached,
+    StopReason,
+)
 from ..render import cell_text
 
 RAISE_BUDGET = "Raise TinyAgent.budget (or pass --budget) and `%agent resume` to go on"
@@ -21,6 +32,10 @@ LESS_CONVERSATION = (
     "Next: `%agent compact` with instructions to keep less, a smaller "
     "TinyAgent.keep_tail_tokens, or `%agent new` to start a fresh session"
 )
+KEEP_LESS_VERBATIM = (
+    "The conversation is as it was. A smaller TinyAgent.keep_tail_tokens keeps less of it "
+    "verbatim, and leaves `%agent compact` more to summarize"
+)
 
 
 def next_step(reason: StopReason | None) -> str | None:
@@ -31,6 +46,10 @@ def next_step(reason: StopReason | None) -> str | None:
         return MORE_STEPS
     if isinstance(reason, ContextFull):
         return FEWER_FIXED if reason.what == "fixed" else LESS_CONVERSATION
+    if isinstance(reason, FixedFill):  # a compaction could not make room
+        return FEWER_FIXED
+    if isinstance(reason, NoCleanCut):
+        return KEEP_LESS_VERBATIM
     return None
 
 
@@ -41,6 +60,13 @@ def stated(result: RunResult) -> str:
     if advice is None:
         return detail
     return f"{detail}. {advice}" if detail else advice
+
+
+def refusal_line(error: AgentError) -> str:
+    """The cell's line for a request the loop refused: its words, then the advice its
+    reason calls for (`%agent compact` with nothing to compact)."""
+    advice = next_step(error.reason)
+    return f"tiny-agent-nb: {error}." + (f" {advice}." if advice else "")
 
 
 def outcome_line(result: RunResult) -> str | None:

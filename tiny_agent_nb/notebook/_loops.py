@@ -22,6 +22,7 @@ from ..session import SessionStore
 from ..tools import ToolContext
 from ._config import TinyAgent
 from ._mcp import KernelServers
+from ._offline import DEMO_ADVICE
 from ._opening import NotebookError
 from ._provider import KernelProvider
 from ._session_model import SessionModel
@@ -94,7 +95,7 @@ class LoopBuilder:
         base_url: str | None = None  # with the model, what the session learns windows for
         listed: int | None = None
         if self.session_model.uses_demo(model, demo):
-            provider = DemoProvider()
+            provider = DemoProvider(advice=DEMO_ADVICE)
             provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:
             provider = self.provider.build(provider_config)

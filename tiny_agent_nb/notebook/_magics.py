@@ -307,10 +307,8 @@ class AgentMagics(Magics):
             print("■ Interrupted. Nothing was compacted; the conversation is as it was.")
             return
         if result.outcome != "completed":
-            print(
-                f"Compaction ended: {result.outcome}"
-                + (f" — {cell_text(result.detail)}" if result.detail else "")
-            )
+            said = stated(result)  # the statement, then the notebook's advice
+            print(f"Compaction ended: {result.outcome}" + (f" — {said}" if said else ""))
 
     def _cmd_new(self) -> None:
         self.runs.withdraw_offers()

@@ -21,6 +21,11 @@ tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
   blocks of a prompt and reports what happened to each command.
   For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
   (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
+# How each of the demo model's answers ends: the notebook's settings for a real model.
+DEMO_ADVICE = (
+    "For a real model set OPENROUTER_API_KEY, or point TinyAgent.base_url (env "
+    "TINY_AGENT_BASE_URL) at a local OpenAI-compatible server."
+)
 _told_demo: weakref.WeakSet[Any] = weakref.WeakSet()
 
 

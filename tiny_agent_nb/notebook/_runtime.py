@@ -1,8 +1,7 @@
 """One kernel's runtime: its session file, store, provider and loop.
 
-This is the engine the magics drive (reached as `AgentMagics.runtime`; its provider
-factory as `.provider`); it knows nothing of IPython. Every user-facing
-failure becomes a `NotebookError` with one readable message.
+This is the engine the magics drive (`AgentMagics.runtime`, its provider factory `.provider`);
+it knows nothing of IPython. Every user-facing failure becomes one readable `NotebookError`.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from ..session import (
     SessionStore,
     load_session,
 )
+from ._advice import refusal_line
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
 from ._kernel import record_kernel
@@ -374,7 +374,7 @@ class NotebookRuntime:
         try:
             return what(loop)
         except AgentError as exc:
-            raise self._run_error(f"tiny-agent-nb: {exc}.") from None
+            raise self._run_error(refusal_line(exc)) from None
         finally:
             loop.close()
 

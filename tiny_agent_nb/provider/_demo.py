@@ -33,7 +33,7 @@ _BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)```", re.DOTALL)
 _SHOWN_COMMAND = 80  # characters of a command's first line in the answer
 _QUOTED_LINES = 10  # a result's first and last lines quoted; the middle is counted
 _QUOTED_CHARS = 1000  # the same, in characters, for results with very long lines
-# How the agent's results begin (agent/_planner.py, agent/_context.py, agent/_tool_step.py):
+# How the agent's results begin (agent/_planner.py, agent/_turns.py, agent/_tool_step.py):
 # the demo reads only the conversation, as a model would.
 _INTERRUPTED = "Interrupted"
 _NOT_STARTED = "Not run:"
@@ -42,10 +42,6 @@ _DENIED = "The user did not allow"
 _ENDING = re.compile(
     r"\n\[(exit code -?\d+|killed by signal \w+|timed out after [^\]\n]*)\]"
     r"(?:\n\[background processes[^\]\n]*\])?\s*$"
-)
-_ADVICE = (
-    "For a real model set OPENROUTER_API_KEY, or point TinyAgent.base_url (env "
-    "TINY_AGENT_BASE_URL) at a local OpenAI-compatible server."
 )
 
 
@@ -56,8 +52,11 @@ def _commands(prompt: str) -> list[str]:
 class DemoProvider:
     """A `ChatProvider` answering from a script derived from the conversation itself."""
 
-    def __init__(self, *, chunk: int = 16) -> None:
+    def __init__(self, *, chunk: int = 16, advice: str = "") -> None:
+        """`advice`: how to get a real model, in the words of the surface that runs the
+        demo (its settings); each answer ends with it."""
         self._chunk = chunk
+        self._advice = advice
 
     def complete(
         self,
@@ -113,13 +112,12 @@ class DemoProvider:
         )
         return Completion(message, UsageReport(sent // 4, len(text) // 4, 0, 0, 0.0), DEMO_MODEL)
 
-    @staticmethod
-    def _answer(commands: list[str], since: list[Message], has_bash: bool) -> str:
+    def _answer(self, commands: list[str], since: list[Message], has_bash: bool) -> str:
         if not commands:
             return (
                 "I can only run the commands in fenced `bash` code blocks of a prompt, and "
-                f"this one has none. {_ADVICE}"
-            )
+                f"this one has none. {self._advice}"
+            ).rstrip()
         calls = {c.id: c for m in since if isinstance(m, Assistant) for c in m.tool_calls}
         lines = ["What happened to each command:", ""]
         results = [m for m in since if isinstance(m, ToolResult)]
@@ -134,7 +132,8 @@ class DemoProvider:
                 + ("this command:" if len(left) == 1 else f"these {len(left)} commands:")
             )
             lines += [f"- {_code_span(_first_line(c))}" for c in left]
-        lines += ["", _ADVICE]
+        if self._advice:
+            lines += ["", self._advice]
         return "\n".join(lines)
 
 

@@ -29,40 +29,38 @@ from ._facts import NewFact
 from ._files import fsync_dir, read_session_file
 from ._fork import fork_session, read_header
 from ._ids import new_id
+from ._model_base import FORMAT_VERSION, MAX_EPOCH_MS, MAX_REPORTED, MAX_WINDOW, MIN_WINDOW
 from ._models import (
-    FORMAT_VERSION,
-    MAX_EPOCH_MS,
-    MAX_REPORTED,
-    MAX_WINDOW,
-    MIN_WINDOW,
     AssistantEntry,
     AssistantMessage,
-    AttemptFailed,
     CompactionEntry,
-    ContextWindow,
     EntryFact,
     Fact,
     Header,
     KernelNotice,
-    KernelOpened,
-    OperationOutcome,
     RecordFact,
-    ReplayPolicy,
-    RunStarted,
-    StepAttempt,
-    SystemPrompt,
     ToolCall,
-    ToolIdentity,
     ToolOutcome,
     ToolResultEntry,
-    ToolStarted,
     Usage,
     UsageFact,
     UserEntry,
-    WindowSource,
 )
 from ._opening import Durability, HeaderInit
 from ._reader import load_session, load_session_bytes
+from ._records import (
+    AttemptFailed,
+    ContextWindow,
+    KernelOpened,
+    OperationOutcome,
+    OperationStarted,
+    ReplayPolicy,
+    StepAttempt,
+    SystemPrompt,
+    ToolIdentity,
+    ToolStarted,
+    WindowSource,
+)
 from ._salvage import SalvageResult, salvage
 from ._state import SessionState
 from ._store import SessionStore
@@ -103,9 +101,9 @@ __all__ = [
     "NotASessionError",
     "Operation",
     "OperationOutcome",
+    "OperationStarted",
     "RecordFact",
     "ReplayPolicy",
-    "RunStarted",
     "SalvageResult",
     "SessionClosedError",
     "SessionCorruptError",

@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any
 
-from ._models import ToolIdentity
+from ._records import ToolIdentity
 
 # The deepest nesting of arrays and objects a fact may hold (arguments the model chose
 # included). One limit, checked on commit and on load, so the store never writes a line

@@ -13,41 +13,43 @@ from ._canonical import json_value_problem, replay_key
 from ._exceptions import InvalidTransactionError
 from ._ids import new_id
 from ._models import (
-    AbortRequested,
     AssistantEntry,
     AssistantMessage,
-    AttemptError,
-    AttemptErrorKind,
-    AttemptFailed,
     CompactionEntry,
-    ContextWindow,
     EntryFact,
     Fact,
     KernelNotice,
-    KernelOpened,
-    OperationFinished,
-    OperationOutcome,
     RecordFact,
-    ReplayPolicy,
-    RunStarted,
-    StepAttempt,
-    SystemPrompt,
     ToolCall,
-    ToolIdentity,
     ToolMessage,
     ToolOutcome,
     ToolResultEntry,
-    ToolStarted,
     Usage,
     UsageFact,
     UserEntry,
     UserMessage,
+)
+from ._records import (
+    AbortRequested,
+    AttemptError,
+    AttemptErrorKind,
+    AttemptFailed,
+    ContextWindow,
+    KernelOpened,
+    OperationFinished,
+    OperationOutcome,
+    OperationStarted,
+    ReplayPolicy,
+    StepAttempt,
+    SystemPrompt,
+    ToolIdentity,
+    ToolStarted,
     WindowSource,
 )
 
 EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry | KernelNotice
 RecordPayload = (
-    RunStarted
+    OperationStarted
     | StepAttempt
     | AttemptFailed
     | ToolStarted
@@ -185,7 +187,7 @@ def kernel_opened(
 
 def run_started(operation_id: str, input_entry_id: str) -> NewFact:
     return NewFact(
-        RunStarted(
+        OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="run",
@@ -196,7 +198,7 @@ def run_started(operation_id: str, input_entry_id: str) -> NewFact:
 
 def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
     return NewFact(
-        RunStarted(
+        OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="resume",
@@ -209,7 +211,7 @@ def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
 def compaction_started(operation_id: str) -> NewFact:
     """An operation of its own that only compacts (`%agent compact`): no input entry."""
     return NewFact(
-        RunStarted(
+        OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="compaction",

@@ -56,7 +56,7 @@ def fork_session(source: str | Path, target: str | Path, *, clock: Clock = epoch
         try:
             pending = [header.model_dump_json().encode("utf-8") + b"\n"]
             size = len(pending[0])
-            for piece in state._tables.lines.pieces():
+            for piece in state.transaction_bytes():
                 pending.append(piece)
                 size += len(piece)
                 if size >= _CHUNK:

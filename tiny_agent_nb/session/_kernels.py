@@ -9,7 +9,8 @@ between a tool call and its result (a provider refuses a user message there).
 
 from __future__ import annotations
 
-from ._models import EntryFact, KernelNotice, KernelOpened, RecordFact
+from ._models import EntryFact, KernelNotice, RecordFact
+from ._records import KernelOpened
 from ._tables import Kernel, Tables, Violation
 
 

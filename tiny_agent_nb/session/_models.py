@@ -1,66 +1,25 @@
-"""Pydantic models of the session file (docs/spec.md §2-§3): header, fact envelopes and payloads.
+"""Pydantic models of the session file (docs/spec.md §2-§3): the header, the entry
+payloads, usage, and the three fact envelopes a line holds.
 
-Every model is strict, frozen and closed (unknown fields are rejected), so a line that
-validates here has exactly the shape the format promises. Cross-fact rules (seq, ids,
-references) live in `_reducer`; this module only knows what one line may look like.
+Every model is strict, frozen and closed (unknown fields are rejected: `StrictModel`), so
+a line that validates here has exactly the shape the format promises. The record payloads
+are in `_records`; cross-fact rules (seq, ids, references) live in `_reducer`; this module
+only knows what one line may look like.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    StringConstraints,
-    Tag,
-    TypeAdapter,
-    model_validator,
-)
+from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
-from ._ids import UUID7_PATTERN
-
-FORMAT_VERSION = 2
-
-Id = Annotated[str, StringConstraints(pattern=UUID7_PATTERN)]
-Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
-Count = Annotated[int, Field(ge=0)]
-# The largest token count or cost (USD) a usage fact is believed for: an exact JSON number
-# everywhere. A file may hold a larger one (a buggy server's 2**64-1, a crafted file): it
-# stays valid, and reads as no usage (docs/spec.md §11), so no sum can overflow to `inf`
-# or grow past what `str()` prints (Python refuses ints of more than 4,300 digits).
-MAX_REPORTED = 2**53 - 1
-# The context windows a session believes (docs/spec.md §17): below 256 tokens no agent's
-# system prompt fits, 100M is past every model served today. A window a server states
-# outside them is not recorded; a record outside them (a crafted file) reads as none.
-MIN_WINDOW = 256
-MAX_WINDOW = 100_000_000
-# 9999-12-31T23:59:59.999Z: every renderer can show it (datetime stops at year 9999) and it
-# is an exact JavaScript number (< 2**53). A larger `at` is no time, and so corruption.
-MAX_EPOCH_MS = 253_402_300_799_999
-EpochMs = Annotated[int, Field(ge=0, le=MAX_EPOCH_MS)]
-JsonObject = dict[str, Any]
-
-
-def _omit_none(value: object) -> bool:
-    return value is None
-
-
-def _optional(**kwargs: Any) -> Any:
-    """A field that may be absent from the line; when unset it is not written at all."""
-    return Field(default=None, exclude_if=_omit_none, **kwargs)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
+from ._model_base import Count, EpochMs, Id, JsonObject, StrictModel, optional
+from ._records import RecordBody
 
 # ---------------------------------------------------------------- header
 
 
-class Header(_Model):
+class Header(StrictModel):
     kind: Literal["header"]
     version: Literal[2]
     id: Id
@@ -74,12 +33,12 @@ class Header(_Model):
 # ---------------------------------------------------------------- entries
 
 
-class UserMessage(_Model):
+class UserMessage(StrictModel):
     role: Literal["user"]
     content: str
 
 
-class ToolCall(_Model):
+class ToolCall(StrictModel):
     """One tool call of an assistant message; `arguments` is the parsed JSON object.
 
     When the model sent arguments that are not a JSON object, `arguments` is `{}` and
@@ -90,10 +49,10 @@ class ToolCall(_Model):
     id: Annotated[str, Field(min_length=1)]
     name: str
     arguments: JsonObject
-    invalidArguments: str | None = _optional()
+    invalidArguments: str | None = optional()
 
 
-class AssistantMessage(_Model):
+class AssistantMessage(StrictModel):
     role: Literal["assistant"]
     content: str | None
     reasoning: str | None
@@ -105,14 +64,14 @@ class AssistantMessage(_Model):
 ToolOutcome = Literal["completed", "error", "interrupted", "replayed", "denied"]
 
 
-class ToolMessage(_Model):
+class ToolMessage(StrictModel):
     role: Literal["tool"]
     toolCallId: str
     content: str
     isError: bool
 
 
-class UserEntry(_Model):
+class UserEntry(StrictModel):
     """A prompt as accepted. `userCells`: what the user ran in the notebook since the
     previous prompt, as it was sent before the prompt (docs/spec.md §15); absent and null
     mean none (files written before it existed)."""
@@ -120,10 +79,10 @@ class UserEntry(_Model):
     tag: ClassVar[str] = "user"
     type: Literal["message"]
     message: UserMessage
-    userCells: str | None = _optional()
+    userCells: str | None = optional()
 
 
-class AssistantEntry(_Model):
+class AssistantEntry(StrictModel):
     """The settled answer of one stepAttempt (`attemptId` points back to it)."""
 
     tag: ClassVar[str] = "assistant"
@@ -132,7 +91,7 @@ class AssistantEntry(_Model):
     message: AssistantMessage
 
 
-class ToolResultEntry(_Model):
+class ToolResultEntry(StrictModel):
     """The result of one toolStarted; its fact id is the intent's reserved resultEntryId."""
 
     tag: ClassVar[str] = "tool"
@@ -142,7 +101,7 @@ class ToolResultEntry(_Model):
     message: ToolMessage
 
 
-class CompactionEntry(_Model):
+class CompactionEntry(StrictModel):
     """A checkpoint: entries up to `throughEntryId` are replaced by `summary` in the
     active context (docs/spec.md §10). `attemptId`: the model attempt that wrote the summary,
     which this entry settles as an assistant entry would; `tokensBefore` and
@@ -153,12 +112,12 @@ class CompactionEntry(_Model):
     type: Literal["compaction"]
     summary: str
     throughEntryId: Id
-    attemptId: Id | None = _optional()
-    tokensBefore: Count | None = _optional()
-    tokensAfter: Count | None = _optional()
+    attemptId: Id | None = optional()
+    tokensBefore: Count | None = optional()
+    tokensAfter: Count | None = optional()
 
 
-class KernelNotice(_Model):
+class KernelNotice(StrictModel):
     """What the model was told when the conversation went on in another kernel than the
     one that wrote it (docs/spec.md §18): sent as a user message. `kernelOpenedId`
     names the kernel it was told about, the latest `kernelOpened` of the file."""
@@ -194,169 +153,14 @@ EntryBody = Annotated[
 ]
 
 
-# ---------------------------------------------------------------- records
-
-
-OperationKind = Literal["run", "resume", "compaction"]
-
-
-class RunStarted(_Model):
-    type: Literal["runStarted"]
-    operationId: Id
-    operationKind: OperationKind
-    inputEntryId: Id | None
-    resumesOperationId: Id | None = _optional()
-
-    @model_validator(mode="after")
-    def _kind_matches_references(self) -> RunStarted:
-        if self.operationKind == "run":
-            if self.inputEntryId is None or self.resumesOperationId is not None:
-                raise ValueError("a 'run' names its inputEntryId and no resumesOperationId")
-        elif self.operationKind == "resume":
-            if self.inputEntryId is not None or self.resumesOperationId is None:
-                raise ValueError("a 'resume' has inputEntryId null and names resumesOperationId")
-        elif self.inputEntryId is not None or self.resumesOperationId is not None:
-            raise ValueError("a 'compaction' has inputEntryId null and no resumesOperationId")
-        return self
-
-
-class StepAttempt(_Model):
-    """One physical model request. The fact's own id is the attempt id."""
-
-    type: Literal["stepAttempt"]
-    operationId: Id
-    step: Annotated[int, Field(ge=1)]
-    attempt: Annotated[int, Field(ge=1)]
-    provider: str
-    model: str
-    configurationDigest: Digest
-
-
-# contextLength: the server said the request does not fit the model's context window.
-AttemptErrorKind = Literal[
-    "http", "timeout", "network", "protocol", "contextLength", "aborted", "interrupted"
-]
-
-
-class AttemptError(_Model):
-    kind: AttemptErrorKind
-    message: str
-    status: int | None = _optional()
-
-
-class AttemptFailed(_Model):
-    type: Literal["attemptFailed"]
-    attemptId: Id
-    error: AttemptError
-    retryable: bool
-
-
-class ToolIdentity(_Model):
-    name: Annotated[str, Field(min_length=1)]
-    version: str
-    source: Annotated[str, StringConstraints(pattern=r"^(builtin|mcp:.+)$")]
-
-
-ReplayPolicy = Literal["safeRead", "never"]
-
-
-class ToolStarted(_Model):
-    """The intent: written before the tool's effect may happen."""
-
-    type: Literal["toolStarted"]
-    operationId: Id
-    attemptId: Id
-    toolCallId: str
-    tool: ToolIdentity
-    arguments: JsonObject
-    replayPolicy: ReplayPolicy
-    environmentIdentity: str
-    resultEntryId: Id
-    replayKey: Digest
-
-
-class AbortRequested(_Model):
-    type: Literal["abortRequested"]
-    operationId: Id
-    reason: str
-
-
-OperationOutcome = Literal[
-    "completed", "failed", "aborted", "interrupted", "stepLimit", "budgetLimit"
-]
-
-
-class OperationFinished(_Model):
-    type: Literal["operationFinished"]
-    operationId: Id
-    outcome: OperationOutcome
-    detail: str | None = _optional()
-
-
-class SystemPrompt(_Model):
-    """The system message of the run's model requests from here on, recorded when it
-    differs from the one recorded last (docs/spec.md §16)."""
-
-    type: Literal["systemPrompt"]
-    operationId: Id
-    content: str
-
-
-# listing: the server's metadata stated it; refusal: a "too long" answer did; truncation:
-# the server read far fewer tokens than were sent (it cut the prompt without a word).
-WindowSource = Literal["listing", "refusal", "truncation"]
-
-
-class ContextWindow(_Model):
-    """The context window this session learned for `model` at the server `baseUrl` (its
-    credentials masked), so a later process need not learn it again (docs/spec.md §17).
-    `attemptId`: the attempt whose answer told it, when one did."""
-
-    type: Literal["contextWindow"]
-    baseUrl: str
-    model: str
-    tokens: Annotated[int, Field(ge=1)]
-    source: WindowSource
-    attemptId: Id | None = _optional()
-
-
-class KernelOpened(_Model):
-    """A kernel opened the session for writing (docs/spec.md §18). `pid`, `host` and
-    `startedAt` (when its process started) tell one process from another: the same three
-    in two records mean the same process, whose variables live on between them.
-    `kernelId` is the Jupyter kernel id (kept across a restart, so it tells no restart),
-    `notebook` the notebook's file name as the kernel knew it; either null when unknown."""
-
-    type: Literal["kernelOpened"]
-    pid: Count
-    host: str
-    startedAt: EpochMs
-    kernelId: str | None
-    notebook: str | None
-
-
-RecordBody = Annotated[
-    RunStarted
-    | StepAttempt
-    | AttemptFailed
-    | ToolStarted
-    | AbortRequested
-    | OperationFinished
-    | SystemPrompt
-    | ContextWindow
-    | KernelOpened,
-    Field(discriminator="type"),
-]
-
-
 # ---------------------------------------------------------------- usage
 
 
-class Usage(_Model):
+class Usage(StrictModel):
     """Tokens and cost of exactly one stepAttempt or one toolStarted."""
 
-    attemptId: Id | None = _optional()
-    toolStartedId: Id | None = _optional()
+    attemptId: Id | None = optional()
+    toolStartedId: Id | None = optional()
     inputTokens: Count
     outputTokens: Count
     reasoningTokens: Count
@@ -379,7 +183,7 @@ class Usage(_Model):
 # ---------------------------------------------------------------- envelopes
 
 
-class EntryFact(_Model):
+class EntryFact(StrictModel):
     kind: Literal["entry"]
     seq: Annotated[int, Field(ge=1)]
     id: Id
@@ -387,7 +191,7 @@ class EntryFact(_Model):
     entry: EntryBody
 
 
-class RecordFact(_Model):
+class RecordFact(StrictModel):
     kind: Literal["record"]
     seq: Annotated[int, Field(ge=1)]
     id: Id
@@ -395,7 +199,7 @@ class RecordFact(_Model):
     record: RecordBody
 
 
-class UsageFact(_Model):
+class UsageFact(StrictModel):
     kind: Literal["usage"]
     seq: Annotated[int, Field(ge=1)]
     id: Id

@@ -119,20 +119,20 @@ def reload_tables(
         nonlocal released
         if (covered, end) != (count, size):
             return False
-        state._release_tables()  # their last reference
+        state.release_tables()  # their last reference
         released = True
         empty_free_lists()
         return True
 
     with gc_paused():  # as a load's (register row "gc-load")
-        tables = load_snapshot(path, source, size, len(state._header_line) + 1, release)
+        tables = load_snapshot(path, source, size, len(state.header_line) + 1, release)
     if tables is not None and tables.last_seq == last_seq:
-        return state._remade(tables, snapshot_lines=count)
+        return state.with_tables(tables, snapshot_lines=count)
     if not released:
         return None
     log.warning("the snapshot of %s just written did not load", path)
     # The torn tail was cut by the open before this read.
-    return reduce_source(path, source, size)._remade(torn_tail_bytes=state.torn_tail_bytes)
+    return reduce_source(path, source, size).with_torn_tail(state.torn_tail_bytes)
 
 
 def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:

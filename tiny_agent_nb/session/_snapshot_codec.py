@@ -40,7 +40,7 @@ from operator import ne
 from typing import Any, get_args
 
 from ._lines import Lines
-from ._models import AttemptError, OperationKind, ReplayPolicy, ToolIdentity, WindowSource
+from ._records import AttemptError, OperationKind, ReplayPolicy, ToolIdentity, WindowSource
 from ._snapshot_columns import (
     INTS,
     INTS_OR_NONE,

@@ -106,6 +106,17 @@ class Source:
             f"the session state of {self.path} was closed: load the session again to read it"
         )
 
+    def held_bytes(self) -> bytes | None:
+        """All the bytes of a source held in memory; None for a descriptor's (ValueError
+        once closed)."""
+        if self._fd == _CLOSED:
+            raise self._closed()
+        return self._data if self._fd < 0 else None
+
+    def read_into(self, view: memoryview, offset: int) -> int:
+        """A descriptor's bytes from `offset` into `view`: how many (0: the file ends)."""
+        return os.preadv(self._fd, [view], offset)
+
     def read(self, offset: int, size: int) -> bytes:
         if self._fd < 0:
             if self._fd == _CLOSED:
@@ -234,11 +245,10 @@ class Scan:
 
     def __iter__(self) -> Iterator[bytes]:
         source, start, end = self._source, self._start, self._end
-        if source._fd == _CLOSED:
-            raise source._closed()
-        if source._fd < 0:  # in memory: digests, if wanted, from its bytes when asked
-            self._buffer, self._base = source._data, 0
-            parts = source._data[start:end].split(b"\n")
+        held = source.held_bytes()
+        if held is not None:  # in memory: digests, if wanted, from its bytes when asked
+            self._buffer, self._base = held, 0
+            parts = held[start:end].split(b"\n")
             self.tail = parts.pop()
             yield from parts
             return
@@ -271,7 +281,7 @@ class Scan:
                         buffer = self._buffer = bigger
                     want = min(len(buffer), filled + end - start)
                     with memoryview(buffer) as view:
-                        got = os.preadv(source._fd, [view[filled:want]], start)
+                        got = source.read_into(view[filled:want], start)
                     if not got:  # the file is shorter now: what was read is all
                         end = start
                     filled, start = filled + got, start + got

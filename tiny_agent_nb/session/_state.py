@@ -8,42 +8,36 @@ bytes and tuples of atoms are neither.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ._framing import parse_transaction
-from ._lines import Lines
-from ._models import (
-    MAX_WINDOW,
-    MIN_WINDOW,
-    EntryFact,
-    Fact,
-    Header,
-    RecordFact,
-    SystemPrompt,
-    Usage,
-)
+from ._commit import build_transaction
+from ._facts import NewFact
+from ._framing import encode_transaction, parse_transaction
+from ._model_base import MAX_WINDOW, MIN_WINDOW
+from ._models import Fact, Header, RecordFact, Usage
+from ._records import SystemPrompt
+from ._snapshot import refresh_snapshot
 from ._tables import (
     Attempt,
-    EntrySlot,
-    EntryType,
     Kernel,
     LearnedWindow,
     Operation,
     Tables,
     ToolIntent,
-    UsageRow,
     UsageTotals,
-    row_in_range,
     usage_of,
 )
+from ._views import EntryView, UsageView, facts_of
 
 
 class SessionState:
     """The reduction of a session file, read-only: every view is a property, its mappings
-    are read-only proxies and its totals a copy. Only the session's own reader and store
-    write `_tables` (the reducer applies each committed transaction to them)."""
+    are read-only proxies and its totals a copy. Its tables change only through its own
+    methods, which only the session's reader and store call (`append_transaction`: the
+    reducer applies each committed transaction to them)."""
 
     def __init__(
         self,
@@ -73,28 +67,62 @@ class SessionState:
         closes it at the block's end; a state never closed lets go when it is freed."""
         self._tables.lines.close()
 
-    def _remade(
-        self,
-        tables: Tables | None = None,
-        *,
-        torn_tail_bytes: int | None = None,
-        snapshot_lines: int = 0,
-    ) -> SessionState:
-        """This state with other tables or another torn tail (the reader's and the
-        store's: a writer's open that reloads its snapshot, a tail the writer cut)."""
+    def with_tables(self, tables: Tables, *, snapshot_lines: int) -> SessionState:
+        """This state with `tables` in place of its own: a writer's open that reloads the
+        snapshot it has just written, of the first `snapshot_lines` lines (the reader's)."""
         return SessionState(
             self._path,
             self._header,
-            self._tables if tables is None else tables,
+            tables,
             header_line=self._header_line,
-            torn_tail_bytes=self._torn_tail_bytes if torn_tail_bytes is None else torn_tail_bytes,
+            torn_tail_bytes=self._torn_tail_bytes,
             snapshot_lines=snapshot_lines,
         )
 
-    def _release_tables(self) -> None:
-        """Let go of the tables (a writer's open about to take them from its snapshot)."""
+    def with_torn_tail(self, torn_tail_bytes: int) -> SessionState:
+        """This state saying another torn tail: 0 once the writer cut it (the store's), or
+        the tail an open cut before the file was read again (the reader's)."""
+        return SessionState(
+            self._path,
+            self._header,
+            self._tables,
+            header_line=self._header_line,
+            torn_tail_bytes=torn_tail_bytes,
+            snapshot_lines=self._snapshot_lines,
+        )
+
+    def release_tables(self) -> None:
+        """Let go of the tables, and of the descriptor their lines read from: a writer's
+        open about to take them from its snapshot (the reader's), which makes a new state
+        with `with_tables`; this one reads as an empty session from here on."""
         self._tables.lines.close()
         self._tables = Tables()
+
+    def append_transaction(
+        self, facts: Sequence[NewFact], at: int, write: Callable[[list[Fact], bytes], None]
+    ) -> list[Fact]:
+        """The store's commit, on its own state (never on one handed out): `facts` built
+        and applied to the tables (`build_transaction`), their line given to `write`, then
+        kept with it. Whatever raises (a refused fact, a failed write, a signal handler's
+        exception) leaves the tables as they were, and is raised."""
+        tables = self._tables
+        savepoint = tables.begin()
+        try:
+            built = build_transaction(tables, facts, at)
+            line = encode_transaction(built)
+            write(built, line)
+        except BaseException:
+            tables.rollback(savepoint)
+            raise
+        tables.commit()
+        tables.lines.append(line)
+        return built
+
+    def refresh_snapshot(self, path: Path, covered: int, *, sync: bool) -> int:
+        """The store's: the snapshot cache beside `path` brought up to these tables when
+        it covers `covered` lines and is behind (`_snapshot.refresh_snapshot`); the lines
+        it covers now."""
+        return refresh_snapshot(path, self._header_line, self._tables, covered, sync=sync)
 
     def __enter__(self) -> SessionState:
         return self
@@ -115,6 +143,17 @@ class SessionState:
     def torn_tail_bytes(self) -> int:
         """Bytes after the last complete line when the file was read (a write cut short)."""
         return self._torn_tail_bytes
+
+    @property
+    def header_line(self) -> bytes:
+        """The header line's bytes as read, LF excluded: what a snapshot's MAC covers."""
+        return self._header_line
+
+    @property
+    def snapshot_lines(self) -> int:
+        """The transaction lines whose tables came from a snapshot when this state was
+        read (0: none; every line was reduced)."""
+        return self._snapshot_lines
 
     # -- views -------------------------------------------------------------
     @property
@@ -141,6 +180,11 @@ class SessionState:
         fact = parse_transaction(self._tables.lines[where[0]])[where[1]]
         assert isinstance(fact, RecordFact) and isinstance(fact.record, SystemPrompt)
         return fact.record.content
+
+    def transaction_bytes(self) -> Iterator[bytes]:
+        """The transaction lines' bytes as the file holds them, every LF included, each
+        read back checked (docs/spec.md §14.1): what a fork copies."""
+        return self._tables.lines.pieces()
 
     @property
     def facts(self) -> list[Fact]:
@@ -292,78 +336,3 @@ class SessionState:
             f"<SessionState {self.path!r} lastSeq={self.last_seq} "
             f"transactions={self.transaction_count} operations={len(self.operations)}>"
         )
-
-
-def facts_of(lines: Iterable[bytes]) -> list[Fact]:
-    facts: list[Fact] = []
-    for line in lines:
-        facts.extend(parse_transaction(line))
-    return facts
-
-
-class EntryView(Mapping[str, EntryFact]):
-    """`SessionState.entries`: a read-only mapping that decodes entries on access.
-
-    Lines were validated when they were committed or loaded, so decoding one cannot fail.
-    """
-
-    __slots__ = ("_lines", "_slots")
-
-    def __init__(self, slots: dict[str, EntrySlot], lines: Lines) -> None:
-        self._slots = slots
-        self._lines = lines
-
-    def __getitem__(self, entry_id: str) -> EntryFact:
-        line, position, _ = self._slots[entry_id]
-        return _as_entry(parse_transaction(self._lines[line])[position])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._slots)
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._slots
-
-    def type_of(self, entry_id: str) -> EntryType | None:
-        """The entry's type without decoding it (None: no such entry)."""
-        slot = self._slots.get(entry_id)
-        return None if slot is None else slot[2]
-
-    def last(self) -> EntryFact | None:
-        """The most recent entry (cheap: one line is decoded)."""
-        if not self._slots:
-            return None
-        return self[next(reversed(self._slots))]
-
-
-class UsageView(Mapping[str, Usage]):
-    """`SessionState.usage`: a read-only mapping that makes each Usage when read, and
-    leaves out the rows out of range (`row_in_range`): those read as no usage."""
-
-    __slots__ = ("_rows",)
-
-    def __init__(self, rows: dict[str, UsageRow]) -> None:
-        self._rows = rows
-
-    def __getitem__(self, target: str) -> Usage:
-        row = self._rows[target]
-        if not row_in_range(row):
-            raise KeyError(target)
-        return usage_of(row)
-
-    def __iter__(self) -> Iterator[str]:
-        return (target for target, row in self._rows.items() if row_in_range(row))
-
-    def __len__(self) -> int:
-        return sum(1 for row in self._rows.values() if row_in_range(row))
-
-    def __contains__(self, target: object) -> bool:
-        row = self._rows.get(target) if isinstance(target, str) else None
-        return row is not None and row_in_range(row)
-
-
-def _as_entry(fact: Fact) -> EntryFact:
-    assert isinstance(fact, EntryFact)  # a slot only ever points at an entry fact
-    return fact

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ._commit import Subscriber, Subscribers, build_transaction, syncs_at_once
+from ._commit import Subscriber, Subscribers, syncs_at_once
 from ._exceptions import (
     InvalidTransactionError,
     SessionClosedError,
@@ -26,7 +26,6 @@ from ._exceptions import (
 )
 from ._facts import NewFact
 from ._files import DescriptorFile, MemoryFile, StoreFile
-from ._framing import encode_transaction
 from ._lock import FifoLock, release_in_process
 from ._models import Fact, Header
 from ._opening import (
@@ -41,7 +40,6 @@ from ._opening import (
 )
 from ._reader import reduce_source, state_from_new_snapshot
 from ._signals import sigint_deferred
-from ._snapshot import refresh_snapshot
 from ._state import SessionState
 from ._tables import Kernel, LearnedWindow, Operation
 
@@ -147,9 +145,9 @@ class SessionStore:
             clock=clock,
         )
         store.created = created
-        store._snapshot_lines = state._snapshot_lines
+        store._snapshot_lines = state.snapshot_lines
         store._snapshot_if_behind()
-        if store._snapshot_lines != state._snapshot_lines:  # written now, of every line
+        if store._snapshot_lines != state.snapshot_lines:  # written now, of every line
             store._state = state_from_new_snapshot(path, state, file)
         return store
 
@@ -185,26 +183,24 @@ class SessionStore:
                 self._resync(file)
             if not facts:
                 raise InvalidTransactionError("a transaction holds at least one fact")
-            tables = self._state._tables  # the store's own state, never handed out
-            savepoint = tables.begin()
-            try:
-                built = build_transaction(tables, facts, self._clock())
-                line = encode_transaction(built)
+
+            def write(built: list[Fact], line: bytes) -> None:
                 self._append(file, line, syncs_at_once(built))
+                self._size += len(line)
+
+            # The store's own state, never handed out: its tables are rolled back when
+            # anything here raises.
+            try:
+                built = self._state.append_transaction(facts, self._clock(), write)
             except (InvalidTransactionError, SessionWriteError, SessionReplacedError):
-                tables.rollback(savepoint)
                 raise
             except BaseException:
                 # SIGINT is held back (see _signals), but another signal handler may raise
                 # anywhere here (a SIGTERM or SIGALRM handler), even after the write.
                 # The file is the truth: cut any partial line and reduce it again.
-                tables.rollback(savepoint)
                 self._stale = True
                 self._resync(file)
                 raise
-            tables.commit()
-            tables.lines.append(line)
-            self._size += len(line)
             self._subscribers.notify(built)
             return built
 
@@ -215,7 +211,7 @@ class SessionStore:
         if state.torn_tail_bytes:
             size -= state.torn_tail_bytes
             file.truncate(size)
-            state = state._remade(torn_tail_bytes=0)
+            state = state.with_torn_tail(0)
         self._state.close()
         self._state = state
         self._size = size
@@ -370,9 +366,8 @@ class SessionStore:
     def _snapshot_if_behind(self) -> None:
         if self._key is not None:  # a file, not memory
             sync = self._durability == "power"
-            state = self._state
-            self._snapshot_lines = refresh_snapshot(
-                self._path, state._header_line, state._tables, self._snapshot_lines, sync=sync
+            self._snapshot_lines = self._state.refresh_snapshot(
+                self._path, self._snapshot_lines, sync=sync
             )
 
     def _close_file(self) -> None:

@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 from .._exceptions import TinyAgentError
 from ._gc import gc_paused
 from ._lines import Lines
-from ._models import (
-    MAX_REPORTED,
+from ._model_base import MAX_REPORTED
+from ._models import ToolOutcome, Usage
+from ._records import (
     AttemptError,
     OperationKind,
     OperationOutcome,
     ReplayPolicy,
     ToolIdentity,
-    ToolOutcome,
-    Usage,
     WindowSource,
 )
 

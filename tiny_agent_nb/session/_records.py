@@ -1,0 +1,166 @@
+"""The record payloads of the session file (docs/spec.md §3): what an operation, an
+attempt or a tool call did, what a run stated, what the session learned. One line may
+hold several; the rules across them live in `_reducer`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from ._model_base import Count, Digest, EpochMs, Id, JsonObject, StrictModel, optional
+
+OperationKind = Literal["run", "resume", "compaction"]
+
+
+# The class is named for what it starts; its type on the line stays `runStarted`, as
+# format version 2 froze it (a file a new kernel writes stays readable to every reader).
+class OperationStarted(StrictModel):
+    """An operation's start: a run, a resume or a compaction (`operationKind`)."""
+
+    type: Literal["runStarted"]
+    operationId: Id
+    operationKind: OperationKind
+    inputEntryId: Id | None
+    resumesOperationId: Id | None = optional()
+
+    @model_validator(mode="after")
+    def _kind_matches_references(self) -> OperationStarted:
+        if self.operationKind == "run":
+            if self.inputEntryId is None or self.resumesOperationId is not None:
+                raise ValueError("a 'run' names its inputEntryId and no resumesOperationId")
+        elif self.operationKind == "resume":
+            if self.inputEntryId is not None or self.resumesOperationId is None:
+                raise ValueError("a 'resume' has inputEntryId null and names resumesOperationId")
+        elif self.inputEntryId is not None or self.resumesOperationId is not None:
+            raise ValueError("a 'compaction' has inputEntryId null and no resumesOperationId")
+        return self
+
+
+class StepAttempt(StrictModel):
+    """One physical model request. The fact's own id is the attempt id."""
+
+    type: Literal["stepAttempt"]
+    operationId: Id
+    step: Annotated[int, Field(ge=1)]
+    attempt: Annotated[int, Field(ge=1)]
+    provider: str
+    model: str
+    configurationDigest: Digest
+
+
+# contextLength: the server said the request does not fit the model's context window.
+AttemptErrorKind = Literal[
+    "http", "timeout", "network", "protocol", "contextLength", "aborted", "interrupted"
+]
+
+
+class AttemptError(StrictModel):
+    kind: AttemptErrorKind
+    message: str
+    status: int | None = optional()
+
+
+class AttemptFailed(StrictModel):
+    type: Literal["attemptFailed"]
+    attemptId: Id
+    error: AttemptError
+    retryable: bool
+
+
+class ToolIdentity(StrictModel):
+    name: Annotated[str, Field(min_length=1)]
+    version: str
+    source: Annotated[str, StringConstraints(pattern=r"^(builtin|mcp:.+)$")]
+
+
+ReplayPolicy = Literal["safeRead", "never"]
+
+
+class ToolStarted(StrictModel):
+    """The intent: written before the tool's effect may happen."""
+
+    type: Literal["toolStarted"]
+    operationId: Id
+    attemptId: Id
+    toolCallId: str
+    tool: ToolIdentity
+    arguments: JsonObject
+    replayPolicy: ReplayPolicy
+    environmentIdentity: str
+    resultEntryId: Id
+    replayKey: Digest
+
+
+class AbortRequested(StrictModel):
+    type: Literal["abortRequested"]
+    operationId: Id
+    reason: str
+
+
+OperationOutcome = Literal[
+    "completed", "failed", "aborted", "interrupted", "stepLimit", "budgetLimit"
+]
+
+
+class OperationFinished(StrictModel):
+    type: Literal["operationFinished"]
+    operationId: Id
+    outcome: OperationOutcome
+    detail: str | None = optional()
+
+
+class SystemPrompt(StrictModel):
+    """The system message of the run's model requests from here on, recorded when it
+    differs from the one recorded last (docs/spec.md §16)."""
+
+    type: Literal["systemPrompt"]
+    operationId: Id
+    content: str
+
+
+# listing: the server's metadata stated it; refusal: a "too long" answer did; truncation:
+# the server read far fewer tokens than were sent (it cut the prompt without a word).
+WindowSource = Literal["listing", "refusal", "truncation"]
+
+
+class ContextWindow(StrictModel):
+    """The context window this session learned for `model` at the server `baseUrl` (its
+    credentials masked), so a later process need not learn it again (docs/spec.md §17).
+    `attemptId`: the attempt whose answer told it, when one did."""
+
+    type: Literal["contextWindow"]
+    baseUrl: str
+    model: str
+    tokens: Annotated[int, Field(ge=1)]
+    source: WindowSource
+    attemptId: Id | None = optional()
+
+
+class KernelOpened(StrictModel):
+    """A kernel opened the session for writing (docs/spec.md §18). `pid`, `host` and
+    `startedAt` (when its process started) tell one process from another: the same three
+    in two records mean the same process, whose variables live on between them.
+    `kernelId` is the Jupyter kernel id (kept across a restart, so it tells no restart),
+    `notebook` the notebook's file name as the kernel knew it; either null when unknown."""
+
+    type: Literal["kernelOpened"]
+    pid: Count
+    host: str
+    startedAt: EpochMs
+    kernelId: str | None
+    notebook: str | None
+
+
+RecordBody = Annotated[
+    OperationStarted
+    | StepAttempt
+    | AttemptFailed
+    | ToolStarted
+    | AbortRequested
+    | OperationFinished
+    | SystemPrompt
+    | ContextWindow
+    | KernelOpened,
+    Field(discriminator="type"),
+]
