@@ -184,6 +184,9 @@ def test_agent_mcp_lists_servers_with_state_version_and_tools(run: Run, tmp_path
     # Why, said once: the line a run would print.
     (why,) = [line for line in lines if "No such file or directory" in line]
     assert why.startswith("MCP server ghost") and "did not start" in why
+    # The engine states it; the notebook says how to try again, once.
+    assert "%agent" not in why
+    assert lines.count("`%agent mcp` tries the servers that did not start again.") == 1
 
 
 @pytest.mark.parametrize(

@@ -204,7 +204,7 @@ def test_a_command_that_does_not_exist_is_one_line() -> None:
         assert lines == [
             "MCP server gone (stdio: no-such-mcp-server-xyz) did not start: the server exited "
             "before it answered (stderr: cannot start no-such-mcp-server-xyz: No such file or "
-            "directory). Its tools are not offered; `%agent mcp` tries again."
+            "directory). Its tools are not offered."
         ]
         (status,) = servers.status()
         assert (status.state, status.tools) == ("failed", ())
@@ -217,7 +217,7 @@ def test_a_server_that_exits_at_once_shows_its_last_stderr_line() -> None:
         (line,) = lines
         assert line.endswith(
             "did not start: the server exited before it answered (stderr: bad config: no API "
-            "key). Its tools are not offered; `%agent mcp` tries again."
+            "key). Its tools are not offered."
         )
         assert servers.status()[0].detail == (
             "the server exited before it answered (stderr: bad config: no API key)"
@@ -238,7 +238,8 @@ def test_a_failed_start_is_tried_again_only_when_asked_but_a_dead_server_always(
         assert "did not start" in first and starts.read_text().count("start") == 1
         (again,) = servers.start(retry=False)
         assert again.startswith("MCP server broken did not start earlier (the server exited")
-        assert again.endswith("its tools are not offered. `%agent mcp` tries again.")
+        assert again.endswith("its tools are not offered.")
+        assert servers.failed_to_start() == ["broken"]
         assert starts.read_text().count("start") == 1  # not spawned again
         (asked,) = servers.start(retry=True)
         assert "did not start" in asked and starts.read_text().count("start") == 2
@@ -266,7 +267,7 @@ def test_an_http_url_refusing_connections_is_one_line(unused_port: int) -> None:
     with started(config(down={"url": url})) as (_, lines):
         assert lines == [
             f"MCP server down (http: {url}) did not start: ConnectError: All connection attempts "
-            "failed. Its tools are not offered; `%agent mcp` tries again."
+            "failed. Its tools are not offered."
         ]
 
 

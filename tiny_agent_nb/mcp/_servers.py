@@ -71,7 +71,8 @@ class McpServers:
         self._tools: list[McpTool] = []
         # Servers whose last start failed, and why. A run does not try them again: each
         # try can cost start_timeout, and a cell a minute late every time is worse than
-        # a line saying how to try again (`start(retry=True)`, `%agent mcp`).
+        # a line saying so (`start(retry=True)` tries again; `failed_to_start` names them,
+        # for a surface to say how its user asks for that).
         self._start_failed: dict[str, str] = {}
         self._log_filter = _RedactingFilter(config.secrets())
         # start() and close() one at a time: two starts at once would each spawn every
@@ -98,7 +99,7 @@ class McpServers:
         failed = self._start_failed
         skipped = [
             f"MCP server {s.config.name} did not start earlier ({failed[s.config.name]}); "
-            "its tools are not offered. `%agent mcp` tries again."
+            "its tools are not offered."
             for s in not_running
             if s not in starting
         ]
@@ -152,11 +153,16 @@ class McpServers:
                 self._start_failed[server.config.name] = why
                 lines.append(
                     f"MCP server {server.config.name} ({server.config.describe()}) did not "
-                    f"start: {why}. Its tools are not offered; `%agent mcp` tries again."
+                    f"start: {why}. Its tools are not offered."
                 )
             else:
                 self._start_failed.pop(server.config.name, None)
         return lines + self._offer()
+
+    def failed_to_start(self) -> list[str]:
+        """The servers whose last start failed, which only `start(retry=True)` tries again."""
+        with self._lock:
+            return [s.config.name for s in self._servers if s.config.name in self._start_failed]
 
     def tools(self) -> list[McpTool]:
         """Every tool of every running server, in configuration order."""

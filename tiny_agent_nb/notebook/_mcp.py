@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 # The traits a running set of servers was started with: a change of any of them stops
 # the servers, and the next run starts them from the new configuration.
 TRAITS = ("mcp_servers", "mcp_start_timeout", "mcp_call_timeout")
+# The engine says a server did not start; the notebook says how to try it again (a run
+# does not: each try may cost the start timeout).
+RETRY_ADVICE = "`%agent mcp` tries the servers that did not start again."
 NONE_CONFIGURED = (
     "No MCP servers are configured. Set TinyAgent.mcp_servers (env TINY_AGENT_MCP_SERVERS) "
     'to the JSON {"mcpServers": {NAME: {"command": ..., "args": [...]} | {"url": ...}}} '
@@ -74,7 +77,10 @@ class KernelServers:
                     f"{exc}); this run goes on without their tools, and the next one tries again."
                 )
             ]
-        return [self._line(problem) for problem in problems]
+        lines = [self._line(problem) for problem in problems]
+        if servers.failed_to_start():
+            lines.append(RETRY_ADVICE)
+        return lines
 
     def tools(self) -> list[Tool]:
         """The tools of the running servers (starts nothing)."""
