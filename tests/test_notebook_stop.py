@@ -228,3 +228,45 @@ def test_without_a_controls_subshell_clicks_are_read_before_each_call_however_so
     observer.on_tool_end(call, None, "completed")
     assert pump.reads == 3
     controls.finish()
+
+
+# In the kernel: when the run's end is committed, say so and wait (inside the commit,
+# after its write) until the test lets it go: the moment a late Stop press lands in.
+HOLD_AT_CLOSE = """
+import pathlib, sys, time
+_store = get_ipython().magics_manager.registry["AgentMagics"].runtime.store
+def _hold_at_close(facts):
+    if any(getattr(getattr(f, "record", None), "type", "") == "operationFinished" for f in facts):
+        print("RUN CLOSED", flush=True)
+        while not pathlib.Path("let-go").exists():
+            time.sleep(0.01)
+_store.subscribe(_hold_at_close)
+"""
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_stop_pressed_after_the_run_recorded_its_end_changes_nothing(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Stop is pressed once the run's end is committed, before its controls close: the
+    press is a no-op. The run stays completed, the cell shows its answer and no stop, and
+    no KeyboardInterrupt reaches the cell or the next one."""
+    ui = frontend(start_kernel, "comm subshell")
+    ui.finish(ui.send(HOLD_AT_CLOSE))
+    server.enqueue(text_reply("All done."))
+    cell = ui.send("%%agent\nFinish.")
+    stop = ui.wait_for_button("Stop")
+    ui.until(lambda: "RUN CLOSED" in cell.stdout, "the run's end to be committed")
+    click = ui.click(stop)
+    ui.until(lambda: click in ui.handled, "the kernel to handle the press")
+    (workspace / "let-go").touch()
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["completed"]
+    assert records(workspace, "abortRequested") == []
+    assert "All done." in cell.text()
+    assert "Stopped" not in cell.text() and "KeyboardInterrupt" not in cell.text()
+    assert ui.execution_count(cell) and cell.reply is not None
+    assert cell.reply["status"] == "ok", cell.reply
+    after = ui.finish(ui.send("print('next cell')"))
+    assert after.stdout == "next cell\n"

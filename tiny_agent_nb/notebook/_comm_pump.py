@@ -121,17 +121,18 @@ class CommPump:
 
 
 @contextmanager
-def interrupt_held() -> Iterator[None]:
+def interrupt_held() -> Iterator[list[FrameType | None]]:
     """On the main thread, SIGINT is held back inside the block and raised (as the
     handler installed before it would have: KeyboardInterrupt in a cell) at its end, so
-    an interrupt never lands halfway through what the block puts on screen."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    an interrupt never lands halfway through what the block puts on screen. The block is
+    given the list of the interrupts held so far (always empty elsewhere)."""
     held: list[FrameType | None] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
     previous = signal.signal(signal.SIGINT, lambda _signum, frame: held.append(frame))
     try:
-        yield
+        yield held
     finally:
         signal.signal(signal.SIGINT, previous)
         if held:
