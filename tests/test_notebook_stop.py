@@ -270,3 +270,78 @@ def test_stop_pressed_after_the_run_recorded_its_end_changes_nothing(
     assert cell.reply["status"] == "ok", cell.reply
     after = ui.finish(ui.send("print('next cell')"))
     assert after.stdout == "next cell\n"
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_controls_are_heard_after_a_client_deleted_the_controls_subshell(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Any client of the kernel may list its subshells and delete them, the controls'
+    one too. The next run's clicks are still heard (the kernel makes a new subshell),
+    not sent to a subshell that is gone."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(text_reply("First."))
+    ui.finish(ui.send("%%agent\nFirst."))  # the first run's Stop made the subshell
+    made = ui.control("list_subshell_request")["subshell_id"]
+    assert len(made) == 1
+    ui.control("delete_subshell_request", subshell_id=made[0])
+
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch allowed.txt"})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent --approve ask\nTouch the file.")
+    ui.click(ui.wait_for_button("Allow"))
+    ui.finish(cell)
+    assert (workspace / "allowed.txt").exists()
+    assert "Done." in cell.text()
+    remade = ui.control("list_subshell_request")["subshell_id"]
+    assert len(remade) == 1 and remade != made
+
+
+# In the kernel: its shell channel thread makes subshells slowly (until the test lets it),
+# or cannot make them at all; the controls wait SUBSHELL_START_TIMEOUT for one.
+SLOW_SUBSHELLS = """
+import pathlib, time
+import tiny_agent_nb.notebook._comm_pump as _pump
+_pump.SUBSHELL_START_TIMEOUT = 0.2
+_manager = get_ipython().kernel.shell_channel_thread.manager
+_real_create = _manager._create_subshell
+def _slow_create():
+    while not pathlib.Path("let-go").exists():
+        time.sleep(0.01)
+    return _real_create()
+_manager._create_subshell = _slow_create
+"""
+FAILING_SUBSHELLS = """
+def _failing_create():
+    raise RuntimeError("no thread for you")
+get_ipython().kernel.shell_channel_thread.manager._create_subshell = _failing_create
+"""
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+@pytest.mark.parametrize("making", ["slow", "failing"])
+def test_a_controls_subshell_that_cannot_be_made_in_time_leaves_the_pump_to_hear_clicks(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, making: str
+) -> None:
+    """The run goes on without the subshell: its clicks, sent to the main shell, are read
+    by the pump; the kernel asks for a subshell once (a slow one made after the wait gave
+    up is the one later controls use: no second subshell, no second wait), and the cell
+    shows nothing of it."""
+    ui = frontend(start_kernel, "main shell")
+    ui.finish(ui.send(SLOW_SUBSHELLS if making == "slow" else FAILING_SUBSHELLS))
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch allowed.txt"})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent --approve ask\nTouch the file.")
+    ui.wait_for_button("Stop")
+    (workspace / "let-go").touch()
+    ui.click(ui.wait_for_button("Allow"))
+    ui.finish(cell)
+    assert (workspace / "allowed.txt").exists()
+    assert "Done." in cell.text()
+    assert "Traceback" not in cell.text() and "subshell" not in cell.text()
+    made = ui.control("list_subshell_request")["subshell_id"]
+    assert len(made) == (1 if making == "slow" else 0)

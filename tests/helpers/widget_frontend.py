@@ -93,7 +93,12 @@ class WidgetFrontend:
                 return content
 
     def _create_subshell(self) -> str:
-        msg = self.kc.session.msg("create_subshell_request", {})
+        subshell_id: str = self.control("create_subshell_request")["subshell_id"]
+        return subshell_id
+
+    def control(self, msg_type: str, **content: Any) -> dict[str, Any]:
+        """A control request's reply content (subshells: create, list, delete)."""
+        msg = self.kc.session.msg(msg_type, content)
         self.kc.control_channel.send(msg)
         deadline = time.monotonic() + EXECUTE_TIMEOUT
         while True:
@@ -101,8 +106,8 @@ class WidgetFrontend:
             if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
                 break
         assert reply["content"]["status"] == "ok", reply["content"]
-        subshell_id: str = reply["content"]["subshell_id"]
-        return subshell_id
+        answer: dict[str, Any] = reply["content"]
+        return answer
 
     def send(self, code: str) -> Cell:
         cell = Cell(self.kc.execute(code, allow_stdin=True, stop_on_error=False))
