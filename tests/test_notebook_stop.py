@@ -345,3 +345,41 @@ def test_a_controls_subshell_that_cannot_be_made_in_time_leaves_the_pump_to_hear
     assert "Traceback" not in cell.text() and "subshell" not in cell.text()
     made = ui.control("list_subshell_request")["subshell_id"]
     assert len(made) == (1 if making == "slow" else 0)
+
+
+SWALLOWS_INTERRUPTS = (
+    "import time\n"
+    "try:\n"
+    "    open('sleeping', 'w').close()\n"
+    "    time.sleep(60)\n"
+    "except KeyboardInterrupt:\n"
+    "    print('swallowed')\n"
+)
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_stop_swallowed_by_the_code_it_interrupted_still_stops_the_run_before_the_next_call(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The model's python code catches KeyboardInterrupt: the press's interrupt ends the
+    sleep but not the run. The run still stops at its next step, before the answer's
+    next call starts (the button, disabled once pressed, could not be pressed again)."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("p1", "python", {"code": SWALLOWS_INTERRUPTS}),
+            tool_call("c2", "bash", {"command": "touch after"}),
+        ),
+        text_reply("Carried on."),
+    )
+    cell = ui.send("%%agent\nSleep, then touch a file.")
+    stop = ui.wait_for_button("Stop")
+    ui.until((workspace / "sleeping").exists, "the code to start sleeping")
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(cell)
+
+    assert not (workspace / "after").exists(), (cell.text(), results(workspace))
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert [r["toolCallId"] for r in records(workspace, "toolStarted")] == ["p1"]
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout

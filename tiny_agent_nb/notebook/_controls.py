@@ -214,8 +214,8 @@ class RunControls:
         with interrupt_held():
             self._running = True
             self._stop = Control(w.HBox([button]), waiting, self._publish)
-            if threading.current_thread() is threading.main_thread():
-                self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
+        if threading.current_thread() is threading.main_thread():  # after the hold's end
+            self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         """The run's SIGINT handler: the one that was installed (KeyboardInterrupt in a
@@ -251,8 +251,14 @@ class RunControls:
 
     def tick(self, *, always: bool = False) -> None:
         """Handle clicks sent to the main shell (no subshell for the controls), at most
-        every TICK unless `always`."""
-        if self._pump is None or not self._running:
+        every TICK unless `always`. A press whose interrupt has arrived, while the run
+        still runs, was swallowed by the code it landed in (a tool's `except
+        KeyboardInterrupt`): it is raised again here, at the run's next event."""
+        if not self._running:
+            return
+        if self.stopped and not self._owed:
+            raise KeyboardInterrupt
+        if self._pump is None:
             return
         now = self._clock()
         if always or now - self._last_tick >= TICK:
