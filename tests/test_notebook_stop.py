@@ -383,3 +383,43 @@ def test_stop_swallowed_by_the_code_it_interrupted_still_stops_the_run_before_th
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
     assert [r["toolCallId"] for r in records(workspace, "toolStarted")] == ["p1"]
     assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_an_earlier_runs_stop_button_clicked_during_a_later_run_stops_nothing(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """A frontend that still shows the first run's Stop button (its close not drawn yet)
+    sends its click while the second run waits for its answer: the second run is not
+    stopped, and Stop pressed twice on its own button is one stop."""
+    ui = frontend(start_kernel, "comm subshell")
+    server.enqueue(text_reply("First."))
+    first = ui.send("%%agent\nFirst.")
+    old = ui.wait_for_button("Stop")
+    ui.finish(first)
+    answer = threading.Event()
+    server.enqueue(text_reply("Second.", hold=answer))
+    second = ui.send("%%agent\nSecond.")
+    ui.wait_for_button("Stop")
+    server.wait_for_requests(2, timeout=30)
+    click = ui.click(old)
+    ui.until(lambda: click in ui.handled, "the kernel to handle the old press")
+    answer.set()
+    ui.finish(second)
+    assert "Second." in second.text()
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == 2 * ["completed"]
+
+    hold = threading.Event()
+    server.enqueue(text_reply("Third.", hold=hold))
+    third = ui.send("%%agent\nThird.")
+    stop = ui.wait_for_button("Stop")
+    server.wait_for_requests(3, timeout=30)
+    ui.click(stop)
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(third)
+    hold.set()
+    assert third.reply is None or third.reply["status"] == "ok"
+    assert third.stdout.count("■ Stopped with the Stop button") == 1
+    assert [r["outcome"] for r in records(workspace, "operationFinished")][-1] == "aborted"
+    unstuck(ui, server)
