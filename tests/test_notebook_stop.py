@@ -228,3 +228,198 @@ def test_without_a_controls_subshell_clicks_are_read_before_each_call_however_so
     observer.on_tool_end(call, None, "completed")
     assert pump.reads == 3
     controls.finish()
+
+
+# In the kernel: when the run's end is committed, say so and wait (inside the commit,
+# after its write) until the test lets it go: the moment a late Stop press lands in.
+HOLD_AT_CLOSE = """
+import pathlib, sys, time
+_store = get_ipython().magics_manager.registry["AgentMagics"].runtime.store
+def _hold_at_close(facts):
+    if any(getattr(getattr(f, "record", None), "type", "") == "operationFinished" for f in facts):
+        print("RUN CLOSED", flush=True)
+        while not pathlib.Path("let-go").exists():
+            time.sleep(0.01)
+_store.subscribe(_hold_at_close)
+"""
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_stop_pressed_after_the_run_recorded_its_end_changes_nothing(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Stop is pressed once the run's end is committed, before its controls close: the
+    press is a no-op. The run stays completed, the cell shows its answer and no stop, and
+    no KeyboardInterrupt reaches the cell or the next one."""
+    ui = frontend(start_kernel, "comm subshell")
+    ui.finish(ui.send(HOLD_AT_CLOSE))
+    server.enqueue(text_reply("All done."))
+    cell = ui.send("%%agent\nFinish.")
+    stop = ui.wait_for_button("Stop")
+    ui.until(lambda: "RUN CLOSED" in cell.stdout, "the run's end to be committed")
+    click = ui.click(stop)
+    ui.until(lambda: click in ui.handled, "the kernel to handle the press")
+    (workspace / "let-go").touch()
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["completed"]
+    assert records(workspace, "abortRequested") == []
+    assert "All done." in cell.text()
+    assert "Stopped" not in cell.text() and "KeyboardInterrupt" not in cell.text()
+    assert ui.execution_count(cell) and cell.reply is not None
+    assert cell.reply["status"] == "ok", cell.reply
+    after = ui.finish(ui.send("print('next cell')"))
+    assert after.stdout == "next cell\n"
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_controls_are_heard_after_a_client_deleted_the_controls_subshell(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Any client of the kernel may list its subshells and delete them, the controls'
+    one too. The next run's clicks are still heard (the kernel makes a new subshell),
+    not sent to a subshell that is gone."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(text_reply("First."))
+    ui.finish(ui.send("%%agent\nFirst."))  # the first run's Stop made the subshell
+    made = ui.control("list_subshell_request")["subshell_id"]
+    assert len(made) == 1
+    ui.control("delete_subshell_request", subshell_id=made[0])
+
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch allowed.txt"})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent --approve ask\nTouch the file.")
+    ui.click(ui.wait_for_button("Allow"))
+    ui.finish(cell)
+    assert (workspace / "allowed.txt").exists()
+    assert "Done." in cell.text()
+    remade = ui.control("list_subshell_request")["subshell_id"]
+    assert len(remade) == 1 and remade != made
+
+
+# In the kernel: its shell channel thread makes subshells slowly (until the test lets it),
+# or cannot make them at all; the controls wait SUBSHELL_START_TIMEOUT for one.
+SLOW_SUBSHELLS = """
+import pathlib, time
+import tiny_agent_nb.notebook._comm_pump as _pump
+_pump.SUBSHELL_START_TIMEOUT = 0.2
+_manager = get_ipython().kernel.shell_channel_thread.manager
+_real_create = _manager._create_subshell
+def _slow_create():
+    while not pathlib.Path("let-go").exists():
+        time.sleep(0.01)
+    return _real_create()
+_manager._create_subshell = _slow_create
+"""
+FAILING_SUBSHELLS = """
+def _failing_create():
+    raise RuntimeError("no thread for you")
+get_ipython().kernel.shell_channel_thread.manager._create_subshell = _failing_create
+"""
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+@pytest.mark.parametrize("making", ["slow", "failing"])
+def test_a_controls_subshell_that_cannot_be_made_in_time_leaves_the_pump_to_hear_clicks(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, making: str
+) -> None:
+    """The run goes on without the subshell: its clicks, sent to the main shell, are read
+    by the pump; the kernel asks for a subshell once (a slow one made after the wait gave
+    up is the one later controls use: no second subshell, no second wait), and the cell
+    shows nothing of it."""
+    ui = frontend(start_kernel, "main shell")
+    ui.finish(ui.send(SLOW_SUBSHELLS if making == "slow" else FAILING_SUBSHELLS))
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch allowed.txt"})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent --approve ask\nTouch the file.")
+    ui.wait_for_button("Stop")
+    (workspace / "let-go").touch()
+    ui.click(ui.wait_for_button("Allow"))
+    ui.finish(cell)
+    assert (workspace / "allowed.txt").exists()
+    assert "Done." in cell.text()
+    assert "Traceback" not in cell.text() and "subshell" not in cell.text()
+    made = ui.control("list_subshell_request")["subshell_id"]
+    assert len(made) == (1 if making == "slow" else 0)
+
+
+SWALLOWS_INTERRUPTS = (
+    "import time\n"
+    "try:\n"
+    "    open('sleeping', 'w').close()\n"
+    "    time.sleep(60)\n"
+    "except KeyboardInterrupt:\n"
+    "    print('swallowed')\n"
+)
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_stop_swallowed_by_the_code_it_interrupted_still_stops_the_run_before_the_next_call(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """The model's python code catches KeyboardInterrupt: the press's interrupt ends the
+    sleep but not the run. The run still stops at its next step, before the answer's
+    next call starts (the button, disabled once pressed, could not be pressed again)."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("p1", "python", {"code": SWALLOWS_INTERRUPTS}),
+            tool_call("c2", "bash", {"command": "touch after"}),
+        ),
+        text_reply("Carried on."),
+    )
+    cell = ui.send("%%agent\nSleep, then touch a file.")
+    stop = ui.wait_for_button("Stop")
+    ui.until((workspace / "sleeping").exists, "the code to start sleeping")
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(cell)
+
+    assert not (workspace / "after").exists(), (cell.text(), results(workspace))
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert [r["toolCallId"] for r in records(workspace, "toolStarted")] == ["p1"]
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+def test_an_earlier_runs_stop_button_clicked_during_a_later_run_stops_nothing(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """A frontend that still shows the first run's Stop button (its close not drawn yet)
+    sends its click while the second run waits for its answer: the second run is not
+    stopped, and Stop pressed twice on its own button is one stop."""
+    ui = frontend(start_kernel, "comm subshell")
+    server.enqueue(text_reply("First."))
+    first = ui.send("%%agent\nFirst.")
+    old = ui.wait_for_button("Stop")
+    ui.finish(first)
+    answer = threading.Event()
+    server.enqueue(text_reply("Second.", hold=answer))
+    second = ui.send("%%agent\nSecond.")
+    ui.wait_for_button("Stop")
+    server.wait_for_requests(2, timeout=30)
+    click = ui.click(old)
+    ui.until(lambda: click in ui.handled, "the kernel to handle the old press")
+    answer.set()
+    ui.finish(second)
+    assert "Second." in second.text()
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == 2 * ["completed"]
+
+    hold = threading.Event()
+    server.enqueue(text_reply("Third.", hold=hold))
+    third = ui.send("%%agent\nThird.")
+    stop = ui.wait_for_button("Stop")
+    server.wait_for_requests(3, timeout=30)
+    ui.click(stop)
+    ui.click(stop)
+    taken(ui, stop)
+    ui.finish(third)
+    hold.set()
+    assert third.reply is None or third.reply["status"] == "ok"
+    assert third.stdout.count("■ Stopped with the Stop button") == 1
+    assert [r["outcome"] for r in records(workspace, "operationFinished")][-1] == "aborted"
+    unstuck(ui, server)

@@ -59,6 +59,7 @@ class WidgetFrontend:
         self.cells: list[Cell] = []
         self.subshell_id: str | None = None
         self._barrier: str | None = None
+        self.handled: set[str] = set()  # shell messages the kernel went idle after
 
     # ---------------------------------------------------------------- channels
     def use_comm_subshell(self) -> str:
@@ -92,7 +93,12 @@ class WidgetFrontend:
                 return content
 
     def _create_subshell(self) -> str:
-        msg = self.kc.session.msg("create_subshell_request", {})
+        subshell_id: str = self.control("create_subshell_request")["subshell_id"]
+        return subshell_id
+
+    def control(self, msg_type: str, **content: Any) -> dict[str, Any]:
+        """A control request's reply content (subshells: create, list, delete)."""
+        msg = self.kc.session.msg(msg_type, content)
         self.kc.control_channel.send(msg)
         deadline = time.monotonic() + EXECUTE_TIMEOUT
         while True:
@@ -100,8 +106,8 @@ class WidgetFrontend:
             if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
                 break
         assert reply["content"]["status"] == "ok", reply["content"]
-        subshell_id: str = reply["content"]["subshell_id"]
-        return subshell_id
+        answer: dict[str, Any] = reply["content"]
+        return answer
 
     def send(self, code: str) -> Cell:
         cell = Cell(self.kc.execute(code, allow_stdin=True, stop_on_error=False))
@@ -176,7 +182,8 @@ class WidgetFrontend:
                     todo.append(self.models[child_id])
         return found
 
-    def click(self, button: Model) -> None:
+    def click(self, button: Model) -> str:
+        """Send a click; its msg_id (in `handled` once the kernel has handled it)."""
         msg = self.kc.session.msg(
             "comm_msg",
             {
@@ -187,6 +194,8 @@ class WidgetFrontend:
         if self.subshell_id is not None:
             msg["header"]["subshell_id"] = self.subshell_id
         self.kc.shell_channel.send(msg)
+        msg_id: str = msg["header"]["msg_id"]
+        return msg_id
 
     def shown_widgets(self, cell: Cell) -> list[Model]:
         """The live widget models a cell's outputs show now."""
@@ -226,6 +235,8 @@ class WidgetFrontend:
                 cell.outputs_by_id = [
                     (i, content["data"] if i == display_id else d) for i, d in cell.outputs_by_id
                 ]
+        if kind == "status" and content["execution_state"] == "idle":
+            self.handled.add(msg["parent_header"].get("msg_id", ""))
         cell = self._cell(msg)
         if cell is None:
             return

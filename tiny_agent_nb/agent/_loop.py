@@ -100,7 +100,9 @@ class AgentLoop:
         self._schemas = tools.schemas()
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
         self._environment = self._tool_step.environment
-        self._operations = OperationGuard(store, self._tool_step.clean, stopped_by)
+        self._operations = OperationGuard(
+            store, self._tool_step.clean, stopped_by, closing=self._observer.on_closing
+        )
         self._digest = sha256_digest(
             {
                 **config.provider_digest,

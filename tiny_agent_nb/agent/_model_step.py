@@ -251,6 +251,7 @@ class ModelStep:
             detail = self._tool_step.clean(reason.statement())
         if self._cost_note is not None:
             detail = f"{detail}; {self._cost_note}" if detail else self._cost_note
+        self._observer.on_closing()
         self._store.commit([f.operation_finished(operation_id, outcome, detail)])
         return RunResult(operation_id, outcome, text=text, detail=detail, reason=reason)
 

@@ -38,13 +38,16 @@ class OperationGuard:
         store: SessionStore,
         clean: Callable[[str], str],
         stopped_by: Callable[[], str | None] | None,
+        closing: Callable[[], None] | None = None,
     ) -> None:
         """`clean`: what a text the file keeps goes through (secrets redacted);
         `stopped_by`: the loop's (`AgentLoop`), what sent a KeyboardInterrupt when that
-        was not the user."""
+        was not the user; `closing`: the observer's `on_closing`, called before an abort
+        or a failure is committed as before any other end."""
         self._store = store
         self._clean = clean
         self._stopped_by = stopped_by
+        self._closing = closing
 
     def drive(self, operation_id: str, body: Callable[[str], RunResult]) -> RunResult:
         """`body(operation_id)`, the operation closed if it raises (see the module)."""
@@ -53,6 +56,7 @@ class OperationGuard:
             return body(operation_id)
         except KeyboardInterrupt:
             reason = self._interrupted_by()
+            self._closing_quietly()
             self.close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
             raise
         except BaseException as exc:
@@ -61,11 +65,24 @@ class OperationGuard:
                 f"stopped by an unexpected error ({error}); everything before it is kept in "
                 "the session, and the next run starts normally"
             )
+            self._closing_quietly()
             self.close(what, lambda: failure_transaction(self._store.load(), operation_id, detail))
             if not isinstance(exc, Exception):
                 raise  # SystemExit and the like still end what they were meant to end
             log.error("run %s %s", operation_id, detail, exc_info=exc)
             return RunResult(operation_id, "failed", detail=detail)
+
+    def _closing_quietly(self) -> None:
+        """`closing`, on the way to an end already decided: a stop it raises (taken just
+        before) changes nothing, and must not cut the closing commit short."""
+        if self._closing is None:
+            return
+        try:
+            self._closing()
+        except KeyboardInterrupt:
+            pass
+        except Exception:
+            log.exception("the observer failed before the operation's end")
 
     def _interrupted_by(self) -> str:
         """The abort's reason; the user's when `stopped_by` names nothing else, or when a

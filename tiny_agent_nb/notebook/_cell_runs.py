@@ -21,9 +21,10 @@ from ..session import ToolCall
 from ..tools import ToolOutput
 from ._approval import ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
-from ._controls import ResumeOffer, RunControls, controls_available
+from ._controls import RunControls, controls_available
 from ._display import CellDisplay
 from ._loops import AskFn
+from ._resume_offer import ResumeOffer
 
 Go = Callable[[LoopObserver, AskFn], RunResult]
 
@@ -61,7 +62,7 @@ class CellRuns:
         try:
             if controls is not None:
                 controls.start()
-                observer = TickingObserver(view, controls.tick)
+                observer = TickingObserver(view, controls.tick, controls.closing)
                 ask = _mapping_ask(controls.ask)
             result = go(observer, ask)
         except KeyboardInterrupt:
@@ -119,9 +120,19 @@ class TickingObserver(LoopObserver):
     next is another call or the next request), the read is not skipped for being soon
     after the last one: a click already sent is read before any further effect."""
 
-    def __init__(self, inner: LoopObserver, tick: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        inner: LoopObserver,
+        tick: Callable[..., None],
+        closing: Callable[[], None] = lambda: None,
+    ) -> None:
         self._inner = inner
         self._tick = tick
+        self._closing = closing
+
+    def on_closing(self) -> None:
+        self._closing()
+        self._inner.on_closing()
 
     def on_stream(self, event: StreamEvent) -> None:
         self._tick()

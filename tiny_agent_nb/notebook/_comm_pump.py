@@ -34,8 +34,10 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -121,17 +123,18 @@ class CommPump:
 
 
 @contextmanager
-def interrupt_held() -> Iterator[None]:
+def interrupt_held() -> Iterator[list[FrameType | None]]:
     """On the main thread, SIGINT is held back inside the block and raised (as the
     handler installed before it would have: KeyboardInterrupt in a cell) at its end, so
-    an interrupt never lands halfway through what the block puts on screen."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    an interrupt never lands halfway through what the block puts on screen. The block is
+    given the list of the interrupts held so far (always empty elsewhere)."""
     held: list[FrameType | None] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
     previous = signal.signal(signal.SIGINT, lambda _signum, frame: held.append(frame))
     try:
-        yield
+        yield held
     finally:
         signal.signal(signal.SIGINT, previous)
         if held:
@@ -142,34 +145,63 @@ def handle_on_controls_subshell(comms: list[Any]) -> None:
     """Have these comms' messages (a control's) handled on the controls' subshell,
     whatever shell the frontend sent them to; where there is none, on the one the
     frontend chose (ipykernel 7.4 otherwise sends them to the shell that last published
-    on the comm: the busy main shell, for a widget made in a cell)."""
-    subshell = controls_subshell(getattr(comms[0], "kernel", None)) if comms else None
+    on the comm: the busy main shell, for a widget made in a cell). Should a client
+    delete the subshell meanwhile, they go to the frontend's choice again (the pump
+    reads the main shell), never to a subshell that is gone."""
+    kernel = getattr(comms[0], "kernel", None) if comms else None
+    subshell = controls_subshell(kernel)
+
+    def route(data: Any, default: str | None) -> str | None:
+        return subshell if subshell is not None and _exists(kernel, subshell) else default
+
     for comm in comms:
         if hasattr(comm, "_reply_subshell_for"):
-            comm._reply_subshell_for = lambda data, default: subshell or default
+            comm._reply_subshell_for = route
 
 
-_CONTROLS_SUBSHELLS: dict[int, str] = {}  # id(kernel) -> its controls' subshell
+@dataclass
+class _Making:
+    """A kernel's controls' subshell: being made (`done` not set), made (`made`), or
+    not made (its making failed or outlived SUBSHELL_START_TIMEOUT: not tried again)."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    made: list[str] = field(default_factory=list)
+
+
+# Per kernel object, not per id(kernel): a later kernel object may reuse a dead one's id.
+_CONTROLS_SUBSHELLS: weakref.WeakKeyDictionary[Any, _Making] = weakref.WeakKeyDictionary()
 _SUBSHELL_LOCK = threading.Lock()
 SUBSHELL_START_TIMEOUT = 10.0  # s; the shell channel thread only starts a thread
 
 
 def controls_subshell(kernel: Any) -> str | None:
     """The subshell this kernel handles the run's controls on, made at its first use and
-    kept for the kernel's life (one idle thread). None where the kernel has no subshells,
-    or no way for a comm to choose one (ipykernel before 7.4): the pump's route."""
+    kept for the kernel's life (one idle thread), made again if a client deleted it.
+    None where the kernel has no subshells, or no way for a comm to choose one
+    (ipykernel before 7.4), or it could not make one: the pump's route."""
     if kernel is None or not getattr(kernel, "_supports_kernel_subshells", False):
         return None
     if not hasattr(_comm_class(), "_reply_subshell_for"):
         return None
     with _SUBSHELL_LOCK:
-        known = _CONTROLS_SUBSHELLS.get(id(kernel))
-        if known is not None:
-            return known
-        made = _make_subshell(kernel)
-        if made is not None:
-            _CONTROLS_SUBSHELLS[id(kernel)] = made
-        return made
+        making = _CONTROLS_SUBSHELLS.get(kernel)
+        if making is not None and not making.done.is_set():
+            return None  # still being made after its timeout: the pump's route meanwhile
+        if making is not None and not making.made:
+            return None  # failed once: this kernel has the pump's route
+        if making is not None and _exists(kernel, making.made[0]):
+            return making.made[0]
+        making = _Making()
+        _CONTROLS_SUBSHELLS[kernel] = making
+        _make_subshell(kernel, making)
+        return making.made[0] if making.made else None
+
+
+def _exists(kernel: Any, subshell: str) -> bool:
+    try:
+        return subshell in kernel.shell_channel_thread.manager.list_subshell()
+    except Exception:
+        return False
 
 
 def _comm_class() -> Any:
@@ -180,32 +212,31 @@ def _comm_class() -> Any:
     return BaseComm
 
 
-def _make_subshell(kernel: Any) -> str | None:
+def _make_subshell(kernel: Any, making: _Making) -> None:
     """A new subshell, made where the kernel makes the ones a frontend asks for (on its
-    shell channel thread, which owns the subshells' sockets)."""
+    shell channel thread, which owns the subshells' sockets), into `making`. One made
+    after the wait gave up is still kept there, for the next control."""
     try:
         thread = kernel.shell_channel_thread
         manager = thread.manager
         create = manager._create_subshell
     except AttributeError:
         log.debug("this kernel makes no subshells here", exc_info=True)
-        return None
-    made: list[str] = []
-    done = threading.Event()
+        making.done.set()
+        return
 
     def make() -> None:
         try:
-            made.append(create())
+            making.made.append(create())
         except Exception:
-            log.warning("could not make a subshell for the run's controls", exc_info=True)
+            log.debug("could not make a subshell for the run's controls", exc_info=True)
         finally:
-            done.set()
+            making.done.set()
 
     thread.io_loop.add_callback(make)
     # Held: an interrupt here would leave a subshell made for nobody.
     with interrupt_held():
-        done.wait(SUBSHELL_START_TIMEOUT)
-    return made[0] if made else None
+        making.done.wait(SUBSHELL_START_TIMEOUT)
 
 
 def wait_for(event: threading.Event, pump: CommPump | None, *, interval: float = 0.05) -> None:

@@ -16,6 +16,7 @@ innerHTML as it is).
 
 from __future__ import annotations
 
+import contextlib
 import html
 import logging
 import os
@@ -25,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from ..render import cell_text
@@ -42,6 +44,9 @@ log = logging.getLogger(__name__)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 TICK = 0.1  # s between two pumps while the run streams (Stop without a comm subshell)
+# s: at most this long for a Stop press's interrupt, sent from another thread, to reach
+# the main thread (it takes microseconds; the bound is for a handler that kept it)
+OWED_INTERRUPT_WAIT = 1.0
 
 # A live widget hides its record; a dead one (no model: reopened; disconnected: its
 # kernel died or restarted) or an emptied one is hidden, and the record shows. A spent
@@ -184,6 +189,10 @@ class RunControls:
         self._allowed: set[str] = set()  # tools allowed for the rest of this run
         self._stop: Control | None = None
         self.stopped = False  # the Stop button stopped the run
+        # The press's SIGINT, sent to the main thread and not delivered yet there: the
+        # run's own handler (installed by start) says when it is.
+        self._owed = False
+        self._previous_sigint: Any = None
 
     # ------------------------------------------------------------------ Stop
     def start(self) -> None:
@@ -205,6 +214,18 @@ class RunControls:
         with interrupt_held():
             self._running = True
             self._stop = Control(w.HBox([button]), waiting, self._publish)
+        if threading.current_thread() is threading.main_thread():  # after the hold's end
+            self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        """The run's SIGINT handler: the one that was installed (KeyboardInterrupt in a
+        cell), noting that a press's interrupt owed to the main thread has arrived."""
+        self._owed = False
+        previous = self._previous_sigint
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
 
     def _stop_clicked(self, button: Any) -> None:
         """On whichever thread the click is handled: the interrupt the kernel would get
@@ -215,6 +236,7 @@ class RunControls:
             if not self._running or self.stopped:
                 return
             self.stopped = True
+            self._owed = True
             main = threading.main_thread().ident
             if main is not None and hasattr(signal, "pthread_kill"):
                 signal.pthread_kill(main, signal.SIGINT)
@@ -229,17 +251,44 @@ class RunControls:
 
     def tick(self, *, always: bool = False) -> None:
         """Handle clicks sent to the main shell (no subshell for the controls), at most
-        every TICK unless `always`."""
-        if self._pump is None or not self._running:
+        every TICK unless `always`. A press whose interrupt has arrived, while the run
+        still runs, was swallowed by the code it landed in (a tool's `except
+        KeyboardInterrupt`): it is raised again here, at the run's next event."""
+        if not self._running:
+            return
+        if self.stopped and not self._owed:
+            raise KeyboardInterrupt
+        if self._pump is None:
             return
         now = self._clock()
         if always or now - self._last_tick >= TICK:
             self._last_tick = now
             self._pump.pump()
 
+    def closing(self) -> None:
+        """On the main thread, just before the run's end is committed (the observer's
+        `on_closing`): from here on a Stop press is a no-op, so that one arriving after
+        the run's end never interrupts what the kernel does next (the cell's last lines,
+        the cell after it). A press taken before is raised here, as KeyboardInterrupt,
+        so the run ends stopped: also when the code it interrupted swallowed it."""
+        with interrupt_held() as held:
+            with self._lock:
+                live, self._running = self._running, False
+            if not (live and self.stopped):
+                return
+            # Sent while the lock was held: delivered here at once, or raised already.
+            deadline = time.monotonic() + OWED_INTERRUPT_WAIT
+            while self._owed and not held and time.monotonic() < deadline:
+                time.sleep(0.001)
+            if not held:
+                raise KeyboardInterrupt
+
     def finish(self) -> None:
-        with self._lock:
-            self._running = False
+        with contextlib.suppress(KeyboardInterrupt):  # the run has ended: a press is moot
+            self.closing()
+        if self._previous_sigint is not None:
+            signal.signal(signal.SIGINT, self._previous_sigint)
+            self._previous_sigint = None
         if self._stop is not None:
             with interrupt_held():
                 self._stop.settle(None)
@@ -326,69 +375,3 @@ def _question(tool: str, text: str, answer: Answer) -> Any:
         button.on_click(lambda _, c=choice: answer.give(c))
         buttons.append(button)
     return w.VBox([shown, w.HBox(buttons)])
-
-
-class ResumeOffer:
-    """A Resume button under a run that stopped before its answer. A click runs what
-    `%agent resume` runs (`resume`), on the main thread once it is free, its output under
-    this cell's; the kernel never runs it on the thread that handled the click."""
-
-    def __init__(
-        self,
-        resume: Callable[[], None],
-        schedule: Callable[[Callable[[], None]], None],
-        *,
-        publish: Publish = ipython_publish,
-    ) -> None:
-        import ipywidgets as w  # noqa: PLC0415
-
-        self._resume = resume
-        self._schedule = schedule
-        self._lock = threading.Lock()
-        self._clicked = False
-        self._button = w.Button(
-            description="Resume",
-            icon="play",
-            button_style="primary",
-            tooltip="Continue this run, as `%agent resume` does",
-        )
-        self._button.on_click(lambda _: self._click())
-        waiting = Record(
-            "↻ `%agent resume` continues this run (the Resume button shown here needs the "
-            "kernel that showed it)",
-            "↻ <code>%agent resume</code> continues this run (the Resume button shown here "
-            "needs the kernel that showed it)",
-        )
-        self.control = Control(w.HBox([self._button]), waiting, publish)
-
-    def _click(self) -> None:
-        with self._lock:
-            if self._clicked or self.control.settled:
-                return
-            self._clicked = True
-        # Said at once, from whichever thread handles the click: the kernel may be busy.
-        self._button.disabled = True
-        self._button.description = "Resume: waiting for the kernel"
-        self._schedule(self._run)
-
-    def _run(self) -> None:
-        if self.control.settled:  # a run started before the kernel got to this one
-            return
-        self.control.settle(
-            Record(
-                "↻ resumed by you (as `%agent resume`)",
-                "↻ resumed by you (as <code>%agent resume</code>)",
-            )
-        )
-        self._resume()
-
-    def withdraw(self) -> None:
-        """A later run started (or the session changed, or the extension was unloaded):
-        the button would no longer resume what it was shown under."""
-        first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
-        self.control.settle(
-            Record(
-                f"{first}`%agent resume` continues the latest stopped run",
-                f"{first}<code>%agent resume</code> continues the latest stopped run",
-            )
-        )
