@@ -9,15 +9,20 @@ import tempfile
 from collections.abc import Iterator
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tiny_agent_nb.session import HeaderInit, SessionStore
 from tiny_agent_nb.session import facts as f
 
+from helpers.bench_scripts import bench_startup
 from helpers.openai_server import OpenAIServer
 from helpers.pycache_prefix import fill as fill_pycache_prefix
 from helpers.scenario import BASH, Run, complete_run
+
+if TYPE_CHECKING:
+    from helpers.lab import Lab
 
 
 @pytest.fixture
@@ -139,6 +144,45 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         del os.environ["XDG_STATE_HOME"]
     else:
         os.environ["XDG_STATE_HOME"] = saved
+
+
+@pytest.fixture(scope="session")
+def _startup_session_built(_state_home: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bench_startup's 10k-fact session, built once per test process: each build is
+    ~7,800 commits (2 s of CPU), and the memory tests only read it, each from a copy."""
+    return bench_startup().build(tmp_path_factory.mktemp("startup-session"), 10_000)
+
+
+@pytest.fixture
+def startup_session(_startup_session_built: Path, tmp_path: Path) -> Path:
+    """What `bench_startup().build(tmp_path, 10_000)` leaves in `tmp_path`: the session as
+    its dead kernel left it and the snapshot its writer made at close (under this
+    process's snapshot key, `_state_home`), copied from the process's one build."""
+    built = _startup_session_built
+    for source in (built, built.with_name(f"{built.name}.snapshot")):
+        shutil.copy2(source, tmp_path / source.name)
+    return tmp_path / built.name
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium for the browser modules (tests/helpers/lab.py), started once per
+    test process, in the process that asks for it: the xdist group `browser` runs those
+    modules on one worker."""
+    from helpers.lab import chromium  # noqa: PLC0415 (Playwright: only where asked for)
+
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture(scope="session")
+def lab(_state_home: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """JupyterLab and its model server for the browser modules, started once per test
+    process (each start is seconds of CPU); every session has its own directory in it."""
+    from helpers.lab import shared_lab  # noqa: PLC0415 (Playwright: only where asked for)
+
+    with shared_lab(tmp_path_factory) as started:
+        yield started
 
 
 # The crash loops (test_session_store_crash, test_agent_crash) fork their SIGKILLed

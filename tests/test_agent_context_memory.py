@@ -17,19 +17,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.bench_scripts import bench_startup
-
 CHILD = Path(__file__).parent / "children" / "context_rss.py"
 
 
 def test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends(
-    tmp_path: Path,
+    startup_session: Path,
 ) -> None:
     """bench_startup's 10k-fact session (5.8 MB: cells of ten `read_file` steps with
     1 KB results), whose context (2.7 MB) is the one that took the kernel over 1.5x the
     file: the build added 1.9x what it sends, and adds ~1.15x now (the messages in
     memory maps, the build's temporaries alone in the heap)."""
-    path = bench_startup().build(tmp_path, 10_000)
+    path = startup_session
 
     # The first process may compile modules into the run's empty bytecode prefix
     # (tests/conftest.py), which frees memory the build then reuses: not measured. The

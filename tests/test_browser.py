@@ -66,17 +66,13 @@ from helpers.lab import (
     _save,
     _saved_cells,
     _set_theme,
-    browser,
-    lab,
     screenshot_on_failure,
 )
 
-__all__ = ["browser", "lab"]  # the fixtures, from helpers.lab
-
-# The tests share one JupyterLab server, one model server and Chromium (starting each is
-# most of the module's CPU), each session its own notebook in its own directory, its own
-# page and kernel; they run in order (a later test reopens what an earlier one saved): one
-# worker runs them all in a parallel run.
+# The tests share one JupyterLab server, one model server and Chromium with the other
+# browser modules (tests/conftest.py: starting each is seconds of CPU), each session its
+# own notebook in its own directory, its own page and kernel; they run in order (a later
+# test reopens what an earlier one saved): one worker runs them all in a parallel run.
 pytestmark = pytest.mark.xdist_group("browser")
 
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"

@@ -21,8 +21,6 @@ from helpers.lab import (
     _lab,
     _save,
     _saved_cells,
-    browser,
-    lab,
     screenshot_on_failure,
 )
 from helpers.openai_server import (
@@ -31,8 +29,6 @@ from helpers.openai_server import (
     tool_calls_reply,
 )
 from helpers.polling import wait_until
-
-__all__ = ["browser", "lab"]  # the fixtures, from helpers.lab
 
 # The tests share one JupyterLab server, one model server and Chromium (starting each is
 # most of the module's CPU), each session its own notebook in its own directory, its own

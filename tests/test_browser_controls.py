@@ -25,15 +25,11 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers.browser_helpers import CHROMIUM, CHROMIUM_ARGS, JupyterLab, artifacts_dir, in_ci
+from helpers import lab as shared
+from helpers.browser_helpers import JupyterLab, artifacts_dir
 from helpers.lab import _set_theme
-from helpers.openai_server import MODEL, OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 from helpers.polling import wait_until
-
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # a test extra; _require() decides between skip and fail
-    sync_playwright = None
 
 # One JupyterLab at a time on the worker that runs test_browser.py: two would compete
 # for the same two cores.
@@ -49,14 +45,6 @@ CELLS = [
     "%%agent --approve ask\nRemove the dist directory.",
     "%%agent\nWait another minute.",
 ]
-
-
-def _require(condition: bool, reason: str) -> None:
-    if condition:
-        return
-    if in_ci():
-        pytest.fail(f"{reason}; CI=true, so the browser test must run", pytrace=False)
-    pytest.skip(reason)
 
 
 @dataclass
@@ -131,32 +119,17 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium-headless-shell)")
-    _require(sync_playwright is not None, "the playwright package is not installed")
-    base = tmp_path_factory.mktemp("browser-controls")
-    root = base / "root"
-    root.mkdir()
+def lab(lab: shared.Lab, browser: Any) -> Iterator[Lab]:
+    """The test process's JupyterLab, model server and Chromium (tests/conftest.py), which
+    the other browser modules use too; this module's notebooks are in directories of
+    their own."""
     # A held answer waits longer than a step may: a Stop press not taken while the answer
     # is held fails the step, not the hold.
-    with OpenAIServer(hold_timeout=2 * STEP_TIMEOUT_MS / 1000) as server:
-        env: dict[str, str | None] = {
-            "TINY_AGENT_BASE_URL": server.base_url,
-            "TINY_AGENT_MODEL": MODEL,
-            "TINY_AGENT_API_KEY": None,
-            "OPENROUTER_API_KEY": None,
-            "JPY_SESSION_NAME": None,
-        }
-        log = artifacts_dir() / "browser-controls-jupyterlab.log"
-        with (
-            JupyterLab(root, base / "jupyter", env=env, log_path=log) as jupyterlab,
-            sync_playwright() as playwright,
-        ):
-            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                yield Lab(jupyterlab, server, chromium)
-            finally:
-                chromium.close()
+    kept, lab.server.hold_timeout = lab.server.hold_timeout, 2 * STEP_TIMEOUT_MS / 1000
+    try:
+        yield Lab(lab.lab, lab.server, browser)
+    finally:
+        lab.server.hold_timeout = kept
 
 
 @pytest.fixture(scope="module")

@@ -29,14 +29,10 @@ from helpers.lab import (
     _lab,
     _saved_cells,
     _set_theme,
-    browser,
-    lab,
     screenshot_on_failure,
 )
 from helpers.openai_server import error_reply, text_reply, tool_call, tool_calls_reply, usage
 from helpers.polling import wait_until
-
-__all__ = ["browser", "lab"]  # the fixtures, from helpers.lab
 
 pytestmark = pytest.mark.xdist_group("browser")
 

@@ -29,8 +29,6 @@ from test_browser import (
     _code_cell,
     _lab,
     _saved_cells,
-    browser,
-    lab,
     screenshot_on_failure,
 )
 
@@ -40,8 +38,6 @@ from helpers.openai_server import text_reply
 from helpers.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("browser")
-__all__ = ["browser", "lab"]  # the fixtures, from test_browser
-
 PROMPT = "Remember the number 42."
 CELLS = ["%load_ext tiny_agent_nb", f"%%agent\n{PROMPT}", "%agent timeline"]
 

@@ -93,7 +93,7 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
 
 
 def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(
-    tmp_path: Path,
+    tmp_path: Path, startup_session: Path
 ) -> None:
     """bench_startup's session and fresh process (docs/benchmarks.md, "Start-up"): the
     resident memory `%load_ext` keeps for a session its writer left with a snapshot, as
@@ -102,7 +102,7 @@ def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(
     (compiling modules frees memory the load then reuses): with the bytecode cached, as
     a kernel's is, a process keeps 1.4x and peaks at 1.6x; compiling, 0.7x and 1.3x."""
     bench = bench_startup()
-    pristine = bench.build(tmp_path, 10_000)
+    pristine = startup_session
     snapshot = Path(f"{pristine}.snapshot")
     assert snapshot.exists()  # the writer's, at close
     shutil.copyfile(snapshot, tmp_path / f"{bench.SESSION}.snapshot")

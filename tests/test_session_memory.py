@@ -96,7 +96,7 @@ MEMORY_TARGET_FROM_311 = pytest.mark.xfail(
 @pytest.mark.skipif(not _has_mallinfo2(), reason="glibc's mallinfo2 (what is measured)")
 @pytest.mark.parametrize("opener", ["load", "store"])
 def test_a_first_open_of_a_10k_fact_session_leaves_no_holes_in_the_c_heap(
-    tmp_path: Path, opener: str
+    tmp_path: Path, startup_session: Path, opener: str
 ) -> None:
     """A session's first open has no snapshot: every line is read and reduced, and a
     writer then writes the snapshot, reading every line back. The 1 MiB chunks of both
@@ -106,8 +106,7 @@ def test_a_first_open_of_a_10k_fact_session_leaves_no_holes_in_the_c_heap(
     after `load_session` of bench_startup's 10k-fact session, 4.9 MB after a writer's
     open. The scans' one reused memory map (register row "scan-map") and the snapshot
     written in pieces leave about none after a load, 0.8 MB after a writer's open."""
-    bench = bench_startup()
-    path = bench.build(tmp_path, 10_000)
+    path = startup_session
     Path(f"{path}.snapshot").unlink()
     done = subprocess.run(
         [sys.executable, "-c", _FULL_READ, str(path), opener],
@@ -128,7 +127,7 @@ def test_a_first_open_of_a_10k_fact_session_leaves_no_holes_in_the_c_heap(
 
 @MEMORY_TARGET_FROM_311
 def test_a_resumed_10k_fact_kernel_holds_its_tables_and_context_without_a_second_copy(
-    tmp_path: Path,
+    tmp_path: Path, startup_session: Path
 ) -> None:
     """The start-up memory target (1.5x the file, resident, with the first request's
     context built) is bench_startup's figure: a process's resident size also counts the
@@ -142,7 +141,7 @@ def test_a_resumed_10k_fact_kernel_holds_its_tables_and_context_without_a_second
     into a `bytes`, its JSON text kept through the tables' build and the ids decoded all
     at once made that peak 0.99x (register row "snapshot-read-map")."""
     bench = bench_startup()
-    path = bench.build(tmp_path, 10_000)
+    path = startup_session
     traced = bench.measure(tmp_path, trace=1)
     size = path.stat().st_size
     held, peak = traced["cell_traced"], traced["traced_peak"]
@@ -209,7 +208,9 @@ def test_a_first_open_whose_snapshot_does_not_decode_reads_the_file_again(
 
 @MEMORY_TARGET_FROM_311
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status's VmRSS")
-def test_a_first_open_of_a_10k_fact_session_keeps_at_most_1_5x_the_file(tmp_path: Path) -> None:
+def test_a_first_open_of_a_10k_fact_session_keeps_at_most_1_5x_the_file(
+    tmp_path: Path, startup_session: Path
+) -> None:
     """The start-up memory target on a session's first open, as bench_startup measures it: a fresh
     IPython, the package's bytecode cached as a kernel has it, `%load_ext` on
     bench_startup's 10k-fact session with no snapshot beside it. Every line is reduced,
@@ -220,7 +221,7 @@ def test_a_first_open_of_a_10k_fact_session_keeps_at_most_1_5x_the_file(tmp_path
     (1 MiB, 0.18x of this file) apart, which one depending on the process's layout
     (the length of its bytecode cache's path changes it): the bound holds for either."""
     bench = bench_startup()
-    path = bench.build(tmp_path, 10_000)
+    path = startup_session
     pycache = tmp_path / "pycache"
     bench.measure(tmp_path, snapshot=False, pycache=pycache)  # compiles: not measured
     done = bench.measure(tmp_path, snapshot=False, pycache=pycache)

@@ -1,7 +1,9 @@
-"""One JupyterLab and one headless Chromium for a browser test module, and a page of it per
+"""One JupyterLab and one headless Chromium for the browser test modules of a test process
+(started once, in tests/conftest.py: each start is seconds of CPU), and a page of it per
 session: its own notebook in its own directory, opened and run (Run > Run All Cells), with
 what a user would see of it read back (tests/test_browser.py, test_browser_answers.py,
-test_browser_maths.py).
+test_browser_maths.py, test_browser_renamed_notebook.py; test_browser_controls.py opens
+its own pages in the same JupyterLab).
 
 Needs Debian's `chromium-headless-shell` or `chromium` (tests/helpers/browser_helpers.py
 prefers the first; `playwright install` is not used). Without either the tests are
@@ -134,9 +136,10 @@ class LabSession:
         return self.page.locator(TIMELINE).last
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One Chromium for the module: Playwright's sync API allows one instance per thread."""
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """The test process's one Chromium (the `browser` fixture, tests/conftest.py):
+    Playwright's sync API allows one instance per thread."""
     _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium-headless-shell)")
     _require(sync_playwright is not None, "the playwright package is not installed")
     with sync_playwright() as playwright:
@@ -159,8 +162,12 @@ class Lab:
         return path
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+@contextmanager
+def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """The test process's one JupyterLab and model server (the `lab` fixture,
+    tests/conftest.py), shared by the browser modules: each session has its own
+    directory (`Lab.directory`), workspace, page and kernel, and counts only its own
+    requests (`LabSession.first_request`)."""
     base = tmp_path_factory.mktemp("browser")
     root = base / "root"
     root.mkdir()
