@@ -207,25 +207,24 @@ def test_a_first_open_whose_snapshot_does_not_decode_reads_the_file_again(
 
 
 @MEMORY_TARGET_FROM_311
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/status's VmRSS")
-def test_a_first_open_of_a_10k_fact_session_keeps_at_most_1_5x_the_file(
+def test_a_first_open_of_a_10k_fact_session_keeps_the_snapshots_tables_not_the_reduced_ones(
     tmp_path: Path, startup_session: Path
 ) -> None:
-    """The start-up memory target on a session's first open, as bench_startup measures it: a fresh
-    IPython, the package's bytecode cached as a kernel has it, `%load_ext` on
-    bench_startup's 10k-fact session with no snapshot beside it. Every line is reduced,
-    then the writer writes the snapshot: the reduced tables (a string per value per line,
-    in arenas among the reduce's temporaries) kept 2.06-2.25x the file resident. Taken
-    from the snapshot just written, the reduced ones freed first (register row
-    "first-open-reload"): 1.15-1.34x. Each range is two values, one pymalloc arena
-    (1 MiB, 0.18x of this file) apart, which one depending on the process's layout
-    (the length of its bytecode cache's path changes it): the bound holds for either."""
+    """A session's first open in a fresh IPython, as bench_startup measures it: `%load_ext`
+    on bench_startup's 10k-fact session with no snapshot beside it. Every line is reduced,
+    then the writer writes the snapshot: kept, the reduced tables (a string per value per
+    line) hold 1.20x the file in Python objects. Taken from the snapshot just written,
+    the reduced ones freed first and the free lists emptied (register row
+    "first-open-reload"): 0.70x, traced by tracemalloc, which does not vary from one
+    process to the next. The resident size that follows from it (the start-up target,
+    1.5x) is bench_startup's figure: it moves by whole pymalloc arenas (0.18x of this
+    file) with the process's layout, 1.2-1.53x across commits that changed no memory use
+    (1.15-1.34x when that row was measured), so it is not asserted here."""
     bench = bench_startup()
     path = startup_session
-    pycache = tmp_path / "pycache"
-    bench.measure(tmp_path, snapshot=False, pycache=pycache)  # compiles: not measured
-    done = bench.measure(tmp_path, snapshot=False, pycache=pycache)
+    done = bench.measure(tmp_path, trace=1, snapshot=False)
     size = path.stat().st_size
-    print(f"kept {done['rss'] / size:.3f}x, with the context built {done['cell_rss'] / size:.3f}x")
+    held = done["traced"]
+    print(f"held {held / size:.3f}x the file")
     assert (tmp_path / f"{bench.SESSION}.snapshot").exists()  # the writer made one
-    assert done["rss"] <= 1.5 * size, f"{done['rss']:,} bytes resident ({done['rss'] / size:.3f}x)"
+    assert held <= 0.9 * size, f"{held:,} bytes held ({held / size:.3f}x the file)"
