@@ -188,6 +188,27 @@ def _notebook(cells: list[str]) -> dict[str, Any]:
     }
 
 
+def _stop_while_the_answer_is_held(p: Page, n: int, marker: str) -> None:
+    """Run cell `n`, whose answer (a bash call that touches `marker`) the server holds;
+    click Stop as soon as it shows, wait for the run to stop while the answer is still
+    held, then let the answer go: the Resume button shows and the call never ran."""
+    answer = threading.Event()
+    sent = len(p.server.requests)
+    command = f"touch {marker}; sleep 60"
+    p.server.enqueue(
+        tool_calls_reply(tool_call(f"c{n}", "bash", {"command": command}), hold=answer)
+    )
+    p.run(n)
+    stop = _button(p, n, "Stop")
+    p.server.wait_for_requests(sent + 1, timeout=STEP_TIMEOUT_MS / 1000)
+    stop.click()
+    p.outputs(n).get_by_text("■ Stopped with the Stop button.").wait_for(state="visible")
+    answer.set()
+    _button(p, n, "Resume")
+    p.idle()
+    assert not (p.root / marker).exists()  # the answer's call never ran
+
+
 def _button(p: Page, n: int, label: str) -> Any:
     button = p.outputs(n).locator(".tan-control button", has_text=re.compile(f"^{label}$"))
     button.wait_for(state="visible")
@@ -263,22 +284,7 @@ def _check_approval_stop_and_resume(p: Page) -> None:
     # busy main shell): the run stops while the answer is still held, and the answer let
     # go after it runs nothing. This run, stopped last, leaves its Resume button live
     # when the notebook is saved.
-    answer = threading.Event()
-    sent = len(p.server.requests)
-    p.server.enqueue(
-        tool_calls_reply(
-            tool_call("c4", "bash", {"command": "touch waiting; sleep 60"}), hold=answer
-        )
-    )
-    p.run(4)
-    stop = _button(p, 4, "Stop")
-    p.server.wait_for_requests(sent + 1, timeout=STEP_TIMEOUT_MS / 1000)
-    stop.click()
-    p.outputs(4).get_by_text("■ Stopped with the Stop button.").wait_for(state="visible")
-    answer.set()
-    _button(p, 4, "Resume")
-    p.idle()
-    assert not (p.root / "waiting").exists()  # the answer's call never ran
+    _stop_while_the_answer_is_held(p, 4, "waiting")
     text = p.text()
     for problem in WIDGET_ERRORS:
         assert problem not in text
@@ -436,20 +442,5 @@ def test_stop_sent_to_the_main_shell_is_taken_while_the_model_thinks(lab: Lab) -
     with shown_on_failure(p, "mainshell"):
         p.run(0)
         p.idle()
-        answer = threading.Event()
-        sent = len(lab.server.requests)
-        lab.server.enqueue(
-            tool_calls_reply(
-                tool_call("c1", "bash", {"command": "touch started; sleep 60"}), hold=answer
-            )
-        )
-        p.run(1)
-        stop = _button(p, 1, "Stop")
-        lab.server.wait_for_requests(sent + 1, timeout=STEP_TIMEOUT_MS / 1000)
-        stop.click()
-        p.outputs(1).get_by_text("■ Stopped with the Stop button.").wait_for(state="visible")
-        answer.set()
-        _button(p, 1, "Resume")
-        p.idle()
-        assert not (p.root / "started").exists()
+        _stop_while_the_answer_is_held(p, 1, "started")
     p.page.close()
