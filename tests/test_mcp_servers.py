@@ -388,6 +388,9 @@ def _interrupted_call(servers: McpServers, context: ToolContext, marker: Path) -
     threading.Thread(target=interrupt_when_started, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         sleeper.run({"path": str(marker), "seconds": 60}, context)
+    # Raised before the call's end: an interrupt held until the call returned would come
+    # after the server's handler wrote "finished".
+    assert not marker.read_text().endswith("finished\n"), marker.read_text()
 
 
 def test_ctrl_c_during_a_call_returns_at_once_and_the_session_serves_the_next_call(
