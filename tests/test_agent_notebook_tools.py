@@ -34,10 +34,11 @@ def test_reading_variables_and_proposing_a_cell_ask_for_no_approval(
     asked: list[str] = []
     proposed: list[tuple[str, list[str]]] = []
 
-    def propose(code: str) -> None:
+    def propose(code: str) -> str:
         # What the file said when the cell was put in the notebook: its intent, pending.
         intents = load_session(path).tool_intents.values()
         proposed.append((code, [f"{i.tool.name} {i.status}" for i in intents]))
+        return "as a new cell below the agent cell"
 
     def ask(name: str, arguments: Any) -> bool:
         asked.append(name)
@@ -75,7 +76,9 @@ def test_reading_variables_and_proposing_a_cell_ask_for_no_approval(
     ]
     listing, proposal = server.requests[1].body["messages"][-2:]
     assert listing["content"] == "1 variable(s):\n- rate: float, 0.25"
-    assert proposal["content"].startswith("Proposed a new cell of 2 line(s) below the agent cell.")
+    assert proposal["content"].startswith(
+        "Proposed 2 line(s) of code as a new cell below the agent cell."
+    )
 
 
 def test_after_a_crash_neither_is_run_again(tmp_path: Path) -> None:
@@ -95,11 +98,16 @@ def test_after_a_crash_neither_is_run_again(tmp_path: Path) -> None:
         assert tool is not None
         store.commit([run.intent(call, tool.identity, arguments, replay_policy=tool.replay_policy)])
     proposed: list[str] = []
+
+    def propose(code: str) -> str:
+        proposed.append(code)
+        return "as a new cell below the agent cell"
+
     loop = AgentLoop(
         store,
         Provider(ProviderConfig(model="test/model", base_url="http://127.0.0.1:9/v1")),
         tools,
-        ToolContext(workspace=tmp_path, namespace={"rate": 1}, propose_cell=proposed.append),
+        ToolContext(workspace=tmp_path, namespace={"rate": 1}, propose_cell=propose),
         LoopConfig(provider="p", model="test/model"),
     )
     try:

@@ -49,7 +49,9 @@ def test_the_notebook_prompt_says_the_date_the_workspace_and_what_each_tool_mean
         "`python` runs code in the notebook's kernel, in the user's namespace: their "
         "variables are yours to read and change, and what you define stays for their next "
         "cells.",
-        "`propose_cell` puts code in a new cell below the agent cell for the user to review",
+        "`propose_cell` puts code in a new cell below the agent cell for the user to review "
+        "and run (in a run resumed with the Resume button it shows the code for them to "
+        "copy instead; its result says which)",
         "[Cells the user ran since the previous agent cell, oldest first]",
         "its effect may or may not have happened, so check before doing it again",
     ):

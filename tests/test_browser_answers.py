@@ -231,7 +231,7 @@ def test_a_proposed_cell_appears_below_the_agent_cell_with_its_code_not_run(
         s.page.wait_for_timeout(500)  # an onerror handler fires within milliseconds
         assert s.page.evaluate("() => window.__pwned") is None
         assert proposed.locator("img").count() == 0
-        assert "Proposed a new cell" not in s.notebook_text()  # the result is the model's
+        assert "of code as a new cell" not in s.notebook_text()  # the result is the model's
         assert "run it when it looks right" in s.notebook_text()
     proposed.scroll_into_view_if_needed()
     s.screenshot("browser-proposed-cell.png", ".jp-NotebookPanel .jp-WindowedPanel-viewport")

@@ -96,7 +96,9 @@ def test_the_model_lists_the_users_dataframe_and_proposes_a_cell(
     # The first proposal is the cell below the agent cell; the second is refused.
     assert proposals(run) == [{"source": "set_next_input", "text": CODE, "replace": False}]
     first, second = server.requests[3].body["messages"][-2:]
-    assert first["content"].startswith("Proposed a new cell of 2 line(s) below the agent cell.")
+    assert first["content"].startswith(
+        "Proposed 2 line(s) of code as a new cell below the agent cell."
+    )
     assert second["content"].startswith("a cell was already proposed during this agent cell")
     assert "by_region" not in kernel.execute("print(sorted(globals()))").stdout  # not run
     intents = load_session(workspace / SESSION).tool_intents.values()

@@ -12,16 +12,21 @@ from tiny_agent_nb.tools import ProposeCell, ToolContext, ToolError
 
 def propose(code: str) -> tuple[str, bool, list[str]]:
     proposed: list[str] = []
-    output = ProposeCell().run({"code": code}, ToolContext(Path("/"), propose_cell=proposed.append))
+
+    def put(code: str) -> str:
+        proposed.append(code)
+        return "where the notebook put it"
+
+    output = ProposeCell().run({"code": code}, ToolContext(Path("/"), propose_cell=put))
     return output.content, output.is_error, proposed
 
 
-def test_the_code_goes_to_the_notebook_and_the_result_says_it_did_not_run() -> None:
+def test_the_code_goes_to_the_notebook_and_the_result_says_where_and_that_it_did_not_run() -> None:
     text, error, proposed = propose("import math\r\nmath.pi\n\n")
     assert not error
     assert proposed == ["import math\nmath.pi"]
     assert text == (
-        "Proposed a new cell of 2 line(s) below the agent cell. It has not run: the user "
+        "Proposed 2 line(s) of code where the notebook put it. It has not run: the user "
         "reviews it and runs it if they choose, so nothing it does has happened yet."
     )
 
@@ -89,7 +94,7 @@ def test_without_a_notebook_nothing_is_proposed() -> None:
 
 
 def test_the_notebook_refusing_a_second_cell_is_the_result() -> None:
-    def refuse(code: str) -> None:
+    def refuse(code: str) -> str:
         raise ToolError("a cell was already proposed")
 
     output = ProposeCell().run({"code": "1"}, ToolContext(Path("/"), propose_cell=refuse))

@@ -144,9 +144,12 @@ class WidgetFrontend:
 
     def execution_count(self, cell: Cell) -> int:
         """The count the kernel gave the cell (its execute_reply)."""
-        reply = cell.reply if cell.reply is not None else self._shell_reply(cell.msg_id)
-        count: int = reply["execution_count"]
+        count: int = self.reply(cell)["execution_count"]
         return count
+
+    def reply(self, cell: Cell) -> dict[str, Any]:
+        """The cell's execute_reply's content (its payload: a proposed cell)."""
+        return cell.reply if cell.reply is not None else self._shell_reply(cell.msg_id)
 
     # ---------------------------------------------------------------- widgets
     def buttons(self, description: str) -> list[Model]:

@@ -51,7 +51,8 @@ def notebook_system_prompt(
     if "propose_cell" in tools:
         lines.append(
             "`propose_cell` puts code in a new cell below the agent cell for the user to review "
-            "and run; it has not run when you get its result."
+            "and run (in a run resumed with the Resume button it shows the code for them to "
+            "copy instead; its result says which); it has not run when you get its result."
         )
     if user_cells:
         start, end = messages.USER_CELLS_START, messages.USER_CELLS_END

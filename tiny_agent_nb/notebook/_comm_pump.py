@@ -37,6 +37,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 COMM_MESSAGES = frozenset({"comm_open", "comm_msg", "comm_close"})
 POLLIN = 1  # zmq.POLLIN, without importing zmq where there is no kernel
+# Set while work `later_in_this_cell` scheduled runs: it has no execute request of its own.
+_WITHOUT_REPLY: ContextVar[bool] = ContextVar("without_reply", default=False)
 
 
 class CommPump:
@@ -251,7 +254,9 @@ def later_in_this_cell(shell: Any) -> Callable[[Callable[[], None]], None] | Non
     """A way to run something on the main thread once it is free (after the cell running
     now, and any cell already queued before it is asked), as if it were this cell: its
     output goes below this cell's, an interrupt raises KeyboardInterrupt in it, and the
-    kernel says it is busy meanwhile. None outside an ipykernel."""
+    kernel says it is busy meanwhile. It has no execute_reply, though (`has_reply`), and
+    what it leaves in IPython's payload (a `set_next_input`) is dropped when it ends.
+    None outside an ipykernel."""
     kernel = getattr(shell, "kernel", None)
     loop = getattr(kernel, "io_loop", None)
     if kernel is None or loop is None:
@@ -275,6 +280,7 @@ def _as_cell(kernel: Any, cell: tuple[Any, Any], work: Callable[[], None]) -> No
     # What ipykernel does around a cell (pre_handler_hook): between cells it ignores SIGINT.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     _status(kernel, "busy", cell[1])
+    without_reply = _WITHOUT_REPLY.set(True)
     try:
         work()
     except KeyboardInterrupt:
@@ -282,12 +288,29 @@ def _as_cell(kernel: Any, cell: tuple[Any, Any], work: Callable[[], None]) -> No
     except Exception:
         log.exception("work scheduled on the main shell failed")
     finally:
+        _WITHOUT_REPLY.reset(without_reply)
+        # The kernel reads the payload into the next execute_reply: left here, a cell
+        # proposed (or code's `set_next_input`) would land below the next, unrelated
+        # cell, and the next agent cell's own proposal would be refused as a second one.
+        _drop_payload(kernel)
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
         signal.signal(signal.SIGINT, previous)
         _status(kernel, "idle", cell[1])
         kernel.set_parent(*saved, channel="shell")
+
+
+def has_reply() -> bool:
+    """Whether what runs now will have an execute_reply of its own to carry a payload:
+    a cell does; work `later_in_this_cell` scheduled (a Resume button's run) does not."""
+    return not _WITHOUT_REPLY.get()
+
+
+def _drop_payload(kernel: Any) -> None:
+    payloads = getattr(getattr(kernel, "shell", None), "payload_manager", None)
+    if payloads is not None:
+        payloads.clear_payload()
 
 
 def _status(kernel: Any, state: str, parent: Any) -> None:

@@ -27,7 +27,7 @@ def load(shell: Any) -> AgentMagics:
         config,
         shell.user_ns,
         hidden_variables=shell.user_ns_hidden,
-        propose_cell=cell_proposer(shell),
+        propose_cell=cell_proposer(shell, config.secrets),
     )
     # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
     # its lock) too, leaving its displays as they are.

@@ -45,7 +45,7 @@ class LoopBuilder:
         config: TinyAgent,
         namespace: dict[str, object],
         hidden_variables: Mapping[str, object],
-        propose_cell: Callable[[str], None] | None,
+        propose_cell: Callable[[str], str] | None,
         *,
         provider: KernelProvider,
         mcp: KernelServers,

@@ -65,7 +65,7 @@ class NotebookRuntime:
         namespace: dict[str, object],
         *,
         hidden_variables: Mapping[str, object] | None = None,
-        propose_cell: Callable[[str], None] | None = None,
+        propose_cell: Callable[[str], str] | None = None,
     ) -> None:
         """`hidden_variables`: what IPython keeps in `namespace` for itself;
         `propose_cell`: how a proposed cell reaches the notebook (None: there is none)."""

@@ -87,10 +87,11 @@ class ToolContext:
     # What IPython put in the namespace for itself (`user_ns_hidden`): not the user's
     # variables, unless the user bound the name to something else since.
     hidden_variables: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    # Puts code in a new cell below the running agent cell, for the user to review
-    # (the notebook's `set_next_input`); raises ToolError when it cannot. None outside
-    # a notebook.
-    propose_cell: Callable[[str], None] | None = field(default=None, repr=False)
+    # Hands code to the user to review: a new cell below the running agent cell (the
+    # notebook's `set_next_input`), or shown to copy where no reply can carry one.
+    # Returns where it went, as the model is told ("as a new cell below the agent
+    # cell"); raises ToolError when it cannot. None outside a notebook.
+    propose_cell: Callable[[str], str] | None = field(default=None, repr=False)
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     # The API key and the like: kept out of tools' child processes, and redacted from
     # every result before it is committed (never written anywhere by the tools).

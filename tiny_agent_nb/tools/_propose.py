@@ -2,7 +2,9 @@
 
 The notebook puts the code in a new cell below the running agent cell (IPython's
 `set_next_input(code, replace=False)`, which JupyterLab, Notebook and VS Code honour
-once the agent cell finishes). Nothing runs: the user reads the cell and runs it or not.
+once the agent cell finishes), or, in a run with no cell run of its own to carry it (one
+the Resume button started), shows it in the run's output to copy; the result says which.
+Nothing runs: the user reads the code and runs it or not.
 So `--approve ask` does not ask for it (the cell is the review), and its replay policy
 is `never` (it put something on the user's screen; after a crash it is not put again).
 
@@ -48,9 +50,11 @@ class ProposeCellArguments(ToolArguments):
 class ProposeCell(BuiltinTool[ProposeCellArguments]):
     name = "propose_cell"
     description = (
-        "Put code in a new cell below the agent cell, for the user to review and run. It "
-        "does not run: when you get the result, nothing the code does has happened. One "
-        "cell per agent cell."
+        "Put code in a new cell below the agent cell, for the user to review and run (in "
+        "a run resumed with the Resume button, which has no cell run of its own, the code "
+        "is shown in the run's output for the user to copy instead; the result says "
+        "which). It does not run: when you get the result, nothing the code does has "
+        "happened. One cell per agent cell."
     )
     replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = ProposeCellArguments
@@ -84,12 +88,11 @@ class ProposeCell(BuiltinTool[ProposeCellArguments]):
             )
         if context.propose_cell is None:
             raise ToolError("there is no notebook to put a cell in; nothing was proposed")
-        context.propose_cell(code)
+        where = context.propose_cell(code)
         lines = code.count("\n") + 1
         return ToolOutput(
-            f"Proposed a new cell of {lines} line(s) below the agent cell. It has not run: "
-            "the user reviews it and runs it if they choose, so nothing it does has "
-            "happened yet."
+            f"Proposed {lines} line(s) of code {where}. It has not run: the user reviews it "
+            "and runs it if they choose, so nothing it does has happened yet."
         )
 
 
