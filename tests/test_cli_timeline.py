@@ -187,17 +187,19 @@ def test_timeline_escapes_control_characters_from_the_file(
     assert "clear \\x1b[2J the screen\\x9b31m …" in out  # the first line
 
 
-def test_timeline_json_escapes_every_control_and_bidi_character_from_the_file(
+def test_timeline_json_escapes_every_character_from_the_file_a_reader_would_not_see(
     capsys: pytest.CaptureFixture[str], store: SessionStore, session_path: Path
 ) -> None:
-    """json.dumps escapes only C0: the C1 CSI, DEL and a bidi override must not reach a
-    terminal raw either, and the JSON still reads back as the file's text."""
-    prompt = "x\x9b2J\x7f\u202eevil \U000e0001 中文"
+    """json.dumps escapes only C0: the C1 CSI, DEL, a bidi override and a character no one
+    sees must not reach a terminal raw either, and the JSON still reads back as the file's
+    text."""
+    prompt = "x\x9b2J\x7f\u202eevil \U000e0001 中文 dry_run\u034f\u3164"
     start_and_finish(store, prompt)
 
     _, out, _ = cli(capsys, "timeline", str(session_path), "--json")
 
     assert all(c.isprintable() or c == "\n" for c in out)
+    assert "dry_run\\u034f\\u3164" in out  # printable, yet no one sees them
     assert "中文" in out  # readable text stays as it is
     assert prompt in json.dumps(json.loads(out), ensure_ascii=False)
 

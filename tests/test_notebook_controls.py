@@ -138,6 +138,37 @@ def test_a_click_on_deny_records_the_call_denied_and_it_never_runs(
     assert '⊘ bash command="touch denied.txt", timeout=120.0 — denied by you' in cell.text()
 
 
+def test_a_character_no_one_sees_is_shown_escaped_in_the_question_and_refused_in_a_cell(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """`dry_run\\u034f` is another name than `dry_run` that reads the same: the question
+    shows the difference, and a proposed cell holding it is not put in the notebook."""
+    ui = frontend(start_kernel, "main shell")
+    code = "dry_run\u034f = True"  # COMBINING GRAPHEME JOINER: printable, and invisible
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "python", {"code": code})),
+        tool_calls_reply(tool_call("c2", "propose_cell", {"code": code})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent --approve ask\nTurn the dry run off.")
+    deny = ui.wait_for_button("Deny")
+    question = next(
+        m.state["value"] for m in ui.models.values() if m.state.get("_model_name") == "HTMLModel"
+    )
+    assert "  code: dry_run\\u034f = True" in question
+    assert "\u034f" not in question  # the character itself never reaches the screen
+    ui.click(deny)
+    ui.finish(cell)
+
+    assert 'python code="dry_run\\u034f = True" — denied by you' in cell.text()
+    (denied, _), (failed, refused) = results(workspace)
+    assert (denied, failed) == ("denied", "error")
+    assert refused.startswith("the cell holds characters a reader cannot see as themselves")
+    assert "(U+034F at line 1)" in refused
+    reply = cell.reply or ui._shell_reply(cell.msg_id)
+    assert reply["payload"] == []  # no cell was put below
+
+
 def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_resume(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:

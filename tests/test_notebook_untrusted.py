@@ -104,9 +104,10 @@ def test_approval_makes_characters_that_hide_text_visible(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`\\r` and an erase-line escape would print `echo safe` over `touch PWNED`."""
+    """`\\r` and an erase-line escape would print `echo safe` over `touch PWNED`; a
+    default-ignorable character (printable, and no one sees it) makes another word."""
     run(shell, "%load_ext tiny_agent_nb", capsys)
-    command = f"touch PWNED #{HOSTILE}\recho safe"
+    command = f"touch PWNED #{HOSTILE}\recho safe\u034f"
     server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
     server.enqueue(text_reply("Not run."))
     (shown,), _ = answering(shell, capsys, monkeypatch, "%%agent --approve ask\ngo", "no")
@@ -114,7 +115,7 @@ def test_approval_makes_characters_that_hide_text_visible(
     line = next(line for line in shown.splitlines() if "command:" in line)
     assert line == (
         "  command: touch PWNED #\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\r\\x9b31m\\x7f\\u202e\\u200b"
-        "\\recho safe"
+        "\\recho safe\\u034f"
     )
     assert not (tmp_path / "PWNED").exists()
 

@@ -112,6 +112,27 @@ def test_timeline_html_shows_the_file_s_strings_as_text(store: SessionStore) -> 
     assert f"out {tag}" in page.text
 
 
+def test_timeline_html_shows_characters_no_one_sees_escaped(store: SessionStore) -> None:
+    """The HTML view is where a user reads what a call did: a bidi override, a zero-width
+    or another default-ignorable character from the file shows as its escape there, as in
+    the text view and the approval question; a result keeps its lines."""
+    command = {"command": "rm -rf build/\u202e/ # dry_run\u034f"}
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("clean \u200bup"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("call_1", "bash", command)]))
+    intent = run.intent("call_1", BASH, command)
+    store.commit([intent, Run.result(intent, "removed\nbuild\u2800")])
+    store.commit(run.finish())
+
+    page = timeline_html(build_timeline(store.load()))
+    for char in "\u202e\u034f\u200b\u2800":
+        assert char not in page, f"U+{ord(char):04X}"
+    assert "clean \\u200bup" in page
+    assert "build/\\u202e/ # dry_run\\u034f" in page  # the summary and the arguments
+    assert "<pre>removed\nbuild\\u2800</pre>" in page
+
+
 def test_the_whole_timeline_html_is_in_the_class_mathjax_skips(store: SessionStore) -> None:
     """JupyterLab typesets `$...$` in an HTML output: the prompt "The budget is $5 per day
     and we spent $3" showed as maths. The browser check is tests/test_browser_maths.py."""

@@ -3,6 +3,7 @@ reader could not see what would run."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,17 @@ def test_the_code_goes_to_the_notebook_and_the_result_says_where_and_that_it_did
         ("print('bell\x07')", "U+0007 at line 1"),
         ("a = 1\u2028b = 2", "U+2028 at line 1"),
         ("x = '\U000e0041'", "U+E0041 at line 1"),  # a tag character
+        # printable, and still no one sees them (Python accepts the first ones in a name)
+        ("dry_run\u034f = True", "U+034F at line 1"),
+        ("dry_run\u17b4\u17b5 = True", "U+17B4 at line 1, U+17B5 at line 1"),
+        (
+            "x\u180b\u180c = 1\ny\u180d\u180f = 2",
+            "U+180B at line 1, U+180C at line 1, U+180D at line 2, U+180F at line 2",
+        ),
+        ("s = '\u2800'", "U+2800 at line 1"),  # BRAILLE PATTERN BLANK
+        ("s = 'a\u3000b'", "U+3000 at line 1"),  # IDEOGRAPHIC SPACE: two columns of nothing
+        ("s = '\t\u0301'", "U+0301 at line 1"),  # an accent on nothing
+        ("s = 'e" + "\u0301" * 5 + "'", "U+0301 at line 1"),  # piled over the lines around
     ],
 )
 def test_characters_a_reader_cannot_see_are_refused(code: str, found: str) -> None:
@@ -56,21 +68,37 @@ def test_characters_a_reader_cannot_see_are_refused(code: str, found: str) -> No
 
 
 @pytest.mark.parametrize(
-    "code",
+    ("fits", "wider"),
     [
-        "x = 1;" + " " * 200 + "__import__('os').system('rm -rf ~')",
-        "data = '" + "a" * 400 + "'",
+        ("x = 1" + " " * 95, "x = 1" + " " * 96),
+        # what follows a gap is on screen while the line fits; past it, it is not
+        ("x = 1;" + " " * 39 + "f()".rjust(55), "x = 1;" + " " * 40 + "f()".rjust(55)),
+        # a tab reaches the next multiple of 4
+        ("\t" * 24 + "pass", "\t" * 25 + "x"),
+        ("abc\t" + "x" * 96, "abcd\t" + "x" * 93),
+        # East Asian wide characters take 2 columns, a mark none
+        ("s = '" + "\u6570" * 47 + "'", "s = '" + "\u6570" * 48 + "'"),
+        ("s = '" + "e\u0301" * 94 + "'", "s = '" + "e\u0301" * 95 + "'"),
     ],
 )
-def test_a_line_that_runs_off_to_the_right_is_refused(code: str) -> None:
-    text, error, proposed = propose(f"import os\n{code}")
+def test_a_line_wider_than_a_cell_shows_is_refused_and_one_that_fits_is_kept(
+    fits: str, wider: str
+) -> None:
+    assert propose(f"import os\n{fits}")[2] == [f"import os\n{fits}"]
+    text, error, proposed = propose(f"import os\n{wider}")
     assert error and proposed == []
-    assert text.startswith("line(s) 2 run off to the right")
+    said = r"line\(s\) 2 \(10[12] columns\) are wider than the 100 columns a notebook cell"
+    assert re.match(said, text), text
+    assert "Wrap the code" in text
 
 
-def test_indentation_and_aligned_comments_are_kept() -> None:
-    code = "def f():\n" + " " * 36 + "return 1  # aligned" + "\n" + "x = 1" + " " * 30 + "# note"
-    assert propose(code)[2] == [code]
+def test_a_refusal_names_the_first_wide_lines() -> None:
+    text, error, _ = propose("\n".join(["x" * 120] * 7))
+    assert error
+    assert text.startswith(
+        "line(s) 1 (120 columns), 2 (120 columns), 3 (120 columns), 4 (120 columns), "
+        "5 (120 columns), … are wider"
+    )
 
 
 def test_tabs_and_unicode_a_reader_sees_are_kept() -> None:

@@ -121,6 +121,7 @@ def timeline_html(
     `drawn_by`: who draws it (a kernel); a timeline that shows no run open then marks
     the others of its session, drawn open by someone else, superseded."""
     e = html.escape
+    t = _printable_timeline(t, keep_lines=True)  # what the file holds, hidden characters shown
     open_run = any(run.status == "open" for run in t.runs)
     marks = f' data-drawn-by="{e(drawn_by)}"' if drawn_by else ""
     marks += " data-open" if open_run else ""
@@ -278,18 +279,20 @@ def cell_text(text: str, *, keep_lines: bool = False) -> str:
     return safe_text(printable(text, keep_lines=keep_lines))
 
 
-def _printable_timeline(value: Any) -> Any:
-    """Every string of a timeline through `printable`; whitespace (a prompt's newlines)
-    becomes a space first, since the text view is one line per row anyway."""
+def _printable_timeline(value: Any, *, keep_lines: bool = False) -> Any:
+    """Every string of a timeline through `printable`. Without `keep_lines` (the text
+    view: one line per row) whitespace, a prompt's newlines, becomes a space first; with
+    it (HTML: results keep their lines) line breaks and tabs stay."""
     if isinstance(value, str):
-        if value.isprintable():
-            return value
-        return printable("".join(" " if c.isspace() else c for c in value))
+        if not keep_lines and not value.isprintable():
+            value = "".join(" " if c.isspace() else c for c in value)
+        return printable(value, keep_lines=keep_lines)
     if isinstance(value, tuple):
-        return tuple(_printable_timeline(v) for v in value)
+        return tuple(_printable_timeline(v, keep_lines=keep_lines) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes = {
-            f.name: _printable_timeline(getattr(value, f.name)) for f in dataclasses.fields(value)
+            f.name: _printable_timeline(getattr(value, f.name), keep_lines=keep_lines)
+            for f in dataclasses.fields(value)
         }
         return dataclasses.replace(value, **changes)
     return value

@@ -11,8 +11,11 @@ the timeline's; escaping for a renderer (HTML, markdown, a notebook's text outpu
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 PREVIEW = 160  # characters of a prompt, argument summary or result preview
@@ -119,22 +122,95 @@ def tool_label(name: str, source: str) -> str:
 # ---------------------------------------------------------------- text
 
 
-def printable(text: str, *, keep_lines: bool = False) -> str:
-    """Untrusted text for a terminal (a prompt, a model's tool arguments or answer, a tool's
-    output, a server's error): every character that is not printable is written as its
-    escape, so none can drive the terminal (C0 and C1 controls such as ESC and CSI `\x9b`,
-    DEL) or hide what is shown (a `\r`, bidi overrides like U+202E, zero-width characters).
+# Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties.txt) is
+# Other_Default_Ignorable_Code_Point + Cf + Variation_Selector, less White_Space and a few
+# Cf that show. Cf, whitespace and unassigned code points are not `isprintable()`; these
+# are the rest, the ranges of PropList.txt whose characters Python prints as themselves
+# and no reader sees (Python accepts most in a name: `dry_run\u034f` is not `dry_run`).
+_IGNORABLE = (
+    (0x034F, 0x034F),  # Other_DI: COMBINING GRAPHEME JOINER
+    (0x115F, 0x1160),  # Other_DI: HANGUL CHOSEONG FILLER, HANGUL JUNGSEONG FILLER
+    (0x17B4, 0x17B5),  # Other_DI: KHMER VOWEL INHERENT AQ, AA
+    (0x180B, 0x180D),  # Variation_Selector: MONGOLIAN FREE VARIATION SELECTOR ONE..THREE
+    (0x180F, 0x180F),  # Variation_Selector: MONGOLIAN FREE VARIATION SELECTOR FOUR
+    (0x3164, 0x3164),  # Other_DI: HANGUL FILLER
+    (0xFE00, 0xFE0F),  # Variation_Selector: VARIATION SELECTOR-1..16
+    (0xFFA0, 0xFFA0),  # Other_DI: HALFWIDTH HANGUL FILLER
+    (0xE0100, 0xE01EF),  # Variation_Selector: VARIATION SELECTOR-17..256
+)
+_PRESENTATION = ("\ufe0e", "\ufe0f")  # text or emoji style: one, after a symbol, shows
+_MARKS = ("Mn", "Me")  # drawn on the character before them, taking no room of their own
+MAX_MARKS = 4  # on one character (Vietnamese, Hebrew or Tibetan need 2-4): more pile
+# up over the lines around it
+
+
+def hidden_at(text: str) -> list[int]:
+    """The indexes of the characters of `text` that a reader does not see as themselves,
+    so none may pass unescaped where a person reviews text (a call to approve, a proposed
+    cell, the timeline): what `isprintable()` refuses (controls, format characters such
+    as bidi overrides and zero-width ones, separators, every space but U+0020); Unicode's
+    default-ignorable characters (`_IGNORABLE`) but one text or emoji presentation
+    selector right after a symbol; characters Unicode names a blank or a filler (U+2800
+    BRAILLE PATTERN BLANK); and nonspacing or enclosing marks on no visible character
+    (after a space, a hidden character or nothing) or past `MAX_MARKS` on one."""
+    found: list[int] = []
+    carrier = ""  # the category of the character a mark would go on ("": none shown)
+    marks = 0
+    for index, char in enumerate(text):
+        category, hidden = _character(char)
+        marks = marks + 1 if category in _MARKS else 0
+        if hidden and char in _PRESENTATION:
+            hidden = not (carrier == "So" and marks == 1)
+        if hidden or (marks and (not carrier or marks > MAX_MARKS)):
+            found.append(index)
+            carrier = ""
+        elif not marks:
+            carrier = "" if char.isspace() else category
+    return found
+
+
+@functools.lru_cache(maxsize=4096)  # text repeats its characters: looked up once each
+def _character(char: str) -> tuple[str, bool]:
+    """`char`'s category, and whether it is hidden wherever it stands."""
+    point = ord(char)
+    return unicodedata.category(char), (
+        not char.isprintable()
+        or any(low <= point <= high for low, high in _IGNORABLE)
+        or unicodedata.name(char, "").endswith((" BLANK", " FILLER"))
+    )
+
+
+def escaped(char: str) -> str:
+    """`char` as Python writes it in a string: `\\r`, `\\x1b`, `\\u034f`, `\\U000e0041`."""
+    if not char.isprintable():
+        return repr(char)[1:-1]
+    point = ord(char)  # printable, yet hidden: repr would write it as it is
+    return f"\\u{point:04x}" if point < 0x10000 else f"\\U{point:08x}"
+
+
+def printable(
+    text: str, *, keep_lines: bool = False, escape: Callable[[str], str] = escaped
+) -> str:
+    """Untrusted text for a terminal or a review (a prompt, a model's tool arguments or
+    answer, a tool's output, a server's error): every character a reader would not see as
+    itself (`hidden_at`) is written as its escape, so none can drive the terminal (C0 and
+    C1 controls such as ESC and CSI `\x9b`, DEL) or hide what is shown (a `\r`, bidi
+    overrides like U+202E, zero-width and other default-ignorable characters such as
+    U+034F, blanks, marks on nothing).
 
     `keep_lines` keeps line breaks (`\n`, and `\r\n` read as one) and tabs, for text read
     as a whole (a streamed answer, a command to approve); without it a value stays on its
-    line."""
-    if text.isprintable():
+    line. `escape`: how a hidden character is written (JSON's `\\u` escapes for JSON)."""
+    if text.isascii() and text.isprintable():
         return text
     if keep_lines:
         text = text.replace("\r\n", "\n")
-        kept = ("\n", "\t")
-        return "".join(c if c.isprintable() or c in kept else repr(c)[1:-1] for c in text)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    kept = "\n\t" if keep_lines else ""
+    chars = list(text)
+    for index in hidden_at(text):
+        if chars[index] not in kept:
+            chars[index] = escape(chars[index])
+    return "".join(chars)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

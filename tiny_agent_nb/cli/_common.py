@@ -129,13 +129,15 @@ def _iso_time(epoch_ms: int) -> str:
 
 
 def _print_json(value: dict[str, Any]) -> None:
-    # json.dumps escapes only the C0 controls: a C1 CSI (U+009B), DEL or a bidi override
-    # from the file would reach the terminal raw. Each is written as a \uXXXX escape, which
-    # any JSON reader decodes to the same string; other text stays readable.
-    text = json.dumps(value, indent=1, ensure_ascii=False)
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
-    print(text)
+    # json.dumps escapes only the C0 controls: a C1 CSI (U+009B), DEL, a bidi override or
+    # a default-ignorable character from the file would reach the terminal raw. Each is
+    # written as a \uXXXX escape (`printable`'s rule), which any JSON reader decodes to
+    # the same string; other text stays readable.
+    print(
+        printable(
+            json.dumps(value, indent=1, ensure_ascii=False), keep_lines=True, escape=_json_escape
+        )
+    )
 
 
 def _json_escape(c: str) -> str:

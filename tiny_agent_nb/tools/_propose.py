@@ -9,38 +9,32 @@ So `--approve ask` does not ask for it (the cell is the review), and its replay 
 is `never` (it put something on the user's screen; after a crash it is not put again).
 
 The user reviews the code by reading it, so what they read must be what would run:
-characters that are invisible or change how the text reads (bidirectional controls, as
-in "Trojan Source", zero-width and other format characters, invisible fillers Python
-accepts in names, variation selectors that can smuggle bytes, control characters) are
-refused, with where they are, and the model can write them as escapes instead; so are
-lines that run off to the right of an editor (which does not wrap code), where a
-statement after a long run of spaces would go unseen.
+characters a reader does not see as themselves (`words.hidden_at`, the rule every review
+surface shows escaped: bidirectional controls as in "Trojan Source", zero-width and other
+default-ignorable characters Python accepts in names, blanks, marks on nothing, control
+characters) are refused, with where they are, and the model can write them as escapes
+instead; so are lines wider than a notebook cell shows without scrolling (an editor does
+not wrap code), where a statement after a long run of spaces would go unseen.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from typing import ClassVar
 
 from pydantic import Field
 
 from ..session import ReplayPolicy
+from ..words import hidden_at
 from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
 from ._builtin import BuiltinTool
 
 MAX_PROPOSED_CHARACTERS = 20_000  # a cell longer than a few screens is no review
-# An editor does not wrap code: what follows a long gap, or ends a very long line, is off
-# to the right where a reader does not look.
-MAX_LINE = 300
-_GAP = re.compile(r"\S[ \t]{40,}\S")
-MAX_REPORTED = 5  # hidden characters named in a refusal
-# Invisible in an editor although Python accepts them (Hangul fillers are letters, so
-# they may even be a name), or able to carry hidden bytes (variation selectors).
-_INVISIBLE = frozenset({0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10)}) | frozenset(
-    range(0xE0100, 0xE01F0)
-)
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# Columns of a line a notebook cell shows without scrolling right (a JupyterLab or
+# Notebook 7 cell beside the file browser, at the default font size); what lies past
+# them, after a long run of spaces or at the end of a long line, goes unread.
+MAX_COLUMNS = 100
+TAB = 4  # columns of a tab stop in the cell's editor (JupyterLab's and VS Code's default)
+MAX_REPORTED = 5  # hidden characters or wide lines named in a refusal
 
 
 class ProposeCellArguments(ToolArguments):
@@ -54,7 +48,8 @@ class ProposeCell(BuiltinTool[ProposeCellArguments]):
         "a run resumed with the Resume button, which has no cell run of its own, the code "
         "is shown in the run's output for the user to copy instead; the result says "
         "which). It does not run: when you get the result, nothing the code does has "
-        "happened. One cell per agent cell."
+        f"happened. One cell per agent cell; lines of at most {MAX_COLUMNS} columns, no "
+        "invisible characters (write them as escapes)."
     )
     replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = ProposeCellArguments
@@ -75,16 +70,19 @@ class ProposeCell(BuiltinTool[ProposeCellArguments]):
         hidden = hidden_characters(code)
         if hidden:
             raise ToolError(
-                "the cell holds characters a reader cannot see or that change how the code "
-                f"reads ({', '.join(hidden)}); nothing was proposed. Write them as escapes "
-                "in a string (\\u200b) or leave them out."
+                "the cell holds characters a reader cannot see as themselves or that change "
+                f"how the code reads ({', '.join(hidden)}); nothing was proposed. Write them "
+                "as escapes in a string (\\u200b) or leave them out."
             )
         wide = wide_lines(code)
         if wide:
             raise ToolError(
-                f"line(s) {', '.join(map(str, wide))} run off to the right (more than "
-                f"{MAX_LINE} characters, or a long run of spaces inside): a reader would not "
-                "see all of it; nothing was proposed. Wrap the code."
+                f"line(s) {', '.join(wide)} are wider than the {MAX_COLUMNS} columns a "
+                f"notebook cell shows without scrolling (a tab reaches the next multiple of "
+                f"{TAB}, a wide character counts 2): a reader would not see all of it; "
+                "nothing was proposed. Wrap the code: break lines inside brackets, split "
+                'a long string into adjacent literals ("..." "...") in parentheses, or '
+                "read long data from a file."
             )
         if context.propose_cell is None:
             raise ToolError("there is no notebook to put a cell in; nothing was proposed")
@@ -100,21 +98,31 @@ def hidden_characters(code: str) -> list[str]:
     """`U+202E at line 3` for each hidden character (the first few), else nothing."""
     found: list[str] = []
     for number, line in enumerate(code.split("\n"), start=1):
-        for char in line:
-            point = ord(char)
-            if char == "\t":
-                continue
-            if point in _INVISIBLE or unicodedata.category(char) in _HIDDEN_CATEGORIES:
-                found.append(f"U+{point:04X} at line {number}")
+        for index in hidden_at(line):
+            if line[index] != "\t":  # layout, measured by `columns`
+                found.append(f"U+{ord(line[index]):04X} at line {number}")
                 if len(found) == MAX_REPORTED:
                     return [*found, "…"]
     return found
 
 
-def wide_lines(code: str) -> list[int]:
-    """The numbers of the lines a reader would have to scroll right to see whole."""
-    return [
-        number
+def columns(line: str) -> int:
+    """How many columns `line` takes in a cell: a tab to the next multiple of `TAB`, the
+    rest as wcwidth measures it (East Asian wide and fullwidth 2, marks 0)."""
+    # Imported here: its tables take ~60 ms to load, and only a proposal measures.
+    from wcwidth import wcwidth  # noqa: PLC0415
+
+    column = 0
+    for char in line:
+        column = column + TAB - column % TAB if char == "\t" else column + max(wcwidth(char), 0)
+    return column
+
+
+def wide_lines(code: str) -> list[str]:
+    """`2 (130 columns)` for each line a reader would have to scroll right to see whole."""
+    wide = [
+        f"{number} ({width} columns)"
         for number, line in enumerate(code.split("\n"), start=1)
-        if len(line) > MAX_LINE or _GAP.search(line)
-    ][:MAX_REPORTED]
+        if (width := columns(line)) > MAX_COLUMNS
+    ]
+    return wide if len(wide) <= MAX_REPORTED else [*wide[:MAX_REPORTED], "…"]
