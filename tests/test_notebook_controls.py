@@ -22,6 +22,7 @@ import ipykernel
 import pytest
 
 from tiny_agent_nb.agent import resumable_operation
+from tiny_agent_nb.notebook._controls import STYLE
 from tiny_agent_nb.session import load_session
 
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
@@ -395,3 +396,29 @@ def test_the_kernel_after_a_dead_one_offers_to_resume_the_run_it_settled(
     ui.until(lambda: "Resumed after the crash." in loaded.text(), "the resumed answer")
     started = records(workspace, "runStarted")
     assert [r["operationKind"] for r in started] == ["run", "resume"]
+
+
+def test_a_saved_notebook_holds_the_controls_stylesheet_once_per_cell(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """A `<style>` in an output applies to the whole page: one per cell (its Stop
+    button's record) hides its dead widgets and spent outputs, and its records read
+    alone. Every output of every control once repeated it: four copies in a cell with
+    one approval, 58 in a notebook of 14 such cells and a timeline."""
+    ui = frontend(start_kernel, "main shell")
+    cells = []
+    for n in range(3):
+        server.enqueue(
+            tool_calls_reply(tool_call(f"c{n}", "bash", {"command": f"echo {n}"})),
+            text_reply(f"Done {n}."),
+        )
+        cell = ui.send(f"%%agent --approve ask\nRun echo {n}.")
+        ui.click(ui.wait_for_button("Allow"))
+        cells.append(ui.finish(cell))
+    for n, cell in enumerate(cells):
+        no_widget_kept(cell)
+        assert f'✓ bash command="echo {n}", timeout=120.0 — allowed by you' in cell.text()
+        markup = [d["text/html"] for d in cell.outputs() if "text/html" in d]
+        assert len(markup) == 4  # Stop and the approval: each a record and a spent widget
+        assert sum(m.count("<style>") for m in markup) == 1, markup
+        assert markup[0].startswith(STYLE)  # the first output: what the cell shows first

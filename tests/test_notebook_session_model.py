@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tiny_agent_nb.provider import DEMO_LABEL, DEMO_PROVIDER
 from tiny_agent_nb.session import load_session
 
+from helpers.cli_helpers import cli
 from helpers.kernel_helpers import (
     Kernel,
     StartKernel,
@@ -107,5 +110,47 @@ def test_the_user_may_ask_for_the_demo_model_and_another_model_is_said(
     server.enqueue(text_reply("Real again."))
     again = execute(second, "%%agent\nAnd now?")
     assert "↔ This session's runs used tiny-agent-nb/scripted-demo (offline-demo)" in again
+    assert (
+        "model    openai-compatible / test/model (configured in this kernel, for the next run)\n"
+        "         this session's runs used openai-compatible / test/model (latest of 2 models; "
+        "also offline-demo / tiny-agent-nb/scripted-demo)\n"
+    ) in execute(second, "%agent status")
     both = second.execute("%%agent --demo --model x/y\nHi")
     assert "--demo and --model name two models" in both.stdout + both.stderr + str(both.error)
+
+
+def test_the_model_configured_after_load_ext_is_the_one_the_session_names(
+    start_kernel: StartKernel,
+    workspace: Path,
+    server: OpenAIServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Configured the documented way (`%load_ext`, then `%config`), the session file is
+    created while the demo model is the configured one: its header names the demo, but the
+    status, the timeline and the CLI name the model that answered."""
+    kernel = start_kernel(base_url=None, model=None)
+    execute(kernel, "%load_ext tiny_agent_nb")
+    execute(
+        kernel,
+        f"%config TinyAgent.base_url = {server.base_url!r}\n%config TinyAgent.model = 'real/model'",
+    )
+    server.enqueue(text_reply("Hello from the real model."))
+    execute(kernel, "%%agent\nHello")
+    session = workspace / SESSION
+    assert load_session(session).header.provider == DEMO_PROVIDER  # what it was created with
+    real = "openai-compatible / real/model"
+
+    status = execute(kernel, "%agent status")
+    assert f"model    {real}\n" in status, status
+    shown = kernel.execute("%agent timeline")
+    assert shown.error is None, shown.error
+    (bundle,) = shown.displays
+    assert bundle["text/plain"].startswith(f"Agent timeline · {real}\n"), bundle["text/plain"]
+    assert f"<b>Agent timeline</b> · {real}<br>" in bundle["text/html"]
+    for text in (bundle["text/plain"], bundle["text/html"]):
+        assert DEMO_PROVIDER not in text and "OFFLINE DEMO" not in text.upper()
+    _, timeline, _ = cli(capsys, "timeline", str(session))
+    assert timeline.startswith(f"Agent timeline · {real}\n"), timeline
+    assert "OFFLINE DEMO" not in timeline
+    _, inspected, _ = cli(capsys, "inspect", str(session))
+    assert f"model        {real}\n" in inspected and DEMO_PROVIDER not in inspected, inspected

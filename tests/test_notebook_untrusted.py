@@ -210,26 +210,23 @@ def test_model_text_tool_names_tool_output_and_server_errors_cannot_drive_the_te
 def test_status_and_the_load_report_escape_what_the_session_file_says(
     shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A session file is data: its header, a run's detail and a tool call's arguments are
-    shown escaped by `%load_ext` (the recovery report) and `%agent status`."""
+    """A session file is data: its attempts' model, a run's detail and a tool call's
+    arguments are shown escaped by `%load_ext` (the recovery report) and `%agent status`."""
     path = tmp_path / SESSION
     init = HeaderInit(
-        cwd=str(tmp_path),
-        provider=f"p{HOSTILE}",
-        model=f"m{HOSTILE}",
-        environment_identity=str(tmp_path),
+        cwd=str(tmp_path), provider="p", model="m", environment_identity=str(tmp_path)
     )
     with SessionStore.open(path, create=init) as store:
         steps = Run(environment=str(tmp_path))
         store.commit(steps.start("q"))
-        store.commit(steps.attempt())
+        store.commit(steps.attempt(provider=f"p{HOSTILE}", model=f"m{HOSTILE}"))
         arguments = {"command": f"echo {HOSTILE}"}
         store.commit(steps.answer(None, [("c1", "bash", arguments)]))
         store.commit([steps.intent("c1", BASH, arguments)])  # the kernel died here
     report = run(shell, "%load_ext tiny_agent_nb", capsys)
     assert "⚠ bash command=" in report and "— interrupted" in report
     status = run(shell, "%agent status", capsys)
-    assert "model    p\\x1b]52;c;" in status and "⚠ bash command=" in status
+    assert "runs used p\\x1b]52;c;" in status and "⚠ bash command=" in status
     assert controls(report + status) == set()
 
 

@@ -102,7 +102,7 @@ def test_timeline_html_shows_the_file_s_strings_as_text(store: SessionStore) -> 
     store.commit(run.finish())
 
     page = _Elements()
-    page.feed(timeline_html(build_timeline(store.load()), scripted=True))
+    page.feed(timeline_html(build_timeline(store.load())))
     page.close()
     assert page.tags <= {"style", "div", "b", "br", "span", "details", "summary", "code", "pre"}
     assert page.handlers == []

@@ -12,7 +12,7 @@ import html
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .provider import DEMO_LABEL
+from .provider import DEMO_LABEL, DEMO_PROVIDER
 from .safe_markdown import safe_text
 from .timeline import (
     AttemptRow,
@@ -114,9 +114,12 @@ _SHOUTED_DEMO_LABEL = f"{_demo_name.upper()} ({_demo_why}"
 NO_MATHS = '<div class="tex2jax_ignore mathjax_ignore">'
 
 
-def timeline_html(
-    t: Timeline, *, scripted: bool = False, note: str | None = None, drawn_by: str | None = None
-) -> str:
+def _scripted(t: Timeline) -> bool:
+    """The offline demo model answered in the session (or, before any run, was configured)."""
+    return DEMO_PROVIDER in t.models.providers
+
+
+def timeline_html(t: Timeline, *, note: str | None = None, drawn_by: str | None = None) -> str:
     """`note`: how this view stands to the session (read-only, closed), shown first.
     `drawn_by`: who draws it (a kernel); a timeline that shows no run open then marks
     the others of its session, drawn open by someone else, superseded."""
@@ -139,9 +142,9 @@ def timeline_html(
     )
     if note:
         parts.append(f'<div class="tan-note">{e(note)}</div>')
-    banner = f' <span class="tan-scripted">{e(DEMO_LABEL)}</span>' if scripted else ""
+    banner = f' <span class="tan-scripted">{e(DEMO_LABEL)}</span>' if _scripted(t) else ""
     parts.append(
-        f'<div class="tan-head"><b>Agent timeline</b> · {e(t.provider)} / {e(t.model)}{banner}'
+        f'<div class="tan-head"><b>Agent timeline</b> · {e(t.models.described())}{banner}'
         f"<br>{e(_totals_line(t.totals))}"
         + (f" · page {t.page + 1} of {t.pages}" if t.pages > 1 else "")
         + (f" · {t.torn_tail_bytes} torn bytes ignored" if t.torn_tail_bytes else "")
@@ -298,9 +301,7 @@ def _printable_timeline(value: Any, *, keep_lines: bool = False) -> Any:
     return value
 
 
-def timeline_text(
-    t: Timeline, *, color: bool = False, scripted: bool = False, note: str | None = None
-) -> str:
+def timeline_text(t: Timeline, *, color: bool = False, note: str | None = None) -> str:
     """The timeline for a terminal (the CLI, the demo, the notebook display's text/plain)."""
     t = _printable_timeline(t)
 
@@ -309,8 +310,8 @@ def timeline_text(
         return f"\x1b[{COLORS.get(s, '0')}m{label}\x1b[0m" if color else label
 
     lines = [
-        f"Agent timeline · {t.provider} / {t.model}"
-        + (f" · {_SHOUTED_DEMO_LABEL}" if scripted else ""),
+        f"Agent timeline · {t.models.described()}"
+        + (f" · {_SHOUTED_DEMO_LABEL}" if _scripted(t) else ""),
         _totals_line(t.totals) + (f" · page {t.page + 1} of {t.pages}" if t.pages > 1 else ""),
     ]
     if note:

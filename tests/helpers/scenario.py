@@ -47,7 +47,9 @@ class Run:
         entry_id = new_id()
         return [f.user_message(prompt, id=entry_id), f.run_started(self.operation_id, entry_id)]
 
-    def attempt(self, attempt: int = 1) -> list[NewFact]:
+    def attempt(
+        self, attempt: int = 1, *, provider: str = "openrouter", model: str = "test/model"
+    ) -> list[NewFact]:
         if attempt == 1:
             self.step += 1
         self.attempt_id = new_id()
@@ -56,8 +58,8 @@ class Run:
                 self.operation_id,
                 step=self.step,
                 attempt=attempt,
-                provider="openrouter",
-                model="test/model",
+                provider=provider,
+                model=model,
                 configuration_digest=DIGEST,
                 id=self.attempt_id,
             )

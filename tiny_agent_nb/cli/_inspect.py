@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..render import KERNEL_TOLD
 from ..session import SessionState, ToolIntent
-from ..timeline import intent_label, outcome_note, session_cost
+from ..timeline import intent_label, outcome_note, session_cost, session_models
 from ..words import money, printable
 from ._common import (
     ARGUMENTS_WIDTH,
@@ -66,7 +66,7 @@ def _header_lines(state: SessionState) -> Iterator[str]:
     yield f"session      {h.id} (format v{h.version})"
     yield f"file         {printable(state.path)}"
     yield f"created at   {_iso_time(h.createdAt)}"
-    yield f"provider     {printable(h.provider)} / {printable(h.model)}"
+    yield f"model        {printable(session_models(state).described())}"
     yield f"cwd          {printable(h.cwd)}"
     yield f"transactions {state.transaction_count} (lastSeq {state.last_seq})"
 

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ..provider import DEMO_PROVIDER  # a name only: the provider loads httpx lazily
 from ..render import timeline_text
 from ..timeline import PAGE_SIZE, ROWS_PER_RUN, Timeline, build_timeline
 from ..words import printable
@@ -68,8 +67,7 @@ def run_timeline(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"timeline": timeline_json(timeline)})
         return EXIT_OK
-    scripted = state.header.provider == DEMO_PROVIDER
-    print(timeline_text(timeline, color=_use_color(sys.stdout), scripted=scripted))
+    print(timeline_text(timeline, color=_use_color(sys.stdout)))
     for line in _hidden_rows_lines(timeline):
         print(line)
     return EXIT_OK

@@ -60,8 +60,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         Subcommand(
             "status",
             "",
-            "the session file, runs, what is open or interrupted, cost, the context window "
-            "(and where it comes from), the start of the summary",
+            "the session file, the model the next run asks (and the ones its runs used, when "
+            "they differ), runs, what is open or interrupted, cost, the context window (and "
+            "where it comes from), the start of the summary",
         ),
         Subcommand(
             "timeline",

@@ -5,9 +5,11 @@ keeps) and the widget. A widget lives only as long as the kernel that made it: s
 reopened, a widget output shows "Error displaying widget: model not found". So every
 control ends as its record: when it is answered, when its run ends, or, for a Resume
 button, when a later run starts or it is clicked; the widget's output is then emptied.
-Should the kernel die first, the record's stylesheet hides the dead widget and shows
-the record in its place (CSS `:has`, in JupyterLab and Notebook 7; a viewer that drops
-styles shows the record and an empty output).
+Should the kernel die first, the stylesheet hides the dead widget and shows the record
+in its place (CSS `:has`, in JupyterLab and Notebook 7; a viewer that drops styles shows
+the record and an empty output). A `<style>` in an output applies to the whole page, so
+only the first control of a cell, its Stop button, carries it (a Resume button, which
+may stand alone, too): the saved notebook holds one copy per cell, not one per output.
 
 Untrusted text (a call's arguments, a tool's name) is escaped here like everywhere else:
 `render.cell_text` for text, then `html.escape` for HTML (an `HTML` widget sets
@@ -83,15 +85,16 @@ class Record:
             f" — {html.escape(answer)}",
         )
 
-    def bundle(self, state: str) -> dict[str, str]:
+    def bundle(self, state: str, style: str) -> dict[str, str]:
         return {
             "text/plain": self.text,
-            "text/html": f'{STYLE}<div class="tan-control-record tex2jax_ignore" '
+            "text/html": f'{style}<div class="tan-control-record tex2jax_ignore" '
             f'data-state="{state}">{self.html}</div>',
         }
 
 
-SPENT = {"text/plain": "", "text/html": f'{STYLE}<div class="tan-control-spent"></div>'}
+def spent(style: str) -> dict[str, str]:
+    return {"text/plain": "", "text/html": f'{style}<div class="tan-control-spent"></div>'}
 
 
 def controls_available(shell: Any) -> bool:
@@ -115,17 +118,21 @@ def controls_available(shell: Any) -> bool:
 
 
 class Control:
-    """One control on screen: its record output and its widget output."""
+    """One control on screen: its record output and its widget output. `styled`: its
+    record output carries the stylesheet (the first control of a cell does)."""
 
-    def __init__(self, widget: Any, waiting: Record, publish: Publish) -> None:
+    def __init__(
+        self, widget: Any, waiting: Record, publish: Publish, *, styled: bool = True
+    ) -> None:
         self._publish = publish
+        self._style = STYLE if styled else ""
         self._record_id = f"tan-control-{uuid.uuid4().hex}"
         self._widget_id = f"tan-control-{uuid.uuid4().hex}"
         self.widget = widget
         self.settled = False
         widget.add_class("tan-control")
         handle_on_controls_subshell(_comms(widget))  # clicks taken at once, sent anywhere
-        publish(waiting.bundle("waiting"), display_id=self._record_id, update=False)
+        publish(waiting.bundle("waiting", self._style), display_id=self._record_id, update=False)
         # The view as ipywidgets draws it, with no text of its own: the record is the text.
         view = widget._repr_mimebundle_()[WIDGET_VIEW]
         publish({WIDGET_VIEW: view, "text/plain": ""}, display_id=self._widget_id, update=False)
@@ -135,9 +142,10 @@ class Control:
         if self.settled:
             return
         self.settled = True
-        bundle = record.bundle("settled") if record is not None else SPENT
+        style = self._style
+        bundle = record.bundle("settled", style) if record is not None else spent(style)
         self._publish(bundle, display_id=self._record_id, update=True)
-        self._publish(SPENT, display_id=self._widget_id, update=True)
+        self._publish(spent(""), display_id=self._widget_id, update=True)
         try:
             _close(self.widget)
         except Exception:
@@ -321,6 +329,7 @@ class RunControls:
                         "(no buttons shown? interrupt the kernel to stop the run)",
                     ),
                     self._publish,
+                    styled=False,  # the run's Stop button, shown before, carries it
                 )
             wait_for(answer.given, self._pump)
         except KeyboardInterrupt:

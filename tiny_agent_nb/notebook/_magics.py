@@ -17,7 +17,7 @@ from IPython.display import display, publish_display_data
 from ..agent import Approval, LoopObserver, RunResult, compaction_status, resumable_operation
 from ..redaction import redact
 from ..render import cell_text
-from ..timeline import outcome_note, session_cost, usage_by_run
+from ..timeline import ModelName, outcome_note, session_cost, session_models, usage_by_run
 from ..words import NO_USAGE, money, short_arguments, tokens, usage
 from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
@@ -199,11 +199,17 @@ class AgentMagics(Magics):
         state, read_only = self.runtime.read_state()
         open_op = state.open_operation
         latest = list(state.operations.values())[-1] if state.operations else None
-        header = state.header
         path = self.runtime.session_path()
         print(f"session  {cell_text(str(path))}" + (f" ({read_only})" if read_only else ""))
-        model = f"{cell_text(header.provider)} / {cell_text(header.model)}"
-        print(f"model    {model} (this session's header)")
+        # The model the next run asks, and the ones the runs used when they differ (the
+        # header's is only what was configured when the file was created).
+        used = session_models(state)
+        asked = ModelName(*self.runtime.session_model.asked())
+        if used.used in ((), (asked,)):
+            print(f"model    {cell_text(str(asked))}")
+        else:
+            print(f"model    {cell_text(str(asked))} (configured in this kernel, for the next run)")
+            print(f"         this session's runs used {cell_text(used.described())}")
         print(f"runs     {len(state.operations)}; facts {state.last_seq}")
         if open_op is not None:
             print(f"running  {open_op.id}")

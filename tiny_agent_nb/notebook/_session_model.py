@@ -79,13 +79,16 @@ class SessionModel:
             f"or `{command} --demo` to let the offline demo model answer anyway."
         )
 
+    def asked(self, model: str | None = None, demo: bool = False) -> tuple[str, str]:
+        """(provider, model) a run with a cell's `--model` / `--demo` asks in this kernel."""
+        if self.uses_demo(model, demo):
+            return DEMO_PROVIDER, DEMO_MODEL
+        config = self.kernel.provider_config(model)
+        return config.provider, config.model
+
     def change_note(self, model: str | None, demo: bool) -> str | None:
         """One line when a run uses another model than the session's runs used last."""
-        if self.uses_demo(model, demo):
-            provider, used = DEMO_PROVIDER, DEMO_MODEL
-        else:
-            config = self.kernel.provider_config(model)
-            provider, used = config.provider, config.model
+        provider, used = self.asked(model, demo)
         if self.provider is None or (self.provider, self.model) == (provider, used):
             return None
         return (

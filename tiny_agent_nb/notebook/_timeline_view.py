@@ -22,7 +22,6 @@ from typing import Any, Protocol
 
 from IPython.display import display, update_display
 
-from ..provider import DEMO_PROVIDER
 from ..render import superseded_rule, timeline_html, timeline_text
 from ..session import Fact, RecordFact, SessionState
 from ..timeline import Timeline, build_timeline
@@ -96,7 +95,6 @@ class TimelineView:
         self._session_id = state.header.id
         self._drawn = (state.last_seq, self._note)  # what the display shows now
         self._timeline = build_timeline(state)
-        self._scripted = _scripted(state)
         self.closed = False
         self._unwatch = source.watch(self.on_commit) if live else None
 
@@ -110,10 +108,8 @@ class TimelineView:
 
     def bundle(self) -> dict[str, str]:
         return {
-            "text/plain": timeline_text(self._timeline, scripted=self._scripted, note=self._note),
-            "text/html": timeline_html(
-                self._timeline, scripted=self._scripted, note=self._note, drawn_by=KERNEL
-            ),
+            "text/plain": timeline_text(self._timeline, note=self._note),
+            "text/html": timeline_html(self._timeline, note=self._note, drawn_by=KERNEL),
         }
 
     def refresh(self) -> None:
@@ -140,7 +136,6 @@ class TimelineView:
                 return
             else:
                 self._timeline, self._note = build_timeline(state), note
-                self._scripted = _scripted(state)
                 self._drawn = (state.last_seq, note)
             self._publish(self.bundle(), display_id=self._display_id, update=True)
             self._last_render = self._clock()
@@ -184,8 +179,3 @@ def trailing_render(delay: float, render: Callable[[], None]) -> threading.Timer
     timer.daemon = True
     timer.start()
     return timer
-
-
-def _scripted(state: SessionState) -> bool:
-    providers = {a.provider for a in state.attempts.values()} or {state.header.provider}
-    return DEMO_PROVIDER in providers

@@ -18,6 +18,7 @@ from ._calls import (
 )
 from ._compactions import CompactionRow, compaction_notes, compactions
 from ._kernels import kernel_boundaries
+from ._models import ModelName, SessionModels, session_models
 from ._rows import AttemptRow, KernelRow, RunRow, Timeline, ToolRow, Totals
 from ._usage import RunUsage, priced, session_cost, unreported_attempts, usage_by_run
 
@@ -29,8 +30,10 @@ __all__ = [
     "AttemptRow",
     "CompactionRow",
     "KernelRow",
+    "ModelName",
     "RunRow",
     "RunUsage",
+    "SessionModels",
     "Timeline",
     "ToolRow",
     "Totals",
@@ -44,6 +47,7 @@ __all__ = [
     "priced",
     "replay_note",
     "session_cost",
+    "session_models",
     "unreported_attempts",
     "usage_by_run",
 ]

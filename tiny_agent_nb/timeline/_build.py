@@ -12,6 +12,7 @@ from ..words import cap, first_line, short_arguments
 from ._calls import called_name
 from ._compactions import compaction_notes
 from ._kernels import kernel_boundaries
+from ._models import session_models
 from ._rows import AttemptRow, RunRow, Timeline, ToolRow, Totals
 from ._usage import priced, unreported_attempts
 
@@ -132,8 +133,7 @@ def build_timeline(
     return Timeline(
         session_id=state.header.id,
         path=state.path,
-        model=state.header.model,
-        provider=state.header.provider,
+        models=session_models(state),
         runs=tuple(runs),
         page=page,
         pages=pages,

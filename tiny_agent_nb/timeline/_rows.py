@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._models import SessionModels
+
 
 @dataclass(frozen=True)
 class AttemptRow:
@@ -105,8 +107,7 @@ class Totals:
 class Timeline:
     session_id: str
     path: str
-    model: str
-    provider: str
+    models: SessionModels  # what its runs used, not its header (`session_models`)
     runs: tuple[RunRow, ...]  # the current page, oldest first
     page: int
     pages: int
