@@ -18,6 +18,7 @@ from tiny_agent_nb.tools import ToolUsage
 
 from helpers.openai_server import (
     OpenAIServer,
+    error_reply,
     is_summarization,
     text_reply,
     tool_call,
@@ -135,6 +136,35 @@ def test_unknown_cost_is_said_once_and_never_taken_as_zero(
     assert "cost unknown" in h.notices[0] and "counts only priced usage" in h.notices[0]
     (op,) = load_session(h.path).operations.values()
     assert op.detail == h.notices[0]
+
+
+@pytest.mark.parametrize("end", ["failed", "aborted"])
+def test_unknown_cost_is_kept_in_the_runs_end_however_it_ends(
+    server: OpenAIServer, workspace: Path, end: str
+) -> None:
+    """A run that said its costs were unknown and then ended otherwise than by its answer:
+    a request the server refused for good (that end is committed with the failed attempt),
+    or a Ctrl-C in a tool. Its end keeps the note, after what ended it."""
+    unpriced = tool_calls_reply(tool_call("r1", "read_file", {"path": "README.md"}), usage=None)
+    stop = (
+        error_reply(400, "the server would not take it")
+        if end == "failed"
+        else tool_calls_reply(tool_call("s1", "slow", {}))
+    )
+    server.enqueue(unpriced, stop)
+    h = Harness(server, workspace, budget=0.01, interrupting=True)
+    try:
+        result = h.loop.run("Read it, then go on")
+        assert result.outcome == end
+    except KeyboardInterrupt:
+        assert end == "aborted"
+    finally:
+        h.close()
+    (op,) = load_session(h.path).operations.values()
+    (note,) = h.notices
+    ended = "the server would not take it" if end == "failed" else "interrupted by the user"
+    assert op.status == end and op.detail is not None
+    assert ended in op.detail and op.detail.endswith(f"; {note}"), op.detail
 
 
 def test_unknown_cost_is_not_mentioned_without_a_budget(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from tiny_agent_nb.agent import plan_recovery, resumable_operation
-from tiny_agent_nb.agent._planner import abort_transaction, failure_transaction
+from tiny_agent_nb.agent._planner import abort_settlement, failure_settlement
 from tiny_agent_nb.session import (
     HeaderInit,
     NewFact,
@@ -233,16 +233,19 @@ def _call_ids(state: SessionState, intents: tuple[object, ...]) -> tuple[str, ..
 
 def _settled(
     steps: tuple[Scenario, ...],
-    settle: Callable[[SessionState, str, str], list[NewFact]],
+    settle: Callable[[SessionState, str, str], list[NewFact] | None],
     reason: str,
 ) -> tuple[str, list[NewFact], SessionState]:
     """Builds the steps, settles their open operation with `settle` (the planner's abort
-    or failure transaction) and commits that: the operation's id, the transaction, and
-    the state the file loads to after it."""
+    or failure settlement) and commits that with the end the loop gives it: the
+    operation's id, the transaction, and the state the file loads to after it."""
     state, buffer = _build(steps)
     op = state.open_operation
     assert op is not None
-    transaction = settle(state, op.id, reason)
+    settled = settle(state, op.id, reason)
+    assert settled is not None
+    outcome = "aborted" if settle is abort_settlement else "failed"
+    transaction = [*settled, f.operation_finished(op.id, outcome, reason)]
     with SessionStore.in_memory(buffer) as store:
         store.commit(transaction)
         return op.id, transaction, store.load()
@@ -326,16 +329,16 @@ def test_read_is_not_replayed_when_identity_changed(
 
 def test_abort_resolves_what_is_in_flight() -> None:
     steps = (_start, _attempt, _answer_calls, _intent("r1"), _result("r1"), _intent("b1"))
-    op_id, transaction, after = _settled(steps, abort_transaction, "KeyboardInterrupt")
+    op_id, transaction, after = _settled(steps, abort_settlement, "KeyboardInterrupt")
     kinds = [type(t.body).__name__ for t in transaction]
     assert kinds == ["AbortRequested", "ToolResultEntry", "OperationFinished"]
     assert after.operations[op_id].status == "aborted"
     assert resumable_operation(after) == after.operations[op_id]
-    assert abort_transaction(after, op_id, "again") == []
+    assert abort_settlement(after, op_id, "again") is None
 
 
 def test_abort_during_request_fails_the_attempt_as_aborted() -> None:
-    _, _, after = _settled((_start, _attempt), abort_transaction, "KeyboardInterrupt")
+    _, _, after = _settled((_start, _attempt), abort_settlement, "KeyboardInterrupt")
     (attempt,) = after.attempts.values()
     assert attempt.status == "failed" and attempt.error is not None
     assert attempt.error.kind == "aborted"
@@ -350,17 +353,17 @@ def test_nothing_to_resume_after_a_completed_run() -> None:
 def test_a_failure_settles_what_is_in_flight_and_finishes_failed_without_an_abort() -> None:
     steps = (_start, _attempt, _answer_calls, _intent("r1"), _intent("b1"))
     reason = "stopped by an unexpected error: TypeError: boom"
-    op_id, transaction, after = _settled(steps, failure_transaction, reason)
+    op_id, transaction, after = _settled(steps, failure_settlement, reason)
     kinds = [type(t.body).__name__ for t in transaction]
     assert kinds == ["ToolResultEntry", "ToolResultEntry", "OperationFinished"]
     assert (after.operations[op_id].status, after.operations[op_id].detail) == ("failed", reason)
     assert [i.status for i in after.tool_intents.values()] == ["interrupted", "interrupted"]
     assert resumable_operation(after) == "completed"  # a failed run is not resumed
-    assert failure_transaction(after, op_id, "again") == []
+    assert failure_settlement(after, op_id, "again") is None
 
 
 def test_a_failure_during_a_request_fails_the_attempt_with_the_reason() -> None:
-    _, _, after = _settled((_start, _attempt), failure_transaction, "TypeError: boom")
+    _, _, after = _settled((_start, _attempt), failure_settlement, "TypeError: boom")
     (attempt,) = after.attempts.values()
     assert attempt.status == "failed" and attempt.error is not None
     assert (attempt.error.kind, attempt.error.message) == ("interrupted", "TypeError: boom")

@@ -17,6 +17,7 @@ import json
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import ipykernel.comm.comm as ipykernel_comm
 import pytest
@@ -31,7 +32,14 @@ from tiny_agent_nb.session import CompactionEntry, ToolCall, load_session
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
 from helpers.mcp_helpers import TEST_SERVER
 from helpers.mcp_notebook_helpers import marker_lines
-from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import (
+    OpenAIServer,
+    context_length_body,
+    error_reply,
+    text_reply,
+    tool_call,
+    tool_calls_reply,
+)
 from helpers.widget_frontend import Model, WidgetFrontend
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
@@ -236,7 +244,12 @@ HOLD_AT_CLOSE = """
 import pathlib, sys, time
 _store = get_ipython().magics_manager.registry["AgentMagics"].runtime.store
 def _hold_at_close(facts):
-    if any(getattr(getattr(f, "record", None), "type", "") == "operationFinished" for f in facts):
+    # Recovery's end of a run the kernel left open (interrupted) is not the moment.
+    if any(
+        getattr(getattr(f, "record", None), "type", "") == "operationFinished"
+        and f.record.outcome != "interrupted"
+        for f in facts
+    ):
         print("RUN CLOSED", flush=True)
         while not pathlib.Path("let-go").exists():
             time.sleep(0.01)
@@ -266,6 +279,93 @@ def test_stop_pressed_after_the_run_recorded_its_end_changes_nothing(
     assert records(workspace, "abortRequested") == []
     assert "All done." in cell.text()
     assert "Stopped" not in cell.text() and "KeyboardInterrupt" not in cell.text()
+    assert ui.execution_count(cell) and cell.reply is not None
+    assert cell.reply["status"] == "ok", cell.reply
+    after = ui.finish(ui.send("print('next cell')"))
+    assert after.stdout == "next cell\n"
+
+
+# A run that had given its final answer when the kernel lost it (its end not recorded):
+# the resume ends at once, completed with that answer.
+ANSWERED_NOT_ENDED = """
+from tiny_agent_nb.session import facts as F, new_id
+_op, _entry, _attempt = new_id(), new_id(), new_id()
+_store.commit([F.user_message("Finish.", id=_entry), F.run_started(_op, _entry)])
+_store.commit([F.step_attempt(_op, step=1, attempt=1, provider="openai-compatible",
+    model="test/model", configuration_digest="sha256:" + "0" * 64, id=_attempt)])
+_store.commit([F.assistant_message(_attempt, content="All done.")])
+"""
+COST_UNKNOWN = "cost unknown for some of this run's requests"
+
+
+def _refused(server: OpenAIServer, workspace: Path) -> str:
+    """An unpriced read, then a request the server refuses for good: a run whose budget
+    cannot count what it spent, ended `failed` by the step."""
+    (workspace / "big.txt").write_text("w" * 800)
+    server.enqueue(
+        tool_calls_reply(tool_call("r1", "read_file", {"path": "big.txt"}), usage=None),
+        error_reply(400, "the server would not take it"),
+    )
+    return "%%agent --budget 5\nRead big.txt."
+
+
+def _too_long(server: OpenAIServer, workspace: Path) -> str:
+    """A request refused as too long, a compaction, and the retry refused again: the run
+    ends `failed` by the step, with the failure in the end's transaction."""
+    (workspace / "big.txt").write_text("w" * 8000)
+    refusal = error_reply(400, body=context_length_body(9000, 9500))
+    server.enqueue(_read_big(), refusal, refusal)
+    server.enqueue_summaries(text_reply("SUMMARY of the read"))
+    return (
+        "%config TinyAgent.keep_tail_tokens = 10\n"
+        "get_ipython().run_cell_magic('agent', '--budget 5', 'Read big.txt.')"
+    )
+
+
+def _read_big() -> dict[str, Any]:
+    return tool_calls_reply(tool_call("r1", "read_file", {"path": "big.txt"}), usage=None)
+
+
+def _answered(server: OpenAIServer, workspace: Path) -> str:
+    return ANSWERED_NOT_ENDED + "get_ipython().run_line_magic('agent', 'resume')"
+
+
+# Each end a step or the loop commits, reached with the Stop button live: how, the
+# outcome, what the cell shows of it, whether the end's detail keeps the budget's note.
+ENDS = {
+    "a request the server refused": (_refused, "failed", "the server would not take it", True),
+    "a request still too long after compacting": (_too_long, "failed", "too long", True),
+    "a resume that finds the answer saved": (_answered, "completed", "All done.", False),
+}
+
+
+@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
+@pytest.mark.parametrize("end", ENDS)
+def test_stop_pressed_while_any_end_is_committed_changes_nothing(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, end: str
+) -> None:
+    """As above, for the ends the model step commits with what failed, and for a resume
+    that ends as soon as it starts: the press is a no-op, and the cell says the end the
+    file holds. A run that said its costs were unknown keeps that in its end's detail."""
+    prepare, outcome, said, noted = ENDS[end]
+    ui = frontend(start_kernel, "comm subshell")
+    ui.finish(ui.send(HOLD_AT_CLOSE))
+    cell = ui.send(prepare(server, workspace))
+    stop = ui.wait_for_button("Stop")
+    ui.until(lambda: "RUN CLOSED" in cell.stdout, "the run's end to be committed")
+    click = ui.click(stop)
+    ui.until(lambda: click in ui.handled, "the kernel to handle the press")
+    (workspace / "let-go").touch()
+    ui.finish(cell)
+
+    (finished,) = [
+        r for r in records(workspace, "operationFinished") if r["outcome"] != "interrupted"
+    ]
+    assert finished["outcome"] == outcome, finished
+    assert records(workspace, "abortRequested") == []
+    assert said in cell.text()
+    assert "Stopped" not in cell.text() and "KeyboardInterrupt" not in cell.text()
+    assert (COST_UNKNOWN in (finished.get("detail") or "")) == noted, finished
     assert ui.execution_count(cell) and cell.reply is not None
     assert cell.reply["status"] == "ok", cell.reply
     after = ui.finish(ui.send("print('next cell')"))

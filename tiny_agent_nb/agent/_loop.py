@@ -13,10 +13,10 @@ Order of commits for one run (each line one transaction, each before its effect)
 Before each stepAttempt the run may first compact (its own stepAttempt and one
 [compaction entry, usage] transaction; see _compaction.py).
 
-KeyboardInterrupt anywhere: stop, commit `abort_transaction`, re-raise. Any other
-exception after runStarted: commit `failure_transaction`, so the run ends `failed` and the
-next one can start (`OperationGuard`, _operation.py). A step's attempts are `ModelStep`'s
-(_model_step.py), tool results `ToolStep`'s (_tool_step.py).
+Every end of an operation goes through one door, `OperationGuard.end` (_operation.py):
+KeyboardInterrupt anywhere after the operation's start ends it `aborted` and is raised
+again; any other exception ends it `failed`, so the next one can start. A step's attempts
+are `ModelStep`'s (_model_step.py), tool results `ToolStep`'s (_tool_step.py).
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ class AgentLoop:
             store,
             provider,
             config,
+            self._operations,
             schemas=self._schemas,
             digest=self._digest,
             projection=projection,
@@ -176,14 +177,12 @@ class AgentLoop:
         cells = self._tool_step.clean(user_cells) if user_cells else None
         # Told before the prompt, in the same transaction: the model reads the kernel
         # changed, then what the user asks in the new one.
-        self._operations.start(
-            [
-                *self._kernel_notice(),
-                f.user_message(prompt, user_cells=cells, id=entry_id),
-                f.run_started(operation_id, entry_id),
-            ]
-        )
-        return self._drive(operation_id)
+        start = [
+            *self._kernel_notice(),
+            f.user_message(prompt, user_cells=cells, id=entry_id),
+            f.run_started(operation_id, entry_id),
+        ]
+        return self._drive(start, operation_id, self._steps)
 
     def resume(self) -> RunResult:
         """Continue the latest run if it was interrupted, aborted, or stopped by its
@@ -199,21 +198,19 @@ class AgentLoop:
                 else "an operation is still open"
             )
         operation_id = new_id()
+        started = f.resume_started(operation_id, target.id)
         answer = _final_answer(state)
         if answer is not None:
             # Killed after the final answer was saved but before the run was marked
             # finished: the answer is complete, asking the model again would only make
             # it continue its own last message.
             detail = "the interrupted run had already given its final answer"
-            self._operations.start(
-                [
-                    f.resume_started(operation_id, target.id),
-                    f.operation_finished(operation_id, "completed", detail),
-                ]
+            return self._operations.run(
+                [started],
+                operation_id,
+                lambda op: self._operations.end(op, "completed", text=answer, detail=detail),
             )
-            return RunResult(operation_id, "completed", text=answer, detail=detail)
-        self._operations.start([f.resume_started(operation_id, target.id), *self._kernel_notice()])
-        return self._drive(operation_id)
+        return self._drive([started, *self._kernel_notice()], operation_id, self._steps)
 
     def recover(self) -> RecoveryReport | None:
         """Settle what a dead process left open (docs/spec.md §9.1). Idempotent.
@@ -272,34 +269,32 @@ class AgentLoop:
         except NoRoom as exc:
             raise AgentError(f"nothing to compact: {exc}", reason=exc.reason) from exc
         operation_id = new_id()
-        self._operations.start([f.compaction_started(operation_id)])
+        end = self._operations.end
 
         def body(operation_id: str) -> RunResult:
             try:
                 self._compactor.run(operation_id, 1, 1, instructions)
             except NoRoom as exc:  # its reason's statement is the detail
-                return self._model.finish(operation_id, "failed", reason=exc.reason)
+                return end(operation_id, "failed", reason=exc.reason)
             except CompactionFailed as exc:
-                return self._model.finish(
-                    operation_id, "failed", detail=self._tool_step.clean(str(exc))
-                )
-            return self._model.finish(operation_id, "completed")
+                return end(operation_id, "failed", detail=self._tool_step.clean(str(exc)))
+            return end(operation_id, "completed")
 
-        return self._drive(operation_id, body)
+        return self._drive([f.compaction_started(operation_id)], operation_id, body)
 
     # ------------------------------------------------------------------ the loop
     def _drive(
-        self, operation_id: str, body: Callable[[str], RunResult] | None = None
+        self, start: list[NewFact], operation_id: str, body: Callable[[str], RunResult]
     ) -> RunResult:
-        self._model.begin_run()
+        """Start the operation (`start`, its first write) and run `body` to its end."""
 
         def run(operation_id: str) -> RunResult:
             # Before the context is first read (its size, before the first request): a
             # projection not built yet is built straight into the provider's cache.
             self._projection.keep(*self._history_cache)
-            return (body or self._steps)(operation_id)
+            return body(operation_id)
 
-        return self._operations.drive(operation_id, run)
+        return self._operations.run(start, operation_id, run)
 
     def _steps(self, operation_id: str) -> RunResult:
         step = 0
@@ -307,14 +302,14 @@ class AgentLoop:
             step += 1
             if step > self._config.max_steps:
                 steps = StepsReached(self._config.max_steps)
-                return self._model.finish(operation_id, "stepLimit", reason=steps)
+                return self._operations.end(operation_id, "stepLimit", reason=steps)
             outcome = self._model.run(operation_id, step)
             if isinstance(outcome, RunResult):
                 return outcome
             attempt_id, completion = outcome
             calls = completion.message.toolCalls
             if not calls:
-                return self._model.finish(
+                return self._operations.end(
                     operation_id, "completed", text=completion.message.content
                 )
             for index, call in enumerate(calls):
@@ -323,7 +318,7 @@ class AgentLoop:
                 # answer run one after another, so each sees the spend of those before it.
                 over = self._model.over_budget(operation_id, not_run=len(calls) - index)
                 if over is not None:
-                    return self._model.finish(operation_id, "budgetLimit", reason=over)
+                    return self._operations.end(operation_id, "budgetLimit", reason=over)
                 self._tool_step.run(operation_id, attempt_id, call, self._observer)
 
     # ------------------------------------------------------------------ helpers

@@ -9,7 +9,7 @@ once per step; anything else ends the run `failed`; a failure keeps the usage th
 reported before it. The run's budget is checked before each attempt (before and after a
 compaction it makes first, and before a backoff), and by the loop before each tool call;
 the note about unknown costs it may give is said once per run and kept in the run's
-detail: so this class also closes the run (`finish`), whichever step or caller ends it.
+detail by the door every end goes through (`OperationGuard.end`).
 """
 
 from __future__ import annotations
@@ -18,27 +18,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..provider import Completion, ProviderError, UsageReport, backoff_delay
-from ..session import NewFact, OperationOutcome, SessionStore, WindowSource, new_id
+from ..session import NewFact, SessionStore, WindowSource, new_id
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
 from ._compaction import CONTEXT_LENGTH, Compactor
 from ._context import ContextProjection
+from ._operation import OperationGuard
 from ._planner import attempt_usage
-from ._reasons import BudgetReached, StopReason
+from ._reasons import BudgetReached
 from ._tool_step import ToolStep
 from ._types import ChatProvider, LoopConfig, LoopObserver, RunResult
 from ._window import Measure, largest_count, truncated
 
 
 class ModelStep:
-    """Asks the model for one step of a run, and closes runs (with the budget's note)."""
+    """Asks the model for one step of a run."""
 
     def __init__(
         self,
         store: SessionStore,
         provider: ChatProvider,
         config: LoopConfig,
+        operations: OperationGuard,
         *,
         schemas: Sequence[ToolSchema],
         digest: str,
@@ -51,6 +53,7 @@ class ModelStep:
     ) -> None:
         """`tool_bytes`: the size of the tool schemas every request carries."""
         self._store = store
+        self._operations = operations  # the door the step's ends go through
         self._tool_bytes = tool_bytes
         self._provider = provider
         self._config = config
@@ -61,7 +64,6 @@ class ModelStep:
         self._tool_step = tool_step  # its secret filter cleans what the model sent
         self._observer = observer
         self._sleep = sleep
-        self._cost_note: str | None = None
         # The system prompt the file says the model was sent last (read at the first
         # attempt): a request sending another one records it first (docs/spec.md §16).
         self._told: str | object | None = _UNREAD
@@ -70,9 +72,6 @@ class ModelStep:
 
     def close(self) -> None:
         self._spending.close()
-
-    def begin_run(self) -> None:
-        self._cost_note = None  # said once per run (see _budget.py)
 
     def run(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
         """Attempts of one step until one settles; retryable failures become new attempts.
@@ -144,27 +143,24 @@ class ModelStep:
                         )
                         if stopped is None:
                             continue
-                        return self.finish(operation_id, "failed", reason=stopped)
+                        return self._operations.end(operation_id, "failed", reason=stopped)
                     full = self._compactor.too_long(error.message)
-                    detail = self._tool_step.clean(full.statement())
-                    self._store.commit(
-                        [*failing, f.operation_finished(operation_id, "failed", detail)]
+                    return self._operations.end(
+                        operation_id, "failed", settled=failing, reason=full
                     )
-                    return RunResult(operation_id, "failed", detail=detail, reason=full)
                 if not error.retryable or last:
                     detail = (
                         error.message
                         if not error.retryable
                         else f"gave up after {attempt} attempts: {error.message}"
                     )
-                    self._store.commit(
-                        [*failed, f.operation_finished(operation_id, "failed", detail)]
+                    return self._operations.end(
+                        operation_id, "failed", settled=failed, detail=detail
                     )
-                    return RunResult(operation_id, "failed", detail=detail)
                 self._store.commit(failed)
                 over = self.over_budget(operation_id)  # no backoff only to stop after it
                 if over is not None:
-                    return self.finish(operation_id, "budgetLimit", reason=over)
+                    return self._operations.end(operation_id, "budgetLimit", reason=over)
                 delay = backoff_delay(attempt, error.retry_after)
                 self._observer.on_retry(error, delay)
                 self._sleep(delay)
@@ -236,25 +232,6 @@ class ModelStep:
             )
         return [*extra, *learned]
 
-    def finish(
-        self,
-        operation_id: str,
-        outcome: OperationOutcome,
-        *,
-        text: str | None = None,
-        detail: str | None = None,
-        reason: StopReason | None = None,
-    ) -> RunResult:
-        """Commit the run's operationFinished; its detail keeps what the cell said: the
-        reason's statement when it stopped at a limit (`reason`), secrets redacted."""
-        if reason is not None:
-            detail = self._tool_step.clean(reason.statement())
-        if self._cost_note is not None:
-            detail = f"{detail}; {self._cost_note}" if detail else self._cost_note
-        self._observer.on_closing()
-        self._store.commit([f.operation_finished(operation_id, outcome, detail)])
-        return RunResult(operation_id, outcome, text=text, detail=detail, reason=reason)
-
     def over_budget(self, operation_id: str, *, not_run: int = 0) -> BudgetReached | None:
         """Why a budgetLimit stop, when the run's spend is at or past its budget, else
         None. Checked before every request that may be billed (each model attempt, a
@@ -264,9 +241,9 @@ class ModelStep:
         if budget is None:
             return None
         spend = self._spending.of(operation_id)
-        if spend.unknown and self._cost_note is None:
-            self._cost_note = unknown_cost_note(spend, budget)
-            self._observer.on_notice(self._cost_note)
+        if spend.unknown and self._operations.note is None:
+            self._operations.note = unknown_cost_note(spend, budget)
+            self._observer.on_notice(self._operations.note)
         return budget_reached(spend, budget, not_run=not_run)
 
     def _before_request(self, operation_id: str, step: int, attempt: int) -> RunResult | None:
@@ -277,9 +254,11 @@ class ModelStep:
         if over is None:
             stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
             if stopped is not None:
-                return self.finish(operation_id, "failed", reason=stopped)
+                return self._operations.end(operation_id, "failed", reason=stopped)
             over = self.over_budget(operation_id)
-        return None if over is None else self.finish(operation_id, "budgetLimit", reason=over)
+        return (
+            None if over is None else self._operations.end(operation_id, "budgetLimit", reason=over)
+        )
 
 
 _UNREAD = object()

@@ -1,28 +1,39 @@
-"""How the loop opens an operation and makes sure it is closed: the run wrapper.
+"""How the loop opens an operation and ends it: every end goes through one door (`end`).
 
-An operation's start is committed first (a file that refuses it is the caller's error,
-nothing recorded). Then its body runs; KeyboardInterrupt anywhere commits
-`abort_transaction` and is raised again; any other exception (a provider or tool
-registry bug, a commit the store refused, a display that failed) commits
-`failure_transaction`, so the run ends `failed` and the next one can start. When even
-that closing commit fails, the error says so rather than let the second error hide the
-first.
+`run` commits an operation's start, its first write (a file that refuses it is the
+caller's error, nothing recorded), then runs its body, which ends the operation through
+`end` (completed, failed, stepLimit, budgetLimit: of a run, a resume or a compaction).
+When the body raises instead, from the first write on, `run` ends it through the same
+door: KeyboardInterrupt commits `abort_settlement` with an `aborted` end and is raised
+again; any other exception (a provider or tool registry bug, a commit the store refused,
+a display that failed) commits `failure_settlement` with a `failed` end, so the next
+run can start. When even that closing commit fails, the error says so rather than let
+the second error hide the first.
+
+The door tells the observer `on_closing` before it commits (the last moment a stop
+changes how the operation ends), and keeps the run's note on unknown costs in the end's
+detail. An interrupt that lands once the end is committed (SIGINT held over the commit is
+raised at its end) changes nothing: the run returns as the file says it ended.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..session import (
     NewFact,
+    OperationOutcome,
     SessionClosedError,
     SessionReplacedError,
+    SessionState,
     SessionStore,
     SessionWriteError,
 )
+from ..session import facts as f
 from ..tools import truncate
-from ._planner import abort_transaction, failure_transaction
+from ._planner import abort_settlement, failure_settlement
+from ._reasons import StopReason
 from ._types import AgentError, RunResult
 
 log = logging.getLogger("tiny_agent_nb.agent")
@@ -31,7 +42,7 @@ USER_INTERRUPT = "interrupted by the user (KeyboardInterrupt)"  # an abort's rea
 
 
 class OperationGuard:
-    """Opens the loop's operations and closes each whatever its body does."""
+    """Opens the loop's operations and ends each, whatever its body does."""
 
     def __init__(
         self,
@@ -42,22 +53,32 @@ class OperationGuard:
     ) -> None:
         """`clean`: what a text the file keeps goes through (secrets redacted);
         `stopped_by`: the loop's (`AgentLoop`), what sent a KeyboardInterrupt when that
-        was not the user; `closing`: the observer's `on_closing`, called before an abort
-        or a failure is committed as before any other end."""
+        was not the user; `closing`: the observer's `on_closing`, called before every end
+        is committed."""
         self._store = store
         self._clean = clean
         self._stopped_by = stopped_by
         self._closing = closing
+        # The note on unknown costs the running operation gave (_budget.py): said once,
+        # kept in its end's detail.
+        self.note: str | None = None
+        self._ending: RunResult | None = None  # the end `end` commits (or has committed)
 
-    def drive(self, operation_id: str, body: Callable[[str], RunResult]) -> RunResult:
-        """`body(operation_id)`, the operation closed if it raises (see the module)."""
+    def run(
+        self, start: list[NewFact], operation_id: str, body: Callable[[str], RunResult]
+    ) -> RunResult:
+        """Commit `start`, then `body(operation_id)`, which ends the operation by `end`;
+        ended by this guard if it raises instead (see the module)."""
+        self.note = self._ending = None
         what = f"closing operation {operation_id}"
         try:
+            self.start(start)
             return body(operation_id)
         except KeyboardInterrupt:
             reason = self._interrupted_by()
-            self._closing_quietly()
-            self.close(what, lambda: abort_transaction(self._store.load(), operation_id, reason))
+            ended = self._close(what, operation_id, "aborted", abort_settlement, reason)
+            if not ended and self._ending is not None:
+                return self._ending  # it came once the end was committed: it changes nothing
             raise
         except BaseException as exc:
             error = truncate(f"{type(exc).__name__}: {exc}", MAX_DETAIL)
@@ -65,24 +86,72 @@ class OperationGuard:
                 f"stopped by an unexpected error ({error}); everything before it is kept in "
                 "the session, and the next run starts normally"
             )
-            self._closing_quietly()
-            self.close(what, lambda: failure_transaction(self._store.load(), operation_id, detail))
+            if not self._close(what, operation_id, "failed", failure_settlement, detail):
+                raise  # nothing was open: the start was refused (the caller's error)
             if not isinstance(exc, Exception):
                 raise  # SystemExit and the like still end what they were meant to end
             log.error("run %s %s", operation_id, detail, exc_info=exc)
             return RunResult(operation_id, "failed", detail=detail)
 
-    def _closing_quietly(self) -> None:
-        """`closing`, on the way to an end already decided: a stop it raises (taken just
-        before) changes nothing, and must not cut the closing commit short."""
-        if self._closing is None:
-            return
+    def end(
+        self,
+        operation_id: str,
+        outcome: OperationOutcome,
+        *,
+        settled: Sequence[NewFact] = (),
+        text: str | None = None,
+        detail: str | None = None,
+        reason: StopReason | None = None,
+        stoppable: bool = True,
+    ) -> RunResult:
+        """The door every end of an operation goes through: `operationFinished`, with
+        `settled` (what happened last: a failed attempt, what an abort settles) in its
+        transaction; its detail the reason's statement when it stopped at a limit
+        (`reason`), secrets redacted, then the run's note. `on_closing` first: a stop it
+        raises (a Stop press taken before) ends the run aborted instead, `settled`
+        committed before that end; unless the end is already a stop's or an error's
+        (`stoppable` False: this guard's own)."""
+        if reason is not None:
+            detail = self._clean(reason.statement())
+        if self.note is not None:
+            detail = f"{detail}; {self.note}" if detail else self.note
         try:
-            self._closing()
+            if self._closing is not None:
+                self._closing()
         except KeyboardInterrupt:
-            pass
+            if stoppable:  # a stop taken before this moment: the run ends aborted instead
+                if settled:
+                    self._store.commit(list(settled))  # what happened before it
+                raise
+            # On the way to an end already decided (an abort, a failure), a stop changes
+            # nothing, and must not cut the closing commit short.
         except Exception:
             log.exception("the observer failed before the operation's end")
+        # Set before the commit: an interrupt held over it is raised at its end, and
+        # `run` then finds the operation ended and this its end.
+        self._ending = RunResult(operation_id, outcome, text=text, detail=detail, reason=reason)
+        self._store.commit([*settled, f.operation_finished(operation_id, outcome, detail)])
+        return self._ending
+
+    def _close(
+        self,
+        what: str,
+        operation_id: str,
+        outcome: OperationOutcome,
+        settlement: Callable[[SessionState, str, str], list[NewFact] | None],
+        detail: str,
+    ) -> bool:
+        """End the operation `outcome` from inside an except block, what was in flight
+        settled; False when it is not open (never started, or its end committed). If even
+        that fails, say so rather than let the second error hide the first."""
+        try:
+            settled = settlement(self._store.load(), operation_id, detail)
+            if settled is None:
+                return False
+            self.end(operation_id, outcome, settled=settled, detail=detail, stoppable=False)
+        except Exception as exc:
+            raise self.unrecorded(what, exc) from exc
+        return True
 
     def _interrupted_by(self) -> str:
         """The abort's reason; the user's when `stopped_by` names nothing else, or when a
@@ -104,8 +173,9 @@ class OperationGuard:
             raise AgentError(f"the operation could not start: {exc}") from exc
 
     def close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
-        """Commit the transaction that closes an operation, from inside an except block:
-        if even that fails, say so rather than let the second error hide the first."""
+        """Commit the transaction that settles what a dead process left open (recovery,
+        interrupted), from inside an except block: if even that fails, say so rather than
+        let the second error hide the first."""
         try:
             facts = transaction()
             if facts:

@@ -11,8 +11,10 @@
 - the open operation → `operationFinished{outcome: interrupted}`; but a `compaction`
   operation whose compaction entry was committed did all it was for, and finishes
   `completed` (the context already uses its checkpoint; nothing is asked again).
-The same rules with `aborted` serve an interrupt (Ctrl-C) inside a running operation,
-and with `failed` an unexpected error inside one (`failure_transaction`).
+The same rules for intents and attempts, with `aborted`, serve an interrupt (Ctrl-C)
+inside a running operation (`abort_settlement`), and with `failed` an unexpected error
+inside one (`failure_settlement`); the loop commits them with the operation's end
+(`OperationGuard.end`).
 """
 
 from __future__ import annotations
@@ -138,25 +140,17 @@ def plan_recovery(
     )
 
 
-def abort_transaction(state: SessionState, operation_id: str, reason: str) -> list[NewFact]:
-    """Ctrl-C inside a run: everything in flight resolved, the operation aborted."""
+def abort_settlement(state: SessionState, operation_id: str, reason: str) -> list[NewFact] | None:
+    """Ctrl-C inside a run: `abortRequested` and everything in flight resolved, committed
+    with the operation's `aborted` end; None when the operation is not open."""
     settled = _settle_in_flight(state, operation_id, "aborted", reason, ABORTED_RESULT)
-    if settled is None:
-        return []
-    return [
-        f.abort_requested(operation_id, reason),
-        *settled,
-        f.operation_finished(operation_id, "aborted", detail=reason),
-    ]
+    return None if settled is None else [f.abort_requested(operation_id, reason), *settled]
 
 
-def failure_transaction(state: SessionState, operation_id: str, reason: str) -> list[NewFact]:
+def failure_settlement(state: SessionState, operation_id: str, reason: str) -> list[NewFact] | None:
     """An unexpected error inside a run (a bug, a refused commit, a failing display): the
-    same settling as an abort, the operation `failed` with the reason as its detail."""
-    settled = _settle_in_flight(state, operation_id, "interrupted", reason, FAILED_RESULT)
-    if settled is None:
-        return []
-    return [*settled, f.operation_finished(operation_id, "failed", detail=reason)]
+    same settling as an abort, committed with the operation's `failed` end."""
+    return _settle_in_flight(state, operation_id, "interrupted", reason, FAILED_RESULT)
 
 
 def _settle_in_flight(

@@ -17,7 +17,14 @@ from IPython.display import display, publish_display_data
 from ..agent import Approval, LoopObserver, RunResult, compaction_status, resumable_operation
 from ..redaction import redact
 from ..render import cell_text
-from ..timeline import ModelName, outcome_note, session_cost, session_models, usage_by_run
+from ..timeline import (
+    ModelName,
+    compactions,
+    outcome_note,
+    session_cost,
+    session_models,
+    usage_by_run,
+)
 from ..words import NO_USAGE, money, short_arguments, tokens, usage
 from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
@@ -307,10 +314,18 @@ class AgentMagics(Magics):
         if not demo:
             self.runtime.provider.check_ready()
         view = self._view()
+        before = len(compactions(self.runtime.read_state()[0]))
         try:
             result = self.runtime.compact(instructions, observer=view, demo=demo)
         except KeyboardInterrupt:
-            print("■ Interrupted. Nothing was compacted; the conversation is as it was.")
+            # As the file says: the interrupt may come once the compaction is committed.
+            done = compactions(self.runtime.read_state()[0])[before:]
+            print(
+                f"■ Interrupted once the compaction was committed ({done[-1].words}): the "
+                "conversation goes on from its summary. The stop is recorded."
+                if done
+                else "■ Interrupted. Nothing was compacted; the conversation is as it was."
+            )
             return
         if result.outcome != "completed":
             said = stated(result)  # the statement, then the notebook's advice
