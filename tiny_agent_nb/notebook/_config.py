@@ -120,7 +120,7 @@ class TinyAgent(Configurable):
         None,
         allow_none=True,
         help="Tokens the model's context holds. None: the window the server lists for the "
-        f"model (GET /models, asked once per session), else {DEFAULT_CONTEXT_WINDOW}.",
+        f"model (GET /models, asked once per kernel), else {DEFAULT_CONTEXT_WINDOW}.",
     ).tag(config=True)
     compact_threshold = Float(
         DEFAULT_COMPACT_THRESHOLD,
