@@ -120,7 +120,9 @@ class SystemPrompt(StrictModel):
 
 
 # listing: the server's metadata stated it; refusal: a "too long" answer did; truncation:
-# the server read far fewer tokens than were sent (it cut the prompt without a word).
+# the server's count of a request was far below what was sent, which no writer records
+# any more (a server that counts only what its cache did not hold gives such counts):
+# read, and taken as no window.
 WindowSource = Literal["listing", "refusal", "truncation"]
 
 
