@@ -123,7 +123,10 @@ def test_a_window_stated_only_in_the_servers_metadata_is_recorded_and_not_asked_
             again.close()
         assert len(server.listings) == asked
         assert not server.invalid_requests
-    assert line == "window 4000 tokens, as the server's metadata states it (kept in this session)"
+    assert line == (
+        "window 4000 tokens, as the server's metadata states it (kept in this session; "
+        "`%agent forget-window` forgets it)"
+    )
 
 
 def test_status_says_the_window_and_where_it_comes_from(
@@ -140,10 +143,14 @@ def test_status_says_the_window_and_where_it_comes_from(
     agent = NotebookRuntime(config, {})
     try:
         said = "4000 tokens, as the server said when it refused a request too long"
-        assert window_line(agent.provider, state) == f"window {said} (kept in this session)"
+        forget = "`%agent forget-window` forgets it"
+        assert (
+            window_line(agent.provider, state) == f"window {said} (kept in this session; {forget})"
+        )
         config.context_window = 100_000
         assert window_line(agent.provider, state) == (
-            f"window 100000 tokens (TinyAgent.context_window); the session learned {said}"
+            f"window 100000 tokens (TinyAgent.context_window); the session learned {said} "
+            f"({forget})"
         )
         config.context_window = None
         config.model = "another/model"  # learned for test/model only

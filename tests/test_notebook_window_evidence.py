@@ -1,14 +1,17 @@
 """A learned window needs evidence (docs/spec.md §17): a record taken from a server's
 count alone (`truncation`, which older writers made) is no window; a configured window
-is the one the run uses, and a failure under it states figures that agree."""
+is the one the run uses, and a failure under it states figures that agree; a learned
+window the user forgot stays forgotten for every later process."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 from test_agent_window import NOTES, harness, scripted_model, window_server
 
 from tiny_agent_nb.agent import ContextFull
@@ -16,6 +19,8 @@ from tiny_agent_nb.notebook._advice import CONFIGURED_TOO_LARGE, next_step
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
+from helpers.ipython_shell import KEY, fresh_shell, served
+from helpers.ipython_shell import run as run_cell
 from helpers.openai_server import OpenAIServer, Reply, usage
 
 
@@ -101,3 +106,37 @@ def test_a_refusal_under_a_configured_window_states_figures_that_agree(notes: Pa
     assert conversation is not None, detail
     assert fixed + int(conversation[1]) <= request * 1.25  # estimates of parts of it
     assert next_step(result.reason) == CONFIGURED_TOO_LARGE
+
+
+@pytest.fixture
+def shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: OpenAIServer
+) -> Iterator[InteractiveShell]:
+    with_window(tmp_path / "analysis.agent.jsonl", server.base_url, 900, "refusal")
+    yield from fresh_shell(tmp_path, monkeypatch, served(server.base_url, KEY))
+
+
+def test_a_forgotten_window_stays_forgotten_for_a_new_kernel(
+    shell: InteractiveShell,
+    tmp_path: Path,
+    server: OpenAIServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_cell(shell, "%load_ext tiny_agent_nb", capsys)
+    status = run_cell(shell, "%agent status", capsys)
+    assert (
+        "window 900 tokens, as the server said when it refused a request too long "
+        "(kept in this session; `%agent forget-window` forgets it)"
+    ) in status
+    said = run_cell(shell, "%agent forget-window", capsys)
+    assert said.startswith("Forgot the context window this session learned for test/model")
+    assert "900 tokens" in said
+    assert "window 32768 tokens by default" in run_cell(shell, "%agent status", capsys)
+    again = run_cell(shell, "%agent forget-window", capsys)
+    assert "nothing to forget" in again
+    # what a new kernel reads of the file: no window for the pair, and why
+    state = load_session(tmp_path / "analysis.agent.jsonl")
+    assert state.context_windows == {}
+    assert state.summary()["contextWindows"] == [
+        {"baseUrl": server.base_url, "model": "test/model", "tokens": None, "source": "forgotten"}
+    ]
