@@ -508,7 +508,7 @@ class SessionBuilder:
 
     def context_window(
         self,
-        tokens: int,
+        tokens: int | None,
         source: str,
         *,
         attempt: Attempt | None = None,
@@ -1045,6 +1045,43 @@ def context_window_learned(s: SessionBuilder) -> None:
     local = "http://127.0.0.1:11434/v1"
     s.context_window(4096, "listing", base_url=local, model="qwen3:8b")
     s.commit()
+
+
+@scenario(
+    "context windows that read as none: one the user forgot (tokens null) after the refusal "
+    "that taught it, and one an older writer took from the server's count of a request "
+    "(truncation); the conformance summary lists both as they are"
+)
+def context_window_forgotten(s: SessionBuilder) -> None:
+    op = s.start_run("Read the whole log.")
+    refused = s.step_attempt(op, 1)
+    s.commit()
+    message = (
+        "This model's maximum context length is 900 tokens. "
+        "However, your messages resulted in 3612 tokens."
+    )
+    s.attempt_failed(refused, "contextLength", message, retryable=False, status=400)
+    s.context_window(900, "refusal", attempt=refused)
+    s.commit()
+    s.finish(op, "failed", detail="the server refused the request as too long")
+    s.context_window(None, "forgotten")
+    s.commit()
+    s.context_window(2048, "truncation", base_url="http://127.0.0.1:11434/v1", model="qwen3:8b")
+    s.commit()
+
+
+@scenario("a forgotten contextWindow that states tokens")
+def context_window_forgotten_with_tokens(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    s.context_window(None, "forgotten")
+    s.commit_corrupt(damaged("record.tokens", 8192))
+
+
+@scenario("a contextWindow with no tokens from the server's listing")
+def context_window_null_listing(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    s.context_window(8192, "listing")
+    s.commit_corrupt(damaged("record.tokens", None))
 
 
 @scenario("a contextWindow naming a stepAttempt that does not exist")

@@ -153,6 +153,7 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "RunResult",
         "AgentError",
         "DEFAULT_CONTEXT_WINDOW",
+        "describe_origin",  # where a window comes from, in the same words everywhere
         "DEFAULT_SYSTEM_PROMPT",
         # the loop's defaults, which TinyAgent's traits take
         "DEFAULT_MAX_STEPS",

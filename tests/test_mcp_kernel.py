@@ -249,6 +249,7 @@ def test_ctrl_c_while_a_server_starts_stops_it_and_records_nothing(
     server.enqueue(text_reply("Here."))
     again = kernel.execute("%%agent\nHello?", timeout=60)
     assert answer(again) == "Here."
-    said, advice = again.stdout.splitlines()
+    said, advice, asked = again.stdout.splitlines()
     assert said.startswith("MCP server stuck") and said.endswith("Its tools are not offered.")
     assert advice == "`%agent mcp` tries the servers that did not start again."
+    assert asked.startswith("Note: asking the server for the model's context window")

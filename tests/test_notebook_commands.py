@@ -40,7 +40,11 @@ def test_the_readme_table_is_the_registry() -> None:
 
 
 def test_every_subcommand_has_its_method_and_every_method_its_entry() -> None:
-    methods = {name.removeprefix("_cmd_") for name in vars(AgentMagics) if name.startswith("_cmd_")}
+    methods = {
+        name.removeprefix("_cmd_").replace("_", "-")
+        for name in vars(AgentMagics)
+        if name.startswith("_cmd_")
+    }
     assert methods == set(SUBCOMMANDS)
 
 

@@ -1,5 +1,5 @@
 """`NotebookRuntime.provider.context_window()`: the window of the configured model as its server
-lists it, asked once per open session (the compaction trigger reads it every run)."""
+lists it, asked once per kernel, within a few seconds in all, and said in the cell."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from test_notebook_kernel import assert_clean
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import TinyAgent, resolve_session_path
-from tiny_agent_nb.notebook._loops import WINDOW_ASK_INTERRUPTED
+from tiny_agent_nb.notebook._loops import ASKING, WINDOW_ASK_INTERRUPTED
 from tiny_agent_nb.notebook._runtime import NotebookRuntime
 from tiny_agent_nb.notebook._window_report import window_line
+from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
-from helpers.openai_server import OpenAIServer, error_reply, model_entry
+from helpers.openai_server import OpenAIServer, error_reply, model_entry, text_reply
 from helpers.polling import wait_until
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
@@ -29,7 +30,7 @@ def listings(server: OpenAIServer) -> int:
     return sum(1 for r in server.listings if r.path == "/v1/models")
 
 
-def test_the_window_is_asked_once_per_session_and_again_after_it_closes(
+def test_the_window_is_asked_once_per_kernel_whatever_sessions_it_opens(
     server: OpenAIServer,
 ) -> None:
     server.models = [model_entry(context_length=65_536)]
@@ -37,11 +38,10 @@ def test_the_window_is_asked_once_per_session_and_again_after_it_closes(
     try:
         assert agent.provider.context_window() == 65_536
         assert agent.provider.context_window() == 65_536
-        assert listings(server) == 1
-        agent.close()  # %agent new / session: the next session asks afresh
+        agent.close()  # %agent new / session: the kernel's answer holds for the next one
         server.models = [model_entry(context_length=8192)]
-        assert agent.provider.context_window() == 8192
-        assert listings(server) == 2
+        assert agent.provider.context_window() == 65_536
+        assert listings(server) == 1
     finally:
         agent.close()
 
@@ -123,7 +123,10 @@ def test_a_window_stated_only_in_the_servers_metadata_is_recorded_and_not_asked_
             again.close()
         assert len(server.listings) == asked
         assert not server.invalid_requests
-    assert line == "window 4000 tokens, as the server's metadata states it (kept in this session)"
+    assert line == (
+        "window 4000 tokens, as the server's metadata states it (kept in this session; "
+        "`%agent forget-window` forgets it)"
+    )
 
 
 def test_status_says_the_window_and_where_it_comes_from(
@@ -140,10 +143,14 @@ def test_status_says_the_window_and_where_it_comes_from(
     agent = NotebookRuntime(config, {})
     try:
         said = "4000 tokens, as the server said when it refused a request too long"
-        assert window_line(agent.provider, state) == f"window {said} (kept in this session)"
+        forget = "`%agent forget-window` forgets it"
+        assert (
+            window_line(agent.provider, state) == f"window {said} (kept in this session; {forget})"
+        )
         config.context_window = 100_000
         assert window_line(agent.provider, state) == (
-            f"window 100000 tokens (TinyAgent.context_window); the session learned {said}"
+            f"window 100000 tokens (TinyAgent.context_window); the session learned {said} "
+            f"({forget})"
         )
         config.context_window = None
         config.model = "another/model"  # learned for test/model only
@@ -173,6 +180,52 @@ def test_ctrl_c_while_the_window_is_asked_says_nothing_was_recorded(
     finally:
         hold.set()
     assert_clean(run)
-    assert run.stdout == WINDOW_ASK_INTERRUPTED + "\n"
+    assert run.stdout == f"Note: {ASKING}\n{WINDOW_ASK_INTERRUPTED}\n"
     assert server.requests == []
     assert load_session(workspace / "analysis.agent.jsonl").operations == {}
+
+
+def test_metadata_that_never_comes_is_given_up_in_one_deadline_for_all_of_it(
+    server: OpenAIServer,
+) -> None:
+    """A server that holds its `GET /models` answer: the kernel waits for it no longer than
+    METADATA_SECONDS (here read_timeout, shorter) in all, and asks neither `/props` nor
+    `/api/ps` after it, as it would with time left (three read_timeouts, before)."""
+    hold = threading.Event()
+    server.models_reply = {**error_reply(200, body={"data": []}), "hold": hold}
+    config = ProviderConfig(model="test/model", base_url=server.base_url, read_timeout=0.5)
+    try:
+        with Provider(config) as provider:
+            assert provider.context_window() is None
+            assert provider.context_window() is None  # the failure is remembered
+    finally:
+        hold.set()
+    assert [r.path for r in server.listings] == ["/v1/models"]
+
+
+def test_the_first_cell_says_it_asks_and_no_later_cell_asks_again(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    """The server never answers its metadata: the first cell says it asks, gives up within
+    request_timeout (1 s here: METADATA_SECONDS is the most), and runs; neither the next
+    cell nor a cell of a new session asks again."""
+    hold = threading.Event()
+    server.models_reply = {**error_reply(200, body={"data": []}), "hold": hold}
+    server.responder = lambda body: text_reply("Hello.")
+    kernel = start_kernel()
+    try:
+        assert_clean(kernel.execute("%load_ext tiny_agent_nb"))
+        assert_clean(kernel.execute("%config TinyAgent.request_timeout = 1"))
+        first = kernel.execute("%%agent\nHello.")
+        second = kernel.execute("%%agent\nAgain.")
+        assert_clean(kernel.execute("%agent new"))
+        third = kernel.execute("%%agent\nIn a new session.")
+    finally:
+        hold.set()
+    for run in (first, second, third):
+        assert_clean(run)
+    said = f"Note: {ASKING}"
+    assert said in first.stdout.splitlines()
+    assert said not in second.stdout + third.stdout
+    assert [r.path for r in server.listings] == ["/v1/models"]
+    assert len(server.requests) == 3  # each cell ran

@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from tiny_agent_nb.notebook._loops import ASKING
 from tiny_agent_nb.provider import messages
 from tiny_agent_nb.safe_markdown import safe_markdown
 from tiny_agent_nb.session import load_session
@@ -104,7 +105,7 @@ def test_kill_mid_tool_then_recover_and_resume(
 
     resumed = second.execute("%agent resume")
     assert_clean(resumed)
-    assert resumed.stdout == ""
+    assert resumed.stdout == f"Note: {ASKING}\n"  # a new kernel asks the server once
     assert markdown(resumed) == answer
 
     # The request after the crash is a conversation a strict provider accepts (200),
@@ -204,7 +205,7 @@ def test_interrupt_during_model_request_records_the_abort(
     kernel.interrupt()
     kernel.collect(run)
     assert_clean(run)
-    assert run.stdout == INTERRUPTED_LINE
+    assert run.stdout == f"Note: {ASKING}\n{INTERRUPTED_LINE}"
     server.release()
 
     # One transaction: abort requested, the attempt failed as aborted, the run aborted.

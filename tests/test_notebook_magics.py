@@ -16,6 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from tiny_agent_nb._guard import ADOPTS
 from tiny_agent_nb.notebook import TimelineView, fill_prompt
+from tiny_agent_nb.notebook._loops import ASKING
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session, new_id
 from tiny_agent_nb.session import facts as f
 
@@ -121,7 +122,8 @@ def test_provider_errors_are_one_readable_line(
     run(shell, "%load_ext tiny_agent_nb", capsys)
     server.enqueue(error_reply(404, "No endpoints found for test/model."))
     out = run(shell, "%%agent\nhi", capsys)
-    assert out.count("\n") == 1 and out.startswith("✗ The run failed:")
+    asked, failed = out.splitlines()  # the kernel's first cell asks for the window first
+    assert asked == f"Note: {ASKING}" and failed.startswith("✗ The run failed:")
     assert "The model id 'test/model'" in out  # our explanation, not only the server's words
     assert "Traceback" not in out
 

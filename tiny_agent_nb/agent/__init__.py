@@ -36,7 +36,7 @@ from ._types import (
     RecoveryReport,
     RunResult,
 )
-from ._window import DEFAULT_CONTEXT_WINDOW
+from ._window import DEFAULT_CONTEXT_WINDOW, describe_origin
 
 __all__ = [
     "DEFAULT_APPROVAL",
@@ -67,6 +67,7 @@ __all__ = [
     "StopReason",
     "compaction_line",
     "compaction_status",
+    "describe_origin",
     "notebook_system_prompt",
     "plan_recovery",
     "resumable_operation",

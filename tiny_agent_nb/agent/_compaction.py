@@ -27,7 +27,7 @@ from ..timeline import compactions
 from ..tools import ToolSchema
 from ..words import compaction_words, summary_tokens, usd
 from ._planner import attempt_usage
-from ._reasons import ContextFull, FixedFill
+from ._reasons import ContextFull, FixedFill, Refused
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._summary import continued, summary_messages
 from ._window import DEFAULT_CONTEXT_WINDOW, ContextWindow
@@ -158,30 +158,41 @@ class Compactor:
         choose_cut(self._store.load(), self.budget(), self.window.estimate)
 
     def make_room(
-        self, operation_id: str, step: int, attempt: int, *, forced: bool
+        self, operation_id: str, step: int, attempt: int, *, refused: Refused | None
     ) -> ContextFull | None:
         """Before an attempt: compact when the context passed its threshold, or when the
-        server said it is too long (`forced`). Why the run cannot go on, else None."""
+        server refused the request as too long (`refused`). Why the run cannot go on, else
+        None."""
         self.window.record_listing()
-        if not forced and not self.needed():
+        if refused is None and not self.needed():
             return None
         try:
             self.run(operation_id, step, attempt)
         except FixedTooLarge as exc:
-            return self.too_long(str(exc), fixed=True) if forced else None
+            return self.too_long(str(exc), fixed=True, refused=refused) if refused else None
         except NoRoom as exc:
-            if not forced:
+            if refused is None:
                 return None  # past the threshold is not yet too long: the request may fit
-            return self.too_long(str(exc))
+            return self.too_long(str(exc), refused=refused)
         except CompactionFailed as exc:
-            return self.too_long(str(exc))
+            return self.too_long(str(exc), refused=refused)
         return None
 
-    def too_long(self, cause: str, *, fixed: bool = False) -> ContextFull:
+    def too_long(
+        self, cause: str, *, fixed: bool = False, refused: Refused | None = None
+    ) -> ContextFull:
         """Why a run stops that does not fit the window: `fixed`, what every request
         carries leaves no room; else not even after compacting."""
         what: Literal["fixed", "conversation"] = "fixed" if fixed else "conversation"
-        return ContextFull(what, self.window.tokens, self.window.origin, cause)
+        return ContextFull(what, self.window.tokens, self.window.origin, cause, refused)
+
+    def refused(self, request: int | None, window: int | None) -> Refused:
+        """The figures of a refusal: the request's tokens as the server counted them (or
+        as estimated when it did not say), what every request carries, its window."""
+        fixed = self.window.estimate(self._fixed_bytes)
+        if request is None:
+            request = self.window.estimate(self._request_bytes())
+        return Refused(request, fixed, window)
 
     def run(
         self, operation_id: str, step: int, attempt: int, instructions: str | None = None
@@ -265,7 +276,7 @@ class Compactor:
             except ProviderError as error:
                 learned: list[NewFact] = []
                 if error.kind == CONTEXT_LENGTH:
-                    learned = self.window.learning(error.window, "refusal", attempt_id)
+                    learned = self.window.learning(error.window, attempt_id)
                 self._fail(attempt_id, error, learned)
                 if error.empty_stream and stream is None:
                     stream = False

@@ -3,13 +3,15 @@
 A step is one or more attempts (each one physical request, each committed as a
 `stepAttempt` before it is sent). A retryable failure becomes a new attempt after a
 backoff; a stream that ended with no event is asked again at once without streaming (the
-answer then says why); a context-length failure, or an answer whose token count shows
-the server cut the prompt, records the window it tells (`_window`), compacts and retries
-once per step; anything else ends the run `failed`; a failure keeps the usage the server
-reported before it. The run's budget is checked before each attempt (before and after a
-compaction it makes first, and before a backoff), and by the loop before each tool call;
-the note about unknown costs it may give is said once per run and kept in the run's
-detail by the door every end goes through (`OperationGuard.end`).
+answer then says why); a context-length failure records the window the server's words
+state (`_window`), compacts and retries once per step (an answer whose token count
+suggests the server cut the prompt is kept, and said once per run as a notice: a count
+alone is no evidence of a window, docs/spec.md §17); anything else ends the run `failed`;
+a failure keeps the usage the server reported before it. The run's budget is checked
+before each attempt (before and after a compaction it makes first, and before a
+backoff), and by the loop before each tool call; the note about unknown costs it may
+give is said once per run and kept in the run's detail by the door every end goes
+through (`OperationGuard.end`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..provider import Completion, ProviderError, UsageReport, backoff_delay
-from ..session import NewFact, SessionStore, WindowSource, new_id
+from ..provider import Completion, ProviderError, backoff_delay
+from ..session import NewFact, SessionStore, new_id
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
@@ -67,7 +69,8 @@ class ModelStep:
         # The system prompt the file says the model was sent last (read at the first
         # attempt): a request sending another one records it first (docs/spec.md §16).
         self._told: str | object | None = _UNREAD
-        self._cut_usage: UsageReport | None = None  # of an answer made from a cut prompt
+        # The operation whose notice of a count that suggests a cut was said: once per run.
+        self._cut_said: str | None = None
         self._spending = Spending(store, follow=config.budget is not None)
 
     def close(self) -> None:
@@ -108,9 +111,7 @@ class ModelStep:
             try:
                 completion = self._ask(unstreamed)
                 _check_call_ids(completion)
-                overflow = self._cut_short(completion, sent, previous)
-                if overflow is not None:
-                    raise overflow
+                self._cut_notice(operation_id, completion, sent, previous)
             except ProviderError as error:
                 # The provider hides its own secrets; a server may echo the others too.
                 error.message = self._tool_step.clean(error.message)
@@ -134,17 +135,18 @@ class ModelStep:
                 if error.kind == CONTEXT_LENGTH:
                     learning = self._learning(error, attempt_id, sent)
                     failing = [*failed, *learning]
+                    refused = self._compactor.refused(error.prompt_tokens, error.window)
                     if not too_long and not last:
                         too_long = True  # compact, then retry as a new attempt, once
                         self._store.commit(failing)
                         window.learned_from(learning)
                         stopped = self._compactor.make_room(
-                            operation_id, step, attempt, forced=True
+                            operation_id, step, attempt, refused=refused
                         )
                         if stopped is None:
                             continue
                         return self._operations.end(operation_id, "failed", reason=stopped)
-                    full = self._compactor.too_long(error.message)
+                    full = self._compactor.too_long(error.message, refused=refused)
                     return self._operations.end(
                         operation_id, "failed", settled=failing, reason=full
                     )
@@ -190,47 +192,42 @@ class ModelStep:
         last = self._projection.last_request()
         return None if last is None else Measure(last[0], last[1] + self._tool_bytes)
 
-    def _cut_short(
-        self, completion: Completion, sent: int, previous: Measure | None
-    ) -> ProviderError | None:
-        """A `contextLength` error when the server's count of the request shows it read
-        only part of it (docs/spec.md §17), its usage kept with the failure."""
+    def _cut_notice(
+        self, operation_id: str, completion: Completion, sent: int, previous: Measure | None
+    ) -> None:
+        """Say once per run when the server's count of the request suggests it read only
+        part of it (docs/spec.md §17). The answer is kept and nothing is recorded: the same
+        counts come from a server that counts only what its cache did not hold."""
         usage = completion.usage
-        if usage is None or not truncated(Measure(usage.input_tokens, sent), previous):
-            return None
+        if self._cut_said == operation_id or usage is None:
+            return
+        if not truncated(Measure(usage.input_tokens, sent), previous):
+            return
         if usage.input_tokens < largest_count(self._store.load(), self._config.model):
-            return None  # no window: a count of only what the server's cache did not hold
-        error = ProviderError(
-            f"the server read {usage.input_tokens} tokens of a request of about "
-            f"{self._compactor.window.estimate(sent)}: it cut the start of the conversation "
-            "without saying so, and answered without it",
-            kind="contextLength",
-            retryable=False,
-            window=usage.input_tokens,
+            return  # fewer than it counted before: what its cache did not hold, no cut
+        self._cut_said = operation_id
+        self._observer.on_notice(
+            f"the server counted {usage.input_tokens} input tokens of a request of about "
+            f"{self._compactor.window.estimate(sent)}: it may have cut the start of the "
+            "conversation without saying so (Ollama does, past its num_ctx), or it counts "
+            "only the tokens its cache did not hold. The answer is kept and no window is "
+            f"recorded; runs compact under a window of {self._compactor.window.describe()}"
         )
-        self._cut_usage = completion.usage
-        return error
 
     def _learning(self, error: ProviderError, attempt_id: str, sent: int) -> list[NewFact]:
-        """What a too-long answer tells, to commit with its failure: the window (and the
-        usage of an answer made from a cut prompt); said once, as a notice."""
+        """What a server's refusal tells, to commit with its failure: the window its words
+        state (said once, as a notice); the request's tokens it counted calibrate the
+        estimate."""
         window = self._compactor.window
-        source: WindowSource = "refusal"
-        extra: list[NewFact] = []
-        cut_usage, self._cut_usage = self._cut_usage, None
-        if cut_usage is not None:
-            source = "truncation"
-            extra = attempt_usage(attempt_id, cut_usage)
         if error.prompt_tokens is not None:
             window.calibrate(Measure(error.prompt_tokens, sent))
-        learned = window.learning(error.window, source, attempt_id)
+        learned = window.learning(error.window, attempt_id)
         if learned:
-            told = "cut a prompt longer than" if source == "truncation" else "refused more than"
             self._observer.on_notice(
-                f"the server {told} {error.window} tokens: this session takes that as the "
-                "model's context window from now on"
+                f"the server refused more than {error.window} tokens: this session takes "
+                "that as the model's context window from now on"
             )
-        return [*extra, *learned]
+        return learned
 
     def over_budget(self, operation_id: str, *, not_run: int = 0) -> BudgetReached | None:
         """Why a budgetLimit stop, when the run's spend is at or past its budget, else
@@ -252,7 +249,7 @@ class ModelStep:
         when one of them stops it; None to go on and send the attempt."""
         over = self.over_budget(operation_id)
         if over is None:
-            stopped = self._compactor.make_room(operation_id, step, attempt, forced=False)
+            stopped = self._compactor.make_room(operation_id, step, attempt, refused=None)
             if stopped is not None:
                 return self._operations.end(operation_id, "failed", reason=stopped)
             over = self.over_budget(operation_id)

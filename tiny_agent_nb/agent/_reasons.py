@@ -51,19 +51,44 @@ class StepsReached:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A request the server refused as too long, in tokens: the request (the server's
+    count when its words gave one, else the estimate of what was sent), the part of it
+    every request carries (the system prompt and the tool definitions), and the window
+    the server said (None: it said none)."""
+
+    request: int
+    fixed: int
+    window: int | None
+
+
+@dataclass(frozen=True)
 class ContextFull:
     """The request does not fit the model's context window: `fixed`, what every request
     carries (the system prompt and the tool definitions) leaves no room at all;
-    `conversation`, the conversation does not fit even after compacting."""
+    `conversation`, the conversation does not fit even after compacting. `refused`: the
+    server's refusal that made the run compact, when one did: a request the window has
+    room for (a configured one larger than the server's, or the default) is said as the
+    server's refusal, with its figures, so that none contradicts another."""
 
     what: Literal["fixed", "conversation"]
     window: int  # tokens
     origin: WindowOrigin  # where that number comes from (configured, a refusal...)
     cause: str  # the compaction's or the server's words
+    refused: Refused | None = None
 
     def statement(self) -> str:
-        after = "" if self.what == "fixed" else " even after compacting"
         window = f"{self.window} tokens, {describe_origin(self.origin)}"
+        r = self.refused
+        if r is not None and r.request < self.window:
+            said = f" (its window: {r.window} tokens)" if r.window is not None else ""
+            return (
+                f"the server refused a request of about {r.request} tokens (the system prompt "
+                f"and the tool definitions about {r.fixed} of them) as too long{said}, though "
+                f"the model's context window is {window}: compacting under it did not make "
+                f"room: {self.cause}. Everything is kept in the session"
+            )
+        after = "" if self.what == "fixed" else " even after compacting"
         return (
             f"the conversation does not fit the model's context window ({window})"
             f"{after}: {self.cause}. Everything is kept in the session"

@@ -2,15 +2,16 @@
 token counts say about the requests it was sent.
 
 The window is `TinyAgent.context_window` when configured; else what the session learned
-for this model at this server (a `contextWindow` record: from the server's metadata, its
-refusal of a request too long, or a prompt it cut); else what its metadata states now
-(recorded, so no later process asks); else DEFAULT_CONTEXT_WINDOW.
+for this model at this server (a `contextWindow` record: from the server's metadata, or
+its refusal of a request too long); else what its metadata states now (recorded, so no
+later process asks); else DEFAULT_CONTEXT_WINDOW.
 
 Sizes are estimated from bytes. The server's own count of the previous request, against
 the bytes that request held, calibrates the estimate (a tokenizer that makes 3 bytes a
-token would otherwise overflow a window the 4-byte rule says is 25% free), and shows a
-server that read far fewer tokens than it was sent (Ollama cuts an over-long prompt
-without an error).
+token would otherwise overflow a window the 4-byte rule says is 25% free), and suggests
+a server that read far fewer tokens than it was sent (Ollama cuts an over-long prompt
+without an error): only suggests, for a server that counts only what its cache did not
+hold gives the same counts, so a count is never taken for a window.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def plausible(tokens: int | None) -> int | None:
 
 
 def truncated(sent: Measure, previous: Measure | None) -> bool:
-    """Whether the server's count of `sent` shows it read only part of it: fewer than one
+    """Whether the server's count of `sent` suggests it read only part of it: fewer than one
     token per 16 bytes, or grown by less than that since `previous` (the last request of
     the same context). Only a count that could be a window is judged (a server reporting
     a handful of tokens for everything says nothing about its window)."""
@@ -78,8 +79,7 @@ def largest_count(state: SessionState, model: str) -> int:
     for a cut prompt than it read of any request before: a count below this one is no
     cut. It is a server that counts only what its cache did not already hold (Ollama
     0.30 did: ollama/ollama#16414, #16428), whose counts shrink as the conversation it
-    caches grows; taken for a cut, such a count would stand as a tiny window that no
-    compaction can make room for, and every later run would fail."""
+    caches grows."""
     usage = state.usage
     counts = (
         found.inputTokens
@@ -116,8 +116,8 @@ class ContextWindow:
     def tokens(self) -> int:
         if self.configured:
             return self.configured
-        if self.learned is not None:
-            return self.learned.tokens
+        if self.learned is not None and self.learned.tokens is not None:
+            return self.learned.tokens  # never None: `context_windows` holds believed ones
         return self._listed or DEFAULT_CONTEXT_WINDOW
 
     @property
@@ -142,8 +142,8 @@ class ContextWindow:
         self._store.commit(listing)
         self.learned_from(listing)
 
-    def learning(self, tokens: int | None, source: WindowSource, attempt_id: str) -> list[NewFact]:
-        """The record of a window a server's answer told (none when it told nothing
+    def learning(self, tokens: int | None, attempt_id: str) -> list[NewFact]:
+        """The record of the window a server's refusal stated (none when it stated nothing
         believable, or the session knows it already): committed by the caller with the
         attempt's failure, then `learned_from` it."""
         tokens = plausible(tokens)
@@ -151,7 +151,7 @@ class ContextWindow:
             return []
         if self.learned is not None and self.learned.tokens == tokens:
             return []
-        return [f.context_window(*self.key, tokens, source, attempt_id=attempt_id)]
+        return [f.context_window(*self.key, tokens, "refusal", attempt_id=attempt_id)]
 
     def learned_from(self, committed: list[NewFact]) -> None:
         if self.key is not None and committed:
@@ -176,6 +176,5 @@ def describe_origin(origin: WindowOrigin) -> str:
         "configured": "as configured",  # the notebook names its trait in its own words
         "listing": "as the server's metadata states it",
         "refusal": "as the server said when it refused a request too long",
-        "truncation": "as many as the server read of a prompt it cut",
         "default": "the default: the server states none",
     }.get(origin, origin)

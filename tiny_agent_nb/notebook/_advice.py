@@ -32,6 +32,10 @@ LESS_CONVERSATION = (
     "Next: `%agent compact` with instructions to keep less, a smaller "
     "TinyAgent.keep_tail_tokens, or `%agent new` to start a fresh session"
 )
+CONFIGURED_TOO_LARGE = (
+    "Next: the server refused less than TinyAgent.context_window: set it to the window the "
+    "model is served with, or to None to take the one the server states"
+)
 KEEP_LESS_VERBATIM = (
     "The conversation is as it was. A smaller TinyAgent.keep_tail_tokens keeps less of it "
     "verbatim, and leaves `%agent compact` more to summarize"
@@ -45,6 +49,9 @@ def next_step(reason: StopReason | None) -> str | None:
     if isinstance(reason, StepsReached):
         return MORE_STEPS
     if isinstance(reason, ContextFull):
+        refused = reason.refused
+        if reason.origin == "configured" and refused and refused.request < reason.window:
+            return CONFIGURED_TOO_LARGE
         return FEWER_FIXED if reason.what == "fixed" else LESS_CONVERSATION
     if isinstance(reason, FixedFill):  # a compaction could not make room
         return FEWER_FIXED

@@ -1,6 +1,7 @@
 """The `%agent` subcommands in one registry (as the command line's `Command`): what each
 is called, takes and says. `%agent help`, `%%agent?` and each `%agent NAME --help` are
-generated from it, the magics dispatch through it (`AgentMagics._cmd_NAME` runs NAME),
+generated from it, the magics dispatch through it (`AgentMagics._cmd_NAME` runs NAME,
+its hyphens as underscores),
 and tests/test_notebook_commands.py holds the README's `%agent` table to it.
 """
 
@@ -71,6 +72,14 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             "in the saved notebook, text in a terminal",
         ),
         Subcommand("usage", "", "tokens and cost, per run and in total"),
+        Subcommand(
+            "forget-window",
+            "",
+            "forget the context window the session learned for the model (from the server's "
+            "metadata or its refusal of a request too long), in the session file, so no "
+            "kernel takes it again: the next run takes `TinyAgent.context_window`, the "
+            "server's metadata, or 32768 tokens",
+        ),
         Subcommand(
             "resume",
             "[--budget USD] [--max-steps N] [--demo] [...]",

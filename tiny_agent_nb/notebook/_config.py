@@ -119,8 +119,9 @@ class TinyAgent(Configurable):
     context_window = Int(
         None,
         allow_none=True,
-        help="Tokens the model's context holds. None: the window the server lists for the "
-        f"model (GET /models, asked once per session), else {DEFAULT_CONTEXT_WINDOW}.",
+        help="Tokens the model's context holds; set, it wins. None: the window the session "
+        "learned for the model (`%agent forget-window` clears it), else the one the server "
+        f"lists for it (asked once per kernel), else {DEFAULT_CONTEXT_WINDOW}.",
     ).tag(config=True)
     compact_threshold = Float(
         DEFAULT_COMPACT_THRESHOLD,

@@ -17,7 +17,7 @@ from ..agent import (
     LoopObserver,
     notebook_system_prompt,
 )
-from ..provider import DEMO_MODEL, DEMO_PROVIDER, DemoProvider
+from ..provider import DEMO_MODEL, DEMO_PROVIDER, METADATA_SECONDS, DemoProvider
 from ..session import SessionStore
 from ..tools import ToolContext
 from ._config import TinyAgent
@@ -28,8 +28,13 @@ from ._provider import KernelProvider
 from ._session_model import SessionModel
 
 AskFn = Callable[[str, object], bool]
+# The cell's note before the kernel asks the server's metadata for the window.
+ASKING = (
+    "asking the server for the model's context window (once per kernel, at most "
+    f"{METADATA_SECONDS:g} seconds; setting TinyAgent.context_window skips it)"
+)
 # Ctrl-C while the server's metadata was asked for the window (a server may hold that
-# answer up to read_timeout, and it is asked again by the next cell).
+# answer up to METADATA_SECONDS, and it is asked again by the next cell).
 WINDOW_ASK_INTERRUPTED = (
     "■ Interrupted while asking the server for the model's context window, before the "
     "run started: nothing was sent or recorded. Setting TinyAgent.context_window (tokens) "
@@ -100,12 +105,15 @@ class LoopBuilder:
         elif provider is None:
             provider = self.provider.build(provider_config)
             # Unset, and not learned by this session yet, the window is the one the
-            # server's metadata states for this model (asked once per open session; the
-            # loop records it). A recovery's loop (a provider given) asks no server.
+            # server's metadata states for this model (asked once per kernel, said in the
+            # cell; the loop records it). A recovery's loop (a provider given) asks none.
             base_url = provider_config.redacted_base_url
             if not window and store.learned_window(base_url, provider_config.model) is None:
+                say = observer.on_notice if observer is not None else None
                 try:
-                    listed = self.provider.context_window(model)
+                    listed = self.provider.context_window(
+                        model, asking=None if say is None else lambda: say(ASKING)
+                    )
                 except KeyboardInterrupt:  # nothing of the run exists yet: say so
                     raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
         registry = self.mcp.registry(tools, with_mcp=with_mcp)

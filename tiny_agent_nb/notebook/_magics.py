@@ -49,7 +49,7 @@ from ._runtime import NotebookRuntime
 from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
-from ._window_report import summary_line, summary_text, window_line
+from ._window_report import forget_window, summary_line, summary_text, window_line
 
 log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -195,7 +195,7 @@ class AgentMagics(Magics):
         elif command.name == "resume":
             self._cmd_resume(run_options(args), demo=args.demo)
         else:
-            getattr(self, f"_cmd_{command.name}")(*rest)
+            getattr(self, f"_cmd_{command.name.replace('-', '_')}")(*rest)
 
     def _cmd_help(self, name: str | None = None) -> None:
         if name is not None and name not in SUBCOMMANDS:
@@ -244,6 +244,9 @@ class AgentMagics(Magics):
         if compacted:
             print(f"         {compacted}")
             print(f"summary  {summary_line(state)}")
+
+    def _cmd_forget_window(self) -> None:
+        print(forget_window(self.runtime.provider, self.runtime.require_store()))
 
     def _cmd_summary(self) -> None:
         state, _ = self.runtime.read_state()

@@ -1,11 +1,12 @@
 """The kernel's way to the model: the provider configuration read from `TinyAgent`, one
 HTTP client per open session (every cell reuses its keep-alive connection), the context
-window each server lists for a model (asked once per session), and the early refusal of
+window each server lists for a model (asked once per kernel), and the early refusal of
 a run that cannot succeed (nothing committed, nothing sent).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..provider import ProviderConfig
@@ -27,11 +28,12 @@ class KernelProvider:
         # One HTTP client per open session, made by its first real request: the cells
         # reuse its keep-alive connection; `close()` (new, session, unload, exit) ends it.
         self._http: httpx.Client | None = None
-        # (base URL, model) -> the window its server lists; asked once per open session.
+        # (base URL, model) -> the window its server lists; asked once per kernel (the
+        # answer, or its failure, holds for every session it opens: asking again would
+        # only hold another cell up).
         self._windows: dict[tuple[str, str], int | None] = {}
 
     def close(self) -> None:
-        self._windows.clear()
         if self._http is not None:
             self._http.close()
             self._http = None
@@ -50,10 +52,13 @@ class KernelProvider:
                 "restart the kernel, or `%config TinyAgent.api_key = '...'`."
             ) from None
 
-    def context_window(self, model: str | None = None) -> int | None:
+    def context_window(
+        self, model: str | None = None, *, asking: Callable[[], None] | None = None
+    ) -> int | None:
         """The context window of `model` (default: the configured one) as its server's
-        model listing reports it; None when it reports none, for the offline demo model,
-        or when no provider can be made."""
+        metadata states it; None when it states none (or could not be asked in time),
+        for the offline demo model, or when no provider can be made. `asking` is called
+        just before the server is asked."""
         config = self.provider_config(model)
         where = (config.redacted_base_url, config.model)
         if (self.config.demo_mode() and model is None) or where in self._windows:
@@ -62,6 +67,8 @@ class KernelProvider:
             provider = self.build(config)
         except NotebookError:  # a key no header can carry: the run itself says so
             return None
+        if asking is not None:
+            asking()
         with provider:  # closes nothing shared: the session's client stays open
             self._windows[where] = provider.context_window()
         return self._windows[where]

@@ -1,21 +1,18 @@
 """What `%agent status` and `%agent summary` say about the context: the model's window
-(configured, learned by this session, or the default) and the latest checkpoint's summary.
+(configured, learned by this session, or the default) and the latest checkpoint's summary;
+and `%agent forget-window`, which clears the window the session learned.
 """
 
 from __future__ import annotations
 
-from ..agent import DEFAULT_CONTEXT_WINDOW
+from ..agent import DEFAULT_CONTEXT_WINDOW, describe_origin
 from ..render import cell_text
-from ..session import CompactionEntry, SessionState
+from ..session import CompactionEntry, SessionState, SessionStore
+from ..session import facts as f
 from ..words import shorten
 from ._provider import KernelProvider
 
-# How each origin of a window reads (docs/spec.md §17's sources).
-_LEARNED = {
-    "listing": "as the server's metadata states it",
-    "refusal": "as the server said when it refused a request too long",
-    "truncation": "as many as the server read of a prompt it cut",
-}
+FORGET = "`%agent forget-window` forgets it"
 SUMMARY_SHOWN = 240  # characters of the summary `%agent status` shows
 
 
@@ -27,15 +24,36 @@ def window_line(model: KernelProvider, state: SessionState) -> str:
     learned = state.context_windows.get((config.redacted_base_url, config.model))
     said = ""
     if learned is not None:
-        said = f"{learned.tokens} tokens, {_LEARNED.get(learned.source, learned.source)}"
+        said = f"{learned.tokens} tokens, {describe_origin(learned.source)}"
     if model.config.context_window:
         line = f"window {model.config.context_window} tokens (TinyAgent.context_window)"
-        return line + (f"; the session learned {said}" if said else "")
+        return line + (f"; the session learned {said} ({FORGET})" if said else "")
     if said:
-        return f"window {said} (kept in this session)"
+        return f"window {said} (kept in this session; {FORGET})"
     return (
         f"window {DEFAULT_CONTEXT_WINDOW} tokens by default, until the server states one "
         "(its metadata, or its answer to a request too long)"
+    )
+
+
+def forget_window(model: KernelProvider, store: SessionStore) -> str:
+    """`%agent forget-window`: record that the session knows no window for the configured
+    model at its server (docs/spec.md §17), so no kernel takes the learned one again."""
+    if model.config.demo_mode():
+        return "The offline demo model has no context window: nothing to forget."
+    config = model.provider_config()
+    key = (config.redacted_base_url, config.model)
+    where = f"{cell_text(config.model)} at {cell_text(config.redacted_base_url)}"
+    learned = store.learned_window(*key)
+    if learned is None:
+        return f"This session has learned no context window for {where}: nothing to forget."
+    store.commit([f.forgotten_window(*key)])
+    said = f"{learned.tokens} tokens, {describe_origin(learned.source)}"
+    return (
+        f"Forgot the context window this session learned for {where} ({said}); the session "
+        "file records it, so no kernel takes that window again. The next run takes "
+        "TinyAgent.context_window when set, else the window the server's metadata states, "
+        f"else {DEFAULT_CONTEXT_WINDOW} tokens."
     )
 
 

@@ -32,7 +32,7 @@ from ._types import (
     ToolCallStarted,
     UsageReport,
 )
-from ._window import estimate_tokens
+from ._window import METADATA_SECONDS, estimate_tokens
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
     from ._client import Provider, http_client
@@ -56,6 +56,7 @@ __all__ = [
     "DEMO_MODEL",
     "DEMO_PROVIDER",
     "MAX_RESPONSE_BYTES",
+    "METADATA_SECONDS",
     "OPENROUTER_BASE_URL",
     "READ_TIMEOUT",
     "BodyDecoder",

@@ -38,7 +38,7 @@ from ._normalize import CompletionAssembler
 from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
 from ._urls import redact_httpx_logs, request_target
-from ._window import window_in_listing, window_in_props, window_in_ps
+from ._window import METADATA_SECONDS, window_in_listing, window_in_props, window_in_ps
 from ._wire import Encoded
 
 if TYPE_CHECKING:
@@ -189,8 +189,9 @@ class Provider:
         """The context window (tokens) of `model` (this provider's by default) as the
         server's metadata states it: `GET {base_url}/models`, then llama.cpp's `/props`
         and Ollama's `/api/ps` beside it (`_window` says where each server puts it); None
-        when none says it or none could be read. Asked once per model and provider,
-        each answer bound by the same limits as an answer; never raises."""
+        when none says it or none could be read. Asked once per model and provider, all
+        its answers within METADATA_SECONDS (or `read_timeout`, when shorter) and the
+        limits of an answer; never raises."""
         model = self._config.model if model is None else model
         if model not in self._windows:
             self._windows[model] = self._served_window(model)
@@ -262,25 +263,32 @@ class Provider:
             raise transport_error(self._config, exc) from exc
 
     def _served_window(self, model: str) -> int | None:
-        listed = window_in_listing(self._get("/models"), model)
+        # One deadline for every answer: a window is only a hint, and a server that never
+        # answers its metadata must not hold the first cell for one read_timeout each.
+        deadline = self._clock() + min(METADATA_SECONDS, self._config.read_timeout)
+        listed = window_in_listing(self._get("/models", deadline), model)
         if listed is not None and not listed.trained:
             return listed.window
         # Beside an API root ending in /v1 (a local server's): llama.cpp's and Ollama's
         # own endpoints, which state the window they serve.
         if self._config.base_url.rstrip("/").endswith("/v1"):
-            served = window_in_props(self._get("/props", beside=True))
+            served = window_in_props(self._get("/props", deadline, beside=True))
             if served is None:
-                served = window_in_ps(self._get("/api/ps", beside=True), model)
+                served = window_in_ps(self._get("/api/ps", deadline, beside=True), model)
             if served is not None:
                 return served
         return listed.window if listed is not None else None
 
-    def _get(self, endpoint: str, *, beside: bool = False) -> bytes:
+    def _get(self, endpoint: str, deadline: float, *, beside: bool = False) -> bytes:
         """The body of `GET endpoint` under the base URL (`beside`: under its parent, the
-        server's root when the base URL ends in /v1); b"" when it fails in any way."""
+        server's root when the base URL ends in /v1), read by `deadline`; b"" when it
+        fails in any way, or the deadline has passed."""
+        left = deadline - self._clock()
+        if left <= 0:
+            log.debug("GET %s: not asked, no time left for the metadata", endpoint)
+            return b""
         headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING}
         headers.update(self._headers)
-        deadline = self._clock() + self._config.attempt_timeout
         base = self._config.base_url
         if beside:
             head, _, query = base.partition("?")
@@ -289,7 +297,8 @@ class Provider:
             url, basic = request_target(base, endpoint)
             if basic is not None:
                 headers["authorization"] = basic
-            with self._client.stream("GET", url, headers=headers, timeout=self._timeout) as got:
+            timeout = httpx.Timeout(left)
+            with self._client.stream("GET", url, headers=headers, timeout=timeout) as got:
                 encoding = got.headers.get("content-encoding", "")
                 chunks = self._metered(decoded(got.iter_raw(), encoding), deadline)
                 if not got.is_success:

@@ -189,6 +189,9 @@ def estimate_tokens(messages: Sequence[Encoded]) -> int:
 #               /v1/models has none
 #   llama-cpp-python  none (`/v1/models` lists ids only): its refusal says it
 _LISTED: tuple[tuple[str, ...], ...] = (("context_length",), ("max_model_len",))
+# Seconds the answers of all three may take together: a window is only a hint, asked
+# before the first request of a kernel, and a cell must not wait long for it.
+METADATA_SECONDS = 5.0
 TRAINED = ("meta", "n_ctx_train")
 
 

@@ -345,6 +345,18 @@ def context_window(
     attempt_id: str | None = None,
 ) -> NewFact:
     """The window learned for `model` at `base_url` (credentials already masked)."""
+    return _window_record(base_url, model, tokens, source, attempt_id)
+
+
+def forgotten_window(base_url: str, model: str) -> NewFact:
+    """The user cleared the window the session learned for `model` at `base_url`: from
+    here on it knows none for the pair, in every process (docs/spec.md §17)."""
+    return _window_record(base_url, model, None, "forgotten", None)
+
+
+def _window_record(
+    base_url: str, model: str, tokens: int | None, source: WindowSource, attempt_id: str | None
+) -> NewFact:
     return NewFact(
         ContextWindow(
             type="contextWindow",

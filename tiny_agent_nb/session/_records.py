@@ -119,22 +119,33 @@ class SystemPrompt(StrictModel):
     content: str
 
 
-# listing: the server's metadata stated it; refusal: a "too long" answer did; truncation:
-# the server read far fewer tokens than were sent (it cut the prompt without a word).
-WindowSource = Literal["listing", "refusal", "truncation"]
+# listing: the server's metadata stated it; refusal: a "too long" answer did; forgotten:
+# the user cleared the pair's window (tokens null); truncation: the server's count of a
+# request was far below what was sent, which no writer records any more (a server that
+# counts only what its cache did not hold gives such counts): read, and taken as no window.
+WindowSource = Literal["listing", "refusal", "forgotten", "truncation"]
 
 
 class ContextWindow(StrictModel):
     """The context window this session learned for `model` at the server `baseUrl` (its
-    credentials masked), so a later process need not learn it again (docs/spec.md §17).
-    `attemptId`: the attempt whose answer told it, when one did."""
+    credentials masked), so a later process need not learn it again (docs/spec.md §17);
+    `tokens` null, with source `forgotten`: the user cleared it. `attemptId`: the attempt
+    whose answer told it, when one did."""
 
     type: Literal["contextWindow"]
     baseUrl: str
     model: str
-    tokens: Annotated[int, Field(ge=1)]
+    tokens: Annotated[int, Field(ge=1)] | None
     source: WindowSource
     attemptId: Id | None = optional()
+
+    @model_validator(mode="after")
+    def _forgotten_has_no_tokens(self) -> ContextWindow:
+        if (self.tokens is None) != (self.source == "forgotten"):
+            raise ValueError("tokens is null exactly when the source is 'forgotten'")
+        if self.source == "forgotten" and self.attemptId is not None:
+            raise ValueError("a 'forgotten' window names no attemptId")
+        return self
 
 
 class KernelOpened(StrictModel):

@@ -74,8 +74,8 @@ from ._tables import (
 # "another snapshot version" (a full read) without anyone having to remember a bump.
 # A change in what a field *means*, or in how a column is encoded, still bumps FORMAT.
 # 3: the usage totals leave out a usage fact out of range (docs/spec.md §11); a snapshot
-# written before summed it.
-SNAPSHOT_FORMAT = 3
+# written before summed it. 4: a window's tokens may be null (forgotten, §17).
+SNAPSHOT_FORMAT = 4
 
 
 def layout_version(
@@ -244,8 +244,10 @@ def _windows(d: Decoder, rows: list[Any]) -> dict[tuple[str, str], LearnedWindow
     for raw in rows:
         url_ref, model_ref, tokens, source, fact_ref = as_list(raw, "a window", 5)
         url, model, fact_id = d.refs([url_ref, model_ref, fact_ref], "window strings", 3)
-        check(type(tokens) is int and tokens >= 1, "a window that is no count")
         check(source in _WINDOW_SOURCES, "an unknown window source")
+        forgotten = source == "forgotten"
+        counted = type(tokens) is int and tokens >= 1
+        check(tokens is None if forgotten else counted, "a window that is no count")
         check((url, model) not in windows, "a window twice")
         windows[url, model] = LearnedWindow(tokens, source, fact_id)
     return windows

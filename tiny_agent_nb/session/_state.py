@@ -222,15 +222,19 @@ class SessionState:
 
     @property
     def context_windows(self) -> Mapping[tuple[str, str], LearnedWindow]:
-        """The window learned for each (base URL, model), from its newest record. A record
-        whose tokens are outside MIN_WINDOW..MAX_WINDOW (a crafted file: no writer makes
-        one) reads as none for its pair (docs/spec.md §17): a run would otherwise overflow
-        a float on it, or never get under it."""
+        """The window learned for each (base URL, model), from its newest record, when
+        that record states one the session believes (docs/spec.md §17): not one the user
+        forgot, nor one taken from a server's count (`truncation`: a server that counts
+        only what its cache did not hold gives the same counts), nor one whose tokens are
+        outside MIN_WINDOW..MAX_WINDOW (a crafted file: a run would otherwise overflow a
+        float on it, or never get under it)."""
         return MappingProxyType(
             {
                 pair: window
                 for pair, window in self._tables.windows.items()
-                if MIN_WINDOW <= window.tokens <= MAX_WINDOW
+                if window.source in ("listing", "refusal")
+                and window.tokens is not None
+                and MIN_WINDOW <= window.tokens <= MAX_WINDOW
             }
         )
 

@@ -168,10 +168,10 @@ class Kernel(NamedTuple):
 
 
 class LearnedWindow(NamedTuple):
-    """The newest `contextWindow` record of one (base URL, model): its tokens, where they
-    came from, and the record's fact id."""
+    """The newest `contextWindow` record of one (base URL, model): its tokens (None:
+    forgotten), where they came from, and the record's fact id."""
 
-    tokens: int
+    tokens: int | None
     source: WindowSource
     fact_id: str
 
