@@ -57,7 +57,7 @@ def resolve_session_path(
     if jpy is not None:
         return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME", notebook=jpy)
     vsc = user_ns.get("__vsc_ipynb_file__")
-    if isinstance(vsc, str):
+    if type(vsc) is str:  # VS Code's own: a user's object that rebinds the name runs no code
         notebook = _notebook_path(vsc, cwd)
         if notebook is not None:
             return SessionLocation(
