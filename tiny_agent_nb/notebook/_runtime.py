@@ -249,10 +249,9 @@ class NotebookRuntime:
 
         The file is renamed only while this kernel holds its lock: a kernel that was
         refused the file must not move it from under the kernel writing to it. From the
-        rename until the new file is open, an interrupt waits and is then only noted:
-        stopped halfway, this kernel would write the kept file as if it were current, or
-        leave no session (or an empty file, which no open accepts) where the notebook's
-        is. Either the old file is still current, or it is kept and the new one current."""
+        rename until the new file is open an interrupt waits, and is only noted: stopped
+        between, this kernel would write the kept file, or hold no session (or leave an
+        empty file no open accepts) where the notebook's is."""
         self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
         path = location.path
