@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tiny_agent_nb.notebook._kernel import record_kernel
 from tiny_agent_nb.notebook._links import LINK_MIME, follow_notebook, newest_link
 from tiny_agent_nb.notebook._paths import SessionLocation, session_file_for
 from tiny_agent_nb.session import (
@@ -227,3 +228,58 @@ def test_a_kernel_leaves_the_link_in_its_cells_outputs(
     server.enqueue(text_reply("ok"))
     ran = kernel.execute("%%agent\nhi")
     assert [d[LINK_MIME]["session"] for d in ran.displays if LINK_MIME in d] == [link["session"]]
+
+
+def test_a_link_to_a_session_another_notebook_opened_by_path_gets_a_fork(
+    tmp_path: Path,
+) -> None:
+    """`other.ipynb` ran `%agent session notes.agent.jsonl`: the file is that notebook's
+    though no `notes.ipynb` exists. A notebook whose link names it (received, or a copy
+    of one that opened it) gets a fork; the file stays where the other notebook finds it."""
+    shared = tmp_path / "notes.agent.jsonl"
+    session = _session(shared)
+    (tmp_path / "other.ipynb").write_text("{}")
+    explicit = SessionLocation(shared, "explicit", notebook=tmp_path / "other.ipynb")
+    with SessionStore.open(shared) as store:  # what other.ipynb's kernel recorded, then closed
+        record_kernel(store, explicit.notebook)
+    received = _notebook(tmp_path / "received.ipynb", _link(session, shared.name))
+    before = shared.read_bytes()
+
+    said = follow_notebook(_location(received), tmp_path)
+    assert said == (
+        "tiny-agent-nb: this notebook is linked to the session other.ipynb opened: its "
+        "conversation goes on in a fork, received.agent.jsonl; notes.agent.jsonl stays the "
+        "other notebook's."
+    )
+    assert shared.read_bytes() == before
+    fork = load_session(tmp_path / "received.agent.jsonl")
+    assert fork.header.id != session
+    # once that notebook is gone, the session is no other notebook's: renamed after this one
+    (tmp_path / "other.ipynb").unlink()
+    (tmp_path / "received.agent.jsonl").unlink()
+    assert "renamed or moved" in (follow_notebook(_location(received), tmp_path) or "")
+    assert read_header(tmp_path / "received.agent.jsonl").id == session and not shared.exists()
+
+
+def test_a_notebook_received_with_a_link_to_a_session_another_kernel_opened_gets_a_fork(
+    start_kernel: StartKernel, workspace: Path, server: OpenAIServer
+) -> None:
+    """Two notebooks, each in a real kernel: `other.ipynb` opens `notes.agent.jsonl` with
+    `%agent session` and its kernel ends; a notebook whose link names that session then
+    loads. The file is left to the notebook that opened it, its history forked."""
+    other = workspace / "other.ipynb"
+    other.write_text("{}")
+    first = start_kernel(extra={"JPY_SESSION_NAME": str(other)})
+    first.execute("%load_ext tiny_agent_nb")
+    first.execute("%agent session notes.agent.jsonl")
+    first.shutdown()
+    shared = workspace / "notes.agent.jsonl"
+    session = read_header(shared).id
+    before = shared.read_bytes()
+    received = _notebook(workspace / "received.ipynb", _link(session, shared.name))
+
+    second = start_kernel(extra={"JPY_SESSION_NAME": str(received)})
+    loaded = second.execute("%load_ext tiny_agent_nb")
+    assert "linked to the session other.ipynb opened" in loaded.stdout, loaded.stdout
+    assert shared.read_bytes() == before
+    assert read_header(workspace / "received.agent.jsonl").id != session

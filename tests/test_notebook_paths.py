@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,21 @@ def test_archive_names_take_the_next_free_number(tmp_path: Path) -> None:
     (tmp_path / "analysis.agent.1.jsonl").write_text("")
     (tmp_path / "analysis.agent.2.jsonl").write_text("")
     assert next_archive_path(current) == tmp_path / "analysis.agent.3.jsonl"
+
+
+def test_a_notebook_name_the_user_rebound_to_an_object_runs_none_of_its_code(
+    tmp_path: Path,
+) -> None:
+    calls: list[str] = []
+
+    class Cloak:
+        @property  # type: ignore[misc]
+        def __class__(self) -> Any:  # type: ignore[override]  # what isinstance falls back on
+            calls.append("__class__")
+            return str
+
+    location = resolve_session_path(
+        explicit=None, environ={}, user_ns={"__vsc_ipynb_file__": Cloak()}, cwd=tmp_path
+    )
+    assert location.source == "default"
+    assert calls == []

@@ -5,13 +5,16 @@ is bounded."""
 from __future__ import annotations
 
 import datetime
+import sys
 import types
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tiny_agent_nb.tools import ListVariables, ToolContext
+from tiny_agent_nb.tools._values import dtype_name
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
@@ -387,3 +390,123 @@ def test_subclasses_and_parts_of_the_known_types_run_none_of_their_code() -> Non
     assert described.splitlines()[2] == (
         "[8, datetime.time(5, 0, tzinfo=<test_tools_variables.HostileZone>)]"
     )
+
+
+def spies() -> tuple[list[str], type, type]:
+    """`calls`, and two classes whose every method a looker could call records in it:
+    `Cloak` claims through `__class__` to be a str (what `isinstance` falls back on),
+    `Text` is a str subclass (its `==`, `str()`, formatting and methods are its code)."""
+    calls: list[str] = []
+
+    class Cloak:
+        @property  # type: ignore[misc]
+        def __class__(self) -> Any:  # type: ignore[override]
+            calls.append("__class__")
+            return str
+
+    class Text(str):
+        def __eq__(self, other: object) -> bool:
+            calls.append("__eq__")
+            return str.__eq__(self, other)
+
+        __hash__ = str.__hash__
+
+        def __format__(self, spec: str) -> str:
+            calls.append("__format__")
+            return str.__format__(self, spec)
+
+        def __str__(self) -> str:
+            calls.append("__str__")
+            return self
+
+        def __add__(self, other: str) -> str:
+            calls.append("__add__")
+            return str.__add__(self, other)
+
+    for name in ("strip", "split", "splitlines", "replace", "startswith", "__len__"):
+
+        def spy(self: str, *args: Any, _name: str = name) -> Any:
+            calls.append(_name)
+            return getattr(str, _name)(self, *args)
+
+        setattr(Text, name, spy)
+    return calls, Cloak, Text
+
+
+def test_names_docstrings_files_and_defaults_are_read_without_their_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a class, module or function holds as its module name, qualified name,
+    docstring, file, version or defaults may be an object of the user's class: it is read
+    as the plain value it holds, or not shown, and none of its methods is called."""
+    calls, cloak, text = spies()
+
+    class Named:
+        __module__ = text("lab")
+        __qualname__ = text("Named")
+
+    class Cloaked:
+        __module__ = cloak()
+        __doc__ = cloak()
+
+    class Documented:
+        __doc__ = text("A class.\nMore.")
+
+    module = types.ModuleType("scratch")
+    module.__file__ = cloak()
+    module.__version__ = text("1.0")  # type: ignore[attr-defined]
+
+    def function(a: Any, b: Any = 1, *, c: Any = 2) -> None: ...
+
+    function.__doc__ = text("Does it.")
+    function.__defaults__ = type("Defaults", (tuple,), {"__len__": lambda s: calls.append("len")})(
+        (1,)
+    )
+    function.__kwdefaults__ = type("Kw", (dict,), {"__len__": lambda s: calls.append("len")})(
+        {"c": 2}
+    )
+    path = Path("/data/x.csv")
+    object.__setattr__(path, "_str", text("/data/x.csv"))  # where a path keeps its text
+    ns = {
+        "named": Named(),
+        "Named": Named,
+        "cloaked": Cloaked(),
+        "Cloaked": Cloaked,
+        "Documented": Documented,
+        "module": module,
+        "function": function,
+        "path": path,
+        "plain_path": Path("/data/y.csv"),
+        "id": uuid.UUID(int=1),
+    }
+    # pandas as sys.modules holds it may be any module: its `__getattr__` is code too
+    spy_module = type("Lazy", (types.ModuleType,), {"__getattr__": lambda s, n: calls.append(n)})
+    monkeypatch.setitem(sys.modules, "pandas", spy_module("pandas"))
+    listing, error = run(ns)
+    assert not error, listing
+    assert "- named: lab.Named" in listing.splitlines()
+    assert f"- cloaked: {Cloaked.__qualname__}" in listing.splitlines()  # no module said
+    assert "- path: pathlib.PosixPath" in listing.splitlines()  # its text not shown
+    assert "- plain_path: pathlib.PosixPath, PosixPath('/data/y.csv')" in listing.splitlines()
+    assert f"- id: uuid.UUID, {uuid.UUID(int=1)!r}" in listing.splitlines()
+    described = {name: run(ns, name) for name in ns}
+    assert all(not error for _, error in described.values()), described
+    assert described["Documented"][0].splitlines()[2] == "A class."
+    assert described["module"][0] == "module: module\nmodule 'scratch'\nversion '1.0'"
+    assert described["function"][0].splitlines()[1:] == ["function(a, b=1, *, c=2)", "Does it."]
+    assert calls == []
+
+
+def test_a_dtype_is_named_by_its_own_text_only_when_numpy_or_pandas_holds_its_class() -> None:
+    """Any class may say `__module__ = "pandas..."`; a dtype of such a class is named by
+    its type, and its `__str__` is not called."""
+
+    class Spoof:
+        __module__ = "pandas.core.dtypes.dtypes"
+
+        def __str__(self) -> str:
+            raise Ran("__str__")
+
+    assert dtype_name(np.dtype("float64")) == "float64"
+    assert dtype_name(pd.CategoricalDtype()) == "category"
+    assert dtype_name(Spoof()) == f"<pandas.core.dtypes.dtypes.{Spoof.__qualname__}>"

@@ -11,8 +11,9 @@ name. It is saved with the notebook, and copied with it.
 When the notebook's own session file is missing, its newest link leads to the session
 it had, beside it (or in the kernel's directory, which a moved notebook's kernel keeps
 until it is started afresh), if that file still holds the session the link names:
-- the file belongs to no other notebook (its name's notebook is gone) and no other kernel
-  writes it: the notebook was renamed or moved, and the file is renamed after it;
+- the file belongs to no other notebook (its name's notebook is gone, and no notebook
+  still there opened it with `%agent session`) and no other kernel writes it: the
+  notebook was renamed or moved, and the file is renamed after it;
 - otherwise the notebook is a copy (duplicated, or saved as): it gets a fork of the
   session, and the file stays the other notebook's, never written by two kernels.
 
@@ -150,6 +151,9 @@ def follow_notebook(location: SessionLocation, cwd: Path) -> str | None:
             f"opened ({cell_text(str(exc))}); a new session starts beside the notebook."
         )
     try:
+        other = _opened_by_another(claim, source, notebook)
+        if other is not None:
+            return _fork(source, location.path, f"linked to the session {other} opened")
         _rename(source, location.path)
     except OSError as exc:
         return (
@@ -166,6 +170,19 @@ def follow_notebook(location: SessionLocation, cwd: Path) -> str | None:
         f"tiny-agent-nb: this notebook was renamed or moved: its session "
         f"{cell_text(source.name)} is now {cell_text(location.path.name)}."
     )
+
+
+def _opened_by_another(claim: SessionStore, source: Path, notebook: Path) -> str | None:
+    """The name of another notebook that opened `source` as its session (its kernelOpened
+    records, §18) and is still there: `%agent session` in that notebook made the file
+    its own whatever its name, and a link to it must not take it away."""
+    for kernel in claim.kernels():
+        name = kernel.notebook
+        if name is None or name == notebook.name or not name.endswith(".ipynb") or "/" in name:
+            continue
+        if any((folder / name).exists() for folder in {source.parent, notebook.parent}):
+            return cell_text(name)
+    return None
 
 
 def _linked_file(link: Link, folders: list[Path], target: Path) -> Path | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -357,7 +358,10 @@ class AgentMagics(Magics):
             shown = cell_text(str(self.runtime.session_path()))
             print(shown + (f" ({read_only})" if read_only else ""))
             return
-        location = resolve_session_path(explicit=path, environ={}, user_ns={}, cwd=Path.cwd())
+        assert self.shell is not None
+        location = resolve_session_path(
+            explicit=path, environ=os.environ, user_ns=self.shell.user_ns, cwd=Path.cwd()
+        )
         self.runs.withdraw_offers()
         self.show_report(self.runtime.open(location))
         self.link()

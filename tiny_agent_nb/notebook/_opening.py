@@ -134,6 +134,11 @@ INTERRUPTED_RECOVERY_NOTE = (
     "reads and the run are marked interrupted (nothing was lost)."
 )
 
+INTERRUPTED_NEW_NOTE = (
+    "The interrupt came while the conversation was being switched: the switch was finished "
+    "first, so the kept conversation and the new one are both whole."
+)
+
 
 class NoModel:
     """The provider of a loop that only recovers: recovery asks no model."""

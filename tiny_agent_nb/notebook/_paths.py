@@ -50,19 +50,21 @@ def resolve_session_path(
     user_ns: Mapping[str, Any],
     cwd: Path,
 ) -> SessionLocation:
-    if explicit:
-        path = (cwd / Path(explicit).expanduser()).absolute()
-        return SessionLocation(path, "explicit", names_directory=names_a_directory(explicit))
     jpy = _notebook_path(environ.get("JPY_SESSION_NAME", ""), cwd)
+    vsc_name = user_ns.get("__vsc_ipynb_file__")
+    # VS Code's own, a plain str: a user's object that rebinds the name runs no code.
+    vsc = _notebook_path(vsc_name, cwd) if type(vsc_name) is str else None
+    if explicit:
+        # The notebook too, though the path is not its name: the file records which
+        # notebook opened it (its kernelOpened), which a link to it then respects.
+        path = (cwd / Path(explicit).expanduser()).absolute()
+        return SessionLocation(
+            path, "explicit", names_directory=names_a_directory(explicit), notebook=jpy or vsc
+        )
     if jpy is not None:
         return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME", notebook=jpy)
-    vsc = user_ns.get("__vsc_ipynb_file__")
-    if isinstance(vsc, str):
-        notebook = _notebook_path(vsc, cwd)
-        if notebook is not None:
-            return SessionLocation(
-                session_file_for(notebook), "__vsc_ipynb_file__", notebook=notebook
-            )
+    if vsc is not None:
+        return SessionLocation(session_file_for(vsc), "__vsc_ipynb_file__", notebook=vsc)
     return SessionLocation(cwd / FALLBACK, "default")
 
 

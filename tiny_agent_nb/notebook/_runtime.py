@@ -34,12 +34,14 @@ from ..session import (
     load_session,
 )
 from ._advice import refusal_line
+from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
 from ._kernel import record_kernel
 from ._loops import AskFn, LoopBuilder
 from ._mcp import KernelServers
 from ._opening import (
+    INTERRUPTED_NEW_NOTE,
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
     NotebookError,
@@ -246,13 +248,29 @@ class NotebookRuntime:
         """Keep the current file under the next free `<stem>.agent.<n>.jsonl`; start fresh.
 
         The file is renamed only while this kernel holds its lock: a kernel that was
-        refused the file must not move it from under the kernel writing to it."""
+        refused the file must not move it from under the kernel writing to it. From the
+        rename until the new file is open an interrupt waits, and is only noted: stopped
+        between, this kernel would write the kept file, or hold no session (or leave an
+        empty file no open accepts) where the notebook's is."""
         self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
         path = location.path
         held = self.store
         if held is None and (path.exists() or path.is_symlink()):
-            held = claim_for_archive(location)
+            held = claim_for_archive(location)  # a long read: interruptible, moves nothing
+        with interrupt_held() as interrupts:
+            try:
+                archived, notes = self._keep(held, path)
+                report = self.open(location)
+            finally:
+                interrupted = bool(interrupts)
+                interrupts.clear()  # the switch is whole: nothing is left to stop
+        report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
+        return archived, report
+
+    def _keep(self, held: SessionStore | None, path: Path) -> tuple[Path, list[str]]:
+        """Rename the current file (`held`, its lock held) to its archive name and close
+        it: the archive's path, and a note if closing failed."""
         archived = next_archive_path(path)
         try:
             if held is not None:
@@ -267,10 +285,7 @@ class NotebookRuntime:
         finally:
             if held is not None and held is not self.store:
                 held.close()
-        notes = self._close_noting()
-        report = self.open(location)
-        report.notes[:0] = notes
-        return archived, report
+        return archived, self._close_noting()
 
     def _drop_closed_store(self) -> bool:
         """Forget a store that closed itself (a write it could not cut back, docs/spec.md

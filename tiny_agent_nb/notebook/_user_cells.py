@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import linecache
 import re
+import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE = re.compile(r"[^\r\n]+")
 USER_CELLS_START, USER_CELLS_END = messages.USER_CELLS_START, messages.USER_CELLS_END
-_MARKERS = (USER_CELLS_START, USER_CELLS_END)
+SET_OFF = "(in the cell) "  # before a line of a cell that reads as one of these markers
 
 
 @dataclass(frozen=True)
@@ -118,14 +119,36 @@ def _block(cell: CellRecord, secrets: tuple[str, ...], room: int | None) -> str 
     fence = "`" * max(3, _longest_backtick_run(code) + 1)
     head = f"In [{cell.count}]:\n{fence}python\n"
     tail = f"\n{fence}{error}"
-    block = clean_output(head + code + tail, secrets)
+    block = _set_off_markers(clean_output(head + code + tail, secrets))
     if room is None or len(block) <= room:
         return block
-    keep = room - len(block) + len(code) - len("\n[... 0000000 characters truncated ...]\n")
+    # The cut starts a line and ends one mid-line: room to set off both.
+    cut = len("\n[... 0000000 characters truncated ...]\n") + 2 * len(SET_OFF)
+    keep = room - len(block) + len(code) - cut
     if keep < MIN_CODE:
         return None
-    block = clean_output(head + truncate(code, keep) + tail, secrets)
+    # Set off last: after the cut, and after a redaction that changes a line.
+    block = _set_off_markers(clean_output(head + truncate(code, keep) + tail, secrets))
     return block if len(block) <= room else None
+
+
+def _set_off_markers(block: str) -> str:
+    """`block` with each line that reads as one of the digest's own markers said to be
+    the cell's (`SET_OFF`), so that a user's cell never ends (or starts) the cells early.
+
+    The model reads, it does not compare bytes: a line reads as a marker when its letters
+    and digits are the marker's (after NFKC and casefolding), whatever its spaces,
+    brackets, apostrophes (curly or straight), width or invisible characters. A nonce in the marker
+    would not help: the model would still read a line without it as the end."""
+    lines = block.split("\n")
+    return "\n".join(SET_OFF + line if _letters(line) in _MARKERS else line for line in lines)
+
+
+def _letters(line: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKC", line).casefold() if c.isalnum())
+
+
+_MARKERS = frozenset(_letters(marker) for marker in (USER_CELLS_START, USER_CELLS_END))
 
 
 def _longest_backtick_run(text: str) -> int:
@@ -133,14 +156,11 @@ def _longest_backtick_run(text: str) -> int:
 
 
 def kept_text(text: str) -> str:
-    """Untrusted text as one kernel's cell or message may be kept: escapes removed,
-    other control characters (tab and newline aside) written as `\\x..`, and a line
-    that would read as one of the user cells' own markers set off by a space."""
+    """Untrusted text as one kernel's cell or message may be kept: escapes removed, and
+    other control characters (tab and newline aside) written as `\\x..` (a line that
+    reads as a marker is set off when the digest is made: `_set_off_markers`)."""
     text = _ESCAPES.sub("", text)
-    text = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    if any(marker in text for marker in _MARKERS):
-        text = "\n".join(f" {line}" if line in _MARKERS else line for line in text.split("\n"))
-    return text
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 # ---------------------------------------------------------------- from IPython's events

@@ -2,11 +2,14 @@
 
 Looking at a Python object can run code of its class: `len()` calls `__len__`, an
 attribute may be a property or go through `__getattr__`, `repr()` calls `__repr__`,
-`isinstance` reads `__class__`, and a lazy frame computes its schema when asked for its
+`isinstance` reads `__class__`, a str subclass's `==`, `str()` and f-string formatting
+are its own methods, and a lazy frame computes its schema when asked for its
 columns. A hostile or merely huge object would then hang the kernel, or hand the model
 what its `__repr__` chose to say. So nothing here calls code of a type it does not know:
 
-- types are read with `type()` and their names through `type`'s own descriptors;
+- types are read with `type()` and their names through `type`'s own descriptors, and
+  tested with `issubclass(type(x), ...)` (never `isinstance`); a name, docstring or file
+  that is a str subclass is read as the plain str it holds (`plain_text`);
 - built-in values (numbers, strings, bytes, containers) are read through the built-in
   type's own slots (`list.__len__(x)`, `dict.items(x)`), which a subclass cannot
   override, and shown a bounded number of items deep;
@@ -66,18 +69,27 @@ _PLAIN_REPR = (
 def type_name(cls: type) -> str:
     """`module.Qualname`, or just `Qualname` for a built-in type."""
     try:
-        module, name = _module(cls), _qualname(cls)
+        module, name = plain_text(_module(cls)), plain_text(_qualname(cls))
     except Exception:  # a type that is not a class of this Python: nothing to call
         return "?"
-    if not isinstance(module, str) or module == "builtins":
-        return str(name)
+    if name is None:
+        return "?"
+    if module is None or module == "builtins":
+        return name
     return f"{module}.{name}"
 
 
+def plain_text(obj: object) -> str | None:
+    """`obj` as the plain str it holds where it is a str (of a subclass too, whose own
+    `__eq__`, `__format__` or `strip` are then never called), else None."""
+    return str.__str__(obj) if issubclass(type(obj), str) else None
+
+
 def loaded(module: str, attribute: str) -> type | None:
-    """A class of a module the user has imported (never imported here)."""
-    found = getattr(sys.modules.get(module), attribute, None)
-    return found if isinstance(found, type) else None
+    """A class of a module the user has imported (never imported here), read from the
+    module's namespace (a module's `__getattr__` is code too)."""
+    found = module_namespace(sys.modules.get(module)).get(attribute)
+    return found if issubclass(type(found), type) else None
 
 
 def is_exactly(value: object, module: str, attribute: str) -> bool:
@@ -149,8 +161,9 @@ def _value(obj: Any, depth: int) -> str:
 def _plain_repr(obj: Any, cls: type) -> str:
     """The repr of a `_PLAIN_REPR` value, where it is made of plain parts only: an aware
     datetime's repr is its tzinfo's `__repr__` too, a timezone's its name's, a
-    Fraction's its numerator's `__str__` (any class may be a tzinfo, a str subclass a
-    timezone's name, an int subclass's `numerator` anything)."""
+    Fraction's its numerator's `__str__`, a path's its parts' methods (any class may be
+    a tzinfo, a str subclass a timezone's name or a path's part, an int subclass's
+    `numerator` anything)."""
     if cls is datetime.datetime or cls is datetime.time:
         tz = obj.tzinfo
         if tz is not None and not _plain_timezone(tz):
@@ -162,7 +175,30 @@ def _plain_repr(obj: Any, cls: type) -> str:
         parts = (obj._numerator, obj._denominator)
         if not all(type(n) is int and int.bit_length(n) <= MAX_INT_BITS for n in parts):
             return f"<{type_name(cls)}>"
+    elif issubclass(cls, pathlib.PurePath) and not _plain_slots(obj):
+        return f"<{type_name(cls)}>"
     return repr(obj)[:MAX_TEXT]
+
+
+def _plain_slots(obj: object) -> bool:
+    """Each slot of `obj` holds a plain str, int, bool or None, or a list or tuple of them."""
+    for cls in type.__dict__["__mro__"].__get__(type(obj)):
+        for slot in _class_dict(cls).values():
+            if type(slot) is not types.MemberDescriptorType:
+                continue
+            try:
+                held = slot.__get__(obj, cls)
+            except AttributeError:  # not set yet (a path computes some on demand)
+                continue
+            parts = held if type(held) is list or type(held) is tuple else (held,)
+            if not all(_is_plain_part(p) for p in parts):
+                return False
+    return True
+
+
+def _is_plain_part(part: object) -> bool:
+    cls = type(part)  # by `is`: `in` would call a metaclass's `__eq__`
+    return part is None or cls is str or cls is int or cls is bool
 
 
 def _plain_timezone(tz: object) -> bool:
@@ -234,10 +270,16 @@ def frame_columns(frame: Any, limit: int) -> Iterator[tuple[str, str]]:
 
 def dtype_name(dtype: object) -> str:
     """numpy's and pandas' dtypes by their names; another library's by its type."""
-    module = _module(type(dtype))
-    if isinstance(module, str) and module.split(".")[0] in ("numpy", "pandas"):
+    cls = type(dtype)
+    module, name = plain_text(_module(cls)), str.__str__(_qualname(cls))  # a str, or a subclass
+    # Theirs when the module it names holds it: any class may say `__module__ = "pandas"`.
+    if (
+        module is not None
+        and module.split(".")[0] in ("numpy", "pandas")
+        and module_namespace(sys.modules.get(module)).get(name) is cls
+    ):
         return str(dtype)
-    return f"<{type_name(type(dtype))}>"
+    return f"<{type_name(cls)}>"
 
 
 def instance_attributes(obj: object) -> dict[str, Any] | None:
@@ -260,16 +302,20 @@ def class_namespace(cls: type) -> Any:
 
 def class_bases(cls: type) -> tuple[type, ...]:
     bases = _bases(cls)
-    return bases if isinstance(bases, tuple) else ()
+    return bases if type(bases) is tuple else ()
 
 
-def module_namespace(module: types.ModuleType) -> dict[str, Any]:
+def module_namespace(module: object) -> dict[str, Any]:
+    """A module's `__dict__` through ModuleType's own descriptor ({} for a non-module)."""
+    if not issubclass(type(module), types.ModuleType):
+        return {}
     found = _module_dict(module)
     return found if type(found) is dict else {}
 
 
 def first_line(doc: object) -> str | None:
-    if not isinstance(doc, str):
+    doc = plain_text(doc)
+    if doc is None:
         return None
     lines = [line.strip() for line in str.splitlines(doc) if line.strip()]
     return text(lines[0], 200)[1:-1] if lines else None
@@ -282,8 +328,13 @@ def signature(function: types.FunctionType) -> str:
     positional = code.co_argcount
     keyword_only = code.co_kwonlyargcount
     names = code.co_varnames
-    defaults = _function_defaults(function) or ()
-    kwdefaults = _function_kwdefaults(function) or {}
+    # Either may be set to a tuple or dict subclass: read through the base type's slots
+    # (even `or` would call a subclass's `__len__`).
+    given, kw_given = _function_defaults(function), _function_kwdefaults(function)
+    defaults = () if given is None else tuple.__getitem__(given, slice(None))
+    kwdefaults = (
+        {} if kw_given is None else {k: v for k, v in dict.items(kw_given) if type(k) is str}
+    )
     parts: list[str] = []
     first_default = positional - len(defaults)
     for i in range(positional):

@@ -154,12 +154,12 @@ def _details(obj: object) -> list[str]:
     if issubclass(cls, (bytes, bytearray, list, tuple, set, frozenset, dict)):
         return [v.size(obj) or "", v.value(obj, 2)]
     if cls is types.ModuleType:
-        namespace = v.module_namespace(obj)  # type: ignore[arg-type]
+        namespace = v.module_namespace(obj)
         file, version = namespace.get("__file__"), namespace.get("__version__")
         return [
             f"module {v.value(namespace.get('__name__'), 0)}",
-            *([f"file {v.value(file, 0)}"] if isinstance(file, str) else []),
-            *([f"version {v.value(version, 0)}"] if isinstance(version, str) else []),
+            *([f"file {v.value(file, 0)}"] if v.plain_text(file) is not None else []),
+            *([f"version {v.value(version, 0)}"] if v.plain_text(version) is not None else []),
         ]
     if issubclass(cls, types.FunctionType):
         doc = v.function_doc(obj)  # type: ignore[arg-type]
