@@ -95,6 +95,8 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "RecordFact",
         "UsageFact",
         "OperationStarted",
+        "RunOptions",
+        "Approval",
         "StepAttempt",
         "SystemPrompt",
         "AttemptFailed",
