@@ -169,6 +169,7 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "Recovery",
         "RecoveryReport",
         "resumable_operation",
+        "resumable_run",
         "Compacted",
         "compaction_line",
         "compaction_status",

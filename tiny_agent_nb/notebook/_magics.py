@@ -17,6 +17,7 @@ from IPython.display import display, publish_display_data
 from ..agent import Approval, LoopObserver, RunResult, compaction_status, resumable_operation
 from ..redaction import redact
 from ..render import cell_text
+from ..session import RunOptions
 from ..timeline import outcome_note, session_cost, usage_by_run
 from ..words import NO_USAGE, money, short_arguments, tokens, usage
 from ._advice import outcome_line, stated
@@ -32,7 +33,7 @@ from ._commands import (
 )
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
-from ._loops import AskFn
+from ._loops import AskFn, continuing
 from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
@@ -77,7 +78,10 @@ class AgentMagics(Magics):
         self.shutdown = ShutdownWatch(shell)
         runtime.stopped_by = self.shutdown.stopped_by
         self.runs = CellRuns(
-            shell, rich=self._rich(), resumable=runtime.resumable, interrupted=self._interrupted
+            shell,
+            rich=self._rich(),
+            stopped_run=runtime.stopped_run,
+            interrupted=self._interrupted,
         )
 
     @magic_arguments()
@@ -274,6 +278,7 @@ class AgentMagics(Magics):
             self.runtime.provider.check_ready(options["model"])
         self.runtime.require_store()
         self.runtime.session_model.refuse_demo(options["model"], demo=demo, command="%agent resume")
+        options, demo = continuing(options, demo, self._stopped_options())
         self._say_model(options["model"], demo)
         if not self._start_mcp():
             return
@@ -297,12 +302,20 @@ class AgentMagics(Magics):
         except NotebookError as exc:
             print(exc)
 
+    def _stopped_options(self) -> RunOptions | None:
+        stopped = self.runtime.stopped_run()
+        return None if stopped is None else stopped.options
+
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
         if not demo:
             self.runtime.provider.check_ready()
+        self.runtime.require_store()
+        self.runtime.session_model.refuse_demo(None, demo=demo, command="%agent compact")
+        # After a stopped run: its model, and its budget, which the compaction spends.
+        options, demo = continuing({}, demo, self._stopped_options())
         view = self._view()
         try:
-            result = self.runtime.compact(instructions, observer=view, demo=demo)
+            result = self.runtime.compact(instructions, observer=view, demo=demo, **options)
         except KeyboardInterrupt:
             print("■ Interrupted. Nothing was compacted; the conversation is as it was.")
             return
