@@ -419,18 +419,30 @@ class SessionBuilder:
     def compaction_started(self) -> str:
         return self._start_operation("compaction", {"inputEntryId": None})
 
-    def run_started(self, input_entry_id: str) -> str:
-        return self._start_operation("run", {"inputEntryId": input_entry_id})
+    def run_started(self, input_entry_id: str, options: dict[str, Any] | None = None) -> str:
+        return self._start_operation("run", {"inputEntryId": input_entry_id}, options)
 
-    def resume_started(self, resumes_operation_id: str) -> str:
+    def resume_started(
+        self, resumes_operation_id: str, options: dict[str, Any] | None = None
+    ) -> str:
         refs = {"inputEntryId": None, "resumesOperationId": resumes_operation_id}
-        return self._start_operation("resume", refs)
+        return self._start_operation("resume", refs, options)
 
-    def _start_operation(self, kind: str, refs: dict[str, str | None]) -> str:
+    def _start_operation(
+        self, kind: str, refs: dict[str, str | None], options: dict[str, Any] | None = None
+    ) -> str:
+        """runStarted; `options` (the run's options, spec §3.3) only when given: files
+        written before the member existed have none."""
         operation_id = self.new_id()
         body = {"type": "runStarted", "operationId": operation_id, "operationKind": kind}
-        self.fact("record", {**body, **refs})
-        self.ledger.operations[operation_id] = {"id": operation_id, "kind": kind, "status": "open"}
+        recorded = {} if options is None else {"options": options}
+        self.fact("record", {**body, **refs, **recorded})
+        self.ledger.operations[operation_id] = {
+            "id": operation_id,
+            "kind": kind,
+            "status": "open",
+            **recorded,
+        }
         return operation_id
 
     def step_attempt(self, operation_id: str, step: int, attempt: int = 1) -> Attempt:
@@ -827,6 +839,29 @@ def resume_after_abort(s: SessionBuilder) -> None:
     resumed = s.resume_started(op)
     s.commit()
     s.model_turn(resumed, 1, "The design keeps intent before effect.", tokens=Tokens(90, 9))
+    s.finish(resumed)
+
+
+def run_options(approve: str, tools: list[str], budget: float | None) -> dict[str, Any]:
+    """A runStarted's `options` (spec §3.3): what the run offered and allowed."""
+    return {"approve": approve, "tools": tools, "budget": budget, "maxSteps": 25, "model": MODEL}
+
+
+ASK_BASH = run_options("ask", ["bash"], 0.05)
+
+
+@scenario("a run's options recorded; its resume records the same, but the approval it was given")
+def run_options_resumed(s: SessionBuilder) -> None:
+    op = s.run_started(s.user("Clean the build directory"), ASK_BASH)
+    s.commit()
+    clean = call("call_c1", BASH, command="rm -rf build")
+    s.model_turn(op, 1, calls=[clean], tokens=Tokens(120, 20, cost=0.02))
+    s.abort_requested(op, "KeyboardInterrupt")
+    s.operation_finished(op, "aborted")
+    s.commit()
+    resumed = s.resume_started(op, {**ASK_BASH, "approve": "auto"})
+    s.commit()
+    s.model_turn(resumed, 1, "Left as it was.", tokens=Tokens(150, 5, cost=0.01))
     s.finish(resumed)
 
 
@@ -1418,6 +1453,27 @@ def compaction_negative_tokens_after(s: SessionBuilder) -> None:
     s.commit()
     s.compaction("Three primes were named.", last_answer, attempt=summarizer, tokens_before=30)
     s.commit_corrupt(damaged("entry.tokensAfter", -5))
+
+
+@scenario("a run's options with a member the format does not name")
+def run_options_unknown_member(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    s.run_started(s.user("Again"), ASK_BASH)
+    s.commit_corrupt(damaged("record.options.temperature", 0.2, fact=1))
+
+
+@scenario("a run's options with a negative budget")
+def run_options_negative_budget(s: SessionBuilder) -> None:
+    s.exchange("Hi", "Hello.")
+    s.run_started(s.user("Again"), ASK_BASH)
+    s.commit_corrupt(damaged("record.options.budget", -1, fact=1))
+
+
+@scenario("a compaction operation with options: it has none (it counts with the run before it)")
+def compaction_with_options(s: SessionBuilder) -> None:
+    s.exchange("Name three primes", "2, 3, 5.", Tokens(20, 6, cost=0.00001))
+    s.compaction_started()
+    s.commit_corrupt(damaged("record.options", ASK_BASH))
 
 
 @scenario("cost written as the NaN literal, which is not JSON")

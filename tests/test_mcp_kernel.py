@@ -194,7 +194,9 @@ def test_ctrl_c_during_an_mcp_call_cancels_it_and_the_kernel_goes_on(
     run = kernel.send("%%agent\nSleep on it.")
     pid = started_pid(marker)
     kernel.interrupt()
-    assert clean(kernel.collect(run, timeout=60)).endswith(INTERRUPTED_LINE)
+    said, kept = clean(kernel.collect(run, timeout=60)).rstrip("\n").rsplit("\n", 1)
+    assert f"{said}\n".endswith(INTERRUPTED_LINE)
+    assert kept.startswith("↻ `%agent resume` keeps the run's options: runs changes without")
 
     # The protocol's cancellation reached the server: its tool saw the call cancelled.
     wait_until(lambda: "cancelled" in marker_lines(marker), 30, what="the call cancelled")

@@ -26,8 +26,8 @@ def test_each_reason_is_stated_then_advised_in_the_notebooks_words() -> None:
     budget = BudgetReached(budget=0.01, spent=0.012, unknown=0, operations=2, not_run=1)
     assert outcome_line(_stopped("budgetLimit", budget)) == (
         "‖ budget $0.01 reached: this run (2 operations) spent $0.012; 1 tool call of the "
-        "last answer did not run. Raise TinyAgent.budget (or pass --budget) and "
-        "`%agent resume` to go on."
+        "last answer did not run. `%agent resume --budget USD`, with more than the run "
+        "spent, goes on (a resume keeps the run's budget otherwise)."
     )
     assert outcome_line(_stopped("stepLimit", StepsReached(1))) == (
         "‖ stopped after 1 model step (max_steps). `%agent resume` gives the run more steps "

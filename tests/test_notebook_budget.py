@@ -44,7 +44,7 @@ def test_budget_option_stops_the_run_and_every_view_shows_the_spend(
     out = run(shell, "%%agent --budget 0.01\nRead the notes", capsys)
     assert len(server.requests) == 1
     assert f"‖ {STOP}" in out
-    assert "did not run. Raise TinyAgent.budget (or pass --budget) and `%agent resume`" in out
+    assert "did not run. `%agent resume --budget USD`, with more than the run spent" in out
     path = tmp_path / "analysis.agent.jsonl"
     (op,) = load_session(path).operations.values()
     # The file keeps the statement; the advice is the notebook's, said in the cell only.

@@ -32,6 +32,11 @@ from helpers.polling import wait_until
 SESSION = "analysis.agent.jsonl"
 SLEEPER = "echo ran >> marker.txt; sleep 60"
 INTERRUPTED_LINE = "■ Interrupted. The abort is recorded; `%agent resume` continues the run.\n"
+# What a resume keeps of a run started with the configuration's options.
+KEPT_LINE = (
+    "↻ `%agent resume` keeps the run's options: runs changes without asking · tools: bash, "
+    "edit_file, grep +6 more · no budget · 25 steps · model test/model\n"
+)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
@@ -100,7 +105,7 @@ def test_kill_mid_tool_then_recover_and_resume(
         "  The previous kernel stopped during a run; it is now marked interrupted.\n"
         f"  ⚠ bash command={json.dumps(SLEEPER)}, timeout=120.0 — interrupted: "
         "it may have run; it was not run again.\n"
-        "  `%agent resume` continues the interrupted run.\n"
+        "  `%agent resume` continues the interrupted run.\n" + KEPT_LINE
     )
 
     resumed = second.execute("%agent resume")
@@ -205,7 +210,7 @@ def test_interrupt_during_model_request_records_the_abort(
     kernel.interrupt()
     kernel.collect(run)
     assert_clean(run)
-    assert run.stdout == f"Note: {ASKING}\n{INTERRUPTED_LINE}"
+    assert run.stdout == f"Note: {ASKING}\n{INTERRUPTED_LINE}{KEPT_LINE}"
     server.release()
 
     # One transaction: abort requested, the attempt failed as aborted, the run aborted.

@@ -60,7 +60,7 @@ def test_resume_takes_a_budget_and_stops_at_once_while_it_is_still_reached(
 ) -> None:
     server.enqueue(_read(1, 0.012), text_reply("Done.", usage=usage(cost=0.001)))
     out = run_clean(shell, "%%agent --budget 0.01\nRead the notes", capsys)
-    assert "budget $0.01 reached" in out and "pass --budget" in out
+    assert "budget $0.01 reached" in out and "`%agent resume --budget USD`" in out
     still = run_clean(shell, "%agent resume --budget 0.012", capsys)
     assert "Resume ended: budgetLimit" in still and "(2 operations) spent $0.012" in still
     assert len(server.requests) == 1  # a budget still reached asks no model

@@ -1,6 +1,6 @@
 """A run its budget stopped, resumed in real IPython kernels (jupyter_client): in the
-same kernel once the budget is raised, then in a new kernel, where a budget still
-reached stops the resume at once and a raised one lets it finish."""
+same kernel once the budget is raised, then in a new kernel, where the run's budget,
+still reached, stops the resume at once and a raised one lets it finish."""
 
 from __future__ import annotations
 
@@ -54,15 +54,16 @@ def test_a_budget_stop_resumes_in_the_same_kernel_and_in_a_new_one(
 
     second = start_kernel()
     opened = clean(second.execute("%load_ext tiny_agent_nb"))
-    assert "`%agent resume` continues the run its budget stopped, once the budget is raised" in (
+    assert "`%agent resume` continues the run its budget stopped, given a larger `--budget" in (
         opened
     )
-    clean(second.execute("%config TinyAgent.budget = 0.02"))
+    assert "budget $0.02 · 25 steps" in opened  # what the run keeps: its last resume's
+    # the run's budget, not the configuration's: only `--budget` raises it
+    clean(second.execute("%config TinyAgent.budget = 1.0"))
     still = clean(second.execute("%agent resume"))
     assert "Resume ended: budgetLimit" in still and "(3 operations) spent $0.024" in still
     assert len(server.requests) == 3  # a budget still reached asks the model nothing
-    clean(second.execute("%config TinyAgent.budget = 1.0"))
-    done = second.execute("%agent resume")
+    done = second.execute("%agent resume --budget 1.0")
     assert clean(done) == ""
     assert any("Read the notes twice." in d.get("text/markdown", "") for d in done.displays)
     assert len(server.requests) == 4

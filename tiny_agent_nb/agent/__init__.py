@@ -3,6 +3,7 @@
 Nothing here imports IPython; the notebook layer is glue over this package.
 """
 
+from ..session import Approval  # LoopConfig.approval's values, recorded with each run
 from ._compaction import Compacted, compaction_line, compaction_status
 from ._context import ContextProjection
 from ._loop import AgentLoop
@@ -11,6 +12,7 @@ from ._planner import (
     Recovery,
     plan_recovery,
     resumable_operation,
+    resumable_run,
 )
 from ._reasons import (
     BudgetReached,
@@ -22,7 +24,6 @@ from ._reasons import (
     StopReason,
 )
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
-from ._tool_step import Approval
 from ._turns import NOT_STARTED
 from ._types import (
     DEFAULT_APPROVAL,
@@ -71,4 +72,5 @@ __all__ = [
     "notebook_system_prompt",
     "plan_recovery",
     "resumable_operation",
+    "resumable_run",
 ]

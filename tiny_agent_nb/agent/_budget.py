@@ -1,9 +1,10 @@
 """The run budget (docs/spec.md §11): what a prompt's run has spent, from the file's ledger.
 
 A run's spend is the usage of the attempts and tools of its **chain**: the operation
-and every operation it resumes, back to the `run` that accepted the prompt. So a run
-stopped by a crash, an abort or its budget keeps counting where it was when it is
-resumed (the ledger is on disk; nothing is held in memory across kernels).
+and every operation it resumes, back to the `run` that accepted the prompt, and the
+compactions that came after any of them (`%agent compact` between a stop and its
+resume). So a run stopped by a crash, an abort or its budget keeps counting where it
+was when it is resumed (the ledger is on disk; nothing is held in memory across kernels).
 
 Unknown cost is never taken as zero: a settled attempt with no usage, or usage whose
 cost is null, is counted apart. The budget can only stop on what was priced, so a run
@@ -48,13 +49,20 @@ class Spend:
 
 
 def run_chain(state: SessionState, operation_id: str) -> list[str]:
-    """`operation_id` and the operations it resumes, newest first."""
+    """`operation_id`, the operations it resumes, newest first, then the compactions that
+    followed any of them (`%agent compact` after a stopped run spends the run's budget)."""
     chain: list[str] = []
     current: str | None = operation_id
     while current is not None and current not in chain:
         chain.append(current)
         op = state.operations.get(current)
         current = op.resumes_operation_id if op is not None else None
+    members, after = set(chain), None
+    for op in state.operations.values():
+        if op.kind != "compaction":
+            after = op.id
+        elif after in members:
+            chain.append(op.id)
     return chain
 
 

@@ -28,6 +28,7 @@ from ..provider import messages as m
 from ..session import (
     AssistantEntry,
     NewFact,
+    RunOptions,
     SessionState,
     SessionStore,
     ToolIdentity,
@@ -37,6 +38,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
+from ._budget import budget_reached, chain_spend
 from ._compaction import (
     AttemptLabel,
     CompactionFailed,
@@ -98,6 +100,14 @@ class AgentLoop:
         self._observer = observer or LoopObserver()
         self._clock = clock
         self._schemas = tools.schemas()
+        # Recorded with each run and resume it starts: what a later resume of it uses.
+        self._options = RunOptions(
+            approve=config.approval,
+            tools=list(tools.names),
+            budget=config.budget,
+            maxSteps=config.max_steps,
+            model=config.model,
+        )
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
         self._environment = self._tool_step.environment
         self._operations = OperationGuard(
@@ -180,7 +190,7 @@ class AgentLoop:
         start = [
             *self._kernel_notice(),
             f.user_message(prompt, user_cells=cells, id=entry_id),
-            f.run_started(operation_id, entry_id),
+            f.run_started(operation_id, entry_id, self._options),
         ]
         return self._drive(start, operation_id, self._steps)
 
@@ -198,7 +208,7 @@ class AgentLoop:
                 else "an operation is still open"
             )
         operation_id = new_id()
-        started = f.resume_started(operation_id, target.id)
+        started = f.resume_started(operation_id, target.id, self._options)
         answer = _final_answer(state)
         if answer is not None:
             # Killed after the final answer was saved but before the run was marked
@@ -268,6 +278,7 @@ class AgentLoop:
             self._compactor.check()
         except NoRoom as exc:
             raise AgentError(f"nothing to compact: {exc}", reason=exc.reason) from exc
+        self._refuse_spent_budget()
         operation_id = new_id()
         end = self._operations.end
 
@@ -337,6 +348,17 @@ class AgentLoop:
         product cannot promise ended with it (the tool as this kernel has it)."""
         tool = self._tools.get(intent.tool.name)
         return tool is not None and tool.source == intent.tool.source and tool.may_outlive_kernel
+
+    def _refuse_spent_budget(self) -> None:
+        """A compaction after a stopped run spends that run's budget (its spend counts
+        with the run's, `run_chain`): none is started once the budget is reached."""
+        budget, state = self._config.budget, self._store.load()
+        stopped = resumable_operation(state)
+        if budget is None or isinstance(stopped, str):
+            return
+        over = budget_reached(chain_spend(state, stopped.id), budget)
+        if over is not None:
+            raise AgentError(f"nothing compacted: {over.statement()}", reason=over)
 
     def _require_idle(self) -> None:
         op = self._store.open_operation()

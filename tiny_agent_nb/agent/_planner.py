@@ -191,11 +191,15 @@ def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     """The operation `%agent resume` continues: the latest run (or resume), if it ended
     in one of RESUMABLE's ways. Compaction operations are passed over: they continue no
     prompt, and compacting between a stopped run and its resume is allowed."""
-    if state.open_operation is not None:
+    return resumable_run(list(state.operations.values()))
+
+
+def resumable_run(operations: Sequence[Operation]) -> Operation | ResumeBlocker:
+    """`resumable_operation` of a session's operations in file order (an open one is the
+    last: at most one is open at a time), for a caller that holds no copy of its state."""
+    if operations and operations[-1].status == "open":
         return "open"
-    latest = next(
-        (op for op in reversed(list(state.operations.values())) if op.kind != "compaction"), None
-    )
+    latest = next((op for op in reversed(operations) if op.kind != "compaction"), None)
     if latest is None:
         return "nothing"
     if latest.status in RESUMABLE:

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from ..redaction import hidden_secrets, redact, redact_json
 from ..session import (
     MAX_JSON_DEPTH,
+    Approval,
     AssistantMessage,
     NewFact,
     SessionStore,
@@ -47,7 +48,6 @@ from ..tools import (
 )
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
 
-Approval = Literal["auto", "ask", "deny"]
 AskFn = Callable[[str, Mapping[str, Any]], bool]
 
 log = logging.getLogger("tiny_agent_nb.agent")

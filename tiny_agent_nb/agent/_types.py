@@ -10,12 +10,11 @@ from typing import Any, Protocol
 from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError, StreamEvent
 from ..provider import messages as m
-from ..session import OperationOutcome, ToolCall, ToolIntent
+from ..session import Approval, OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
 from ._compaction import Compacted
 from ._reasons import StopReason
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT
-from ._tool_step import Approval
 
 
 class ChatProvider(Protocol):

@@ -17,8 +17,18 @@ from ..agent import (
     StopReason,
 )
 from ..render import cell_text
+from ..session import RunOptions
+from ..words import usd
 
-RAISE_BUDGET = "Raise TinyAgent.budget (or pass --budget) and `%agent resume` to go on"
+RAISE_BUDGET = (
+    "`%agent resume --budget USD`, with more than the run spent, goes on (a resume keeps "
+    "the run's budget otherwise)"
+)
+APPROVALS = {
+    "auto": "runs changes without asking",
+    "ask": "asks before changes",
+    "deny": "refuses changes",
+}
 MORE_STEPS = (
     "`%agent resume` gives the run more steps (`%agent resume --max-steps N` for N of them), "
     "or send a new prompt"
@@ -40,6 +50,19 @@ KEEP_LESS_VERBATIM = (
     "The conversation is as it was. A smaller TinyAgent.keep_tail_tokens keeps less of it "
     "verbatim, and leaves `%agent compact` more to summarize"
 )
+
+
+def resume_words(options: RunOptions) -> str:
+    """What `%agent resume` continues a run with, as it recorded it: `asks before changes ·
+    tools: bash · budget $0.05 · 25 steps · model M` (names escaped for a cell)."""
+    named = options.tools[:4] if len(options.tools) <= 4 else options.tools[:3]
+    more = len(options.tools) - len(named)
+    tools = ", ".join(named) + (f" +{more} more" if more else "") if named else "none"
+    budget = f"budget {usd(options.budget)}" if options.budget is not None else "no budget"
+    return cell_text(
+        f"{APPROVALS[options.approve]} · tools: {tools} · {budget} · "
+        f"{options.maxSteps} steps · model {options.model}"
+    )
 
 
 def next_step(reason: StopReason | None) -> str | None:

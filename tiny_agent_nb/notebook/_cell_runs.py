@@ -17,8 +17,9 @@ from IPython.core.error import StdinNotImplementedError
 from ..agent import Compacted, LoopObserver, RunResult
 from ..provider import ProviderError, StreamEvent
 from ..render import cell_text
-from ..session import ToolCall
+from ..session import Operation, ToolCall
 from ..tools import ToolOutput
+from ._advice import resume_words
 from ._approval import ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
 from ._controls import RunControls, controls_available
@@ -35,16 +36,17 @@ class CellRuns:
         shell: Any,
         *,
         rich: bool,
-        resumable: Callable[[], bool],
+        stopped_run: Callable[[], Operation | None],
         interrupted: Callable[[], str],
     ) -> None:
-        """`resumable`: whether `%agent resume` would continue a run now (the engine's
-        rule, asked, not copied); `interrupted`: what a run stopped by a KeyboardInterrupt
-        (not the Stop button's) says last (a kernel shutting down says so)."""
+        """`stopped_run`: the run `%agent resume` would continue now, if any (the
+        engine's rule, asked, not copied); `interrupted`: what a run stopped by a
+        KeyboardInterrupt (not the Stop button's) says last (a kernel shutting down says
+        so)."""
         self._shell = shell
         self._interrupted = interrupted
         self._rich = rich
-        self._resumable = resumable
+        self._stopped_run = stopped_run
         self.offers: list[ResumeOffer] = []  # Resume buttons still live
 
     def controls(self) -> bool:
@@ -87,12 +89,18 @@ class CellRuns:
     def offer_resume(self, resume: Callable[[], None]) -> None:
         """A Resume button when `%agent resume` would continue a run (one that stopped
         before its answer); a click calls `resume` (what `%agent resume` runs) on the
-        main shell, once it is free."""
-        if not self.controls() or not self._resumable():
+        main shell, once it is free. Either says the options the resume keeps."""
+        stopped = self._stopped_run()
+        if stopped is None:
+            return
+        words = None if stopped.options is None else resume_words(stopped.options)
+        if not self.controls():
+            if words is not None:
+                print(f"↻ `%agent resume` keeps the run's options: {words}")
             return
         schedule = later_in_this_cell(self._shell)
         if schedule is not None:
-            self.offers.append(ResumeOffer(resume, schedule))
+            self.offers.append(ResumeOffer(resume, schedule, options=words))
 
     def withdraw_offers(self) -> None:
         offers, self.offers = self.offers, []

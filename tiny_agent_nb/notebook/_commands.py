@@ -52,7 +52,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "session a real model worked on",
     ),
 }
-# What `%agent resume` takes of `%%agent`'s options (None: the configured value).
+# What `%agent resume` takes of `%%agent`'s options (None: the run's, `continuing`).
 RUN_OPTIONS = ("model", "max_steps", "budget", "tools", "approve")
 
 SUBCOMMANDS: dict[str, Subcommand] = {
@@ -84,10 +84,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             "resume",
             "[--budget USD] [--max-steps N] [--demo] [...]",
             "continue the latest run that was interrupted, aborted, or stopped by its budget "
-            "or `max_steps` (in this kernel or a new one); takes the options of `%%agent` "
-            "(in Jupyter, the Resume button under a stopped run does the same). A budget "
-            "still reached stops it again at once, without asking the model; `--max-steps` "
-            "(default `TinyAgent.max_steps`) counts the resume's own steps",
+            "or `max_steps` (in this kernel or a new one), with that run's options (approval, "
+            "tools, budget, steps, model, not the configuration's); an option of `%%agent` "
+            "given here replaces that one only (in Jupyter, the Resume button under a stopped "
+            "run does the same, and shows them). A budget still reached stops it again at "
+            "once, without asking the model; `--max-steps` counts the resume's own steps",
             options=(*RUN_OPTIONS, "demo"),
         ),
         Subcommand(
@@ -95,8 +96,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             "[INSTRUCTIONS] [--demo]",
             "summarize the conversation so far into a checkpoint (INSTRUCTIONS: what the "
             "summary must also keep); later requests send the summary and the recent turns "
-            "instead of everything. Runs also compact on their own past "
-            "`TinyAgent.compact_threshold` of the context window",
+            "instead of everything; after a stopped run, with its model and within its "
+            "budget. Runs also compact on their own past `TinyAgent.compact_threshold` of the "
+            "context window",
             takes="text",
             options=("demo",),
         ),

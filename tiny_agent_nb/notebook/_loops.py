@@ -8,6 +8,7 @@ import datetime
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..agent import (
     AgentLoop,
@@ -18,7 +19,8 @@ from ..agent import (
     notebook_system_prompt,
 )
 from ..provider import DEMO_MODEL, DEMO_PROVIDER, METADATA_SECONDS, DemoProvider
-from ..session import SessionStore
+from ..render import cell_text
+from ..session import RunOptions, SessionStore
 from ..tools import ToolContext
 from ._config import TinyAgent
 from ._mcp import KernelServers
@@ -40,6 +42,21 @@ WINDOW_ASK_INTERRUPTED = (
     "run started: nothing was sent or recorded. Setting TinyAgent.context_window (tokens) "
     "skips asking."
 )
+
+
+def continuing(
+    options: dict[str, Any], demo: bool, recorded: RunOptions | None
+) -> tuple[dict[str, Any], bool]:
+    """The options of what continues a run (`%agent resume`, the Resume button, `%agent
+    compact` after a stop), and whether the demo model answers: the options given, the
+    rest as the run recorded them (`recorded`, which `LoopBuilder.build` takes them from;
+    None: a run recorded none, and the configuration's apply), never the configuration's
+    over the run's. The run's model, or the demo model when it was the demo's."""
+    model = options.get("model")
+    if recorded is not None and model is None and not demo:
+        demo = recorded.model == DEMO_MODEL
+        model = None if demo else recorded.model
+    return {**options, "model": model, "recorded": recorded}, demo
 
 
 class LoopBuilder:
@@ -92,9 +109,19 @@ class LoopBuilder:
         provider: ChatProvider | None = None,
         with_mcp: bool = True,
         demo: bool = False,
+        recorded: RunOptions | None = None,
     ) -> AgentLoop:
-        """`run`'s options (None: the configured value); `provider`: a recovery's, which
-        asks no server; `projection`: the context the kernel follows for `store`."""
+        """`run`'s options (None: the run's as `recorded`, else the configured value, see
+        `continuing`); `provider`: a recovery's, which asks no server; `projection`: the
+        context the kernel follows for `store`."""
+        c = self.config
+        if budget is None:  # a run's budget recorded as None is no limit, not "unset"
+            budget = c.budget if recorded is None else recorded.budget
+        max_steps = max_steps or (c.max_steps if recorded is None else recorded.maxSteps)
+        approve = approve or (c.approve if recorded is None else recorded.approve)
+        inherited = tools is None and recorded is not None
+        if recorded is not None and tools is None:
+            tools = recorded.tools
         provider_config = self.provider.provider_config(model)
         window = self.config.context_window
         base_url: str | None = None  # with the model, what the session learns windows for
@@ -116,7 +143,15 @@ class LoopBuilder:
                     )
                 except KeyboardInterrupt:  # nothing of the run exists yet: say so
                     raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
-        registry = self.mcp.registry(tools, with_mcp=with_mcp)
+        try:
+            registry = self.mcp.registry(tools, with_mcp=with_mcp)
+        except NotebookError as exc:
+            if not inherited:
+                raise
+            raise NotebookError(
+                f"{exc}. The run this continues was offered {cell_text(', '.join(tools or []))}; "
+                "nothing was sent or recorded. `--tools a,b` chooses the tools it is offered."
+            ) from None
         digest = provider_config.digest_material()
         servers = self.mcp.digest_material(registry)
         if servers:  # a different server behind the same tool names is another configuration
@@ -126,9 +161,9 @@ class LoopBuilder:
             model=provider_config.model,
             provider_digest=digest,
             system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
-            max_steps=max_steps or self.config.max_steps,
-            budget=budget if budget is not None else self.config.budget,
-            approval=(approve or self.config.approve),  # type: ignore[arg-type]
+            max_steps=max_steps,
+            budget=budget,
+            approval=approve,  # type: ignore[arg-type]
             context_window=window,
             base_url=base_url,
             listed_window=listed,

@@ -18,6 +18,7 @@ from IPython.display import display, publish_display_data
 from ..agent import Approval, LoopObserver, RunResult, compaction_status, resumable_operation
 from ..redaction import redact
 from ..render import cell_text
+from ..session import RunOptions
 from ..timeline import (
     ModelName,
     compactions,
@@ -40,7 +41,7 @@ from ._commands import (
 )
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
-from ._loops import AskFn
+from ._loops import AskFn, continuing
 from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
@@ -85,7 +86,10 @@ class AgentMagics(Magics):
         self.shutdown = ShutdownWatch(shell)
         runtime.stopped_by = self.shutdown.stopped_by
         self.runs = CellRuns(
-            shell, rich=self._rich(), resumable=runtime.resumable, interrupted=self._interrupted
+            shell,
+            rich=self._rich(),
+            stopped_run=runtime.stopped_run,
+            interrupted=self._interrupted,
         )
 
     @magic_arguments()
@@ -291,6 +295,7 @@ class AgentMagics(Magics):
             self.runtime.provider.check_ready(options["model"])
         self.runtime.require_store()
         self.runtime.session_model.refuse_demo(options["model"], demo=demo, command="%agent resume")
+        options, demo = continuing(options, demo, self._stopped_options())
         self._say_model(options["model"], demo)
         if not self._start_mcp():
             return
@@ -314,13 +319,21 @@ class AgentMagics(Magics):
         except NotebookError as exc:
             print(exc)
 
+    def _stopped_options(self) -> RunOptions | None:
+        stopped = self.runtime.stopped_run()
+        return None if stopped is None else stopped.options
+
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
         if not demo:
             self.runtime.provider.check_ready()
+        self.runtime.require_store()
+        self.runtime.session_model.refuse_demo(None, demo=demo, command="%agent compact")
+        # After a stopped run: its model, and its budget, which the compaction spends.
+        options, demo = continuing({}, demo, self._stopped_options())
         view = self._view()
         before = len(compactions(self.runtime.read_state()[0]))
         try:
-            result = self.runtime.compact(instructions, observer=view, demo=demo)
+            result = self.runtime.compact(instructions, observer=view, demo=demo, **options)
         except KeyboardInterrupt:
             # As the file says: the interrupt may come once the compaction is committed.
             done = compactions(self.runtime.read_state()[0])[before:]

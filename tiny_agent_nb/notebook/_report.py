@@ -72,7 +72,7 @@ class OpenReport:
 # What `%agent resume` would continue, by how the latest run ended.
 _STOPPED = {
     "": "the interrupted run",
-    "budgetLimit": "the run its budget stopped, once the budget is raised",
+    "budgetLimit": "the run its budget stopped, given a larger `--budget USD`",
     "stepLimit": "the run max_steps stopped, for more steps",
 }
 

@@ -3,6 +3,7 @@ _controls.py): a click runs `%agent resume` on the main shell once it is free.""
 
 from __future__ import annotations
 
+import html
 import threading
 from collections.abc import Callable
 
@@ -20,8 +21,11 @@ class ResumeOffer:
         resume: Callable[[], None],
         schedule: Callable[[Callable[[], None]], None],
         *,
+        options: str | None = None,
         publish: Publish = ipython_publish,
     ) -> None:
+        """`options`: the words of the options the resume keeps (`resume_words`), shown
+        beside the button, so the click continues the run as it is seen to."""
         import ipywidgets as w  # noqa: PLC0415
 
         self._resume = resume
@@ -32,14 +36,16 @@ class ResumeOffer:
             description="Resume",
             icon="play",
             button_style="primary",
-            tooltip="Continue this run, as `%agent resume` does",
+            tooltip="Continue this run, as `%agent resume` does"
+            + (f": {options}" if options else ""),
         )
         self._button.on_click(lambda _: self._click())
+        kept = f": {options}" if options else ""
         waiting = Record(
-            "↻ `%agent resume` continues this run (the Resume button shown here needs the "
-            "kernel that showed it)",
-            "↻ <code>%agent resume</code> continues this run (the Resume button shown here "
+            f"↻ `%agent resume` continues this run{kept} (the Resume button shown here "
             "needs the kernel that showed it)",
+            f"↻ <code>%agent resume</code> continues this run{html.escape(kept)} (the Resume "
+            "button shown here needs the kernel that showed it)",
         )
         self.control = Control(w.HBox([self._button]), waiting, publish)
 

@@ -17,7 +17,7 @@ from ..agent import (
     LoopObserver,
     RecoveryReport,
     RunResult,
-    resumable_operation,
+    resumable_run,
 )
 from ..provider import (
     DEMO_MODEL,
@@ -27,6 +27,7 @@ from ..session import (
     Durability,
     HeaderInit,
     NotASessionError,
+    Operation,
     SessionCorruptError,
     SessionError,
     SessionState,
@@ -350,30 +351,41 @@ class NotebookRuntime:
         self.user_cells.forget(cells.through)
         return result
 
-    def resumable(self) -> bool:
-        """Whether `%agent resume` would continue a run now (the planner's rule)."""
-        try:
-            state, read_only = self.read_state()
-        except NotebookError:
-            return False
-        return read_only is None and not isinstance(resumable_operation(state), str)
+    def stopped_run(self) -> Operation | None:
+        """The run `%agent resume` would continue now (the planner's rule), if any; its
+        `options` are what the resume keeps. A kernel that only reads the session has
+        none: it cannot resume."""
+        if self._drop_closed_store() or self.store is None:
+            return None
+        stopped = resumable_run(self.store.operations())
+        return None if isinstance(stopped, str) else stopped
 
     def resume(
         self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False, **options: Any
     ) -> RunResult:
         """`%agent resume`: the latest run, continued (`AgentLoop.resume` says which), with
-        `run`'s options (model, max_steps, budget, tools, approve, demo). A run its budget
-        stopped goes on when the budget given here or in TinyAgent.budget is above what its
-        chain spent, and stops again at once, with no request, when it is not."""
+        `run`'s options and the run's `recorded` ones (`continuing`). A run its budget
+        stopped goes on when its budget is above what its chain spent, and stops again at
+        once, with no request, when it is not."""
         self.session_model.refuse_demo(options.get("model"), demo=demo, command="%agent resume")
         return self._call(AgentLoop.resume, observer=observer, ask=ask, demo=demo, **options)
 
     def compact(
-        self, instructions: str | None, *, observer: LoopObserver, demo: bool = False
+        self,
+        instructions: str | None,
+        *,
+        observer: LoopObserver,
+        demo: bool = False,
+        **options: Any,
     ) -> RunResult:
+        """`%agent compact`; `options`: as `resume`'s (the stopped run's, `continuing`)."""
         self.session_model.refuse_demo(None, demo=demo, command="%agent compact")
         return self._call(
-            lambda loop: loop.compact(instructions), observer=observer, ask=None, demo=demo
+            lambda loop: loop.compact(instructions),
+            observer=observer,
+            ask=None,
+            demo=demo,
+            **options,
         )
 
     def _call(

@@ -40,6 +40,7 @@ from ._records import (
     OperationOutcome,
     OperationStarted,
     ReplayPolicy,
+    RunOptions,
     StepAttempt,
     SystemPrompt,
     ToolIdentity,
@@ -185,18 +186,23 @@ def kernel_opened(
     )
 
 
-def run_started(operation_id: str, input_entry_id: str) -> NewFact:
+def run_started(
+    operation_id: str, input_entry_id: str, options: RunOptions | None = None
+) -> NewFact:
     return NewFact(
         OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="run",
             inputEntryId=input_entry_id,
+            options=options,
         )
     )
 
 
-def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
+def resume_started(
+    operation_id: str, resumes_operation_id: str, options: RunOptions | None = None
+) -> NewFact:
     return NewFact(
         OperationStarted(
             type="runStarted",
@@ -204,6 +210,7 @@ def resume_started(operation_id: str, resumes_operation_id: str) -> NewFact:
             operationKind="resume",
             inputEntryId=None,
             resumesOperationId=resumes_operation_id,
+            options=options,
         )
     )
 

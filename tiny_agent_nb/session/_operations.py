@@ -88,6 +88,7 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
             input_entry_id=body.inputEntryId,
             resumes_operation_id=body.resumesOperationId,
             started_at=fact.at,
+            options=body.options,
         ),
     )
     t.open_operation_id = body.operationId

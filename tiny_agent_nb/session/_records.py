@@ -11,6 +11,21 @@ from pydantic import Field, StringConstraints, model_validator
 from ._model_base import Count, Digest, EpochMs, Id, JsonObject, StrictModel, optional
 
 OperationKind = Literal["run", "resume", "compaction"]
+# What happens to a call of a tool that changes things: it runs, is asked first, or not.
+Approval = Literal["auto", "ask", "deny"]
+
+
+class RunOptions(StrictModel):
+    """The options a run or a resume ran with (docs/spec.md §3.3), which every resume of
+    it uses too unless the user gives another: `approve`, the tools offered to the model
+    by name, `budget` in USD for the whole run (null: no limit), `maxSteps` (each
+    operation's own steps) and the `model` id."""
+
+    approve: Approval
+    tools: list[Annotated[str, Field(min_length=1)]]
+    budget: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None
+    maxSteps: Annotated[int, Field(ge=1)]
+    model: str
 
 
 # The class is named for what it starts; its type on the line stays `runStarted`, as
@@ -23,9 +38,13 @@ class OperationStarted(StrictModel):
     operationKind: OperationKind
     inputEntryId: Id | None
     resumesOperationId: Id | None = optional()
+    # Absent or null in files written before it existed: the run's options are unknown.
+    options: RunOptions | None = optional()
 
     @model_validator(mode="after")
     def _kind_matches_references(self) -> OperationStarted:
+        if self.operationKind == "compaction" and self.options is not None:
+            raise ValueError("a 'compaction' has no options (it counts with the run before it)")
         if self.operationKind == "run":
             if self.inputEntryId is None or self.resumesOperationId is not None:
                 raise ValueError("a 'run' names its inputEntryId and no resumesOperationId")

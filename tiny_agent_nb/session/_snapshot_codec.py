@@ -17,8 +17,8 @@ size]: the ids, as ASCII, and every integer column that runs do not shorten, as
 2, 4 or 8), read with one `array.frombytes` (no JSON number parsed, no type to check;
 their range is checked with `min`/`max`). Records are rebuilt with `tuple.__new__` on the
 NamedTuple class (`_make` without its Python frame); the pydantic values they hold
-(`ToolIdentity`, `AttemptError`) go through their own strict validators, usage rows are
-checked column by column.
+(`ToolIdentity`, `AttemptError`, `RunOptions`) go through their own strict validators,
+usage rows are checked column by column.
 
 Decoding checks everything it can check cheaply: each column has the right length and
 its values the right types, each index is in range, each status is one the format knows.
@@ -40,7 +40,14 @@ from operator import ne
 from typing import Any, get_args
 
 from ._lines import Lines
-from ._records import AttemptError, OperationKind, ReplayPolicy, ToolIdentity, WindowSource
+from ._records import (
+    AttemptError,
+    OperationKind,
+    ReplayPolicy,
+    RunOptions,
+    ToolIdentity,
+    WindowSource,
+)
 from ._snapshot_columns import (
     INTS,
     INTS_OR_NONE,
@@ -227,16 +234,23 @@ _OPERATION_FIELDS = typed(int)  # the four counts; then two optional texts and s
 def _operations(d: Decoder, rows: list[Any]) -> dict[str, Operation]:
     operations: dict[str, Operation] = {}
     for raw in rows:
-        row = as_list(raw, "an operation", 12)
+        row = as_list(raw, "an operation", 13)
         op_id, input_id, resumes = d.refs(row[:3], "operation ids", 3, nullable=True)
-        kind, status, *counts = row[3:]
+        kind, status, *counts = row[3:12]  # then the options
         check(kind in _KINDS and status in _OPERATION_STATUSES, "an unknown kind or status")
         _OPERATION_FIELDS([*counts[:4], counts[6]], "operation counts")
         typed(str, type(None))(counts[4:6], "operation texts")
         check(op_id is not None and op_id not in operations, "an operation id")
         assert op_id is not None
-        operations[op_id] = Operation(op_id, kind, status, input_id, resumes, *counts)
+        options = _run_options(row[12])
+        operations[op_id] = Operation._make(
+            (op_id, kind, status, input_id, resumes, *counts, options)
+        )
     return operations
+
+
+def _run_options(value: object) -> RunOptions | None:
+    return None if value is None else RunOptions.__pydantic_validator__.validate_python(value)
 
 
 def _windows(d: Decoder, rows: list[Any]) -> dict[tuple[str, str], LearnedWindow]:

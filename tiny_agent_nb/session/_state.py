@@ -311,7 +311,10 @@ class SessionState:
             "tornTailBytes": self.torn_tail_bytes,
             "entries": list(t.entries),
             "operations": [
-                {"id": op.id, "kind": op.kind, "status": op.status} for op in t.operations.values()
+                # options only when recorded: summaries of files before them stay as they were
+                {"id": op.id, "kind": op.kind, "status": op.status}
+                | ({"options": op.options.model_dump()} if op.options is not None else {})
+                for op in t.operations.values()
             ],
             "attempts": [
                 {"id": a.id, "operationId": a.operation_id, "status": a.status}

@@ -310,6 +310,11 @@ class SessionStore:
         §17), if any: as cheap as `open_operation()`, no copy."""
         return self._reading(lambda state: state.context_windows.get((base_url, model)))
 
+    def operations(self) -> list[Operation]:
+        """The operations in file order, without a copy of the rest (what `%agent
+        resume` would continue is asked after every stop)."""
+        return self._reading(lambda state: list(state.operations.values()))
+
     def kernels(self) -> list[Kernel]:
         """The kernelOpened records (docs/spec.md §18), without a copy of the rest."""
         return self._reading(lambda state: list(state.kernels.values()))
