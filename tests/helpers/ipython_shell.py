@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import IPython.core.completer  # noqa: F401  (before any shell: see _release)
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -71,7 +72,14 @@ def _release(shell: InteractiveShell) -> None:
     whole heap once per shell on its way out: seconds per worker, and the run's end
     waited for the slowest worker (xdist kills one after 10 s). The history database is
     in tmp_path and nothing reads it after the test: the thread is stopped and the exit
-    work dropped."""
+    work dropped.
+
+    IPython.core.completer runs `import __main__` when first imported and keeps that
+    module as a global for the process's life. Since IPython 9.17 `import IPython` no
+    longer imports it (9.16 did, through IPython.terminal): the first shell's
+    init_completer does, while sys.modules["__main__"] is that shell's namespace, whose
+    get_ipython holds the shell. This module imports it first, with the test process's
+    __main__ in place."""
     atexit.unregister(shell.atexit_operations)
     script_magics = shell.magics_manager.registry.get("ScriptMagics")
     if script_magics is not None:  # %%bash and friends: kills their background jobs
