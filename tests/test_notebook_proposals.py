@@ -37,8 +37,12 @@ def test_a_resume_buttons_proposal_is_shown_in_its_output_and_the_next_cells_get
 ) -> None:
     ui = WidgetFrontend(start_kernel(extra={"TINY_AGENT_API_KEY": SECRET}))
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
-    server.enqueue(tool_calls_reply(tool_call("v1", "list_variables", {})))
-    stopped = ui.finish(ui.send("%%agent --max-steps 1\nLook around."))
+    # Two steps: the resume keeps the run's limit, and takes two (its calls, its answer).
+    server.enqueue(
+        tool_calls_reply(tool_call("v1", "list_variables", {})),
+        tool_calls_reply(tool_call("v2", "list_variables", {})),
+    )
+    stopped = ui.finish(ui.send("%%agent --max-steps 2\nLook around."))
 
     # The model proposes a cell and its code sets the next input itself, both in a run
     # the Resume button started.
