@@ -95,6 +95,8 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "RecordFact",
         "UsageFact",
         "OperationStarted",
+        "RunOptions",
+        "Approval",
         "StepAttempt",
         "SystemPrompt",
         "AttemptFailed",
@@ -167,6 +169,9 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "Recovery",
         "RecoveryReport",
         "resumable_operation",
+        # a replayed run (docs/spec.md §21): what it did, which calls it runs again
+        "Replayed",
+        "reruns_of",
         "Compacted",
         "compaction_line",
         "compaction_status",

@@ -21,6 +21,7 @@ from ._reasons import (
     StepsReached,
     StopReason,
 )
+from ._replay import Replayed, reruns_of
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._tool_step import Approval
 from ._turns import NOT_STARTED
@@ -62,6 +63,7 @@ __all__ = [
     "NoRoomReason",
     "Recovery",
     "RecoveryReport",
+    "Replayed",
     "RunResult",
     "StepsReached",
     "StopReason",
@@ -69,5 +71,6 @@ __all__ = [
     "compaction_status",
     "notebook_system_prompt",
     "plan_recovery",
+    "reruns_of",
     "resumable_operation",
 ]

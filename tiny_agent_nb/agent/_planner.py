@@ -196,11 +196,17 @@ RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit", "stepLimit"})
 def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     """The operation `%agent resume` continues: the latest run (or resume), if it ended
     in one of RESUMABLE's ways. Compaction operations are passed over: they continue no
-    prompt, and compacting between a stopped run and its resume is allowed."""
+    prompt, and compacting between a stopped run and its resume is allowed. So are replayed
+    runs (docs/spec.md §21): they add nothing to the conversation a resume continues."""
     if state.open_operation is not None:
         return "open"
     latest = next(
-        (op for op in reversed(list(state.operations.values())) if op.kind != "compaction"), None
+        (
+            op
+            for op in reversed(list(state.operations.values()))
+            if op.kind not in ("compaction", "replay")
+        ),
+        None,
     )
     if latest is None:
         return "nothing"

@@ -49,12 +49,14 @@ from ._models import (
 from ._opening import Durability, HeaderInit
 from ._reader import load_session, load_session_bytes
 from ._records import (
+    Approval,
     AttemptFailed,
     ContextWindow,
     KernelOpened,
     OperationOutcome,
     OperationStarted,
     ReplayPolicy,
+    RunOptions,
     StepAttempt,
     SystemPrompt,
     ToolIdentity,
@@ -81,6 +83,7 @@ __all__ = [
     "MAX_REPORTED",
     "MAX_WINDOW",
     "MIN_WINDOW",
+    "Approval",
     "AssistantEntry",
     "AssistantMessage",
     "Attempt",
@@ -104,6 +107,7 @@ __all__ = [
     "OperationStarted",
     "RecordFact",
     "ReplayPolicy",
+    "RunOptions",
     "SalvageResult",
     "SessionClosedError",
     "SessionCorruptError",

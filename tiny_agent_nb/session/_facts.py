@@ -40,6 +40,7 @@ from ._records import (
     OperationOutcome,
     OperationStarted,
     ReplayPolicy,
+    RunOptions,
     StepAttempt,
     SystemPrompt,
     ToolIdentity,
@@ -185,13 +186,36 @@ def kernel_opened(
     )
 
 
-def run_started(operation_id: str, input_entry_id: str) -> NewFact:
+def run_started(
+    operation_id: str,
+    input_entry_id: str,
+    options: RunOptions | None = None,
+    *,
+    cell_id: str | None = None,
+) -> NewFact:
     return NewFact(
         OperationStarted(
             type="runStarted",
             operationId=operation_id,
             operationKind="run",
             inputEntryId=input_entry_id,
+            options=options,
+            cellId=cell_id,
+        )
+    )
+
+
+def replay_started(operation_id: str, replays_operation_id: str, cell_id: str | None) -> NewFact:
+    """A replayed run (docs/spec.md §21): the cell's recorded run shown again, its
+    `python` calls run again in this kernel, nothing sent to a model."""
+    return NewFact(
+        OperationStarted(
+            type="runStarted",
+            operationId=operation_id,
+            operationKind="replay",
+            inputEntryId=None,
+            replaysOperationId=replays_operation_id,
+            cellId=cell_id,
         )
     )
 

@@ -40,7 +40,14 @@ from operator import ne
 from typing import Any, get_args
 
 from ._lines import Lines
-from ._records import AttemptError, OperationKind, ReplayPolicy, ToolIdentity, WindowSource
+from ._records import (
+    AttemptError,
+    OperationKind,
+    ReplayPolicy,
+    RunOptions,
+    ToolIdentity,
+    WindowSource,
+)
 from ._snapshot_columns import (
     INTS,
     INTS_OR_NONE,
@@ -227,16 +234,24 @@ _OPERATION_FIELDS = typed(int)  # the four counts; then two optional texts and s
 def _operations(d: Decoder, rows: list[Any]) -> dict[str, Operation]:
     operations: dict[str, Operation] = {}
     for raw in rows:
-        row = as_list(raw, "an operation", 12)
+        row = as_list(raw, "an operation", 15)
         op_id, input_id, resumes = d.refs(row[:3], "operation ids", 3, nullable=True)
-        kind, status, *counts = row[3:]
+        kind, status, *counts = row[3:12]  # then the options, the cell id, what it replays
         check(kind in _KINDS and status in _OPERATION_STATUSES, "an unknown kind or status")
         _OPERATION_FIELDS([*counts[:4], counts[6]], "operation counts")
-        typed(str, type(None))(counts[4:6], "operation texts")
+        typed(str, type(None))([*counts[4:6], row[13]], "operation texts")
         check(op_id is not None and op_id not in operations, "an operation id")
         assert op_id is not None
-        operations[op_id] = Operation(op_id, kind, status, input_id, resumes, *counts)
+        options = _run_options(row[12])
+        (replays,) = d.refs(row[14:], "a replayed run", 1, nullable=True)
+        operations[op_id] = Operation._make(
+            (op_id, kind, status, input_id, resumes, *counts, options, row[13], replays)
+        )
     return operations
+
+
+def _run_options(value: object) -> RunOptions | None:
+    return None if value is None else RunOptions.__pydantic_validator__.validate_python(value)
 
 
 def _windows(d: Decoder, rows: list[Any]) -> dict[tuple[str, str], LearnedWindow]:

@@ -160,7 +160,10 @@ def encode_tables(t: Tables) -> tuple[bytes, bytes] | None:
                 s.ref(op.input_entry_id),
                 s.ref(op.resumes_operation_id),
                 *op[1:3],
-                *op[5:],
+                *op[5:12],
+                None if op.options is None else op.options.model_dump(),
+                op.cell_id,
+                s.ref(op.replays_operation_id),
             ]
             for op in t.operations.values()
         ],

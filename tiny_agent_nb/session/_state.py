@@ -307,7 +307,16 @@ class SessionState:
             "tornTailBytes": self.torn_tail_bytes,
             "entries": list(t.entries),
             "operations": [
-                {"id": op.id, "kind": op.kind, "status": op.status} for op in t.operations.values()
+                # options only when recorded: summaries of files before them stay as they were
+                {"id": op.id, "kind": op.kind, "status": op.status}
+                | ({"options": op.options.model_dump()} if op.options is not None else {})
+                | ({"cellId": op.cell_id} if op.cell_id is not None else {})
+                | (
+                    {"replaysOperationId": op.replays_operation_id}
+                    if op.replays_operation_id is not None
+                    else {}
+                )
+                for op in t.operations.values()
             ],
             "attempts": [
                 {"id": a.id, "operationId": a.operation_id, "status": a.status}
