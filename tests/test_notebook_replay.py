@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
 from tiny_agent_nb.session import load_session
 
+from helpers.ipython_shell import shell
 from helpers.kernel_helpers import Execution, Kernel, StartKernel, start_kernel, workspace
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 from helpers.polling import wait_until
 
-__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
+__all__ = ["shell", "start_kernel", "workspace"]  # the fixtures, from the helpers
 
 SESSION = "analysis.agent.jsonl"
 REPLAYED = "↻ replayed from the session: 0 model calls, $0"
@@ -117,6 +121,14 @@ def test_run_all_after_a_restart_replays_every_agent_cell_without_asking_the_mod
         a.operation_id in {op.id for op in state.operations.values() if op.kind == "run"}
         for a in state.attempts.values()
     )
+
+    # `%agent status` and the timeline tell replayed runs from asked ones.
+    status = clean(run_cell(kernel, "%agent status", None))
+    assert "runs     6 (3 replayed from the session, no model call)" in status
+    assert "latest   replay completed" in status
+    timeline = run_cell(kernel, "%agent timeline", None)
+    html = "".join(d.get("text/html", "") for d in timeline.displays)
+    assert "↻ replays run 1 from the session (no model call)" in html
 
     # The next prompt's restart notice names what the replay restored; the replay's
     # results are no part of the conversation.
@@ -234,3 +246,50 @@ def test_a_crash_inside_a_replayed_call_leaves_it_interrupted_and_not_run_again(
     out = clean(run_cell(second, "%%agent\nWait a little.", "cell-wait"))
     assert REPLAYED in out and started.exists()
     assert len(server.requests) == 2
+
+
+def test_under_ask_one_question_shows_all_the_code_and_a_no_runs_none_of_it(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A terminal: no cell id, so the prompt and the options alone tell the run."""
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("p1", "python", {"code": "first = 1"}),
+            tool_call("p2", "python", {"code": "second = 2"}),
+        ),
+        text_reply("Defined two names."),
+    )
+    questions: list[str] = []
+    answers = iter(["y", "y", "n", "y"])
+
+    def answer(question: str) -> str:
+        questions.append(question)
+        return next(answers)
+
+    monkeypatch.setattr("builtins.input", answer)
+    shell.run_line_magic("load_ext", "tiny_agent_nb")
+    cell = "Define two names."
+    shell.run_cell_magic("agent", "--approve ask", cell)
+    assert len(questions) == 2 and len(server.requests) == 2
+    for name in ("first", "second"):
+        del shell.user_ns[name]
+    capsys.readouterr()
+
+    shell.run_cell_magic("agent", "--approve ask", cell)  # asked once, answered no
+    denied = capsys.readouterr().out
+    assert len(questions) == 3
+    assert "first = 1" in denied and "second = 2" in denied  # all the code, in one question
+    assert "not run again: denied" in denied and REPLAYED in denied
+    assert "first" not in shell.user_ns and "second" not in shell.user_ns
+
+    shell.run_cell_magic("agent", "--approve ask", cell)  # asked once, answered yes
+    assert len(questions) == 4
+    assert (shell.user_ns["first"], shell.user_ns["second"]) == (1, 2)
+    assert len(server.requests) == 2
+    state = load_session(Path.cwd() / SESSION)
+    replays = [op.id for op in state.operations.values() if op.kind == "replay"]
+    outcomes = [i.status for i in state.tool_intents.values() if i.operation_id in replays]
+    assert outcomes == ["denied", "denied", "completed", "completed"]

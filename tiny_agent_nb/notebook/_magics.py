@@ -217,7 +217,9 @@ class AgentMagics(Magics):
         print(f"session  {cell_text(str(path))}" + (f" ({read_only})" if read_only else ""))
         model = f"{cell_text(header.provider)} / {cell_text(header.model)}"
         print(f"model    {model} (this session's header)")
-        print(f"runs     {len(state.operations)}; facts {state.last_seq}")
+        replays = sum(op.kind == "replay" for op in state.operations.values())
+        replayed = f" ({replays} replayed from the session, no model call)" if replays else ""
+        print(f"runs     {len(state.operations)}{replayed}; facts {state.last_seq}")
         if open_op is not None:
             print(f"running  {open_op.id}")
         elif latest is not None:
