@@ -148,6 +148,11 @@ class ContextProjection:
         for entry_id, entry in state.entries.items():  # the tables' own id strings
             if not in_replay(state, entry):
                 projection._add(entry, entry_id)
+        open_op = state.open_operation
+        if open_op is not None and open_op.kind == "replay":  # its results are to come
+            projection._replays.add(open_op.id)
+            intents = state.tool_intents.values()
+            projection._replay_intents.update(i.id for i in intents if i.operation_id == open_op.id)
         projection._ledger = LastRequest.from_state(state)
         projection._through_seq = state.last_seq
         return projection
@@ -181,6 +186,7 @@ class ContextProjection:
         self._summary, self._summary_bytes = built._summary, built._summary_bytes
         self._cut, self._opens_with_user = built._cut, built._opens_with_user
         self._notice = built._notice
+        self._replays, self._replay_intents = built._replays, built._replay_intents
         self._through_seq, self._load = built._through_seq, None
 
     def cache(self, key: Hashable, make: Callable[[], C]) -> C:
