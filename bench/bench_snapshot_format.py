@@ -52,7 +52,7 @@ import bench_peers  # noqa: E402  (the workload and its writer)
 
 from tiny_agent_nb.session import load_session  # noqa: E402
 from tiny_agent_nb.session._lines import Lines  # noqa: E402
-from tiny_agent_nb.session._records import AttemptError, ToolIdentity  # noqa: E402
+from tiny_agent_nb.session._records import AttemptError, RunOptions, ToolIdentity  # noqa: E402
 from tiny_agent_nb.session._snapshot_codec import decode_tables, parse_body  # noqa: E402
 from tiny_agent_nb.session._snapshot_encode import encode_tables  # noqa: E402
 from tiny_agent_nb.session._source import Source, block_digests  # noqa: E402
@@ -73,7 +73,7 @@ CREATE TABLE ids (id TEXT, role TEXT) STRICT;
 CREATE TABLE entries (id TEXT, line INTEGER, position INTEGER, type TEXT) STRICT;
 CREATE TABLE operations (id TEXT, kind TEXT, status TEXT, input TEXT, resumes TEXT,
   attempts INTEGER, intents INTEGER, unanswered INTEGER, answered INTEGER, aborted TEXT,
-  detail TEXT, started INTEGER) STRICT;
+  detail TEXT, started INTEGER, options TEXT, cell TEXT, replays TEXT) STRICT;
 CREATE TABLE attempts (id TEXT, operation TEXT, step INTEGER, attempt INTEGER,
   provider TEXT, model TEXT, digest TEXT, status TEXT, entry TEXT, calls TEXT, error TEXT,
   retryable INTEGER, started INTEGER, ended INTEGER) STRICT;
@@ -118,7 +118,11 @@ def sqlite_write(path: Path, t: Tables) -> None:
             "INSERT INTO entries VALUES (?, ?, ?, ?)", ((k, *v) for k, v in t.entries.items())
         )
         db.executemany(
-            "INSERT INTO operations VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", t.operations.values()
+            "INSERT INTO operations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                (*op[:12], None if op.options is None else op.options.model_dump_json(), *op[13:])
+                for op in t.operations.values()
+            ),
         )
         db.executemany(
             "INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -179,6 +183,10 @@ def sqlite_read(path: Path, source: Source, blocks: bytes) -> Tables:
             retryable = None if row[11] is None else bool(row[11])
             return Attempt(*row[:9], calls, error, retryable, *row[12:])  # type: ignore[arg-type]
 
+        def operation(row: tuple[Any, ...]) -> Operation:
+            options = None if row[12] is None else RunOptions.model_validate_json(row[12])
+            return Operation._make((*row[:12], options, *row[13:]))
+
         def intent(row: tuple[Any, ...]) -> ToolIntent:
             return ToolIntent(*row[:4], tool(row[4]), json.loads(row[5]), *row[6:])
 
@@ -186,7 +194,7 @@ def sqlite_read(path: Path, source: Source, blocks: bytes) -> Tables:
         return Tables(
             ids=dict(db.execute("SELECT id, role FROM ids")),
             entries={r[0]: r[1:] for r in db.execute("SELECT * FROM entries")},
-            operations={r[0]: Operation._make(r) for r in db.execute("SELECT * FROM operations")},
+            operations={r[0]: operation(r) for r in db.execute("SELECT * FROM operations")},
             attempts={r[0]: attempt(r) for r in db.execute("SELECT * FROM attempts")},
             intents={r[0]: intent(r) for r in db.execute("SELECT * FROM intents")},
             intent_by_call={(r[0], r[1]): r[2] for r in db.execute("SELECT * FROM by_call")},
