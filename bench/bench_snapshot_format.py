@@ -73,7 +73,7 @@ CREATE TABLE ids (id TEXT, role TEXT) STRICT;
 CREATE TABLE entries (id TEXT, line INTEGER, position INTEGER, type TEXT) STRICT;
 CREATE TABLE operations (id TEXT, kind TEXT, status TEXT, input TEXT, resumes TEXT,
   attempts INTEGER, intents INTEGER, unanswered INTEGER, answered INTEGER, aborted TEXT,
-  detail TEXT, started INTEGER, options TEXT) STRICT;
+  detail TEXT, started INTEGER, options TEXT, cell TEXT, replays TEXT) STRICT;
 CREATE TABLE attempts (id TEXT, operation TEXT, step INTEGER, attempt INTEGER,
   provider TEXT, model TEXT, digest TEXT, status TEXT, entry TEXT, calls TEXT, error TEXT,
   retryable INTEGER, started INTEGER, ended INTEGER) STRICT;
@@ -118,9 +118,9 @@ def sqlite_write(path: Path, t: Tables) -> None:
             "INSERT INTO entries VALUES (?, ?, ?, ?)", ((k, *v) for k, v in t.entries.items())
         )
         db.executemany(
-            "INSERT INTO operations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO operations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                (*op[:12], None if op.options is None else op.options.model_dump_json())
+                (*op[:12], None if op.options is None else op.options.model_dump_json(), *op[13:])
                 for op in t.operations.values()
             ),
         )
@@ -185,7 +185,7 @@ def sqlite_read(path: Path, source: Source, blocks: bytes) -> Tables:
 
         def operation(row: tuple[Any, ...]) -> Operation:
             options = None if row[12] is None else RunOptions.model_validate_json(row[12])
-            return Operation._make((*row[:12], options))
+            return Operation._make((*row[:12], options, *row[13:]))
 
         def intent(row: tuple[Any, ...]) -> ToolIntent:
             return ToolIntent(*row[:4], tool(row[4]), json.loads(row[5]), *row[6:])

@@ -113,6 +113,7 @@ class Tool:
 READ_FILE = Tool("read_file", "safeRead")
 GREP = Tool("grep", "safeRead")
 BASH = Tool("bash", "never")
+PYTHON = Tool("python", "never")
 ISSUE_SEARCH = Tool("search_issues", "never", source="mcp:github")
 WEB_SEARCH = Tool("web_search", "never", source="mcp:exa")
 
@@ -428,21 +429,24 @@ class SessionBuilder:
         refs = {"inputEntryId": None, "resumesOperationId": resumes_operation_id}
         return self._start_operation("resume", refs, options)
 
+    def replay_started(self, replays_operation_id: str, cell_id: str | None = None) -> str:
+        """A replayed run (docs/spec.md §21) of the run `replays_operation_id`."""
+        refs: dict[str, Any] = {"inputEntryId": None, "replaysOperationId": replays_operation_id}
+        return self._start_operation("replay", refs | ({"cellId": cell_id} if cell_id else {}))
+
     def _start_operation(
-        self, kind: str, refs: dict[str, str | None], options: dict[str, Any] | None = None
+        self, kind: str, refs: dict[str, Any], options: dict[str, Any] | None = None
     ) -> str:
         """runStarted; `options` (the run's options, spec §3.3) only when given: files
         written before the member existed have none."""
         operation_id = self.new_id()
         body = {"type": "runStarted", "operationId": operation_id, "operationKind": kind}
-        recorded = {} if options is None else {"options": options}
-        self.fact("record", {**body, **refs, **recorded})
-        self.ledger.operations[operation_id] = {
-            "id": operation_id,
-            "kind": kind,
-            "status": "open",
-            **recorded,
-        }
+        refs = refs if options is None else {**refs, "options": options}
+        self.fact("record", {**body, **refs})
+        summary = {"id": operation_id, "kind": kind, "status": "open"}
+        # the summary names what the record holds of these (docs/spec.md §13)
+        summary |= {k: refs[k] for k in ("options", "cellId", "replaysOperationId") if k in refs}
+        self.ledger.operations[operation_id] = summary
         return operation_id
 
     def step_attempt(self, operation_id: str, step: int, attempt: int = 1) -> Attempt:
@@ -480,12 +484,16 @@ class SessionBuilder:
         _set_status(self.ledger.attempts, attempt.id, "failed")
         return failed_id
 
-    def tool_started(self, attempt: Attempt, tool_call: ToolCall) -> Intent:
+    def tool_started(
+        self, attempt: Attempt, tool_call: ToolCall, operation_id: str | None = None
+    ) -> Intent:
+        """The intent of a call of `attempt`, in its operation, or (a replay's) in
+        `operation_id`."""
         tool, arguments = tool_call.tool, dict(tool_call.arguments)
         result_id = self.new_id()
         body = {
             "type": "toolStarted",
-            "operationId": attempt.operation_id,
+            "operationId": operation_id or attempt.operation_id,
             "attemptId": attempt.id,
             "toolCallId": tool_call.id,
             "tool": tool.identity(),
@@ -2025,6 +2033,74 @@ def readme_text(fixtures: Sequence[Fixture]) -> str:
             "",
         ]
     )
+
+
+# --- replayed runs (docs/spec.md §21) --------------------------------------------------------
+
+CELL = "9f1c2b7e-5d4a-4e3b-8a6f-1c2d3e4f5a6b"
+OPTIONS = {
+    "approve": "auto",
+    "tools": ["read_file", "bash", "python"],
+    "budget": None,
+    "maxSteps": 20,
+    "model": MODEL,
+}
+
+
+def _cell_run(s: SessionBuilder) -> tuple[str, Attempt, ToolCall]:
+    """A notebook cell's completed run that called python, then bash."""
+    refs = {"inputEntryId": s.user("Define primes"), "options": OPTIONS, "cellId": CELL}
+    op = s._start_operation("run", refs)
+    s.commit()
+    define = call("call_p1", PYTHON, code="primes = [2, 3, 5]")
+    log = call("call_b1", BASH, command="echo primes >> log.txt")
+    first = s.model_turn(op, 1, calls=[define, log], tokens=Tokens(90, 20, cost=0.0001))
+    s.run_tool(first, define, "")
+    s.run_tool(first, log, "")
+    s.model_turn(op, 2, "Defined primes.", tokens=Tokens(140, 5, cost=0.0001))
+    s.finish(op)
+    return op, first, define
+
+
+@scenario("a replayed run: the cell's python call run again under the replay, bash not")
+def replayed_run(s: SessionBuilder) -> None:
+    op, first, define = _cell_run(s)
+    replay = s.replay_started(op, CELL)
+    s.commit()
+    rerun = s.tool_started(first, define, replay)
+    s.commit()
+    s.tool_result(rerun, "")
+    s.commit()
+    s.finish(replay)
+
+
+@scenario("killed while a replayed run's python call ran: the replay is open, its intent pending")
+def killed_during_replay(s: SessionBuilder) -> None:
+    op, first, define = _cell_run(s)
+    replay = s.replay_started(op, CELL)
+    s.commit()
+    s.tool_started(first, define, replay)
+    s.commit()
+
+
+@scenario("a stepAttempt in a replayed run, which sends no model request")
+def replay_with_step_attempt(s: SessionBuilder) -> None:
+    op, _, _ = _cell_run(s)
+    replay = s.replay_started(op, CELL)
+    s.commit()
+    s.step_attempt(replay, 1)
+    s.commit_corrupt()
+
+
+@scenario("a replayed run naming a resume as the run it replays")
+def replay_of_a_resume(s: SessionBuilder) -> None:
+    op = s.start_run("Count")
+    s.finish(op, "interrupted")
+    resume = s.resume_started(op)
+    s.commit()
+    s.finish(resume)
+    s.replay_started(resume)
+    s.commit_corrupt()
 
 
 def render() -> dict[str, bytes]:

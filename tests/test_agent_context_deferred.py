@@ -124,6 +124,8 @@ def _reference(state: SessionState, system: str | None) -> View:
     cut: str | None = None
     for entry in state.entries.values():
         body = entry.entry
+        if isinstance(body, ToolResultEntry) and _replayed(state, body):
+            continue  # a replayed run adds nothing to the conversation (spec §10 item 7)
         if not isinstance(body, CompactionEntry):
             kept.append(entry)
             continue
@@ -164,6 +166,11 @@ def _reference(state: SessionState, system: str | None) -> View:
             unanswered = [c.id for c in body.message.toolCalls]
     messages += [_not_started(c) for c in unanswered]
     return b",".join(messages), unanswered, last_input_tokens(state)
+
+
+def _replayed(state: SessionState, body: ToolResultEntry) -> bool:
+    intent = state.tool_intents[body.toolStartedId]
+    return state.operations[intent.operation_id].kind == "replay"
 
 
 def _view(projection: ContextProjection) -> View:

@@ -171,6 +171,9 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "RecoveryReport",
         "resumable_operation",
         "resumable_run",
+        # a replayed run (docs/spec.md §21): what it did, which calls it runs again
+        "Replayed",
+        "reruns_of",
         "Compacted",
         "compaction_line",
         "compaction_status",

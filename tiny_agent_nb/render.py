@@ -254,13 +254,15 @@ def _tool_usage(tool: ToolRow) -> str:
 
 
 def _title(run: RunRow) -> str:
-    """A run's prompt; a resume has none, so it says which run it continues."""
+    """A run's prompt; a resume or a replay has none, so it says which run it follows."""
     if run.prompt is not None:
         return run.prompt
     if run.kind == "compaction":
         return "summarizes the conversation (%agent compact)"
     if run.kind == "resume":
         return f"continues run {run.resumes}" if run.resumes else "continues an earlier run"
+    if run.kind == "replay":  # docs/spec.md §21
+        return f"↻ replays run {run.resumes} from the session (no model call)"
     return "(no prompt)"
 
 

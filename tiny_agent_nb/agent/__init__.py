@@ -23,6 +23,7 @@ from ._reasons import (
     StepsReached,
     StopReason,
 )
+from ._replay import Replayed, reruns_of
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
 from ._turns import NOT_STARTED
 from ._types import (
@@ -63,6 +64,7 @@ __all__ = [
     "NoRoomReason",
     "Recovery",
     "RecoveryReport",
+    "Replayed",
     "RunResult",
     "StepsReached",
     "StopReason",
@@ -71,6 +73,7 @@ __all__ = [
     "describe_origin",
     "notebook_system_prompt",
     "plan_recovery",
+    "reruns_of",
     "resumable_operation",
     "resumable_run",
 ]

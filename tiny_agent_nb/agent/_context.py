@@ -20,6 +20,9 @@ Four things are not entries but still reach the model:
   conversation with an unanswered tool call;
 - between a prompt that got no answer (its run ended first) and the next prompt, an
   assistant message of ours saying so, as chat templates refuse two user turns in a row.
+
+And one kind of entry does not reach it: the results of a replayed run's calls (docs/spec.md
+§21), which ran again what the conversation already holds.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ from ..session import (
     EntryFact,
     Fact,
     KernelNotice,
+    OperationStarted,
     RecordFact,
     SessionState,
     StepAttempt,
+    ToolResultEntry,
+    ToolStarted,
     UserEntry,
 )
 from ._ledger import LastRequest
@@ -44,6 +50,7 @@ from ._summary import continued, summary_messages
 from ._turns import (
     NO_ANSWER_MESSAGE,
     Projected,
+    in_replay,
     project,
     synthetic_result,
     user_content,
@@ -124,6 +131,9 @@ class ContextProjection:
         # How to read it again, for a cache asked for after the build.
         self._reload: Callable[[], SessionState] | None = None
         self._through_seq = 0  # facts up to here are in the projection already
+        # The replays seen committing, and their intents: their results stay out.
+        self._replays: set[str] = set()
+        self._replay_intents: set[str] = set()
 
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
@@ -136,7 +146,13 @@ class ContextProjection:
     ) -> ContextProjection:
         projection = cls(system_prompt, makers)
         for entry_id, entry in state.entries.items():  # the tables' own id strings
-            projection._add(entry, entry_id)
+            if not in_replay(state, entry):
+                projection._add(entry, entry_id)
+        open_op = state.open_operation
+        if open_op is not None and open_op.kind == "replay":  # its results are to come
+            projection._replays.add(open_op.id)
+            intents = state.tool_intents.values()
+            projection._replay_intents.update(i.id for i in intents if i.operation_id == open_op.id)
         projection._ledger = LastRequest.from_state(state)
         projection._through_seq = state.last_seq
         return projection
@@ -170,6 +186,7 @@ class ContextProjection:
         self._summary, self._summary_bytes = built._summary, built._summary_bytes
         self._cut, self._opens_with_user = built._cut, built._opens_with_user
         self._notice = built._notice
+        self._replays, self._replay_intents = built._replays, built._replay_intents
         self._through_seq, self._load = built._through_seq, None
 
     def cache(self, key: Hashable, make: Callable[[], C]) -> C:
@@ -213,7 +230,19 @@ class ContextProjection:
             return  # not built yet, or built from a state that holds these facts already
         starts = any(isinstance(f, RecordFact) and isinstance(f.record, StepAttempt) for f in facts)
         self._ledger.observe(facts, self.size() if starts else 0)
-        self.extend(f for f in facts if isinstance(f, EntryFact))
+        for fact in facts:
+            record = fact.record if isinstance(fact, RecordFact) else None
+            if isinstance(record, OperationStarted) and record.operationKind == "replay":
+                self._replays.add(record.operationId)
+            elif isinstance(record, ToolStarted) and record.operationId in self._replays:
+                self._replay_intents.add(fact.id)
+        replayed = self._replay_intents
+        self.extend(
+            f
+            for f in facts
+            if isinstance(f, EntryFact)
+            and not (isinstance(f.entry, ToolResultEntry) and f.entry.toolStartedId in replayed)
+        )
 
     def last_input_tokens(self) -> int | None:
         """`last_input_tokens(state)` of the followed store, without a copy."""

@@ -18,7 +18,7 @@ and `with` targets, walrus targets, `match` captures, minus what `del` removed.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 
 from ..provider import messages as m
@@ -46,7 +46,8 @@ def kernel_notice(state: SessionState) -> NewFact | None:
         return None
     told = next((k for k in reversed(kernels[:-1]) if k.notice_id is not None), None)
     names = defined_names(_python_codes(state, told.intents_before if told else 0, current))
-    return f.kernel_notice(current.id, notice_text(current, names))
+    restored = defined_names(_replayed_codes(state, current))
+    return f.kernel_notice(current.id, notice_text(current, names, restored))
 
 
 def _told_about(kernels: list[Kernel]) -> Kernel | None:
@@ -67,18 +68,43 @@ def _told_about(kernels: list[Kernel]) -> Kernel | None:
     return current
 
 
-def notice_text(kernel: Kernel, names: list[str]) -> str:
+def notice_text(kernel: Kernel, names: list[str], restored: Sequence[str] = ()) -> str:
+    """The notice; `restored`: the names replayed runs defined again in the new process
+    (docs/spec.md §21), which are not gone."""
     text = (
         f"{m.KERNEL_NOTICE_START} The notebook's kernel restarted: this conversation goes on in "
         f"a new Python process, started {when(kernel.started_at)}. Gone with the old one: "
     )
-    if names:
-        shown = ", ".join(names[:NAMES_SHOWN])
-        more = len(names) - NAMES_SHOWN
-        shown += f" and {more} more" if more > 0 else ""
-        text += f"the names earlier `python` calls defined ({shown}), and "
-    return text + (
-        "the user's variables, until the user runs their cells again. Files on disk are unchanged."
+    gone = [name for name in names if name not in set(restored)]
+    if gone:
+        text += f"the names earlier `python` calls defined ({_listed(gone)}), and "
+    text += "the user's variables, until the user runs their cells again. "
+    if restored:
+        text += (
+            "Defined again since, by earlier cells replayed from the session (their "
+            f"`python` calls ran again in the new process): {_listed(restored)}. "
+        )
+    return text + "Files on disk are unchanged."
+
+
+def _listed(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:NAMES_SHOWN])
+    more = len(names) - NAMES_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _replayed_codes(state: SessionState, current: Kernel) -> list[str]:
+    """The code of the `python` calls replayed runs ran again, and completed, since the
+    current kernel opened the session, oldest first."""
+    intents = islice(state.tool_intents.values(), current.intents_before, None)
+    return _newest(
+        [
+            code
+            for i in intents
+            if i.status == "completed"
+            and state.operations[i.operation_id].kind == "replay"
+            and isinstance(code := i.arguments.get("code"), str)
+        ]
     )
 
 
@@ -95,6 +121,11 @@ def _python_codes(state: SessionState, start: int, current: Kernel) -> list[str]
         and i.status != "denied"
         and isinstance(code := i.arguments.get("code"), str)
     ]
+    return _newest(codes)
+
+
+def _newest(codes: list[str]) -> list[str]:
+    """The newest of `codes` that fit in CODE_CHARS together, oldest first."""
     kept: list[str] = []
     budget = CODE_CHARS
     for code in reversed(codes):

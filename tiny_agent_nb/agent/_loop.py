@@ -22,7 +22,7 @@ are `ModelStep`'s (_model_step.py), tool results `ToolStep`'s (_tool_step.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..provider import messages as m
 from ..session import (
@@ -54,6 +54,7 @@ from ._planner import (
     resumable_operation,
 )
 from ._reasons import StepsReached
+from ._replay import Replayed, replay_run
 from ._tool_step import AskFn, ToolStep
 from ._types import (
     AgentError,
@@ -176,9 +177,12 @@ class AgentLoop:
         self._model.close()
 
     # ------------------------------------------------------------------ entry points
-    def run(self, prompt: str, *, user_cells: str | None = None) -> RunResult:
+    def run(
+        self, prompt: str, *, user_cells: str | None = None, cell_id: str | None = None
+    ) -> RunResult:
         """Run a prompt. `user_cells`: what the user ran since the previous prompt, sent
-        before it and kept with it in its user entry (docs/spec.md §15), secrets redacted."""
+        before it and kept with it in its user entry (docs/spec.md §15), secrets redacted;
+        `cell_id`: the notebook cell it runs in, when known (docs/spec.md §21)."""
         self._require_idle()
         # Kept and sent as every other text is: a prompt filled from a variable (an error
         # message, a config dict) may hold the key.
@@ -190,7 +194,7 @@ class AgentLoop:
         start = [
             *self._kernel_notice(),
             f.user_message(prompt, user_cells=cells, id=entry_id),
-            f.run_started(operation_id, entry_id, self._options),
+            f.run_started(operation_id, entry_id, self._options, cell_id=cell_id),
         ]
         return self._drive(start, operation_id, self._steps)
 
@@ -268,6 +272,22 @@ class AgentLoop:
             interrupted=tuple(interrupted),
             failed_attempts=len(plan.fail),
             may_still_run=tuple(i for i in interrupted if self._may_outlive_kernel(i)),
+        )
+
+    def replay(
+        self, run_id: str, calls: Sequence[ToolIntent], *, cell_id: str | None = None
+    ) -> Replayed:
+        """Replay the completed run `run_id` whose chain made `calls` (docs/spec.md §21):
+        no model request; its `python` calls run again in this kernel (`_replay.py`)."""
+        self._require_idle()
+        return replay_run(
+            self._store,
+            self._operations,
+            self._tool_step,
+            self._observer,
+            run_id=run_id,
+            calls=calls,
+            cell_id=cell_id,
         )
 
     def compact(self, instructions: str | None = None) -> RunResult:

@@ -190,7 +190,8 @@ RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit", "stepLimit"})
 def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     """The operation `%agent resume` continues: the latest run (or resume), if it ended
     in one of RESUMABLE's ways. Compaction operations are passed over: they continue no
-    prompt, and compacting between a stopped run and its resume is allowed."""
+    prompt, and compacting between a stopped run and its resume is allowed. So are replayed
+    runs (docs/spec.md §21): they add nothing to the conversation a resume continues."""
     return resumable_run(list(state.operations.values()))
 
 
@@ -199,7 +200,10 @@ def resumable_run(operations: Sequence[Operation]) -> Operation | ResumeBlocker:
     last: at most one is open at a time), for a caller that holds no copy of its state."""
     if operations and operations[-1].status == "open":
         return "open"
-    latest = next((op for op in reversed(operations) if op.kind != "compaction"), None)
+    latest = next(
+        (op for op in reversed(operations) if op.kind not in ("compaction", "replay")),
+        None,
+    )
     if latest is None:
         return "nothing"
     if latest.status in RESUMABLE:

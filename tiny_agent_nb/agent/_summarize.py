@@ -27,7 +27,7 @@ from ..session import (
     UserEntry,
 )
 from ._reasons import NoCleanCut, NoRoomReason
-from ._turns import entry_message, user_content
+from ._turns import entry_message, in_replay, user_content
 
 TAIL_SHARE = 0.25  # of the window: the most the verbatim tail keeps
 SUMMARY_SHARE = 0.15  # of the window: a summary's size (asked for; a larger one is re-sent cut)
@@ -101,7 +101,13 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
             previous_summary, previous_cut = body.summary, body.throughEntryId
             start = ids.index(body.throughEntryId) + 1
             break
-    candidates = [i for i in ids[start:] if entries.type_of(i) != "compaction"]
+    # A replayed run's results are no part of the conversation (docs/spec.md §21).
+    candidates = [
+        i
+        for i in ids[start:]
+        if entries.type_of(i) != "compaction"
+        and not (entries.type_of(i) == "toolResult" and in_replay(state, entries[i]))
+    ]
     sizes: list[int] = []
     clean: list[bool] = []
     open_calls: set[str] = set()

@@ -144,7 +144,7 @@ class ToolStep:
             self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
             return
         recorded = redact_json(arguments, self._context.secrets)
-        if tool.asks_approval and not self._approved(tool, recorded):
+        if tool.asks_approval and not self.approved(tool.name, recorded):
             message = f"The user did not allow this {tool.name} call; it did not run."
             self._refuse(
                 operation_id,
@@ -176,12 +176,50 @@ class ToolStep:
         self._store.commit([result, *_usage_facts(intent, output.usage)])
         observer.on_tool_end(call, output, outcome)
 
-    def _approved(self, tool: Tool, arguments: Mapping[str, Any]) -> bool:
+    def approved(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call of `tool` that changes things may run, as `approval` says."""
         if self._approval == "auto":
             return True
         if self._approval == "deny" or self._ask is None:
             return False
-        return self._ask(tool.name, arguments)
+        return self._ask(tool, arguments)
+
+    def rerun(
+        self, operation_id: str, intent: ToolIntent, observer: ToolObserver, *, allowed: bool
+    ) -> ToolOutcome:
+        """Run a call of a recorded run again for a replayed run (docs/spec.md §21): its
+        intent under the replay's operation, committed before it runs, then its result;
+        when not `allowed`, intent and `denied` result in one transaction."""
+        tool = self._tools.get(intent.tool.name)
+        if tool is None:  # the caller built the registry with it: a bug
+            raise LookupError(f"no tool {intent.tool.name!r} to run again")
+        call = ToolCall(id=intent.tool_call_id, name=intent.tool.name, arguments=intent.arguments)
+        started = f.tool_started(
+            operation_id,
+            intent.attempt_id,
+            intent.tool_call_id,
+            tool=tool.identity,
+            arguments=dict(intent.arguments),
+            replay_policy="never",
+            environment_identity=self.environment,
+        )
+        if not allowed:
+            refused = ToolOutput(
+                "The user did not allow running this call again; it did not run.", True
+            )
+            result, output = self._result(started, refused, "denied")
+            self._store.commit([started, result])
+            observer.on_tool_end(call, output, "denied")
+            return "denied"
+        observer.on_tool_ready(call)
+        self._store.commit([started])
+        observer.on_tool_start(call, intent.arguments)
+        output = self._execute(tool, intent.arguments)
+        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
+        result, output = self._result(started, output, outcome)
+        self._store.commit([result])
+        observer.on_tool_end(call, output, outcome)
+        return outcome
 
     def _refuse(
         self,

@@ -1,11 +1,19 @@
 """Entries as the messages the model is sent (docs/spec.md §10, items 3 and 5), in no
 provider's wire format (`provider.messages`), and the messages of ours that stand where
-no entry answers: a tool call that never started, a prompt whose run got no answer."""
+no entry answers: a tool call that never started, a prompt whose run got no answer; and
+the entries no message stands for (a replayed run's results)."""
 
 from __future__ import annotations
 
 from ..provider import messages as m
-from ..session import AssistantEntry, EntryFact, KernelNotice, ToolResultEntry, UserEntry
+from ..session import (
+    AssistantEntry,
+    EntryFact,
+    KernelNotice,
+    SessionState,
+    ToolResultEntry,
+    UserEntry,
+)
 
 NOT_STARTED = (
     "Not run: the session stopped before this tool call started, so it had no effect. "
@@ -66,3 +74,13 @@ def synthetic_result(call_id: str) -> m.ToolResult:
 
 
 NO_ANSWER_MESSAGE = m.Note(NO_ANSWER)
+
+
+def in_replay(state: SessionState, entry: EntryFact) -> bool:
+    """Whether `entry` is the result of a replayed run's call (docs/spec.md §21), which the
+    model is never sent."""
+    body = entry.entry
+    if not isinstance(body, ToolResultEntry):
+        return False
+    intent = state.tool_intents.get(body.toolStartedId)
+    return intent is not None and state.operations[intent.operation_id].kind == "replay"

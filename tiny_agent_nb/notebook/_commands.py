@@ -46,6 +46,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "by name (time__get_current_time) or all of them (time__*)",
     ),
     "approve": ("--approve", "tools that change things"),
+    "rerun": (
+        "--rerun",
+        "ask the model again, even when this cell's prompt and options are those of a run "
+        "the session recorded for it (which is otherwise shown again, docs/spec.md §21)",
+    ),
     "demo": (
         "--demo",
         "answer with the offline demo model (also %agent resume/compact), even in a "

@@ -34,6 +34,7 @@ def load(shell: Any) -> AgentMagics:
     atexit.register(runtime.shutdown)
     magics = AgentMagics(shell, runtime)
     shell.register_magics(magics)
+    shell.events.register("pre_run_cell", magics.replays.note_cell)
     shell.events.register("post_run_cell", magics.refresh_views)
     shell.events.register("post_run_cell", magics.record_cell)
     location = resolve_session_path(
@@ -54,6 +55,7 @@ def load(shell: Any) -> AgentMagics:
 
 
 def unload(shell: Any, magics: AgentMagics) -> None:
+    shell.events.unregister("pre_run_cell", magics.replays.note_cell)
     shell.events.unregister("post_run_cell", magics.refresh_views)
     shell.events.unregister("post_run_cell", magics.record_cell)
     magics.shutdown.close()

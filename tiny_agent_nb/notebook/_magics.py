@@ -47,6 +47,7 @@ from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._report import OpenReport, call_label
+from ._rerun import CellReplays
 from ._runtime import NotebookRuntime
 from ._shutdown import ShutdownWatch, interrupted_line
 from ._timeline_view import TimelineView, superseding_bundle
@@ -91,6 +92,7 @@ class AgentMagics(Magics):
             stopped_run=runtime.stopped_run,
             interrupted=self._interrupted,
         )
+        self.replays = CellReplays(runtime, self.runs, self._resume_clicked)
 
     @magic_arguments()
     @argument("command", nargs="*", help=f"line form: one of {', '.join(SUBCOMMANDS)}")
@@ -100,6 +102,7 @@ class AgentMagics(Magics):
     @argument("--tools", help=_option_help("tools"))
     @argument("--approve", choices=get_args(Approval), help=_option_help("approve"))
     @argument("--demo", action="store_true", help=_option_help("demo"))
+    @argument("--rerun", action="store_true", help=_option_help("rerun"))
     # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
     @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
@@ -140,13 +143,16 @@ class AgentMagics(Magics):
         if not prompt:
             raise UsageError("%%agent needs a prompt in the cell body")
         options = run_options(args)
+        view = self._view()
         if args.demo and args.model is not None:
             raise UsageError("--demo and --model name two models: use one")
+        # Before anything that needs a model: a cell run again shows its run (§21).
+        if not args.rerun and self.replays.replay(prompt, options, demo=args.demo, view=view):
+            return
         if not args.demo:
             self.runtime.provider.check_ready(args.model)
         self.runtime.require_store()
         self.runtime.session_model.refuse_demo(args.model, demo=args.demo, command="%%agent")
-        view = self._view()
         if redact(prompt, self.runtime.config.secrets()) != prompt:
             view.say(PROMPT_REDACTED)
         self._say_model(args.model, args.demo)
@@ -155,7 +161,14 @@ class AgentMagics(Magics):
             return
 
         def run(observer: LoopObserver, ask: AskFn) -> RunResult:
-            return self.runtime.run(prompt, observer=observer, ask=ask, demo=args.demo, **options)
+            return self.runtime.run(
+                prompt,
+                observer=observer,
+                ask=ask,
+                demo=args.demo,
+                cell_id=self.replays.cell_id,
+                **options,
+            )
 
         result = self.runs.drive(run, self._resume_clicked, view)
         if result is None:
@@ -222,7 +235,9 @@ class AgentMagics(Magics):
         else:
             print(f"model    {cell_text(str(asked))} (configured in this kernel, for the next run)")
             print(f"         this session's runs used {cell_text(used.described())}")
-        print(f"runs     {len(state.operations)}; facts {state.last_seq}")
+        replays = sum(op.kind == "replay" for op in state.operations.values())
+        replayed = f" ({replays} replayed from the session, no model call)" if replays else ""
+        print(f"runs     {len(state.operations)}{replayed}; facts {state.last_seq}")
         if open_op is not None:
             print(f"running  {open_op.id}")
         elif latest is not None:

@@ -16,6 +16,7 @@ from ..agent import (
     ContextProjection,
     LoopObserver,
     RecoveryReport,
+    Replayed,
     RunResult,
     resumable_run,
 )
@@ -32,6 +33,7 @@ from ..session import (
     SessionError,
     SessionState,
     SessionStore,
+    ToolIntent,
     load_session,
 )
 from ._advice import refusal_line
@@ -332,15 +334,17 @@ class NotebookRuntime:
         observer: LoopObserver,
         ask: AskFn | None,
         demo: bool = False,
+        cell_id: str | None = None,
         **options: Any,
     ) -> RunResult:
         """`%%agent`: run `prompt` with a cell's options (model, max_steps, budget, tools,
-        approve: `LoopBuilder.build`'s; None is the configured value)."""
+        approve: `LoopBuilder.build`'s; None is the configured value) in the notebook cell
+        `cell_id` (None: unknown)."""
         self.session_model.refuse_demo(options.get("model"), demo=demo, command="%%agent")
         loop = self._loop(observer=observer, ask=ask, demo=demo, **options)
         cells = self.user_cells.digest(self.config.user_cells_chars, self.config.secrets())
         try:
-            result = loop.run(prompt, user_cells=cells.text)
+            result = loop.run(prompt, user_cells=cells.text, cell_id=cell_id)
         except AgentError as exc:  # nothing was sent: the cells go with the next prompt
             raise self._run_error(f"tiny-agent-nb: {exc}") from None
         except KeyboardInterrupt:
@@ -359,6 +363,27 @@ class NotebookRuntime:
             return None
         stopped = resumable_run(self.store.operations())
         return None if isinstance(stopped, str) else stopped
+
+    def replay(
+        self,
+        run_id: str,
+        calls: Sequence[ToolIntent],
+        *,
+        cell_id: str | None,
+        ask: AskFn | None,
+        **options: Any,
+    ) -> Replayed:
+        """A replayed run of `run_id` (`AgentLoop.replay`): no model is asked or even made,
+        no MCP server started; only its `python` calls run again, under the approval of
+        `options` (`run`'s)."""
+        options["tools"] = ["python"]
+        loop = self._loop(provider=NO_MODEL, with_mcp=False, ask=ask, **options)
+        try:
+            return loop.replay(run_id, calls, cell_id=cell_id)
+        except AgentError as exc:
+            raise self._run_error(refusal_line(exc)) from None
+        finally:
+            loop.close()
 
     def resume(
         self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False, **options: Any

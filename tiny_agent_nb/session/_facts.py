@@ -187,7 +187,11 @@ def kernel_opened(
 
 
 def run_started(
-    operation_id: str, input_entry_id: str, options: RunOptions | None = None
+    operation_id: str,
+    input_entry_id: str,
+    options: RunOptions | None = None,
+    *,
+    cell_id: str | None = None,
 ) -> NewFact:
     return NewFact(
         OperationStarted(
@@ -196,6 +200,22 @@ def run_started(
             operationKind="run",
             inputEntryId=input_entry_id,
             options=options,
+            cellId=cell_id,
+        )
+    )
+
+
+def replay_started(operation_id: str, replays_operation_id: str, cell_id: str | None) -> NewFact:
+    """A replayed run (docs/spec.md §21): the cell's recorded run shown again, its
+    `python` calls run again in this kernel, nothing sent to a model."""
+    return NewFact(
+        OperationStarted(
+            type="runStarted",
+            operationId=operation_id,
+            operationKind="replay",
+            inputEntryId=None,
+            replaysOperationId=replays_operation_id,
+            cellId=cell_id,
         )
     )
 

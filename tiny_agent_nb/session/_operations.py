@@ -70,13 +70,17 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
         resumed = t.operations.get(body.resumesOperationId)
         if resumed is None:
             raise Violation(f"resumesOperationId {body.resumesOperationId} is no operation")
-        if resumed.kind == "compaction":
-            raise Violation(f"a resume continues a run; {resumed.id} is a compaction")
+        if resumed.kind in ("compaction", "replay"):
+            raise Violation(f"a resume continues a run; {resumed.id} is a {resumed.kind}")
         if resumed.status in ("open", "completed"):
             raise Violation(
                 f"a resume continues an operation that did not complete; "
                 f"{resumed.id} is {resumed.status}"
             )
+    if body.replaysOperationId is not None:
+        replayed = t.operations.get(body.replaysOperationId)
+        if replayed is None or replayed.kind != "run":
+            raise Violation(f"replaysOperationId {body.replaysOperationId} is no run")
     t.put(t.ids, body.operationId, "operation")
     t.put(
         t.operations,
@@ -89,6 +93,8 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
             resumes_operation_id=body.resumesOperationId,
             started_at=fact.at,
             options=body.options,
+            cell_id=body.cellId,
+            replays_operation_id=body.replaysOperationId,
         ),
     )
     t.open_operation_id = body.operationId
@@ -96,6 +102,8 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
 
 def apply_step_attempt(t: Tables, fact: RecordFact, body: StepAttempt) -> None:
     op = open_operation(t, body.operationId, "stepAttempt")
+    if op.kind == "replay":
+        raise Violation(f"operation {op.id} is a replay: it sends no model request")
     if op.pending_attempts:
         raise Violation(f"operation {op.id} already has a pending stepAttempt")
     if op.unanswered_tool_calls:
@@ -125,7 +133,10 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
     attempt = t.attempts.get(body.attemptId)
     if attempt is None or attempt.status != "settled":
         raise Violation(f"toolStarted attemptId {body.attemptId} is no settled stepAttempt")
-    if attempt.operation_id != op.id:
+    # A replay runs again a call its run made and answered (docs/spec.md §21): the
+    # call is another operation's, and already has its toolStarted.
+    replay = op.kind == "replay"
+    if attempt.operation_id != op.id and not replay:
         raise Violation(
             f"toolStarted belongs to operation {op.id} but its stepAttempt "
             f"{attempt.id} belongs to {attempt.operation_id}"
@@ -144,7 +155,7 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
             f"toolStarted runs {body.tool.name!r}; the tool call asked for {call_name!r}"
         )
     call_key = (attempt.id, body.toolCallId)
-    if call_key in t.intent_by_call:
+    if call_key in t.intent_by_call and not replay:
         raise Violation(
             f"tool call {body.toolCallId!r} already has toolStarted {t.intent_by_call[call_key]}"
         )
@@ -156,7 +167,8 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
             f"replayKey {body.replayKey} does not match its tool, arguments and environment"
         )
     t.put(t.ids, body.resultEntryId, "reserved")
-    t.put(t.intent_by_call, call_key, fact.id)
+    if not replay:
+        t.put(t.intent_by_call, call_key, fact.id)
     t.put(
         t.intents,
         fact.id,
@@ -173,7 +185,8 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
             result_entry_id=body.resultEntryId,
         ),
     )
-    t.put(t.operations, op.id, op.counted(intents=1))
+    # A replay's call is unanswered until its result (its result counts it answered).
+    t.put(t.operations, op.id, op.counted(intents=1, unanswered=int(replay)))
 
 
 def apply_operation_finished(t: Tables, body: OperationFinished) -> None:

@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from ._model_base import Count, Digest, EpochMs, Id, JsonObject, StrictModel, optional
 
-OperationKind = Literal["run", "resume", "compaction"]
+OperationKind = Literal["run", "resume", "compaction", "replay"]
 # What happens to a call of a tool that changes things: it runs, is asked first, or not.
 Approval = Literal["auto", "ask", "deny"]
 
@@ -28,10 +28,14 @@ class RunOptions(StrictModel):
     model: str
 
 
+# A notebook cell's id (nbformat 4.5 says 1-64 characters; a frontend may send others).
+CellId = Annotated[str, Field(min_length=1, max_length=256)]
+
+
 # The class is named for what it starts; its type on the line stays `runStarted`, as
 # format version 2 froze it (a file a new kernel writes stays readable to every reader).
 class OperationStarted(StrictModel):
-    """An operation's start: a run, a resume or a compaction (`operationKind`)."""
+    """An operation's start: a run, a resume, a compaction or a replay (`operationKind`)."""
 
     type: Literal["runStarted"]
     operationId: Id
@@ -40,12 +44,23 @@ class OperationStarted(StrictModel):
     resumesOperationId: Id | None = optional()
     # Absent or null in files written before it existed: the run's options are unknown.
     options: RunOptions | None = optional()
+    # The notebook cell a `run` or a `replay` ran in, when its frontend said (§21).
+    cellId: CellId | None = optional()
+    # The `run` a `replay` replays (§21); no other kind names one.
+    replaysOperationId: Id | None = optional()
 
     @model_validator(mode="after")
     def _kind_matches_references(self) -> OperationStarted:
         if self.operationKind == "compaction" and self.options is not None:
             raise ValueError("a 'compaction' has no options (it counts with the run before it)")
-        if self.operationKind == "run":
+        if (self.operationKind == "replay") != (self.replaysOperationId is not None):
+            raise ValueError("a 'replay' names its replaysOperationId, and only a replay does")
+        if self.cellId is not None and self.operationKind not in ("run", "replay"):
+            raise ValueError("only a 'run' or a 'replay' names a cellId")
+        if self.operationKind == "replay":
+            if self.inputEntryId is not None or self.resumesOperationId is not None:
+                raise ValueError("a 'replay' has inputEntryId null and no resumesOperationId")
+        elif self.operationKind == "run":
             if self.inputEntryId is None or self.resumesOperationId is not None:
                 raise ValueError("a 'run' names its inputEntryId and no resumesOperationId")
         elif self.operationKind == "resume":

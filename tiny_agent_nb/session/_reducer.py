@@ -232,6 +232,7 @@ def _apply_usage(t: Tables, fact: UsageFact) -> None:
         op_id = intent.operation_id
     if target in t.usage:
         raise Violation(f"{target} already has usage (one usage fact per attempt or tool)")
-    open_operation(t, op_id, "usage")
+    if open_operation(t, op_id, "usage").kind == "replay":
+        raise Violation(f"operation {op_id} is a replay: it spends nothing, so has no usage")
     t.put(t.usage, target, usage_row(u))
     t.add_usage(u)

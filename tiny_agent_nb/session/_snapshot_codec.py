@@ -224,7 +224,7 @@ def decode_tables(
     # The reducer is the only reader of these two: a state that is only read never
     # makes them (docs/benchmarks.md, register row "deferred-tables").
     tables.defer("ids", partial(_id_table, d.ids(), roles))
-    tables.defer("intent_by_call", by_call)
+    tables.defer("intent_by_call", partial(by_call, tables.operations))
     return tables
 
 
@@ -234,17 +234,18 @@ _OPERATION_FIELDS = typed(int)  # the four counts; then two optional texts and s
 def _operations(d: Decoder, rows: list[Any]) -> dict[str, Operation]:
     operations: dict[str, Operation] = {}
     for raw in rows:
-        row = as_list(raw, "an operation", 13)
+        row = as_list(raw, "an operation", 15)
         op_id, input_id, resumes = d.refs(row[:3], "operation ids", 3, nullable=True)
-        kind, status, *counts = row[3:12]  # then the options
+        kind, status, *counts = row[3:12]  # then the options, the cell id, what it replays
         check(kind in _KINDS and status in _OPERATION_STATUSES, "an unknown kind or status")
         _OPERATION_FIELDS([*counts[:4], counts[6]], "operation counts")
-        typed(str, type(None))(counts[4:6], "operation texts")
+        typed(str, type(None))([*counts[4:6], row[13]], "operation texts")
         check(op_id is not None and op_id not in operations, "an operation id")
         assert op_id is not None
         options = _run_options(row[12])
+        (replays,) = d.refs(row[14:], "a replayed run", 1, nullable=True)
         operations[op_id] = Operation._make(
-            (op_id, kind, status, input_id, resumes, *counts, options)
+            (op_id, kind, status, input_id, resumes, *counts, options, row[13], replays)
         )
     return operations
 
@@ -326,7 +327,7 @@ def _attempts(d: Decoder, cols: list[Any]) -> dict[str, Attempt]:
 
 def _intents(
     d: Decoder, cols: list[Any]
-) -> tuple[dict[str, ToolIntent], Callable[[], dict[tuple[str, str], str]]]:
+) -> tuple[dict[str, ToolIntent], Callable[[dict[str, Operation]], dict[tuple[str, str], str]]]:
     """The intents, and what makes `intent_by_call` (on first use: the reducer's check of
     a new toolStarted is its only reader): written with each intent and never removed,
     so derived from the intents' columns rather than stored."""
@@ -347,12 +348,22 @@ def _intents(
     ]
     check(set(columns[6]) <= _POLICIES, "an unknown replay policy")
     check(set(columns[10]) <= _INTENT_STATUSES, "an unknown intent status")
-    by_call = partial(_by_call, columns[2], columns[3], ids)
+    by_call = partial(_by_call, columns[1], columns[2], columns[3], ids)
     return dict(zip(ids, records(ToolIntent, columns), strict=True)), by_call
 
 
-def _by_call(attempts: list[str], calls: list[str], ids: list[str]) -> dict[tuple[str, str], str]:
-    return dict(zip(zip(attempts, calls, strict=True), ids, strict=True))
+def _by_call(
+    owners: list[str],
+    attempts: list[str],
+    calls: list[str],
+    ids: list[str],
+    operations: dict[str, Operation],
+) -> dict[tuple[str, str], str]:
+    """As the reducer keeps it: a replay's intents run again a call, they are not its own
+    (docs/spec.md §21)."""
+    keys = zip(attempts, calls, strict=True)
+    pairs = zip(owners, keys, ids, strict=True)
+    return {key: i for owner, key, i in pairs if operations[owner].kind != "replay"}
 
 
 def _tool_refs(tools: list[ToolIdentity], refs: list[Any], what: str) -> list[ToolIdentity]:

@@ -162,6 +162,8 @@ def encode_tables(t: Tables) -> tuple[bytes, bytes] | None:
                 *op[1:3],
                 *op[5:12],
                 None if op.options is None else op.options.model_dump(),
+                op.cell_id,
+                s.ref(op.replays_operation_id),
             ]
             for op in t.operations.values()
         ],

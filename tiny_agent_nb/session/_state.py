@@ -314,6 +314,12 @@ class SessionState:
                 # options only when recorded: summaries of files before them stay as they were
                 {"id": op.id, "kind": op.kind, "status": op.status}
                 | ({"options": op.options.model_dump()} if op.options is not None else {})
+                | ({"cellId": op.cell_id} if op.cell_id is not None else {})
+                | (
+                    {"replaysOperationId": op.replays_operation_id}
+                    if op.replays_operation_id is not None
+                    else {}
+                )
                 for op in t.operations.values()
             ],
             "attempts": [

@@ -67,6 +67,8 @@ class Operation(NamedTuple):
     detail: str | None = None
     started_at: int = 0  # epoch ms of its runStarted
     options: RunOptions | None = None  # as its runStarted recorded them (None: unknown)
+    cell_id: str | None = None  # the notebook cell of a run or a replay, when known
+    replays_operation_id: str | None = None  # the run a replay replays
 
     # perf: register row "record-updates" (docs/benchmarks.md)
     def counted(

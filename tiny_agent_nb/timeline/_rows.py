@@ -62,7 +62,7 @@ class RunRow:
     id: str
     number: int  # 1-based, in file order: "run 3"
     kind: str  # run | resume
-    resumes: int | None  # a resume: the number of the run it continues
+    resumes: int | None  # the number of the run a resume continues, or a replay replays
     status: str  # open | completed | failed | aborted | interrupted | stepLimit
     prompt: str | None  # its first line (`first_line`)
     started_at: int

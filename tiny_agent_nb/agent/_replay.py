@@ -1,0 +1,78 @@
+"""A replayed run (docs/spec.md §21): a cell's completed run shown again from the session,
+with no model request, its `python` calls run again in this kernel so that the names
+they defined exist again. Nothing else of it runs again: `bash`, file writes and MCP
+calls changed the world, which is left as it is; a proposed cell is not proposed again.
+
+Each call run again is an effect like any other: its `toolStarted` (the replay's
+operation, the original call's attempt and id) is committed before the code runs, then
+its result. The calls go in their run's order and stop at the first that fails. Under
+`approve="ask"` one question shows all the code; a no answers each call `denied`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..redaction import REDACTED
+from ..session import SessionStore, ToolIntent, ToolOutcome, new_id
+from ..session import facts as f
+from ._kernel_notice import PYTHON_TOOL
+from ._operation import OperationGuard
+from ._tool_step import ToolObserver, ToolStep
+from ._types import RunResult
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What a replayed run did: its operation's end, and each call it ran again (or that
+    was denied) with the outcome of that run."""
+
+    result: RunResult
+    reruns: tuple[tuple[ToolIntent, ToolOutcome], ...]
+
+
+def reruns_of(calls: Sequence[ToolIntent]) -> list[ToolIntent]:
+    """The calls of a run a replay runs again: its built-in `python` calls that completed,
+    whose code was kept as it ran (a call with a secret redacted from it would run
+    other code)."""
+    return [
+        i
+        for i in calls
+        if i.tool.name == PYTHON_TOOL
+        and i.tool.source == "builtin"
+        and i.status == "completed"
+        and isinstance(code := i.arguments.get("code"), str)
+        and REDACTED not in code
+    ]
+
+
+def replay_run(
+    store: SessionStore,
+    operations: OperationGuard,
+    tool_step: ToolStep,
+    observer: ToolObserver,
+    *,
+    run_id: str,
+    calls: Sequence[ToolIntent],
+    cell_id: str | None,
+) -> Replayed:
+    """Replay the run `run_id` (a `run` operation) whose chain made `calls`, in order."""
+    operation_id = new_id()
+    rerun = reruns_of(calls)
+    done: list[tuple[ToolIntent, ToolOutcome]] = []
+    # Asked before the replay starts, once for all the code: a no leaves each call denied.
+    code = "\n\n".join(str(i.arguments["code"]) for i in rerun)
+    allowed = not rerun or tool_step.approved(PYTHON_TOOL, {"code": code})
+
+    def body(operation_id: str) -> RunResult:
+        for intent in rerun:
+            outcome = tool_step.rerun(operation_id, intent, observer, allowed=allowed)
+            done.append((intent, outcome))
+            if outcome == "error":
+                detail = f"the python call {intent.tool_call_id} failed when run again"
+                return operations.end(operation_id, "failed", detail=detail)
+        return operations.end(operation_id, "completed")
+
+    start = [f.replay_started(operation_id, run_id, cell_id)]
+    return Replayed(operations.run(start, operation_id, body), tuple(done))
