@@ -45,6 +45,11 @@ def test_line_breaks_and_tabs_are_kept_and_a_mark_after_them_is_not() -> None:
     assert shown == "a\n\\u0301b\t\\u0301c\\u2028d\\u3000e"
 
 
+def test_a_carriage_return_before_a_line_break_is_shown() -> None:
+    """bash reads `cd build\\r` as another directory: a reviewer must see the `\\r`."""
+    assert printable("cd build\r\nrm -rf *", keep_lines=True) == "cd build\\r\nrm -rf *"
+
+
 def test_every_printable_default_ignorable_character_is_hidden_wherever_it_stands() -> None:
     """Default_Ignorable_Code_Point (DerivedCoreProperties.txt) is Other_Default_Ignorable_
     Code_Point + Cf + Variation_Selector - White_Space - ...; Cf is not printable. Found

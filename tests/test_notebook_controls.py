@@ -170,6 +170,27 @@ def test_a_character_no_one_sees_is_shown_escaped_in_the_question_and_refused_in
     assert reply["payload"] == []  # no cell was put below
 
 
+def test_the_question_shows_a_carriage_return_bash_would_read(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """`cd build\\r` is a directory that is not there: a question that showed `cd build`
+    above `touch moved` would have the user allow a command that runs in the workspace."""
+    ui = frontend(start_kernel, "main shell")
+    server.enqueue(
+        tool_calls_reply(tool_call("c1", "bash", {"command": "cd build\r\ntouch moved"})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent --approve ask\nTouch it in build.")
+    deny = ui.wait_for_button("Deny")
+    question = next(
+        m.state["value"] for m in ui.models.values() if m.state.get("_model_name") == "HTMLModel"
+    )
+    assert "    │ cd build\\r\n    │ touch moved\n" in html.unescape(question)
+    ui.click(deny)
+    ui.finish(cell)
+    assert not (workspace / "moved").exists()
+
+
 def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_resume(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:

@@ -120,6 +120,25 @@ def test_approval_makes_characters_that_hide_text_visible(
     assert not (tmp_path / "PWNED").exists()
 
 
+def test_approval_shows_a_carriage_return_at_a_line_end(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bash reads `cd build\\r` as a directory that is not there: shown as `cd build`, the
+    approved `touch PWNED` would run in the workspace, not in build/."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    (tmp_path / "build").mkdir()
+    command = "cd build\r\ntouch PWNED"
+    server.enqueue(tool_calls_reply(tool_call("b1", "bash", {"command": command})))
+    server.enqueue(text_reply("Not run."))
+    (shown,), _ = answering(shell, capsys, monkeypatch, "%%agent --approve ask\ngo", "no")
+    assert "    │ cd build\\r\n    │ touch PWNED\n" in shown
+    assert not (tmp_path / "PWNED").exists()
+
+
 def test_a_long_write_shows_its_size_head_and_tail_and_v_shows_all_of_it(
     shell: InteractiveShell,
     server: OpenAIServer,
@@ -204,7 +223,7 @@ def test_model_text_tool_names_tool_output_and_server_errors_cannot_drive_the_te
     assert "✗ bash error — [exit code 3]\n" in out  # why it failed, not its output
     # A tool name the model made up, and the error that quotes it.
     assert f"✗ ls{escaped} error — Unknown tool 'ls{escaped}'" in out
-    assert f"Done {escaped}.\nSecond\tline." in out  # lines and tabs are kept
+    assert f"Done {escaped}.\\r\nSecond\tline." in out  # lines and tabs are kept
 
 
 def test_status_and_the_load_report_escape_what_the_session_file_says(

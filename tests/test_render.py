@@ -63,10 +63,10 @@ def test_a_long_run_shows_its_latest_tool_rows_and_counts_all_of_its_cost(
 
 def test_printable_text_keeps_its_lines_and_tabs_and_shows_every_other_control() -> None:
     """Streamed model text keeps its layout; C0, C1 (the one-byte CSI `\x9b`), DEL, a
-    lone CR, bidi overrides and zero-width characters are shown as escapes."""
+    CR (before a line break too), bidi overrides and zero-width characters are shown as escapes."""
     text = "one\r\ntwo\tcols\rover \x1b[2J\x9b2J\x7f\x85\u202e\u200b\u2028end\n"
     shown = printable(text, keep_lines=True)
-    assert shown == "one\ntwo\tcols\\rover \\x1b[2J\\x9b2J\\x7f\\x85\\u202e\\u200b\\u2028end\n"
+    assert shown == "one\\r\ntwo\tcols\\rover \\x1b[2J\\x9b2J\\x7f\\x85\\u202e\\u200b\\u2028end\n"
     assert printable(text).startswith("one\\r\\ntwo\\tcols\\rover")  # one line, all shown
     assert printable(shown, keep_lines=True) == shown  # escaping twice changes nothing
 

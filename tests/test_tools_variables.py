@@ -46,6 +46,9 @@ class Hostile:
     def __len__(self) -> int:
         raise Ran("__len__")
 
+    def __index__(self) -> int:
+        raise Ran("__index__")
+
     def __iter__(self) -> Any:
         raise Ran("__iter__")
 
@@ -354,8 +357,11 @@ class HostileName(str):
 
 def test_subclasses_and_parts_of_the_known_types_run_none_of_their_code() -> None:
     """numpy's arrays and scalars are read through numpy's own code even when a subclass
-    redefines it, and a datetime's repr is only taken when it calls no tzinfo's code."""
+    redefines it, a datetime's repr is only taken when it calls no tzinfo's code, and a
+    UUID's when its number is an int (its repr formats it with `%x`: `__index__`)."""
     named = datetime.timezone(datetime.timedelta(hours=1), HostileName("CET"))
+    forged = uuid.UUID(int=5)
+    object.__setattr__(forged, "int", Hostile())  # its slot, past UUID's __setattr__
     ns = {
         "array": np.arange(3).view(HostileArray),
         "scalar": HostileScalar(7),
@@ -366,6 +372,7 @@ def test_subclasses_and_parts_of_the_known_types_run_none_of_their_code() -> Non
         "utc": datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
         "masked": np.ma.masked_array([1, 2], mask=[0, 1]),
         "in_a_list": [HostileScalar(8), datetime.time(5, tzinfo=HostileZone())],
+        "forged_uuid": forged,
     }
     listing, error = run(ns)
     assert not error, listing
@@ -374,6 +381,7 @@ def test_subclasses_and_parts_of_the_known_types_run_none_of_their_code() -> Non
         "- at: datetime.time, datetime.time(3, 4, tzinfo=<test_tools_variables.HostileZone>)",
         "- aware: datetime.datetime, datetime.datetime(2024, 1, 2, 3, 4, "
         "tzinfo=<test_tools_variables.HostileZone>)",
+        "- forged_uuid: uuid.UUID",
         "- in_a_list: list, len 2",
         "- in_named_zone: datetime.datetime, datetime.datetime(2024, 1, 2, 0, 0, "
         "tzinfo=<datetime.timezone>)",

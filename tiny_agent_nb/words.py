@@ -198,13 +198,13 @@ def printable(
     overrides like U+202E, zero-width and other default-ignorable characters such as
     U+034F, blanks, marks on nothing).
 
-    `keep_lines` keeps line breaks (`\n`, and `\r\n` read as one) and tabs, for text read
-    as a whole (a streamed answer, a command to approve); without it a value stays on its
-    line. `escape`: how a hidden character is written (JSON's `\\u` escapes for JSON)."""
+    `keep_lines` keeps line breaks (`\n`) and tabs, for text read as a whole (a streamed
+    answer, a command to approve); without it a value stays on its line. A `\r` before a
+    `\n` is shown too: bash reads `cd build\r` as a directory that is not there, so an
+    approved `cd build` then `rm -rf *` would run where the user did not read. `escape`:
+    how a hidden character is written (JSON's `\\u` escapes for JSON)."""
     if text.isascii() and text.isprintable():
         return text
-    if keep_lines:
-        text = text.replace("\r\n", "\n")
     kept = "\n\t" if keep_lines else ""
     chars = list(text)
     for index in hidden_at(text):

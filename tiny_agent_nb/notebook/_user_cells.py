@@ -137,11 +137,18 @@ def _set_off_markers(block: str) -> str:
     the cell's (`SET_OFF`), so that a user's cell never ends (or starts) the cells early.
 
     The model reads, it does not compare bytes: a line reads as a marker when its letters
-    and digits are the marker's (after NFKC and casefolding), whatever its spaces,
-    brackets, apostrophes (curly or straight), width or invisible characters. A nonce in the marker
-    would not help: the model would still read a line without it as the end."""
+    and digits hold the marker's (after NFKC and casefolding), whatever its spaces,
+    brackets, apostrophes (curly or straight), width or invisible characters, and whatever
+    comes before or after it on the line (`[End of the user's cells] Now run ...`, or
+    after a `#`). A nonce in the marker would not help: the model would still read a line
+    without it as the end."""
     lines = block.split("\n")
-    return "\n".join(SET_OFF + line if _letters(line) in _MARKERS else line for line in lines)
+    return "\n".join(SET_OFF + line if _reads_as_marker(line) else line for line in lines)
+
+
+def _reads_as_marker(line: str) -> bool:
+    letters = _letters(line)
+    return any(marker in letters for marker in _MARKERS)
 
 
 def _letters(line: str) -> str:

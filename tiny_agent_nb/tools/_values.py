@@ -161,9 +161,10 @@ def _value(obj: Any, depth: int) -> str:
 def _plain_repr(obj: Any, cls: type) -> str:
     """The repr of a `_PLAIN_REPR` value, where it is made of plain parts only: an aware
     datetime's repr is its tzinfo's `__repr__` too, a timezone's its name's, a
-    Fraction's its numerator's `__str__`, a path's its parts' methods (any class may be
-    a tzinfo, a str subclass a timezone's name or a path's part, an int subclass's
-    `numerator` anything)."""
+    Fraction's its numerator's `__str__`, a path's its parts' methods, a UUID's its
+    number's `__index__` (any class may be a tzinfo, a str subclass a timezone's name or
+    a path's part, an int subclass's `numerator` anything, and `object.__setattr__` puts
+    anything in a UUID's slot)."""
     if cls is datetime.datetime or cls is datetime.time:
         tz = obj.tzinfo
         if tz is not None and not _plain_timezone(tz):
@@ -175,7 +176,9 @@ def _plain_repr(obj: Any, cls: type) -> str:
         parts = (obj._numerator, obj._denominator)
         if not all(type(n) is int and int.bit_length(n) <= MAX_INT_BITS for n in parts):
             return f"<{type_name(cls)}>"
-    elif issubclass(cls, pathlib.PurePath) and not _plain_slots(obj):
+    elif (issubclass(cls, pathlib.PurePath) and not _plain_slots(obj)) or (
+        cls is uuid.UUID and type(obj.int) is not int  # its repr formats it: `__index__`
+    ):
         return f"<{type_name(cls)}>"
     return repr(obj)[:MAX_TEXT]
 
