@@ -15,19 +15,13 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
-from ..agent import Approval, LoopObserver, RunResult, compaction_status, resumable_operation
+from ..agent import Approval, LoopObserver, RunResult
 from ..redaction import redact
 from ..render import cell_text
 from ..session import RunOptions
 from ..timeline import (
-    ModelName,
     compactions,
-    outcome_note,
-    session_cost,
-    session_models,
-    usage_by_run,
 )
-from ..words import NO_USAGE, money, short_arguments, tokens, usage
 from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
 from ._commands import (
@@ -46,13 +40,14 @@ from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._report import OpenReport, call_label
+from ._report import OpenReport
 from ._rerun import CellReplays
 from ._runtime import NotebookRuntime
 from ._shutdown import ShutdownWatch, interrupted_line
+from ._status import status_text, usage_text
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
-from ._window_report import forget_window, summary_line, summary_text, window_line
+from ._window_report import forget_window, summary_text
 
 log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -221,49 +216,7 @@ class AgentMagics(Magics):
         print(command_help(name) if name is not None else AgentMagics.agent.__doc__ or "")
 
     def _cmd_status(self) -> None:
-        state, read_only = self.runtime.read_state()
-        open_op = state.open_operation
-        latest = list(state.operations.values())[-1] if state.operations else None
-        path = self.runtime.session_path()
-        print(f"session  {cell_text(str(path))}" + (f" ({read_only})" if read_only else ""))
-        # The model the next run asks, and the ones the runs used when they differ (the
-        # header's is only what was configured when the file was created).
-        used = session_models(state)
-        asked = ModelName(*self.runtime.session_model.asked())
-        if used.used in ((), (asked,)):
-            print(f"model    {cell_text(str(asked))}")
-        else:
-            print(f"model    {cell_text(str(asked))} (configured in this kernel, for the next run)")
-            print(f"         this session's runs used {cell_text(used.described())}")
-        replays = sum(op.kind == "replay" for op in state.operations.values())
-        replayed = f" ({replays} replayed from the session, no model call)" if replays else ""
-        print(f"runs     {len(state.operations)}{replayed}; facts {state.last_seq}")
-        if open_op is not None:
-            print(f"running  {open_op.id}")
-        elif latest is not None:
-            print(
-                f"latest   {latest.kind} {latest.status}"
-                + (f" — {cell_text(latest.detail)}" if latest.detail else "")
-            )
-        # The calls cut off in the latest run, or in the run `%agent resume` would continue
-        # (a compaction may follow it); never those of a run since resumed: the resume
-        # settled them, they are history.
-        stopped = resumable_operation(state)
-        runs = {latest.id if latest else "", "" if isinstance(stopped, str) else stopped.id}
-        interrupted = [
-            i
-            for i in state.tool_intents.values()
-            if i.status == "interrupted" and i.operation_id in runs
-        ]
-        for intent in interrupted[-5:]:
-            call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
-            print(f"  ⚠ {call.rstrip()} — interrupted: {outcome_note('interrupted')}")
-        print(f"cost     {money(*session_cost(state))}")
-        print(f"context  {window_line(self.runtime.provider, state)}")
-        compacted = compaction_status(state)
-        if compacted:
-            print(f"         {compacted}")
-            print(f"summary  {summary_line(state)}")
+        print(status_text(self.runtime))
 
     def _cmd_forget_window(self) -> None:
         print(forget_window(self.runtime.provider, self.runtime.require_store()))
@@ -281,27 +234,7 @@ class AgentMagics(Magics):
 
     def _cmd_usage(self) -> None:
         state, read_only = self.runtime.read_state()
-        if read_only:
-            print(f"({read_only})")
-        t = state.totals
-        # The timeline's words and money (docs/glossary.md): the same session reads the
-        # same here, in the timeline display and in `tiny-agent-nb timeline`.
-        for run in usage_by_run(state):
-            cost, unpriced = run.cost
-            u = run.totals
-            used = usage(u.input_tokens, u.output_tokens, cost, unpriced, u.priced + u.unpriced)
-            stopped = run.detail if run.status == "budgetLimit" else None
-            stop = f" — {cell_text(stopped)}" if stopped else ""
-            print(f"{run.kind:<6} {run.status:<11} {used}{stop}")
-        cost, unpriced = session_cost(state)
-        if not (t.priced or unpriced):
-            print(f"total  {NO_USAGE}")
-            return
-        print(
-            f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "
-            f"{t.reasoning_tokens} reasoning, {t.cached_input_tokens} cached · "
-            f"cost {money(cost, unpriced)}"
-        )
+        print(usage_text(state, read_only))
 
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
         if demo and options["model"] is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..agent import (
     AgentError,
@@ -61,6 +61,8 @@ from ._provider import KernelProvider
 from ._report import OpenReport
 from ._session_model import SessionModel
 from ._user_cells import UserCells
+
+_R = TypeVar("_R")
 
 
 class NotebookRuntime:
@@ -365,25 +367,15 @@ class NotebookRuntime:
         return None if isinstance(stopped, str) else stopped
 
     def replay(
-        self,
-        run_id: str,
-        calls: Sequence[ToolIntent],
-        *,
-        cell_id: str | None,
-        ask: AskFn | None,
-        **options: Any,
+        self, run_id: str, calls: Sequence[ToolIntent], *, cell_id: str | None, **options: Any
     ) -> Replayed:
         """A replayed run of `run_id` (`AgentLoop.replay`): no model is asked or even made,
         no MCP server started; only its `python` calls run again, under the approval of
         `options` (`run`'s)."""
-        options["tools"] = ["python"]
-        loop = self._loop(provider=NO_MODEL, with_mcp=False, ask=ask, **options)
-        try:
-            return loop.replay(run_id, calls, cell_id=cell_id)
-        except AgentError as exc:
-            raise self._run_error(refusal_line(exc)) from None
-        finally:
-            loop.close()
+        return self._call(
+            lambda loop: loop.replay(run_id, calls, cell_id=cell_id),
+            **{**options, "tools": ["python"], "provider": NO_MODEL, "with_mcp": False},
+        )
 
     def resume(
         self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False, **options: Any
@@ -413,16 +405,9 @@ class NotebookRuntime:
             **options,
         )
 
-    def _call(
-        self,
-        what: Callable[[AgentLoop], RunResult],
-        *,
-        observer: LoopObserver,
-        ask: AskFn | None,
-        demo: bool = False,
-        **options: Any,
-    ) -> RunResult:
-        loop = self._loop(observer=observer, ask=ask, demo=demo, **options)
+    def _call(self, what: Callable[[AgentLoop], _R], **options: Any) -> _R:
+        """`what` of a loop made with `options` (`LoopBuilder.build`'s), closed after."""
+        loop = self._loop(**options)
         try:
             return what(loop)
         except AgentError as exc:

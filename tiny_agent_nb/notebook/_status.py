@@ -1,0 +1,90 @@
+"""What `%agent status` and `%agent usage` say: the session as the runtime has it."""
+
+from __future__ import annotations
+
+from ..agent import compaction_status, resumable_operation
+from ..render import cell_text
+from ..session import SessionState
+from ..timeline import ModelName, outcome_note, session_cost, session_models, usage_by_run
+from ..words import NO_USAGE, money, short_arguments, tokens, usage
+from ._report import call_label
+from ._runtime import NotebookRuntime
+from ._window_report import summary_line, window_line
+
+
+def status_text(runtime: NotebookRuntime) -> str:
+    """`%agent status`: the file, the model, the runs, what was cut off, cost, context."""
+    out: list[str] = []
+    state, read_only = runtime.read_state()
+    open_op = state.open_operation
+    latest = list(state.operations.values())[-1] if state.operations else None
+    path = runtime.session_path()
+    out.append(f"session  {cell_text(str(path))}" + (f" ({read_only})" if read_only else ""))
+    # The model the next run asks, and the ones the runs used when they differ (the
+    # header's is only what was configured when the file was created).
+    used = session_models(state)
+    asked = ModelName(*runtime.session_model.asked())
+    if used.used in ((), (asked,)):
+        out.append(f"model    {cell_text(str(asked))}")
+    else:
+        out.append(
+            f"model    {cell_text(str(asked))} (configured in this kernel, for the next run)"
+        )
+        out.append(f"         this session's runs used {cell_text(used.described())}")
+    replays = sum(op.kind == "replay" for op in state.operations.values())
+    replayed = f" ({replays} replayed from the session, no model call)" if replays else ""
+    out.append(f"runs     {len(state.operations)}{replayed}; facts {state.last_seq}")
+    if open_op is not None:
+        out.append(f"running  {open_op.id}")
+    elif latest is not None:
+        out.append(
+            f"latest   {latest.kind} {latest.status}"
+            + (f" — {cell_text(latest.detail)}" if latest.detail else "")
+        )
+    # The calls cut off in the latest run, or in the run `%agent resume` would continue
+    # (a compaction may follow it); never those of a run since resumed: the resume
+    # settled them, they are history.
+    stopped = resumable_operation(state)
+    runs = {latest.id if latest else "", "" if isinstance(stopped, str) else stopped.id}
+    interrupted = [
+        i
+        for i in state.tool_intents.values()
+        if i.status == "interrupted" and i.operation_id in runs
+    ]
+    for intent in interrupted[-5:]:
+        call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
+        out.append(f"  ⚠ {call.rstrip()} — interrupted: {outcome_note('interrupted')}")
+    out.append(f"cost     {money(*session_cost(state))}")
+    out.append(f"context  {window_line(runtime.provider, state)}")
+    compacted = compaction_status(state)
+    if compacted:
+        out.append(f"         {compacted}")
+        out.append(f"summary  {summary_line(state)}")
+    return "\n".join(out)
+
+
+def usage_text(state: SessionState, read_only: str | None) -> str:
+    """`%agent usage`: tokens and cost per run, then in total."""
+    out: list[str] = []
+    if read_only:
+        out.append(f"({read_only})")
+    t = state.totals
+    # The timeline's words and money (docs/glossary.md): the same session reads the
+    # same here, in the timeline display and in `tiny-agent-nb timeline`.
+    for run in usage_by_run(state):
+        cost, unpriced = run.cost
+        u = run.totals
+        used = usage(u.input_tokens, u.output_tokens, cost, unpriced, u.priced + u.unpriced)
+        stopped = run.detail if run.status == "budgetLimit" else None
+        stop = f" — {cell_text(stopped)}" if stopped else ""
+        out.append(f"{run.kind:<6} {run.status:<11} {used}{stop}")
+    cost, unpriced = session_cost(state)
+    if not (t.priced or unpriced):
+        out.append(f"total  {NO_USAGE}")
+        return "\n".join(out)
+    out.append(
+        f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "
+        f"{t.reasoning_tokens} reasoning, {t.cached_input_tokens} cached · "
+        f"cost {money(cost, unpriced)}"
+    )
+    return "\n".join(out)
