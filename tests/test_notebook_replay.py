@@ -254,7 +254,8 @@ def test_under_ask_one_question_shows_all_the_code_and_a_no_runs_none_of_it(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A terminal: no cell id, so the prompt and the options alone tell the run."""
+    """In-process, the cell id given as a frontend gives it; without one (a terminal)
+    the same words typed again ask the model again."""
     server.enqueue(
         tool_calls_reply(
             tool_call("p1", "python", {"code": "first = 1"}),
@@ -271,24 +272,31 @@ def test_under_ask_one_question_shows_all_the_code_and_a_no_runs_none_of_it(
 
     monkeypatch.setattr("builtins.input", answer)
     shell.run_line_magic("load_ext", "tiny_agent_nb")
-    cell = "Define two names."
-    shell.run_cell_magic("agent", "--approve ask", cell)
+    cell = "%%agent --approve ask\nDefine two names."
+
+    def run(cell_id: str | None = "cell-1") -> None:
+        assert shell.run_cell(cell, cell_id=cell_id).error_in_exec is None
+
+    run()
     assert len(questions) == 2 and len(server.requests) == 2
     for name in ("first", "second"):
         del shell.user_ns[name]
     capsys.readouterr()
 
-    shell.run_cell_magic("agent", "--approve ask", cell)  # asked once, answered no
+    run()  # asked once, answered no
     denied = capsys.readouterr().out
     assert len(questions) == 3
     assert "first = 1" in denied and "second = 2" in denied  # all the code, in one question
     assert "not run again: denied" in denied and REPLAYED in denied
     assert "first" not in shell.user_ns and "second" not in shell.user_ns
 
-    shell.run_cell_magic("agent", "--approve ask", cell)  # asked once, answered yes
+    run()  # asked once, answered yes
     assert len(questions) == 4
     assert (shell.user_ns["first"], shell.user_ns["second"]) == (1, 2)
     assert len(server.requests) == 2
+    server.enqueue(text_reply("Asked again."))
+    run(cell_id=None)  # no cell id: nothing tells this cell from another, so it asks
+    assert len(server.requests) == 3
     state = load_session(Path.cwd() / SESSION)
     replays = [op.id for op in state.operations.values() if op.kind == "replay"]
     outcomes = [i.status for i in state.tool_intents.values() if i.operation_id in replays]

@@ -71,8 +71,10 @@ class OperationGuard:
         ended by this guard if it raises instead (see the module)."""
         self.note = self._ending = None
         what = f"closing operation {operation_id}"
+        starting = True
         try:
             self.start(start)
+            starting = False
             return body(operation_id)
         except KeyboardInterrupt:
             reason = self._interrupted_by()
@@ -81,6 +83,8 @@ class OperationGuard:
                 return self._ending  # it came once the end was committed: it changes nothing
             raise
         except BaseException as exc:
+            if starting:
+                raise  # the file refused the start (`start`'s error): nothing is open
             error = truncate(f"{type(exc).__name__}: {exc}", MAX_DETAIL)
             detail = self._clean(
                 f"stopped by an unexpected error ({error}); everything before it is kept in "

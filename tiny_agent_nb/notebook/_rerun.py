@@ -11,8 +11,8 @@ instead of asking the model again, so Restart & Run All reproduces a notebook.
 - It failed, or nothing matches: the cell asks the model, as a new run.
 
 The cell is the notebook's cell id, which ipykernel passes with each execution
-(`pre_run_cell`'s `info.cell_id`); where a frontend sends none, runs without one are told
-apart by their prompt and options alone.
+(`pre_run_cell`'s `info.cell_id`). Where a frontend sends none (IPython in a terminal),
+nothing tells one cell from another typed with the same words, so every run asks.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class CellReplays:
             state, read_only = runtime.read_state()
         except NotebookError:
             return False
-        if read_only is not None or state.open_operation is not None:
+        if self.cell_id is None or read_only is not None or state.open_operation is not None:
             return False
         wanted, any_model = self._options(options, demo)
         if wanted is None:
