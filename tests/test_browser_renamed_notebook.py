@@ -39,7 +39,9 @@ from helpers.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("browser")
 PROMPT = "Remember the number 42."
-CELLS = ["%load_ext tiny_agent_nb", f"%%agent\n{PROMPT}", "%agent timeline"]
+# `--rerun`: each Run All asks the model again (unchanged, the cell would replay its run
+# from the session), so every run here goes on with the conversation the file holds.
+CELLS = ["%load_ext tiny_agent_nb", f"%%agent --rerun\n{PROMPT}", "%agent timeline"]
 
 
 def _notebook(path: Path) -> Path:
