@@ -2,8 +2,8 @@
 (started once, in tests/conftest.py: each start is seconds of CPU), and a page of it per
 session: its own notebook in its own directory, opened and run (Run > Run All Cells), with
 what a user would see of it read back (tests/test_browser.py, test_browser_answers.py,
-test_browser_maths.py, test_browser_renamed_notebook.py; test_browser_controls.py opens
-its own pages in the same JupyterLab).
+test_browser_maths.py, test_browser_renamed_notebook.py, test_browser_run_all.py;
+test_browser_controls.py opens its own pages in the same JupyterLab).
 
 Needs Debian's `chromium-headless-shell` or `chromium` (tests/helpers/browser_helpers.py
 prefers the first; `playwright install` is not used). Without either the tests are
