@@ -31,6 +31,7 @@ from ..redaction import StreamRedactor, redact
 from ..render import cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
+from ..timeline import outcome_note
 from ..tools import ToolOutput
 from ..words import short_arguments, whole_sentences
 from ._timeline_view import Publish, ipython_publish, trailing_render
@@ -75,6 +76,7 @@ class CellDisplay(LoopObserver):
         # committed) nor into a paragraph a tool line has closed.
         self._lock = threading.Lock()
         self._trailing: threading.Timer | None = None
+        self._running: dict[str, str] = {}  # the calls started and not ended: id -> name
 
     def on_stream(self, event: StreamEvent) -> None:
         if isinstance(event, ReasoningDelta):
@@ -155,14 +157,25 @@ class CellDisplay(LoopObserver):
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
+        self._running[call.id] = call.name
         self.say(f"→ {call.name} {short_arguments(dict(arguments))}")
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
         # A failure shows why (the result's last line: `[exit code 3]`, the exception),
         # not the first line of what the command printed; whole sentences of it.
+        self._running.pop(call.id, None)
         why = output.ending if outcome != "completed" else ""
         detail = f" — {whole_sentences(why, WHY)}" if why else ""
         self.say(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}")
+
+    def stopped(self, reason: str | None) -> None:
+        """The run was aborted for `reason` (as recorded): the calls it cut off say so,
+        in the timeline's words."""
+        running, self._running = self._running, {}
+        for name in running.values():
+            self.say(
+                f"{MARKS['interrupted']} {name} interrupted — {outcome_note('interrupted', reason)}"
+            )
 
     def _end_text(self) -> None:
         """A tool line closes the current paragraph of streamed text: its last update is
