@@ -17,6 +17,7 @@ note through `redact`. What the saved notebook keeps is what the session file ke
 
 from __future__ import annotations
 
+import html
 import logging
 import sys
 import threading
@@ -28,16 +29,22 @@ from typing import Any
 from ..agent import Compacted, LoopObserver, compaction_line
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
 from ..redaction import StreamRedactor, redact
-from ..render import cell_text
+from ..render import NO_MATHS, cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
 from ..timeline import outcome_note
-from ..tools import ToolOutput
-from ..words import short_arguments, whole_sentences
+from ..tools import ToolOutput, truncate
+from ..words import printable, short_arguments, whole_sentences
 from ._timeline_view import Publish, ipython_publish, trailing_render
 
 UPDATE_INTERVAL = 0.1
 WHY = 200  # characters of why a tool call failed, on its line in the cell
+# A call's output under its line: in HTML its head and tail up to FOLDED_CHARS, folded; in
+# text (a terminal, the saved notebook's text/plain) FOLDED_LINES first and last lines.
+FOLDED_CHARS = 2000
+FOLDED_LINES = 2
+FOLDED_WIDTH = 120
+FOLDED_STYLE = "max-height:16em;overflow:auto;white-space:pre-wrap;margin:2px 0 2px 1.5em"
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +174,28 @@ class CellDisplay(LoopObserver):
         why = output.ending if outcome != "completed" else ""
         detail = f" — {whole_sentences(why, WHY)}" if why else ""
         self.say(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}")
+        if outcome in ("completed", "error") and output.content.strip():
+            self._fold(output.content)
+
+    def _fold(self, content: str) -> None:
+        """A call's output (as committed: redacted) under its line: in a rich frontend
+        folded (`<details>`, escaped as the timeline's results are), its head and tail
+        when long; in a terminal its first and last lines, indented."""
+        content = redact(content, self._secrets)
+        lines = content.strip("\n").split("\n")  # a \r stays in its line, made visible
+        if len(lines) > 2 * FOLDED_LINES:
+            cut = len(lines) - 2 * FOLDED_LINES
+            lines = [*lines[:FOLDED_LINES], f"… {cut} lines …", *lines[-FOLDED_LINES:]]
+        text = "\n".join(f"    {cell_text(_cut(line))}" for line in lines)
+        if not self._rich:
+            print(text, flush=True)
+            return
+        shown = html.escape(printable(truncate(content, FOLDED_CHARS), keep_lines=True))
+        markup = (
+            f'{NO_MATHS}<details class="tan-tool-output"><summary>output</summary>'
+            f'<pre style="{FOLDED_STYLE}">{shown}</pre></details></div>'
+        )
+        self._publish({"text/plain": text, "text/html": markup}, display_id=_new_id(), update=False)
 
     def stopped(self, reason: str | None) -> None:
         """The run was aborted for `reason` (as recorded): the calls it cut off say so,
@@ -213,6 +242,11 @@ class CellDisplay(LoopObserver):
             elif final:
                 self._publish(answer_bundle(final), display_id=_new_id(), update=False)
             self._new_paragraph()
+
+
+def _cut(line: str) -> str:
+    """A line of output at most FOLDED_WIDTH characters, its spacing kept."""
+    return line if len(line) <= FOLDED_WIDTH else line[: FOLDED_WIDTH - 1] + "…"
 
 
 def _new_id() -> str:
