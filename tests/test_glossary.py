@@ -120,6 +120,7 @@ def test_the_glossary_names_the_words_the_surfaces_use() -> None:
         "usage unknown",
         "no usage reported",
         "it may have run; it was not run again",
+        "stopped with the Stop button",
         "cost unknown",
         "at least $0.003",
         "$0.002",

@@ -27,8 +27,11 @@ from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook._cell_runs import TickingObserver
 from tiny_agent_nb.notebook._controls import RunControls
 from tiny_agent_nb.provider import TextDelta
+from tiny_agent_nb.render import timeline_html
 from tiny_agent_nb.session import CompactionEntry, ToolCall, load_session
+from tiny_agent_nb.timeline import build_timeline
 
+from helpers.cli_helpers import cli
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
 from helpers.mcp_helpers import TEST_SERVER
 from helpers.mcp_notebook_helpers import marker_lines
@@ -153,10 +156,14 @@ def test_stop_while_a_compaction_is_summarized_ends_the_run_and_keeps_the_contex
 
 @pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
 def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+    start_kernel: StartKernel,
+    server: OpenAIServer,
+    workspace: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The main thread is inside the bash tool, and the click was sent to the main shell:
-    it is taken at once, not after the command's minute."""
+    it is taken at once, not after the command's minute. The cell, the timeline and the
+    command line say the stop the same way."""
     ui = frontend(start_kernel, "main shell")
     server.enqueue(
         tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"}))
@@ -173,6 +180,29 @@ def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
     assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
     assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
     unstuck(ui, server)
+    said_the_same_way(workspace, cell.stdout, capsys)
+
+
+STOPPED = "stopped with the Stop button"
+STOPPED_CALL = f"{STOPPED}; its effects up to then are kept"
+
+
+def said_the_same_way(workspace: Path, shown: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run the Stop button stopped, and the bash call it cut off, in the same words in
+    the file, the cell, the timeline and `tiny-agent-nb timeline` / `inspect`; the call
+    in a stop's words, never a crash's."""
+    assert [r["reason"] for r in records(workspace, "abortRequested")] == [STOPPED]
+    assert f"⚠ bash interrupted — {STOPPED_CALL}" in shown
+    state = load_session(workspace / SESSION)
+    page = timeline_html(build_timeline(state))
+    assert f"— {STOPPED_CALL}" in page and STOPPED in page
+    _, table, _ = cli(capsys, "timeline", str(workspace / SESSION))
+    _, inspected, _ = cli(capsys, "inspect", str(workspace / SESSION))
+    assert f"    {STOPPED}\n" in table  # the run's line
+    assert f"bash {STOPPED_CALL}" not in table and f"— {STOPPED_CALL}" in table
+    assert f"interrupted — {STOPPED_CALL}" in inspected and f"aborted ({STOPPED})" in inspected
+    for said in (shown, page, table, inspected):
+        assert "it may have run" not in said and "KeyboardInterrupt" not in said
 
 
 @pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")

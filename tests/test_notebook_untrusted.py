@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from tiny_agent_nb.notebook._display import answer_bundle
+from tiny_agent_nb.notebook._display import CellDisplay, answer_bundle
 from tiny_agent_nb.safe_markdown import safe_markdown
-from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+from tiny_agent_nb.session import HeaderInit, SessionStore, ToolCall, load_session
+from tiny_agent_nb.tools import ToolOutput
 
 from helpers.ipython_shell import run as run_cell
 from helpers.ipython_shell import shell
@@ -220,7 +221,8 @@ def test_model_text_tool_names_tool_output_and_server_errors_cannot_drive_the_te
     assert f"(HTTP 503: overloaded {osc_and_clear}" in out  # the retry line quotes the server
     assert f"Checking {escaped}now." in out  # streamed text
     assert "→ bash command=" in out
-    assert "✗ bash error — [exit code 3]\n" in out  # why it failed, not its output
+    assert "✗ bash error — [exit code 3]\n" in out  # why it failed, then its output, escaped
+    assert f"✗ bash error — [exit code 3]\n    {escaped} failed\n    [exit code 3]\n" in out
     # A tool name the model made up, and the error that quotes it.
     assert f"✗ ls{escaped} error — Unknown tool 'ls{escaped}'" in out
     assert f"Done {escaped}.\\r\nSecond\tline." in out  # lines and tabs are kept
@@ -375,3 +377,47 @@ def test_the_answer_bundle_keeps_the_answer_as_plain_text() -> None:
     bundle = answer_bundle(answer)
     assert bundle["text/plain"] == f"Done {PAYLOAD}\n\tindented\\x1b[2J"
     assert bundle["text/markdown"] == safe_markdown(answer)
+
+
+def _folded(rich: bool, content: str) -> list[dict[str, str]]:
+    """What a cell shows of a completed bash call whose output is `content`."""
+    shown: list[dict[str, str]] = []
+    cell = CellDisplay(
+        rich=rich,
+        secrets=["sk-cell-secret"],
+        publish=lambda bundle, **_: shown.append(bundle),
+        clock=lambda: 0.0,
+    )
+    call = ToolCall(id="c1", name="bash", arguments={"command": "make"})
+    cell.on_tool_start(call, call.arguments)
+    cell.on_tool_end(call, ToolOutput(content), "completed")
+    return shown
+
+
+LONG = "\n".join(
+    [f"start {PAYLOAD} sk-cell-secret{HOSTILE}", *(f"line {n}" for n in range(2000)), "the end"]
+)
+
+
+def test_a_calls_output_is_folded_under_its_line_as_inert_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """In a rich frontend the output is a `<details>` under the call's line: escaped as
+    the timeline escapes a result (no element, no terminal escape, no secret), its head
+    and tail when long; its text/plain, as a terminal's, a few indented lines."""
+    (bundle,) = _folded(True, LONG)
+    markup = bundle["text/html"]
+    assert "<details" in markup and "<summary>output</summary>" in markup
+    assert "<img" not in markup and "&lt;img src=x onerror=alert(1)&gt;" in markup
+    assert "\x1b" not in markup and "\\x1b]52" in markup and "sk-cell-secret" not in markup
+    assert "line 0\n" in markup and "the end" in markup and "line 1000\n" not in markup
+    assert "characters truncated" in markup
+    assert capsys.readouterr().out.splitlines()[-1] == "✓ bash completed"
+    text = bundle["text/plain"].splitlines()
+    assert text[0].startswith(f"    start {PAYLOAD} [redacted]\\x1b]52;c;cHduZWQ=\\x07")
+    assert controls(bundle["text/plain"]) == set()
+    assert text[1:] == ["    line 0", "    … 1998 lines …", "    line 1999", "    the end"]
+
+    assert _folded(False, LONG) == []  # a terminal: printed, the same lines
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-5:] == text and printed[-6] == "✓ bash completed"

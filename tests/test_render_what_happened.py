@@ -79,6 +79,30 @@ def test_a_call_re_read_or_cut_off_by_a_crash_says_so(store: SessionStore) -> No
     assert 'bash command="./deploy" — it may have run; it was not run again' in words
 
 
+def test_a_call_cut_off_by_a_stop_says_the_stop_not_a_crash(store: SessionStore) -> None:
+    """The run recorded who stopped it (`abortRequested.reason`): its call cut off says
+    that reason, escaped like all of the file's text, and its effects kept; the crash's
+    "it may have run" is for a process that died."""
+    run = Run(environment=store.header.environmentIdentity)
+    store.commit(run.start("Deploy"))
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [("c2", "bash", {"command": "./deploy"})]))
+    deploy = run.intent("c2", BASH, {"command": "./deploy"})
+    store.commit([deploy])
+    reason = "stopped by <b>a kernel restart</b>\x1b[2J"
+    stop = [f.abort_requested(run.operation_id, reason)]
+    store.commit([*stop, Run.result(deploy, "?", "interrupted"), *run.finish("aborted")])
+
+    timeline = build_timeline(store.load())
+    text = timeline_text(timeline)
+    said = 'bash command="./deploy" — stopped by <b>a kernel restart</b>\\x1b[2J; its effects'
+    assert f"tool  interrupted {said} up to then are kept" in text, text
+    markup = timeline_html(timeline)
+    assert "<b>a kernel" not in markup and "\x1b" not in markup
+    assert f"{said} up to then are kept" in _words(markup)
+    assert "it may have run" not in text + markup
+
+
 def test_each_tool_call_sits_under_the_attempt_that_asked_for_it(store: SessionStore) -> None:
     _two_steps(store)
     timeline = build_timeline(store.load())

@@ -21,7 +21,6 @@ from .timeline import (
     Timeline,
     ToolRow,
     Totals,
-    outcome_note,
     replay_note,
 )
 from .words import BUILTIN, money, printable, shorten, tool_label, usage
@@ -233,8 +232,7 @@ def _tool_html(tool: ToolRow) -> str:
     )
     # `tool_label`'s words, the name as code
     source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
-    happened = outcome_note(tool.status)
-    note = f" — {e(happened)}" if happened else ""
+    note = f" — {e(tool.note)}" if tool.note else ""
     return (
         f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
         f' data-status="{e(tool.status)}" data-replay-policy="{e(tool.replay_policy)}">'
@@ -337,8 +335,7 @@ def timeline_text(t: Timeline, *, color: bool = False, note: str | None = None) 
                 lines.append(f"  attempt {a.step}.{a.attempt} {status(a.status)}{latency}{error}")
             for tool in tools:  # under the attempt that asked for it
                 label = tool_label(tool.name, tool.source)
-                happened = outcome_note(tool.status)
-                note = f" — {happened}" if happened else ""
+                note = f" — {tool.note}" if tool.note else ""
                 lines.append(
                     f"    tool  {status(tool.status)} {label} {tool.summary}{note}"
                     f"{_tool_usage(tool)}"

@@ -115,16 +115,18 @@ def _intent_lines(state: SessionState) -> Iterator[str]:
     labels = [printable(intent_label(state, i)) for i in intents]
     width = max(map(len, labels), default=0)
     for intent, label in zip(intents, labels, strict=True):
-        yield from _intent(intent, label, width)
+        op = state.operations.get(intent.operation_id)
+        yield from _intent(intent, label, width, op.aborted_reason if op is not None else None)
 
 
-def _intent(intent: ToolIntent, label: str, width: int) -> Iterator[str]:
-    """What happened to a call (`replayed`: re-read after a crash), never its replay
-    policy on a call no crash cut off; a pending call says what recovery will do."""
+def _intent(intent: ToolIntent, label: str, width: int, stopped_by: str | None) -> Iterator[str]:
+    """What happened to a call (`replayed`: re-read after a crash; one a stop cut off,
+    by `stopped_by`), never its replay policy on a call no crash cut off; a pending call
+    says what recovery will do."""
     name = f"{label:<{width}}"
     if intent.status != "pending":
-        happened = outcome_note(intent.status)
-        yield f"    {name}  {intent.status}" + (f" — {happened}" if happened else "")
+        happened = outcome_note(intent.status, stopped_by)
+        yield f"    {name}  {intent.status}" + (f" — {printable(happened)}" if happened else "")
         return
     why = PENDING_SAFE_READ if intent.replay_policy == "safeRead" else PENDING_NEVER
     yield f"  ! {name}  pending — {why}"

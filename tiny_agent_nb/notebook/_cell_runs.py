@@ -26,6 +26,7 @@ from ._controls import RunControls, controls_available
 from ._display import CellDisplay
 from ._loops import AskFn
 from ._resume_offer import ResumeOffer
+from ._shutdown import STOP_BUTTON
 
 Go = Callable[[LoopObserver, AskFn], RunResult]
 
@@ -37,17 +38,24 @@ class CellRuns:
         *,
         rich: bool,
         stopped_run: Callable[[], Operation | None],
-        interrupted: Callable[[], str],
+        interrupted: Callable[[bool], str],
     ) -> None:
         """`stopped_run`: the run `%agent resume` would continue now, if any (the
         engine's rule, asked, not copied); `interrupted`: what a run stopped by a
-        KeyboardInterrupt (not the Stop button's) says last (a kernel shutting down says
-        so)."""
+        KeyboardInterrupt says last, given whether the Stop button sent it (a kernel
+        shutting down says so)."""
         self._shell = shell
         self._interrupted = interrupted
         self._rich = rich
         self._stopped_run = stopped_run
         self.offers: list[ResumeOffer] = []  # Resume buttons still live
+        self._controls: RunControls | None = None  # the running run's
+
+    def stopped_by(self) -> str | None:
+        """The running run's Stop button, when it was pressed: the abort's reason
+        (`AgentLoop`'s `stopped_by`)."""
+        controls = self._controls
+        return STOP_BUTTON if controls is not None and controls.stopped else None
 
     def controls(self) -> bool:
         """Buttons instead of `input()`: asked per cell, since it depends on the frontend
@@ -59,6 +67,7 @@ class CellRuns:
         with a Resume button that calls `resume`)."""
         self.withdraw_offers()  # they would no longer resume what they were shown under
         controls = RunControls(CommPump.of(self._shell)) if self.controls() else None
+        self._controls = controls
         observer: LoopObserver = view
         ask: AskFn = ask_with_input
         try:
@@ -69,18 +78,16 @@ class CellRuns:
             result = go(observer, ask)
         except KeyboardInterrupt:
             view.finish(None)
-            stopped = controls is not None and controls.stopped
             if controls is not None:
                 controls.finish()
-            print(
-                "■ Stopped with the Stop button. The abort is recorded; `%agent resume` "
-                "continues the run."
-                if stopped
-                else self._interrupted()
-            )
+            aborted = self._stopped_run()
+            if aborted is not None and aborted.status == "aborted":
+                view.stopped(aborted.aborted_reason)  # the calls it cut off, as recorded
+            print(self._interrupted(controls is not None and controls.stopped))
             self.offer_resume(resume)
             return None
         finally:
+            self._controls = None
             if controls is not None:
                 controls.finish()
         view.finish(result.text if result.outcome == "completed" else None)
@@ -141,6 +148,13 @@ class TickingObserver(LoopObserver):
     def on_closing(self) -> None:
         self._closing()
         self._inner.on_closing()
+
+    def on_request(self) -> None:
+        self._tick()
+        self._inner.on_request()
+
+    def on_response(self) -> None:  # no read: it may end a response a stop cut short
+        self._inner.on_response()
 
     def on_stream(self, event: StreamEvent) -> None:
         self._tick()

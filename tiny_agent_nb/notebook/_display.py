@@ -17,6 +17,7 @@ note through `redact`. What the saved notebook keeps is what the session file ke
 
 from __future__ import annotations
 
+import html
 import logging
 import sys
 import threading
@@ -28,15 +29,25 @@ from typing import Any
 from ..agent import Compacted, LoopObserver, compaction_line
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
 from ..redaction import StreamRedactor, redact
-from ..render import cell_text
+from ..render import NO_MATHS, cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
-from ..tools import ToolOutput
-from ..words import short_arguments, whole_sentences
+from ..timeline import outcome_note
+from ..tools import ToolOutput, truncate
+from ..words import printable, short_arguments, whole_sentences
 from ._timeline_view import Publish, ipython_publish, trailing_render
 
 UPDATE_INTERVAL = 0.1
 WHY = 200  # characters of why a tool call failed, on its line in the cell
+# A call's output under its line: in HTML its head and tail up to FOLDED_CHARS, folded; in
+# text (a terminal, the saved notebook's text/plain) FOLDED_LINES first and last lines.
+WAIT_TICK = 1.0  # s between two updates of the count while the model has not answered
+WAITING_WORDS = "Waiting for the model…"
+COUNTING = "tan-waiting-for-the-model"  # the count's thread, ended with the wait
+FOLDED_CHARS = 2000
+FOLDED_LINES = 2
+FOLDED_WIDTH = 120
+FOLDED_STYLE = "max-height:16em;overflow:auto;white-space:pre-wrap;margin:2px 0 2px 1.5em"
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +86,51 @@ class CellDisplay(LoopObserver):
         # committed) nor into a paragraph a tool line has closed.
         self._lock = threading.Lock()
         self._trailing: threading.Timer | None = None
+        self._running: dict[str, str] = {}  # the calls started and not ended: id -> name
+        self._waiting: Waiting | None = None  # the count while the model has not answered
+
+    def on_request(self) -> None:
+        """A model request is sent: until its answer's first text the cell counts the
+        seconds, in one display updated in place every WAIT_TICK, shown from the first
+        (a quick answer shows none). Only in a rich frontend: a terminal would get a
+        line each time."""
+        if not self._rich:
+            return
+        with self._lock:
+            self._hide_waiting()
+            waiting = self._waiting = Waiting(self._clock())
+        threading.Thread(target=self._count, args=(waiting,), name=COUNTING, daemon=True).start()
+
+    def on_response(self) -> None:
+        with self._lock:
+            self._hide_waiting()
+
+    def _count(self, waiting: Waiting) -> None:
+        try:
+            while not waiting.done.wait(WAIT_TICK):
+                with self._lock:
+                    if waiting.done.is_set():
+                        return
+                    seconds = int(self._clock() - waiting.since)
+                    bundle = {"text/plain": f"{WAITING_WORDS} {seconds}s"}
+                    self._publish(bundle, display_id=waiting.id, update=waiting.shown)
+                    waiting.shown = True
+        except Exception:
+            log.exception("the wait for the model failed to show")
+
+    def _stop_waiting(self) -> str | None:
+        """End the count (the lock held): the id of its display if it was shown, for the
+        answer to take over or to be emptied."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is None:
+            return None
+        waiting.done.set()
+        return waiting.id if waiting.shown else None
+
+    def _hide_waiting(self) -> None:
+        display_id = self._stop_waiting()
+        if display_id is not None:
+            self._publish({"text/plain": ""}, display_id=display_id, update=True)
 
     def on_stream(self, event: StreamEvent) -> None:
         if isinstance(event, ReasoningDelta):
@@ -86,9 +142,10 @@ class CellDisplay(LoopObserver):
             return
         with self._lock:
             self._text.feed(event.text)
-            if self._display_id is None:
-                self._display_id = _new_id()
-                self._draw(update=False)
+            if self._display_id is None:  # the count's display, if shown, is the answer's
+                counted = self._stop_waiting()
+                self._display_id = counted or _new_id()
+                self._draw(update=counted is not None)
                 return
             waited = self._clock() - self._last
             if waited >= UPDATE_INTERVAL:
@@ -155,14 +212,47 @@ class CellDisplay(LoopObserver):
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
         self._end_text()
+        self._running[call.id] = call.name
         self.say(f"→ {call.name} {short_arguments(dict(arguments))}")
 
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None:
         # A failure shows why (the result's last line: `[exit code 3]`, the exception),
         # not the first line of what the command printed; whole sentences of it.
+        self._running.pop(call.id, None)
         why = output.ending if outcome != "completed" else ""
         detail = f" — {whole_sentences(why, WHY)}" if why else ""
         self.say(f"{MARKS.get(outcome, '·')} {call.name} {outcome}{detail}")
+        if outcome in ("completed", "error") and output.content.strip():
+            self._fold(output.content)
+
+    def _fold(self, content: str) -> None:
+        """A call's output (as committed: redacted) under its line: in a rich frontend
+        folded (`<details>`, escaped as the timeline's results are), its head and tail
+        when long; in a terminal its first and last lines, indented."""
+        content = redact(content, self._secrets)
+        lines = content.strip("\n").split("\n")  # a \r stays in its line, made visible
+        if len(lines) > 2 * FOLDED_LINES:
+            cut = len(lines) - 2 * FOLDED_LINES
+            lines = [*lines[:FOLDED_LINES], f"… {cut} lines …", *lines[-FOLDED_LINES:]]
+        text = "\n".join(f"    {cell_text(_cut(line))}" for line in lines)
+        if not self._rich:
+            print(text, flush=True)
+            return
+        shown = html.escape(printable(truncate(content, FOLDED_CHARS), keep_lines=True))
+        markup = (
+            f'{NO_MATHS}<details class="tan-tool-output"><summary>output</summary>'
+            f'<pre style="{FOLDED_STYLE}">{shown}</pre></details></div>'
+        )
+        self._publish({"text/plain": text, "text/html": markup}, display_id=_new_id(), update=False)
+
+    def stopped(self, reason: str | None) -> None:
+        """The run was aborted for `reason` (as recorded): the calls it cut off say so,
+        in the timeline's words."""
+        running, self._running = self._running, {}
+        for name in running.values():
+            self.say(
+                f"{MARKS['interrupted']} {name} interrupted — {outcome_note('interrupted', reason)}"
+            )
 
     def _end_text(self) -> None:
         """A tool line closes the current paragraph of streamed text: its last update is
@@ -187,7 +277,11 @@ class CellDisplay(LoopObserver):
         streamed text: the saved notebook keeps what the file keeps."""
         with self._lock:
             display_id = self._close_paragraph()
+            waited = self._stop_waiting()
             streamed = self._text.final()
+            if waited is not None and (display_id is not None or not final):
+                self._publish({"text/plain": ""}, display_id=waited, update=True)
+                waited = None
             if not self._rich:
                 if streamed:
                     self._print_more(streamed)
@@ -198,8 +292,24 @@ class CellDisplay(LoopObserver):
                 bundle = answer_bundle(final or streamed)
                 self._publish(bundle, display_id=display_id, update=True)
             elif final:
-                self._publish(answer_bundle(final), display_id=_new_id(), update=False)
+                bundle = answer_bundle(final)
+                self._publish(bundle, display_id=waited or _new_id(), update=waited is not None)
             self._new_paragraph()
+
+
+class Waiting:
+    """One wait for the model's answer, counted from `since`."""
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.id = _new_id()
+        self.shown = False
+        self.done = threading.Event()
+
+
+def _cut(line: str) -> str:
+    """A line of output at most FOLDED_WIDTH characters, its spacing kept."""
+    return line if len(line) <= FOLDED_WIDTH else line[: FOLDED_WIDTH - 1] + "…"
 
 
 def _new_id() -> str:

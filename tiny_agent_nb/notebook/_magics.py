@@ -80,7 +80,7 @@ class AgentMagics(Magics):
         # A kernel restart or shutdown from the menu interrupts a running cell first:
         # the run's abort says which it was, not "interrupted by the user".
         self.shutdown = ShutdownWatch(shell)
-        runtime.stopped_by = self.shutdown.stopped_by
+        runtime.stopped_by = self._stopped_by
         self.runs = CellRuns(
             shell,
             rich=self._rich(),
@@ -176,8 +176,13 @@ class AgentMagics(Magics):
     def _view(self) -> CellDisplay:
         return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
 
-    def _interrupted(self) -> str:
-        return interrupted_line(shutting_down=self.shutdown.asked)
+    def _interrupted(self, stop_button: bool) -> str:
+        return interrupted_line(shutting_down=self.shutdown.asked, stop_button=stop_button)
+
+    def _stopped_by(self) -> str | None:
+        """Who stopped the running run: its Stop button (known at once), or a kernel
+        restart or shutdown (waited for); None: the user's interrupt."""
+        return self.runs.stopped_by() or self.shutdown.stopped_by()
 
     def _say_model(self, model: str | None, demo: bool) -> None:
         """The demo model's label (once per cell: its answer does not repeat it), and a

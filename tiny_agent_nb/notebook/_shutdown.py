@@ -17,6 +17,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+# An abort's reasons (`abortRequested.reason`) other than the user's Ctrl-C, as every
+# surface says them: the cell, the timeline, `%agent status`, `tiny-agent-nb`.
+STOP_BUTTON = "stopped with the Stop button"
 RESTARTED = "stopped by a kernel restart"
 SHUT_DOWN = "stopped by a kernel shutdown"
 # Seconds a run stopped by a KeyboardInterrupt waits for a shutdown request to follow.
@@ -70,8 +73,13 @@ def _restarting(shell: Any) -> bool:
         return False
 
 
-def interrupted_line(*, shutting_down: bool) -> str:
+def interrupted_line(*, shutting_down: bool, stop_button: bool = False) -> str:
     """What a cell stopped by a KeyboardInterrupt says last."""
+    if stop_button:  # the reason as recorded, as a sentence
+        return (
+            f"■ {STOP_BUTTON[0].upper()}{STOP_BUTTON[1:]}. The abort is recorded; "
+            "`%agent resume` continues the run."
+        )
     if shutting_down:
         return (
             "■ Stopped: the kernel is shutting down. The abort is recorded; in the next "

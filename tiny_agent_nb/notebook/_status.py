@@ -53,7 +53,9 @@ def status_text(runtime: NotebookRuntime) -> str:
     ]
     for intent in interrupted[-5:]:
         call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
-        out.append(f"  ⚠ {call.rstrip()} — interrupted: {outcome_note('interrupted')}")
+        op = state.operations.get(intent.operation_id)
+        note = outcome_note("interrupted", op.aborted_reason if op is not None else None)
+        out.append(f"  ⚠ {call.rstrip()} — interrupted: {cell_text(note or '')}")
     out.append(f"cost     {money(*session_cost(state))}")
     out.append(f"context  {window_line(runtime.provider, state)}")
     compacted = compaction_status(state)

@@ -9,7 +9,7 @@ import json
 
 from ..session import SessionState, ToolIntent, ToolResultEntry, UserEntry
 from ..words import cap, first_line, short_arguments
-from ._calls import called_name
+from ._calls import called_name, outcome_note
 from ._compactions import compaction_notes
 from ._kernels import kernel_boundaries
 from ._models import session_models
@@ -35,6 +35,7 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
         else None
     )
     u = state.usage.get(i.id)
+    op = state.operations.get(i.operation_id)
     return ToolRow(
         id=i.id,
         attempt_id=i.attempt_id,
@@ -45,6 +46,7 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
         replay_policy=i.replay_policy,
         status=i.status,
         result=cap(content, 2000) if content is not None else None,
+        note=outcome_note(i.status, op.aborted_reason if op is not None else None),
         input_tokens=u.inputTokens if u else None,
         output_tokens=u.outputTokens if u else None,
         cost=u.cost if u else None,

@@ -12,16 +12,23 @@ from ..words import tool_label
 REPLAY_WORDS = {"safeRead": "re-read after a crash", "never": "never re-run"}
 
 # What happened to a call, where its status alone does not say it: a call re-run after a
-# crash (`replayed`), one cut off by a crash or a stop (`interrupted`).
+# crash (`replayed`), one cut off by a crash (`interrupted`).
 OUTCOME_WORDS = {
     "replayed": "re-read after a crash",
     "interrupted": "it may have run; it was not run again",
 }
+# A call cut off by a stop its run recorded, after the stop's reason: the process lived
+# on and stopped the call itself, so nothing is unknown but how far it got.
+STOPPED_CALL = "its effects up to then are kept"
 
 
-def outcome_note(status: str) -> str | None:
+def outcome_note(status: str, stopped_by: str | None = None) -> str | None:
     """What happened to a call whose status is `status`, in words; None when the status
-    says it all (`completed`, `error`, `denied`, `pending`)."""
+    says it all (`completed`, `error`, `denied`, `pending`). `stopped_by`: the reason of
+    its run's abort (`abortRequested.reason`), which is what cut an `interrupted` call
+    of an aborted run off, not a crash."""
+    if status == "interrupted" and stopped_by:
+        return f"{stopped_by}; {STOPPED_CALL}"
     return OUTCOME_WORDS.get(status)
 
 

@@ -34,6 +34,7 @@ class ToolRow:
     replay_policy: str
     status: str  # pending | completed | error | interrupted | replayed | denied
     result: str | None  # preview of the result content
+    note: str | None  # what happened to it, in words, where its status does not say it
     # Usage the tool reported about its own call (an MCP tool that calls a model); None:
     # it reported nothing.
     input_tokens: int | None = None
