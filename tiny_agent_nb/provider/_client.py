@@ -25,6 +25,7 @@ from .._version import __version__
 from ..redaction import redact, redact_url, url_secrets
 from ._answer import EventSink, read_answer
 from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
+from ._deadline import bind_deadlines, within
 from ._encoded import CACHE_KEY, EncodedHistory, encoded
 from ._errors import (
     attempt_timed_out,
@@ -59,12 +60,14 @@ def _ignore(event: StreamEvent) -> None:
 def http_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """The HTTP client requests go through. One can serve many `Provider`s (a notebook
     keeps one per session, so its cells reuse one keep-alive connection); each request
-    carries its provider's own timeouts and headers."""
-    return httpx.Client(
+    carries its provider's own timeouts, deadline and headers."""
+    client = httpx.Client(
         transport=transport,
         follow_redirects=False,
         headers={"user-agent": f"tiny-agent-nb/{__version__}"},
     )
+    bind_deadlines(client)
+    return client
 
 
 class Provider:
@@ -116,10 +119,9 @@ class Provider:
         if in_url:
             redact_httpx_logs()
         self._shown_url = redact_url(str(target)) if target else config.redacted_base_url
-        # A silent server is cut at the attempt's end too, not only read_timeout later.
         self._timeout = httpx.Timeout(
             connect=config.connect_timeout,
-            read=min(config.read_timeout, config.attempt_timeout),
+            read=config.read_timeout,
             write=config.read_timeout,
             pool=config.connect_timeout,
         )
@@ -234,9 +236,12 @@ class Provider:
             # httpx types its pieces as bytes, but writes any bytes-like one: the context's
             # views of its memory maps (`Encoded`) go out as they are, uncopied.
             content = cast("Iterator[bytes]", iter(body))
-            with self._client.stream(
-                "POST", url, content=content, headers=headers, timeout=self._timeout
-            ) as response:
+            with (
+                within(lambda: deadline - self._clock()),
+                self._client.stream(
+                    "POST", url, content=content, headers=headers, timeout=self._timeout
+                ) as response,
+            ):
                 encoding = response.headers.get("content-encoding", "")
                 chunks = self._metered(decoded(response.iter_raw(), encoding), deadline)
                 if not response.is_success:
@@ -258,7 +263,7 @@ class Provider:
                 retryable=False,
             ) from None  # its message may quote the URL, credentials and all
         except httpx.HTTPError as exc:
-            if isinstance(exc, httpx.ReadTimeout) and self._clock() >= deadline:
+            if isinstance(exc, httpx.TimeoutException) and self._clock() >= deadline:
                 raise attempt_timed_out(self._config) from exc
             raise transport_error(self._config, exc) from exc
 
@@ -298,7 +303,10 @@ class Provider:
             if basic is not None:
                 headers["authorization"] = basic
             timeout = httpx.Timeout(left)
-            with self._client.stream("GET", url, headers=headers, timeout=timeout) as got:
+            with (
+                within(lambda: deadline - self._clock()),
+                self._client.stream("GET", url, headers=headers, timeout=timeout) as got,
+            ):
                 encoding = got.headers.get("content-encoding", "")
                 chunks = self._metered(decoded(got.iter_raw(), encoding), deadline)
                 if not got.is_success:
@@ -313,10 +321,8 @@ class Provider:
             return b""
 
     def _metered(self, chunks: Iterator[bytes], deadline: float) -> Iterator[bytes]:
-        """`chunks`, cut off once the answer passes `max_response_bytes` or `deadline`.
-
-        Checked as bytes arrive: a server that sends nothing at all is `read_timeout`'s.
-        """
+        """`chunks`, cut off once the answer passes `max_response_bytes` or `deadline`
+        (between the reads `_deadline` bounds)."""
         limit, total = self._config.max_response_bytes, 0
         for chunk in chunks:
             total += len(chunk)
