@@ -477,6 +477,7 @@ class RecordedRequest:
     outcome: str = "pending"  # served | dropped | client-gone | rejected | invalid | too-long
     problem: str | None = None  # why it was rejected, invalid or too long
     tokens: int | None = None  # estimated tokens of a valid chat request
+    arrived: float = 0.0  # time.perf_counter() when its request line was read
     finished: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def log_line(self) -> str:
@@ -668,6 +669,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # tests read server.requests, not stderr
 
+    def parse_request(self) -> bool:
+        self.arrived = time.perf_counter()  # the request line is in: the client's wait ends
+        return super().parse_request()
+
     def setup(self) -> None:
         super().setup()
         self.server.app._connected(+1)
@@ -778,6 +783,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             raw=raw,
             body=body,
+            arrived=self.arrived,
         )
         app._record(request)
         try:
