@@ -5,26 +5,14 @@ drawn during the pause (a trailing render), never over the final answer."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
-from test_notebook_controls import frontend
 
-from tiny_agent_nb.notebook._display import (
-    COUNTING,
-    UPDATE_INTERVAL,
-    WAIT_TICK,
-    WAITING_WORDS,
-    CellDisplay,
-)
+from tiny_agent_nb.notebook._display import UPDATE_INTERVAL, CellDisplay
 from tiny_agent_nb.provider import TextDelta
 from tiny_agent_nb.session import ToolCall
 
-from helpers.kernel_helpers import StartKernel, start_kernel, workspace
-from helpers.openai_server import OpenAIServer, text_reply
 from helpers.polling import wait_until
-
-__all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
 
 TIMEOUT = 10.0  # s; a trailing render comes UPDATE_INTERVAL after the text it draws
 
@@ -145,83 +133,3 @@ def test_a_key_streamed_to_a_terminal_is_printed_redacted(
     assert out == (
         "Use [redacted] here.\nAnd again: [redacted]\nNote: the server said [redacted]\nBye.\n"
     )
-
-
-# ---------------------------------------------------------------- waiting for the model
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def counting() -> bool:
-    return any(t.name == COUNTING for t in threading.enumerate())
-
-
-@pytest.mark.parametrize("answer", ["text", "a tool call"])
-def test_the_cell_counts_the_seconds_the_model_takes_then_shows_its_answer_there(
-    answer: str,
-) -> None:
-    """A slow local model showed a Stop button alone for 50 s: while the model has not
-    answered, one display says so and counts (updated in place at most every WAIT_TICK);
-    the answer's first text takes that display over; an answer with no text (a tool
-    call) empties it."""
-    shown, clock = Shown(), Clock()
-    cell = CellDisplay(rich=True, publish=shown, clock=clock)
-    cell.on_request()
-    clock.now = 50.0
-    wait_until(lambda: f"{WAITING_WORDS} 50s" in shown.texts.values(), 10 * WAIT_TICK, "50s")
-    clock.now = 51.0
-    wait_until(lambda: f"{WAITING_WORDS} 51s" in shown.texts.values(), 10 * WAIT_TICK, "51s")
-    (counted,) = shown.texts
-    if answer == "text":
-        cell.on_stream(TextDelta("Here"))
-        cell.on_response()
-        cell.finish("Here it is.")
-        assert shown.texts == {counted: "Here it is."}
-    else:
-        cell.on_response()
-        cell.finish(None)
-        assert shown.texts == {counted: ""}
-    wait_until(lambda: not counting(), 10 * WAIT_TICK, "the count's thread to end")
-    assert [update for _, update, _ in shown.calls].count(False) == 1  # one display
-
-
-def test_a_quick_answer_shows_no_count_and_a_terminal_never_one(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    shown = Shown()
-    cell = CellDisplay(rich=True, publish=shown, clock=lambda: 0.0)
-    cell.on_request()
-    cell.on_stream(TextDelta("Quick."))
-    cell.on_response()
-    cell.finish("Quick.")
-    assert [text for _, _, text in shown.calls] == ["Quick.", "Quick."]
-    wait_until(lambda: not counting(), 10 * WAIT_TICK, "the count's thread to end")
-
-    terminal = CellDisplay(rich=False)
-    terminal.on_request()
-    assert not counting()  # nothing counts: a line a second would flood a terminal
-    terminal.on_response()
-    terminal.finish("Done.")
-    assert capsys.readouterr().out == "Done.\n"
-
-
-def test_a_kernel_cell_counts_while_the_answer_is_held_then_shows_the_answer(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
-) -> None:
-    """In a real kernel with a frontend: the count is drawn in the cell (from its
-    thread, under the cell's own parent) while the server holds the answer, and the
-    answer takes its place."""
-    ui = frontend(start_kernel, "main shell")
-    answer = threading.Event()
-    server.enqueue(text_reply("Thought it over.", hold=answer))
-    cell = ui.send("%%agent\nTake your time.")
-    ui.until(lambda: WAITING_WORDS in cell.text(), "the count in the cell")
-    answer.set()
-    ui.finish(cell)
-    assert "Thought it over." in cell.text() and WAITING_WORDS not in cell.text()

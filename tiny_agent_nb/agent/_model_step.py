@@ -184,13 +184,9 @@ class ModelStep:
     def _ask(self, stream: bool | None) -> Completion:
         context = self._projection.context()
         on_event = self._observer.on_stream
-        self._observer.on_request()
-        try:
-            if stream is None:
-                return self._provider.complete(context, self._schemas, on_event=on_event)
-            return self._provider.complete(context, self._schemas, on_event=on_event, stream=stream)
-        finally:
-            self._observer.on_response()
+        if stream is None:
+            return self._provider.complete(context, self._schemas, on_event=on_event)
+        return self._provider.complete(context, self._schemas, on_event=on_event, stream=stream)
 
     def _last_request(self) -> Measure | None:
         last = self._projection.last_request()

@@ -149,13 +149,6 @@ class TickingObserver(LoopObserver):
         self._closing()
         self._inner.on_closing()
 
-    def on_request(self) -> None:
-        self._tick()
-        self._inner.on_request()
-
-    def on_response(self) -> None:  # no read: it may end a response a stop cut short
-        self._inner.on_response()
-
     def on_stream(self, event: StreamEvent) -> None:
         self._tick()
         self._inner.on_stream(event)

@@ -41,9 +41,6 @@ UPDATE_INTERVAL = 0.1
 WHY = 200  # characters of why a tool call failed, on its line in the cell
 # A call's output under its line: in HTML its head and tail up to FOLDED_CHARS, folded; in
 # text (a terminal, the saved notebook's text/plain) FOLDED_LINES first and last lines.
-WAIT_TICK = 1.0  # s between two updates of the count while the model has not answered
-WAITING_WORDS = "Waiting for the model…"
-COUNTING = "tan-waiting-for-the-model"  # the count's thread, ended with the wait
 FOLDED_CHARS = 2000
 FOLDED_LINES = 2
 FOLDED_WIDTH = 120
@@ -87,50 +84,6 @@ class CellDisplay(LoopObserver):
         self._lock = threading.Lock()
         self._trailing: threading.Timer | None = None
         self._running: dict[str, str] = {}  # the calls started and not ended: id -> name
-        self._waiting: Waiting | None = None  # the count while the model has not answered
-
-    def on_request(self) -> None:
-        """A model request is sent: until its answer's first text the cell counts the
-        seconds, in one display updated in place every WAIT_TICK, shown from the first
-        (a quick answer shows none). Only in a rich frontend: a terminal would get a
-        line each time."""
-        if not self._rich:
-            return
-        with self._lock:
-            self._hide_waiting()
-            waiting = self._waiting = Waiting(self._clock())
-        threading.Thread(target=self._count, args=(waiting,), name=COUNTING, daemon=True).start()
-
-    def on_response(self) -> None:
-        with self._lock:
-            self._hide_waiting()
-
-    def _count(self, waiting: Waiting) -> None:
-        try:
-            while not waiting.done.wait(WAIT_TICK):
-                with self._lock:
-                    if waiting.done.is_set():
-                        return
-                    seconds = int(self._clock() - waiting.since)
-                    bundle = {"text/plain": f"{WAITING_WORDS} {seconds}s"}
-                    self._publish(bundle, display_id=waiting.id, update=waiting.shown)
-                    waiting.shown = True
-        except Exception:
-            log.exception("the wait for the model failed to show")
-
-    def _stop_waiting(self) -> str | None:
-        """End the count (the lock held): the id of its display if it was shown, for the
-        answer to take over or to be emptied."""
-        waiting, self._waiting = self._waiting, None
-        if waiting is None:
-            return None
-        waiting.done.set()
-        return waiting.id if waiting.shown else None
-
-    def _hide_waiting(self) -> None:
-        display_id = self._stop_waiting()
-        if display_id is not None:
-            self._publish({"text/plain": ""}, display_id=display_id, update=True)
 
     def on_stream(self, event: StreamEvent) -> None:
         if isinstance(event, ReasoningDelta):
@@ -142,10 +95,9 @@ class CellDisplay(LoopObserver):
             return
         with self._lock:
             self._text.feed(event.text)
-            if self._display_id is None:  # the count's display, if shown, is the answer's
-                counted = self._stop_waiting()
-                self._display_id = counted or _new_id()
-                self._draw(update=counted is not None)
+            if self._display_id is None:
+                self._display_id = _new_id()
+                self._draw(update=False)
                 return
             waited = self._clock() - self._last
             if waited >= UPDATE_INTERVAL:
@@ -277,11 +229,7 @@ class CellDisplay(LoopObserver):
         streamed text: the saved notebook keeps what the file keeps."""
         with self._lock:
             display_id = self._close_paragraph()
-            waited = self._stop_waiting()
             streamed = self._text.final()
-            if waited is not None and (display_id is not None or not final):
-                self._publish({"text/plain": ""}, display_id=waited, update=True)
-                waited = None
             if not self._rich:
                 if streamed:
                     self._print_more(streamed)
@@ -292,19 +240,8 @@ class CellDisplay(LoopObserver):
                 bundle = answer_bundle(final or streamed)
                 self._publish(bundle, display_id=display_id, update=True)
             elif final:
-                bundle = answer_bundle(final)
-                self._publish(bundle, display_id=waited or _new_id(), update=waited is not None)
+                self._publish(answer_bundle(final), display_id=_new_id(), update=False)
             self._new_paragraph()
-
-
-class Waiting:
-    """One wait for the model's answer, counted from `since`."""
-
-    def __init__(self, since: float) -> None:
-        self.since = since
-        self.id = _new_id()
-        self.shown = False
-        self.done = threading.Event()
 
 
 def _cut(line: str) -> str:
