@@ -26,7 +26,6 @@ from test_browser import (
     TIMELINE,
     Lab,
     LabSession,
-    _code_cell,
     _lab,
     _saved_cells,
     screenshot_on_failure,
@@ -34,6 +33,7 @@ from test_browser import (
 
 from tiny_agent_nb.session import load_session
 
+from helpers.lab import write_notebook
 from helpers.openai_server import text_reply
 from helpers.polling import wait_until
 
@@ -44,22 +44,9 @@ PROMPT = "Remember the number 42."
 CELLS = ["%load_ext tiny_agent_nb", f"%%agent --rerun\n{PROMPT}", "%agent timeline"]
 
 
-def _notebook(path: Path) -> Path:
-    notebook = {
-        "cells": [_code_cell(n, source) for n, source in enumerate(CELLS)],
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def untitled(lab: Lab, browser: Any) -> Iterator[LabSession]:
-    path = _notebook(lab.directory("renamed") / "Untitled.ipynb")
+    path = write_notebook(lab.directory("renamed") / "Untitled.ipynb", CELLS)
     lab.server.enqueue(text_reply("I will remember 42."))
     with _lab(lab, path, [], [], browser) as session:
         yield session

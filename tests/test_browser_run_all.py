@@ -12,10 +12,8 @@ still has one line, the proposal is not inserted again. The replayed cells are s
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +22,9 @@ from helpers.lab import (
     RUN_FINISHED_JS,
     Lab,
     LabSession,
-    _code_cell,
     _lab,
     screenshot_on_failure,
+    write_notebook,
 )
 from helpers.openai_server import text_reply, tool_call, tool_calls_reply
 from helpers.polling import wait_until
@@ -48,22 +46,9 @@ AGENT_CELLS = [n for n, source in enumerate(CELLS) if source.startswith("%%agent
 ERROR = '.jp-Notebook [data-mime-type="application/vnd.jupyter.stderr"]'  # and tracebacks
 
 
-def _notebook(path: Path) -> Path:
-    notebook = {
-        "cells": [_code_cell(n, source) for n, source in enumerate(CELLS)],
-        "metadata": {
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def run_all(lab: Lab, browser: Any) -> Iterator[LabSession]:
-    path = _notebook(lab.directory("run-all") / "analysis.ipynb")
+    path = write_notebook(lab.directory("run-all") / "analysis.ipynb", CELLS)
     lab.server.enqueue(
         tool_calls_reply(
             tool_call("p1", "python", {"code": "answer = 42\ndef double(x):\n    return 2 * x"})

@@ -87,6 +87,21 @@ def _code_cell(n: int, source: str) -> dict[str, Any]:
     }
 
 
+def write_notebook(path: Path, sources: list[str]) -> Path:
+    """An nbformat 4.5 notebook at `path` whose code cells are `sources` (ids cell-0...),
+    for the python3 kernel."""
+    notebook = {
+        "cells": [_code_cell(n, source) for n, source in enumerate(sources)],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    return path
+
+
 # ---------------------------------------------------------------- the session
 
 
