@@ -221,11 +221,22 @@ def test_each_servers_context_too_long_answer_fails_as_context_length(
         ("This model's maximum context length is 12 tokens.", None),  # below any prompt
         ("This model's maximum context length is 99999999999 tokens.", None),  # 11 digits
         ("This model's maximum context length is 1,048,576 tokens.", 1_048_576),
+        ("This model's maximum context length is 1,000,000,000,000 tokens.", None),
+        ("This model's maximum context length is 8,192, not more.", 8192),
         ("This model's maximum context length is -4096 tokens.", None),
         ("This model's maximum context length is 4096.5 tokens.", 4096),
         ("request (10 tokens) exceeds the available context size (0x1000 tokens)", None),
     ],
-    ids=["tiny", "eleven digits", "commas", "negative", "a fraction", "hex"],
+    ids=[
+        "tiny",
+        "eleven digits",
+        "commas",
+        "thirteen digits in commas",
+        "a comma after",
+        "negative",
+        "a fraction",
+        "hex",
+    ],
 )
 def test_the_window_in_a_servers_words_is_believed_only_when_plausible(
     server: OpenAIServer, message: str, window: int | None

@@ -98,8 +98,9 @@ def context_too_long(
 
 
 # The numbers are untrusted text: only a plain count of at most 9 digits, in a plausible
-# range (MIN_WINDOW..MAX_WINDOW: a smaller "window" is a misreading), is believed.
-_COUNT = r"(\d{1,3}(?:,\d{3}){1,2}|\d{1,9})(?!\d)"
+# range (MIN_WINDOW..MAX_WINDOW: a smaller "window" is a misreading), is believed. A count
+# goes on past a comma followed by a digit: "1,000,000,000,000" is not read as 1,000,000.
+_COUNT = r"(\d{1,3}(?:,\d{3}){1,2}|\d{1,9})(?!,?\d)"
 _WINDOW_WORDS = (
     re.compile(r"maximum context length is " + _COUNT, re.IGNORECASE),  # OpenAI, vLLM, ...
     re.compile(r"available context size \(" + _COUNT + r" tokens?\)", re.IGNORECASE),
