@@ -12,7 +12,6 @@ found" after reopening).
 
 from __future__ import annotations
 
-import html
 import json
 import threading
 from pathlib import Path
@@ -99,12 +98,10 @@ def test_a_click_on_allow_runs_the_call_and_the_notebook_keeps_what_was_answered
     )
     cell = ui.send("%%agent --approve ask\nWrite the file.")
     allow = ui.wait_for_button("Allow")
-    # The whole call is shown before the click, escaped, and nothing ran yet.
-    question = next(
-        m.state["value"] for m in ui.models.values() if m.state.get("_model_name") == "HTMLModel"
-    )
+    # The whole call is shown before the click, as text, and nothing ran yet.
+    question = ui.questions()[-1].state["text"]
     assert "bash wants to run with:" in question
-    assert html.escape(command) in question  # the call is data: escaped in the HTML widget
+    assert command in question
     assert not (workspace / "approved.txt").exists()
     ui.click(allow)
     ui.finish(cell)
@@ -153,9 +150,7 @@ def test_a_character_no_one_sees_is_shown_escaped_in_the_question_and_refused_in
     )
     cell = ui.send("%%agent --approve ask\nTurn the dry run off.")
     deny = ui.wait_for_button("Deny")
-    question = next(
-        m.state["value"] for m in ui.models.values() if m.state.get("_model_name") == "HTMLModel"
-    )
+    question = ui.questions()[-1].state["text"]
     assert "  code: dry_run\\u034f = True" in question
     assert "\u034f" not in question  # the character itself never reaches the screen
     ui.click(deny)
@@ -182,10 +177,8 @@ def test_the_question_shows_a_carriage_return_bash_would_read(
     )
     cell = ui.send("%%agent --approve ask\nTouch it in build.")
     deny = ui.wait_for_button("Deny")
-    question = next(
-        m.state["value"] for m in ui.models.values() if m.state.get("_model_name") == "HTMLModel"
-    )
-    assert "    │ cd build\\r\n    │ touch moved\n" in html.unescape(question)
+    question = ui.questions()[-1].state["text"]
+    assert "    │ cd build\\r\n    │ touch moved\n" in question
     ui.click(deny)
     ui.finish(cell)
     assert not (workspace / "moved").exists()
@@ -277,8 +270,7 @@ def test_allowing_a_tool_for_the_rest_of_the_run_asks_once_per_run(
     ui.click(ui.wait_for_button("Allow bash for the rest of this run"))
     ui.finish(cell)
     assert (workspace / "log.txt").read_text() == "1\n2\n3\n"
-    asked = [m for m in ui.models.values() if m.state.get("description") == "Deny"]
-    assert len(asked) == 1, "asked more than once in one run"
+    assert len(ui.questions()) == 1, "asked more than once in one run"
     assert "allowed by you, with every bash call for the rest of this run" in cell.text()
 
     # The next run asks again: the answer never outlives its run.

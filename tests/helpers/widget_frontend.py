@@ -4,6 +4,7 @@
     cell = frontend.send("%%agent --approve ask\\n...")  # stdin allowed, as JupyterLab sends
     allow = frontend.wait_for_button(cell, "Allow")
     frontend.click(allow)                             # a comm_msg, as a button's click
+    frontend.press_key(allow.model, "Escape")         # a key, as the question sends it
     frontend.finish(cell)
     cell.outputs()                                    # what a saved notebook keeps
 
@@ -13,6 +14,10 @@ display replaced in place when an update names its display id (as JupyterLab's o
 area does, also for an output of an earlier cell). A click goes to the main shell, as
 JupyterLab 4.3 or a frontend without comm subshells sends it, or, after
 `use_comm_subshell()`, on a subshell of its own, as JupyterLab 4.4+ sends it.
+
+The approval question is one widget (notebook/_keyed_buttons.py) that draws its buttons
+itself: each of them is a `Choice` of its model, clicked with the message its view
+sends, and a key it answers to is sent as its view sends it (`press_key`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,15 @@ class Model:
     comm_id: str
     state: dict[str, Any]
     open: bool = True
+
+
+@dataclass
+class Choice:
+    """A button a keyed-buttons widget draws (its model's `buttons`)."""
+
+    model: Model
+    choice: str
+    label: str
 
 
 class WidgetFrontend:
@@ -152,23 +166,31 @@ class WidgetFrontend:
         return cell.reply if cell.reply is not None else self._shell_reply(cell.msg_id)
 
     # ---------------------------------------------------------------- widgets
-    def buttons(self, description: str) -> list[Model]:
-        return [
-            m
-            for m in self.models.values()
-            if m.open
-            and m.state.get("_model_name") == "ButtonModel"
-            and m.state.get("description") == description
-        ]
+    def buttons(self, description: str) -> list[Model | Choice]:
+        found: list[Model | Choice] = []
+        for m in self.models.values():
+            if m.open and m.state.get("_model_name") == "ButtonModel":
+                found += [m] if m.state.get("description") == description else []
+            elif m.open:
+                found += [c for c in _choices(m) if c.label == description]
+        return found
 
-    def wait_for_button(self, description: str, timeout: float = EXECUTE_TIMEOUT) -> Model:
+    def questions(self) -> list[Model]:
+        """Every approval question the kernel opened (closed ones too), in order."""
+        return [m for m in self.models.values() if _choices(m)]
+
+    def wait_for_button(self, description: str, timeout: float = EXECUTE_TIMEOUT) -> Model | Choice:
         """The newest `description` button a cell shows: a user clicks what is on screen.
         A button's comm opens before the kernel has wired it and shown it (its click
         handler, the comm's subshell), so a click on a model merely opened can be lost."""
 
-        def shown() -> list[Model]:
+        def shown() -> list[Model | Choice]:
             on_screen = {id(m) for cell in self.cells for m in self._shown_tree(cell)}
-            return [m for m in self.buttons(description) if id(m) in on_screen]
+            return [
+                b
+                for b in self.buttons(description)
+                if id(b.model if isinstance(b, Choice) else b) in on_screen
+            ]
 
         found = self.until(shown, f"a {description!r} button shown", timeout)
         return found[-1]
@@ -185,14 +207,20 @@ class WidgetFrontend:
                     todo.append(self.models[child_id])
         return found
 
-    def click(self, button: Model) -> str:
+    def click(self, button: Model | Choice) -> str:
         """Send a click; its msg_id (in `handled` once the kernel has handled it)."""
+        if isinstance(button, Choice):
+            return self._custom(button.model, {"choice": button.choice})
+        return self._custom(button, {"event": "click"})
+
+    def press_key(self, question: Model, key: str) -> str:
+        """A key pressed while the question has the focus, as its view sends it."""
+        return self._custom(question, {"key": key})
+
+    def _custom(self, model: Model, content: dict[str, Any]) -> str:
         msg = self.kc.session.msg(
             "comm_msg",
-            {
-                "comm_id": button.comm_id,
-                "data": {"method": "custom", "content": {"event": "click"}},
-            },
+            {"comm_id": model.comm_id, "data": {"method": "custom", "content": content}},
         )
         if self.subshell_id is not None:
             msg["header"]["subshell_id"] = self.subshell_id
@@ -207,11 +235,12 @@ class WidgetFrontend:
 
     def shown_buttons(self, cell: Cell) -> list[str]:
         """The descriptions of the live buttons a cell's outputs show now, in order."""
-        return [
-            m.state.get("description", "")
-            for m in self._shown_tree(cell)
-            if m.state.get("_model_name") == "ButtonModel"
-        ]
+        found = []
+        for m in self._shown_tree(cell):
+            if m.state.get("_model_name") == "ButtonModel":
+                found.append(m.state.get("description", ""))
+            found += [c.label for c in _choices(m)]
+        return found
 
     # ---------------------------------------------------------------- messages
     def _cell(self, msg: dict[str, Any]) -> Cell | None:
@@ -250,3 +279,10 @@ class WidgetFrontend:
             cell.outputs_by_id.append((display_id, content["data"]))
         elif kind == "status" and content["execution_state"] == "idle":
             cell.finished = True
+
+
+def _choices(model: Model) -> list[Choice]:
+    """The buttons a keyed-buttons widget (an anywidget) draws; none for another model."""
+    if model.state.get("_model_name") != "AnyModel":
+        return []
+    return [Choice(model, b["choice"], b["label"]) for b in model.state.get("buttons", [])]

@@ -1,4 +1,5 @@
-"""A run's controls in a Jupyter frontend: approval buttons, Stop and Resume (ipywidgets).
+"""A run's controls in a Jupyter frontend: Stop and Resume (ipywidgets), and the approval
+question, whose buttons take the keyboard focus and answer to keys (_keyed_buttons.py).
 
 Each control is shown as two outputs: a *record* (HTML and text: what the notebook
 keeps) and the widget. A widget lives only as long as the kernel that made it: saved and
@@ -12,8 +13,8 @@ only the first control of a cell, its Stop button, carries it (a Resume button, 
 may stand alone, too): the saved notebook holds one copy per cell, not one per output.
 
 Untrusted text (a call's arguments, a tool's name) is escaped here like everywhere else:
-`render.cell_text` for text, then `html.escape` for HTML (an `HTML` widget sets
-innerHTML as it is).
+`render.cell_text` for text, then `html.escape` for a record's HTML; the question's
+widget sets what it shows as text.
 """
 
 from __future__ import annotations
@@ -133,8 +134,9 @@ class Control:
         widget.add_class("tan-control")
         handle_on_controls_subshell(_comms(widget))  # clicks taken at once, sent anywhere
         publish(waiting.bundle("waiting", self._style), display_id=self._record_id, update=False)
-        # The view as ipywidgets draws it, with no text of its own: the record is the text.
-        view = widget._repr_mimebundle_()[WIDGET_VIEW]
+        # The view as the widget draws it, with no text of its own: the record is the text.
+        bundle = widget._repr_mimebundle_()
+        view = (bundle[0] if isinstance(bundle, tuple) else bundle)[WIDGET_VIEW]
         publish({WIDGET_VIEW: view, "text/plain": ""}, display_id=self._widget_id, update=False)
 
     def settle(self, record: Record | None) -> None:
@@ -196,6 +198,7 @@ class RunControls:
         self._running = False
         self._allowed: set[str] = set()  # tools allowed for the rest of this run
         self._stop: Control | None = None
+        self._stop_button: Any = None
         self.stopped = False  # the Stop button stopped the run
         # The press's SIGINT, sent to the main thread and not delivered yet there: the
         # run's own handler (installed by start) says when it is.
@@ -213,7 +216,8 @@ class RunControls:
             tooltip="Stop this run as an interrupt does: the abort is recorded; "
             "`%agent resume` continues it",
         )
-        button.on_click(lambda _: self._stop_clicked(button))
+        button.on_click(lambda _: self._stop_pressed())
+        self._stop_button = button
         waiting = Record(
             "(a Stop button was here while the run ran; `%agent status` tells how it ended)",
             "(a Stop button was here while the run ran; <code>%agent status</code> tells how "
@@ -235,11 +239,12 @@ class RunControls:
         elif previous != signal.SIG_IGN:
             raise KeyboardInterrupt
 
-    def _stop_clicked(self, button: Any) -> None:
-        """On whichever thread the click is handled: the interrupt the kernel would get
-        from "interrupt kernel", sent to the main thread itself, so that a wait there in
-        a system call (the model's answer, a tool's process) is woken to raise it (the
-        pump holds it until its read is done). The button then says the press was taken."""
+    def _stop_pressed(self) -> None:
+        """On whichever thread the press (the Stop button, or Stop in a question) is
+        handled: the interrupt the kernel would get from "interrupt kernel", sent to the
+        main thread itself, so that a wait there in a system call (the model's answer, a
+        tool's process) is woken to raise it (the pump holds it until its read is done).
+        The Stop button then says the press was taken."""
         with self._lock:
             if not self._running or self.stopped:
                 return
@@ -250,6 +255,9 @@ class RunControls:
                 signal.pthread_kill(main, signal.SIGINT)
             else:  # no way to aim it at a thread: the process's, as "interrupt kernel"
                 os.kill(os.getpid(), signal.SIGINT)
+        button = self._stop_button
+        if button is None:
+            return
         try:
             with button.hold_sync():  # one update: the frontend never shows half of it
                 button.disabled = True
@@ -303,8 +311,9 @@ class RunControls:
 
     # ------------------------------------------------------------------ approval
     def ask(self, tool: str, arguments: Mapping[str, Any]) -> bool:
-        """The call, whole, with Allow · Allow <tool> for the rest of this run · Deny.
-        Waits for a click (Ctrl-C or Stop end the wait and the run)."""
+        """The call, whole, with Allow · Allow <tool> for the rest of this run · Deny ·
+        Stop the run, each with its key. Waits for a press (Ctrl-C or Stop end the wait
+        and the run)."""
         if tool in self._allowed:
             return True
         text, _ = approval_text(tool, arguments, whole=True)
@@ -320,7 +329,7 @@ class RunControls:
         try:
             with interrupt_held():  # shown whole, or not at all
                 control = Control(
-                    _question(tool, text, answer),
+                    _question(tool, text, answer, self._stop_pressed),
                     Record.line(
                         "○",
                         tool,
@@ -368,19 +377,15 @@ class Answer:
                 self.given.set()
 
 
-def _question(tool: str, text: str, answer: Answer) -> Any:
-    import ipywidgets as w  # noqa: PLC0415
+def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None]) -> Any:
+    """The question as a dialog asks it: Allow has the focus (Enter), Esc denies."""
+    from ._keyed_buttons import Button, KeyedButtons  # noqa: PLC0415
 
-    name = cell_text(tool)
-    shown = w.HTML(f'<pre class="tex2jax_ignore">{html.escape(text)}</pre>')
-    buttons = []
-    for choice, label, style in (
-        ("allow", "Allow", "success"),
-        ("always", f"Allow {name} for the rest of this run", ""),
-        ("deny", "Deny", "danger"),
-    ):
-        button = w.Button(description=label, button_style=style)
-        button.layout.width = "auto"
-        button.on_click(lambda _, c=choice: answer.give(c))
-        buttons.append(button)
-    return w.VBox([shown, w.HBox(buttons)])
+    always = f"Allow {cell_text(tool)} for the rest of this run"
+    buttons = [
+        Button("allow", "Allow", ("a",), "success"),
+        Button("always", always, ("r",), mark=always.rindex("rest")),
+        Button("deny", "Deny", ("d", "Escape"), "danger"),
+        Button("stop", "Stop the run", ("s",), "warning"),
+    ]
+    return KeyedButtons(text, buttons, lambda c: stop() if c == "stop" else answer.give(c))
