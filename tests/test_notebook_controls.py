@@ -22,6 +22,7 @@ import pytest
 
 from tiny_agent_nb.agent import resumable_operation
 from tiny_agent_nb.notebook._controls import STYLE
+from tiny_agent_nb.notebook._display import WAITING_WORDS
 from tiny_agent_nb.session import load_session
 
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
@@ -344,6 +345,27 @@ def test_stop_sent_to_the_main_shell_stops_the_run_as_its_answer_streams(
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
     assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
     assert ui.shown_buttons(cell) == ["Resume"]
+
+
+def test_stop_sent_to_the_main_shell_is_taken_while_the_model_thinks(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """Without a subshell for the controls, the run reads the main shell's queue each
+    second the model sends nothing (as it counts them): a Stop pressed while the server
+    holds the answer stops the run then, not once the answer comes, and the count is
+    gone from the cell."""
+    ui = frontend(start_kernel, PUMP)
+    server.hold_timeout = 300.0  # far past the cell's timeout: the answer never comes
+    server.enqueue(text_reply("Never sent.", hold=threading.Event()))
+    cell = ui.send("%%agent\nThink it over.")
+    stop = ui.wait_for_button("Stop")
+    ui.until(lambda: WAITING_WORDS in cell.text(), "the count in the cell")
+    ui.click(stop)
+    ui.finish(cell)
+
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
+    assert WAITING_WORDS not in cell.text()
 
 
 def test_cells_queued_while_a_run_reads_clicks_all_run_after_it_in_order(

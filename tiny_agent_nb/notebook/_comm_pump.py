@@ -22,8 +22,9 @@ routes, whichever the kernel offers:
   completion request) is handed to the kernel's own handler exactly as the kernel would
   have, so it runs after this cell, in the order it came. The shell's stream stays the
   only reader of its socket (`ZMQStream.flush`), so no message is stranded. On this route
-  a Stop pressed while the model is thinking is taken when its answer starts streaming,
-  and one pressed while a tool runs when the tool returns.
+  a Stop pressed while the model is thinking is taken within a second (the provider tells
+  the run of each second its server sends nothing: `Waiting`), and one pressed while a
+  tool runs when the tool returns.
 
 Neither needs the main thread to be free, and neither changes how an interrupt reaches
 it: SIGINT still raises KeyboardInterrupt on the main thread wherever it waits.

@@ -9,6 +9,16 @@ inside the update interval before a pause (the model thinking, a slow provider) 
 by one trailing render from a timer thread, as the timeline does, not only when the next
 piece arrives.
 
+Until the model's answer begins, the cell says it waits and counts the seconds, in one
+display updated in place (a slow local model once showed a Stop button alone for 50 s).
+The count is drawn on the kernel's main thread, when the provider tells of each second
+of silence (`Waiting`, between two slices of the read that waits), not by a thread of its
+own: a publish from another thread can wait on ipykernel's flush of the streams (up to
+10 s), and a counting thread would have to be ordered against the answer that takes its
+display over, stopped and joined on every way a request ends (answer, error, Ctrl-C,
+Stop, deadline, kernel shutdown). On the main thread every draw is in the order the run
+makes it: no tick can come after the answer, nothing is left counting when the run ends.
+
 Every text this display publishes or prints went through the notebook's secrets: the
 streamed answer through a `StreamRedactor` (an update never shows the first half of a
 key whose second half has not arrived), each closed paragraph, tool line, retry line and
@@ -27,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..agent import Compacted, LoopObserver, compaction_line
-from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta
+from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta, Waiting
 from ..redaction import StreamRedactor, redact
 from ..render import NO_MATHS, cell_text
 from ..safe_markdown import safe_markdown
@@ -45,6 +55,7 @@ FOLDED_CHARS = 2000
 FOLDED_LINES = 2
 FOLDED_WIDTH = 120
 FOLDED_STYLE = "max-height:16em;overflow:auto;white-space:pre-wrap;margin:2px 0 2px 1.5em"
+WAITING_WORDS = "Waiting for the model…"  # then the seconds since the request was sent
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +95,18 @@ class CellDisplay(LoopObserver):
         self._lock = threading.Lock()
         self._trailing: threading.Timer | None = None
         self._running: dict[str, str] = {}  # the calls started and not ended: id -> name
+        self._counted: str | None = None  # the display counting the wait for the model
+        # The model's answer has begun (text, reasoning, a call) since the cell's last
+        # line: a silence now is the answer's, not a wait for it.
+        self._answering = False
 
     def on_stream(self, event: StreamEvent) -> None:
+        if isinstance(event, Waiting):
+            self._count(event.seconds)
+            return
+        self._answering = True
+        if not isinstance(event, TextDelta):
+            self._end_count()
         if isinstance(event, ReasoningDelta):
             if not self._thinking_shown:
                 self._thinking_shown = True
@@ -95,15 +116,32 @@ class CellDisplay(LoopObserver):
             return
         with self._lock:
             self._text.feed(event.text)
-            if self._display_id is None:
-                self._display_id = _new_id()
-                self._draw(update=False)
+            if self._display_id is None:  # the count's display, if shown, is the answer's
+                counted, self._counted = self._counted, None
+                self._display_id = counted or _new_id()
+                self._draw(update=counted is not None)
                 return
             waited = self._clock() - self._last
             if waited >= UPDATE_INTERVAL:
                 self._draw(update=True)
             elif self._trailing is None:
                 self._trailing = trailing_render(UPDATE_INTERVAL - waited, self._draw_late)
+
+    def _count(self, seconds: float) -> None:
+        """The model has sent nothing of its answer yet: say so, with the seconds, in one
+        display. Only in a rich frontend: a terminal would get a line each time."""
+        if not self._rich or self._answering or self._display_id is not None:
+            return
+        bundle = {"text/plain": f"{WAITING_WORDS} {int(seconds)}s"}
+        shown = self._counted is not None
+        self._counted = self._counted or _new_id()
+        self._publish(bundle, display_id=self._counted, update=shown)
+
+    def _end_count(self, bundle: dict[str, str] | None = None) -> None:
+        """The wait is over: its display shows `bundle` (the answer) or nothing."""
+        counted, self._counted = self._counted, None
+        if counted is not None:
+            self._publish(bundle or {"text/plain": ""}, display_id=counted, update=True)
 
     def _print_more(self, shown: str) -> None:
         """In a terminal: print what `shown` adds to what was printed of the paragraph."""
@@ -149,6 +187,8 @@ class CellDisplay(LoopObserver):
     def say(self, line: str) -> None:
         """Print one line of the cell's own (a tool line, a note), secrets redacted and
         control characters made visible."""
+        self._end_count()
+        self._answering = False  # what the model sends next is a new answer
         print(cell_text(redact(line, self._secrets)), flush=True)
 
     def on_retry(self, error: ProviderError, delay: float) -> None:
@@ -239,8 +279,12 @@ class CellDisplay(LoopObserver):
             elif display_id is not None:
                 bundle = answer_bundle(final or streamed)
                 self._publish(bundle, display_id=display_id, update=True)
+            elif final and self._counted is not None:
+                self._end_count(answer_bundle(final))
             elif final:
                 self._publish(answer_bundle(final), display_id=_new_id(), update=False)
+            self._end_count()  # an answer with no text, an error, a stop: no count is left
+            self._answering = False
             self._new_paragraph()
 
 

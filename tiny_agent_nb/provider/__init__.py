@@ -31,6 +31,7 @@ from ._types import (
     TextDelta,
     ToolCallStarted,
     UsageReport,
+    Waiting,
 )
 from ._window import METADATA_SECONDS, estimate_tokens
 
@@ -71,6 +72,7 @@ __all__ = [
     "ToolCallStarted",
     "UnsupportedEncoding",
     "UsageReport",
+    "Waiting",
     "backoff_delay",
     "encoded",
     "estimate_tokens",

@@ -37,7 +37,7 @@ from ._errors import (
 from ._messages import Context
 from ._normalize import CompletionAssembler
 from ._request import request_parts
-from ._types import Completion, ProviderConfig, ProviderError, StreamEvent
+from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, Waiting
 from ._urls import redact_httpx_logs, request_target
 from ._window import METADATA_SECONDS, window_in_listing, window_in_props, window_in_ps
 from ._wire import Encoded
@@ -160,9 +160,10 @@ class Provider:
         on_event: EventSink | None = None,
         stream: bool | None = None,
     ) -> Completion:
-        """Ask once. Stream events go to `on_event` as they arrive; the settled answer is
-        returned. Raises `ProviderError` (see `_errors`) for anything else. `stream`
-        overrides the configuration's for this one request (after an empty stream)."""
+        """Ask once. Stream events go to `on_event` as they arrive (and `Waiting` each
+        second the server sends nothing); the settled answer is returned. Raises
+        `ProviderError` (see `_errors`) for anything else. `stream` overrides the
+        configuration's for this one request (after an empty stream)."""
         config = self._config if stream is None else replace(self._config, stream=stream)
         messages = encoded(context)
         body = request_parts(config, messages, tools)
@@ -177,7 +178,7 @@ class Provider:
         )
         assembler = CompletionAssembler()
         try:
-            completion = self._post(body, size, on_event or _ignore, assembler)
+            completion = self._post(body, size, on_event, assembler)
         except ProviderError as exc:
             self._scrub(exc)
             # Usage the answer reported before it failed was billed: it goes with the error.
@@ -216,7 +217,11 @@ class Provider:
         return redact(text, self._secrets)
 
     def _post(
-        self, body: list[Encoded], size: int, on_event: EventSink, assembler: CompletionAssembler
+        self,
+        body: list[Encoded],
+        size: int,
+        on_event: EventSink | None,
+        assembler: CompletionAssembler,
     ) -> Completion:
         # perf: register row "body-pieces" (docs/benchmarks.md).
         # An explicit Content-Length makes httpx send the pieces as one plain body (not
@@ -228,7 +233,10 @@ class Provider:
             "content-length": str(size),
             **self._headers,
         }
-        deadline = self._clock() + self._config.attempt_timeout
+        sent = self._clock()
+        deadline = sent + self._config.attempt_timeout
+        # Whoever follows the events hears of each silence of the server (`Waiting`).
+        waiting = None if on_event is None else lambda: on_event(Waiting(self._clock() - sent))
         try:
             url, basic = request_target(self._config.base_url)
             if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
@@ -237,7 +245,7 @@ class Provider:
             # views of its memory maps (`Encoded`) go out as they are, uncopied.
             content = cast("Iterator[bytes]", iter(body))
             with (
-                within(lambda: deadline - self._clock()),
+                within(lambda: deadline - self._clock(), waiting),
                 self._client.stream(
                     "POST", url, content=content, headers=headers, timeout=self._timeout
                 ) as response,
@@ -248,7 +256,7 @@ class Provider:
                     raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
                 completion = read_answer(
-                    self._config, response.headers, chunks, on_event, assembler
+                    self._config, response.headers, chunks, on_event or _ignore, assembler
                 )
                 _drain(chunks)
                 return completion

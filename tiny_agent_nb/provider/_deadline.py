@@ -6,11 +6,21 @@ every socket operation of the client's connections waits at most the time left b
 deadline of the request the calling thread is making (`within`), and fails as a timeout of
 its kind past it. Sync httpx makes a request in the caller's thread, so that is the thread
 whose deadline applies; a Ctrl-C reaches it as before.
+
+The same thread is told, every WAIT_EVERY the server sends nothing, that it is still
+waiting (`within`'s `waiting`): a read's wait is cut into slices and `waiting` runs
+between two of them, on the thread that waits, so a notebook counts the seconds and reads
+its Stop button there without a thread of its own. A read that timed out has taken
+nothing from the connection (a plain socket's `recv`; TLS keeps a partial record in
+OpenSSL's buffer, and TLS in TLS reads the socket before it feeds the record), so the
+next slice reads on where it stopped. The read's own timeout and the deadline still
+count from its start.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,17 +28,20 @@ from typing import Any
 import httpcore
 import httpx
 
-_requests = threading.local()  # .left: seconds to the deadline of this thread's request
+# .left: seconds to the deadline of this thread's request; .waiting: told of each silence
+_requests = threading.local()
+WAIT_EVERY = 1.0  # s: a silence of the server this long, and `waiting` is told
 
 
 @contextmanager
-def within(left: Callable[[], float]) -> Iterator[None]:
-    """Requests made in this block end when `left()` (seconds) reaches 0."""
-    _requests.left = left
+def within(left: Callable[[], float], waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Requests made in this block end when `left()` (seconds) reaches 0; `waiting` is
+    called each time a read has waited WAIT_EVERY more (what it raises ends the read)."""
+    _requests.left, _requests.waiting = left, waiting
     try:
         yield
     finally:
-        _requests.left = None
+        _requests.left = _requests.waiting = None
 
 
 def bind_deadlines(client: httpx.Client) -> None:
@@ -56,7 +69,22 @@ class _Stream(httpcore.NetworkStream):
         self._stream = stream
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _clamped(timeout, httpcore.ReadTimeout))
+        waiting: Callable[[], None] | None = getattr(_requests, "waiting", None)
+        if waiting is None:
+            return self._stream.read(max_bytes, _clamped(timeout, httpcore.ReadTimeout))
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            own = None if end is None else end - time.monotonic()
+            if own is not None and own <= 0:
+                raise httpcore.ReadTimeout("timed out")
+            bound = _clamped(own, httpcore.ReadTimeout)
+            last = bound is not None and bound <= WAIT_EVERY
+            try:
+                return self._stream.read(max_bytes, bound if last else WAIT_EVERY)
+            except httpcore.ReadTimeout:
+                if last:
+                    raise
+            waiting()
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._stream.write(buffer, _clamped(timeout, httpcore.WriteTimeout))

@@ -120,7 +120,15 @@ class ToolCallStarted:
     name: str
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted
+@dataclass(frozen=True)
+class Waiting:
+    """The server has sent nothing for a while (`_deadline.WAIT_EVERY`, again after each
+    such silence): `seconds` since the request was sent. Told on the requesting thread."""
+
+    seconds: float
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted | Waiting
 
 
 # ---------------------------------------------------------------- errors
