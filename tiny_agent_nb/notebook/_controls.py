@@ -33,7 +33,7 @@ from typing import Any
 
 from ..render import cell_text
 from ..words import short_arguments
-from ._approval import SHOWABLE, approval_text
+from ._approval import SHOWABLE, Choice, approval_text
 from ._comm_pump import (
     CommPump,
     handle_on_controls_subshell,
@@ -178,8 +178,8 @@ def _close(widget: Any) -> None:
 
 class RunControls:
     """The controls of one run (a `%%agent` cell or a resume): Stop while it runs, the
-    approval buttons when a call needs them. Answers never outlive the run: "allow this
-    tool for the rest of the run" is kept here, and a new run gets new controls."""
+    approval buttons when a call needs them. "Allow this tool for the rest of this
+    session" is the caller's to keep (`_cell_runs.allowing`): it outlives the run."""
 
     def __init__(
         self,
@@ -194,7 +194,6 @@ class RunControls:
         self._last_tick = float("-inf")
         self._lock = threading.Lock()
         self._running = False
-        self._allowed: set[str] = set()  # tools allowed for the rest of this run
         self._stop: Control | None = None
         self.stopped = False  # the Stop button stopped the run
         # The press's SIGINT, sent to the main thread and not delivered yet there: the
@@ -302,11 +301,9 @@ class RunControls:
                 self._stop.settle(None)
 
     # ------------------------------------------------------------------ approval
-    def ask(self, tool: str, arguments: Mapping[str, Any]) -> bool:
-        """The call, whole, with Allow · Allow <tool> for the rest of this run · Deny.
+    def ask(self, tool: str, arguments: Mapping[str, Any]) -> Choice:
+        """The call, whole, with Allow · Allow <tool> for the rest of this session · Deny.
         Waits for a click (Ctrl-C or Stop end the wait and the run)."""
-        if tool in self._allowed:
-            return True
         text, _ = approval_text(tool, arguments, whole=True)
         if len(text) > SHOWABLE:
             print(
@@ -314,7 +311,7 @@ class RunControls:
                 "long, too long to show here in full, and only what is shown can be approved.",
                 flush=True,
             )
-            return False
+            return "deny"
         answer = Answer()
         control: Control | None = None
         try:
@@ -339,10 +336,9 @@ class RunControls:
                         Record.line("■", tool, arguments, "not answered: the run was stopped")
                     )
             raise
-        choice = answer.choice
+        choice = answer.choice or "deny"
         if choice == "always":
-            self._allowed.add(tool)
-            said = f"allowed by you, with every {cell_text(tool)} call for the rest of this run"
+            said = f"allowed by you, with every {cell_text(tool)} call for the rest of this session"
             record = Record.line("✓", tool, arguments, said)
         elif choice == "allow":
             record = Record.line("✓", tool, arguments, "allowed by you")
@@ -350,7 +346,7 @@ class RunControls:
             record = Record.line("⊘", tool, arguments, "denied by you")
         with interrupt_held():
             control.settle(record)
-        return choice in ("allow", "always")
+        return choice
 
 
 class Answer:
@@ -358,10 +354,10 @@ class Answer:
 
     def __init__(self) -> None:
         self.given = threading.Event()
-        self.choice: str | None = None
+        self.choice: Choice | None = None
         self._lock = threading.Lock()
 
-    def give(self, choice: str) -> None:
+    def give(self, choice: Choice) -> None:
         with self._lock:
             if self.choice is None:
                 self.choice = choice
@@ -374,11 +370,12 @@ def _question(tool: str, text: str, answer: Answer) -> Any:
     name = cell_text(tool)
     shown = w.HTML(f'<pre class="tex2jax_ignore">{html.escape(text)}</pre>')
     buttons = []
-    for choice, label, style in (
+    choices: tuple[tuple[Choice, str, str], ...] = (
         ("allow", "Allow", "success"),
-        ("always", f"Allow {name} for the rest of this run", ""),
+        ("always", f"Allow {name} for the rest of this session", ""),
         ("deny", "Deny", "danger"),
-    ):
+    )
+    for choice, label, style in choices:
         button = w.Button(description=label, button_style=style)
         button.layout.width = "auto"
         button.on_click(lambda _, c=choice: answer.give(c))
