@@ -77,7 +77,7 @@ def test_a_run_on_a_full_disk_says_it_could_not_be_closed_and_the_next_load_sett
             None,  # type: ignore[arg-type]  # recovery asks no model
             builtin_registry(),
             ToolContext(workspace=tmp_path.resolve()),
-            LoopConfig(provider="openrouter", model="test/model"),
+            LoopConfig(provider="openrouter", model="test/model", approval="auto"),
         )
         assert loop.recover() is not None
         loop.close()

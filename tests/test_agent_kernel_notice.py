@@ -129,6 +129,7 @@ class Harness:
                 provider="openrouter",
                 model="test/model",
                 provider_digest=config.digest_material(),
+                approval="auto",
             ),
         )
 

@@ -118,6 +118,7 @@ class Harness:
         harness = self
         ask = config.pop("ask", None)
         clock = config.pop("clock", time.monotonic)
+        config.setdefault("approval", "auto")  # the tests not about approval: no one asks
 
         class Observer(LoopObserver):
             def on_stream(self, event: StreamEvent) -> None:

@@ -235,7 +235,7 @@ def _check_approval_stop_and_resume(p: Page) -> None:
     question = p.outputs(1).locator(".tan-control pre")
     assert "rm -rf build && echo '<gone>'" in question.inner_text()
     assert question.locator("gone").count() == 0  # the call is text, not markup
-    assert _button(p, 1, "Allow bash for the rest of this run").is_visible()
+    assert _button(p, 1, "Allow bash for the rest of this session").is_visible()
     assert _button(p, 1, "Deny").is_visible()
     assert (p.root / "build").exists()
     p.screenshot("controls-approval-light.png", p.outputs(1))

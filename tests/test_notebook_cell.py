@@ -178,6 +178,7 @@ def test_the_offline_demo_never_imports_httpx(tmp_path: Path) -> None:
         "import sys\n"
         "from IPython.core.interactiveshell import InteractiveShell\n"
         "shell = InteractiveShell.instance()\n"
+        "shell.config.TinyAgent.approve = 'auto'\n"  # no one answers here
         "shell.run_line_magic('load_ext', 'tiny_agent_nb')\n"
         "shell.run_cell('%%agent\\n```bash\\necho hi\\n```')\n"
         "shell.run_line_magic('agent', 'status')\n"

@@ -1,6 +1,6 @@
 """The approval question answered with keys, as its widget sends them to a real kernel
 (notebook/_keyed_buttons.py): `a` allows, `d` or Esc denies, `r` allows the tool for
-the rest of the run, `s` stops the run. A key is a `comm_msg` like a click, heard while
+the rest of this session, `s` stops the run. A key is a `comm_msg` like a click, heard while
 the cell waits on every route (the controls' subshell, a comm subshell, the pump), and
 mapped by the kernel: a key it has no answer for changes nothing.
 
@@ -69,7 +69,7 @@ def test_keys_answer_the_question_as_its_buttons_do(
     text = cell.text()
     assert '⊘ bash command="touch escaped.txt", timeout=120.0 — denied by you' in text
     assert '✓ bash command="touch allowed.txt", timeout=120.0 — allowed by you' in text
-    assert "allowed by you, with every bash call for the rest of this run" in text
+    assert "allowed by you, with every bash call for the rest of this session" in text
     no_widget_kept(cell)
 
 

@@ -43,10 +43,10 @@ NO_COMM_ROUTING = (
 )
 
 
-def frontend(start_kernel: StartKernel, route: str) -> WidgetFrontend:
+def frontend(start_kernel: StartKernel, route: str, **env_options: object) -> WidgetFrontend:
     if route == "comm subshell" and int(ipykernel.__version__.split(".")[0]) < 7:
         pytest.skip("comm subshells came with ipykernel 7")
-    kernel = start_kernel()
+    kernel = start_kernel(**env_options)
     ui = WidgetFrontend(kernel)
     if route == "comm subshell":
         ui.use_comm_subshell()
@@ -255,10 +255,13 @@ def test_stopping_while_a_question_waits_aborts_the_run_and_the_call_never_runs(
     assert no_widget_kept_but_resume == []
 
 
-def test_allowing_a_tool_for_the_rest_of_the_run_asks_once_per_run(
+def test_allowing_a_tool_for_the_rest_of_the_session_asks_about_it_no_more(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
-    ui = frontend(start_kernel, "main shell")
+    """With nothing configured the run asks (buttons); "Allow bash for the rest of this
+    session" answers every later bash call of this kernel's session, in later runs too,
+    and no other tool's."""
+    ui = frontend(start_kernel, "main shell", approve=None)
     server.enqueue(
         tool_calls_reply(
             tool_call("c1", "bash", {"command": "echo 1 >> log.txt"}),
@@ -267,41 +270,48 @@ def test_allowing_a_tool_for_the_rest_of_the_run_asks_once_per_run(
         tool_calls_reply(tool_call("c3", "bash", {"command": "echo 3 >> log.txt"})),
         text_reply("Three lines."),
     )
-    cell = ui.send("%%agent --approve ask\nWrite three lines.")
-    ui.click(ui.wait_for_button("Allow bash for the rest of this run"))
+    cell = ui.send("%%agent\nWrite three lines.")
+    ui.click(ui.wait_for_button("Allow bash for the rest of this session"))
     ui.finish(cell)
     assert (workspace / "log.txt").read_text() == "1\n2\n3\n"
-    assert len(ui.questions()) == 1, "asked more than once in one run"
-    assert "allowed by you, with every bash call for the rest of this run" in cell.text()
+    assert len(ui.questions()) == 1, "asked more than once"
+    assert "allowed by you, with every bash call for the rest of this session" in cell.text()
 
-    # The next run asks again: the answer never outlives its run.
+    # The next run does not ask about bash again; python, another tool, it asks about.
     server.enqueue(
-        tool_calls_reply(tool_call("c4", "bash", {"command": "echo 4 >> log.txt"})),
-        text_reply("Not written."),
+        tool_calls_reply(
+            tool_call("c4", "bash", {"command": "echo 4 >> log.txt"}),
+            tool_call("c5", "python", {"code": "defined = 1"}),
+        ),
+        text_reply("One more line; no name."),
     )
-    second = ui.send("%%agent --approve ask\nOne more line.")
+    second = ui.send("%%agent\nOne more line, and a name.")
+    ui.wait_for_button("Allow python for the rest of this session")
     ui.click(ui.wait_for_button("Deny"))
     ui.finish(second)
-    assert (workspace / "log.txt").read_text() == "1\n2\n3\n"
-    assert [outcome for outcome, _ in results(workspace)][-1] == "denied"
+    assert (workspace / "log.txt").read_text() == "1\n2\n3\n4\n"
+    assert len(ui.questions()) == 2, "bash was asked about again"
+    assert [outcome for outcome, _ in results(workspace)][-2:] == ["completed", "denied"]
 
 
 def test_a_cell_run_without_stdin_shows_no_buttons_and_runs_nothing_it_cannot_ask(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
     """nbclient, papermill and `tiny-agent-nb demo` run cells with stdin off: nobody is
-    there to click, so nothing waits for a click (as `input()` could not ask either)."""
-    kernel = start_kernel()
+    there to click, so nothing waits for a click (as `input()` could not ask either), and
+    under the default approval the call does not run; the cell says how to choose auto."""
+    kernel = start_kernel(approve=None)
     kernel.execute("%load_ext tiny_agent_nb")
     server.enqueue(
         tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})),
         text_reply("Not run."),
     )
-    run = kernel.execute("%%agent --approve ask\nTouch the file.")
-    assert "(no way to ask here: bash was not allowed)" in run.stdout
+    run = kernel.execute("%%agent\nTouch the file.")
+    assert "(no way to ask here: bash was not allowed. `%%agent --approve auto`" in run.stdout
     assert not [d for d in run.displays if WIDGET_VIEW in d]
     assert not (workspace / "ran.txt").exists()
     assert results(workspace)[0][0] == "denied"
+    assert [r["options"]["approve"] for r in records(workspace, "runStarted")] == ["ask"]
 
 
 def test_a_resume_button_becomes_a_record_when_the_next_run_starts(

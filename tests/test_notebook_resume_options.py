@@ -79,7 +79,7 @@ def test_a_typed_resume_asks_offers_and_spends_as_the_run_it_continues(
     assert f"↻ `%agent resume` continues this run: {KEPT}" in stopped.text()
     # `%agent resume` typed where nobody can answer (stdin off): asked, so not run
     out = clean(ui.kernel.execute("%agent resume"))
-    assert "(no way to ask here: bash was not allowed)" in out
+    assert "(no way to ask here: bash was not allowed." in out
     assert "Resume ended: budgetLimit — budget $0.05 reached" in out
     assert "(2 operations) spent $0.06" in out
     assert not (workspace / "first.txt").exists()

@@ -60,7 +60,7 @@ def test_a_notebook_run_keeps_the_key_out_of_the_file_and_the_model(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TINY_AGENT_API_KEY", KEY)
-    config = TinyAgent(base_url=server.base_url, model="test/model")
+    config = TinyAgent(base_url=server.base_url, model="test/model", approve="auto")
     agent = NotebookRuntime(config, {})
     path = tmp_path / "nb.agent.jsonl"
     agent.open(SessionLocation(path, "explicit"))

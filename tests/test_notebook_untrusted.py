@@ -43,6 +43,11 @@ def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) 
     return out
 
 
+def question(tool: str, choices: str) -> str:
+    """The question asked at the keyboard before a call of `tool` runs."""
+    return f"Allow {tool}? [{choices}] (a: every {tool} call for the rest of this session)"
+
+
 def controls(text: str) -> set[str]:
     """Characters of `text` that a terminal would act on or that would hide text."""
     return {c for c in text if not c.isprintable() and c not in "\n\t"}
@@ -92,7 +97,7 @@ def test_approval_shows_the_whole_command_and_a_refusal_runs_nothing(
     server.enqueue(text_reply("Not run."))
     (shown,), _ = answering(shell, capsys, monkeypatch, "%%agent --approve ask\nsay something", "n")
     assert command in shown  # all of it, the part that does harm included
-    assert shown.rstrip().endswith("Allow bash? [y/N]")
+    assert shown.rstrip().endswith(question("bash", "y/N/a"))
     assert not (tmp_path / "PWNED").exists()
     (intent,) = load_session(tmp_path / SESSION).tool_intents.values()
     assert intent.status == "denied"
@@ -158,9 +163,9 @@ def test_a_long_write_shows_its_size_head_and_tail_and_v_shows_all_of_it(
     assert f"content: ({len(content)} characters, 1001 lines)" in short
     assert "line 0" in short and "line 999" in short and "import os" not in short
     assert "characters not shown (answer v to see all)" in short
-    assert short.rstrip().endswith("Allow write_file? [y/N/v]")
+    assert short.rstrip().endswith(question("write_file", "y/N/v/a"))
     assert all(f"│ {line}\n" in whole for line in content.splitlines())
-    assert whole.rstrip().endswith("Allow write_file? [y/N]")
+    assert whole.rstrip().endswith(question("write_file", "y/N/a"))
     assert (tmp_path / "big.py").read_text() == content
 
 
@@ -191,7 +196,8 @@ def test_a_call_too_long_to_show_is_not_allowed_and_never_asked_about(
     (asked,), out = answering(shell, capsys, monkeypatch, "%%agent --approve ask\ngo", "y")
     # only the write was asked about
     assert "bash was not allowed" in asked and "too long to show here" in asked
-    assert "(too many to show here)" in asked and asked.rstrip().endswith("[y/N]")
+    assert "(too many to show here)" in asked
+    assert asked.rstrip().endswith(question("write_file", "y/N/a"))
     assert len(asked) + len(out) < 200_000
     assert not (tmp_path / "PWNED").exists()
     assert (tmp_path / "big.txt").read_text() == content

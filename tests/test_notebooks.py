@@ -209,7 +209,10 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
 def test_quickstart_offline_demo(tmp_path: Path) -> None:
     run = execute("quickstart.ipynb", tmp_path, None)
     output = check_quickstart(run)
-    assert DEMO_NOTE in cell_text(find_cell(run.notebook, "%load_ext tiny_agent_nb"))
+    loaded = cell_text(find_cell(run.notebook, "%load_ext tiny_agent_nb"))
+    assert DEMO_NOTE in loaded
+    # The banner says the approval its commands run under (the test kernel's, "auto").
+    assert 'It runs each command without asking (TinyAgent.approve = "auto")' in loaded
     assert "offline demo model (scripted, not a real LLM)" in output
     # the whole output, not its last line: the user can add up 3 + 4 + 5 themselves
     assert f"`{DATA_COMMAND}` → ran; its output:\n  ```\n  n\n  3\n  4\n  5\n  ```" in output

@@ -123,7 +123,10 @@ def _loop(
         tools,
         ToolContext(workspace=workspace, namespace={}, secrets=()),
         LoopConfig(
-            provider="openrouter", model="test/model", provider_digest=config.digest_material()
+            provider="openrouter",
+            model="test/model",
+            provider_digest=config.digest_material(),
+            approval="auto",  # its `mark` tool changes things; no one is asked here
         ),
         sleep=lambda _: None,
     )

@@ -9,11 +9,14 @@ resumes. Every cell's output is printed as it runs, the notebook's timeline amon
 With no API key and no base URL configured, the notebook talks to the offline demo
 model (scripted, and labelled so everywhere); with OPENROUTER_API_KEY, or
 TINY_AGENT_BASE_URL pointing at a local OpenAI-compatible server, it uses that model.
+Its agent cell says `--approve auto`, and the demo says so: headless, nobody is there to
+answer the question the default (`ask`) puts before a command, so it would not run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -26,6 +29,7 @@ from typing import Any
 DIES_TAG = "kernel-dies"
 KERNEL_NAME = "python3"
 NOTEBOOK = "crash-and-resume.ipynb"
+APPROVE = re.compile(r"--approve[ =](\S+)")
 
 
 @dataclass
@@ -116,6 +120,18 @@ def cell_text(cell: Any) -> str:
     return "".join(parts)
 
 
+def approvals(notebook: Any) -> list[str]:
+    """The `--approve` of each `%%agent` cell of `notebook` ("ask (the default)" where a
+    cell gives none)."""
+    found = []
+    for cell in notebook.cells:
+        first = cell.get("source", "").split("\n", 1)[0]
+        if cell.get("cell_type") == "code" and first.split()[:1] == ["%%agent"]:
+            given = APPROVE.search(first)
+            found.append(given[1] if given else "ask (the default)")
+    return found
+
+
 def example_notebook(name: str) -> bytes:
     """An example notebook. A wheel ships them in the package (`tiny_agent_nb/examples/`),
     so the demo runs from any install, not only from a clone; a clone and an editable
@@ -149,7 +165,12 @@ def main(directory: Path | None = None) -> int:
             else "OFFLINE DEMO MODEL (scripted, not a real LLM)"
         )
     )
-    print("  A cell of this notebook kills its own kernel mid-tool; a new kernel then resumes.\n")
+    print("  A cell of this notebook kills its own kernel mid-tool; a new kernel then resumes.")
+    notebook = nbformat.read(path, as_version=4)
+    print(
+        f"  approval: {', '.join(approvals(notebook))}, as its %%agent cell says (the default, "
+        "ask, asks before each command; headless, with nobody to answer, it would not run)\n"
+    )
 
     def show(index: int, cell: Any, died: bool) -> None:
         if cell.get("cell_type") != "code":
@@ -164,7 +185,6 @@ def main(directory: Path | None = None) -> int:
                 "    ✝ the kernel died here (kill -9 from inside the tool); starting a new kernel"
             )
 
-    notebook = nbformat.read(path, as_version=4)
     run = run_notebook(notebook, cwd=work, env=env, on_cell=show)
     nbformat.write(run.notebook, path)
     session = path.with_name(f"{path.stem}.agent.jsonl")

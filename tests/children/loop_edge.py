@@ -106,7 +106,7 @@ class ScriptedModel:
 
 
 def loop(store: SessionStore, workspace: Path, provider: Any, tools: ToolRegistry) -> AgentLoop:
-    config = LoopConfig(provider="openrouter", model="test/model")
+    config = LoopConfig(provider="openrouter", model="test/model", approval="auto")
     return AgentLoop(store, provider, tools, ToolContext(workspace=workspace), config)
 
 
@@ -146,7 +146,9 @@ def main() -> None:
         return
     if mode == "notebook-full-disk":
         # A %%agent cell: the model on the parent's loopback server asks for FILL_THE_DISK.
-        config = TinyAgent(base_url=sys.argv[4], model="test/model", workspace=str(workspace))
+        config = TinyAgent(
+            base_url=sys.argv[4], model="test/model", workspace=str(workspace), approve="auto"
+        )
         agent = NotebookRuntime(config, {})
         agent.open(SessionLocation(session, "explicit"))
         try:

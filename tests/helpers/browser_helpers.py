@@ -6,7 +6,8 @@ temporary directory, so a developer's own settings never leak in and nothing is 
 outside it. JupyterLab's first-run noise is switched off: the "official Jupyter news"
 question (the announcements plugin is disabled in the page config, and news/update checks
 are off in the settings) and windowed notebook rendering (all cells stay in the DOM, so a
-widget below the fold can still be found).
+widget below the fold can still be found). Its kernels run tools without asking
+(`TinyAgent.approve = "auto"` in the IPython profile): a cell that asks says so itself.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+
+from helpers.kernel_helpers import configure_approval
 
 
 def _default_chromium() -> Path:
@@ -175,6 +178,7 @@ class JupyterLab:
         )
         for plugin, values in LAB_SETTINGS.items():
             _write_json(dirs["settings"] / f"{plugin}.jupyterlab-settings", values)
+        configure_approval(dirs["ipython"], "auto")
 
     def _environment(self) -> dict[str, str]:
         dirs = self._dirs()

@@ -41,9 +41,12 @@ def fresh_shell(
     monkeypatch: pytest.MonkeyPatch,
     env: Mapping[str, str | None],
     notebook: str = "analysis.ipynb",
+    approve: str | None = "auto",
 ) -> Iterator[InteractiveShell]:
     """A new shell for `notebook` (its session file is found through JPY_SESSION_NAME);
-    `env` sets a variable, or deletes it where the value is None. Unloads at the end."""
+    `env` sets a variable, or deletes it where the value is None. `approve`: the shell's
+    `TinyAgent.approve`, `auto` for the tests that are not about approval (no one answers
+    a question here); None leaves the product's default. Unloads at the end."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / ".ipython"))  # history stays in tmp
     for name, value in env.items():
@@ -57,6 +60,8 @@ def fresh_shell(
     monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     InteractiveShell.clear_instance()
     shell = InteractiveShell.instance()
+    if approve is not None:
+        shell.config.TinyAgent.approve = approve
     yield shell
     shell.run_line_magic("unload_ext", "tiny_agent_nb")
     InteractiveShell.clear_instance()

@@ -73,11 +73,16 @@ def kernel_env(
     notebook: Path | None = None,
     model: str | None = "test/model",
     extra: Mapping[str, str] | None = None,
+    approve: str | None = "auto",
 ) -> dict[str, str]:
     """The environment of a test kernel: this process's, minus endpoint/keys, with the
-    loopback endpoint, the notebook name, and IPython/Jupyter state kept under `home`."""
+    loopback endpoint, the notebook name, and IPython/Jupyter state kept under `home`.
+    `approve`: `TinyAgent.approve` in that IPython's `ipython_config.py`, as a user sets
+    it for every kernel: `auto` for the tests that are not about approval (no one
+    answers a question there); None leaves the product's default."""
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env["IPYTHONDIR"] = str(home / ".ipython")
+    configure_approval(home / ".ipython", approve)
     env["JUPYTER_RUNTIME_DIR"] = str(home / ".jupyter-runtime")
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
     if base_url is not None:
@@ -88,6 +93,15 @@ def kernel_env(
         env["JPY_SESSION_NAME"] = str(notebook)
     env.update(extra or {})
     return env
+
+
+def configure_approval(ipython_dir: Path, approve: str | None) -> None:
+    """`TinyAgent.approve` for the kernels of `ipython_dir` (IPYTHONDIR), in its
+    `ipython_config.py` as a user sets it for every kernel; None: the product's default."""
+    profile = ipython_dir / "profile_default"
+    profile.mkdir(parents=True, exist_ok=True)
+    setting = "" if approve is None else f"c.TinyAgent.approve = {approve!r}\n"
+    (profile / "ipython_config.py").write_text(setting, encoding="utf-8")
 
 
 @dataclass

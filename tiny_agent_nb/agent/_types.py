@@ -55,7 +55,9 @@ class LoopObserver:
 DEFAULT_MAX_STEPS = 25  # model steps per run before it stops (stepLimit)
 DEFAULT_COMPACT_THRESHOLD = 0.8  # part of the window past which a run compacts first
 DEFAULT_KEEP_TAIL_TOKENS = 8000  # newest tokens a compaction keeps verbatim
-DEFAULT_APPROVAL: Approval = "auto"  # tools that change things run without asking
+# Tools that change things are asked about first: with no way to ask (no `ask` given to
+# the loop, stdin off), they do not run.
+DEFAULT_APPROVAL: Approval = "ask"
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,16 @@ characters made visible (`render.cell_text`), so a `\\r`, an ANSI escape, a bidi
 or a zero-width character cannot hide part of a command. Only text a tool writes as data
 (a file's new content) may be too long to read at a prompt: it is shown as its size, head
 and tail, and answering `v` shows all of it and asks again.
+
+Each question has three answers: allow this call, allow every call of this tool for the
+rest of this session (in this kernel: `_cell_runs.allowing` keeps them), or deny.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 from ..render import cell_text
 
@@ -25,6 +29,9 @@ GUTTER = "    │ "  # marks the lines of a multi-line value, so none can pass f
 # (1 MB/s over 3 s by default) while `input()` still asks: a 4 MB command would be asked
 # about with nothing of it on screen. What cannot be shown whole is not allowed.
 SHOWABLE = 100_000
+
+# An answer: this call, every call of its tool for the rest of the session, or no.
+Choice = Literal["allow", "always", "deny"]
 
 
 def approval_text(
@@ -59,24 +66,32 @@ def approval_text(
     return "\n".join(out), shortened
 
 
-def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str], str]) -> bool:
-    """Show the call, then ask `read` (the kernel's `input`); only `y`/`yes` allows it."""
+def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str], str]) -> Choice:
+    """Show the call, then ask `read` (the kernel's `input`): `y`/`yes` allows it, `a`/`all`
+    allows every call of `tool` for the rest of the session, anything else denies it."""
     viewable = len(approval_text(tool, arguments, whole=True)[0]) <= SHOWABLE
     whole = False
+    name = cell_text(tool)
     while True:
         text, shortened = approval_text(tool, arguments, whole=whole, viewable=viewable)
         if len(text) > SHOWABLE:
             print(
-                f"{cell_text(tool)} was not allowed: its arguments are {len(text)} characters "
+                f"{name} was not allowed: its arguments are {len(text)} characters "
                 "long, too long to show here in full, and only what is shown can be approved.",
                 flush=True,
             )
-            return False
+            return "deny"
         print(text, flush=True)
         shortened = shortened and viewable
-        choices = "y/N/v" if shortened else "y/N"
-        answer = read(f"Allow {cell_text(tool)}? [{choices}] ").strip().lower()
+        choices = "y/N/v/a" if shortened else "y/N/a"
+        answer = read(
+            f"Allow {name}? [{choices}] (a: every {name} call for the rest of this session) "
+        )
+        answer = answer.strip().lower()
         if shortened and answer in ("v", "view"):
             whole = True
             continue
-        return answer in ("y", "yes")
+        if answer in ("a", "all"):
+            print(f"(every {name} call is allowed for the rest of this session)", flush=True)
+            return "always"
+        return "allow" if answer in ("y", "yes") else "deny"

@@ -4,7 +4,8 @@ while it runs, how it asks before a tool that changes things, and what it leaves
 In a Jupyter frontend a person answers (`_controls.controls_available`), the run has a
 Stop button and asks with buttons, and a run that stopped before its answer gets a
 Resume button; elsewhere (terminal IPython, nbclient) it asks with `input()` as it
-always did, and `%agent resume` is said in text.
+always did, and `%agent resume` is said in text. Either way an answer "every call of this
+tool for the rest of this session" is kept by the runtime for its session (`allowing`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..render import cell_text
 from ..session import Operation, ToolCall
 from ..tools import ToolOutput
 from ._advice import resume_words
-from ._approval import ask_approval
+from ._approval import Choice, ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
 from ._controls import RunControls, controls_available
 from ._display import CellDisplay
@@ -29,6 +30,7 @@ from ._resume_offer import ResumeOffer
 from ._shutdown import STOP_BUTTON
 
 Go = Callable[[LoopObserver, AskFn], RunResult]
+Choose = Callable[[str, Mapping[str, Any]], Choice]
 
 
 class CellRuns:
@@ -39,15 +41,18 @@ class CellRuns:
         rich: bool,
         stopped_run: Callable[[], Operation | None],
         interrupted: Callable[[bool], str],
+        allowed: set[str],
     ) -> None:
         """`stopped_run`: the run `%agent resume` would continue now, if any (the
         engine's rule, asked, not copied); `interrupted`: what a run stopped by a
         KeyboardInterrupt says last, given whether the Stop button sent it (a kernel
-        shutting down says so)."""
+        shutting down says so); `allowed`: the tools the user allowed for the rest of
+        the session (the runtime's, kept by `allowing`)."""
         self._shell = shell
         self._interrupted = interrupted
         self._rich = rich
         self._stopped_run = stopped_run
+        self._allowed = allowed
         self.offers: list[ResumeOffer] = []  # Resume buttons still live
         self._controls: RunControls | None = None  # the running run's
 
@@ -69,13 +74,13 @@ class CellRuns:
         controls = RunControls(CommPump.of(self._shell)) if self.controls() else None
         self._controls = controls
         observer: LoopObserver = view
-        ask: AskFn = ask_with_input
+        choose: Choose = ask_with_input
         try:
             if controls is not None:
                 controls.start()
                 observer = TickingObserver(view, controls.tick, controls.closing)
-                ask = _mapping_ask(controls.ask)
-            result = go(observer, ask)
+                choose = controls.ask
+            result = go(observer, allowing(choose, self._allowed))
         except KeyboardInterrupt:
             view.finish(None)
             if controls is not None:
@@ -115,17 +120,34 @@ class CellRuns:
             offer.withdraw()
 
 
-def ask_with_input(tool: str, arguments: object) -> bool:
+def allowing(choose: Choose, allowed: set[str]) -> AskFn:
+    """The loop's question (`--approve ask`): `choose`'s answer, unless the user allowed
+    every call of the tool for the rest of the session (`allowed`, which an answer
+    "always" adds to). Under `auto` and `deny` the loop asks nothing, so neither is
+    changed by what was allowed here."""
+
+    def ask(tool: str, arguments: object) -> bool:
+        if tool in allowed:
+            return True
+        choice = choose(tool, arguments if isinstance(arguments, Mapping) else {})
+        if choice == "always":
+            allowed.add(tool)
+        return choice != "deny"
+
+    return ask
+
+
+def ask_with_input(tool: str, arguments: Mapping[str, Any]) -> Choice:
     """The approval as a prompt (a terminal, or a frontend without buttons)."""
     try:
-        return ask_approval(tool, arguments if isinstance(arguments, Mapping) else {}, input)
+        return ask_approval(tool, arguments, input)
     except (StdinNotImplementedError, EOFError):
-        print(f"(no way to ask here: {cell_text(tool)} was not allowed)")
-        return False
-
-
-def _mapping_ask(ask: Callable[[str, Mapping[str, Any]], bool]) -> AskFn:
-    return lambda tool, arguments: ask(tool, arguments if isinstance(arguments, Mapping) else {})
+        print(
+            f"(no way to ask here: {cell_text(tool)} was not allowed. `%%agent --approve auto`, "
+            'or `%config TinyAgent.approve = "auto"` for this kernel, runs such calls '
+            "without asking)"
+        )
+        return "deny"
 
 
 class TickingObserver(LoopObserver):

@@ -45,7 +45,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "comma-separated tools for this cell, e.g. read_file,grep; an MCP server's tools "
         "by name (time__get_current_time) or all of them (time__*)",
     ),
-    "approve": ("--approve", "tools that change things"),
+    "approve": (
+        "--approve",
+        "tools that change things: ask first (ask), run them (auto) or refuse them (deny); "
+        "default: TinyAgent.approve, itself ask by default",
+    ),
     "rerun": (
         "--rerun",
         "ask the model again, even when this cell's prompt and options are those of a run "
@@ -153,7 +157,9 @@ Without a key or base URL the offline demo model answers, but not in a session a
 real model worked on: configure that model, or ask for the demo with `--demo`.
 
 `--tools` names built-in tools and MCP tools (`srv__tool`; `srv__*` is every tool
-of the MCP server srv). `--approve` applies to MCP tools like to bash.
+of the MCP server srv). `--approve` applies to MCP tools like to bash; `ask`, the
+default, asks before each call that changes things (Allow, Allow it for the rest of this
+session, Deny), and where nobody can answer does not run it.
 
 `{name}`, `{name.attr}`, `{name[key]}` are filled from your variables; `{{name}}`
 keeps `{name}` as text. Nothing else changes: unknown names, `${VAR}`, other

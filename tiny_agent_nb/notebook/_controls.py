@@ -34,7 +34,7 @@ from typing import Any
 
 from ..render import cell_text
 from ..words import short_arguments
-from ._approval import SHOWABLE, approval_text
+from ._approval import SHOWABLE, Choice, approval_text
 from ._comm_pump import (
     CommPump,
     handle_on_controls_subshell,
@@ -180,8 +180,8 @@ def _close(widget: Any) -> None:
 
 class RunControls:
     """The controls of one run (a `%%agent` cell or a resume): Stop while it runs, the
-    approval buttons when a call needs them. Answers never outlive the run: "allow this
-    tool for the rest of the run" is kept here, and a new run gets new controls."""
+    approval buttons when a call needs them. "Allow this tool for the rest of this
+    session" is the caller's to keep (`_cell_runs.allowing`): it outlives the run."""
 
     def __init__(
         self,
@@ -196,7 +196,6 @@ class RunControls:
         self._last_tick = float("-inf")
         self._lock = threading.Lock()
         self._running = False
-        self._allowed: set[str] = set()  # tools allowed for the rest of this run
         self._stop: Control | None = None
         self._stop_button: Any = None
         self.stopped = False  # the Stop button stopped the run
@@ -310,12 +309,10 @@ class RunControls:
                 self._stop.settle(None)
 
     # ------------------------------------------------------------------ approval
-    def ask(self, tool: str, arguments: Mapping[str, Any]) -> bool:
-        """The call, whole, with Allow · Allow <tool> for the rest of this run · Deny ·
+    def ask(self, tool: str, arguments: Mapping[str, Any]) -> Choice:
+        """The call, whole, with Allow · Allow <tool> for the rest of this session · Deny ·
         Stop the run, each with its key. Waits for a press (Ctrl-C or Stop end the wait
         and the run)."""
-        if tool in self._allowed:
-            return True
         text, _ = approval_text(tool, arguments, whole=True)
         if len(text) > SHOWABLE:
             print(
@@ -323,7 +320,7 @@ class RunControls:
                 "long, too long to show here in full, and only what is shown can be approved.",
                 flush=True,
             )
-            return False
+            return "deny"
         answer = Answer()
         control: Control | None = None
         try:
@@ -348,10 +345,9 @@ class RunControls:
                         Record.line("■", tool, arguments, "not answered: the run was stopped")
                     )
             raise
-        choice = answer.choice
+        choice = answer.choice or "deny"
         if choice == "always":
-            self._allowed.add(tool)
-            said = f"allowed by you, with every {cell_text(tool)} call for the rest of this run"
+            said = f"allowed by you, with every {cell_text(tool)} call for the rest of this session"
             record = Record.line("✓", tool, arguments, said)
         elif choice == "allow":
             record = Record.line("✓", tool, arguments, "allowed by you")
@@ -359,7 +355,7 @@ class RunControls:
             record = Record.line("⊘", tool, arguments, "denied by you")
         with interrupt_held():
             control.settle(record)
-        return choice in ("allow", "always")
+        return choice
 
 
 class Answer:
@@ -367,10 +363,10 @@ class Answer:
 
     def __init__(self) -> None:
         self.given = threading.Event()
-        self.choice: str | None = None
+        self.choice: Choice | None = None
         self._lock = threading.Lock()
 
-    def give(self, choice: str) -> None:
+    def give(self, choice: Choice) -> None:
         with self._lock:
             if self.choice is None:
                 self.choice = choice
@@ -381,11 +377,19 @@ def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None]) ->
     """The question as a dialog asks it: Allow has the focus (Enter), Esc denies."""
     from ._keyed_buttons import Button, KeyedButtons  # noqa: PLC0415
 
-    always = f"Allow {cell_text(tool)} for the rest of this run"
+    always = f"Allow {cell_text(tool)} for the rest of this session"
     buttons = [
         Button("allow", "Allow", ("a",), "success"),
         Button("always", always, ("r",), mark=always.rindex("rest")),
         Button("deny", "Deny", ("d", "Escape"), "danger"),
         Button("stop", "Stop the run", ("s",), "warning"),
     ]
-    return KeyedButtons(text, buttons, lambda c: stop() if c == "stop" else answer.give(c))
+    answers: dict[str, Choice] = {"allow": "allow", "always": "always", "deny": "deny"}
+
+    def press(name: str) -> None:
+        if name == "stop":
+            stop()
+        elif name in answers:
+            answer.give(answers[name])
+
+    return KeyedButtons(text, buttons, press)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..agent import (
     AgentLoop,
+    Approval,
     ChatProvider,
     ContextProjection,
     LoopConfig,
@@ -57,6 +58,41 @@ def continuing(
         demo = recorded.model == DEMO_MODEL
         model = None if demo else recorded.model
     return {**options, "model": model, "recorded": recorded}, demo
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The options a run uses: `tools` are names or a server's patterns for the registry
+    (None: the configuration's); `inherited`: they are those of the run it continues."""
+
+    approve: Approval
+    budget: float | None
+    max_steps: int
+    tools: list[str] | None
+    inherited: bool
+
+
+def chosen_options(
+    config: TinyAgent,
+    recorded: RunOptions | None,
+    *,
+    approve: Approval | None = None,
+    budget: float | None = None,
+    max_steps: int | None = None,
+    tools: list[str] | None = None,
+) -> Chosen:
+    """Each option as given (the cell's, `%agent resume`'s); else as the run it continues
+    recorded it (`recorded`, docs/spec.md §9.3); else as the configuration says. What a run
+    builds its loop with and what a cell run again is matched by (`_rerun`)."""
+    if budget is None:  # a run's budget recorded as None is no limit, not "unset"
+        budget = config.budget if recorded is None else recorded.budget
+    return Chosen(
+        approve=approve or (config.approve if recorded is None else recorded.approve),
+        budget=budget,
+        max_steps=max_steps or (config.max_steps if recorded is None else recorded.maxSteps),
+        tools=recorded.tools if tools is None and recorded is not None else tools,
+        inherited=tools is None and recorded is not None,
+    )
 
 
 class LoopBuilder:
@@ -105,7 +141,7 @@ class LoopBuilder:
         max_steps: int | None = None,
         budget: float | None = None,
         tools: list[str] | None = None,
-        approve: str | None = None,
+        approve: Approval | None = None,
         provider: ChatProvider | None = None,
         with_mcp: bool = True,
         demo: bool = False,
@@ -114,14 +150,15 @@ class LoopBuilder:
         """`run`'s options (None: the run's as `recorded`, else the configured value, see
         `continuing`); `provider`: a recovery's, which asks no server; `projection`: the
         context the kernel follows for `store`."""
-        c = self.config
-        if budget is None:  # a run's budget recorded as None is no limit, not "unset"
-            budget = c.budget if recorded is None else recorded.budget
-        max_steps = max_steps or (c.max_steps if recorded is None else recorded.maxSteps)
-        approve = approve or (c.approve if recorded is None else recorded.approve)
-        inherited = tools is None and recorded is not None
-        if recorded is not None and tools is None:
-            tools = recorded.tools
+        chosen = chosen_options(
+            self.config,
+            recorded,
+            approve=approve,
+            budget=budget,
+            max_steps=max_steps,
+            tools=tools,
+        )
+        tools = chosen.tools
         provider_config = self.provider.provider_config(model)
         window = self.config.context_window
         base_url: str | None = None  # with the model, what the session learns windows for
@@ -146,7 +183,7 @@ class LoopBuilder:
         try:
             registry = self.mcp.registry(tools, with_mcp=with_mcp)
         except NotebookError as exc:
-            if not inherited:
+            if not chosen.inherited:
                 raise
             raise NotebookError(
                 f"{exc}. The run this continues was offered {cell_text(', '.join(tools or []))}; "
@@ -161,9 +198,9 @@ class LoopBuilder:
             model=provider_config.model,
             provider_digest=digest,
             system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
-            max_steps=max_steps,
-            budget=budget,
-            approval=approve,  # type: ignore[arg-type]
+            max_steps=chosen.max_steps,
+            budget=chosen.budget,
+            approval=chosen.approve,
             context_window=window,
             base_url=base_url,
             listed_window=listed,

@@ -86,6 +86,7 @@ class AgentMagics(Magics):
             rich=self._rich(),
             stopped_run=runtime.stopped_run,
             interrupted=self._interrupted,
+            allowed=runtime.allowed_tools,
         )
         self.replays = CellReplays(runtime, self.runs, self._resume_clicked)
 

@@ -1,5 +1,6 @@
-"""What the notebook says when the offline demo model answers: a banner once per kernel,
-and one label line in each cell the demo model answers (its answer does not repeat it)."""
+"""What the notebook says when the offline demo model answers: a banner once per kernel
+(what the demo model is, and whether its commands are asked about first), and one label
+line in each cell the demo model answers (its answer does not repeat it)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ tiny-agent-nb: no API key and no base URL configured, so %%agent cells use the
   blocks of a prompt and reports what happened to each command.
   For a real model set OPENROUTER_API_KEY, or TinyAgent.base_url
   (env TINY_AGENT_BASE_URL) for a local OpenAI-compatible server."""
+# What the banner says of a command's approval (TinyAgent.approve), by its value.
+DEMO_APPROVAL = {
+    "ask": '  It asks you before each command (TinyAgent.approve = "ask";\n'
+    "  %%agent --approve auto runs them without asking).",
+    "auto": '  It runs each command without asking (TinyAgent.approve = "auto").',
+    "deny": '  It runs no command (TinyAgent.approve = "deny").',
+}
 # How each of the demo model's answers ends: the notebook's settings for a real model.
 DEMO_ADVICE = (
     "For a real model set OPENROUTER_API_KEY, or point TinyAgent.base_url (env "
@@ -38,7 +46,7 @@ def demo_note_after(shell: Any, config: TinyAgent) -> Callable[..., None]:
     def after_cell(*_: object) -> None:
         shell.events.unregister("post_run_cell", after_cell)
         if config.demo_mode() and shell not in _told_demo:
-            print(DEMO_NOTE)
+            print(f"{DEMO_NOTE}\n{DEMO_APPROVAL[config.approve]}")
             _told_demo.add(shell)
 
     return after_cell

@@ -36,7 +36,7 @@ from ..tools import builtin_registry, clean_output
 from ..words import short_arguments
 from ._cell_runs import CellRuns
 from ._display import MARKS, CellDisplay
-from ._loops import AskFn
+from ._loops import AskFn, chosen_options
 from ._opening import NotebookError
 from ._report import call_label
 from ._runtime import NotebookRuntime
@@ -189,19 +189,25 @@ class CellReplays:
         """The options a run of this cell would record, and whether its model is unknown
         (none configured, none named: the run's counts)."""
         runtime = self.runtime
-        config = runtime.config
         model = options.get("model")
+        chosen = chosen_options(
+            runtime.config,
+            None,  # a cell's run continues none
+            approve=options.get("approve"),
+            budget=options.get("budget"),
+            max_steps=options.get("max_steps"),
+            tools=options.get("tools"),
+        )
         try:
-            tools = runtime.mcp.registry(options.get("tools"), with_mcp=False).names
+            tools = runtime.mcp.registry(chosen.tools, with_mcp=False).names
         except NotebookError:
             return None, False  # a tool of a server: the run decides, as today
         demo_model = runtime.session_model.uses_demo(model, demo)
-        budget = options.get("budget")
         wanted = RunOptions(
-            approve=options.get("approve") or config.approve,
+            approve=chosen.approve,
             tools=list(tools),
-            budget=budget if budget is not None else config.budget,
-            maxSteps=options.get("max_steps") or config.max_steps,
+            budget=chosen.budget,
+            maxSteps=chosen.max_steps,
             model=DEMO_MODEL if demo_model else runtime.provider.provider_config(model).model,
         )
         return wanted, demo_model and not demo and runtime.session_model.real

@@ -88,6 +88,10 @@ class NotebookRuntime:
         self.open_error: str | None = None
         # Set while another process writes the chosen file: this kernel only reads it.
         self.read_only: str | None = None
+        # The tools the user allowed for the rest of this session ("Allow bash for the
+        # rest of this session"): this kernel's, for the file it has open; another file
+        # or another kernel asks again (docs/spec.md §22). Emptied, never replaced.
+        self.allowed_tools: set[str] = set()
         # The displays and the model's context, moved from store to store with the session.
         self._followers = SessionFollowers()
         # The way to the model: its HTTP client and the windows its servers list, kept
@@ -137,6 +141,7 @@ class NotebookRuntime:
             self.read_only = read_only_label(exc)
             raise
         notes = self._close_noting()  # closed even when its last sync fails: go on
+        self.allowed_tools.clear()  # allowed for that session, not for this one
         self.store, self.location, self.open_error = store, location, None
         self.read_only = None
         self._followers.follow(store)

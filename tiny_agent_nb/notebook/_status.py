@@ -56,6 +56,9 @@ def status_text(runtime: NotebookRuntime) -> str:
         op = state.operations.get(intent.operation_id)
         note = outcome_note("interrupted", op.aborted_reason if op is not None else None)
         out.append(f"  ⚠ {call.rstrip()} — interrupted: {cell_text(note or '')}")
+    if runtime.allowed_tools:  # "Allow <tool> for the rest of this session"
+        allowed = cell_text(", ".join(sorted(runtime.allowed_tools)))
+        out.append(f"allowed  {allowed}: every call, for the rest of this session (this kernel)")
     out.append(f"cost     {money(*session_cost(state))}")
     out.append(f"context  {window_line(runtime.provider, state)}")
     compacted = compaction_status(state)
