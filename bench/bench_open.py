@@ -74,7 +74,6 @@ def measure(path: Path, repeats: int) -> dict[str, list[float]]:
     for round_ in range(repeats):
         order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
         for name in order:
-            Path(f"{path}.snapshot").unlink(missing_ok=True)  # the file alone
             times[name].append(cpu_of(sides[name]))
     return times
 
