@@ -24,10 +24,9 @@ tool call, and that call's 1 KB tool result. Each store records it as its own AP
 
 Resume is "open + the whole history as the API gives it back", after the writer has
 closed: `load_session`, and `SessionStore.open` + `load` + the planner's recovery view
-(`plan_recovery`) for tiny-agent-nb, both through the snapshot the writer left at close
-(docs/spec.md §14), and `load_session` with the snapshot set aside (every line reduced);
-`SQLiteSession(...)` + `get_items()`; `SqliteSaver(conn)` + `get_tuple()`. tiny-agent-nb's
-size includes its snapshot, as the peers' include their WAL files.
+(`plan_recovery`) for tiny-agent-nb, both from the file alone (every line reduced);
+`SQLiteSession(...)` + `get_items()`; `SqliteSaver(conn)` + `get_tuple()`. The peers'
+sizes include their WAL files.
 
 - sqlite3 (power only, always there: the standard library's): SQLiteSession's tables and
   statements run synchronously, WAL, the module's default `synchronous`; what
@@ -239,22 +238,8 @@ def commit_tool_call(
 
 
 def tiny_load(path: Path) -> int:
-    """What a resuming reader does: the writer has closed, its snapshot is beside the file."""
+    """What a resuming reader does once the writer has closed."""
     return len(load_session(path).entries)
-
-
-def tiny_load_full(path: Path) -> int:
-    """`load_session` with the snapshot set aside (two renames, timed with it): every line
-    reduced, what a resume costs when there is no usable snapshot."""
-    snapshot = path.with_name(path.name + ".snapshot")
-    aside = path.with_name(path.name + ".aside")
-    if not snapshot.exists():  # a session too short for one
-        return len(load_session(path).entries)
-    snapshot.rename(aside)
-    try:
-        return len(load_session(path).entries)
-    finally:
-        aside.rename(snapshot)
 
 
 def tiny_open_recover(path: Path) -> int:
@@ -545,7 +530,6 @@ def stores(names: Sequence[str], window: int) -> list[Store]:
             {
                 "load_session": tiny_load,
                 "SessionStore.open + load + plan_recovery": tiny_open_recover,
-                "load_session, full read (no snapshot)": tiny_load_full,
             },
         ),
         OPENAI: Store(OPENAI, openai_write, {"SQLiteSession() + get_items()": openai_resume}),

@@ -4,8 +4,9 @@
     python bench/bench_startup.py --quick            # 1k and 5k facts, 1 repetition
     python bench/bench_startup.py --sizes 10000 --repeats 5 --dir /mnt/ssd
     python bench/bench_startup.py --memory-sites     # + where the 100k session's memory goes
-    python bench/bench_startup.py --bytecode --first-open   # as a kernel: bytecode cached;
-                                                            # + a first open with no snapshot
+    python bench/bench_startup.py --bytecode         # as a kernel: bytecode cached
+    python bench/bench_startup.py --peer /path/to/venv/bin/python  # + `%load_ext
+                                                # jupyter_ai_magics` in that Python, the ratio
 
 The session is the notebook's mix: cells of a prompt, ten `read_file`
 tool steps with 1 KB results (bench_peers' workload), the final answer and its usage, the
@@ -29,9 +30,11 @@ context built, plus what the context's memory maps hold, which tracemalloc does 
 import + open + recovery + report ≤ 300 ms at 10k facts and ≤ 1 s at 100k; memory ≤ 1.5x
 the file. Repetitions alternate the sizes. It is a report, not a test: it exits 0.
 
-Each process finds the snapshot the writer left beside the session (a kernel restarted on
-it); `--first-open` also measures a session with none (its first open: a full read, and
-the writer then makes one). `--bytecode` gives the processes the package's bytecode in a
+Each process opens the session from its file alone (the only store). `--peer PYTHON`
+also starts, alternating with ours, fresh processes of PYTHON (an environment with
+jupyter-ai-magics and IPython) that time `%load_ext jupyter_ai_magics` the same way (CPU,
+its import included), and prints the ratio of ours to it (target ≤ 0.5 at 10k facts:
+jupyter-ai loads no history at all). `--bytecode` gives the processes the package's bytecode in a
 temporary PYTHONPYCACHEPREFIX, warmed by one process first, as a user's kernel has it:
 where PYTHONDONTWRITEBYTECODE is set, each process compiles the package, and what that
 frees the load then reuses, so a process keeps less than a kernel. Each state's C heap
@@ -301,17 +304,34 @@ def child_env(pycache: Path | None) -> dict[str, str] | None:
     return env
 
 
-def measure(
-    directory: Path, trace: int = 0, *, snapshot: bool = True, pycache: Path | None = None
-) -> dict[str, Any]:
-    # Every process recovers the same open run: the file as the dead kernel left it, and
-    # beside it the snapshot its writer made at close, or (a first open) none.
+PEER = """
+import os, sys, time
+os.chdir(sys.argv[1])
+os.environ["IPYTHONDIR"] = os.path.join(sys.argv[1], ".ipython")
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+start = time.process_time()
+shell.run_line_magic("load_ext", "jupyter_ai_magics")
+print(time.process_time() - start)
+"""
+
+
+def measure_peer(python: str, directory: Path) -> float:
+    """CPU seconds of `%load_ext jupyter_ai_magics`, its import included, in a fresh
+    process of `python`."""
+    done = subprocess.run(
+        [python, "-c", PEER, str(directory)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return float(done.stdout.splitlines()[-1])
+
+
+def measure(directory: Path, trace: int = 0, *, pycache: Path | None = None) -> dict[str, Any]:
+    # Every process recovers the same open run: the file as the dead kernel left it.
     shutil.copyfile(directory / PRISTINE, directory / SESSION)
-    beside = directory / f"{SESSION}.snapshot"
-    if snapshot:
-        shutil.copyfile(directory / f"{PRISTINE}.snapshot", beside)
-    else:
-        beside.unlink(missing_ok=True)
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(directory), "--trace", str(trace)],
         capture_output=True,
@@ -343,9 +363,7 @@ def label(facts: int) -> str:
     return f"{facts // 1000}k facts" if facts % 1000 == 0 else f"{facts:,} facts"
 
 
-def report(
-    facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, Any], state: str = ""
-) -> None:
+def report(facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, Any]) -> None:
     def med(key: str) -> float:
         return statistics.median(r["timed"][key] for r in runs)
 
@@ -354,7 +372,7 @@ def report(
 
     total = med("import") + med("load_ext")
     target = TARGET_MS.get(facts)
-    name = f"{label(facts)} ({mb(size)}){state}"
+    name = f"{label(facts)} ({mb(size)})"
     wall = med("import_wall") + med("load_ext_wall")
     rows = [
         (f"{name}: %load_ext with its import, CPU", ms(total), target),
@@ -416,6 +434,21 @@ def report(
     print()
 
 
+def peer_report(sizes: list[int], runs: dict[int, list[dict[str, Any]]], peer: list[float]) -> None:
+    """Our `%load_ext` (CPU, its import included) against jupyter-ai's, fastest of each."""
+    theirs = min(peer)
+    print(
+        "| `%load_ext`, CPU with its import (fastest) | tiny-agent-nb | jupyter_ai_magics "
+        "| ratio | target |"
+    )
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        ours = min(r["timed"]["import"] + r["timed"]["load_ext"] for r in runs[n])
+        target = "≤ 0.5" if n == 10_000 else "—"
+        print(f"| {label(n)} | {ms(ours)} | {ms(theirs)} | {ours / theirs:.2f}x | {target} |")
+    print()
+
+
 def memory_sites(facts: int, traced: dict[str, Any]) -> None:
     print(f"### Where the {label(facts)} session's memory is held (tracemalloc, top sites)")
     print()
@@ -433,7 +466,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="1k and 5k facts, one repetition")
     parser.add_argument("--dir", type=Path, default=None, help="where the sessions are written")
     parser.add_argument("--memory-sites", action="store_true")
-    parser.add_argument("--first-open", action="store_true", help="+ a session with no snapshot")
+    parser.add_argument("--peer", help="a Python with jupyter-ai-magics: + its %%load_ext")
     parser.add_argument("--bytecode", action="store_true", help="bytecode cached, as a kernel's")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", type=int, default=0, help=argparse.SUPPRESS)
@@ -451,7 +484,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from _report import now, revision  # noqa: PLC0415
 
     sizes = [int(s) for s in args.sizes.split(",")]
-    states = {"": True, ", first open (no snapshot)": False} if args.first_open else {"": True}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         dirs = {n: Path(tmp) / label(n).replace(" ", "-") for n in sizes}
         for n, directory in dirs.items():
@@ -460,19 +492,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         pycache = Path(tmp) / "pycache" if args.bytecode else None
         if pycache is not None:  # compiled once, by a process not measured
             measure(dirs[sizes[0]], pycache=pycache)
-        runs: dict[tuple[int, str], list[dict[str, Any]]] = {
-            (n, st): [] for n in sizes for st in states
-        }
+        runs: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+        peer: list[float] = []
         load = os.getloadavg()[0]
         for _ in range(args.repeats):
+            if args.peer:
+                peer.append(measure_peer(args.peer, Path(tmp)))
             for n in sizes:  # alternate, so a busy neighbour hits every size alike
-                for st, snapshot in states.items():
-                    runs[n, st].append(measure(dirs[n], snapshot=snapshot, pycache=pycache))
-        traced = {
-            (n, st): measure(dirs[n], trace=1, snapshot=snapshot, pycache=pycache)
-            for n in sizes
-            for st, snapshot in states.items()
-        }
+                runs[n].append(measure(dirs[n], pycache=pycache))
+        traced = {n: measure(dirs[n], trace=1, pycache=pycache) for n in sizes}
         cached = "bytecode cached" if pycache is not None else "bytecode as the environment says"
         print(
             f"{now()}, commit {revision()}, Python {sys.version.split()[0]}, "
@@ -482,10 +510,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         for n in sizes:
             size = (dirs[n] / PRISTINE).stat().st_size
-            for st in states:
-                report(n, size, runs[n, st], traced[n, st], st)
-                if any(r["httpx"] for r in runs[n, st]):
-                    print("- httpx was imported during start-up")
+            report(n, size, runs[n], traced[n])
+            if any(r["httpx"] for r in runs[n]):
+                print("- httpx was imported during start-up")
+        if peer:
+            peer_report(sizes, runs, peer)
         if args.memory_sites:
             biggest = max(sizes)
             memory_sites(biggest, measure(dirs[biggest], trace=25, pycache=pycache))

@@ -134,9 +134,8 @@ def sigint_raises() -> Iterator[None]:
 
 @pytest.fixture(autouse=True, scope="session")
 def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """XDG_STATE_HOME in a temporary directory for the whole run: the session store keeps
-    its snapshot key there (docs/spec.md §14), and a test writes nothing outside
-    temporary directories. Set in os.environ, so kernels and subprocesses inherit it."""
+    """XDG_STATE_HOME in a temporary directory for the whole run: a test writes nothing
+    outside temporary directories. Set in os.environ, so kernels and subprocesses inherit it."""
     saved = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
     yield
@@ -156,11 +155,9 @@ def _startup_session_built(_state_home: None, tmp_path_factory: pytest.TempPathF
 @pytest.fixture
 def startup_session(_startup_session_built: Path, tmp_path: Path) -> Path:
     """What `bench_startup().build(tmp_path, 10_000)` leaves in `tmp_path`: the session as
-    its dead kernel left it and the snapshot its writer made at close (under this
-    process's snapshot key, `_state_home`), copied from the process's one build."""
+    its dead kernel left it, copied from the process's one build."""
     built = _startup_session_built
-    for source in (built, built.with_name(f"{built.name}.snapshot")):
-        shutil.copy2(source, tmp_path / source.name)
+    shutil.copy2(built, tmp_path / built.name)
     return tmp_path / built.name
 
 

@@ -1,5 +1,5 @@
-"""A notebook's session file replaced on disk, and `%agent new`'s snapshot (docs/spec.md
-§7.4, §14): a kernel never writes where nobody reads, says so in one line, and the next
+"""A notebook's session file replaced on disk, and `%agent new` (docs/spec.md §7.4): a
+kernel never writes where nobody reads, says so in one line, and the next
 `%agent session` works from what is on disk."""
 
 from __future__ import annotations
@@ -19,11 +19,7 @@ from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_call
 __all__ = ["shell"]  # the fixture, from ipython_shell
 
 SESSION = "analysis.agent.jsonl"
-SNAPSHOT_TAIL = 256  # lines a writer leaves unsnapshotted at most (docs/spec.md §14)
-
-
-def snapshot_path(path: Path) -> Path:
-    return path.with_name(f"{path.name}.snapshot")
+MESSAGES = 3
 
 
 def renamed_over(path: Path, data: bytes) -> None:
@@ -109,22 +105,19 @@ def test_a_session_file_replaced_during_a_run_stops_the_run_in_one_line(
     assert [i.status for i in load_session(path).tool_intents.values()] == ["interrupted"]
 
 
-def test_new_keeps_the_old_conversations_snapshot_beside_it(
+def test_new_keeps_the_old_conversation_under_another_name(
     shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / SESSION
     init = HeaderInit(cwd=str(tmp_path), provider="p", model="m", environment_identity="/w")
     with SessionStore.open(path, create=init) as store:
-        for n in range(SNAPSHOT_TAIL):
+        for n in range(MESSAGES):
             store.commit([f.user_message(f"message {n}")])
-    run(shell, "%load_ext tiny_agent_nb", capsys)  # writes the snapshot as it opens
-    assert snapshot_path(path).exists()
+    run(shell, "%load_ext tiny_agent_nb", capsys)
     out = run(shell, "%agent new", capsys)
     archived = tmp_path / "analysis.agent.1.jsonl"
     assert f"Kept the previous conversation as {archived.name}." in out
-    assert not snapshot_path(path).exists()
-    first_line = snapshot_path(archived).read_bytes().split(b" mac=", 1)[0]
-    assert first_line.startswith(b"tiny-agent-nb snapshot 3 lines=%d " % SNAPSHOT_TAIL)
+    assert sorted(p.name for p in tmp_path.glob("analysis.*")) == [archived.name, SESSION]
     # the messages, and the kernelOpened of the kernel that wrote it last (docs/spec.md §18)
-    assert load_session(archived).last_seq == SNAPSHOT_TAIL + 1
+    assert load_session(archived).last_seq == MESSAGES + 1
     assert len(load_session(path).entries) == 0

@@ -3,7 +3,6 @@ run without projecting the history; the first request after it sends all of it."
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -96,16 +95,12 @@ def test_a_fresh_kernel_holds_at_most_1_5x_a_10k_fact_session_it_resumes(
     tmp_path: Path, startup_session: Path
 ) -> None:
     """bench_startup's session and fresh process (docs/benchmarks.md, "Start-up"): the
-    resident memory `%load_ext` keeps for a session its writer left with a snapshot, as
-    a restarted kernel finds it: at most 1.5x the file (the start-up target), and its peak during
-    the load bounded too. What a process keeps depends on what its allocator did before
-    (compiling modules frees memory the load then reuses): with the bytecode cached, as
-    a kernel's is, a process keeps 1.4x and peaks at 1.6x; compiling, 0.7x and 1.3x."""
+    resident memory `%load_ext` keeps for a session, as a restarted kernel finds it: at
+    most 1.5x the file (the start-up target), and its peak during the load bounded too.
+    What a process keeps depends on what its allocator did before (compiling modules
+    frees memory the load then reuses)."""
     bench = bench_startup()
     pristine = startup_session
-    snapshot = Path(f"{pristine}.snapshot")
-    assert snapshot.exists()  # the writer's, at close
-    shutil.copyfile(snapshot, tmp_path / f"{bench.SESSION}.snapshot")
     measured = bench.measure(tmp_path)  # recovers the open run, or raises
     size = pristine.stat().st_size
     kept, peak = measured["rss"] / size, measured["peak"] / size

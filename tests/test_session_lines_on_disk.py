@@ -20,7 +20,6 @@ from tiny_agent_nb.session import (
     load_session,
     load_session_bytes,
 )
-from tiny_agent_nb.session._snapshot import snapshot_path
 from tiny_agent_nb.session._source import BLOCK
 
 from helpers.scenario import READ_FILE, Run
@@ -47,13 +46,10 @@ def _state_lines(state: SessionState) -> list[bytes]:
     return [line.removesuffix(b"\n") for line in state._tables.lines]
 
 
-@pytest.fixture(params=["through its snapshot", "read in full"])
-def session(request: pytest.FixtureRequest, session_path: Path, header_init: HeaderInit) -> Path:
+@pytest.fixture
+def session(session_path: Path, header_init: HeaderInit) -> Path:
     with SessionStore.open(session_path, create=header_init) as store:
         _write_run(store, 100, result_bytes=1000)
-    assert snapshot_path(session_path).exists()  # the writer's close left one
-    if request.param == "read in full":
-        snapshot_path(session_path).unlink()
     return session_path
 
 
@@ -88,8 +84,7 @@ def _line_at(path: Path, offset: int) -> int:
 
 def _first_changed(state: SessionState, path: Path, offset: int) -> int:
     """The line a full iteration names for a change at `offset`: that very line, or for
-    lines a snapshot covers (checked a block at a time, docs/spec.md §14.1) the first
-    line in its block."""
+    lines checked a block at a time (docs/spec.md §14.1) the first line in its block."""
     if offset >= state._tables.lines._ends[state._tables.lines._covered]:
         return _line_at(path, offset)
     return max(2, _line_at(path, offset - offset % BLOCK))
@@ -97,7 +92,7 @@ def _first_changed(state: SessionState, path: Path, offset: int) -> int:
 
 def test_a_byte_changed_after_the_load_is_an_error_at_its_line(session: Path) -> None:
     state = load_session(session)
-    index = 250  # a line the snapshot covers, when there is one
+    index = 250
     entry_id = _entry_on_line(state, index)
     at = len(b"\n".join(session.read_bytes().split(b"\n")[: index + 1])) + 1
     at += _file_lines(session)[index].index(b"step") + 2
@@ -143,7 +138,7 @@ def test_a_file_cut_just_before_a_lines_lf_is_an_error_at_the_next_line(session:
     lines = state._tables.lines
     if cut >= lines._ends[lines._covered]:  # read in full: line keep + 1 is missing
         assert raised.value.line == keep + 3  # the header is line 1
-    else:  # covered by the snapshot: its block's first line
+    else:  # checked by its block: the block's first line
         assert raised.value.line == _first_changed(state, session, cut) <= keep + 2
 
 
@@ -235,20 +230,16 @@ def test_load_session_holds_at_most_one_and_a_half_times_the_file(
         _write_run(store, 1200, result_bytes=3000)  # ~5 MB
     size = session_path.stat().st_size
     assert size > 4_000_000
-    for snapshot in (True, False):  # the writer left one; then a full read
-        if not snapshot:
-            snapshot_path(session_path).unlink()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        state = load_session(session_path)
         gc.collect()
-        tracemalloc.start()
-        try:
-            state = load_session(session_path)
-            gc.collect()
-            held, _ = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        assert state.transaction_count == 4802
-        assert held <= 1.5 * size, (snapshot, held / size)
-        del state
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert state.transaction_count == 4802
+    assert held <= 1.5 * size, held / size
 
 
 def test_a_full_read_scans_lines_across_its_buffer_and_longer_than_it(
@@ -265,7 +256,6 @@ def test_a_full_read_scans_lines_across_its_buffer_and_longer_than_it(
         _write_run(store, 3, result_bytes=BLOCK // 3)  # lines across a read's end
         _write_run(store, 1, result_bytes=5 * BLOCK // 2)  # longer than the buffer, twice
         _write_run(store, 2, result_bytes=BLOCK // 3)
-    snapshot_path(session_path).unlink(missing_ok=True)
     with session_path.open("ab") as f:
         f.write(b'{"torn')
     data = session_path.read_bytes()

@@ -1,6 +1,6 @@
 """A run's options in its runStarted (docs/spec.md §3.3): written as the run and its
-resumes give them, read back from the file and from a snapshot alike, and absent from
-files written before they existed, which load as they did (options unknown)."""
+resumes give them, read back from the file, and absent from files written before they
+existed, which load as they did (options unknown)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ from tiny_agent_nb.session import (
     RunOptions,
     SessionStore,
     load_session,
-    load_session_bytes,
     new_id,
 )
 from tiny_agent_nb.session import facts as f
-from tiny_agent_nb.session._snapshot import write_snapshot
 
 INIT = HeaderInit(cwd="/w", provider="p", model="m", environment_identity="/w")
 ASK_BASH = RunOptions(approve="ask", tools=["bash"], budget=0.05, maxSteps=25, model="m")
@@ -61,17 +59,6 @@ def test_a_file_written_before_options_loads_with_them_unknown(tmp_path: Path) -
     state = load_session(path)
     assert [op.options for op in state.operations.values()] == [None, None]
     assert all("options" not in op for op in state.summary()["operations"])
-
-
-def test_a_snapshot_keeps_each_runs_options(tmp_path: Path) -> None:
-    path = tmp_path / "s.agent.jsonl"
-    _stopped_then_resumed(path, ASK_BASH, None)
-    state = load_session_bytes(path.read_bytes(), str(path))
-    state._tables.totals.input_tokens += 1  # shows whether a load believed the snapshot
-    assert write_snapshot(path, state.header_line, state._tables, sync=False)
-    loaded = load_session(path)
-    assert loaded.totals.input_tokens == 1  # read through the snapshot
-    assert [op.options for op in loaded.operations.values()] == [ASK_BASH, None]
 
 
 @pytest.mark.parametrize(

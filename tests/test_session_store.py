@@ -123,6 +123,36 @@ def test_torn_tail_is_ignored_by_readers_and_cut_by_the_writer(
     assert lines(session_path)[-2].startswith(b'{"kind":"entry","seq":12,')
 
 
+def test_a_writer_removes_the_snapshot_cache_an_earlier_version_left_beside_it(
+    session_path: Path, header_init: HeaderInit
+) -> None:
+    """The session file is the only store (docs/spec.md §14): the `.snapshot` cache an
+    earlier version wrote beside it, and its killed writer's drafts, go when a writer
+    opens the session; a reader leaves them, and so does every writer a file of the
+    user's of that name, or a symbolic link."""
+    SessionStore.open(session_path, create=header_init).close()
+    cache = session_path.with_name(f"{session_path.name}.snapshot")
+    draft = session_path.with_name(f".{cache.name}.0123456789ab.tmp")
+    kept = [session_path.with_name(f".{cache.name}.notours.tmp")]
+    cache.write_bytes(b"tiny-agent-nb snapshot 3 lines=1 bytes=2 json=3 mac=00\n{}")
+    draft.write_bytes(b"a draft")
+    kept[0].write_bytes(b"the user's")
+    load_session(session_path)
+    assert cache.exists() and draft.exists()
+    SessionStore.open(session_path).close()
+    assert not cache.exists() and not draft.exists() and kept[0].exists()
+
+    cache.write_bytes(b"the user's notes")
+    SessionStore.open(session_path).close()
+    assert cache.read_bytes() == b"the user's notes"
+    cache.unlink()
+    target = session_path.with_name("elsewhere")
+    target.write_bytes(b"tiny-agent-nb snapshot 3 ...")
+    cache.symlink_to(target)
+    SessionStore.open(session_path).close()
+    assert cache.is_symlink() and target.exists()
+
+
 def test_torn_header_is_replaced_when_creating(session_path: Path, header_init: HeaderInit) -> None:
     session_path.write_bytes(b'{"kind":"header","vers')
     with pytest.raises(NotASessionError, match="torn"):
@@ -169,12 +199,12 @@ def test_unknown_durability_is_refused(session_path: Path, header_init: HeaderIn
     assert not session_path.exists()
 
 
-def test_load_returns_a_snapshot(store: SessionStore) -> None:
+def test_load_returns_a_copy(store: SessionStore) -> None:
     run = Run(environment=store.header.environmentIdentity)
     store.commit(run.start("one"))
-    snapshot = store.load()
+    copy = store.load()
     store.commit(run.attempt())
-    assert snapshot.last_seq == 2 and len(snapshot.attempts) == 0
+    assert copy.last_seq == 2 and len(copy.attempts) == 0
     assert store.load().last_seq == 3
 
 
@@ -394,11 +424,11 @@ def test_entries_read_back_as_committed_from_any_position_in_a_line(
             state.entries["no-such-id"]
 
 
-def test_a_snapshot_keeps_its_entries_when_later_commits_arrive(store: SessionStore) -> None:
+def test_a_copy_keeps_its_entries_when_later_commits_arrive(store: SessionStore) -> None:
     first = store.commit([f.user_message("one")])[0]
-    snapshot = store.load()
+    copy = store.load()
     store.commit([f.user_message("two")])
-    assert list(snapshot.entries.values()) == [first]
+    assert list(copy.entries.values()) == [first]
     assert len(store.load().entries) == 2
 
 

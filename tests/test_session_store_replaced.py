@@ -23,7 +23,6 @@ from tiny_agent_nb.session import (
     load_session,
 )
 from tiny_agent_nb.session import facts as f
-from tiny_agent_nb.session._snapshot import SNAPSHOT_TAIL, snapshot_path
 
 
 def contents(state: SessionState) -> list[str]:
@@ -154,40 +153,13 @@ def test_a_file_moved_back_is_written_again(store: SessionStore, tmp_path: Path)
     assert contents(load_session(store.path)) == ["before", "back"]
 
 
-def long_store(path: Path) -> SessionStore:
-    """A writer whose close writes a snapshot (SNAPSHOT_TAIL lines not covered yet)."""
-    store = SessionStore.open(path, create=init(path))
-    for n in range(SNAPSHOT_TAIL):
-        store.commit([f.user_message(f"message {n}")])
-    return store
-
-
-def test_a_writer_whose_file_was_replaced_writes_no_snapshot_beside_the_path(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "s.jsonl"
-    store = long_store(path)
-    other = tmp_path / "other.jsonl"
-    SessionStore.open(other, create=init(other)).close()
-    renamed_over(path, other.read_bytes())
-    store.close()
-    assert not snapshot_path(path).exists()
-    assert load_session(path).last_seq == 0
-
-
-def test_moving_a_session_takes_its_snapshot_along(tmp_path: Path) -> None:
-    """`%agent new` renames the file it holds: its snapshot, written on close, is beside
-    the archived file, and none describes it at the old path."""
+def test_a_moved_session_is_written_at_its_new_path(tmp_path: Path) -> None:
+    """`%agent new` renames the file it holds and goes on writing it there."""
     path, archived = tmp_path / "s.jsonl", tmp_path / "s.1.jsonl"
-    store = long_store(path)
-    store.close()
-    store = SessionStore.open(path)  # its snapshot is on disk now; SNAPSHOT_TAIL more lines
-    for n in range(SNAPSHOT_TAIL):
-        store.commit([f.user_message(f"more {n}")])
+    store = SessionStore.open(path, create=init(path))
+    store.commit([f.user_message("before the move")])
     store.move(archived)
     store.commit([f.user_message("after the move")])
     store.close()
-    assert not path.exists() and not snapshot_path(path).exists()
-    first = snapshot_path(archived).read_bytes().split(b" mac=", 1)[0]
-    assert first.startswith(b"tiny-agent-nb snapshot 3 lines=%d " % (2 * SNAPSHOT_TAIL + 1))
-    assert load_session(archived).last_seq == 2 * SNAPSHOT_TAIL + 1
+    assert not path.exists()
+    assert contents(load_session(archived)) == ["before the move", "after the move"]

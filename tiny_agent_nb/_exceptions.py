@@ -10,7 +10,6 @@
     │   ├── SessionReplacedError    session: the path names another file now; nothing committed
     │   └── SessionClosedError      session: the store was closed
     ├── Violation                   session: a fact breaks an invariant (said as one of the above)
-    ├── SnapshotError               session: a snapshot that does not decode (the file is read)
     ├── ToolError                   tools: the tool could not do what was asked (told the model)
     │   ├── ToolArgumentError       tools: the arguments do not fit the tool's schema
     │   ├── OutsideWorkspaceError   tools: a path leads out of the workspace

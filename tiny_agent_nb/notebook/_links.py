@@ -163,9 +163,6 @@ def follow_notebook(location: SessionLocation, cwd: Path) -> str | None:
         )
     finally:
         claim.close()
-    snapshot = Path(f"{source}.snapshot")  # derived: moved along rather than made again
-    if snapshot.is_file() and not snapshot.is_symlink():
-        snapshot.replace(f"{location.path}.snapshot")
     return (
         f"tiny-agent-nb: this notebook was renamed or moved: its session "
         f"{cell_text(source.name)} is now {cell_text(location.path.name)}."

@@ -167,9 +167,9 @@ def open_store(location: SessionLocation, init: HeaderInit, durability: Durabili
     except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
         raise store_error(path, exc) from None
     except KeyboardInterrupt:
-        # Ctrl-C while a long session is reduced, or its snapshot written and reloaded
-        # (seconds on a first open): the store let go of the file and its lock, and only
-        # ever cut a torn tail. Said in one line, and the file is remembered to retry.
+        # Ctrl-C while a long session is reduced (seconds): the store let go of the file
+        # and its lock, and only ever cut a torn tail. Said in one line, and the file is
+        # remembered to retry.
         raise NotebookError(
             f"tiny-agent-nb: opening {cell_text(path.name)} was interrupted; nothing in it "
             f"was lost. `%agent session {cell_text(shlex.quote(str(path)))}` opens it again."

@@ -284,7 +284,7 @@ class NotebookRuntime:
         archived = next_archive_path(path)
         try:
             if held is not None:
-                held.move(archived)  # its snapshot goes along, and its last one is made there
+                held.move(archived)
             elif path.exists() or path.is_symlink():
                 path.rename(archived)  # a damaged session: no writer can hold it
         except (OSError, SessionError) as exc:
@@ -312,7 +312,7 @@ class NotebookRuntime:
         moved = store.moved()
         if moved is None:
             return False
-        self._close_noting()  # writes no snapshot: its path names another file now
+        self._close_noting()
         self.open_error = moved_note(store.path, moved)
         return True
 

@@ -2,12 +2,10 @@
 
 # perf: register row "lines-on-disk" (docs/benchmarks.md)
 History's content stays in the session file, where it already is (docs/spec.md §14.1):
-a state keeps, per line it read, where the line ends, and a digest of its bytes taken
-while they were validated: for the lines a snapshot covers, or a full read read, the
-SHA-256 of each BLOCK of the file (those a snapshot's MAC is computed over; the full
-read's scan takes them as it reads); for each line reduced after a snapshot's, an 8-byte
-BLAKE2b of the line. Reading a line back is a `pread` from the state's own read-only
-descriptor, and its bytes must match that digest: a file truncated or rewritten after
+a state keeps, per line it read, where the line ends, and the SHA-256 of each BLOCK of
+the file's bytes up to the last of them, which the read's scan took as it validated them.
+Reading a line back is a `pread` from the state's own read-only descriptor, and its
+bytes must match those digests: a file truncated or rewritten after
 the load raises SessionCorruptError naming the line, and never hands out bytes nobody
 validated. Lines this process commits stay in memory (`more`) as written: they are what a
 writer adds in one kernel, small beside a long history.
@@ -18,32 +16,27 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
-from functools import partial
-from hashlib import blake2b, sha256
 from operator import add, methodcaller, not_, sub
 
 from . import _source
 from ._exceptions import SessionCorruptError
-from ._source import BLOCK, BLOCK_DIGEST_SIZE, BlockHasher, Source, block_digests
+from ._source import BLOCK, BLOCK_DIGEST_SIZE, Source, block_digests
 
-DIGEST_SIZE = 8
 # A read of one covered line reads (and checks) READ_AHEAD bytes of blocks at once.
 READ_AHEAD = 1 << 20
-_hash = partial(blake2b, digest_size=DIGEST_SIZE)
 _ends_line = methodcaller("endswith", b"\n")
 
 
 class Lines:
-    """The transaction lines: those read from the file (`ends`; the first `covered`
-    checked by `blocks`, the others by `digests`; read back from `source`), then those
-    committed by this process (bytes, LF included, `more`)."""
+    """The transaction lines: those read from the file (`ends`, checked by `blocks`, read
+    back from `source`), then those committed by this process (bytes, LF included,
+    `more`)."""
 
     __slots__ = (
         "__weakref__",
         "_blocks",
         "_cache",
         "_covered",
-        "_digests",
         "_ends",
         "_more",
         "_source",
@@ -63,7 +56,6 @@ class Lines:
         self._ends = array("q", (start,)) if ends is None else ends
         self._covered = len(self._ends) - 1  # lines checked by `blocks`
         self._blocks = blocks  # of the file's bytes 0 .. ends[covered], BLOCK at a time
-        self._digests = bytearray()  # of the lines after them, one each
         self._more: list[bytes] = []
         self._cache = (0, b"")  # the covered bytes last read and checked, and where
 
@@ -81,12 +73,6 @@ class Lines:
         return len(self._ends) - 1 + len(self._more)
 
     # -- what the load adds ----------------------------------------------------------
-    def add_read(self, line: bytes) -> None:
-        """The next line of the file (validated by the caller), as read, after those a
-        snapshot covers: checked by its own digest."""
-        self._ends.append(self._ends[-1] + len(line) + 1)
-        self._digests += _hash(line).digest()
-
     def add_scanned(self, line: bytes) -> None:
         """The next line of a full read (validated by the caller): checked by the block
         digests its scan takes (`cover`)."""
@@ -96,7 +82,7 @@ class Lines:
     def cover(self, blocks: bytes) -> None:
         """The lines read so far are checked by `blocks`, the SHA-256 of each BLOCK of the
         file's bytes up to their end, as a full read's scan took them (`Scan.blocks`)."""
-        assert not self._digests and not self._more
+        assert not self._more
         self._covered = len(self._ends) - 1
         self._blocks = blocks
 
@@ -109,15 +95,9 @@ class Lines:
         return SessionCorruptError(
             self._source.path,
             index + 2,  # the header is line 1
-            f"{where} changed on disk after {'it was' if where == 'it' else 'they were'} "
-            "read and validated (the file was truncated or rewritten under this session)",
+            f"{where} changed on disk after they were read and validated (the file was "
+            "truncated or rewritten under this session)",
         )
-
-    def _checked(self, index: int, line: bytes) -> bytes:
-        at = (index - self._covered) * DIGEST_SIZE
-        if _hash(line).digest() != self._digests[at : at + DIGEST_SIZE]:
-            raise self._changed(index, "it")
-        return line
 
     def _covered_bytes(self, index: int, last: int, ahead: int) -> tuple[int, bytes]:
         """Where the checked bytes start, and the whole blocks holding covered lines
@@ -160,12 +140,8 @@ class Lines:
         inside = len(self._ends) - 1
         if index < 0:
             index += len(self)
-        if 0 <= index < self._covered:
-            return self._covered_line(index)
         if 0 <= index < inside:
-            start = self._ends[index]
-            size = self._ends[index + 1] - 1 - start
-            return self._checked(index, self._source.read(start, size))
+            return self._covered_line(index)
         if index < 0:
             raise IndexError(index)
         return self._more[index - inside]
@@ -180,27 +156,6 @@ class Lines:
             for k in range(index, last):
                 yield data[ends[k] - low : ends[k + 1] - 1 - low]
             index = last
-        yield from self._after_covered()
-
-    def _after_covered(self) -> Iterator[bytes]:
-        """The lines after the covered ones: those of the file, then those committed."""
-        ends = self._ends
-        index, inside = self._covered, len(ends) - 1
-        if index < inside:
-            # The scan's memory map (register row "scan-map"); a line whose bytes moved
-            # or are gone fails its digest. A file cut short ends the scan early: the
-            # bytes after its last LF are the next line (whole if the cut took only its
-            # LF), and any line after that is missing, an error at the first of them.
-            scan = self._source.scan(ends[index], ends[inside])
-            for line in scan:
-                if index == inside:
-                    break
-                yield self._checked(index, line)
-                index += 1
-            if index < inside:
-                yield self._checked(index, scan.tail)
-                if index + 1 < inside:
-                    raise self._changed(index + 1, "it")
         yield from self._more
 
     def append(self, line: bytes) -> None:
@@ -215,7 +170,7 @@ class Lines:
 
     def copy(self) -> Lines:
         lines = Lines(self._source, ends=self._ends, blocks=self._blocks)
-        lines._covered, lines._digests = self._covered, self._digests
+        lines._covered = self._covered
         lines._more = list(self._more)
         return lines
 
@@ -234,37 +189,3 @@ class Lines:
             yield line
             if line[-1:] != b"\n":
                 yield b"\n"
-
-    def block_digests(self, head: bytes) -> bytes:
-        """`block_digests` of the file's bytes up to the end of these lines, as a
-        snapshot's MAC covers them (`head`: the bytes before the first line, hashed when
-        no digests of them are kept).
-
-        # perf: register row "scan-blocks" (docs/benchmarks.md)
-        The covered bytes' digests are the ones kept, taken from the bytes that were
-        validated; only their last block, if partial, is read back (and checked), and
-        the lines after them (each checked, every LF included). A full read's writer
-        (a first open) reads nothing back: reading every covered line back went through
-        a fresh 1 MiB `bytes` per read, which left the C heap's holes resident."""
-        ends, covered = self._ends, self._covered
-        if not self._blocks:
-            hasher = BlockHasher()
-            hasher.update(head)
-        else:
-            end = ends[covered]
-            whole = end - end % BLOCK
-            first = whole // BLOCK * BLOCK_DIGEST_SIZE
-            hasher = BlockHasher(self._blocks[:first], whole)
-            if end > whole:
-                data = self._source.read(whole, end - whole)
-                if sha256(data).digest() != self._blocks[first : first + BLOCK_DIGEST_SIZE]:
-                    raise self._changed(
-                        max(0, bisect_right(ends, whole) - 1),
-                        f"bytes {whole}-{end} of the file, which hold it,",
-                    )
-                hasher.update(data)
-        for line in self._after_covered():
-            hasher.update(line)
-            if line[-1:] != b"\n":
-                hasher.update(b"\n")
-        return hasher.finish()

@@ -4,9 +4,10 @@ written (docs/spec.md §7.6). `SessionStore.open` and `.in_memory` share it."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -20,7 +21,6 @@ from ._ids import new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Header
 from ._reader import reduce_source
-from ._snapshot import move_snapshot, remove_drafts
 from ._state import SessionState
 
 Durability = Literal["process", "power"]
@@ -60,8 +60,8 @@ def claimed_file(path: Path, create: bool) -> Iterator[tuple[DescriptorFile, str
 
 
 def move_claimed(file: DescriptorFile, key: str, target: Path) -> str:
-    """Rename the claimed `file` (its key `key`) to `target`, claimed in its place, its
-    snapshot along; the new key. On failure nothing moved and the old claim stands."""
+    """Rename the claimed `file` (its key `key`) to `target`, claimed in its place; the
+    new key. On failure nothing moved and the old claim stands."""
     new_key = os.path.realpath(target)
     claim_in_process(new_key, target)
     try:
@@ -70,9 +70,34 @@ def move_claimed(file: DescriptorFile, key: str, target: Path) -> str:
         release_in_process(new_key)
         raise
     release_in_process(key)
-    move_snapshot(file.path, target)
     file.follow(target)
     return new_key
+
+
+def remove_snapshot_cache(path: Path) -> None:
+    """Remove the snapshot cache an earlier version wrote beside the session, and the
+    drafts of one its writer left when killed (docs/spec.md §14): nothing reads them. The
+    cache goes only when it is a regular file that begins as one (never a symbolic link
+    or a file of the user's); the writer holds the session's lock, so no draft is
+    anyone's. Never raises."""
+    cache = path.with_name(f"{path.name}.snapshot")
+    draft = re.compile(rf"\.{re.escape(cache.name)}\.[0-9a-f]{{12}}\.tmp")
+    stale = []
+    with suppress(OSError):
+        fd = os.open(cache, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if os.read(fd, len(SNAPSHOT_MAGIC)) == SNAPSHOT_MAGIC:
+                stale.append(cache)
+        finally:
+            os.close(fd)
+    with suppress(OSError):
+        stale += [p for p in path.parent.iterdir() if draft.fullmatch(p.name)]
+    for file_path in stale:
+        with suppress(OSError):
+            file_path.unlink()  # a draft that is a symbolic link goes, not what it names
+
+
+SNAPSHOT_MAGIC = b"tiny-agent-nb snapshot "
 
 
 @dataclass(frozen=True)
@@ -92,14 +117,14 @@ def open_state(
     durability: Durability,
     clock: Clock,
     *,
-    snapshot: bool,
+    on_disk: bool,
     sync_dir: bool,
 ) -> tuple[SessionState, bool]:
     """The state of the file the writer just opened and locked, and whether it was
     created. The state reads its lines back from its own descriptor (`file.reader`)."""
     source, size = file.reader(str(path))
     try:
-        state = reduce_source(path, source, size, snapshot=snapshot)
+        state = reduce_source(path, source, size)
     except NotASessionError:
         if create is None or not is_torn_header(file.read()):
             raise
@@ -108,8 +133,8 @@ def open_state(
         if sync_dir:
             fsync_dir(path.parent)
         return state, True
-    if snapshot:  # a file on disk: what a writer killed mid-snapshot left (§14)
-        remove_drafts(path)
+    if on_disk:
+        remove_snapshot_cache(path)
     if state.torn_tail_bytes:
         # The previous writer died mid-append; its partial line was never
         # committed. Cut it so the next line starts on a clean boundary.

@@ -20,17 +20,16 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from ._exceptions import NotASessionError, SessionCorruptError
-from ._files import StoreFile, open_regular
+from ._files import open_regular
 from ._framing import (
     describe_validation_error,
     is_torn_header,
     parse_header,
     parse_transaction,
 )
-from ._gc import empty_free_lists, gc_paused
+from ._gc import gc_paused
 from ._lines import Lines
 from ._reducer import apply_transaction
-from ._snapshot import load_snapshot
 from ._source import BLOCK, Source
 from ._state import SessionState
 from ._tables import Tables, Violation
@@ -53,12 +52,11 @@ Reporter = Callable[[Damage], None]
 def load_session(path: str | Path) -> SessionState:
     """Read-only load: takes no lock, never writes, ignores a torn tail.
 
-    Only a regular file is read (a FIFO or a device is refused without blocking). An
-    authentic snapshot beside it saves reducing the lines it covers (docs/spec.md §14).
-    The state keeps the descriptor it read through, to read lines back (docs/spec.md §14.1)."""
+    Only a regular file is read (a FIFO or a device is refused without blocking). The
+    state keeps the descriptor it read through, to read lines back (docs/spec.md §14.1)."""
     fd = open_regular(path, os.O_RDONLY)
     source = Source(str(path), fd=fd)  # owns fd from here on
-    return reduce_source(path, source, os.fstat(fd).st_size, snapshot=True)
+    return reduce_source(path, source, os.fstat(fd).st_size)
 
 
 def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
@@ -67,72 +65,15 @@ def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
     return reduce_source(name, Source(name, data=data), len(data))
 
 
-def reduce_source(
-    path: str | Path, source: Source, size: int, *, snapshot: bool = False
-) -> SessionState:
+def reduce_source(path: str | Path, source: Source, size: int) -> SessionState:
     """The file's first `size` bytes reduced into a SessionState; damage is
-    SessionCorruptError. With `snapshot`, `source` is the file at `path` and the snapshot
-    beside it may be used for the lines it covers; the result is the same either way."""
+    SessionCorruptError."""
 
     def corrupt(damage: Damage) -> None:
         raise SessionCorruptError(path, damage.line, damage.reason)
 
     with gc_paused():
-        return _read(path, source, size, corrupt, snapshot)
-
-
-def state_from_new_snapshot(path: Path, state: SessionState, file: StoreFile) -> SessionState:
-    """A writer's open that has just written the snapshot of every line of `state`: the
-    same state, its tables taken from the snapshot, or the file reduced again should the
-    snapshot not decode once the reduced tables are let go.
-
-    # perf: register row "first-open-reload" (docs/benchmarks.md)
-    The reducer keeps each id and value as the string its line's parse made; the
-    decoder shares one string per value, and its tables are what a resume keeps. The
-    reduced tables are freed once the snapshot is found authentic and of every line, not
-    before (else a snapshot that will not do would cost a second reduce), nor after the
-    decode (whose objects would fill the holes the reduce left in the allocator's arenas,
-    pinning them). A full collection then empties the interpreter's free lists, which
-    kept thousands of the freed records scattered over those arenas: emptied, the arenas
-    go back to the system."""
-    try:
-        source, size = file.reader(str(path))
-    except OSError:  # the reduced tables stay
-        return state
-    reloaded = reload_tables(path, state, source, size)
-    if reloaded is None:  # the reduced tables stay
-        source.close()
-        return state
-    return reloaded
-
-
-def reload_tables(
-    path: Path, state: SessionState, source: Source, size: int
-) -> SessionState | None:
-    """`state` with its tables from the snapshot of its every line (the file's first
-    `size` bytes, in `source`), or reduced again if its tables were let go and none came
-    back; None when they were not let go (the snapshot is not of every line)."""
-    count, last_seq = state.transaction_count, state.last_seq
-    released = False
-
-    def release(covered: int, end: int) -> bool:
-        nonlocal released
-        if (covered, end) != (count, size):
-            return False
-        state.release_tables()  # their last reference
-        released = True
-        empty_free_lists()
-        return True
-
-    with gc_paused():  # as a load's (register row "gc-load")
-        tables = load_snapshot(path, source, size, len(state.header_line) + 1, release)
-    if tables is not None and tables.last_seq == last_seq:
-        return state.with_tables(tables, snapshot_lines=count)
-    if not released:
-        return None
-    log.warning("the snapshot of %s just written did not load", path)
-    # The torn tail was cut by the open before this read.
-    return reduce_source(path, source, size).with_torn_tail(state.torn_tail_bytes)
+        return _read(path, source, size, corrupt)
 
 
 def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
@@ -142,15 +83,13 @@ def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionSt
     whatever the reporter: without a header there is nothing to read.
     """
     with gc_paused():
-        return _read(path, Source(str(path), data=data), len(data), reporter, False)
+        return _read(path, Source(str(path), data=data), len(data), reporter)
 
 
-def _read(
-    path: str | Path, source: Source, size: int, reporter: Reporter, snapshot: bool
-) -> SessionState:
+def _read(path: str | Path, source: Source, size: int, reporter: Reporter) -> SessionState:
     # perf: register row "header-read" (docs/benchmarks.md)
-    # The header line alone first (BLOCK: below glibc's mmap threshold, see
-    # `Source.lines`), then the snapshot's digests or the lines, scanned from `start`.
+    # The header line alone first (BLOCK: below glibc's mmap threshold, see `Scan`),
+    # then the lines, scanned from `start`.
     chunks = source.chunks(0, size, first=BLOCK)
     head = b""
     for chunk in chunks:
@@ -170,45 +109,30 @@ def _read(
     header_line = head[:header_end]
     header = parse_header(path, header_line)
     start = header_end + 1
-    found = load_snapshot(path, source, size, start) if snapshot else None
-    if found is None:
-        # Every line: the scan takes the block digests that check them (§14.1), from the
-        # header's bytes on.
-        tables, covered = Tables(lines=Lines(source, start)), 0
-        scan = source.scan(start, size, prefix=head[:start])
-    else:
-        tables, covered = found, len(found.lines)
-        scan = source.scan(found.lines.end(), size)
+    # Every line: the scan takes the block digests that check them (§14.1), from the
+    # header's bytes on.
+    tables = Tables(lines=Lines(source, start))
+    scan = source.scan(start, size, prefix=head[:start])
     del head, chunks
     lines = tables.lines
-    add = lines.add_read if found is not None else lines.add_scanned
-    for lineno, line in enumerate(scan, start=2 + len(lines)):
+    for lineno, line in enumerate(scan, start=2):
         try:
             apply_transaction(tables, parse_transaction(line))
             # An entry's slot names its line, and the reducer compares slots (a
             # compaction's cut never moves backwards): the line is kept as it is applied.
-            add(line)
+            lines.add_scanned(line)
             continue
         except ValidationError as exc:
             reason = describe_validation_error(exc)
         except Violation as exc:
             reason = str(exc)
-        if found is None:
-            lines.cover(scan.blocks(lines.end()))
+        lines.cover(scan.blocks(lines.end()))
         # The state of the lines before it; its torn tail is not counted: the file does
         # not load as it is.
-        state = SessionState(
-            str(path), header, tables, header_line=header_line, snapshot_lines=covered
-        )
+        state = SessionState(str(path), header, tables, header_line=header_line)
         reporter(Damage(lineno, lines.end(), len(line), reason))
         return state
-    if found is None:
-        lines.cover(scan.blocks(lines.end()))
+    lines.cover(scan.blocks(lines.end()))
     return SessionState(
-        str(path),
-        header,
-        tables,
-        header_line=header_line,
-        torn_tail_bytes=len(scan.tail),
-        snapshot_lines=covered,
+        str(path), header, tables, header_line=header_line, torn_tail_bytes=len(scan.tail)
     )

@@ -143,7 +143,7 @@ def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
     attempt, op = pending_attempt(t, body.attemptId, "assistant entry")
     for call in body.message.toolCalls:
         check_arguments(call.arguments, f"tool call {call.id!r}")
-    calls = tuple((call.id, call.name) for call in body.message.toolCalls)
+    calls = tuple((call.id, t.share(call.name)) for call in body.message.toolCalls)
     if len({call_id for call_id, _ in calls}) != len(calls):
         raise Violation("assistant entry repeats a tool call id")
     t.put(t.attempts, attempt.id, attempt.settled(fact.id, fact.at, calls))

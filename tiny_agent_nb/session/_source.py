@@ -1,9 +1,9 @@
 """A session file's bytes as a reader reads them: a chunk at a time, its blocks hashed.
 
 `Source` is where a state's lines are read back from (its own descriptor of the file, or
-bytes in memory); `Scan` is a full read's one pass over the lines; `block_digests` and
-`BlockHasher` take the SHA-256 of each BLOCK of the file, the digests a snapshot's MAC
-covers and a state keeps to check the lines it reads back (docs/spec.md §14, §14.1).
+bytes in memory); `Scan` is a full read's one pass over the lines, which takes the
+SHA-256 of each BLOCK of the file (`block_digests`), the digests a state keeps to check
+the lines it reads back (docs/spec.md §14.1).
 """
 
 from __future__ import annotations
@@ -31,30 +31,6 @@ def block_digests(data: bytes | bytearray | memoryview) -> bytes:
         return b"".join(
             [sha256(view[at : at + BLOCK]).digest() for at in range(0, len(view), BLOCK)]
         )
-
-
-class BlockHasher:
-    """`block_digests` of bytes given in pieces of any size (the first `size` bytes, whole
-    blocks, may be given by their `digests`)."""
-
-    def __init__(self, digests: bytes = b"", size: int = 0) -> None:
-        assert size % BLOCK == 0 and len(digests) == size // BLOCK * BLOCK_DIGEST_SIZE
-        self._pending = bytearray()
-        self.digests = bytearray(digests)
-
-    def update(self, piece: bytes | memoryview) -> None:
-        self._pending += piece
-        full = len(self._pending) - len(self._pending) % BLOCK
-        if full:
-            with memoryview(self._pending) as view:
-                self.digests += block_digests(view[:full])
-            del self._pending[:full]
-
-    def finish(self) -> bytes:
-        if self._pending:
-            self.digests += block_digests(self._pending)
-            self._pending.clear()
-        return bytes(self.digests)
 
 
 class Source:
@@ -131,41 +107,6 @@ class Source:
             offset, size = offset + len(part), size - len(part)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def block_digests(self, end: int) -> tuple[bytes, bytes]:
-        """`block_digests` of the first `end` bytes (fewer if the file is shorter now),
-        and the last of them (b"" for none).
-
-        # perf: register row "hash-buffer" (docs/benchmarks.md)
-        The file is read CHUNK at a time into one reused buffer and hashed from it: a
-        fresh `bytes` per chunk would fault its pages in again on every read."""
-        if self._fd < 0:
-            if self._fd == _CLOSED:
-                raise self._closed()
-            data = self._data[:end]
-            return block_digests(data), data[-1:]
-        digests: list[bytes] = []
-        # A memory map, not a bytearray, for the reason of `Scan` (register row "scan-map").
-        buffer = mmap.mmap(-1, max(1, min(CHUNK, end)), **PRIVATE_MAP)
-        view = memoryview(buffer)
-        offset = filled = 0
-        try:
-            while offset < end:
-                want = min(CHUNK, end - offset)
-                filled = 0
-                while filled < want:
-                    got = os.preadv(self._fd, [view[filled:want]], offset + filled)
-                    if not got:  # the file is shorter now: the caller sees it
-                        end = offset + filled
-                        break
-                    filled += got
-                digests.append(block_digests(view[:filled]))
-                offset += filled
-            last = buffer[filled - 1 : filled] if offset else b""
-        finally:
-            view.release()
-            buffer.close()
-        return b"".join(digests), last
-
     def scan(self, start: int, end: int, prefix: bytes | None = None) -> Scan:
         """A pass over the complete lines of the bytes from `start` to `end` (`Scan`)."""
         return Scan(self, start, end, prefix)
@@ -173,7 +114,7 @@ class Source:
     def chunks(self, start: int, end: int, first: int = 0) -> Iterator[bytes]:
         """The bytes from `start` to `end`, CHUNK at a time (fewer at the file's end),
         the first piece `first` bytes if given: a reader that wants the header line
-        alone, and then the snapshot's digests, reads no more than that before them."""
+        alone reads no more than that first."""
         size = first or CHUNK
         while start < end:
             chunk = self.read(start, min(size, end - start))
@@ -202,10 +143,9 @@ class Scan:
     SHA-256 of each BLOCK of the file's bytes from the first, each in one call from the
     map (which keeps the bytes of the block begun: a chunk's lines at a time):
     `blocks(upto)` gives those of the bytes up to `upto`, the end of a line it handed
-    out, and they check the lines up to there as a snapshot's digests do (docs/spec.md
-    §14.1), in place of a digest per line. No hash object outlives its block: one kept
-    across the reduce's allocations pinned a pymalloc arena of the tables a first open
-    frees (register row "first-open-reload")."""
+    out, and they check the lines up to there (docs/spec.md §14.1), in place of a digest
+    per line. No hash object outlives its block: one kept across the reduce's allocations
+    pins a pymalloc arena."""
 
     __slots__ = ("_base", "_buffer", "_digests", "_end", "_hashed", "_source", "_start", "tail")
 

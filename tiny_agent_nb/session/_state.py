@@ -9,7 +9,6 @@ bytes and tuples of atoms are neither.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -19,7 +18,6 @@ from ._framing import encode_transaction, parse_transaction
 from ._model_base import MAX_WINDOW, MIN_WINDOW
 from ._models import Fact, Header, RecordFact, Usage
 from ._records import SystemPrompt
-from ._snapshot import refresh_snapshot
 from ._tables import (
     Attempt,
     Kernel,
@@ -47,18 +45,15 @@ class SessionState:
         *,
         header_line: bytes = b"",
         torn_tail_bytes: int = 0,
-        snapshot_lines: int = 0,
     ) -> None:
         """Made once, by the session's reader or store: `tables` reduced from the file's
-        lines (by the reducer, or given by a snapshot for the first `snapshot_lines` of
-        them), the header line as read (its bytes are what a snapshot's MAC covers), and
-        the bytes after the last complete line when it was read."""
+        lines, the header line as read, and the bytes after the last complete line when
+        it was read."""
         self._path = path
         self._header = header
         self._tables = tables if tables is not None else Tables()
         self._header_line = header_line
         self._torn_tail_bytes = torn_tail_bytes
-        self._snapshot_lines = snapshot_lines
 
     def close(self) -> None:
         """Let go of the descriptor this state reads its lines back from (docs/spec.md
@@ -66,18 +61,6 @@ class SessionState:
         after this (ValueError); its tables can. `with load_session(path) as state:`
         closes it at the block's end; a state never closed lets go when it is freed."""
         self._tables.lines.close()
-
-    def with_tables(self, tables: Tables, *, snapshot_lines: int) -> SessionState:
-        """This state with `tables` in place of its own: a writer's open that reloads the
-        snapshot it has just written, of the first `snapshot_lines` lines (the reader's)."""
-        return SessionState(
-            self._path,
-            self._header,
-            tables,
-            header_line=self._header_line,
-            torn_tail_bytes=self._torn_tail_bytes,
-            snapshot_lines=snapshot_lines,
-        )
 
     def with_torn_tail(self, torn_tail_bytes: int) -> SessionState:
         """This state saying another torn tail: 0 once the writer cut it (the store's), or
@@ -88,15 +71,7 @@ class SessionState:
             self._tables,
             header_line=self._header_line,
             torn_tail_bytes=torn_tail_bytes,
-            snapshot_lines=self._snapshot_lines,
         )
-
-    def release_tables(self) -> None:
-        """Let go of the tables, and of the descriptor their lines read from: a writer's
-        open about to take them from its snapshot (the reader's), which makes a new state
-        with `with_tables`; this one reads as an empty session from here on."""
-        self._tables.lines.close()
-        self._tables = Tables()
 
     def append_transaction(
         self, facts: Sequence[NewFact], at: int, write: Callable[[list[Fact], bytes], None]
@@ -117,12 +92,6 @@ class SessionState:
         tables.commit()
         tables.lines.append(line)
         return built
-
-    def refresh_snapshot(self, path: Path, covered: int, *, sync: bool) -> int:
-        """The store's: the snapshot cache beside `path` brought up to these tables when
-        it covers `covered` lines and is behind (`_snapshot.refresh_snapshot`); the lines
-        it covers now."""
-        return refresh_snapshot(path, self._header_line, self._tables, covered, sync=sync)
 
     def __enter__(self) -> SessionState:
         return self
@@ -146,14 +115,8 @@ class SessionState:
 
     @property
     def header_line(self) -> bytes:
-        """The header line's bytes as read, LF excluded: what a snapshot's MAC covers."""
+        """The header line's bytes as read, LF excluded."""
         return self._header_line
-
-    @property
-    def snapshot_lines(self) -> int:
-        """The transaction lines whose tables came from a snapshot when this state was
-        read (0: none; every line was reduced)."""
-        return self._snapshot_lines
 
     # -- views -------------------------------------------------------------
     @property

@@ -38,7 +38,7 @@ from ._opening import (
     move_claimed,
     open_state,
 )
-from ._reader import reduce_source, state_from_new_snapshot
+from ._reader import reduce_source
 from ._signals import sigint_deferred
 from ._state import SessionState
 from ._tables import Kernel, LearnedWindow, Operation
@@ -77,7 +77,6 @@ class SessionStore:
         self._sync_failed = False  # power: a sync failed since then (see _sync)
         self.repaired_tail_bytes = state.torn_tail_bytes
         self.created = False
-        self._snapshot_lines = 0  # transaction lines the snapshot on disk covers
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -133,7 +132,7 @@ class SessionStore:
         sync_dir: bool = False,
     ) -> SessionStore:
         state, created = open_state(
-            file, path, create, durability, clock, snapshot=key is not None, sync_dir=sync_dir
+            file, path, create, durability, clock, on_disk=key is not None, sync_dir=sync_dir
         )
         store = cls(
             path=path,
@@ -145,10 +144,6 @@ class SessionStore:
             clock=clock,
         )
         store.created = created
-        store._snapshot_lines = state.snapshot_lines
-        store._snapshot_if_behind()
-        if store._snapshot_lines != state.snapshot_lines:  # written now, of every line
-            store._state = state_from_new_snapshot(path, state, file)
         return store
 
     # ------------------------------------------------------------------ properties
@@ -333,8 +328,8 @@ class SessionStore:
 
     def move(self, target: str | Path) -> None:
         """Rename the file to `target` and go on writing it there, its lock held
-        throughout (`%agent new` keeps a conversation under another name); its snapshot
-        goes with it. OSError when the rename fails (nothing moved)."""
+        throughout (`%agent new` keeps a conversation under another name). OSError when
+        the rename fails (nothing moved)."""
         target = Path(target)
         with sigint_deferred(), self._fifo:
             file = self._require_open()
@@ -356,9 +351,6 @@ class SessionStore:
             try:
                 if self._unsynced:
                     self._sync(self._file, self._size)
-                if not self._stale and self._file.moved() is None:
-                    # Beside the file it describes, never beside another one.
-                    self._snapshot_if_behind()
             except OSError as exc:
                 raise SessionError(
                     f"could not sync {self._path} when closing it: {exc.strerror or exc}. "
@@ -367,13 +359,6 @@ class SessionStore:
                 ) from exc
             finally:
                 self._close_file()
-
-    def _snapshot_if_behind(self) -> None:
-        if self._key is not None:  # a file, not memory
-            sync = self._durability == "power"
-            self._snapshot_lines = self._state.refresh_snapshot(
-                self._path, self._snapshot_lines, sync=sync
-            )
 
     def _close_file(self) -> None:
         if self._file is not None:

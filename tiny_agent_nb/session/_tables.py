@@ -9,13 +9,10 @@ old record back.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from .._exceptions import TinyAgentError
-from ._gc import gc_paused
 from ._lines import Lines
 from ._model_base import MAX_REPORTED
 from ._models import ToolOutcome, Usage
@@ -46,6 +43,7 @@ EntrySlot = tuple[int, int, EntryType]
 UsageRow = tuple[str | None, str | None, int, int, int, int, float | None]
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 _new = tuple.__new__
 
 
@@ -232,7 +230,6 @@ class UsageTotals:
 
 
 _MISSING: Any = object()
-_MAKING = threading.Lock()
 USAGE_FIELDS = (
     "attemptId",
     "toolStartedId",
@@ -335,33 +332,16 @@ class Tables:
     # (line, position) of the latest systemPrompt record (docs/spec.md §16).
     system_prompt: tuple[int, int] | None = None
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
-    # Tables made on first use (`defer`), by name.
-    _deferred: dict[str, Callable[[], Any]] = field(default_factory=dict, repr=False, compare=False)
+    # One object per value the records repeat (a provider's name, a tool's identity):
+    # a line's parse makes its own copy of each, which a long session would keep by the
+    # thousand. Never undone: a value a refused commit left here is shared by no one.
+    shared: dict[Any, Any] = field(default_factory=dict)
 
-    # perf: register row "deferred-tables" (docs/benchmarks.md)
-    def defer(self, name: str, make: Callable[[], Any]) -> None:
-        """Make the table `name` on its first use, with `make`: for a snapshot's tables
-        that only the reducer consults (`ids`, and `intent_by_call`, derived from the
-        intents), which a state that is only read never needs. Until then the slot is
-        empty, and `__getattr__` fills it; after, it is a plain attribute again."""
-        delattr(self, name)
-        self._deferred[name] = make
-
-    if not TYPE_CHECKING:  # (for mypy, every attribute is declared above)
-
-        def __getattr__(self, name: str) -> Any:
-            if name == "_deferred":
-                raise AttributeError(name)
-            with _MAKING:  # two threads' first uses make it once
-                make = self._deferred.get(name)
-                if make is not None:
-                    with gc_paused():  # as when it was made by the load ("gc-load")
-                        table = make()
-                    # Forgotten only once made: a maker that raises raises again at the
-                    # next use, rather than leaving an AttributeError for the slot.
-                    setattr(self, name, table)
-                    del self._deferred[name]
-            return object.__getattribute__(self, name)
+    # perf: register row "shared-values" (docs/benchmarks.md)
+    def share(self, value: T) -> T:
+        """The one object equal to `value` these tables keep (`value` itself the first
+        time)."""
+        return self.shared.setdefault(value, value)  # type: ignore[no-any-return]
 
     # perf: register row "undo-log" (docs/benchmarks.md)
     def put(self, table: dict[K, V], key: K, value: V) -> None:

@@ -1,0 +1,29 @@
+"""bench/bench_open.py --quick: the script opens sessions of 1k and 10k facts from their
+file alone, as a reader and as a writer, beside reading the file and `json.loads` of every
+line, and reports each ratio."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_open.py"
+
+
+def test_quick_run_reports_each_open_against_the_raw_read(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == [], "the script left files behind"
+    for opener in ("load_session", "SessionStore.open"):
+        for size in ("1k", "10k"):
+            metric = rf"{re.escape(opener)} of {size} facts \([\d.]+ MB\)"
+            row = rf"^\| {metric} \| [\d,.]+ ms \| [\d,.]+ ms [^|]*\| [\d.]+x \|"
+            assert re.search(row, done.stdout, re.M), done.stdout
