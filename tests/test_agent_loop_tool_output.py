@@ -115,14 +115,21 @@ def test_a_prompt_holding_the_key_is_kept_and_sent_redacted(
     server: OpenAIServer, workspace: Path
 ) -> None:
     """A prompt filled from a variable (an error message, a config) may hold the key: it
-    is committed and sent as every other text is, redacted."""
+    is committed and sent as every other text is, redacted, and the user is told so once
+    (the loop, which redacts it, says it; a surface does not redact it a second time)."""
     h = Harness(server, workspace, secrets=(KEY,))
     try:
-        server.enqueue(text_reply("I see a redacted key."))
+        server.enqueue(text_reply("I see a redacted key."), text_reply("Fine."))
         assert h.loop.run(f"Why does this fail?\nAuthError: bad key {KEY}").outcome == "completed"
         sent = server.requests[0].raw.decode()
         assert "bad key [redacted]" in sent and KEY not in sent
         assert KEY not in h.path.read_text() and "bad key [redacted]" in h.path.read_text()
+        assert h.notices == [
+            "the prompt holds a configured secret (the API key, a credential); it is sent "
+            "and kept as [redacted]."
+        ]
+        assert h.loop.run("And now, a lone \udc80 surrogate?").outcome == "completed"
+        assert len(h.notices) == 1  # made valid Unicode, not redacted: nothing to say
     finally:
         h.close()
 

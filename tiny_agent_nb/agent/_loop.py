@@ -38,6 +38,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
+from ..words import valid_text
 from ._budget import budget_reached, chain_spend
 from ._compaction import (
     AttemptLabel,
@@ -69,6 +70,10 @@ from ._window import ContextWindow
 # Seconds all the replays of one recovery may take together (each read also has its own
 # limit); the reads left when it runs out are settled as interrupted, not replayed.
 RECOVERY_REPLAY_BUDGET = 30.0
+PROMPT_REDACTED = (
+    "the prompt holds a configured secret (the API key, a credential); it is sent and kept "
+    "as [redacted]."
+)
 
 
 class AgentLoop:
@@ -185,8 +190,10 @@ class AgentLoop:
         `cell_id`: the notebook cell it runs in, when known (docs/spec.md §21)."""
         self._require_idle()
         # Kept and sent as every other text is: a prompt filled from a variable (an error
-        # message, a config dict) may hold the key.
-        prompt = self._tool_step.clean(prompt)
+        # message, a config dict) may hold the key. Said here, where it is redacted.
+        prompt, given = self._tool_step.clean(prompt), valid_text(prompt)
+        if prompt != given:
+            self._observer.on_notice(PROMPT_REDACTED)
         entry_id, operation_id = new_id(), new_id()
         cells = self._tool_step.clean(user_cells) if user_cells else None
         # Told before the prompt, in the same transaction: the model reads the kernel

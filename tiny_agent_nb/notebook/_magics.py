@@ -16,7 +16,6 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display, publish_display_data
 
 from ..agent import Approval, LoopObserver, RunResult
-from ..redaction import redact
 from ..render import cell_text
 from ..session import RunOptions
 from ..timeline import (
@@ -53,10 +52,6 @@ log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
-PROMPT_REDACTED = (
-    "Note: the prompt holds a configured secret (the API key, a credential); it is sent "
-    "and kept as [redacted]."
-)
 
 
 def _documented(text: str) -> Callable[[_F], _F]:
@@ -145,12 +140,7 @@ class AgentMagics(Magics):
         # Before anything that needs a model: a cell run again shows its run (§21).
         if not args.rerun and self.replays.replay(prompt, options, demo=args.demo, view=view):
             return
-        if not args.demo:
-            self.runtime.provider.check_ready(args.model)
-        self.runtime.require_store()
-        self.runtime.session_model.refuse_demo(args.model, demo=args.demo, command="%%agent")
-        if redact(prompt, self.runtime.config.secrets()) != prompt:
-            view.say(PROMPT_REDACTED)
+        self._ready(args.model, args.demo, "%%agent")
         self._say_model(args.model, args.demo)
         self.link()
         if not self._start_mcp():
@@ -173,6 +163,14 @@ class AgentMagics(Magics):
         if said is not None:
             print(said)
         self.runs.offer_resume(self._resume_clicked)
+
+    def _ready(self, model: str | None, demo: bool, command: str) -> None:
+        """Refuse, before anything is said or started, a `command` with no model to ask,
+        no session to write, or only the demo model for a session a real one worked on."""
+        if not demo:
+            self.runtime.provider.check_ready(model)
+        self.runtime.require_store()
+        self.runtime.session_model.refuse_demo(model, demo=demo, command=command)
 
     def _view(self) -> CellDisplay:
         return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
@@ -245,10 +243,7 @@ class AgentMagics(Magics):
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
         if demo and options["model"] is not None:
             raise UsageError("--demo and --model name two models: use one")
-        if not demo:
-            self.runtime.provider.check_ready(options["model"])
-        self.runtime.require_store()
-        self.runtime.session_model.refuse_demo(options["model"], demo=demo, command="%agent resume")
+        self._ready(options["model"], demo, "%agent resume")
         options, demo = continuing(options, demo, self._stopped_options())
         self._say_model(options["model"], demo)
         if not self._start_mcp():
@@ -278,10 +273,7 @@ class AgentMagics(Magics):
         return None if stopped is None else stopped.options
 
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
-        if not demo:
-            self.runtime.provider.check_ready()
-        self.runtime.require_store()
-        self.runtime.session_model.refuse_demo(None, demo=demo, command="%agent compact")
+        self._ready(None, demo, "%agent compact")
         # After a stopped run: its model, and its budget, which the compaction spends.
         options, demo = continuing({}, demo, self._stopped_options())
         view = self._view()

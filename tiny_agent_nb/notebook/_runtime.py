@@ -347,7 +347,6 @@ class NotebookRuntime:
         """`%%agent`: run `prompt` with a cell's options (model, max_steps, budget, tools,
         approve: `LoopBuilder.build`'s; None is the configured value) in the notebook cell
         `cell_id` (None: unknown)."""
-        self.session_model.refuse_demo(options.get("model"), demo=demo, command="%%agent")
         loop = self._loop(observer=observer, ask=ask, demo=demo, **options)
         cells = self.user_cells.digest(self.config.user_cells_chars, self.config.secrets())
         try:
@@ -389,7 +388,6 @@ class NotebookRuntime:
         `run`'s options and the run's `recorded` ones (`continuing`). A run its budget
         stopped goes on when its budget is above what its chain spent, and stops again at
         once, with no request, when it is not."""
-        self.session_model.refuse_demo(options.get("model"), demo=demo, command="%agent resume")
         return self._call(AgentLoop.resume, observer=observer, ask=ask, demo=demo, **options)
 
     def compact(
@@ -401,7 +399,6 @@ class NotebookRuntime:
         **options: Any,
     ) -> RunResult:
         """`%agent compact`; `options`: as `resume`'s (the stopped run's, `continuing`)."""
-        self.session_model.refuse_demo(None, demo=demo, command="%agent compact")
         return self._call(
             lambda loop: loop.compact(instructions),
             observer=observer,
