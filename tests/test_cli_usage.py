@@ -98,7 +98,7 @@ def test_usage_of_only_unpriced_records_is_unknown(capsys: pytest.CaptureFixture
     assert _usage(capsys, fixture)["totals"]["cost"] is None
     _, out, _ = cli(capsys, "usage", str(fixture))
     assert "total cost   unknown (the provider reported no cost)" in out
-    assert "$0" not in out.replace("(not counted as $0)", "")
+    assert "$0" not in out.replace("(not counted as $0.00)", "")
 
 
 def test_usage_notes_an_attempt_in_flight(capsys: pytest.CaptureFixture[str]) -> None:

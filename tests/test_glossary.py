@@ -85,11 +85,12 @@ def test_the_timeline_html_the_cli_timeline_and_agent_usage_use_the_same_words_a
     three_runs(path)
     seen = surfaces(shell, path, capsys)
     usage = seen["usage"]
-    # %agent usage's lines, one per run, then the total: the timeline's phrases
-    assert re.search(r"^run +completed +200 in / 20 out · cost \$0\.002$", usage, re.M), usage
-    assert re.search(r"^run +interrupted +usage unknown · cost unknown$", usage, re.M), usage
-    assert re.search(r"^resume +completed +100 in / 10 out · cost \$0\.001$", usage, re.M)
-    assert re.search(r"^total +300 in / 30 out · .* · cost at least \$0\.003$", usage, re.M)
+    # %agent usage prints `tiny-agent-nb usage`'s table: one row per run, then the total,
+    # in the timeline's money, and no zero for tokens nobody reported.
+    assert re.search(r"^1 +run +completed +200 +20 +0 +0 +\$0\.002 ", usage, re.M), usage
+    assert re.search(r"^2 +run +interrupted +(unknown +){5}\S", usage, re.M), usage
+    assert re.search(r"^3 +resume +completed +100 +10 +0 +0 +\$0\.001 ", usage, re.M)
+    assert re.search(r"^ +total +300 +30 +0 +0 +at least \$0\.003$", usage, re.M)
     for surface in ("html", "cli"):
         words = seen[surface]
         assert "200 in / 20 out · cost $0.002" in words, (surface, words)
@@ -169,7 +170,7 @@ def test_the_timeline_html_and_the_cli_timeline_show_a_tool_calls_source_and_its
         assert "bash · " not in words and "builtin" not in words, (surface, words)
         # The run's ledger counts its attempts' usage and the tool's.
         assert "240 in / 27 out · cost $0.0051" in words, (surface, words)
-    assert re.search(r"^run +completed +240 in / 27 out · cost \$0\.0051$", seen["usage"], re.M)
+    assert re.search(r"^1 +run +completed +240 +27 +0 +0 +\$0\.0051 ", seen["usage"], re.M)
 
 
 def test_an_mcp_tool_has_one_name_on_every_surface(

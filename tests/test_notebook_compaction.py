@@ -74,7 +74,7 @@ def test_agent_compact_summarizes_with_instructions_and_status_shows_it(
     whole = run(shell, "%agent summary", capsys)
     assert whole.endswith("not as your words):\n\nSUMMARY: big.txt is 8000 y's\n")
     usage_view = run(shell, "%agent usage", capsys)
-    assert "compaction completed" in usage_view and "$0.002" in usage_view
+    assert re.search(r"^\d+ +compaction +completed ", usage_view, re.M) and "$0.002" in usage_view
     path = tmp_path / "analysis.agent.jsonl"
     assert main(["timeline", str(path)]) == 0
     shown = capsys.readouterr().out

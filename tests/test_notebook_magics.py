@@ -345,20 +345,9 @@ def test_usage_per_run_counts_the_tools_usage_too(
     run(shell, "%load_ext tiny_agent_nb", capsys)
     run(shell, f"%agent session {path}", capsys)
     out = run(shell, "%agent usage", capsys)
-    lines = out.strip().splitlines()
-    assert lines[0].split() == [
-        "run",
-        "completed",
-        "107",
-        "in",
-        "/",
-        "13",
-        "out",
-        "·",
-        "cost",
-        "$0.75",
-    ]
-    assert lines[-1].startswith("total  107 in / 13 out")
+    rows = [line.split() for line in out.splitlines()]
+    assert ["1", "run", "completed", "107", "13", "0", "0", "$0.75"] in [r[:8] for r in rows]
+    assert ["total", "107", "13", "0", "0", "$0.75"] in rows
 
 
 def test_loading_a_session_offers_resume_by_the_planners_rule_past_a_compaction(

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 from ..render import KERNEL_TOLD
 from ..session import SessionState, ToolIntent
-from ..timeline import intent_label, outcome_note, session_cost, session_models
-from ..words import money, printable
+from ..timeline import cost_text, intent_label, outcome_note, session_models
+from ..words import printable
 from ._common import (
     ARGUMENTS_WIDTH,
     EXIT_OK,
@@ -143,20 +143,7 @@ def _usage_line(state: SessionState) -> str:
         f"{t.input_tokens} input, {t.output_tokens} output, {t.reasoning_tokens} reasoning, "
         f"{t.cached_input_tokens} cached input tokens"
     )
-    return f"usage        {tokens}; cost {_cost(state)}"
-
-
-def _cost(state: SessionState) -> str:
-    """`words.money` of the whole session, and what makes it a lower bound."""
-    t = state.totals
-    cost, unpriced = session_cost(state)
-    unreported = unpriced - t.unpriced  # answered attempts that reported no usage
-    why = ["the provider reported no cost"] if cost is None else []
-    if cost is not None and t.unpriced:
-        why.append(f"{t.unpriced} of {t.priced + t.unpriced} usage records have no cost")
-    if cost is not None and unreported:
-        why.append(f"{unreported} answered attempt(s) reported no usage")
-    return money(cost, unpriced) + (f" ({'; '.join(why)})" if why else "")
+    return f"usage        {tokens}; cost {cost_text(state)}"
 
 
 def _torn_tail_lines(state: SessionState) -> Iterator[str]:

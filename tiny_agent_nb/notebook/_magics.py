@@ -17,10 +17,9 @@ from IPython.display import display, publish_display_data
 
 from ..agent import Approval, LoopObserver, RunResult
 from ..render import cell_text
+from ..safe_markdown import safe_text
 from ..session import RunOptions
-from ..timeline import (
-    compactions,
-)
+from ..timeline import compactions, usage_lines
 from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
 from ._commands import (
@@ -43,7 +42,7 @@ from ._report import OpenReport
 from ._rerun import CellReplays
 from ._runtime import NotebookRuntime
 from ._shutdown import ShutdownWatch, interrupted_line
-from ._status import status_text, usage_text
+from ._status import status_text
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
 from ._window_report import forget_window, summary_text
@@ -237,8 +236,10 @@ class AgentMagics(Magics):
             self.views = [v for v in self.views if not v.closed] + [view]
 
     def _cmd_usage(self) -> None:
+        # The CLI's `usage` table: one renderer says a session's usage everywhere.
         state, read_only = self.runtime.read_state()
-        print(usage_text(state, read_only))
+        lines = usage_lines(state)
+        print(safe_text("\n".join([f"({read_only})", *lines] if read_only else lines)))
 
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
         if demo and options["model"] is not None:

@@ -1,12 +1,11 @@
-"""What `%agent status` and `%agent usage` say: the session as the runtime has it."""
+"""What `%agent status` says: the session as the runtime has it."""
 
 from __future__ import annotations
 
 from ..agent import compaction_status, resumable_operation
 from ..render import cell_text
-from ..session import SessionState
-from ..timeline import ModelName, outcome_note, session_cost, session_models, usage_by_run
-from ..words import NO_USAGE, money, short_arguments, tokens, usage
+from ..timeline import ModelName, cost_text, outcome_note, session_models
+from ..words import short_arguments
 from ._report import call_label
 from ._runtime import NotebookRuntime
 from ._window_report import summary_line, window_line
@@ -59,37 +58,10 @@ def status_text(runtime: NotebookRuntime) -> str:
     if runtime.allowed_tools:  # "Allow <tool> for the rest of this session"
         allowed = cell_text(", ".join(sorted(runtime.allowed_tools)))
         out.append(f"allowed  {allowed}: every call, for the rest of this session (this kernel)")
-    out.append(f"cost     {money(*session_cost(state))}")
+    out.append(f"cost     {cost_text(state)}")  # as `tiny-agent-nb inspect` says it
     out.append(f"context  {window_line(runtime.provider, state)}")
     compacted = compaction_status(state)
     if compacted:
         out.append(f"         {compacted}")
         out.append(f"summary  {summary_line(state)}")
-    return "\n".join(out)
-
-
-def usage_text(state: SessionState, read_only: str | None) -> str:
-    """`%agent usage`: tokens and cost per run, then in total."""
-    out: list[str] = []
-    if read_only:
-        out.append(f"({read_only})")
-    t = state.totals
-    # The timeline's words and money (docs/glossary.md): the same session reads the
-    # same here, in the timeline display and in `tiny-agent-nb timeline`.
-    for run in usage_by_run(state):
-        cost, unpriced = run.cost
-        u = run.totals
-        used = usage(u.input_tokens, u.output_tokens, cost, unpriced, u.priced + u.unpriced)
-        stopped = run.detail if run.status == "budgetLimit" else None
-        stop = f" — {cell_text(stopped)}" if stopped else ""
-        out.append(f"{run.kind:<6} {run.status:<11} {used}{stop}")
-    cost, unpriced = session_cost(state)
-    if not (t.priced or unpriced):
-        out.append(f"total  {NO_USAGE}")
-        return "\n".join(out)
-    out.append(
-        f"total  {tokens(t.input_tokens, t.output_tokens, cost, unpriced)} · "
-        f"{t.reasoning_tokens} reasoning, {t.cached_input_tokens} cached · "
-        f"cost {money(cost, unpriced)}"
-    )
     return "\n".join(out)

@@ -20,7 +20,15 @@ from ._compactions import CompactionRow, compaction_notes, compactions
 from ._kernels import kernel_boundaries
 from ._models import ModelName, SessionModels, session_models
 from ._rows import AttemptRow, KernelRow, RunRow, Timeline, ToolRow, Totals
-from ._usage import RunUsage, priced, session_cost, unreported_attempts, usage_by_run
+from ._usage import (
+    RunUsage,
+    cost_text,
+    priced,
+    session_cost,
+    unreported_attempts,
+    usage_by_run,
+    usage_lines,
+)
 
 __all__ = [
     "OUTCOME_WORDS",
@@ -41,6 +49,7 @@ __all__ = [
     "called_name",
     "compaction_notes",
     "compactions",
+    "cost_text",
     "intent_label",
     "kernel_boundaries",
     "outcome_note",
@@ -50,4 +59,5 @@ __all__ = [
     "session_models",
     "unreported_attempts",
     "usage_by_run",
+    "usage_lines",
 ]

@@ -4,9 +4,11 @@ unknown or a lower bound (`words.money` writes it)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..session import SessionState, UsageTotals
+from ..words import NO_USAGE, money, printable, tokens
 
 
 def unreported_attempts(state: SessionState) -> dict[str, int]:
@@ -77,3 +79,96 @@ def usage_by_run(state: SessionState) -> list[RunUsage]:
         )
         for n, op in enumerate(state.operations.values(), start=1)
     ]
+
+
+def cost_text(state: SessionState) -> str:
+    """`words.money` of the whole session, and what makes it a lower bound."""
+    t = state.totals
+    cost, unpriced = session_cost(state)
+    unreported = unpriced - t.unpriced  # answered attempts that reported no usage
+    why = ["the provider reported no cost"] if cost is None else []
+    if cost is not None and t.unpriced:
+        why.append(f"{t.unpriced} of {t.priced + t.unpriced} usage records have no cost")
+    if cost is not None and unreported:
+        why.append(f"{unreported} answered attempt(s) reported no usage")
+    return money(cost, unpriced) + (f" ({'; '.join(why)})" if why else "")
+
+
+USAGE_COLUMNS = ("input", "output", "reasoning", "cached")
+
+
+def usage_lines(state: SessionState) -> list[str]:
+    """The table of `tiny-agent-nb usage` and `%agent usage`: one row per run, then the
+    totals and what the marks mean."""
+    runs = usage_by_run(state)
+    rows = [
+        [str(r.number), r.kind, r.status, *_cells(r.totals, r.cost), r.operation_id] for r in runs
+    ]
+    cost = session_cost(state)
+    total = ["", "total", "", *_cells(state.totals, cost), ""]
+    reported = _reported(state.totals, cost)
+    head = ["#", "kind", "status", *USAGE_COLUMNS, "cost", "run id"]
+    table = [head, *rows, total]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    right = {0, 3, 4, 5, 6}  # numbers
+
+    def line(cells: list[str]) -> str:
+        text = "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        return text.rstrip()
+
+    lines = [
+        f"usage of {printable(state.path)}: {len(runs)} run(s), "
+        f"{state.totals.priced + state.totals.unpriced} usage record(s)",
+        "",
+        line(head),
+        *(line(row) for row in rows),
+        line(total),
+        "",
+        f"total cost   {cost_text(state) if reported else NO_USAGE}",
+    ]
+    lines.extend(_usage_notes(runs))
+    return lines
+
+
+def _reported(t: UsageTotals, cost: tuple[float | None, int]) -> bool:
+    """Whether anything reported usage: a usage record, or an answer that reported none."""
+    return bool(t.priced or t.unpriced or cost[1])
+
+
+def _cells(t: UsageTotals, cost: tuple[float | None, int]) -> list[str]:
+    """The token and cost cells of a row; `-` in each where no usage was reported (a run
+    whose every request failed), `unknown` tokens where only answers that reported none
+    were: never zeros for what nobody reported (`words.tokens`)."""
+    if not _reported(t, cost):
+        return ["-"] * (len(USAGE_COLUMNS) + 1)
+    counts = (t.input_tokens, t.output_tokens, t.reasoning_tokens, t.cached_input_tokens)
+    if tokens(t.input_tokens, t.output_tokens, *cost) == "usage unknown":
+        return ["unknown"] * len(USAGE_COLUMNS) + [money(*cost)]
+    return [*map(str, counts), money(*cost)]
+
+
+def _usage_notes(runs: list[RunUsage]) -> Iterator[str]:
+    if any(not _reported(r.totals, r.cost) for r in runs):
+        yield "-            no usage reported: no request of that run was answered"
+    if any(r.cost[0] is None for r in runs):
+        yield (
+            "unknown      the provider reported no cost (or no usage) for that run (not "
+            "counted as $0.00)"
+        )
+    if any(r.cost[0] is not None and r.cost[1] for r in runs):
+        yield (
+            "at least     a lower bound: some usage records of that run report no cost, or "
+            "some of its answers reported no usage"
+        )
+    for r in runs:
+        if r.status == "budgetLimit" and r.detail:
+            yield f"run {r.number}      stopped by its budget: {printable(r.detail)}"
+        if r.unreported_attempts:
+            yield (
+                f"run {r.number}      {r.unreported_attempts} attempt(s) still pending, with no "
+                "usage record (in flight, or cut off when the kernel stopped): their tokens "
+                "and cost were never reported and are not counted"
+            )
