@@ -334,7 +334,7 @@ def test_a_window_the_tools_alone_fill_says_to_offer_fewer_tools_and_asks_no_sum
 
     with OpenAIServer(context_limit=1500, token_bytes=3.5) as server:
         server.responder = model
-        h = Harness(server, workspace, base_url=server.base_url)
+        h = Harness(server, workspace)
         try:
             results = [h.loop.run(f"Cell {n}: what do the notes say?") for n in range(3)]
         finally:

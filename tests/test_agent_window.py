@@ -68,7 +68,7 @@ def refusing() -> Iterator[OpenAIServer]:
 
 
 def harness(server: OpenAIServer, notes: Path, **config: Any) -> Harness:
-    return Harness(server, notes, base_url=server.base_url, **config)
+    return Harness(server, notes, **config)
 
 
 def cells(h: Harness, count: int, start: int = 0) -> list[str]:

@@ -60,7 +60,7 @@ def test_two_hundred_cells_fit_a_window_stated_only_in_the_400(workspace: Path) 
         (workspace / f"notes_{k}.txt").write_text((line * (size // len(line) + 1))[:size])
     with window_server(context_limit=WINDOW, count_usage=True) as server:
         server.responder = _model
-        h = Harness(server, workspace, base_url=server.base_url)
+        h = Harness(server, workspace)
         starts: list[int] = []
         try:
             for n in range(CELLS):

@@ -140,8 +140,7 @@ class AgentLoop:
         self._history_cache = m.history_cache(provider)
         tool_bytes = m.tools_size(self._schemas)
         system = m.size(m.System(config.system_prompt)) if config.system_prompt else 0
-        # The server the window is learned for: given, else the one the digest names.
-        base_url = config.base_url or config.provider_digest.get("baseUrl")
+        base_url = config.provider_digest.get("baseUrl")  # the server the window is learned for
         key = (base_url, config.model) if isinstance(base_url, str) and base_url else None
         self._compactor = Compactor(
             store,

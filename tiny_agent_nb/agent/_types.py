@@ -64,7 +64,9 @@ DEFAULT_APPROVAL: Approval = "ask"
 class LoopConfig:
     provider: str
     model: str
-    # ProviderConfig.digest_material(): what the configurationDigest covers, no secrets
+    # ProviderConfig.digest_material(): what the configurationDigest covers, no secrets;
+    # its baseUrl (credentials masked), with `model`, keys the windows the session learns
+    # (none without one: a model with no server)
     provider_digest: Mapping[str, Any] = field(default_factory=dict)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_steps: int = DEFAULT_MAX_STEPS
@@ -73,10 +75,6 @@ class LoopConfig:
     budget: float | None = None  # USD per run (its resume chain included); None: no limit
     # tokens: TinyAgent.context_window; None: learned, listed, else the default (_window)
     context_window: int | None = None
-    # The server's API root with its credentials masked: with `model`, the key of the
-    # windows the session learns (None: `provider_digest`'s baseUrl; a model with no
-    # server at all learns none).
-    base_url: str | None = None
     listed_window: int | None = None  # what the server's metadata states, if asked
     compact_threshold: float = DEFAULT_COMPACT_THRESHOLD
     keep_tail_tokens: int = DEFAULT_KEEP_TAIL_TOKENS

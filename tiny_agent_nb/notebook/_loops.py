@@ -161,7 +161,6 @@ class LoopBuilder:
         tools = chosen.tools
         provider_config = self.provider.provider_config(model)
         window = self.config.context_window
-        base_url: str | None = None  # with the model, what the session learns windows for
         listed: int | None = None
         if self.session_model.uses_demo(model, demo):
             provider = DemoProvider(advice=DEMO_ADVICE)
@@ -202,7 +201,6 @@ class LoopBuilder:
             budget=chosen.budget,
             approval=chosen.approve,
             context_window=window,
-            base_url=base_url,
             listed_window=listed,
             compact_threshold=self.config.compact_threshold,
             keep_tail_tokens=self.config.keep_tail_tokens,
