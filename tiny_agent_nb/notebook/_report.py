@@ -52,10 +52,11 @@ class OpenReport:
                     else ""
                 )
                 lines.append(
-                    f"  ⚠ {_call(s, intent)} — interrupted: {outcome_note('interrupted')}.{still}"
+                    f"  ⚠ {call_text(s, intent)} — interrupted: "
+                    f"{outcome_note('interrupted')}.{still}"
                 )
             for intent in r.replayed:
-                lines.append(f"  ↻ {_call(s, intent)} — {outcome_note('replayed')}")
+                lines.append(f"  ↻ {call_text(s, intent)} — {outcome_note('replayed')}")
             if r.failed_attempts:
                 lines.append(
                     f"  {r.failed_attempts} model request(s) in flight were marked interrupted."
@@ -77,17 +78,11 @@ _STOPPED = {
 }
 
 
-def _call(state: SessionState, intent: ToolIntent) -> str:
-    """A recorded tool call on one line; both parts come from the file."""
-    summary = cell_text(short_arguments(intent.arguments))
-    return f"{call_label(state, intent)} {summary}".rstrip()
-
-
-def call_label(state: SessionState, intent: ToolIntent) -> str:
-    """`timeline.intent_label` of a call for a cell's text: the tool's name and where it
-    comes from unless it is built in (`time__get_current_time · mcp:time`). From the
-    file: escaped."""
-    return cell_text(intent_label(state, intent))
+def call_text(state: SessionState, intent: ToolIntent) -> str:
+    """A recorded tool call on one line, for a cell's text: `timeline.intent_label` (the
+    tool's name and where it comes from unless it is built in: `time__get_current_time ·
+    mcp:time`) and its arguments; both from the file: escaped."""
+    return cell_text(f"{intent_label(state, intent)} {short_arguments(intent.arguments)}").rstrip()
 
 
 def _source(location: SessionLocation) -> str:

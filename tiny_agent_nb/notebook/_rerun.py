@@ -33,12 +33,11 @@ from ..session import (
     UserEntry,
 )
 from ..tools import builtin_registry, clean_output
-from ..words import short_arguments
 from ._cell_runs import CellRuns
 from ._display import MARKS, CellDisplay
 from ._loops import AskFn, chosen_options
 from ._opening import NotebookError
-from ._report import call_label
+from ._report import call_text
 from ._runtime import NotebookRuntime
 
 REPLAYED = "↻ replayed from the session: 0 model calls, $0"
@@ -239,7 +238,7 @@ def replay_lines(state: SessionState, found: CellRun, replayed: Replayed) -> lis
     rerunnable = {i.id for i in reruns_of(found.calls)}
     lines = []
     for intent in found.calls:
-        call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
+        call = call_text(state, intent)
         outcome = again.get(intent.id)
         if outcome is not None:
             note = f"ran again: {outcome}" if outcome != "denied" else "not run again: denied"
@@ -247,7 +246,7 @@ def replay_lines(state: SessionState, found: CellRun, replayed: Replayed) -> lis
             note = "not run again: an earlier call failed when run again"
         else:
             note = "not re-run"
-        lines.append(f"{MARKS.get(intent.status, '·')} {call.rstrip()} — {intent.status}; {note}")
+        lines.append(f"{MARKS.get(intent.status, '·')} {call} — {intent.status}; {note}")
     lines.append(REPLAYED)
     result = replayed.result
     if result.outcome != "completed":

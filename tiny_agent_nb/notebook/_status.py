@@ -5,8 +5,7 @@ from __future__ import annotations
 from ..agent import compaction_status, resumable_operation
 from ..render import cell_text
 from ..timeline import ModelName, cost_text, outcome_note, session_models
-from ..words import short_arguments
-from ._report import call_label
+from ._report import call_text
 from ._runtime import NotebookRuntime
 from ._window_report import summary_line, window_line
 
@@ -51,10 +50,9 @@ def status_text(runtime: NotebookRuntime) -> str:
         if i.status == "interrupted" and i.operation_id in runs
     ]
     for intent in interrupted[-5:]:
-        call = f"{call_label(state, intent)} {cell_text(short_arguments(intent.arguments))}"
         op = state.operations.get(intent.operation_id)
         note = outcome_note("interrupted", op.aborted_reason if op is not None else None)
-        out.append(f"  ⚠ {call.rstrip()} — interrupted: {cell_text(note or '')}")
+        out.append(f"  ⚠ {call_text(state, intent)} — interrupted: {cell_text(note or '')}")
     if runtime.allowed_tools:  # "Allow <tool> for the rest of this session"
         allowed = cell_text(", ".join(sorted(runtime.allowed_tools)))
         out.append(f"allowed  {allowed}: every call, for the rest of this session (this kernel)")
