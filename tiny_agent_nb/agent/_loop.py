@@ -40,20 +40,12 @@ from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
 from ..words import valid_text
 from ._budget import budget_reached, chain_spend
-from ._compaction import (
-    AttemptLabel,
-    CompactionFailed,
-    Compactor,
-    NoRoom,
-)
+from ._compaction import AttemptLabel, CompactionFailed, Compactor, NoRoom
 from ._context import ContextProjection
 from ._kernel_notice import due_kernel_notice
 from ._model_step import ModelStep
 from ._operation import OperationGuard
-from ._planner import (
-    plan_recovery,
-    resumable_operation,
-)
+from ._planner import plan_recovery, resumable_operation
 from ._reasons import StepsReached
 from ._replay import Replayed, replay_run
 from ._tool_step import AskFn, ToolStep
