@@ -1,4 +1,4 @@
-"""Compaction (DESIGN §9) in the loop, against the loopback server: automatic before an
+"""Compaction (docs/spec.md §3) in the loop, against the loopback server: automatic before an
 attempt past the threshold, after a `contextLength` failure, and as `%agent compact`'s
 operation; a long scripted session stays bounded."""
 

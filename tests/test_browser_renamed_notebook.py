@@ -1,5 +1,5 @@
 """A renamed notebook keeps its conversation, and a duplicated one gets its own, in real
-JupyterLab (headless Chromium, a real kernel, the loopback model): docs/spec.md §19.
+JupyterLab (headless Chromium, a real kernel, the loopback model): docs/spec.md §10.
 
 `Untitled.ipynb` runs an `%%agent` cell and is saved; renamed to `analysis.ipynb` from
 JupyterLab's File menu, it runs again in the same kernel (which goes on writing the file

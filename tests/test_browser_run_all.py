@@ -1,5 +1,5 @@
 """Kernel > Restart Kernel and Run All Cells reproduces a notebook in real JupyterLab
-(headless Chromium, a real kernel, the loopback model): docs/spec.md §21, with the cell ids
+(headless Chromium, a real kernel, the loopback model): docs/spec.md §12, with the cell ids
 JupyterLab itself sends.
 
 A first Run All asks the model for three `%%agent` cells: one defines names with `python`,

@@ -252,7 +252,7 @@ def test_prompt_variables_come_from_the_user_namespace(
     assert markdown(run) == "Three facts."
     (request,) = server.requests
     prompt = "Write 3 facts about durable notebooks; keep {unknown} and {braces} as they are."
-    sent = request.body["messages"][-1]  # after the cell that set the variables (spec §15)
+    sent = request.body["messages"][-1]  # after the cell that set the variables (spec §6)
     assert sent["role"] == "user" and messages.prompt_of(sent["content"]) == prompt
 
 
