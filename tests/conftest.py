@@ -7,6 +7,7 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
+from importlib.metadata import version
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,6 +229,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     to its workers in this order, so the long ones overlap with the many short ones
     instead of finishing the run alone; a serial run (`-n 0`) only runs them earlier."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In a `--dist loadgroup` run, an `xdist_group` test whose group pytest-xdist did not
+    put into its node id (all its scheduler reads) fails at once, saying why: the group's
+    tests were dealt out to several workers, each module's later tests without the state
+    its earlier ones left (and the browser modules with a JupyterLab and a Chromium per
+    worker), and would fail as timeouts far from the cause."""
+    lost = "@" not in item.nodeid and item.get_closest_marker("xdist_group") is not None
+    if lost and item.config.getoption("loadgroup", False):
+        pytest.fail(
+            f"pytest-xdist {version('pytest-xdist')} under pytest {pytest.__version__} does "
+            "not keep an xdist_group's tests on one worker (the group is not in the test's "
+            "id: pytest-dev/pytest-xdist#1386); install the versions the test extra names: "
+            "pip install -e '.[test]'",
+            pytrace=False,
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
