@@ -5,20 +5,13 @@ ratio of sqlite3 against the codec reported for every metric."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_snapshot_format.py"
+from helpers.bench_scripts import run_bench
 
 
 def test_quick_run_reports_both_formats_against_each_other() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = run_bench(
+        "bench_snapshot_format.py",
     )
     assert done.returncode == 0, done.stderr
     for metric in ("write (CPU)", "warm open (CPU)", "cold open (CPU)"):
