@@ -25,6 +25,7 @@ INTEGRATION_FIXTURES = {
     "browser": "Chromium",
     "forkserver": "a crash loop's SIGKILLed children",
     "http_server": "an MCP server over HTTP",
+    "sdk_client": "an MCP client and the server it starts",
     "llama_server": "a llama-cpp-python server",
     "wheel": "the package's wheel, built and installed by pip",
     "startup_session": "a 10k-fact session (7,800 commits to build, once per process)",
