@@ -3,12 +3,11 @@ approval buttons, Stop and Resume, and what the saved notebook shows of them onc
 kernel is gone: the plain record of each answer, never "Error displaying widget".
 
 JupyterLab is left at its defaults, so its clicks reach the kernel on a comm subshell
-(its "comms over subshells" setting) once it has made one, and on the main shell before;
-one test turns the setting off, so that every click goes to the busy main shell
-(tests/test_notebook_controls.py and tests/test_notebook_stop.py also click through the
-main shell). A loopback server plays the model. Screenshots of the buttons in the
-light and the dark theme, and of the reopened notebook, go to
-$TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS), as test_browser.py's do.
+(its "comms over subshells" setting) once it has made one, and on the main shell before
+(tests/test_notebook_stop.py and tests/test_notebook_controls.py click through each route,
+the busy main shell included, from a kernel client). A loopback server plays the model.
+Screenshots of the buttons in the light and the dark theme, and of the reopened notebook,
+go to $TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS), as test_browser.py's do.
 """
 
 from __future__ import annotations
@@ -417,37 +416,4 @@ def test_shutting_the_kernel_down_leaves_a_saved_notebook_saved(lab: Lab) -> Non
         p.menu("File", "application:close")
         tab.wait_for(state="detached")
         assert p.page.locator(".jp-Dialog", has_text="Save").count() == 0
-    p.page.close()
-
-
-KERNELS_SETTINGS = "@jupyterlab/apputils-extension:kernels-settings"
-
-
-@contextmanager
-def comms_over_subshells(lab: JupyterLab, value: str) -> Iterator[None]:
-    """JupyterLab's "Kernel Comms over subshells" setting, as the user's, for the pages
-    opened inside the block (a page reads its settings when it loads)."""
-    plugin, name = KERNELS_SETTINGS.split(":")
-    path = lab.home / "settings" / plugin / f"{name}.jupyterlab-settings"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"commsOverSubshells": value}), encoding="utf-8")
-    try:
-        served = httpx.get(lab.url(f"lab/api/settings/{KERNELS_SETTINGS}"), timeout=5).json()
-        assert served["settings"]["commsOverSubshells"] == value, served
-        yield
-    finally:
-        path.unlink()
-
-
-def test_stop_sent_to_the_main_shell_is_taken_while_the_model_thinks(lab: Lab) -> None:
-    """With comms over subshells off, every click goes to the busy main shell, as one does
-    with the default setting until JupyterLab has its comm subshell: a Stop pressed while
-    the model's answer is held stops the run while it is still held, and the answer, let
-    go after, runs nothing."""
-    with comms_over_subshells(lab.lab, "disabled"):
-        p = lab.open("mainshell", ["%load_ext tiny_agent_nb", "%%agent\nWait a minute."])
-    with shown_on_failure(p, "mainshell"):
-        p.run(0)
-        p.idle()
-        _stop_while_the_answer_is_held(p, 1, "started")
     p.page.close()

@@ -223,6 +223,7 @@ def test_a_closed_writer_keeps_no_descriptor_but_those_its_states_hold(session: 
         gc.enable()
 
 
+@pytest.mark.slow  # a ~5 MB session, read twice
 def test_load_session_holds_at_most_one_and_a_half_times_the_file(
     session_path: Path, header_init: HeaderInit
 ) -> None:
