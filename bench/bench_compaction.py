@@ -2,7 +2,7 @@
 
     python bench/bench_compaction.py [--histories 1000,100000] [--repeats 9] [--quick]
 
-The subject (docs/spec.md §10): once a checkpoint is committed, the cost of the next
+The subject (docs/spec.md §3): once a checkpoint is committed, the cost of the next
 request must not depend on the history it summarized. What is timed is what a notebook
 cell does for each model attempt, with the context projection already built and kept
 (a cell's projection follows the store): its messages as the OpenAI-compatible provider

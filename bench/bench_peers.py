@@ -11,7 +11,7 @@ tool call, and that call's 1 KB tool result. Each store records it as its own AP
   [toolStarted]; [tool result entry]: four transactions, facts built with
   `session.facts` inside the timed step, as the loop builds them. Durability `process`
   (no sync) and `power` (a sync before each effect: the stepAttempt's and the
-  toolStarted's commits; the other two ride with the next one, docs/spec.md §7.2).
+  toolStarted's commits; the other two ride with the next one, docs/session-format.md §6.2).
 - openai-agents `SQLiteSession`: one `add_items` per step (function_call +
   function_call_output items; one SQLite transaction, WAL). Its default
   (`synchronous=FULL`: an fsync per commit) is paired with `power`; `synchronous=NORMAL`

@@ -14,7 +14,7 @@ runs (each two `python` calls and an answer, with their cell ids and options), t
 recording kernel runs a 20-cell notebook of `%%agent` cells with cell ids, each of one of
 six shapes: 0, 3 or 20 `python` calls (in steps of up to 5) and a short or a ~3 KB answer.
 
-(a) Replays (docs/spec.md §21). A restarted kernel's Run All of the 20 cells (every one
+(a) Replays (docs/spec.md §12). A restarted kernel's Run All of the 20 cells (every one
 replayed: no request reaches the server), against the baseline measured in the same run:
 a restarted kernel running the cells' `python` calls as plain cells, one cell per call.
 Then, in that kernel, each shape's cell replayed again, interleaved with its baseline

@@ -2,8 +2,8 @@
 
     python bench/bench_session.py [--sizes 1000,10000,100000] [--quick] [--profile]
 
-What is timed (docs/spec.md §2-§8), each next to the cheapest code that writes or reads the
-same bytes without the store:
+What is timed (docs/session-format.md §1-§8), each next to the cheapest code that writes or
+reads the same bytes without the store:
 
 1. commit throughput: `SessionStore.commit` of pre-built transactions (durability
    "process", full validation) vs `json.dumps` of the committed facts' dicts
@@ -18,7 +18,7 @@ same bytes without the store:
 3. resume: `load_session` of the largest file vs reading it + `json.loads` of every
    line; `SessionStore.open` (lock + load + torn-tail repair) against the same baseline.
 4. power: commits with durability "power" vs a write loop that fsyncs after the same
-   transactions (those that precede an effect, docs/spec.md §7.2), interleaved
+   transactions (those that precede an effect, docs/session-format.md §6.2), interleaved
    transaction by transaction (both sides see the disk's fsync latency of the same
    moment); the ratio is the median over rounds of store time / raw time.
 
@@ -568,7 +568,7 @@ def interleaved_power(bench: Bench, prep: Prepared, raw_first: bool) -> tuple[fl
 
     Per transaction: one `commit` with durability "power", and the raw `json.dumps` +
     `os.write` of the same line to a second file in the same directory (which goes first
-    alternates), + `os.fsync` where the store syncs (docs/spec.md §7.2: a transaction
+    alternates), + `os.fsync` where the store syncs (docs/session-format.md §6.2: a transaction
     holding any record but attemptFailed). The fsync latency of a VM's disk drifts by tens
     of percent within seconds; side by side, both sides pay the latency of the same moment.
     """
@@ -615,7 +615,7 @@ def interleaved_power(bench: Bench, prep: Prepared, raw_first: bool) -> tuple[fl
 
 
 def _precedes_effect(line: Any) -> bool:
-    """Whether power mode syncs this transaction (docs/spec.md §7.2), from its JSON."""
+    """Whether power mode syncs this transaction (docs/session-format.md §6.2), from its JSON."""
     facts = line if isinstance(line, list) else [line]
     return any(f["kind"] == "record" and f["record"]["type"] != "attemptFailed" for f in facts)
 

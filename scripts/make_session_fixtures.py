@@ -43,7 +43,7 @@ INTERRUPTED = (
     " have happened; the result is unknown. It was not run again."
 )
 
-# A kernel as it records itself (docs/spec.md §18): pid, host, when its process started.
+# A kernel as it records itself (docs/spec.md §9): pid, host, when its process started.
 HOST = "laptop"
 KERNEL_ID = "5f0c2a4e-3b1d-4c8e-9a7f-2d6b1e0c9f3a"
 NOTEBOOK = "analysis.ipynb"
@@ -210,7 +210,7 @@ class Ledger:
     windows: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def usage_totals(self) -> dict[str, Any]:
-        # A usage fact with a count or cost past 2**53 - 1 reads as no usage (spec §11).
+        # A usage fact with a count or cost past 2**53 - 1 reads as no usage (spec §4).
         spent = [t for t in self.spent if believed(t)]
         costs = [t.cost for t in spent if t.cost is not None]
         cost: float | None = round(sum(costs), 12) if costs else (None if spent else 0)
@@ -430,21 +430,21 @@ class SessionBuilder:
         return self._start_operation("resume", refs, options)
 
     def replay_started(self, replays_operation_id: str, cell_id: str | None = None) -> str:
-        """A replayed run (docs/spec.md §21) of the run `replays_operation_id`."""
+        """A replayed run (docs/spec.md §12) of the run `replays_operation_id`."""
         refs: dict[str, Any] = {"inputEntryId": None, "replaysOperationId": replays_operation_id}
         return self._start_operation("replay", refs | ({"cellId": cell_id} if cell_id else {}))
 
     def _start_operation(
         self, kind: str, refs: dict[str, Any], options: dict[str, Any] | None = None
     ) -> str:
-        """runStarted; `options` (the run's options, spec §3.3) only when given: files
-        written before the member existed have none."""
+        """runStarted; `options` (the run's options, docs/session-format.md §2.3) only when
+        given: files written before the member existed have none."""
         operation_id = self.new_id()
         body = {"type": "runStarted", "operationId": operation_id, "operationKind": kind}
         refs = refs if options is None else {**refs, "options": options}
         self.fact("record", {**body, **refs})
         summary = {"id": operation_id, "kind": kind, "status": "open"}
-        # the summary names what the record holds of these (docs/spec.md §13)
+        # the summary names what the record holds of these (docs/session-format.md §7)
         summary |= {k: refs[k] for k in ("options", "cellId", "replaysOperationId") if k in refs}
         self.ledger.operations[operation_id] = summary
         return operation_id
@@ -851,7 +851,7 @@ def resume_after_abort(s: SessionBuilder) -> None:
 
 
 def run_options(approve: str, tools: list[str], budget: float | None) -> dict[str, Any]:
-    """A runStarted's `options` (spec §3.3): what the run offered and allowed."""
+    """A runStarted's `options` (docs/session-format.md §2.3): what the run offered and allowed."""
     return {"approve": approve, "tools": tools, "budget": budget, "maxSteps": 25, "model": MODEL}
 
 
@@ -1779,7 +1779,7 @@ def corrupt_last_line(s: SessionBuilder) -> None:
     s.write_corrupt_line(s.take_line()[:-20])
 
 
-# --- the user's cells (docs/spec.md §15) ------------------------------------------------------
+# --- the user's cells (docs/spec.md §6) ------------------------------------------------------
 
 USER_CELLS = (
     "[Cells the user ran since the previous agent cell, oldest first]\n"
@@ -1821,7 +1821,7 @@ def user_cells_not_text(s: SessionBuilder) -> None:
     s.commit_corrupt(damaged("entry.userCells", 5))
 
 
-# --- the system prompt (docs/spec.md §16) ------------------------------------------------------
+# --- the system prompt (docs/spec.md §7) ------------------------------------------------------
 
 NOTEBOOK_PROMPT = (
     "You are an agent working in a Jupyter notebook, for the person using it. "
@@ -1868,7 +1868,7 @@ def system_prompt_not_text(s: SessionBuilder) -> None:
     s.commit_corrupt()
 
 
-# --- kernels (docs/spec.md §18) ---------------------------------------------------------------
+# --- kernels (docs/spec.md §9) ---------------------------------------------------------------
 
 PYTHON = Tool("python", "never")
 
@@ -2023,7 +2023,7 @@ def readme_text(fixtures: Sequence[Fixture]) -> str:
             "",
             "`NAME.jsonl` is a session file. `NAME.expected.json` is what loading it gives:",
             '`{"summary": ...}` (the `SessionState.summary()` shape of',
-            "[docs/spec.md](../../../docs/spec.md) §13),",
+            "[docs/session-format.md](../../../docs/session-format.md) §7),",
             '`{"error": {"type": "SessionCorruptError", "line": N}}` (lines count from 1,',
             'the header is line 1) or `{"error": {"type": "NotASessionError"}}`.',
             "",
@@ -2035,7 +2035,7 @@ def readme_text(fixtures: Sequence[Fixture]) -> str:
     )
 
 
-# --- replayed runs (docs/spec.md §21) --------------------------------------------------------
+# --- replayed runs (docs/spec.md §12) --------------------------------------------------------
 
 CELL = "9f1c2b7e-5d4a-4e3b-8a6f-1c2d3e4f5a6b"
 OPTIONS = {

@@ -7,6 +7,7 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
+from importlib.metadata import version
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ import pytest
 from tiny_agent_nb.session import HeaderInit, SessionStore
 from tiny_agent_nb.session import facts as f
 
+from helpers import tiers
 from helpers.bench_scripts import bench_startup
 from helpers.openai_server import OpenAIServer
 from helpers.pycache_prefix import fill as fill_pycache_prefix
@@ -224,10 +226,38 @@ def forkserver() -> ForkServerContext:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `slow` start first. A parallel run (pyproject's addopts) hands tests
+    """Every test that starts a kernel, JupyterLab, Chromium, a crash loop, an MCP server
+    or a real model server is marked `integration`, by what it uses (tests/helpers/tiers.py).
+
+    Tests marked `slow` start first. A parallel run (pyproject's addopts) hands tests
     to its workers in this order, so the long ones overlap with the many short ones
     instead of finishing the run alone; a serial run (`-n 0`) only runs them earlier."""
+    tiers.mark(items)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In a `--dist loadgroup` run, an `xdist_group` test whose group pytest-xdist did not
+    put into its node id (all its scheduler reads) fails at once, saying why: the group's
+    tests were dealt out to several workers, each module's later tests without the state
+    its earlier ones left (and the browser modules with a JupyterLab and a Chromium per
+    worker), and would fail as timeouts far from the cause."""
+    lost = "@" not in item.nodeid and item.get_closest_marker("xdist_group") is not None
+    if lost and item.config.getoption("loadgroup", False):
+        pytest.fail(
+            f"pytest-xdist {version('pytest-xdist')} under pytest {pytest.__version__} does "
+            "not keep an xdist_group's tests on one worker (the group is not in the test's "
+            "id: pytest-dev/pytest-xdist#1386); install the versions the test extra names: "
+            "pip install -e '.[test]'",
+            pytrace=False,
+        )
+    tiers.begin(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """A test outside the integration tier that started one of its processes fails."""
+    tiers.end(item)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -242,6 +272,7 @@ def pytest_configure(config: pytest.Config) -> None:
     directory is filled before any of those processes start (tests/helpers/pycache_prefix.py):
     with a prefix, Python finds no bytecode anywhere else, not even the standard
     library's."""
+    tiers.watch()
     if "PYTEST_XDIST_WORKER" in os.environ or "PYTHONPYCACHEPREFIX" in os.environ:
         return
     # In memory where there is a tmpfs: tens of thousands of small files are made and

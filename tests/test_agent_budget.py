@@ -1,4 +1,4 @@
-"""The run budget (docs/spec.md §11) against a loopback server that reports cost."""
+"""The run budget (docs/spec.md §4) against a loopback server that reports cost."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compaction (DESIGN §9) in the loop, against the loopback server: automatic before an
+"""Compaction (docs/spec.md §3) in the loop, against the loopback server: automatic before an
 attempt past the threshold, after a `contextLength` failure, and as `%agent compact`'s
 operation; a long scripted session stays bounded."""
 
@@ -227,6 +227,7 @@ def test_compaction_instructions_and_summary_are_kept_and_sent_redacted(
     assert KEY not in h.path.read_text()
 
 
+@pytest.mark.slow  # 210 turns through several compactions
 def test_a_long_session_stays_bounded_through_several_compactions(
     server: OpenAIServer, big_workspace: Path
 ) -> None:

@@ -125,7 +125,7 @@ def _reference(state: SessionState, system: str | None) -> View:
     for entry in state.entries.values():
         body = entry.entry
         if isinstance(body, ToolResultEntry) and _replayed(state, body):
-            continue  # a replayed run adds nothing to the conversation (spec §10 item 7)
+            continue  # a replayed run adds nothing to the conversation (spec §3 item 7)
         if not isinstance(body, CompactionEntry):
             kept.append(entry)
             continue
@@ -160,7 +160,7 @@ def _reference(state: SessionState, system: str | None) -> View:
         if isinstance(body, UserEntry) and isinstance(before, KernelNotice):
             message["content"] = f"{before.message.content}\n\n{message['content']}"
         if message["role"] == "user" and messages and json.loads(messages[-1])["role"] == "user":
-            messages.append(_NO_ANSWER)  # a prompt whose run got no answer (§10 item 6)
+            messages.append(_NO_ANSWER)  # a prompt whose run got no answer (spec §3 item 6)
         messages.append(_wire(message))
         if isinstance(body, AssistantEntry):
             unanswered = [c.id for c in body.message.toolCalls]

@@ -170,7 +170,7 @@ class Bench:
 
     def kill_bash_group(self) -> None:
         """The bash command runs in its own process group, under the guard that ends it
-        when the agent dies (docs/spec.md §20): stop it here too, by the pid it wrote
+        when the agent dies (docs/spec.md §11): stop it here too, by the pid it wrote
         itself, should the guard not have done so yet."""
         pgid = self.bash_pid()
         assert pgid is not None

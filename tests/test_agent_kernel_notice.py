@@ -1,4 +1,4 @@
-"""The kernel notice (docs/spec.md §18): once the conversation goes on in another kernel,
+"""The kernel notice (docs/spec.md §9): once the conversation goes on in another kernel,
 its first run tells the model, once, that the kernel restarted, what the earlier
 `python` calls defined and that the user's variables are gone; the file holds the notice
 as it was sent.

@@ -175,7 +175,7 @@ CASES = [
         ),
         failed_attempts=1,
     ),
-    # compaction (DESIGN §9): the context is exactly as it was until the compaction
+    # compaction (docs/spec.md §3): the context is exactly as it was until the compaction
     # entry commits, and exactly the checkpoint after
     Case(
         "compaction operation killed right after runStarted",

@@ -1,6 +1,6 @@
 """The system prompt: a notebook's says what a model needs there (only of the tools a run
 offers), and the file records the text once, and again only when it changes
-(docs/spec.md §16), so it says what the model was told."""
+(docs/spec.md §7), so it says what the model was told."""
 
 from __future__ import annotations
 

@@ -5,21 +5,15 @@ table: a ratio of timings is no test's assertion, the machine running tests is s
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_compaction.py"
+from helpers.bench_scripts import run_bench
 
 
 def test_a_request_after_a_checkpoint_costs_the_same_at_20x_the_history(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
+    done = run_bench(
+        "bench_compaction.py",
         cwd=tmp_path,  # the script writes its sessions under a temporary directory only
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     ratios = {

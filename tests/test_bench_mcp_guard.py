@@ -4,20 +4,13 @@ bare interpreter doing the same, and reports CPU and wall time of both."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_mcp_guard.py"
+from helpers.bench_scripts import run_bench
 
 
 def test_quick_run_reports_the_guards_start_against_the_bare_interpreter() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = run_bench(
+        "bench_mcp_guard.py",
     )
     assert done.returncode == 0, done.stderr
     for metric in ("guarded `true`, CPU", "guarded `true`, wall", "with `site`, CPU (info)"):

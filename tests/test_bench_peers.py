@@ -5,26 +5,24 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_peers.py"
+from helpers.bench_scripts import run_bench
+
 ROW = re.compile(r"^\| (?P<what>[^|]+) \|(?P<cells>.*)\|$", re.M)
 
 
-def run_bench(work: Path, *args: str, pythonpath: str | None = None) -> str:
+def run_peers(work: Path, *args: str, pythonpath: str | None = None) -> str:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(work), *args],
+    done = run_bench(
+        "bench_peers.py",
+        "--dir",
+        str(work),
+        *args,
         cwd=work,  # the script writes under a temporary directory in `work` only
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert list(work.iterdir()) == [], "the script left files behind"
@@ -50,7 +48,7 @@ def test_quick_run_of_tiny_agent_nb_alone_reports_writes_resumes_and_power(
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    stdout = run_bench(work, "--only", "tiny-agent-nb")
+    stdout = run_peers(work, "--only", "tiny-agent-nb")
     step, step_ratio, resume, resume_ratio = row(stdout, "tiny-agent-nb (", ": load_session")
     assert re.fullmatch(r"[\d,]+ µs · [\d,]+ µs", step), stdout  # wall · CPU
     assert re.fullmatch(r"[\d,.]+ ms · [\d,.]+ ms", resume), stdout
@@ -74,7 +72,7 @@ def test_a_peer_that_does_not_import_is_skipped_with_one_line(tmp_path: Path) ->
     for package in ("agents", "langgraph"):
         (shadow / package).mkdir(parents=True)
         (shadow / package / "__init__.py").write_text("raise ImportError('absent')\n")
-    stdout = run_bench(work, pythonpath=str(shadow))
+    stdout = run_peers(work, pythonpath=str(shadow))
     skipped = [line for line in stdout.splitlines() if "skipped, not installed" in line]
     assert len(skipped) == 2, stdout
     assert skipped[0].startswith("- openai-agents SQLiteSession: skipped"), stdout

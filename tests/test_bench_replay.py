@@ -5,26 +5,22 @@ reports each replay's cost and a cell's wait before its first request."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_replay.py"
+from helpers.bench_scripts import run_bench
 
 
 @pytest.mark.slow
 def test_quick_run_times_replayed_cells_and_the_first_request_against_plain_cells(
     tmp_path: Path,
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+    done = run_bench(
+        "bench_replay.py",
+        "--dir",
+        str(tmp_path),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == [], "the script left files behind"

@@ -4,24 +4,20 @@ kernel left open, and the script reports import, open, recovery and memory."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_startup.py"
+from helpers.bench_scripts import run_bench
 
 
 @pytest.mark.slow
 def test_quick_run_times_each_part_of_load_ext_and_weighs_the_session(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+    done = run_bench(
+        "bench_startup.py",
+        "--dir",
+        str(tmp_path),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == [], "the script left files behind"

@@ -4,23 +4,18 @@ through (safe_text, clean_output) cost on hostile input what its length says."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_untrusted_text.py"
+from helpers.bench_scripts import run_bench
+
 ROW = re.compile(
     r"^\| (?P<metric>[^|]+) \| [\d,.]+ ms \| [\d,.]+ ms \| (?P<ratio>[\d,.]+)x \|", re.M
 )
 
 
 def test_hostile_text_costs_what_its_length_says() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
+    done = run_bench(
+        "bench_untrusted_text.py",
         timeout=600,  # against a hang only: a quadratic pass takes ~40 s a call here
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     ratios = {m["metric"]: float(m["ratio"].replace(",", "")) for m in ROW.finditer(done.stdout)}

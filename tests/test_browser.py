@@ -369,7 +369,7 @@ def test_the_saved_timeline_shows_after_reopening_with_the_kernel_shut_down(
         # counted before the save, from what the user sees rather than from test order.
         k = _runs_shown(s)
         assert k >= len(s.cells)
-        _save(s)
+        _save(s.page, s.relative)
         saved = _saved_timeline(s.notebook, k)
         assert "application/vnd.jupyter.widget-view+json" not in saved
         assert f"{k} run(s)" in "".join(saved["text/plain"])

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from helpers.lab import (
+    STEP_TIMEOUT_MS,
     Lab,
     LabSession,
     _code_cell,
@@ -115,7 +116,7 @@ def test_a_hostile_answer_shows_as_text_and_runs_nothing_also_after_reopening(
 
         # Save (Jupyter signs the notebook, so its outputs are trusted when reopened),
         # then open it again from disk.
-        _save(s)
+        _save(s.page, s.relative)
         saved = _saved_answer(s.notebook)
         assert "<img" not in saved and "](javascript:" not in saved, saved
         s.page.reload()
@@ -218,7 +219,7 @@ def test_a_proposed_cell_appears_below_the_agent_cell_with_its_code_not_run(
     s = proposal_session
     with screenshot_on_failure(s, "browser-proposal-failure.png"):
         cells = s.page.locator(".jp-Notebook .jp-CodeCell")
-        wait_until(lambda: cells.count() == 3, 30, "the proposed cell inserted")
+        wait_until(lambda: cells.count() == 3, STEP_TIMEOUT_MS / 1000, "the proposed cell inserted")
         proposed = cells.nth(2)
         source = proposed.locator(".jp-InputArea-editor .cm-content").inner_text()
         assert source == PROPOSED_CODE

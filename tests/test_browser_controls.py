@@ -3,12 +3,11 @@ approval buttons, Stop and Resume, and what the saved notebook shows of them onc
 kernel is gone: the plain record of each answer, never "Error displaying widget".
 
 JupyterLab is left at its defaults, so its clicks reach the kernel on a comm subshell
-(its "comms over subshells" setting) once it has made one, and on the main shell before;
-one test turns the setting off, so that every click goes to the busy main shell
-(tests/test_notebook_controls.py and tests/test_notebook_stop.py also click through the
-main shell). A loopback server plays the model. Screenshots of the buttons in the
-light and the dark theme, and of the reopened notebook, go to
-$TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS), as test_browser.py's do.
+(its "comms over subshells" setting) once it has made one, and on the main shell before
+(tests/test_notebook_stop.py and tests/test_notebook_controls.py click through each route,
+the busy main shell included, from a kernel client). A loopback server plays the model.
+Screenshots of the buttons in the light and the dark theme, and of the reopened notebook,
+go to $TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS), as test_browser.py's do.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import pytest
 
 from helpers import lab as shared
 from helpers.browser_helpers import JupyterLab, artifacts_dir
-from helpers.lab import _set_theme
+from helpers.lab import STEP_TIMEOUT_MS, _save, _set_theme
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 from helpers.polling import wait_until
 
@@ -35,7 +34,6 @@ from helpers.polling import wait_until
 # for the same two cores.
 pytestmark = pytest.mark.xdist_group("browser")
 
-STEP_TIMEOUT_MS = 60_000
 WIDGET_ERRORS = ("Error displaying widget", "Failed to load model class", "Model class")
 
 CELLS = [
@@ -54,6 +52,11 @@ class Page:
     server: OpenAIServer
     root: Path
     notebook: Path
+
+    @property
+    def relative(self) -> str:
+        """The notebook's path as JupyterLab names it (relative to the lab's root)."""
+        return self.notebook.relative_to(self.lab.root).as_posix()
 
     def cell(self, n: int) -> Any:
         return self.page.locator(".jp-Notebook .jp-CodeCell").nth(n)
@@ -85,9 +88,8 @@ class Page:
         self.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
     def kernel_ids(self) -> list[str]:
-        relative = self.notebook.relative_to(self.lab.root).as_posix()
         sessions = httpx.get(self.lab.url("api/sessions"), timeout=5).json()
-        return [x["kernel"]["id"] for x in sessions if x["path"] == relative]
+        return [x["kernel"]["id"] for x in sessions if x["path"] == self.relative]
 
     def idle(self) -> None:
         self.page.wait_for_function(
@@ -253,7 +255,7 @@ def _check_approval_stop_and_resume(p: Page) -> None:
     )
     p.run(2)
     stop = _button(p, 2, "Stop")
-    wait_until((p.root / "started").exists, 30, "the command to start")
+    wait_until((p.root / "started").exists, STEP_TIMEOUT_MS / 1000, "the command to start")
     stop.click()
     p.outputs(2).get_by_text("■ Stopped with the Stop button.").wait_for(state="visible")
     resume = _button(p, 2, "Resume")
@@ -299,8 +301,9 @@ def test_the_reopened_notebook_shows_the_records_and_no_dead_widget(lab_page: Pa
 
 
 def _check_reopened(p: Page) -> None:
-    p.menu("File", "docmanager:save")
-    saved = wait_until(lambda: _saved(p.notebook, 5), 30, "the notebook saved", interval=0.2)
+    _save(p.page, p.relative)
+    saved = _saved(p.notebook)
+    assert len(saved) == 5, saved  # every cell run, each with its outputs
     views = [o for c in saved for o in c if "application/vnd.jupyter.widget-view+json" in o]
     assert len(views) == 1  # the live Resume button of the last cell, nothing else
     for kernel in p.kernel_ids():
@@ -325,19 +328,15 @@ def _check_reopened(p: Page) -> None:
         _set_theme(p, "JupyterLab Light")
 
 
-def _saved(path: Path, cells: int) -> list[list[dict[str, Any]]] | None:
-    """The outputs' data of the code cells that have outputs, as saved, once `cells` of
-    them do (running the last cell added an empty one below it)."""
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    outputs = [
+def _saved(path: Path) -> list[list[dict[str, Any]]]:
+    """The outputs' data of the code cells that have outputs, as saved (running the last
+    cell added an empty one below it)."""
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    return [
         [o.get("data", {}) for o in c.get("outputs", [])]
         for c in notebook["cells"]
         if c["cell_type"] == "code" and c.get("outputs")
     ]
-    return outputs if len(outputs) == cells else None
 
 
 DYING = [
@@ -399,10 +398,17 @@ def test_shutting_the_kernel_down_leaves_a_saved_notebook_saved(lab: Lab) -> Non
         p.idle()
         p.outputs(1).locator(".tan-timeline").wait_for(state="visible")
         tab = p.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="closing.ipynb")
-        p.menu("File", "docmanager:save")
-        wait_until(lambda: "jp-mod-dirty" not in (tab.get_attribute("class") or ""), 30, "saved")
+        _save(p.page, p.relative)
+        p.page.locator(
+            ".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty", has_text="closing.ipynb"
+        ).wait_for(state="detached")
         p.menu("Kernel", "kernelmenu:shutdown")
-        wait_until(lambda: p.kernel_ids() == [], 30, "the kernel shut down", interval=0.2)
+        wait_until(
+            lambda: p.kernel_ids() == [],
+            STEP_TIMEOUT_MS / 1000,
+            "the kernel shut down",
+            interval=0.2,
+        )
         # The page says "No Kernel" once the kernel's connection is gone: whatever the
         # kernel sent on its way out came before, on the same connection.
         p.page.locator(".jp-Toolbar-kernelName", has_text="No Kernel").wait_for(state="visible")
@@ -410,37 +416,4 @@ def test_shutting_the_kernel_down_leaves_a_saved_notebook_saved(lab: Lab) -> Non
         p.menu("File", "application:close")
         tab.wait_for(state="detached")
         assert p.page.locator(".jp-Dialog", has_text="Save").count() == 0
-    p.page.close()
-
-
-KERNELS_SETTINGS = "@jupyterlab/apputils-extension:kernels-settings"
-
-
-@contextmanager
-def comms_over_subshells(lab: JupyterLab, value: str) -> Iterator[None]:
-    """JupyterLab's "Kernel Comms over subshells" setting, as the user's, for the pages
-    opened inside the block (a page reads its settings when it loads)."""
-    plugin, name = KERNELS_SETTINGS.split(":")
-    path = lab.home / "settings" / plugin / f"{name}.jupyterlab-settings"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"commsOverSubshells": value}), encoding="utf-8")
-    try:
-        served = httpx.get(lab.url(f"lab/api/settings/{KERNELS_SETTINGS}"), timeout=5).json()
-        assert served["settings"]["commsOverSubshells"] == value, served
-        yield
-    finally:
-        path.unlink()
-
-
-def test_stop_sent_to_the_main_shell_is_taken_while_the_model_thinks(lab: Lab) -> None:
-    """With comms over subshells off, every click goes to the busy main shell, as one does
-    with the default setting until JupyterLab has its comm subshell: a Stop pressed while
-    the model's answer is held stops the run while it is still held, and the answer, let
-    go after, runs nothing."""
-    with comms_over_subshells(lab.lab, "disabled"):
-        p = lab.open("mainshell", ["%load_ext tiny_agent_nb", "%%agent\nWait a minute."])
-    with shown_on_failure(p, "mainshell"):
-        p.run(0)
-        p.idle()
-        _stop_while_the_answer_is_held(p, 1, "started")
     p.page.close()

@@ -14,7 +14,6 @@ directory (tests/helpers/browser_helpers.py).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,12 +26,12 @@ from helpers.lab import (
     LabSession,
     _code_cell,
     _lab,
+    _save,
     _saved_cells,
     _set_theme,
     screenshot_on_failure,
 )
 from helpers.openai_server import error_reply, text_reply, tool_call, tool_calls_reply, usage
-from helpers.polling import wait_until
 
 pytestmark = pytest.mark.xdist_group("browser")
 
@@ -91,9 +90,8 @@ def test_dollar_amounts_show_as_written_and_only_maths_is_typeset_also_after_reo
             _set_theme(s, "JupyterLab Light")
         s.screenshot("maths-answer.png", ".jp-OutputArea-output.jp-RenderedMarkdown")
 
-        s.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^File$")).click()
-        s.page.locator('.lm-Menu-item[data-command="docmanager:save"]').click()
-        wait_until(lambda: _saved_with_timeline(s), 30, "maths.ipynb saved with its timeline")
+        _save(s.page, s.relative)
+        assert _saved_with_timeline(s), _saved_cells(s.notebook)
         for kernel in s.kernel_ids():
             httpx.delete(s.lab.url(f"api/kernels/{kernel}"), timeout=30)
         assert s.kernel_ids() == []

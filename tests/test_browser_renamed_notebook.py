@@ -1,5 +1,5 @@
 """A renamed notebook keeps its conversation, and a duplicated one gets its own, in real
-JupyterLab (headless Chromium, a real kernel, the loopback model): docs/spec.md §19.
+JupyterLab (headless Chromium, a real kernel, the loopback model): docs/spec.md §10.
 
 `Untitled.ipynb` runs an `%%agent` cell and is saved; renamed to `analysis.ipynb` from
 JupyterLab's File menu, it runs again in the same kernel (which goes on writing the file
@@ -27,6 +27,7 @@ from test_browser import (
     Lab,
     LabSession,
     _lab,
+    _save,
     _saved_cells,
     screenshot_on_failure,
 )
@@ -69,14 +70,11 @@ def _menu(s: LabSession, menu: str, command: str) -> None:
     s.page.locator(f'.lm-Menu-item[data-command="{command}"]').click()
 
 
-def _save(s: LabSession, path: Path, answer: str) -> None:
-    """File > Save; done when the file on disk holds the latest answer."""
-    _menu(s, "File", "docmanager:save")
-
-    def saved() -> bool:
-        return answer in json.dumps(_saved_cells(path) or [])
-
-    wait_until(saved, 30, f"{path.name} saved with {answer!r}", interval=0.2)
+def _save_with(s: LabSession, path: Path, answer: str) -> None:
+    """File > Save of the notebook now at `path`; the file holds the latest answer."""
+    _save(s.page, path.relative_to(s.lab.root).as_posix())
+    cells = _saved_cells(path)
+    assert answer in json.dumps(cells), f"{path.name} saved without {answer!r}: {cells}"
 
 
 def _runs_shown(s: LabSession, runs: int) -> None:
@@ -119,7 +117,7 @@ def test_a_renamed_notebook_keeps_its_conversation_with_and_without_a_restart(
     folder = s.root
     with screenshot_on_failure(s, "browser-renamed-failure.png"):
         _runs_shown(s, 1)
-        _save(s, s.notebook, "I will remember 42.")
+        _save_with(s, s.notebook, "I will remember 42.")
         session = load_session(folder / "Untitled.agent.jsonl")
 
         # File > Rename Notebook…, as a user renames it; the kernel keeps running.
@@ -128,7 +126,11 @@ def test_a_renamed_notebook_keeps_its_conversation_with_and_without_a_restart(
         field.fill("analysis.ipynb")
         s.page.locator(".jp-Dialog .jp-mod-accept").click()
         renamed = folder / "analysis.ipynb"
-        wait_until(lambda: renamed.exists() and not s.notebook.exists(), 30, "renamed on disk")
+        wait_until(
+            lambda: renamed.exists() and not s.notebook.exists(),
+            STEP_TIMEOUT_MS / 1000,
+            "renamed on disk",
+        )
 
         # Without a restart: the same kernel goes on in the file it opened.
         lab.server.enqueue(text_reply("Still 42."))
@@ -137,7 +139,7 @@ def test_a_renamed_notebook_keeps_its_conversation_with_and_without_a_restart(
         (second,) = s.model_requests()[1:]
         assert _prompts(second.body) == [PROMPT, PROMPT]
         assert (folder / "Untitled.agent.jsonl").exists()
-        _save(s, renamed, "Still 42.")
+        _save_with(s, renamed, "Still 42.")
 
         # A restart: Jupyter names the new process after the renamed notebook.
         lab.server.enqueue(text_reply("42, from before the restart."))
@@ -173,7 +175,7 @@ def test_a_duplicated_notebook_gets_a_fork_and_never_writes_the_originals_file(
 ) -> None:
     folder = untitled.root
     original = folder / "analysis.agent.jsonl"
-    _save(untitled, folder / "analysis.ipynb", "42, from before the restart.")
+    _save_with(untitled, folder / "analysis.ipynb", "42, from before the restart.")
     before = original.read_bytes()  # the original's kernel still runs, holding it
     relative = (folder / "analysis.ipynb").relative_to(lab.lab.root).as_posix()
     copied = httpx.post(

@@ -1,5 +1,5 @@
 """Kernel > Restart Kernel and Run All Cells reproduces a notebook in real JupyterLab
-(headless Chromium, a real kernel, the loopback model): docs/spec.md §21, with the cell ids
+(headless Chromium, a real kernel, the loopback model): docs/spec.md §12, with the cell ids
 JupyterLab itself sends.
 
 A first Run All asks the model for three `%%agent` cells: one defines names with `python`,
@@ -20,6 +20,7 @@ import pytest
 
 from helpers.lab import (
     RUN_FINISHED_JS,
+    STEP_TIMEOUT_MS,
     Lab,
     LabSession,
     _lab,
@@ -83,7 +84,11 @@ def test_restart_and_run_all_replays_every_agent_cell_from_the_session(
     with screenshot_on_failure(s, "browser-run-all-failure.png"):
         # The first Run All asked the model for each cell, and JupyterLab inserted the
         # proposal below its agent cell.
-        wait_until(lambda: _sources(s).count(PROPOSED) == 1, 30, "the proposed cell inserted")
+        wait_until(
+            lambda: _sources(s).count(PROPOSED) == 1,
+            STEP_TIMEOUT_MS / 1000,
+            "the proposed cell inserted",
+        )
         assert len(s.model_requests()) == 6
         assert log.read_text(encoding="utf-8") == "logged\n"
         assert "names: 42 8" in _output(s, 3)

@@ -1,6 +1,7 @@
-"""The spec lives in the repository (docs/spec.md): every relative link of the docs
-resolves, nothing shipped cites the old out-of-tree DESIGN.md, and every "spec.md §N"
-the code, schemas and docs cite is a section of the spec. Performance hacks have a
+"""The spec lives in the repository, in two documents (docs/session-format.md: the file;
+docs/spec.md: the behaviour): every relative link of the docs resolves, nothing shipped
+cites the old out-of-tree DESIGN.md, and every "spec.md §N" or "session-format.md §N" the
+code, tests, schemas and docs cite is a section of that document. Performance hacks have a
 register (docs/benchmarks.md): every `# perf:` site names a row of it, and every row
 still in force names a site."""
 
@@ -13,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "docs" / "spec.md"
+FORMAT = ROOT / "docs" / "session-format.md"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 DOCS = sorted(
     [
@@ -23,21 +25,33 @@ DOCS = sorted(
         *(ROOT / "notebooks").glob("*.md"),
     ]
 )
-# Where a citation of the spec may stand: the package, its example notebooks, its schemas
-# and fixtures, the docs, the benchmarks and the scripts that generate schemas and fixtures.
+# Where a citation of the spec may stand: the package, its tests, its example notebooks,
+# its schemas and fixtures, the docs, the benchmarks and the scripts that generate schemas
+# and fixtures.
 CITING = sorted(
-    path
-    for folder in ("tiny_agent_nb", "notebooks", "schemas", "docs", "bench", "scripts")
-    for path in (ROOT / folder).rglob("*")
-    if path.suffix in {".py", ".json", ".md"} and path.is_file()
+    [
+        ROOT / "README.md",
+        *(
+            path
+            for folder in ("tiny_agent_nb", "tests", "notebooks", "schemas", "docs", "bench")
+            for path in (ROOT / folder).rglob("*")
+            if path.suffix in {".py", ".json", ".md"} and path.is_file()
+        ),
+        *(ROOT / "scripts").rglob("*.py"),
+    ]
 )
 
 # [text](target) and ![alt](target); a target ends at whitespace or the closing paren.
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", re.MULTILINE)
-# "spec.md §2", "spec.md §2-§8", "spec.md §2, §6", "spec.md §9.1"
-CITATION = re.compile(r"spec\.md\)?((?:\s*(?:,|-|\u2013|and)?\s*§\d+(?:\.\d+)?)+)")
+# "spec.md §2", "session-format.md §1-§8", "spec.md §2, §6", "[spec §12](docs/spec.md)",
+# and, between the two documents, "format §4, rule 10" and "spec §2.1"
+CITATION = re.compile(
+    r"(?:\b(spec|format) |(spec|session-format)\.md\)?)"
+    r"((?:\s*(?:,|-|\u2013|and)?\s*§\d+(?:\.\d+)?)+)"
+)
 SECTION = re.compile(r"§(\d+(?:\.\d+)?)")
+DOCUMENT = {"spec": SPEC, "format": FORMAT, "session-format": FORMAT}
 
 
 def relative_links(doc: Path) -> list[str]:
@@ -53,8 +67,22 @@ def relative_links(doc: Path) -> list[str]:
     return targets
 
 
-def spec_sections() -> set[str]:
-    return set(HEADING.findall(SPEC.read_text()))
+def sections(document: Path) -> set[str]:
+    return set(HEADING.findall(document.read_text()))
+
+
+def citations(path: Path) -> list[tuple[Path, str]]:
+    """(document, section) for each section `path` cites; in the spec's own two documents
+    a section cited without a document's name is one of their own."""
+    text = path.read_text()
+    found = [
+        (DOCUMENT[word or name], number)
+        for word, name, cited in CITATION.findall(text)
+        for number in SECTION.findall(cited)
+    ]
+    if path in (SPEC, FORMAT):
+        found += [(path, number) for number in SECTION.findall(CITATION.sub("", text))]
+    return found
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -70,9 +98,8 @@ def test_every_relative_link_in_the_docs_resolves_inside_the_repository(doc: Pat
 
 def test_the_link_check_sees_links_and_skips_urls_and_code() -> None:
     """The checker itself: it finds the relative links and leaves out URLs."""
-    sample = ROOT / "docs" / "spec.md"
-    links = relative_links(sample)
-    assert "glossary.md" in links and "../schemas/session/" in links
+    links = relative_links(FORMAT)
+    assert "glossary.md" in links and "spec.md" in links and "../schemas/session/" in links
     assert not any(link.startswith("http") for link in links)
 
 
@@ -90,19 +117,28 @@ def test_nothing_in_the_package_or_the_schemas_cites_the_out_of_tree_design() ->
 
 
 def test_every_cited_section_of_the_spec_exists() -> None:
-    sections = spec_sections()
-    assert {"1", "2", "3.3", "5", "7.2", "9.1", "10", "12"} <= sections
-    cited: dict[str, set[str]] = {}
+    have = {SPEC: sections(SPEC), FORMAT: sections(FORMAT)}
+    assert {"1", "2.1", "3", "5", "9", "12", "13"} <= have[SPEC]
+    assert {"1", "2.3", "3.3", "4", "5", "6.2", "6.4", "7", "8.1"} <= have[FORMAT]
+    cited: dict[tuple[Path, str], set[str]] = {}
     for path in CITING:
-        text = path.read_text()
-        found = [s for c in CITATION.findall(text) for s in SECTION.findall(c)]
-        if path == SPEC:  # the spec cites its own sections without its name
-            found += SECTION.findall(text)
-        for number in found:
-            cited.setdefault(number, set()).add(str(path.relative_to(ROOT)))
-    assert len(cited) >= 10  # the package does cite the spec, in many places
-    missing = {number: sorted(paths) for number, paths in cited.items() if number not in sections}
-    assert not missing, f"sections cited but not in docs/spec.md: {missing}"
+        for document, number in citations(path):
+            cited.setdefault((document, number), set()).add(str(path.relative_to(ROOT)))
+    for document in (SPEC, FORMAT):  # the package does cite both, in many places
+        assert len({number for doc, number in cited if doc == document}) >= 8
+    missing = {
+        f"{document.name} §{number}": sorted(paths)
+        for (document, number), paths in cited.items()
+        if number not in have[document]
+    }
+    assert not missing, f"sections cited but not in their document: {missing}"
+
+
+def test_a_citation_names_the_document_it_cites() -> None:
+    """The checker itself: each form of citation is read as the document it names."""
+    cited = citations(ROOT / "tests" / "test_docs_links.py")
+    assert (SPEC, "12") in cited and (FORMAT, "4") in cited and (SPEC, "2.1") in cited
+    assert (FORMAT, "8") in cited and (SPEC, "6") in cited
 
 
 PERF_SITE = re.compile(r'(?:perf: |register )row "([a-z0-9-]+)"')

@@ -134,10 +134,10 @@ def test_session_exports_what_users_and_the_other_layers_use() -> None:
         "json_value_problem",
         "MAX_JSON_DEPTH",
         "MAX_EPOCH_MS",
-        # the bound a usage fact is believed up to (docs/spec.md §11)
+        # the bound a usage fact is believed up to (docs/spec.md §4)
         "MAX_REPORTED",
         "usage_in_range",
-        # the context windows a session believes (docs/spec.md §17)
+        # the context windows a session believes (docs/spec.md §8)
         "MAX_WINDOW",
         "MIN_WINDOW",
     }
@@ -171,7 +171,7 @@ def test_agent_exports_what_users_and_the_notebook_use() -> None:
         "RecoveryReport",
         "resumable_operation",
         "resumable_run",
-        # a replayed run (docs/spec.md §21): what it did, which calls it runs again
+        # a replayed run (docs/spec.md §12): what it did, which calls it runs again
         "Replayed",
         "reruns_of",
         "Compacted",

@@ -335,15 +335,22 @@ def test_the_guard_imports_only_the_standard_library_it_uses() -> None:
 
 # ------------------------------------------------------------- with the MCP SDK's transport
 
-CLIENT = CHILDREN / "mcp_guard_client.py"
+
+@pytest.fixture
+def sdk_client() -> Path:
+    """The SDK's stdio client in a process of its own, which starts its server under the
+    guard (tests/children/mcp_guard_client.py)."""
+    return CHILDREN / "mcp_guard_client.py"
 
 
-def test_a_sigkilled_sdk_client_leaves_no_server_behind(tmp_path: Path, pids: list[int]) -> None:
+def test_a_sigkilled_sdk_client_leaves_no_server_behind(
+    sdk_client: Path, tmp_path: Path, pids: list[int]
+) -> None:
     # The SDK starts the guard (in a session of its own, with its filtered environment);
     # the server ignores its stdin, so nothing but the guard can end it.
     pidfile = tmp_path / "pids"
     client = subprocess.Popen(
-        [sys.executable, str(CLIENT), "--hold", "--", *server_command(pidfile)],
+        [sys.executable, str(sdk_client), "--hold", "--", *server_command(pidfile)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -361,13 +368,15 @@ def test_a_sigkilled_sdk_client_leaves_no_server_behind(tmp_path: Path, pids: li
     wait_gone(guard, server, child)
 
 
-def test_the_reference_server_runs_under_the_guard_and_stops_on_eof(tmp_path: Path) -> None:
+def test_the_reference_server_runs_under_the_guard_and_stops_on_eof(
+    sdk_client: Path, tmp_path: Path
+) -> None:
     # mcp-server-time through the guard: the protocol passes, and when the SDK closes the
     # server's stdin the server exits by itself (status 0, written by the shell it runs
     # under), not by the signals the SDK and the guard send after their grace.
     status = tmp_path / "status"
     client = subprocess.run(
-        [sys.executable, str(CLIENT), "--session", str(status)],
+        [sys.executable, str(sdk_client), "--session", str(status)],
         capture_output=True,
         text=True,
         check=True,

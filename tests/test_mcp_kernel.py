@@ -16,7 +16,7 @@ import pytest
 
 from tiny_agent_nb.session import load_session
 
-from helpers.kernel_helpers import Execution, Kernel, kernel_env, workspace
+from helpers.kernel_helpers import EXECUTE_TIMEOUT, Execution, Kernel, kernel_env, workspace
 from helpers.mcp_helpers import TEST_SERVER, pid_alive
 from helpers.mcp_notebook_helpers import (
     kill,
@@ -219,6 +219,9 @@ def test_ctrl_c_during_an_mcp_call_cancels_it_and_the_kernel_goes_on(
 
     # A kernel shut down the ordinary way stops its servers too (atexit).
     kernel.kc.stop_channels()
+    # Time to exit on its own (SIGTERM comes at half of shutdown_wait_time, default 5 s,
+    # and a loaded machine's kernel can take longer): atexit is what is tested.
+    kernel.km.shutdown_wait_time = EXECUTE_TIMEOUT
     kernel.km.shutdown_kernel(now=False)
     wait_until(lambda: not pid_alive(serving), 30, what="the server stopped with its kernel")
     wait_until(lambda: not processes_mentioning(lingering(workspace)), 30, what="no orphan left")

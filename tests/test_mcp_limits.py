@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +17,7 @@ import pytest
 from tiny_agent_nb.mcp import parse_config
 from tiny_agent_nb.tools import ToolContext
 
-from helpers.mcp_helpers import started, tool_named
+from helpers.mcp_helpers import process_entry, started, tool_named
 
 HOSTILE = Path(__file__).resolve().parent / "helpers" / "mcp_hostile_server.py"
 LIMIT = 32 * 1024 * 1024  # McpServers' default
@@ -134,7 +133,7 @@ def test_a_stdio_line_past_the_limit_is_an_error_result_and_the_server_is_restar
     script = {"tools": [{"name": "big", "inputSchema": OBJECT}], "results": {"big": result}}
     path = tmp_path / "script.json"
     path.write_text(json.dumps(script))
-    entry = {"command": sys.executable, "args": [str(HOSTILE), str(path)]}
+    entry = process_entry(str(HOSTILE), str(path))
     config = parse_config({"mcpServers": {"h": entry}})
     context = ToolContext(workspace=tmp_path)
     with started(config) as (servers, lines):

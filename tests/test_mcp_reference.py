@@ -17,10 +17,11 @@ from IPython.core.interactiveshell import InteractiveShell
 from tiny_agent_nb.session import load_session
 
 from helpers.ipython_shell import fresh_shell, served
+from helpers.mcp_helpers import process_entry
 from helpers.mcp_notebook_helpers import tool_names, tool_results
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
-TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
+TIME_SERVER = process_entry("-m", "mcp_server_time")
 
 
 @pytest.fixture

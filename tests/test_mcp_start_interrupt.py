@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,14 @@ import pytest
 
 from tiny_agent_nb.mcp import McpServers, parse_config
 
-from helpers.mcp_helpers import pid_alive
+from helpers.mcp_helpers import pid_alive, process_entry
 from helpers.polling import wait_until
 
 LINGERING_SERVER = Path(__file__).resolve().parent / "helpers" / "mcp_lingering_server.py"
 
 
 def _entry(pid_file: Path) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [str(LINGERING_SERVER), str(pid_file)]}
+    return process_entry(str(LINGERING_SERVER), str(pid_file))
 
 
 def _pid(pid_file: Path) -> int | None:

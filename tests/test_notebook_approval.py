@@ -1,5 +1,5 @@
 """What a run does before a call that changes things, as a user at a terminal meets it
-(docs/spec.md §22): asked by default, and an answer "every call of this tool for the rest
+(docs/spec.md §13): asked by default, and an answer "every call of this tool for the rest
 of this session" kept by the kernel for that tool and that session only.
 
 The magics run in an in-process IPython shell with nothing configured about approval;

@@ -1,5 +1,5 @@
 """A tool's processes die with their kernel: a real kernel SIGKILLed in the middle of a
-`bash` or a `python` call (docs/spec.md §20), against the loopback OpenAI server.
+`bash` or a `python` call (docs/spec.md §11), against the loopback OpenAI server.
 
 What the command started (a background job, a `setsid` grandchild in a session of its
 own) must be gone once the kernel is, and the next kernel's report says, of each call it

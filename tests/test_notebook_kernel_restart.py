@@ -1,6 +1,6 @@
 """A notebook's conversation across kernel restarts, in real IPython kernels: each kernel
 records itself in the session, and the first request after a restart tells the model,
-once, that the kernel restarted and what is gone (docs/spec.md §18). The model is the
+once, that the kernel restarted and what is gone (docs/spec.md §9). The model is the
 loopback OpenAI server, which keeps every request body it was sent.
 """
 

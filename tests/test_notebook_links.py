@@ -1,4 +1,4 @@
-"""A renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §19): the
+"""A renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §10): the
 link its outputs keep leads `%load_ext` to the session it had, which is renamed after it,
 or forked for a copy, never written by two notebooks. The notebook is untrusted: a link
 leads nowhere but to a session file of its own id beside it.

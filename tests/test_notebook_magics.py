@@ -92,28 +92,39 @@ def test_a_cell_runs_a_tool_streams_and_fills_variables(
     assert "$0.002" in usage_out
 
 
-def test_bad_arguments_are_usage_errors_not_tracebacks(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+def test_bad_arguments_are_one_line_usage_errors_that_send_and_print_nothing_else(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(shell, "%load_ext tiny_agent_nb", capsys)
-    for code in (
-        "%agent bogus",
-        "%agent",
-        "%%agent status\nhi",
-        "%%agent --max-steps 0\nhi",
-        "%agent status extra",
-    ):
+    bad = {
+        "%agent bogus": "unknown command 'bogus'",
+        "%agent": "%agent needs a command: status, timeline,",
+        "%%agent status\nhi": "%%agent takes options only, not 'status'",
+        "%%agent --max-steps x\nhello": "argument --max-steps: invalid int value: 'x'",
+        "%%agent --max-steps 0\nhello": "--max-steps must be at least 1",
+        "%%agent --approve maybe\nhello": "argument --approve: invalid choice",
+        "%%agent\n   ": "%%agent needs a prompt in the cell body",
+        "%agent status now": "%agent status takes no argument",
+    }
+    for code, expected in bad.items():
         result = shell.run_cell(code)
         out = capsys.readouterr()
-        assert result.error_in_exec is not None, code
         assert type(result.error_in_exec).__name__ == "UsageError", code
-        assert "Traceback" not in out.out + out.err, code
+        assert out.out == "", (code, out)  # IPython's usage error: no traceback
+        assert out.err.startswith(f"UsageError: {expected}"), (code, out.err)
+        assert out.err.count("\n") == 1, (code, out.err)
+    assert server.requests == []
 
 
 def test_help_is_the_docstring(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     run(shell, "%load_ext tiny_agent_nb", capsys)
     out = run(shell, "%agent help", capsys)
-    assert "%agent resume" in out and "--approve" in out
+    assert "%%agent [--model M] [--max-steps N] [--tools a,b,srv__*]" in out
+    assert "%agent timeline      live timeline (runs" in out
+    asked = run(shell, "%%agent?", capsys)  # a kernel's pager payload, printed here
+    assert "Run a prompt through the durable agent loop" in asked
+    assert "%agent resume [--budget USD]" in asked
+    assert "continue the latest run that was interrupted, aborted," in asked
 
 
 def test_provider_errors_are_one_readable_line(

@@ -85,6 +85,7 @@ def new_interrupted_at(root: Path, point: int) -> list[str]:
     return points
 
 
+@pytest.mark.slow  # a session made and interrupted once per point of `new`
 def test_an_interrupt_anywhere_in_new_leaves_one_current_file_and_the_kernel_writing_it(
     tmp_path: Path,
 ) -> None:

@@ -1,4 +1,4 @@
-"""Which session file a notebook gets (DESIGN §7 resolution order)."""
+"""Which session file a notebook gets (the order README.md gives)."""
 
 from __future__ import annotations
 

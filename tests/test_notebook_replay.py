@@ -1,4 +1,4 @@
-"""Restart & Run All reproduces a notebook (docs/spec.md §21), in real IPython kernels
+"""Restart & Run All reproduces a notebook (docs/spec.md §12), in real IPython kernels
 (jupyter_client) over a loopback model server that counts its requests: an `%%agent` cell
 executed again with the same cell id, prompt and options replays its recorded run (its
 `python` calls run again, nothing else, no request sent); a changed prompt, `--rerun`,

@@ -15,7 +15,7 @@ import pytest
 
 from tiny_agent_nb.session import SessionState, load_session
 
-from helpers.kernel_helpers import StartKernel, start_kernel, workspace
+from helpers.kernel_helpers import EXECUTE_TIMEOUT, StartKernel, start_kernel, workspace
 from helpers.openai_server import OpenAIServer, text_reply
 from helpers.polling import wait_until
 
@@ -37,6 +37,10 @@ def _run_cut_short(
         server.wait_for_requests(1, timeout=60)
         # The menu's Restart and Shut Down: interrupt, shutdown_request, then (after
         # shutdown_wait_time) a signal; each returns once the old kernel process is gone.
+        # What is tested is what the kernel records when it gets to answer the request:
+        # past half of the default 5 s, SIGTERM ends it first on a loaded machine, its
+        # abort unrecorded. It exits as soon as its cell ends, so the wait costs nothing.
+        kernel.km.shutdown_wait_time = EXECUTE_TIMEOUT
         if stop == "restart":
             kernel.km.restart_kernel(now=False)
         elif stop == "shutdown":

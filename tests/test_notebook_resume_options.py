@@ -1,4 +1,4 @@
-"""A resume keeps the options of the run it continues (docs/spec.md §9.3): its approval,
+"""A resume keeps the options of the run it continues (docs/spec.md §2.3): its approval,
 its tools, its budget and its model, recorded when the run started, never the kernel's
 configuration; an option typed to `%agent resume` overrides that one only. In real
 kernels, for `%agent resume` typed with stdin off (an ask nobody can answer runs

@@ -1,4 +1,4 @@
-"""A notebook's session file replaced on disk, and `%agent new` (docs/spec.md §7.4): a
+"""A notebook's session file replaced on disk, and `%agent new` (docs/session-format.md §6.4): a
 kernel never writes where nobody reads, says so in one line, and the next
 `%agent session` works from what is on disk."""
 
@@ -118,6 +118,6 @@ def test_new_keeps_the_old_conversation_under_another_name(
     archived = tmp_path / "analysis.agent.1.jsonl"
     assert f"Kept the previous conversation as {archived.name}." in out
     assert sorted(p.name for p in tmp_path.glob("analysis.*")) == [archived.name, SESSION]
-    # the messages, and the kernelOpened of the kernel that wrote it last (docs/spec.md §18)
+    # the messages, and the kernelOpened of the kernel that wrote it last (docs/spec.md §9)
     assert load_session(archived).last_seq == MESSAGES + 1
     assert len(load_session(path).entries) == 0

@@ -169,6 +169,7 @@ def test_a_long_write_shows_its_size_head_and_tail_and_v_shows_all_of_it(
     assert (tmp_path / "big.py").read_text() == content
 
 
+@pytest.mark.slow  # 6 MB of arguments through a run and its display
 def test_a_call_too_long_to_show_is_not_allowed_and_never_asked_about(
     shell: InteractiveShell,
     server: OpenAIServer,

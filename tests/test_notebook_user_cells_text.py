@@ -195,7 +195,7 @@ def test_a_cell_of_megabytes_is_kept_without_splitting_it_into_lines() -> None:
     assert is_agent_cell("%agent status\n" * 100_000 + "x = 1") is False
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(
     codes=st.lists(st.text(max_size=400), min_size=1, max_size=8),
     messages=st.lists(st.text(max_size=300), min_size=8, max_size=8),

@@ -1,4 +1,4 @@
-"""A learned window needs evidence (docs/spec.md §17): a record taken from a server's
+"""A learned window needs evidence (docs/spec.md §8): a record taken from a server's
 count alone (`truncation`, which older writers made) is no window; a configured window
 is the one the run uses, and a failure under it states figures that agree; a learned
 window the user forgot stays forgotten for every later process."""

@@ -193,7 +193,7 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
     first, second = server.requests
     prompt = first.body["messages"][-1]
     assert prompt["role"] == "user"
-    # after the notebook's own cells that ran before it (docs/spec.md §15)
+    # after the notebook's own cells that ran before it (docs/spec.md §6)
     assert messages.prompt_of(prompt["content"]).startswith(
         "What is the sum of the numbers in the `n` column of numbers.csv?"
     )

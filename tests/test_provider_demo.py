@@ -201,7 +201,7 @@ def test_in_a_cell_without_bash_the_commands_are_listed(
 def test_its_prompt_count_covers_the_tool_schemas_as_a_server_counts_them() -> None:
     # A count of the messages alone, against a request that also carries every built-in
     # tool's schema, reads to the loop as a server that cut the prompt (fewer than one
-    # token per 16 bytes sent, docs/spec.md §17): the demo notebook's first run then
+    # token per 16 bytes sent, docs/spec.md §8): the demo notebook's first run then
     # failed `contextLength`. Like a server, it counts the whole request: bytes / 4.
     schemas = builtin_registry().schemas()
     messages = enc({"role": "system", "content": "s" * 1200}, {"role": "user", "content": PROMPT})

@@ -93,7 +93,7 @@ WORDS = st.sampled_from(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     words=st.lists(WORDS, max_size=12),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),

@@ -1,5 +1,5 @@
-"""Compaction checkpoints in the file (DESIGN §2, §9): the cut, the attempt it settles,
-the compaction operation, and refused commits that change nothing."""
+"""Compaction checkpoints in the file (docs/session-format.md §4, docs/spec.md §3): the cut,
+the attempt it settles, the compaction operation, and refused commits that change nothing."""
 
 from __future__ import annotations
 

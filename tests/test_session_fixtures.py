@@ -44,7 +44,7 @@ def test_fixture(name: str) -> None:
     assert path.read_bytes() == before
 
 
-# DESIGN §5's worked examples, kept in the repository as fixtures (the generator rebuilds
+# The format's worked examples, kept in the repository as fixtures (the generator rebuilds
 # them byte for byte from their ids), so this suite needs nothing outside the checkout.
 WORKED_EXAMPLES = ("completed-run", "killed-during-bash", "killed-during-bash-recovered")
 

@@ -1,5 +1,5 @@
-"""A state keeps where its lines are and a digest of each, not their bytes (docs/spec.md
-§14.1): lines are read back from the state's own descriptor and checked, so a file
+"""A state keeps where its lines are and a digest of each, not their bytes (docs/session-format.md
+§8.1): lines are read back from the state's own descriptor and checked, so a file
 changed after the load is an error at the changed line, never content nobody validated.
 """
 
@@ -84,7 +84,7 @@ def _line_at(path: Path, offset: int) -> int:
 
 def _first_changed(state: SessionState, path: Path, offset: int) -> int:
     """The line a full iteration names for a change at `offset`: that very line, or for
-    lines checked a block at a time (docs/spec.md §14.1) the first line in its block."""
+    lines checked a block at a time (docs/session-format.md §8.1) the first line in its block."""
     if offset >= state._tables.lines._ends[state._tables.lines._covered]:
         return _line_at(path, offset)
     return max(2, _line_at(path, offset - offset % BLOCK))
@@ -223,6 +223,7 @@ def test_a_closed_writer_keeps_no_descriptor_but_those_its_states_hold(session: 
         gc.enable()
 
 
+@pytest.mark.slow  # a ~5 MB session, read twice
 def test_load_session_holds_at_most_one_and_a_half_times_the_file(
     session_path: Path, header_init: HeaderInit
 ) -> None:

@@ -28,6 +28,7 @@ print(tracemalloc.get_traced_memory()[0])
 """
 
 
+@pytest.mark.slow  # 8,000 entries, decoded again in a fresh process
 def test_decoding_every_entry_leaves_no_strings_behind(tmp_path: Path) -> None:
     """pydantic caches short strings process-wide (16,384 of them); with values cached,
     a kernel that built its context from a long session kept thousands of its ids in

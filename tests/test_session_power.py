@@ -1,4 +1,4 @@
-"""Power mode's group commit (docs/spec.md §7.2): a commit that precedes an effect (an
+"""Power mode's group commit (docs/session-format.md §6.2): a commit that precedes an effect (an
 intent, an operation's start or end) is synced before it returns; one that only records
 what came of an effect is written at once and synced by the next one.
 
@@ -338,7 +338,7 @@ def test_an_unsynced_commit_is_in_the_file_when_it_returns_and_synced_at_close(
 def test_a_kernel_record_rides_to_the_disk_with_the_run_that_follows_it(
     power: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A `kernelOpened` precedes no effect (docs/spec.md §18): not synced alone, but by the
+    """A `kernelOpened` precedes no effect (docs/spec.md §9): not synced alone, but by the
     next transaction that precedes one."""
     log = SyncLog(power.path, monkeypatch)
     opened = f.kernel_opened(pid=1, host="h", started_at=0, kernel_id=None, notebook=None)

@@ -2,8 +2,9 @@
 
 `replay_key` hashes the arguments' canonical JSON followed by a tail encoded once per
 (tool, workspace) pair (register row "replay-key-tail", docs/benchmarks.md): the digest
-must stay §4.3's digest of `{"tool", "arguments", "environmentIdentity"}`, for every
-tool and workspace met in any order, and a value the format cannot hold must still fail.
+must stay docs/session-format.md §3.3's digest of `{"tool", "arguments",
+"environmentIdentity"}`, for every tool and workspace met in any order, and a value the
+format cannot hold must still fail.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ ARGUMENTS: list[dict[str, Any]] = [
 
 
 def spec_key(tool: ToolIdentity, arguments: dict[str, Any], workspace: str) -> str:
-    """§4.3 as written: the digest of the whole object's canonical JSON."""
+    """§3.3 as written: the digest of the whole object's canonical JSON."""
     return sha256_digest(
         {"tool": tool.model_dump(), "arguments": arguments, "environmentIdentity": workspace}
     )

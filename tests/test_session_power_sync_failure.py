@@ -1,4 +1,4 @@
-"""Power mode's group commit (docs/spec.md §7.2) against a disk that refuses to sync.
+"""Power mode's group commit (docs/session-format.md §6.2) against a disk that refuses to sync.
 
 The disk is the real seam: os.fsync and os.fdatasync are replaced in this test process,
 failing with EIO while `Disk.failing` is set. What came of an effect (an answer, a tool
@@ -221,7 +221,7 @@ def test_a_session_whose_writer_closed_itself_is_said_and_opened_again(
     agent: NotebookRuntime, server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write fails part-way and its cut back fails too: the writer closes itself
-    (docs/spec.md §7.3). The next cell says so in a line, and `%agent session` on the
+    (docs/session-format.md §6.3). The next cell says so in a line, and `%agent session` on the
     same path opens it again (not "already open": the store it holds is closed)."""
     path = tmp_path / "a.agent.jsonl"
     agent.open(_at(path))
@@ -256,8 +256,8 @@ def test_a_writer_that_closes_itself_after_a_failed_cut_first_syncs_what_it_owed
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The disk fills during an intent's append and the cut back fails too: the writer
-    closes itself (docs/spec.md §7.3). The answer committed before it was acknowledged
-    and left for the next sync or close() (§7.2); that close is this one."""
+    closes itself (docs/session-format.md §6.3). The answer committed before it was acknowledged
+    and left for the next sync or close() (§6.2); that close is this one."""
     path = tmp_path / "nb.agent.jsonl"
     store = _power_store(path)
     run = Run(environment=str(tmp_path))

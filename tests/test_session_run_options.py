@@ -1,4 +1,4 @@
-"""A run's options in its runStarted (docs/spec.md §3.3): written as the run and its
+"""A run's options in its runStarted (docs/session-format.md §2.3): written as the run and its
 resumes give them, read back from the file, and absent from files written before they
 existed, which load as they did (options unknown)."""
 

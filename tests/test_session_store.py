@@ -126,7 +126,7 @@ def test_torn_tail_is_ignored_by_readers_and_cut_by_the_writer(
 def test_a_writer_removes_the_snapshot_cache_an_earlier_version_left_beside_it(
     session_path: Path, header_init: HeaderInit
 ) -> None:
-    """The session file is the only store (docs/spec.md §14): the `.snapshot` cache an
+    """The session file is the only store (docs/session-format.md §8): the `.snapshot` cache an
     earlier version wrote beside it, and its killed writer's drafts, go when a writer
     opens the session; a reader leaves them, and so does every writer a file of the
     user's of that name, or a symbolic link."""
@@ -453,7 +453,7 @@ def test_state_keeps_history_as_bytes_not_as_objects(store: SessionStore) -> Non
 def test_an_mcp_tool_is_recorded_under_its_servers_name_for_the_prefixed_call(
     store: SessionStore,
 ) -> None:
-    """DESIGN §10: the model calls `demo__echo`; the intent names the server's `echo`."""
+    """docs/spec.md §5: the model calls `demo__echo`; the intent names the server's `echo`."""
     run = Run(environment=store.header.environmentIdentity)
     store.commit(run.start("echo"))
     store.commit(run.attempt())

@@ -1,4 +1,5 @@
-"""SIGKILL a real writer process at random moments, hundreds of times (DESIGN §3.4, §4).
+"""SIGKILL a real writer process at random moments, hundreds of times (docs/session-format.md
+§5, §6).
 
 A child (`children/commit_loop.py`) commits realistic transactions and acknowledges each
 one on a pipe once `commit()` has returned. The parent SIGKILLs it (after a random delay,

@@ -1,4 +1,5 @@
-"""One writer per session file (DESIGN §3.6): across processes, in-process, and readers.
+"""One writer per session file (docs/session-format.md §6.4): across processes, in-process,
+and readers.
 
 The holder of the cross-process tests is a real child process (`children/hold_lock.py`)
 that opens the store and blocks on stdin; it is SIGKILLed like a dead kernel.

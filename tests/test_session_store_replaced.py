@@ -1,4 +1,4 @@
-"""A session file replaced on disk while its writer has it open (docs/spec.md §7.4).
+"""A session file replaced on disk while its writer has it open (docs/session-format.md §6.4).
 
 `git checkout`, a sync client or an editor writes a new file and renames it over the old
 one; a user deletes the file, or renames its folder. The writer's descriptor then names a

@@ -1,4 +1,4 @@
-"""Commits that fail in the OS, and commits that race (DESIGN §4, §5).
+"""Commits that fail in the OS, and commits that race (docs/session-format.md §6.3, §6.5).
 
 A write the OS refuses part-way (RLIMIT_FSIZE: a short write, then EFBIG — the same path
 as ENOSPC) must raise SessionWriteError, cut the file back to its last transaction and

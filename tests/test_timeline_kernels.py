@@ -1,4 +1,4 @@
-"""Kernel boundaries in the timeline (docs/spec.md §18): the timeline's HTML, the terminal
+"""Kernel boundaries in the timeline (docs/spec.md §9): the timeline's HTML, the terminal
 text, `tiny-agent-nb timeline --json` and `inspect` show which kernel wrote which runs,
 and what the model was told when it changed."""
 

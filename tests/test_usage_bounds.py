@@ -1,5 +1,5 @@
 """Usage numbers past 2**53 - 1, from a server or from a session file anyone may have
-written: no usage, never a crash, never `$inf` (docs/spec.md §11)."""
+written: no usage, never a crash, never `$inf` (docs/spec.md §4)."""
 
 from __future__ import annotations
 

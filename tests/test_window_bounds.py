@@ -1,5 +1,5 @@
 """Context windows outside 256..100,000,000 tokens in a session file anyone may have
-written: no window for their pair, never a crash (docs/spec.md §17)."""
+written: no window for their pair, never a crash (docs/spec.md §8)."""
 
 from __future__ import annotations
 

@@ -259,7 +259,7 @@ def _title(run: RunRow) -> str:
         return "summarizes the conversation (%agent compact)"
     if run.kind == "resume":
         return f"continues run {run.resumes}" if run.resumes else "continues an earlier run"
-    if run.kind == "replay":  # docs/spec.md §21
+    if run.kind == "replay":  # docs/spec.md §12
         return f"↻ replays run {run.resumes} from the session (no model call)"
     return "(no prompt)"
 

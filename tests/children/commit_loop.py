@@ -93,7 +93,7 @@ class Writer:
         return self.text(), False
 
     def reconcile(self) -> None:
-        """Close what the killed writer left open, as the planner does (DESIGN §6)."""
+        """Close what the killed writer left open, as the planner does (docs/spec.md §2.1)."""
         plan = plan_recovery(self.store.load(), {}, self.environment)
         if plan is None:
             return

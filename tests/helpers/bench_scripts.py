@@ -1,4 +1,5 @@
-"""The benchmark scripts as modules, for tests that measure what they build.
+"""The benchmark scripts, run whole (`run_bench`: the integration tier, tests/helpers/tiers.py)
+or as modules, for tests that measure what they build.
 
 bench/ is not a package (its scripts are run as files), so a test imports a script by
 its path: the same session a benchmark weighs is the one a memory test bounds.
@@ -7,8 +8,11 @@ its path: the same session a benchmark weighs is the one a memory test bounds.
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -20,3 +24,13 @@ def bench_startup() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_bench(
+    script: str, *args: str, timeout: float = 300, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """`python bench/<script> --quick *args`, its output captured; `options` to Popen."""
+    argv = [sys.executable, str(BENCH / script), "--quick", *args]
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=False, **options
+    )

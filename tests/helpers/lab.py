@@ -329,16 +329,17 @@ class TimelineStale(AssertionError):
     the run's end)."""
 
 
-def _save(s: LabSession) -> None:
-    """File > Save, as a user saves; done when the server answered the save (its contents
-    API's PUT, after it wrote the file), however long a loaded machine takes: no poll of
-    the file against a deadline."""
-    path = f"/api/contents/{quote(s.relative)}"
-    with s.page.expect_response(
+def _save(page: Any, relative: str) -> None:
+    """File > Save on `page`, as a user saves the notebook at `relative` (as JupyterLab
+    names it); done when the server answered the save (its contents API's PUT, after it
+    wrote the file), however long a loaded machine takes: no poll of the file against a
+    deadline."""
+    path = f"/api/contents/{quote(relative)}"
+    with page.expect_response(
         lambda r: r.request.method == "PUT" and urlsplit(r.url).path == path
     ) as response:
-        s.page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^File$")).click()
-        s.page.locator('.lm-Menu-item[data-command="docmanager:save"]').click()
+        page.locator("#jp-MainMenu .lm-MenuBar-item", has_text=re.compile(r"^File$")).click()
+        page.locator('.lm-Menu-item[data-command="docmanager:save"]').click()
     assert response.value.ok, f"the save failed: {response.value.status} {response.value.text()}"
 
 

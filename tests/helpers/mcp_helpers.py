@@ -101,6 +101,12 @@ def stdio_entry(
     return entry
 
 
+def process_entry(*argv: str) -> dict[str, Any]:
+    """The `mcpServers` entry of a server that is a Python process of its own, not forked
+    by the zygote: `argv` after the interpreter (a script, or `-m` and a module)."""
+    return {"command": sys.executable, "args": list(argv)}
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process exists and is not a zombie."""
     try:

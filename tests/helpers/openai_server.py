@@ -18,9 +18,10 @@ bytes / 4, as `estimate_tokens`) pass N, without consuming a reply. How it count
 how it overflows can be set as each real server does: `token_bytes=B` counts the
 messages and tools at B bytes a token (a tokenizer denser than the client's estimate);
 `overflow` is "refuse" (the 400 above), "refuse-bare" (a 400 that states no number),
-"empty-stream" (llama-cpp-python: a streamed request gets 200 and no event, an
-unstreamed one the 400), or "truncate" (Ollama: the start of the prompt is cut, the
-reply served, its prompt_tokens the limit). `count_usage=True` reports the server's own
+"empty-stream" (llama-cpp-python: a streamed request gets 200 and no event, on a
+connection that hangs up on the next request; an unstreamed one the 400), or
+"truncate" (Ollama: the start of the prompt is cut, the reply served, its prompt_tokens
+the limit). `count_usage=True` reports the server's own
 count as every reply's prompt_tokens. `turns="alternating"` refuses, as the strictest
 chat templates do, a system message not first or a second one, a conversation whose
 first turn is not the user's, and two user or two assistant turns in a row.
@@ -669,8 +670,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # tests read server.requests, not stderr
 
+    dead = False  # the connection is as llama-cpp-python leaves it after an empty stream
+
     def parse_request(self) -> bool:
         self.arrived = time.perf_counter()  # the request line is in: the client's wait ends
+        if self.dead:  # hung up on, unanswered
+            self.close_connection = True
+            return False
         return super().parse_request()
 
     def setup(self) -> None:
@@ -870,6 +876,7 @@ class _Handler(BaseHTTPRequestHandler):
             request.status = 200
             request.problem = f"Requested tokens ({request.tokens}) exceed context window"
             self._send_raw(raw_reply(""))
+            self.dead = True  # it closes the connection a moment later, unannounced
             return True
         if app.overflow == "refuse-bare":
             message = "the request exceeds the available context size, try increasing it"

@@ -153,7 +153,14 @@ class WidgetFrontend:
             self.pump()
 
     def finish(self, cell: Cell, timeout: float = EXECUTE_TIMEOUT) -> Cell:
+        """The cell once it is idle and its execute_reply has come, as `Kernel.execute`
+        waits: only then may the next request be sent. ipykernel 7.3 (the last for
+        Python 3.10) sends a reply from its shell channel thread straight on the shell
+        socket, which can leave a request arriving meanwhile unread for good: the kernel
+        idle, the cell never started (ipython/ipykernel#1529, fixed in 7.4). The idle
+        status can come before the reply is sent; the reply itself comes after."""
         self.until(lambda: cell.finished, f"cell {cell.msg_id} to finish", timeout)
+        self.reply(cell)
         return cell
 
     def execution_count(self, cell: Cell) -> int:

@@ -1,4 +1,4 @@
-"""The run budget (docs/spec.md §11): what a prompt's run has spent, from the file's ledger.
+"""The run budget (docs/spec.md §4): what a prompt's run has spent, from the file's ledger.
 
 A run's spend is the usage of the attempts and tools of its **chain**: the operation
 and every operation it resumes, back to the `run` that accepted the prompt, and the
@@ -139,7 +139,7 @@ class Spending:
         for fact in facts:
             if isinstance(fact, UsageFact):
                 target = fact.usage.target_id
-                # Out of range reads as no usage, as in `state.usage` (docs/spec.md §11).
+                # Out of range reads as no usage, as in `state.usage` (docs/spec.md §4).
                 if target in self._targets and usage_in_range(fact.usage):
                     self._priced.add(target)
                     if target in self._settled_unpriced:

@@ -1,4 +1,4 @@
-"""Compaction (docs/spec.md §10): a model attempt that replaces early entries by a summary.
+"""Compaction (docs/spec.md §3): a model attempt that replaces early entries by a summary.
 
     stepAttempt                      -> summarization request (no tools)
     [compaction entry, usage]        or [attemptFailed, usage]

@@ -11,7 +11,7 @@ Four things are not entries but still reach the model:
 - the system prompt, first;
 - a checkpoint's summary, as the assistant's note after a user message of ours
   (`_summary.py` says why);
-- a kernel notice (docs/spec.md §18) is its own user message only where no user entry
+- a kernel notice (docs/spec.md §9) is its own user message only where no user entry
   follows it (a resume's); a run's reaches the model in its prompt's user turn, a
   paragraph before it, so the context never holds two user turns in a row;
 - a tool call that never got a `toolStarted` (the kernel died, or the user interrupted,
@@ -22,7 +22,7 @@ Four things are not entries but still reach the model:
   assistant message of ours saying so, as chat templates refuse two user turns in a row.
 
 And one kind of entry does not reach it: the results of a replayed run's calls (docs/spec.md
-§21), which ran again what the conversation already holds.
+§12), which ran again what the conversation already holds.
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ class ContextProjection:
             self._notice = (entry_id, body.message.content)
         elif isinstance(body, UserEntry) and notice is not None:
             # One user turn, the notice a paragraph before the prompt; both entries start
-            # where it does (a cut never falls between them: docs/spec.md §10).
+            # where it does (a cut never falls between them: docs/spec.md §3).
             turn = m.User(m.with_notice(notice[1], user_content(body)))
             self._append(notice[0], (turn, (), ()))
             self._entry_ids.append(entry_id)
@@ -329,7 +329,7 @@ class ContextProjection:
         ids = self._entry_ids
         if body.throughEntryId == self._cut:
             # The same cut again: a summary too large re-summarized alone (docs/spec.md
-            # §10). Only the summary changes.
+            # §3). Only the summary changes.
             self._set_summary(body.summary)
             return
         if body.throughEntryId not in ids:
@@ -342,7 +342,7 @@ class ContextProjection:
         self._entry_ids, self._starts = keep_ids, array("q")
         if keep_ids:
             # The messages from the first kept entry on are the ones a rebuild from the
-            # kept entries would make: the cut is clean (docs/spec.md §5 rule 12), so the
+            # kept entries would make: the cut is clean (docs/session-format.md §4 rule 12), so the
             # first kept entry answers no call before it, and a never-started call's
             # synthetic answer before it stays out. `_unanswered` is the kept entries'.
             index, start = keep_starts[0], keep_starts[1] >> 1 << 1

@@ -1,5 +1,5 @@
 """The kernel notice: the piece of the context that tells the model, once, that the
-conversation goes on in another kernel than the one that wrote it (docs/spec.md §18).
+conversation goes on in another kernel than the one that wrote it (docs/spec.md §9).
 
 The model believes what its `python` calls defined still exists; after a restart it does
 not, and neither do the user's variables. The notice is a `kernelNotice` entry, committed
@@ -70,7 +70,7 @@ def _told_about(kernels: list[Kernel]) -> Kernel | None:
 
 def notice_text(kernel: Kernel, names: list[str], restored: Sequence[str] = ()) -> str:
     """The notice; `restored`: the names replayed runs defined again in the new process
-    (docs/spec.md §21), which are not gone."""
+    (docs/spec.md §12), which are not gone."""
     text = (
         f"{m.KERNEL_NOTICE_START} The notebook's kernel restarted: this conversation goes on in "
         f"a new Python process, started {when(kernel.started_at)}. Gone with the old one: "

@@ -1,5 +1,6 @@
 """The ledger a context projection keeps: the server's input token count of the newest
-settled attempt, and the bytes of the request it counted (docs/spec.md §3.4, §11)."""
+settled attempt, and the bytes of the request it counted (docs/session-format.md §2.4,
+docs/spec.md §4)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ class LastRequest:
             if isinstance(fact, UsageFact):
                 attempt_id = fact.usage.attemptId
                 if attempt_id is None or not usage_in_range(fact.usage):
-                    continue  # a tool's usage, or none (out of range: docs/spec.md §11)
+                    continue  # a tool's usage, or none (out of range: docs/spec.md §4)
                 if attempt_id == self._settled:
                     self.tokens = fact.usage.inputTokens
                 elif attempt_id == self._pending:

@@ -177,8 +177,8 @@ class AgentLoop:
         self, prompt: str, *, user_cells: str | None = None, cell_id: str | None = None
     ) -> RunResult:
         """Run a prompt. `user_cells`: what the user ran since the previous prompt, sent
-        before it and kept with it in its user entry (docs/spec.md §15), secrets redacted;
-        `cell_id`: the notebook cell it runs in, when known (docs/spec.md §21)."""
+        before it and kept with it in its user entry (docs/spec.md §6), secrets redacted;
+        `cell_id`: the notebook cell it runs in, when known (docs/spec.md §12)."""
         self._require_idle()
         # Kept and sent as every other text is: a prompt filled from a variable (an error
         # message, a config dict) may hold the key. Said here, where it is redacted.
@@ -225,7 +225,7 @@ class AgentLoop:
         return self._drive([started, *self._kernel_notice()], operation_id, self._steps)
 
     def recover(self) -> RecoveryReport | None:
-        """Settle what a dead process left open (docs/spec.md §9.1). Idempotent.
+        """Settle what a dead process left open (docs/spec.md §2.1). Idempotent.
 
         Ctrl-C during a replay settles it and the reads not replayed yet as interrupted,
         finishes the operation as interrupted, then re-raises. A commit the session file
@@ -275,7 +275,7 @@ class AgentLoop:
     def replay(
         self, run_id: str, calls: Sequence[ToolIntent], *, cell_id: str | None = None
     ) -> Replayed:
-        """Replay the completed run `run_id` whose chain made `calls` (docs/spec.md §21):
+        """Replay the completed run `run_id` whose chain made `calls` (docs/spec.md §12):
         no model request; its `python` calls run again in this kernel (`_replay.py`)."""
         self._require_idle()
         return replay_run(
@@ -352,7 +352,7 @@ class AgentLoop:
 
     # ------------------------------------------------------------------ helpers
     def _kernel_notice(self) -> list[NewFact]:
-        """The notice a run starts with after a change of kernel (docs/spec.md §18)."""
+        """The notice a run starts with after a change of kernel (docs/spec.md §9)."""
         notice = due_kernel_notice(self._store)
         return [] if notice is None else [notice]
 

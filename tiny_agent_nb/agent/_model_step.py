@@ -6,7 +6,7 @@ backoff; a stream that ended with no event is asked again at once without stream
 answer then says why); a context-length failure records the window the server's words
 state (`_window`), compacts and retries once per step (an answer whose token count
 suggests the server cut the prompt is kept, and said once per run as a notice: a count
-alone is no evidence of a window, docs/spec.md §17); anything else ends the run `failed`;
+alone is no evidence of a window, docs/spec.md §8); anything else ends the run `failed`;
 a failure keeps the usage the server reported before it. The run's budget is checked
 before each attempt (before and after a compaction it makes first, and before a
 backoff), and by the loop before each tool call; the note about unknown costs it may
@@ -67,7 +67,7 @@ class ModelStep:
         self._observer = observer
         self._sleep = sleep
         # The system prompt the file says the model was sent last (read at the first
-        # attempt): a request sending another one records it first (docs/spec.md §16).
+        # attempt): a request sending another one records it first (docs/spec.md §7).
         self._told: str | object | None = _UNREAD
         # The operation whose notice of a count that suggests a cut was said: once per run.
         self._cut_said: str | None = None
@@ -196,7 +196,7 @@ class ModelStep:
         self, operation_id: str, completion: Completion, sent: int, previous: Measure | None
     ) -> None:
         """Say once per run when the server's count of the request suggests it read only
-        part of it (docs/spec.md §17). The answer is kept and nothing is recorded: the same
+        part of it (docs/spec.md §8). The answer is kept and nothing is recorded: the same
         counts come from a server that counts only what its cache did not hold."""
         usage = completion.usage
         if self._cut_said == operation_id or usage is None:
@@ -232,7 +232,7 @@ class ModelStep:
     def over_budget(self, operation_id: str, *, not_run: int = 0) -> BudgetReached | None:
         """Why a budgetLimit stop, when the run's spend is at or past its budget, else
         None. Checked before every request that may be billed (each model attempt, a
-        compaction's request) and before each tool call (docs/spec.md §11); `not_run`:
+        compaction's request) and before each tool call (docs/spec.md §4); `not_run`:
         the tool calls of the answer that the stop leaves unrun."""
         budget = self._config.budget
         if budget is None:
@@ -263,9 +263,9 @@ _UNREAD = object()
 
 def _check_call_ids(completion: Completion) -> None:
     """A protocol error when two tool calls of one answer share an id: each result names
-    its call by id (docs/spec.md §5, rule 6), so neither could be answered. Guessing which
+    its call by id (docs/session-format.md §4, rule 6), so neither could be answered. Guessing which
     call is which (or that one is a repeat of the other) could run an effect twice. The
-    answer was billed all the same: its usage goes with the failure (§11)."""
+    answer was billed all the same: its usage goes with the failure (docs/spec.md §4)."""
     seen: set[str] = set()
     for call in completion.message.toolCalls:
         if call.id in seen:

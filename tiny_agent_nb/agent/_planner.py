@@ -1,4 +1,4 @@
-"""The planner (docs/spec.md §9): a pure function from what the file says to what to do next.
+"""The planner (docs/spec.md §2): a pure function from what the file says to what to do next.
 
 `load()` only reconstructs; this module decides, and the loop executes and commits:
 - a `safeRead` intent without result whose replayKey, recomputed for the current tool
@@ -180,10 +180,11 @@ def _settle_in_flight(
 
 
 ResumeBlocker = Literal["open", "nothing", "completed"]
-# How a run may end and still be continued by `%agent resume` (docs/spec.md §9.3): stopped
+# How a run may end and still be continued by `%agent resume` (docs/spec.md §2.3): stopped
 # by the process, by the user, by its budget (raised since) or by max_steps (a resume gets
-# max_steps more). A `failed` run is not: the file allows it (§5, rule 10), but a run
-# failed by a refused request or a bug would only fail again the same way.
+# max_steps more). A `failed` run is not: the file allows it (docs/session-format.md §4,
+# rule 10), but a run failed by a refused request or a bug would only fail again the same
+# way.
 RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit", "stepLimit"})
 
 
@@ -191,7 +192,7 @@ def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     """The operation `%agent resume` continues: the latest run (or resume), if it ended
     in one of RESUMABLE's ways. Compaction operations are passed over: they continue no
     prompt, and compacting between a stopped run and its resume is allowed. So are replayed
-    runs (docs/spec.md §21): they add nothing to the conversation a resume continues."""
+    runs (docs/spec.md §12): they add nothing to the conversation a resume continues."""
     return resumable_run(list(state.operations.values()))
 
 

@@ -1,4 +1,4 @@
-"""A replayed run (docs/spec.md §21): a cell's completed run shown again from the session,
+"""A replayed run (docs/spec.md §12): a cell's completed run shown again from the session,
 with no model request, its `python` calls run again in this kernel so that the names
 they defined exist again. Nothing else of it runs again: `bash`, file writes and MCP
 calls changed the world, which is left as it is; a proposed cell is not proposed again.

@@ -1,4 +1,4 @@
-"""What a compaction summarizes (docs/spec.md §10): the cut, and the summarization request.
+"""What a compaction summarizes (docs/spec.md §3): the cut, and the summarization request.
 
 The cut (`throughEntryId`) is the newest entry, after the previous cut, such that every
 tool call at or before it has its result at or before it, with at least the tail to keep
@@ -101,7 +101,7 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
             previous_summary, previous_cut = body.summary, body.throughEntryId
             start = ids.index(body.throughEntryId) + 1
             break
-    # A replayed run's results are no part of the conversation (docs/spec.md §21).
+    # A replayed run's results are no part of the conversation (docs/spec.md §12).
     candidates = [
         i
         for i in ids[start:]
@@ -149,7 +149,8 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
         and _oversized(previous_summary, budget, tokens)
     ):
         # Nothing new to summarize, but the summary itself is too large: summarize it
-        # again on its own, at the same cut (a cut never moves backwards; §5 rule 12).
+        # again on its own, at the same cut (a cut never moves backwards;
+        # docs/session-format.md §4, rule 12).
         return Cut(previous_cut, (), previous_summary, sum(sizes))
     raise NoRoom(NoCleanCut(budget.tail, TAIL_SHARE, budget.window, tokens(tail)))
 

@@ -1,4 +1,4 @@
-"""How a checkpoint's summary reaches the model (docs/spec.md §10): as the assistant's own
+"""How a checkpoint's summary reaches the model (docs/spec.md §3): as the assistant's own
 note, not in the user's voice.
 
 A summary is written by the model from a transcript that holds tool output, so hostile

@@ -3,7 +3,7 @@ nothing more. `TinyAgent.system_prompt` replaces it whole.
 
 It is built for each run from what the run offers (a tool not offered is not
 mentioned: a model told of it would call it) and recorded in the session when it
-differs from the one recorded last (docs/spec.md §16), so the file says what the model
+differs from the one recorded last (docs/spec.md §7), so the file says what the model
 was told. The date is in it: the first request of a new day records it again.
 """
 

@@ -9,7 +9,7 @@ results are the planner's fixed texts.)
 A call's arguments are kept and shown with the secrets redacted too (`clean_message`,
 the intent, the approval question, the tool line), but the tool gets them as the model
 sent them: a redaction changes what is written and shown, never what a tool does
-(docs/spec.md §12). A call whose recorded arguments differ from those it ran with
+(docs/spec.md §5). A call whose recorded arguments differ from those it ran with
 cannot be run again from the file, so its intent says `never` whatever its tool's
 replay policy.
 """
@@ -187,7 +187,7 @@ class ToolStep:
     def rerun(
         self, operation_id: str, intent: ToolIntent, observer: ToolObserver, *, allowed: bool
     ) -> ToolOutcome:
-        """Run a call of a recorded run again for a replayed run (docs/spec.md §21): its
+        """Run a call of a recorded run again for a replayed run (docs/spec.md §12): its
         intent under the replay's operation, committed before it runs, then its result;
         when not `allowed`, intent and `denied` result in one transaction."""
         tool = self._tools.get(intent.tool.name)

@@ -1,4 +1,4 @@
-"""Entries as the messages the model is sent (docs/spec.md §10, items 3 and 5), in no
+"""Entries as the messages the model is sent (docs/spec.md §3, items 3 and 5), in no
 provider's wire format (`provider.messages`), and the messages of ours that stand where
 no entry answers: a tool call that never started, a prompt whose run got no answer; and
 the entries no message stands for (a replayed run's results)."""
@@ -21,7 +21,7 @@ NOT_STARTED = (
 )
 # Between a prompt whose run ended before the model answered it (a failed request, an
 # interrupt, a budget already spent) and the next prompt: the strictest chat templates
-# refuse two user turns in a row (docs/spec.md §10), so every later request would fail.
+# refuse two user turns in a row (docs/spec.md §3), so every later request would fail.
 NO_ANSWER = (
     "[tiny-agent-nb, not the model: the run of the prompt above ended before the model "
     "answered it.]"
@@ -77,7 +77,7 @@ NO_ANSWER_MESSAGE = m.Note(NO_ANSWER)
 
 
 def in_replay(state: SessionState, entry: EntryFact) -> bool:
-    """Whether `entry` is the result of a replayed run's call (docs/spec.md §21), which the
+    """Whether `entry` is the result of a replayed run's call (docs/spec.md §12), which the
     model is never sent."""
     body = entry.entry
     if not isinstance(body, ToolResultEntry):

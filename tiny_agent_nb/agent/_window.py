@@ -1,4 +1,4 @@
-"""The model's context window as a run knows it (docs/spec.md §11, §17), and what a server's
+"""The model's context window as a run knows it (docs/spec.md §4, §8), and what a server's
 token counts say about the requests it was sent.
 
 The window is `TinyAgent.context_window` when configured; else what the session learned

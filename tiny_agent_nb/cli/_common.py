@@ -30,7 +30,7 @@ EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE: stdout's reader went away (`| head`)
 OPEN_OPERATION = "open — the kernel stopped during this run"
 PENDING_NEVER = "effect may have happened; not re-run"
 # A pending safeRead intent is replayed on resume when its replayKey still matches the
-# workspace (docs/spec.md §9.1); saying "not re-run" would be wrong for it.
+# workspace (docs/spec.md §2.1); saying "not re-run" would be wrong for it.
 PENDING_SAFE_READ = "read-only; replayed on resume if the workspace is unchanged"
 ARGUMENTS_WIDTH = 100
 

@@ -87,7 +87,7 @@ def _operation_lines(state: SessionState) -> Iterator[str]:
 
 def _kernel_lines(state: SessionState) -> Iterator[str]:
     """The kernels that opened the session for writing (none for a file written before
-    they were recorded), and whether the model was told of each change (docs/spec.md §18)."""
+    they were recorded), and whether the model was told of each change (docs/spec.md §9)."""
     kernels = list(state.kernels.values())
     if not kernels:
         return

@@ -1,4 +1,4 @@
-"""Tools from MCP servers (docs/spec.md §12), through the official `mcp` SDK.
+"""Tools from MCP servers (docs/spec.md §5), through the official `mcp` SDK.
 
     servers = McpServers(parse_config("~/.cursor/mcp.json"))
     problems = servers.start()        # one line per server that did not start

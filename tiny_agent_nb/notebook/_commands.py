@@ -53,7 +53,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "rerun": (
         "--rerun",
         "ask the model again, even when this cell's prompt and options are those of a run "
-        "the session recorded for it (which is otherwise shown again, docs/spec.md §21)",
+        "the session recorded for it (which is otherwise shown again, docs/spec.md §12)",
     ),
     "demo": (
         "--demo",

@@ -158,7 +158,7 @@ class TinyAgent(Configurable):
         ["process", "power"],
         default_value="process",
         help="process: survives kernel crashes; power: also power loss (an fsync before each "
-        "model request and tool run, docs/spec.md §7.2).",
+        "model request and tool run, docs/session-format.md §6.2).",
     ).tag(config=True)
     system_prompt = Unicode(None, allow_none=True, help="Replaces the default system prompt.").tag(
         config=True

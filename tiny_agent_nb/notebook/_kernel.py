@@ -1,5 +1,5 @@
 """This kernel, as it records itself in the sessions it opens for writing (docs/spec.md
-§18): its process (pid, host, when it started) and, where known, the Jupyter kernel id
+§9): its process (pid, host, when it started) and, where known, the Jupyter kernel id
 and the notebook's file name.
 
 The process's start is read once per process and kept: two records by the same process

@@ -1,5 +1,5 @@
 """The link from a notebook to its session, kept in the notebook's own outputs, so that a
-renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §19).
+renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §10).
 
 JupyterLab renames a notebook while its kernel runs: that kernel goes on writing the file
 it opened. A restart (Jupyter gives the new process the new name in `JPY_SESSION_NAME`)
@@ -171,7 +171,7 @@ def follow_notebook(location: SessionLocation, cwd: Path) -> str | None:
 
 def _opened_by_another(claim: SessionStore, source: Path, notebook: Path) -> str | None:
     """The name of another notebook that opened `source` as its session (its kernelOpened
-    records, §18) and is still there: `%agent session` in that notebook made the file
+    records, docs/spec.md §9) and is still there: `%agent session` in that notebook made the file
     its own whatever its name, and a link to it must not take it away."""
     for kernel in claim.kernels():
         name = kernel.notebook

@@ -82,7 +82,7 @@ def chosen_options(
     tools: list[str] | None = None,
 ) -> Chosen:
     """Each option as given (the cell's, `%agent resume`'s); else as the run it continues
-    recorded it (`recorded`, docs/spec.md §9.3); else as the configuration says. What a run
+    recorded it (`recorded`, docs/spec.md §2.3); else as the configuration says. What a run
     builds its loop with and what a cell run again is matched by (`_rerun`)."""
     if budget is None:  # a run's budget recorded as None is no limit, not "unset"
         budget = config.budget if recorded is None else recorded.budget

@@ -136,7 +136,7 @@ class AgentMagics(Magics):
         view = self._view()
         if args.demo and args.model is not None:
             raise UsageError("--demo and --model name two models: use one")
-        # Before anything that needs a model: a cell run again shows its run (§21).
+        # Before anything that needs a model: a cell run again shows its run (docs/spec.md §12).
         if not args.rerun and self.replays.replay(prompt, options, demo=args.demo, view=view):
             return
         self._ready(args.model, args.demo, "%%agent")
@@ -359,7 +359,7 @@ class AgentMagics(Magics):
 
     def link(self) -> None:
         """Leave, in this cell's output, the notebook's link to its session (docs/spec.md
-        §19): a display no frontend renders, saved and copied with the notebook."""
+        §10): a display no frontend renders, saved and copied with the notebook."""
         store, location = self.runtime.store, self.runtime.location
         if store is None or location is None or not links_here(location) or not self._rich():
             return

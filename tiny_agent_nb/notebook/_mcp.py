@@ -1,4 +1,4 @@
-"""The kernel's MCP servers (docs/spec.md §12): one `McpServers` for the configuration
+"""The kernel's MCP servers (docs/spec.md §5): one `McpServers` for the configuration
 `TinyAgent.mcp_servers` holds now.
 
 Servers start when something first needs them (a `%%agent` run or `%agent resume`

@@ -1,4 +1,4 @@
-"""An `%%agent` cell run again (docs/spec.md §21): when its prompt and options are those of
+"""An `%%agent` cell run again (docs/spec.md §12): when its prompt and options are those of
 the latest run recorded for the same cell, the cell shows that run from the session
 instead of asking the model again, so Restart & Run All reproduces a notebook.
 
@@ -228,7 +228,7 @@ class CellReplays:
             print("`%%agent --rerun` asks the model again (a later run stands between).")
 
 
-CELL_ID_CHARS = 256  # the format's bound on a cellId (docs/spec.md §3.3)
+CELL_ID_CHARS = 256  # the format's bound on a cellId (docs/session-format.md §2.3)
 
 
 def replay_lines(state: SessionState, found: CellRun, replayed: Replayed) -> list[str]:

@@ -90,7 +90,7 @@ class NotebookRuntime:
         self.read_only: str | None = None
         # The tools the user allowed for the rest of this session ("Allow bash for the
         # rest of this session"): this kernel's, for the file it has open; another file
-        # or another kernel asks again (docs/spec.md §22). Emptied, never replaced.
+        # or another kernel asks again (docs/spec.md §13). Emptied, never replaced.
         self.allowed_tools: set[str] = set()
         # The displays and the model's context, moved from store to store with the session.
         self._followers = SessionFollowers()
@@ -208,7 +208,7 @@ class NotebookRuntime:
         try:
             store.close()
         except SessionError as exc:
-            # Power mode's last sync failed (docs/spec.md §7.2): the file is closed and
+            # Power mode's last sync failed (docs/session-format.md §6.2): the file is closed and
             # released anyway, so this kernel holds no session from here on.
             raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
         finally:
@@ -298,8 +298,8 @@ class NotebookRuntime:
         return archived, self._close_noting()
 
     def _drop_closed_store(self) -> bool:
-        """Forget a store that closed itself (a write it could not cut back, docs/spec.md
-        §7.3) or whose path names another file now (§7.4), so the next cell says why and
+        """Forget a store that closed itself (a write it could not cut back, docs/session-format.md
+        §6.3) or whose path names another file now (§6.4), so the next cell says why and
         `%agent session` opens the file again. True when it dropped one."""
         store = self.store
         if store is None:

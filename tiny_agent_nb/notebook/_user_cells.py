@@ -6,7 +6,7 @@ kernel keeps the newest few as `CellRecord`s, each bounded when it is recorded (
 of a million characters is not kept whole), and a prompt takes them as one text
 (`UserCells.digest`) within the character budget `TinyAgent.user_cells_chars`: the
 newest cells first, older ones left out and counted. That text becomes part of the
-prompt's user entry (`userCells`, docs/spec.md §15), so the file holds what the model
+prompt's user entry (`userCells`, docs/spec.md §6), so the file holds what the model
 was sent and a new kernel sends the same. Code and messages are untrusted text: terminal
 escapes are removed, other control characters written as escapes, secrets redacted.
 """

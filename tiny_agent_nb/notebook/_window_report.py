@@ -38,7 +38,7 @@ def window_line(model: KernelProvider, state: SessionState) -> str:
 
 def forget_window(model: KernelProvider, store: SessionStore) -> str:
     """`%agent forget-window`: record that the session knows no window for the configured
-    model at its server (docs/spec.md §17), so no kernel takes the learned one again."""
+    model at its server (docs/spec.md §8), so no kernel takes the learned one again."""
     if model.config.demo_mode():
         return "The offline demo model has no context window: nothing to forget."
     config = model.provider_config()

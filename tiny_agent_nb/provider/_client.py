@@ -255,9 +255,14 @@ class Provider:
                 if not response.is_success:
                     raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
-                completion = read_answer(
-                    self._config, response.headers, chunks, on_event or _ignore, assembler
-                )
+                try:
+                    completion = read_answer(
+                        self._config, response.headers, chunks, on_event or _ignore, assembler
+                    )
+                except ProviderError as error:
+                    if error.empty_stream:
+                        _discard_connection(response)
+                    raise
                 _drain(chunks)
                 return completion
         except (UnsupportedEncoding, zlib.error) as exc:
@@ -339,6 +344,17 @@ class Provider:
             if self._clock() > deadline:
                 raise attempt_timed_out(self._config)
             yield chunk
+
+
+def _discard_connection(response: httpx.Response) -> None:
+    """Keep the connection of a stream that ended with no event out of the pool.
+
+    llama-cpp-python closes it a moment after such a stream; the same request, asked again
+    without streaming at once, would go out on it and fail "disconnected" before the
+    server could say why. A closed socket is one the pool replaces."""
+    stream = response.extensions.get("network_stream")
+    if stream is not None:
+        stream.close()
 
 
 def _drain(chunks: Iterator[bytes]) -> None:

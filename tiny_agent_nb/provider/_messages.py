@@ -1,7 +1,7 @@
-"""What the agent sends a model, in no provider's wire format (docs/spec.md §10).
+"""What the agent sends a model, in no provider's wire format (docs/spec.md §3).
 
 The agent's context builder (`agent/_context.py`) turns the session into these messages;
-each provider encodes them into its own wire format. Five kinds, as spec §10 sends them:
+each provider encodes them into its own wire format. Five kinds, as spec §3 sends them:
 the system prompt, a user turn, an assistant turn (with its tool calls), a tool result,
 and an assistant note of ours (the package's own words in the assistant's voice: a
 checkpoint's summary, or the note that a prompt got no answer). A provider that has no
@@ -221,13 +221,13 @@ class Context:
         return None if history is None else history.cache(key, make)
 
 
-# The lines that open and close a prompt's user cells (docs/spec.md §15): what the
+# The lines that open and close a prompt's user cells (docs/spec.md §6): what the
 # notebook writes around them, and where the offline demo finds the prompt's own text.
 USER_CELLS_START = "[Cells the user ran since the previous agent cell, oldest first]"
 USER_CELLS_END = "[End of the user's cells]"
 
 
-# How a kernel notice begins (docs/spec.md §18). A run's notice reaches the model in the
+# How a kernel notice begins (docs/spec.md §9). A run's notice reaches the model in the
 # same user turn as the prompt after it, a paragraph before it (`with_notice`): two user
 # turns in a row are refused by the strictest chat templates (Gemma's, Mistral's).
 KERNEL_NOTICE_START = "[Kernel restarted]"

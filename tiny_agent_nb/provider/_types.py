@@ -148,7 +148,7 @@ class ProviderError(TinyAgentError):
     new attempts after `retry_after` seconds when the server said so. Others (400, 401, 402,
     404, ...) fail the operation; `message` says what to do next. `usage` is what the
     server reported before the answer failed (a stream that sent its usage, then broke):
-    those tokens were billed, so the loop keeps them with the failure (docs/spec.md §11).
+    those tokens were billed, so the loop keeps them with the failure (docs/spec.md §4).
 
     A `contextLength` error carries the `window` and the input tokens of the refused
     request as the server counted them (`prompt_tokens`) when its words state them;

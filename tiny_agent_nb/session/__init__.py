@@ -1,4 +1,5 @@
-"""The durable session store (docs/spec.md §2-§8): the deep module everything else stands on.
+"""The durable session store (docs/session-format.md §1-§8): the deep module everything else
+stands on.
 
 store = SessionStore.open(path, create=HeaderInit(...))
 committed = store.commit([facts.user_message("hi", id=entry_id), facts.run_started(...)])

@@ -1,4 +1,4 @@
-"""Canonical JSON and the digests derived from it (docs/spec.md §4.3)."""
+"""Canonical JSON and the digests derived from it (docs/session-format.md §3.3)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def sha256_digest(value: Any) -> str:
 def replay_key(tool: ToolIdentity, arguments: dict[str, Any], environment_identity: str) -> str:
     """Identity of a tool effect: the same key means the same call on the same workspace.
 
-    The digest of `{"tool": ..., "arguments": ..., "environmentIdentity": ...}` (§4.3)."""
+    The digest of `{"tool": ..., "arguments": ..., "environmentIdentity": ...}` (§3.3)."""
     # perf: register row "replay-key-tail" (docs/benchmarks.md).
     # Canonical JSON sorts those three keys as "arguments" < "environmentIdentity" <
     # "tool", so the hashed text is '{"arguments":', the arguments' canonical JSON, then a

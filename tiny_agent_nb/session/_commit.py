@@ -1,5 +1,5 @@
-"""What a commit does around its write: the facts built and checked (docs/spec.md §7.1),
-and whether power mode syncs them before the commit returns (§7.2)."""
+"""What a commit does around its write: the facts built and checked (docs/session-format.md §6.1),
+and whether power mode syncs them before the commit returns (§6.2)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ._tables import Tables, Violation
 
 def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list[Fact]:
     """The facts of one commit, each given its seq, id and `at`, checked against every
-    rule (docs/spec.md §5) and applied to `tables` in order (the caller rolls them back
+    rule (docs/session-format.md §4) and applied to `tables` in order (the caller rolls them back
     if the line is not written). InvalidTransactionError names the fact that broke one."""
     built: list[Fact] = []
     for index, new in enumerate(facts):
@@ -43,13 +43,13 @@ def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list
 
 
 def syncs_at_once(facts: Sequence[Fact]) -> bool:
-    """Whether power mode syncs this transaction before `commit` returns (docs/spec.md
-    §7.2): when it holds any record but `attemptFailed`, i.e. precedes an effect (a
+    """Whether power mode syncs this transaction before `commit` returns (docs/session-format.md
+    §6.2): when it holds any record but `attemptFailed`, i.e. precedes an effect (a
     `stepAttempt`, an intent) or starts, aborts or ends an operation. Entries, usage and
     `attemptFailed` record what came of an effect: a power cut that loses them leaves the
-    attempt or intent pending, settled as after a crash during the effect (§9.1). A
+    attempt or intent pending, settled as after a crash during the effect (docs/spec.md §2.1). A
     `kernelOpened` precedes no effect: whatever its kernel does next starts with a
-    transaction that syncs, and carries it to the disk (§18). A record type added later
+    transaction that syncs, and carries it to the disk (docs/spec.md §9). A record type added later
     syncs unless it is named here."""
     for fact in facts:  # a loop, not any() over a generator: this runs on every commit
         if isinstance(fact, RecordFact) and fact.record.type not in _UNSYNCED_RECORDS:

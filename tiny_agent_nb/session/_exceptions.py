@@ -91,8 +91,8 @@ class SessionWriteError(SessionError):
 
 
 class SessionReplacedError(SessionError):
-    """The store's path no longer names the file it holds open and locked (docs/spec.md
-    §7.4): another file was renamed over it, or it was deleted or moved. The line just
+    """The store's path no longer names the file it holds open and locked (docs/session-format.md
+    §6.4): another file was renamed over it, or it was deleted or moved. The line just
     written was cut back: nothing was committed, and nothing was written anywhere."""
 
     def __init__(self, path: str | Path, reason: str) -> None:

@@ -88,7 +88,7 @@ _ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry, 
 
 
 def user_message(content: str, *, user_cells: str | None = None, id: str | None = None) -> NewFact:
-    """A prompt; `user_cells`, the user's cells it is sent with (docs/spec.md §15)."""
+    """A prompt; `user_cells`, the user's cells it is sent with (docs/spec.md §6)."""
     message = UserMessage(role="user", content=content)
     if user_cells is None:
         return NewFact(UserEntry(type="message", message=message), id)
@@ -160,7 +160,7 @@ def compaction(
 
 
 def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None) -> NewFact:
-    """What the model is told about kernel `kernel_opened_id` (docs/spec.md §18)."""
+    """What the model is told about kernel `kernel_opened_id` (docs/spec.md §9)."""
     message = UserMessage(role="user", content=content)
     return NewFact(
         KernelNotice(type="kernelNotice", kernelOpenedId=kernel_opened_id, message=message), id
@@ -173,7 +173,7 @@ def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None)
 def kernel_opened(
     *, pid: int, host: str, started_at: int, kernel_id: str | None, notebook: str | None
 ) -> NewFact:
-    """This kernel opened the session for writing (docs/spec.md §18)."""
+    """This kernel opened the session for writing (docs/spec.md §9)."""
     return NewFact(
         KernelOpened(
             type="kernelOpened",
@@ -206,7 +206,7 @@ def run_started(
 
 
 def replay_started(operation_id: str, replays_operation_id: str, cell_id: str | None) -> NewFact:
-    """A replayed run (docs/spec.md §21): the cell's recorded run shown again, its
+    """A replayed run (docs/spec.md §12): the cell's recorded run shown again, its
     `python` calls run again in this kernel, nothing sent to a model."""
     return NewFact(
         OperationStarted(
@@ -377,7 +377,7 @@ def context_window(
 
 def forgotten_window(base_url: str, model: str) -> NewFact:
     """The user cleared the window the session learned for `model` at `base_url`: from
-    here on it knows none for the pair, in every process (docs/spec.md §17)."""
+    here on it knows none for the pair, in every process (docs/spec.md §8)."""
     return _window_record(base_url, model, None, "forgotten", None)
 
 

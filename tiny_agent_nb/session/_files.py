@@ -126,7 +126,7 @@ class DescriptorFile:
 
     def moved(self) -> str | None:
         """None while `path` names this file; else what happened to it, in words (docs/
-        spec.md §7.4): a `git checkout`, a sync client or an editor renames another file
+        session-format.md §6.4): a `git checkout`, a sync client or an editor renames another file
         over it, and from then on this descriptor writes where nobody reads."""
         try:
             st = self.path.stat()

@@ -1,5 +1,5 @@
 """Which session a file holds, from its header alone; and a fork: a new session file
-holding another session's conversation under a new id (docs/spec.md §19). A notebook
+holding another session's conversation under a new id (docs/spec.md §10). A notebook
 that was renamed, moved or duplicated finds the session it links to by its id; a
 duplicate gets a fork, so that it never writes to the file of the notebook it was copied
 from.

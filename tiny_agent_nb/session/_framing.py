@@ -1,4 +1,4 @@
-"""Bytes <-> transactions: LF framing, the header line, torn tails (docs/spec.md §2, §6).
+"""Bytes <-> transactions: LF framing, the header line, torn tails (docs/session-format.md §1, §5).
 
 A line is one transaction: a bare fact object or a non-empty array of facts. Bytes after
 the last LF are a torn tail left by a writer that died mid-append; they are never a
@@ -49,7 +49,7 @@ def split_complete(data: bytes) -> tuple[bytes, int]:
 # store writes the whole line with one write). Bytes without an LF that start with these,
 # or are a prefix of them, are what a writer that died while creating the file can have
 # left. Nothing else is ever overwritten: a settings.json holding one line of JSON without
-# a final LF is somebody else's file (docs/session-format.md, "Writing").
+# a final LF is somebody else's file (docs/session-format.md §6.6).
 HEADER_START = b'{"kind":"header","version":%d,' % FORMAT_VERSION
 
 

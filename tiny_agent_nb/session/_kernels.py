@@ -1,5 +1,5 @@
 """The kernels that open a session for writing, and the notice the model gets when the
-conversation goes on in another one (docs/spec.md §18): how the reducer applies them.
+conversation goes on in another one (docs/spec.md §9): how the reducer applies them.
 
 A `kernelOpened` record refers to nothing and may come at any point, even while a run
 is open (the previous kernel died inside it; recovery comes after the record). A

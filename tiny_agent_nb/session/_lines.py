@@ -1,7 +1,7 @@
 """The transaction lines of a session state: where each lies in the file, read back on use.
 
 # perf: register row "lines-on-disk" (docs/benchmarks.md)
-History's content stays in the session file, where it already is (docs/spec.md §14.1):
+History's content stays in the session file, where it already is (docs/session-format.md §8.1):
 a state keeps, per line it read, where the line ends, and the SHA-256 of each BLOCK of
 the file's bytes up to the last of them, which the read's scan took as it validated them.
 Reading a line back is a `pread` from the state's own read-only descriptor, and its

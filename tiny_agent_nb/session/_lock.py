@@ -1,4 +1,4 @@
-"""Single writer per session file (docs/spec.md §7.4).
+"""Single writer per session file (docs/session-format.md §6.4).
 
 Two layers: a registry refuses a second writer in this process before the OS is asked,
 and `flock` refuses writers in other processes. flock (not POSIX `lockf`) because a POSIX

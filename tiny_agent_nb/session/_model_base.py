@@ -1,4 +1,4 @@
-"""What every model of the session file is made of (docs/spec.md §2-§3): one strict,
+"""What every model of the session file is made of (docs/session-format.md §1-§2): one strict,
 frozen, closed base model, the field types a line's values take (ids, digests, counts,
 times), and the limits a file's numbers are believed within."""
 
@@ -17,10 +17,10 @@ Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 Count = Annotated[int, Field(ge=0)]
 # The largest token count or cost (USD) a usage fact is believed for: an exact JSON number
 # everywhere. A file may hold a larger one (a buggy server's 2**64-1, a crafted file): it
-# stays valid, and reads as no usage (docs/spec.md §11), so no sum can overflow to `inf`
+# stays valid, and reads as no usage (docs/spec.md §4), so no sum can overflow to `inf`
 # or grow past what `str()` prints (Python refuses ints of more than 4,300 digits).
 MAX_REPORTED = 2**53 - 1
-# The context windows a session believes (docs/spec.md §17): below 256 tokens no agent's
+# The context windows a session believes (docs/spec.md §8): below 256 tokens no agent's
 # system prompt fits, 100M is past every model served today. A window a server states
 # outside them is not recorded; a record outside them (a crafted file) reads as none.
 MIN_WINDOW = 256

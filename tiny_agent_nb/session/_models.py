@@ -1,4 +1,4 @@
-"""Pydantic models of the session file (docs/spec.md §2-§3): the header, the entry
+"""Pydantic models of the session file (docs/session-format.md §1-§2): the header, the entry
 payloads, usage, and the three fact envelopes a line holds.
 
 Every model is strict, frozen and closed (unknown fields are rejected: `StrictModel`), so
@@ -73,7 +73,7 @@ class ToolMessage(StrictModel):
 
 class UserEntry(StrictModel):
     """A prompt as accepted. `userCells`: what the user ran in the notebook since the
-    previous prompt, as it was sent before the prompt (docs/spec.md §15); absent and null
+    previous prompt, as it was sent before the prompt (docs/spec.md §6); absent and null
     mean none (files written before it existed)."""
 
     tag: ClassVar[str] = "user"
@@ -103,7 +103,7 @@ class ToolResultEntry(StrictModel):
 
 class CompactionEntry(StrictModel):
     """A checkpoint: entries up to `throughEntryId` are replaced by `summary` in the
-    active context (docs/spec.md §10). `attemptId`: the model attempt that wrote the summary,
+    active context (docs/spec.md §3). `attemptId`: the model attempt that wrote the summary,
     which this entry settles as an assistant entry would; `tokensBefore` and
     `tokensAfter`: the context's size before it and after it (estimates). Each may be
     absent or null (files written before they existed)."""
@@ -119,7 +119,7 @@ class CompactionEntry(StrictModel):
 
 class KernelNotice(StrictModel):
     """What the model was told when the conversation went on in another kernel than the
-    one that wrote it (docs/spec.md §18): sent as a user message. `kernelOpenedId`
+    one that wrote it (docs/spec.md §9): sent as a user message. `kernelOpenedId`
     names the kernel it was told about, the latest `kernelOpened` of the file."""
 
     tag: ClassVar[str] = "kernelNotice"

@@ -1,5 +1,5 @@
 """How a writer opens its file: the state read from it, a torn tail cut, or a new header
-written (docs/spec.md §7.6). `SessionStore.open` and `.in_memory` share it."""
+written (docs/session-format.md §6.6). `SessionStore.open` and `.in_memory` share it."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def move_claimed(file: DescriptorFile, key: str, target: Path) -> str:
 
 def remove_snapshot_cache(path: Path) -> None:
     """Remove the snapshot cache an earlier version wrote beside the session, and the
-    drafts of one its writer left when killed (docs/spec.md §14): nothing reads them. The
+    drafts of one its writer left when killed (docs/session-format.md §8): nothing reads them. The
     cache goes only when it is a regular file that begins as one (never a symbolic link
     or a file of the user's); the writer holds the session's lock, so no draft is
     anyone's. Never raises."""

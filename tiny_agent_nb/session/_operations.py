@@ -1,4 +1,4 @@
-"""The records of an operation's life (docs/spec.md §5): how the reducer checks and
+"""The records of an operation's life (docs/session-format.md §4): how the reducer checks and
 applies its start, its model attempts, its tool intents and its end, and the checks an
 entry or a record makes of the operation and the attempt it names.
 
@@ -43,7 +43,7 @@ def _claim_fresh(t: Tables, new_id: str, role: str) -> None:
 
 def check_arguments(arguments: object, whose: str) -> None:
     # The one free-form value of the format: checked here, on commit and on load alike,
-    # so the store never writes a line its own reader refuses (docs/spec.md §4.4).
+    # so the store never writes a line its own reader refuses (docs/session-format.md §3.4).
     problem = json_value_problem(arguments)
     if problem is not None:
         raise Violation(f"{whose} arguments: {problem}")
@@ -133,7 +133,7 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
     attempt = t.attempts.get(body.attemptId)
     if attempt is None or attempt.status != "settled":
         raise Violation(f"toolStarted attemptId {body.attemptId} is no settled stepAttempt")
-    # A replay runs again a call its run made and answered (docs/spec.md §21): the
+    # A replay runs again a call its run made and answered (docs/spec.md §12): the
     # call is another operation's, and already has its toolStarted.
     replay = op.kind == "replay"
     if attempt.operation_id != op.id and not replay:

@@ -6,7 +6,7 @@ itself what damage means: `load_session` raises SessionCorruptError, `salvage` k
 prefix before it. Either way the damaged line ends the read -- a line is never skipped --
 and the bytes after the last LF are a torn tail, never a transaction. The file is read a
 chunk at a time (`_source.CHUNK`): the state keeps where each line is and a digest of it,
-not its bytes (docs/spec.md §14.1).
+not its bytes (docs/session-format.md §8.1).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def load_session(path: str | Path) -> SessionState:
     """Read-only load: takes no lock, never writes, ignores a torn tail.
 
     Only a regular file is read (a FIFO or a device is refused without blocking). The
-    state keeps the descriptor it read through, to read lines back (docs/spec.md §14.1)."""
+    state keeps the descriptor it read through, to read lines back (docs/session-format.md §8.1)."""
     fd = open_regular(path, os.O_RDONLY)
     source = Source(str(path), fd=fd)  # owns fd from here on
     return reduce_source(path, source, os.fstat(fd).st_size)
@@ -109,8 +109,8 @@ def _read(path: str | Path, source: Source, size: int, reporter: Reporter) -> Se
     header_line = head[:header_end]
     header = parse_header(path, header_line)
     start = header_end + 1
-    # Every line: the scan takes the block digests that check them (§14.1), from the
-    # header's bytes on.
+    # Every line: the scan takes the block digests that check them (docs/session-format.md
+    # §8.1), from the header's bytes on.
     tables = Tables(lines=Lines(source, start))
     scan = source.scan(start, size, prefix=head[:start])
     del head, chunks

@@ -1,4 +1,4 @@
-"""The record payloads of the session file (docs/spec.md §3): what an operation, an
+"""The record payloads of the session file (docs/session-format.md §2): what an operation, an
 attempt or a tool call did, what a run stated, what the session learned. One line may
 hold several; the rules across them live in `_reducer`."""
 
@@ -16,7 +16,7 @@ Approval = Literal["auto", "ask", "deny"]
 
 
 class RunOptions(StrictModel):
-    """The options a run or a resume ran with (docs/spec.md §3.3), which every resume of
+    """The options a run or a resume ran with (docs/session-format.md §2.3), which every resume of
     it uses too unless the user gives another: `approve`, the tools offered to the model
     by name, `budget` in USD for the whole run (null: no limit), `maxSteps` (each
     operation's own steps) and the `model` id."""
@@ -44,9 +44,9 @@ class OperationStarted(StrictModel):
     resumesOperationId: Id | None = optional()
     # Absent or null in files written before it existed: the run's options are unknown.
     options: RunOptions | None = optional()
-    # The notebook cell a `run` or a `replay` ran in, when its frontend said (§21).
+    # The notebook cell a `run` or a `replay` ran in, when its frontend said (docs/spec.md §12).
     cellId: CellId | None = optional()
-    # The `run` a `replay` replays (§21); no other kind names one.
+    # The `run` a `replay` replays (docs/spec.md §12); no other kind names one.
     replaysOperationId: Id | None = optional()
 
     @model_validator(mode="after")
@@ -146,7 +146,7 @@ class OperationFinished(StrictModel):
 
 class SystemPrompt(StrictModel):
     """The system message of the run's model requests from here on, recorded when it
-    differs from the one recorded last (docs/spec.md §16)."""
+    differs from the one recorded last (docs/spec.md §7)."""
 
     type: Literal["systemPrompt"]
     operationId: Id
@@ -162,7 +162,7 @@ WindowSource = Literal["listing", "refusal", "forgotten", "truncation"]
 
 class ContextWindow(StrictModel):
     """The context window this session learned for `model` at the server `baseUrl` (its
-    credentials masked), so a later process need not learn it again (docs/spec.md §17);
+    credentials masked), so a later process need not learn it again (docs/spec.md §8);
     `tokens` null, with source `forgotten`: the user cleared it. `attemptId`: the attempt
     whose answer told it, when one did."""
 
@@ -183,7 +183,7 @@ class ContextWindow(StrictModel):
 
 
 class KernelOpened(StrictModel):
-    """A kernel opened the session for writing (docs/spec.md §18). `pid`, `host` and
+    """A kernel opened the session for writing (docs/spec.md §9). `pid`, `host` and
     `startedAt` (when its process started) tell one process from another: the same three
     in two records mean the same process, whose variables live on between them.
     `kernelId` is the Jupyter kernel id (kept across a restart, so it tells no restart),

@@ -1,4 +1,4 @@
-"""The pure reduction: one fact at a time, every invariant of docs/spec.md §5.
+"""The pure reduction: one fact at a time, every invariant of docs/session-format.md §4.
 
 `apply_fact` checks a fact against the tables and then records it there (each check
 reads only what the fact references, so its cost is independent of history). On load

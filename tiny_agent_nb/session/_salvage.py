@@ -1,6 +1,6 @@
 """Salvage: the longest prefix of a damaged session file that loads, and what it leaves.
 
-A reader never skips a damaged complete line (docs/spec.md §6), so one bad line makes the
+A reader never skips a damaged complete line (docs/session-format.md §5), so one bad line makes the
 whole file unloadable. `salvage` finds the longest prefix of whole lines that reduces
 without error -- with the very reader loop of `load_session` (`_reader.read_session`),
 given a reporter that keeps the damage instead of raising it, so the prefix is exactly

@@ -39,7 +39,7 @@ def session_schemas() -> dict[str, dict[str, Any]]:
             "fact.schema.json",
             "tiny-agent-nb session fact (v2)",
             "One entry, record or usage fact. Cross-fact invariants (seq, unique ids, "
-            "references) are not expressible here; see docs/spec.md §5.",
+            "references) are not expressible here; see docs/session-format.md §4.",
             FACT_ADAPTER.json_schema(),
         ),
         "transaction.schema.json": _decorate(

@@ -3,7 +3,7 @@
 `Source` is where a state's lines are read back from (its own descriptor of the file, or
 bytes in memory); `Scan` is a full read's one pass over the lines, which takes the
 SHA-256 of each BLOCK of the file (`block_digests`), the digests a state keeps to check
-the lines it reads back (docs/spec.md §14.1).
+the lines it reads back (docs/session-format.md §8.1).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Source:
 
     A descriptor names the inode, not the path: a state outlives its writer's `close()`,
     and a file deleted or renamed over after the load is still read from the very inode
-    whose bytes were validated (docs/spec.md §14.1). Each state's lines hold the source
+    whose bytes were validated (docs/session-format.md §8.1). Each state's lines hold the source
     (`hold`); the descriptor is closed when the last holder lets go (`release`: a
     state's `close()`, a store's), or, for holders never closed, when the source itself
     is freed (a finalizer, as a file object's). A closed source refuses every read: its
@@ -143,7 +143,7 @@ class Scan:
     SHA-256 of each BLOCK of the file's bytes from the first, each in one call from the
     map (which keeps the bytes of the block begun: a chunk's lines at a time):
     `blocks(upto)` gives those of the bytes up to `upto`, the end of a line it handed
-    out, and they check the lines up to there (docs/spec.md §14.1), in place of a digest
+    out, and they check the lines up to there (docs/session-format.md §8.1), in place of a digest
     per line. No hash object outlives its block: one kept across the reduce's allocations
     pins a pymalloc arena."""
 

@@ -56,8 +56,8 @@ class SessionState:
         self._torn_tail_bytes = torn_tail_bytes
 
     def close(self) -> None:
-        """Let go of the descriptor this state reads its lines back from (docs/spec.md
-        §14.1); it closes once no other state holds it. The state's lines cannot be read
+        """Let go of the descriptor this state reads its lines back from (docs/session-format.md
+        §8.1); it closes once no other state holds it. The state's lines cannot be read
         after this (ValueError); its tables can. `with load_session(path) as state:`
         closes it at the block's end; a state never closed lets go when it is freed."""
         self._tables.lines.close()
@@ -135,7 +135,7 @@ class SessionState:
 
     @property
     def system_prompt(self) -> str | None:
-        """The content of the latest systemPrompt record (docs/spec.md §16): what the model
+        """The content of the latest systemPrompt record (docs/spec.md §7): what the model
         requests since it sent as their system message; None when none is recorded."""
         where = self._tables.system_prompt
         if where is None:
@@ -146,7 +146,7 @@ class SessionState:
 
     def transaction_bytes(self) -> Iterator[bytes]:
         """The transaction lines' bytes as the file holds them, every LF included, each
-        read back checked (docs/spec.md §14.1): what a fork copies."""
+        read back checked (docs/session-format.md §8.1): what a fork copies."""
         return self._tables.lines.pieces()
 
     @property
@@ -180,13 +180,13 @@ class SessionState:
     def usage(self) -> Mapping[str, Usage]:
         """The usage of each stepAttempt or toolStarted that reported one, by its id. A
         usage fact with a count or cost past MAX_REPORTED is not here: it reads as no
-        usage (docs/spec.md §11), on every surface and in every sum."""
+        usage (docs/spec.md §4), on every surface and in every sum."""
         return UsageView(self._tables.usage)
 
     @property
     def context_windows(self) -> Mapping[tuple[str, str], LearnedWindow]:
         """The window learned for each (base URL, model), from its newest record, when
-        that record states one the session believes (docs/spec.md §17): not one the user
+        that record states one the session believes (docs/spec.md §8): not one the user
         forgot, nor one taken from a server's count (`truncation`: a server that counts
         only what its cache did not hold gives the same counts), nor one whose tokens are
         outside MIN_WINDOW..MAX_WINDOW (a crafted file: a run would otherwise overflow a
@@ -203,8 +203,8 @@ class SessionState:
 
     @property
     def kernels(self) -> Mapping[str, Kernel]:
-        """The kernels that opened the session for writing, in file order (docs/spec.md
-        §18)."""
+        """The kernels that opened the session for writing, in file order (docs/session-format.md
+        §2.3, docs/spec.md §9)."""
         return MappingProxyType(self._tables.kernels)
 
     def run_kernels(self) -> list[Kernel | None]:

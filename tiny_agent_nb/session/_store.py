@@ -1,7 +1,7 @@
 """SessionStore: the one writer of a session file, and `load_session` for readers.
 
-Durability (docs/spec.md §7.2): a commit is one `os.write` of the whole transaction line to an
-O_APPEND descriptor, so once `commit` returns the line survives a crash of this process
+Durability (docs/session-format.md §6.2): a commit is one `os.write` of the whole transaction
+line to an O_APPEND descriptor, so once `commit` returns the line survives a crash of this process
 (`kill -9`, OOM). `durability="power"` also fsyncs the file (and the directory when the
 file is created) before a commit that precedes an effect returns: a stepAttempt, an intent,
 an operation's start or end (`syncs_at_once`). A commit that only records what came of an
@@ -222,8 +222,8 @@ class SessionStore:
             file.append(line)
             # After the write, not before: a file renamed over between a check and the
             # write would take the line (an intent) where nobody reads it, and its effect
-            # would run. Checked here, the line is in the file the path names (docs/spec.md
-            # §7.4), or the commit is refused.
+            # would run. Checked here, the line is in the file the path names
+            # (docs/session-format.md §6.4), or the commit is refused.
             moved = file.moved()
             # perf: register row "group-commit" (docs/benchmarks.md)
             if moved is None and sync and self._durability == "power":
@@ -252,7 +252,8 @@ class SessionStore:
         """fsync the file. A failed fsync may leave the pages it covered marked written
         (Linux reports a writeback error once), so a later one would neither write nor
         fail for them: until a sync succeeds, what lies past the last good one (lines
-        acknowledged unsynced, §7.2) is written again, unchanged, before each sync."""
+        acknowledged unsynced, docs/session-format.md §6.2) is written again, unchanged, before
+        each sync."""
         try:
             if self._sync_failed:
                 file.rewrite(self._synced_size)
@@ -302,7 +303,7 @@ class SessionStore:
 
     def learned_window(self, base_url: str, model: str) -> LearnedWindow | None:
         """The context window the session learned for `model` at `base_url` (docs/spec.md
-        §17), if any: as cheap as `open_operation()`, no copy."""
+        §8), if any: as cheap as `open_operation()`, no copy."""
         return self._reading(lambda state: state.context_windows.get((base_url, model)))
 
     def operations(self) -> list[Operation]:
@@ -311,7 +312,7 @@ class SessionStore:
         return self._reading(lambda state: list(state.operations.values()))
 
     def kernels(self) -> list[Kernel]:
-        """The kernelOpened records (docs/spec.md §18), without a copy of the rest."""
+        """The kernelOpened records (docs/spec.md §9), without a copy of the rest."""
         return self._reading(lambda state: list(state.kernels.values()))
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -320,7 +321,7 @@ class SessionStore:
 
     def moved(self) -> str | None:
         """None while the store's path names the file it writes; else what happened to
-        that file, in words (docs/spec.md §7.4): every commit is then refused."""
+        that file, in words (docs/session-format.md §6.4): every commit is then refused."""
         # No lock: a subscriber asks during a commit (a display refreshing), and a stat
         # of the path is as true a moment later as now.
         file = self._file
@@ -343,7 +344,7 @@ class SessionStore:
 
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
-        """Sync what power mode left pending (docs/spec.md §7.2), then close the file and
+        """Sync what power mode left pending (docs/session-format.md §6.2), then close the file and
         release it. A sync that fails still closes the file, and raises SessionError."""
         with sigint_deferred(), self._fifo:
             if self._file is None:

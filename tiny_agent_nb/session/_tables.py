@@ -146,7 +146,7 @@ class Violation(TinyAgentError):
 
 
 class Kernel(NamedTuple):
-    """A `kernelOpened` record (docs/spec.md §18), and where it stands in the file: what
+    """A `kernelOpened` record (docs/spec.md §9), and where it stands in the file: what
     was committed before it (entries, tool intents, runs), counted when it was applied."""
 
     id: str
@@ -190,7 +190,7 @@ class UsageTotals:
 
     def add(self, u: Usage) -> None:
         if not usage_in_range(u):
-            return  # no usage, as far as any sum is concerned (docs/spec.md §11)
+            return  # no usage, as far as any sum is concerned (docs/spec.md §4)
         self.input_tokens += u.inputTokens
         self.output_tokens += u.outputTokens
         self.reasoning_tokens += u.reasoningTokens
@@ -250,7 +250,7 @@ assert tuple(Usage.model_fields) == USAGE_FIELDS
 
 def usage_in_range(u: Usage) -> bool:
     """Whether every count and the cost of `u` is at most MAX_REPORTED: a usage fact past
-    it is kept in the file but read as no usage (docs/spec.md §11)."""
+    it is kept in the file but read as no usage (docs/spec.md §4)."""
     counts = (u.inputTokens, u.outputTokens, u.reasoningTokens, u.cachedInputTokens)
     return max(counts) <= MAX_REPORTED and (u.cost is None or u.cost <= MAX_REPORTED)
 
@@ -316,7 +316,7 @@ class Tables:
     # answering another call: calls that never started never get a result (the context
     # answers them "not run"). Entries outside such windows cost nothing here.
     open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
-    # (base URL, model) -> the window the session learned for it (docs/spec.md §17).
+    # (base URL, model) -> the window the session learned for it (docs/spec.md §8).
     windows: dict[tuple[str, str], LearnedWindow] = field(default_factory=dict)
     # The kernels that opened the session for writing, in file order (the last one is
     # the latest: a notice may only name it).
@@ -329,7 +329,7 @@ class Tables:
     open_operation_id: str | None = None
     # (line, position) of the latest compaction's throughEntryId: a cut never moves back.
     last_cut: tuple[int, int] | None = None
-    # (line, position) of the latest systemPrompt record (docs/spec.md §16).
+    # (line, position) of the latest systemPrompt record (docs/spec.md §7).
     system_prompt: tuple[int, int] | None = None
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
     # One object per value the records repeat (a provider's name, a tool's identity):

@@ -34,7 +34,7 @@ def outcome_note(status: str, stopped_by: str | None = None) -> str | None:
 
 def replay_note(policy: str) -> str:
     """A call's replay policy as a tooltip says it: what recovery does with the call if a
-    crash cuts it off (docs/spec.md §9.1)."""
+    crash cuts it off (docs/spec.md §2.1)."""
     return f"replay policy: {REPLAY_WORDS.get(policy, policy)} if a crash cuts this call off"
 
 

@@ -1,5 +1,5 @@
 """Kernel boundaries: where the kernel that wrote a run differs from the previous run's
-(docs/spec.md §18)."""
+(docs/spec.md §9)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Which models a session's runs used: its `stepAttempt` records say, not its header.
 
 The header's `provider` and `model` are what was configured when the file was created
-(docs/spec.md §2). A notebook configured the documented way (`%load_ext`, then `%config
+(docs/session-format.md §1). A notebook configured the documented way (`%load_ext`, then `%config
 TinyAgent.model = ...`) creates its session before its model is configured, so its header
 names the offline demo model that no run ever asked. Every surface that names the
 session's model (the timeline, `%agent status`, `tiny-agent-nb inspect`) says this.

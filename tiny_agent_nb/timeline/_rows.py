@@ -45,7 +45,7 @@ class ToolRow:
 @dataclass(frozen=True)
 class KernelRow:
     """A kernel boundary: the kernel (a process) that wrote the runs after it, shown where
-    it differs from the one that wrote the runs before (docs/spec.md §18)."""
+    it differs from the one that wrote the runs before (docs/spec.md §9)."""
 
     id: str  # its kernelOpened record
     number: int  # 1-based, counting changes of process in file order: "kernel 2"

@@ -120,7 +120,7 @@ class ToolOutput:
     content: str
     is_error: bool = False
     # The tool stopped at its time limit: what it would have found is unknown. A replay
-    # that times out is recorded as interrupted, not as replayed (docs/spec.md §9.1).
+    # that times out is recorded as interrupted, not as replayed (docs/spec.md §2.1).
     timed_out: bool = False
     usage: ToolUsage | None = None
 

@@ -1,7 +1,7 @@
 """Time limits for the reading tools, which must end even on hostile input.
 
 read_file, list_files and grep are replayed after a crash while a notebook loads its
-session (docs/spec.md §9.1), so a file, a tree or a pattern that made one of them run forever
+session (docs/spec.md §2.1), so a file, a tree or a pattern that made one of them run forever
 would wedge every later kernel too. Each therefore works against a `Deadline` and, when
 it passes, raises `ToolTimeoutError`, which `BuiltinTool.run` turns into a result with
 `timed_out=True` (a replay that times out is recorded as interrupted, not replayed).

@@ -2,7 +2,7 @@
 _grep.py).
 
 They change nothing, so after a crash the planner may run them again instead of
-marking them interrupted (docs/spec.md §9.1): while a notebook loads its session. So whatever
+marking them interrupted (docs/spec.md §2.1): while a notebook loads its session. So whatever
 the file or tree, each holds a bounded amount of memory and stops at its time limit
 (_limits.py). Every path goes through `confine`, every file is opened by `open_file`.
 """

@@ -3,7 +3,7 @@
 It runs no code the model writes, so `--approve ask` does not ask for it and `deny`
 does not refuse it. Its replay policy is `never` all the same: after a crash the kernel
 it read is gone, and a read of the next kernel's namespace is not the same read
-(docs/spec.md §9.1). How it reads an object without running the object's code is
+(docs/spec.md §2.1). How it reads an object without running the object's code is
 `_values.py`.
 """
 

@@ -1,7 +1,7 @@
 """The writing tools: write_file, edit_file (replay policy `never`).
 
 An edit whose effect may already have happened must not run twice, so after a crash the
-planner marks these interrupted rather than repeating them (docs/spec.md §9.1). edit_file
+planner marks these interrupted rather than repeating them (docs/spec.md §2.1). edit_file
 therefore refuses anything ambiguous before touching the file: it writes exactly once
 or not at all. Both open through `open_file`: regular files only (a pipe would block the
 write forever, a device is not a file to edit), never through a symlink swapped in.
