@@ -23,12 +23,12 @@ __all__ = ["notes", "workspace"]  # the fixtures
 )
 def test_a_window_out_of_bounds_in_the_file_reads_as_none(notes: Path, tokens: int) -> None:
     with window_server(context_limit=4000) as server:
-        h = Harness(server, notes, base_url=server.base_url)
+        h = Harness(server, notes)
         h.store.commit([f.context_window(server.base_url, "test/model", 4096, "listing")])
         h.store.commit([f.context_window(server.base_url, "test/model", tokens, "refusal")])
         h.close()
         assert load_session(h.path).context_windows == {}  # the newest record holds: none
-        again = Harness(server, notes, base_url=server.base_url)  # a new process
+        again = Harness(server, notes)  # a new process
         try:
             window = again.loop._compactor.window
             assert (window.tokens, window.origin) == (DEFAULT_CONTEXT_WINDOW, "default")
