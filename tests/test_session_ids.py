@@ -42,8 +42,8 @@ def test_ids_sort_in_creation_order_and_are_unique() -> None:
 
 
 def test_a_forked_child_does_not_repeat_the_parents_random_bits() -> None:
-    """Random bits are drawn from a buffer; a child must not inherit the unused rest."""
-    new_id()  # the buffer is filled and partly used in this process
+    """A forked child draws its own random bits, never the parent's."""
+    new_id()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report its next ids and leave without running any cleanup

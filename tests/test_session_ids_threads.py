@@ -47,7 +47,7 @@ def test_ids_from_many_threads_are_unique_and_increase_in_each_thread(
     made: list[list[str]] = [[] for _ in range(THREADS)]
 
     def worker(out: list[str]) -> None:
-        start.wait()  # all threads draw at once, contending for the clock and the buffer
+        start.wait()  # all threads draw at once, contending for the clock
         out.extend(new_id() for _ in range(PER_THREAD))
 
     threads = [threading.Thread(target=worker, args=(out,)) for out in made]

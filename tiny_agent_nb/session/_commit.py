@@ -25,7 +25,6 @@ def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list
     for index, new in enumerate(facts):
         fact_id = new.id if new.id is not None else new_id()
         try:
-            # perf: register row "reserved-id-once" (docs/benchmarks.md).
             # The envelope model checks a reserved id's UUIDv7 pattern; nothing else
             # in it can be wrong (seq, at and the validated payload come from here).
             fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)

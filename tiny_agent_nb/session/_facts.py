@@ -68,7 +68,6 @@ class NewFact:
     id: str | None = None
 
     def build(self, *, seq: int, fact_id: str, at: int) -> Fact:
-        # perf: register row "envelope-instance" (docs/benchmarks.md).
         # The payload is a validated model instance: pydantic does not validate its
         # fields again (it does rerun model-level `after` validators such as Usage's
         # one-target check); the envelope fields are checked here.

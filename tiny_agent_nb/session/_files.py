@@ -79,13 +79,10 @@ def read_session_file(path: str | Path) -> bytes:
 
 
 def write_all(fd: int, data: bytes) -> None:
-    """One os.write per transaction; loop only if the kernel accepted part of it."""
-    # perf: register row "one-write" (docs/benchmarks.md)
-    written = os.write(fd, data)
-    if written < len(data):
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
+    """All of `data`, however much the kernel accepts per write."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def fsync_dir(directory: Path) -> None:

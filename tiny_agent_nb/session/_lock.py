@@ -69,57 +69,35 @@ class FifoLock:
     """Commits are served in the order they arrived (a plain Lock makes no such promise)."""
 
     def __init__(self) -> None:
-        # perf: register row "fifo-lock" (docs/benchmarks.md).
-        # The condition's lock is taken directly on the common paths: `with self._cond`
-        # adds two Python-level calls per commit, and after an fsync every call is cold.
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
+        self._cond = threading.Condition(threading.RLock())
         self._next_ticket = 0
         self._serving = 0
-        self._waiting = 0  # threads inside _wait_for: nobody to wake is the common case
         self._abandoned: set[int] = set()
         self.owner: int | None = None
 
     def __enter__(self) -> None:
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._cond:
             ticket = self._next_ticket
             self._next_ticket = ticket + 1
-            if ticket != self._serving:
-                self._wait_for(ticket)
+            try:
+                while ticket != self._serving:
+                    self._cond.wait()
+            except BaseException:
+                # Leaving the queue (an exception while waiting): give the ticket back,
+                # or every later commit would wait for it forever.
+                self._abandoned.add(ticket)
+                self._advance()
+                raise
             self.owner = threading.get_ident()
-        finally:
-            lock.release()
-
-    def _wait_for(self, ticket: int) -> None:
-        self._waiting += 1
-        try:
-            while ticket != self._serving:
-                self._cond.wait()
-        except BaseException:
-            # Leaving the queue (an exception while waiting): give the ticket back,
-            # or every later commit would wait for it forever.
-            self._abandoned.add(ticket)
-            self._advance()
-            raise
-        finally:
-            self._waiting -= 1
 
     def __exit__(self, *exc_info: object) -> None:
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._cond:
             self.owner = None
             self._serving += 1
             self._advance()
-        finally:
-            lock.release()
 
     def _advance(self) -> None:
-        if self._abandoned:
-            while self._serving in self._abandoned:
-                self._abandoned.discard(self._serving)
-                self._serving += 1
-        if self._waiting:
-            self._cond.notify_all()
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+        self._cond.notify_all()

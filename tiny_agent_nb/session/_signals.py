@@ -9,24 +9,19 @@ delivers it, to whatever handler was installed, the moment the commit is done.
 
 from __future__ import annotations
 
-# perf: register row "sigint" (docs/benchmarks.md): signal.signal() converts
-# handlers to and from enums on every call; _signal.signal is the same call without
-# that, and this runs twice per commit.
-import _signal  # type: ignore[import-not-found]
 import os
 import signal
 import threading
 from types import FrameType, TracebackType
+from typing import Any
 
 
 class sigint_deferred:
     """Hold SIGINT back on the main thread; deliver it to the previous handler on exit."""
 
-    __slots__ = ("_active", "_previous", "_received")
-
     def __init__(self) -> None:
         self._active = threading.get_ident() == _MAIN_THREAD_ID
-        self._previous: object = None
+        self._previous: Any = None
         self._received: list[FrameType | None] = []
 
     def _hold(self, signum: int, frame: FrameType | None) -> None:
@@ -34,7 +29,7 @@ class sigint_deferred:
 
     def __enter__(self) -> None:
         if self._active:  # Python runs signal handlers on the main thread only
-            self._previous = _signal.signal(signal.SIGINT, self._hold)
+            self._previous = signal.signal(signal.SIGINT, self._hold)
 
     def __exit__(
         self,
@@ -45,7 +40,7 @@ class sigint_deferred:
         if not self._active:
             return
         previous = self._previous
-        _signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous)
         if self._received:
             if callable(previous):
                 previous(signal.SIGINT, self._received[0])

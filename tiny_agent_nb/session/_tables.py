@@ -354,7 +354,6 @@ class Tables:
         if self.undo is None:
             self.totals.add(usage)
         else:
-            # perf: register row "usage-copy-on-write" (docs/benchmarks.md).
             # Copy on write, so a rollback only has to put the savepoint's object back
             # and a commit without usage copies nothing.
             totals = self.totals.copy()
