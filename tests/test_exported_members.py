@@ -257,6 +257,9 @@ EXPORTS: dict[str, set[str]] = {
         "intent_label",
         "outcome_note",
         "replay_note",
+        "call_outcome",  # how a call ended, as `inspect` and `%agent status` say it
+        "runs_text",  # the runs, as `inspect` and `%agent status` say them
+        "run_text",
         "ModelName",
         "session_models",
         "RunUsage",

@@ -449,7 +449,7 @@ def test_status_lists_the_calls_the_latest_run_left_interrupted_not_a_resumed_ru
     status = run(shell, "%agent status", capsys)
     assert "latest   run interrupted" in status
     assert (
-        '  ⚠ bash command="./deploy" — interrupted: it may have run; it was not run again\n'
+        '  ⚠ bash command="./deploy" interrupted — it may have run; it was not run again\n'
     ) in status
     run(shell, f"%agent session {resumed}", capsys)
     status = run(shell, "%agent status", capsys)

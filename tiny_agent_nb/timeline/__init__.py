@@ -8,10 +8,11 @@ the plain-text repr and `tiny-agent-nb timeline` all render, so they never disag
 from __future__ import annotations
 
 from ._build import PAGE_SIZE, ROWS_PER_RUN, build_timeline
-from ._calls import intent_label, outcome_note, replay_note
+from ._calls import call_outcome, intent_label, outcome_note, replay_note
 from ._compactions import compactions
 from ._models import ModelName, session_models
 from ._rows import AttemptRow, KernelRow, RunRow, Timeline, ToolRow, Totals
+from ._runs import run_text, runs_text
 from ._usage import RunUsage, cost_text, session_cost, usage_by_run, usage_lines
 
 __all__ = [
@@ -26,11 +27,14 @@ __all__ = [
     "ToolRow",
     "Totals",
     "build_timeline",
+    "call_outcome",
     "compactions",
     "cost_text",
     "intent_label",
     "outcome_note",
     "replay_note",
+    "run_text",
+    "runs_text",
     "session_cost",
     "session_models",
     "usage_by_run",
