@@ -74,12 +74,12 @@ from tiny_agent_nb.session import (
     ToolIdentity,
     ToolResultEntry,
     ToolStarted,
-    Usage,
     UserEntry,
     load_session,
     new_id,
 )
 from tiny_agent_nb.session import facts as f
+from tiny_agent_nb.session._models import Usage
 
 MODEL = "anthropic/claude-sonnet-4"
 DIGEST = "sha256:" + "3f" * 32

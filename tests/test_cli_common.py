@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.cli import COMMANDS
+from tiny_agent_nb.cli._parser import COMMANDS
 from tiny_agent_nb.session import (
     load_session,
 )

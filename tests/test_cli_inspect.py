@@ -36,7 +36,7 @@ def test_completed_run_reports_operation_status_and_cost(
     assert err == ""
     assert state.header.id in out
     (operation,) = state.operations.values()
-    assert f"    {operation.id}  run     completed" in out
+    assert f"    {operation.id}  run completed\n" in out
     assert "cost $0.002" in out  # two attempts at $0.001
     # what happened to the call; its replay policy only matters to a call a crash cut off
     assert "    read_file  completed\n" in out and "re-read" not in out

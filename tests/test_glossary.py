@@ -200,4 +200,4 @@ def test_an_mcp_tool_has_one_name_on_every_surface(
     for surface, words in said.items():
         assert "time__get_current_time · mcp:time" in words, (surface, words)
         assert not re.search(r"(?<!time__)get_current_time", words), (surface, words)
-    assert "⚠ time__get_current_time · mcp:time — interrupted" in said["status"]
+    assert "⚠ time__get_current_time · mcp:time interrupted" in said["status"]

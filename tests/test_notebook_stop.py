@@ -200,7 +200,7 @@ def said_the_same_way(workspace: Path, shown: str, capsys: pytest.CaptureFixture
     _, inspected, _ = cli(capsys, "inspect", str(workspace / SESSION))
     assert f"    {STOPPED}\n" in table  # the run's line
     assert f"bash {STOPPED_CALL}" not in table and f"— {STOPPED_CALL}" in table
-    assert f"interrupted — {STOPPED_CALL}" in inspected and f"aborted ({STOPPED})" in inspected
+    assert f"interrupted — {STOPPED_CALL}" in inspected and f"aborted — {STOPPED}" in inspected
     for said in (shown, page, table, inspected):
         assert "it may have run" not in said and "KeyboardInterrupt" not in said
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.notebook import NotebookRuntime, TimelineView, TinyAgent, resolve_session_path
-from tiny_agent_nb.notebook._timeline_view import REFRESH_INTERVAL
+from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent, resolve_session_path
+from tiny_agent_nb.notebook._timeline_view import REFRESH_INTERVAL, TimelineView
 from tiny_agent_nb.session import Fact, SessionState
 
 from helpers.scenario import Run

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError, estimate_tokens
+from tiny_agent_nb.provider import Provider, ProviderConfig, ProviderError
+from tiny_agent_nb.provider._window import estimate_tokens
 
 from helpers.openai_server import (
     OpenAIServer,

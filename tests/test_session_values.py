@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from tiny_agent_nb.render import when
 from tiny_agent_nb.session import (
-    MAX_EPOCH_MS,
     MAX_JSON_DEPTH,
     HeaderInit,
     InvalidTransactionError,
@@ -27,6 +26,7 @@ from tiny_agent_nb.session import (
     load_session,
 )
 from tiny_agent_nb.session import facts as f
+from tiny_agent_nb.session._model_base import MAX_EPOCH_MS
 from tiny_agent_nb.timeline import build_timeline
 
 from helpers.scenario import READ_FILE, Run

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb._guard import ADOPTS
-from tiny_agent_nb.tools import Bash, ToolContext, ToolOutput, _bash
+from tiny_agent_nb.tools import ToolContext, ToolOutput, _bash
+from tiny_agent_nb.tools._bash import Bash
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 
@@ -207,7 +208,8 @@ def test_background_jobs_do_not_hold_the_result(tmp_path: Path, context: ToolCon
 INTERRUPTED_CHILD = """
 import signal, sys
 from pathlib import Path
-from tiny_agent_nb.tools import Bash, ToolContext
+from tiny_agent_nb.tools import ToolContext
+from tiny_agent_nb.tools._bash import Bash
 
 # A test run in the background inherits SIGINT ignored; the kernel would not have it so.
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -331,7 +333,8 @@ def test_timeout_also_kills_what_left_the_process_group(
 KERNEL = """
 import sys
 from pathlib import Path
-from tiny_agent_nb.tools import Bash, ToolContext
+from tiny_agent_nb.tools import ToolContext
+from tiny_agent_nb.tools._bash import Bash
 
 out = Bash().run({"command": sys.argv[1], "timeout": 120.0}, ToolContext(Path(sys.argv[2])))
 print("returned", out.content.replace("\\n", " "), flush=True)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.tools import ProposeCell, ToolContext, ToolError
+from tiny_agent_nb.tools import ToolContext, ToolError
+from tiny_agent_nb.tools._propose import ProposeCell
 
 
 def propose(code: str) -> tuple[str, bool, list[str]]:

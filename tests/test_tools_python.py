@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb._guard import ADOPTS
-from tiny_agent_nb.tools import Python, ToolContext, ToolOutput
+from tiny_agent_nb.tools import ToolContext, ToolOutput
+from tiny_agent_nb.tools._python import Python
 
 from helpers.polling import wait_until
 
@@ -137,7 +138,8 @@ def running(pid: int) -> bool:
 KERNEL = """
 import sys
 from pathlib import Path
-from tiny_agent_nb.tools import Python, ToolContext
+from tiny_agent_nb.tools import ToolContext
+from tiny_agent_nb.tools._python import Python
 
 out = Python().run({"code": sys.argv[1]}, ToolContext(Path.cwd(), namespace={}))
 print("returned", out.content, flush=True)

@@ -22,17 +22,9 @@ from hypothesis import strategies as st
 # The workspace, the outside directory and `call` are test_tools_files' own.
 from test_tools_files import SECRET, call, context, outside, workspace
 
-from tiny_agent_nb.tools import (
-    Grep,
-    ListFiles,
-    ReadFile,
-    ToolContext,
-    ToolOutput,
-    _paths,
-    _read,
-    _write,
-    truncate,
-)
+from tiny_agent_nb.tools import ToolContext, ToolOutput, _paths, _read, _write, truncate
+from tiny_agent_nb.tools._grep import Grep
+from tiny_agent_nb.tools._read import ListFiles, ReadFile
 
 __all__ = ["context", "outside", "workspace"]  # fixtures, used by name
 

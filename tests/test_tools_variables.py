@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.tools import ListVariables, ToolContext
+from tiny_agent_nb.tools import ToolContext
 from tiny_agent_nb.tools._values import dtype_name
+from tiny_agent_nb.tools._variables import ListVariables
 
 np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")

@@ -80,8 +80,9 @@ def superseded_rule(session_id: str, drawn_by: str) -> str:
 
 def when(ms: int) -> str:
     """Epoch ms as UTC time. The session format bounds every `at` to 1970-9999
-    (session.MAX_EPOCH_MS), inside what datetime covers; integer arithmetic, so the last
-    millisecond of 9999 is not rounded into year 10000 as a float division could be."""
+    (session/_model_base.py's MAX_EPOCH_MS), inside what datetime covers; integer
+    arithmetic, so the last millisecond of 9999 is not rounded into year 10000 as a float
+    division could be."""
     moment = _EPOCH + timedelta(milliseconds=ms)
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 

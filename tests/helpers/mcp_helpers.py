@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tiny_agent_nb.mcp import McpConfig, McpServers, McpTool
+from tiny_agent_nb.mcp import McpConfig, McpServers
+from tiny_agent_nb.mcp._tool import McpTool
 
 from helpers.mcp_zygote import Forked, fork_server
 

@@ -3,28 +3,20 @@
 Nothing here imports IPython; the notebook layer is glue over this package.
 """
 
-from ..session import Approval  # LoopConfig.approval's values, recorded with each run
 from ._compaction import Compacted, compaction_line, compaction_status
 from ._context import ContextProjection
 from ._loop import AgentLoop
-from ._planner import (
-    INTERRUPTED_RESULT,
-    Recovery,
-    plan_recovery,
-    resumable_operation,
-    resumable_run,
-)
+from ._planner import INTERRUPTED_RESULT, plan_recovery, resumable_operation, resumable_run
 from ._reasons import (
     BudgetReached,
     ContextFull,
     FixedFill,
     NoCleanCut,
-    NoRoomReason,
     StepsReached,
     StopReason,
 )
 from ._replay import Replayed, reruns_of
-from ._system_prompt import DEFAULT_SYSTEM_PROMPT, notebook_system_prompt
+from ._system_prompt import notebook_system_prompt
 from ._turns import NOT_STARTED
 from ._types import (
     DEFAULT_APPROVAL,
@@ -46,12 +38,10 @@ __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_KEEP_TAIL_TOKENS",
     "DEFAULT_MAX_STEPS",
-    "DEFAULT_SYSTEM_PROMPT",
     "INTERRUPTED_RESULT",
     "NOT_STARTED",
     "AgentError",
     "AgentLoop",
-    "Approval",
     "BudgetReached",
     "ChatProvider",
     "Compacted",
@@ -61,8 +51,6 @@ __all__ = [
     "LoopConfig",
     "LoopObserver",
     "NoCleanCut",
-    "NoRoomReason",
-    "Recovery",
     "RecoveryReport",
     "Replayed",
     "RunResult",

@@ -37,10 +37,6 @@ CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too lo
 __all__ = ["DEFAULT_CONTEXT_WINDOW", "CompactionFailed", "Compactor", "FixedTooLarge", "NoRoom"]
 
 
-def estimate_tokens(byte_count: int) -> int:
-    return (byte_count + 3) // 4
-
-
 class Summarizer(Protocol):
     def complete(
         self,

@@ -23,17 +23,16 @@ from __future__ import annotations
 import os
 import sys
 
-from . import _common
-from ._common import Command, _Failed, _report_failure
-from ._parser import COMMANDS, build_parser
+from . import _common, _parser
+from ._common import _Failed, _report_failure
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tiny-agent-nb` script and `python -m tiny_agent_nb`."""
-    args = build_parser().parse_args(argv)
-    command: Command = COMMANDS[args.command]
+    args = _parser.build_parser().parse_args(argv)
+    command: _common.Command = _parser.COMMANDS[args.command]
     try:
         try:
             code = command.run(args)

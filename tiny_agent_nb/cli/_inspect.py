@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..render import KERNEL_TOLD
 from ..session import SessionState, ToolIntent
-from ..timeline import cost_text, intent_label, outcome_note, session_models
+from ..timeline import call_outcome, cost_text, intent_label, run_text, runs_text, session_models
 from ..words import printable
 from ._common import (
     ARGUMENTS_WIDTH,
@@ -73,14 +73,12 @@ def _header_lines(state: SessionState) -> Iterator[str]:
 
 def _operation_lines(state: SessionState) -> Iterator[str]:
     operations = list(state.operations.values())
-    yield f"runs         {len(operations)}"
+    yield f"runs         {runs_text(state)}"
     for op in operations:
         if op.status == "open":
             yield f"  ! {op.id}  {op.kind:<6}  {OPEN_OPERATION}"
         else:
-            note = op.detail or op.aborted_reason
-            suffix = f" ({printable(note)})" if note else ""
-            yield f"    {op.id}  {op.kind:<6}  {op.status}{suffix}"
+            yield f"    {op.id}  {printable(run_text(op))}"
     if state.open_operation is not None:
         yield "    (if a kernel still has this file open, the run may still be in progress)"
 
@@ -115,18 +113,15 @@ def _intent_lines(state: SessionState) -> Iterator[str]:
     labels = [printable(intent_label(state, i)) for i in intents]
     width = max(map(len, labels), default=0)
     for intent, label in zip(intents, labels, strict=True):
-        op = state.operations.get(intent.operation_id)
-        yield from _intent(intent, label, width, op.aborted_reason if op is not None else None)
+        yield from _intent(state, intent, label, width)
 
 
-def _intent(intent: ToolIntent, label: str, width: int, stopped_by: str | None) -> Iterator[str]:
-    """What happened to a call (`replayed`: re-read after a crash; one a stop cut off,
-    by `stopped_by`), never its replay policy on a call no crash cut off; a pending call
-    says what recovery will do."""
+def _intent(state: SessionState, intent: ToolIntent, label: str, width: int) -> Iterator[str]:
+    """What happened to a call (`call_outcome`, as `%agent status` says it), never its
+    replay policy on a call no crash cut off; a pending call says what recovery will do."""
     name = f"{label:<{width}}"
     if intent.status != "pending":
-        happened = outcome_note(intent.status, stopped_by)
-        yield f"    {name}  {intent.status}" + (f" — {printable(happened)}" if happened else "")
+        yield f"    {name}  {printable(call_outcome(state, intent))}"
         return
     why = PENDING_SAFE_READ if intent.replay_policy == "safeRead" else PENDING_NEVER
     yield f"  ! {name}  pending — {why}"

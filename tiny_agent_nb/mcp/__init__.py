@@ -13,14 +13,11 @@ installed gets one line saying what to install.
 from ._config import (
     McpConfig,
     McpConfigError,
-    ServerConfig,
     is_json_text,
     parse_config,
     read_config_file,
 )
-from ._names import model_tool_name
 from ._servers import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, McpServers, ServerStatus
-from ._tool import McpTool
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -28,11 +25,8 @@ __all__ = [
     "McpConfig",
     "McpConfigError",
     "McpServers",
-    "McpTool",
-    "ServerConfig",
     "ServerStatus",
     "is_json_text",
-    "model_tool_name",
     "parse_config",
     "read_config_file",
 ]

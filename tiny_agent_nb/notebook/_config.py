@@ -32,7 +32,6 @@ from ..agent import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_KEEP_TAIL_TOKENS,
     DEFAULT_MAX_STEPS,
-    Approval,
 )
 from ..mcp import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT
 from ..provider import (
@@ -43,6 +42,7 @@ from ..provider import (
     READ_TIMEOUT,
 )
 from ..redaction import redact_url, url_secrets
+from ..session import Approval
 from ..tools import KEY_VARIABLES, builtin_registry
 from ._mcp_value import shown_value, value_secrets
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..agent import (
     AgentLoop,
-    Approval,
     ChatProvider,
     ContextProjection,
     LoopConfig,
@@ -21,7 +20,7 @@ from ..agent import (
 )
 from ..provider import DEMO_MODEL, DEMO_PROVIDER, METADATA_SECONDS, DemoProvider
 from ..render import cell_text
-from ..session import RunOptions, SessionStore
+from ..session import Approval, RunOptions, SessionStore
 from ..tools import ToolContext
 from ._config import TinyAgent
 from ._mcp import KernelServers

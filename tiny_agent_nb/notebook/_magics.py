@@ -15,10 +15,10 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
-from ..agent import Approval, LoopObserver, RunResult
+from ..agent import LoopObserver, RunResult
 from ..render import cell_text
 from ..safe_markdown import safe_text
-from ..session import RunOptions
+from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
 from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns

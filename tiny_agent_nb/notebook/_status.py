@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..agent import compaction_status, resumable_operation
 from ..render import cell_text
-from ..timeline import ModelName, cost_text, outcome_note, session_models
+from ..timeline import ModelName, call_outcome, cost_text, run_text, runs_text, session_models
 from ._report import call_text
 from ._runtime import NotebookRuntime
 from ._window_report import summary_line, window_line
@@ -29,16 +29,11 @@ def status_text(runtime: NotebookRuntime) -> str:
             f"model    {cell_text(str(asked))} (configured in this kernel, for the next run)"
         )
         out.append(f"         this session's runs used {cell_text(used.described())}")
-    replays = sum(op.kind == "replay" for op in state.operations.values())
-    replayed = f" ({replays} replayed from the session, no model call)" if replays else ""
-    out.append(f"runs     {len(state.operations)}{replayed}; facts {state.last_seq}")
+    out.append(f"runs     {runs_text(state)}; facts {state.last_seq}")
     if open_op is not None:
         out.append(f"running  {open_op.id}")
     elif latest is not None:
-        out.append(
-            f"latest   {latest.kind} {latest.status}"
-            + (f" — {cell_text(latest.detail)}" if latest.detail else "")
-        )
+        out.append(f"latest   {cell_text(run_text(latest))}")
     # The calls cut off in the latest run, or in the run `%agent resume` would continue
     # (a compaction may follow it); never those of a run since resumed: the resume
     # settled them, they are history.
@@ -49,10 +44,8 @@ def status_text(runtime: NotebookRuntime) -> str:
         for i in state.tool_intents.values()
         if i.status == "interrupted" and i.operation_id in runs
     ]
-    for intent in interrupted[-5:]:
-        op = state.operations.get(intent.operation_id)
-        note = outcome_note("interrupted", op.aborted_reason if op is not None else None)
-        out.append(f"  ⚠ {call_text(state, intent)} — interrupted: {cell_text(note or '')}")
+    for intent in interrupted[-5:]:  # as `tiny-agent-nb inspect` says each call
+        out.append(f"  ⚠ {call_text(state, intent)} {cell_text(call_outcome(state, intent))}")
     if runtime.allowed_tools:  # "Allow <tool> for the rest of this session"
         allowed = cell_text(", ".join(sorted(runtime.allowed_tools)))
         out.append(f"allowed  {allowed}: every call, for the rest of this session (this kernel)")

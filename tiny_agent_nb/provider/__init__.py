@@ -33,7 +33,7 @@ from ._types import (
     UsageReport,
     Waiting,
 )
-from ._window import METADATA_SECONDS, estimate_tokens
+from ._window import METADATA_SECONDS
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
     from ._client import Provider, http_client
@@ -75,7 +75,6 @@ __all__ = [
     "Waiting",
     "backoff_delay",
     "encoded",
-    "estimate_tokens",
     "http_client",
     "messages",
     "wire",

@@ -30,20 +30,18 @@ from ._facts import NewFact
 from ._files import fsync_dir, read_session_file
 from ._fork import fork_session, read_header
 from ._ids import new_id
-from ._model_base import FORMAT_VERSION, MAX_EPOCH_MS, MAX_REPORTED, MAX_WINDOW, MIN_WINDOW
+from ._model_base import MAX_REPORTED, MAX_WINDOW, MIN_WINDOW
 from ._models import (
     AssistantEntry,
     AssistantMessage,
     CompactionEntry,
     EntryFact,
     Fact,
-    Header,
     KernelNotice,
     RecordFact,
     ToolCall,
     ToolOutcome,
     ToolResultEntry,
-    Usage,
     UsageFact,
     UserEntry,
 )
@@ -52,14 +50,11 @@ from ._reader import load_session, load_session_bytes
 from ._records import (
     Approval,
     AttemptFailed,
-    ContextWindow,
-    KernelOpened,
     OperationOutcome,
     OperationStarted,
     ReplayPolicy,
     RunOptions,
     StepAttempt,
-    SystemPrompt,
     ToolIdentity,
     ToolStarted,
     WindowSource,
@@ -78,8 +73,6 @@ from ._tables import (
 )
 
 __all__ = [
-    "FORMAT_VERSION",
-    "MAX_EPOCH_MS",
     "MAX_JSON_DEPTH",
     "MAX_REPORTED",
     "MAX_WINDOW",
@@ -90,16 +83,13 @@ __all__ = [
     "Attempt",
     "AttemptFailed",
     "CompactionEntry",
-    "ContextWindow",
     "Durability",
     "EntryFact",
     "Fact",
-    "Header",
     "HeaderInit",
     "InvalidTransactionError",
     "Kernel",
     "KernelNotice",
-    "KernelOpened",
     "LearnedWindow",
     "NewFact",
     "NotASessionError",
@@ -119,14 +109,12 @@ __all__ = [
     "SessionStore",
     "SessionWriteError",
     "StepAttempt",
-    "SystemPrompt",
     "ToolCall",
     "ToolIdentity",
     "ToolIntent",
     "ToolOutcome",
     "ToolResultEntry",
     "ToolStarted",
-    "Usage",
     "UsageFact",
     "UsageTotals",
     "UserEntry",

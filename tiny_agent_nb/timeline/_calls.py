@@ -32,6 +32,15 @@ def outcome_note(status: str, stopped_by: str | None = None) -> str | None:
     return OUTCOME_WORDS.get(status)
 
 
+def call_outcome(state: SessionState, intent: ToolIntent) -> str:
+    """What happened to a recorded call, and why where its status does not say it
+    (`interrupted — it may have run; it was not run again`), in the cell's words, for
+    `inspect` and `%agent status` alike. From the file: the caller escapes it."""
+    operation = state.operations.get(intent.operation_id)
+    note = outcome_note(intent.status, operation.aborted_reason if operation else None)
+    return f"{intent.status} — {note}" if note else intent.status
+
+
 def replay_note(policy: str) -> str:
     """A call's replay policy as a tooltip says it: what recovery does with the call if a
     crash cuts it off (docs/spec.md §2.1)."""

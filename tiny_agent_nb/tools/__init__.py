@@ -7,7 +7,6 @@ output = tool.run(arguments, ToolContext(workspace=Path(root).resolve()))
 """
 
 from ._base import (
-    DEFAULT_OUTPUT_LIMIT,
     OutsideWorkspaceError,
     Tool,
     ToolArgumentError,
@@ -19,30 +18,14 @@ from ._base import (
     ToolUsage,
     truncate,
 )
-from ._bash import KEY_VARIABLES, Bash
-from ._builtin import BuiltinTool
-from ._grep import Grep
-from ._output import CappedOutput, clean_output
-from ._propose import ProposeCell
-from ._python import Python
-from ._read import ListFiles, ReadFile
+from ._bash import KEY_VARIABLES
+from ._output import clean_output
+from ._read import ReadFile
 from ._registry import ToolRegistry, builtin_registry
-from ._variables import ListVariables
-from ._write import EditFile, WriteFile
 
 __all__ = [
-    "DEFAULT_OUTPUT_LIMIT",
     "KEY_VARIABLES",
-    "Bash",
-    "BuiltinTool",
-    "CappedOutput",
-    "EditFile",
-    "Grep",
-    "ListFiles",
-    "ListVariables",
     "OutsideWorkspaceError",
-    "ProposeCell",
-    "Python",
     "ReadFile",
     "Tool",
     "ToolArgumentError",
@@ -53,7 +36,6 @@ __all__ = [
     "ToolRegistry",
     "ToolSchema",
     "ToolUsage",
-    "WriteFile",
     "builtin_registry",
     "clean_output",
     "truncate",
