@@ -258,8 +258,8 @@ def _retry_abort_crash_recover_resume(store: SessionStore) -> None:
     store.commit([first, Run.result(first, "done")])
     store.commit(
         [
-            f.abort_requested(run.operation_id, "Ctrl-C"),
-            f.operation_finished(run.operation_id, "aborted"),
+            f.NewFact(f.AbortRequested(operationId=run.operation_id, reason="Ctrl-C")),
+            f.NewFact(f.OperationFinished(operationId=run.operation_id, outcome="aborted")),
         ]
     )
     # A crash while a tool ran, with a model request in flight after a read: recovery
@@ -274,7 +274,7 @@ def _retry_abort_crash_recover_resume(store: SessionStore) -> None:
     store.commit(
         [
             intent_result(pending, "interrupted: it may have run", "interrupted"),
-            f.operation_finished(crashed.operation_id, "interrupted"),
+            f.NewFact(f.OperationFinished(operationId=crashed.operation_id, outcome="interrupted")),
         ]
     )
     resumed = Run(environment="/w")
@@ -329,19 +329,21 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
     store.commit([f.compaction_started(op)])
     store.commit(
         [
-            f.step_attempt(
-                op,
-                step=1,
-                attempt=1,
-                provider="openrouter",
-                model="test/model",
-                configuration_digest="sha256:" + "ab" * 32,
-                id=attempt,
+            f.NewFact(
+                f.StepAttempt(
+                    operationId=op,
+                    step=1,
+                    attempt=1,
+                    provider="openrouter",
+                    model="test/model",
+                    configurationDigest="sha256:" + "ab" * 32,
+                ),
+                attempt,
             )
         ]
     )
     store.commit([f.compaction("everything so far", _last_entry(store), attempt_id=attempt)])
-    store.commit([f.operation_finished(op, "completed")])
+    store.commit([f.NewFact(f.OperationFinished(operationId=op, outcome="completed"))])
     complete_run(store, "after everything")
 
 
@@ -352,8 +354,8 @@ def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
     store.commit(
         run.answer(None, [("c1", "bash", {"command": "a"}), ("c2", "bash", {"command": "b"})])
     )
-    store.commit([f.abort_requested(run.operation_id, "Ctrl-C")])
-    store.commit([f.operation_finished(run.operation_id, "aborted")])
+    store.commit([f.NewFact(f.AbortRequested(operationId=run.operation_id, reason="Ctrl-C"))])
+    store.commit([f.NewFact(f.OperationFinished(operationId=run.operation_id, outcome="aborted"))])
     through = _last_entry(store)  # the assistant whose calls never started
     store.commit([f.user_message("then this")])
     complete_run(store, "second")
@@ -368,7 +370,9 @@ def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
     store.commit(
         aborted.answer(None, [("c5", "bash", {"command": "e"}), ("c6", "bash", {"command": "f"})])
     )
-    store.commit([f.operation_finished(aborted.operation_id, "aborted")])
+    store.commit(
+        [f.NewFact(f.OperationFinished(operationId=aborted.operation_id, outcome="aborted"))]
+    )
     store.commit([f.compaction("three runs", through)])
 
 

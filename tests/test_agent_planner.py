@@ -245,7 +245,10 @@ def _settled(
     settled = settle(state, op.id, reason)
     assert settled is not None
     outcome = "aborted" if settle is abort_settlement else "failed"
-    transaction = [*settled, f.operation_finished(op.id, outcome, reason)]
+    transaction = [
+        *settled,
+        f.NewFact(f.OperationFinished(operationId=op.id, outcome=outcome, detail=reason)),
+    ]
     with SessionStore.in_memory(buffer) as store:
         store.commit(transaction)
         return op.id, transaction, store.load()

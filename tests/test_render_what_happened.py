@@ -90,7 +90,7 @@ def test_a_call_cut_off_by_a_stop_says_the_stop_not_a_crash(store: SessionStore)
     deploy = run.intent("c2", BASH, {"command": "./deploy"})
     store.commit([deploy])
     reason = "stopped by <b>a kernel restart</b>\x1b[2J"
-    stop = [f.abort_requested(run.operation_id, reason)]
+    stop = [f.NewFact(f.AbortRequested(operationId=run.operation_id, reason=reason))]
     store.commit([*stop, Run.result(deploy, "?", "interrupted"), *run.finish("aborted")])
 
     timeline = build_timeline(store.load())
@@ -126,7 +126,15 @@ def test_a_run_whose_requests_all_failed_says_no_usage_was_reported(
     assert run.attempt_id is not None
     failed = f.attempt_failed(run.attempt_id, kind="network", message="refused", retryable=False)
     store.commit([failed])
-    store.commit([f.operation_finished(run.operation_id, "failed", detail="refused")])
+    store.commit(
+        [
+            f.NewFact(
+                f.OperationFinished(
+                    operationId=run.operation_id, outcome="failed", detail="refused"
+                )
+            )
+        ]
+    )
 
     timeline = build_timeline(store.load())
     for shown in (_words(timeline_html(timeline)), timeline_text(timeline)):

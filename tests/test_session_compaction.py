@@ -88,26 +88,30 @@ def test_compaction_settles_its_attempt_and_the_operation_can_finish(
     store.commit([f.compaction_started(operation_id)])
     store.commit(
         [
-            f.step_attempt(
-                operation_id,
-                step=1,
-                attempt=1,
-                provider="openrouter",
-                model="test/model",
-                configuration_digest="sha256:" + "ab" * 32,
-                id=attempt_id,
+            f.NewFact(
+                f.StepAttempt(
+                    operationId=operation_id,
+                    step=1,
+                    attempt=1,
+                    provider="openrouter",
+                    model="test/model",
+                    configurationDigest="sha256:" + "ab" * 32,
+                ),
+                attempt_id,
             )
         ]
     )
     with pytest.raises(InvalidTransactionError, match="pending stepAttempt"):
-        store.commit([f.operation_finished(operation_id, "completed")])
+        store.commit(
+            [f.NewFact(f.OperationFinished(operationId=operation_id, outcome="completed"))]
+        )
     store.commit(
         [
             f.compaction("ls was run", answer, attempt_id=attempt_id, tokens_before=1234),
             f.usage(attempt_id=attempt_id, input_tokens=1234, output_tokens=40, cost=0.002),
         ]
     )
-    store.commit([f.operation_finished(operation_id, "completed")])
+    store.commit([f.NewFact(f.OperationFinished(operationId=operation_id, outcome="completed"))])
     state = load_session(store.path)
     assert state.attempts[attempt_id].status == "settled"
     assert state.operations[operation_id].kind == "compaction"

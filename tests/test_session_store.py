@@ -290,13 +290,15 @@ def _refusals(store: SessionStore) -> dict[str, tuple[str, list[object]]]:
         "attempt while tool pending": (
             "without a result",
             [
-                f.step_attempt(
-                    run.operation_id,
-                    step=2,
-                    attempt=1,
-                    provider="openrouter",
-                    model="test/model",
-                    configuration_digest=DIGEST,
+                f.NewFact(
+                    f.StepAttempt(
+                        operationId=run.operation_id,
+                        step=2,
+                        attempt=1,
+                        provider="openrouter",
+                        model="test/model",
+                        configurationDigest=DIGEST,
+                    )
                 )
             ],
         ),
@@ -336,7 +338,7 @@ def _refusals(store: SessionStore) -> dict[str, tuple[str, list[object]]]:
         "double usage": ("already has usage", [f.usage(attempt_id=run.attempt_id)]),
         "abort of finished operation": (
             "already completed",
-            [f.abort_requested(done.operation_id, "x")],
+            [f.NewFact(f.AbortRequested(operationId=done.operation_id, reason="x"))],
         ),
         "valid then invalid in one array": (
             "fact 2 of the transaction",

@@ -257,14 +257,16 @@ class Compactor:
             label = self._label
             self._store.commit(
                 [
-                    f.step_attempt(
-                        operation_id,
-                        step=step,
-                        attempt=attempt,
-                        provider=label.provider,
-                        model=label.model,
-                        configuration_digest=label.configuration_digest,
-                        id=attempt_id,
+                    f.NewFact(
+                        f.StepAttempt(
+                            operationId=operation_id,
+                            step=step,
+                            attempt=attempt,
+                            provider=label.provider,
+                            model=label.model,
+                            configurationDigest=label.configuration_digest,
+                        ),
+                        attempt_id,
                     )
                 ]
             )
