@@ -30,7 +30,7 @@ from ._planner import attempt_usage
 from ._reasons import ContextFull, FixedFill, Refused
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._summary import continued, summary_messages
-from ._window import DEFAULT_CONTEXT_WINDOW, ContextWindow
+from ._window import DEFAULT_CONTEXT_WINDOW, RunWindow
 
 CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too long"
 
@@ -110,7 +110,7 @@ class Compactor:
         provider: Summarizer,
         label: AttemptLabel,
         *,
-        window: ContextWindow,
+        window: RunWindow,
         threshold: float,
         keep_tail_tokens: int,
         request_bytes: Callable[[], int],

@@ -57,7 +57,7 @@ from ._types import (
     RecoveryReport,
     RunResult,
 )
-from ._window import ContextWindow
+from ._window import RunWindow
 
 # Seconds all the replays of one recovery may take together (each read also has its own
 # limit); the reads left when it runs out are settled as interrupted, not replayed.
@@ -138,7 +138,7 @@ class AgentLoop:
             store,
             provider,
             AttemptLabel(config.provider, config.model, self._digest),
-            window=ContextWindow(
+            window=RunWindow(
                 store, configured=config.context_window, key=key, listed=config.listed_window
             ),
             threshold=config.compact_threshold,

@@ -89,7 +89,7 @@ def largest_count(state: SessionState, model: str) -> int:
     return max(counts, default=0)
 
 
-class ContextWindow:
+class RunWindow:
     """The window of one loop's model at its server, and the calibration of its estimates.
 
     `key`: (the base URL with its credentials masked, the model); None for a model that
