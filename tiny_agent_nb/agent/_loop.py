@@ -38,7 +38,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
-from ..words import valid_text
+from ..words import clean_unicode
 from ._budget import budget_reached, chain_spend
 from ._compaction import AttemptLabel, CompactionFailed, Compactor, NoRoom
 from ._context import ContextProjection
@@ -182,7 +182,7 @@ class AgentLoop:
         self._require_idle()
         # Kept and sent as every other text is: a prompt filled from a variable (an error
         # message, a config dict) may hold the key. Said here, where it is redacted.
-        prompt, given = self._tool_step.clean(prompt), valid_text(prompt)
+        prompt, given = self._tool_step.clean(prompt), clean_unicode(prompt)
         if prompt != given:
             self._observer.on_notice(PROMPT_REDACTED)
         entry_id, operation_id = new_id(), new_id()

@@ -22,7 +22,7 @@ from ._base import (
 from ._bash import KEY_VARIABLES, Bash
 from ._builtin import BuiltinTool
 from ._grep import Grep
-from ._output import CappedOutput, clean_output
+from ._output import CappedOutput, clean_text
 from ._propose import ProposeCell
 from ._python import Python
 from ._read import ListFiles, ReadFile
@@ -55,6 +55,6 @@ __all__ = [
     "ToolUsage",
     "WriteFile",
     "builtin_registry",
-    "clean_output",
+    "clean_text",
     "truncate",
 ]
