@@ -149,7 +149,15 @@ def build_session(directory: Path, history: int) -> SessionState:
     with SessionStore.open(directory / "s.jsonl", create=init) as store:
         write_runs(store, max(1, history // ENTRIES_PER_RUN), "Look up key")
         through = list(store.load().entries)[-1]
-        store.commit([f.compaction(SUMMARY, through, tokens_before=history * 100)])
+        store.commit(
+            [
+                f.NewFact(
+                    f.CompactionEntry(
+                        summary=SUMMARY, throughEntryId=through, tokensBefore=history * 100
+                    )
+                )
+            ]
+        )
         write_runs(store, TAIL_RUNS, "Now the tail, key")
         return store.load()
 

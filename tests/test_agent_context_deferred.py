@@ -310,7 +310,14 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
     through = list(store.load().entries)[7]  # the second run's final answer
     store.commit(
         [
-            f.compaction("they ran twice", through, attempt_id=run.attempt_id, tokens_before=9),
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="they ran twice",
+                    throughEntryId=through,
+                    attemptId=run.attempt_id,
+                    tokensBefore=9,
+                )
+            ),
             f.usage(attempt_id=run.attempt_id, input_tokens=50, output_tokens=5),
         ]
     )
@@ -319,7 +326,7 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
     again = run.intent("r2", READ_FILE, {"path": "b"})
     store.commit([again, Run.result(again, "B")])
     # The same cut again (allowed: a cut never moves backwards), compacted away already.
-    store.commit([f.compaction("the same cut", through)])
+    store.commit([f.NewFact(f.CompactionEntry(summary="the same cut", throughEntryId=through))])
     store.commit(run.attempt())
     store.commit(run.answer("Read a and b."))
     store.commit(run.finish())
@@ -342,7 +349,17 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
             )
         ]
     )
-    store.commit([f.compaction("everything so far", _last_entry(store), attempt_id=attempt)])
+    store.commit(
+        [
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="everything so far",
+                    throughEntryId=_last_entry(store),
+                    attemptId=attempt,
+                )
+            )
+        ]
+    )
     store.commit([f.NewFact(f.OperationFinished(operationId=op, outcome="completed"))])
     complete_run(store, "after everything")
 
@@ -359,7 +376,9 @@ def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
     through = _last_entry(store)  # the assistant whose calls never started
     store.commit([f.user_message("then this")])
     complete_run(store, "second")
-    store.commit([f.compaction("two calls never ran", through)])
+    store.commit(
+        [f.NewFact(f.CompactionEntry(summary="two calls never ran", throughEntryId=through))]
+    )
     complete_run(store, "third")
     # A checkpoint keeping an aborted run whose two calls never started: their answers
     # are still owed at the end of what is sent.
@@ -373,7 +392,7 @@ def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
     store.commit(
         [f.NewFact(f.OperationFinished(operationId=aborted.operation_id, outcome="aborted"))]
     )
-    store.commit([f.compaction("three runs", through)])
+    store.commit([f.NewFact(f.CompactionEntry(summary="three runs", throughEntryId=through))])
 
 
 @pytest.mark.parametrize(
@@ -400,7 +419,15 @@ def _crashed(path: Path, prompt: str) -> None:
     )
     with SessionStore.open(path, create=init) as store:
         complete_run(store, f"{prompt}: first")
-        store.commit([f.compaction(f"{prompt} listed files", _last_entry(store))])
+        store.commit(
+            [
+                f.NewFact(
+                    f.CompactionEntry(
+                        summary=f"{prompt} listed files", throughEntryId=_last_entry(store)
+                    )
+                )
+            ]
+        )
         run = Run(environment=str(path.parent))
         store.commit(run.start(prompt))
         store.commit(run.attempt())

@@ -114,7 +114,14 @@ def _compaction_committed(b: Built) -> None:
     attempt_id = b.run.attempt_id
     b.store.commit(
         [
-            f.compaction("they said hello", last.id, attempt_id=attempt_id, tokens_before=120),
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="they said hello",
+                    throughEntryId=last.id,
+                    attemptId=attempt_id,
+                    tokensBefore=120,
+                )
+            ),
             f.usage(attempt_id=attempt_id, input_tokens=120, output_tokens=8, cost=0.0001),
         ]
     )

@@ -144,7 +144,11 @@ def test_the_followed_figures_match_the_ledger_after_every_commit(store: Session
     entries = list(store.load().entries)
     commit(
         [
-            f.compaction("SUMMARY", entries[-1], attempt_id=resumed.attempt_id),
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="SUMMARY", throughEntryId=entries[-1], attemptId=resumed.attempt_id
+                )
+            ),
             f.usage(attempt_id=resumed.attempt_id, input_tokens=300, cost=0.0625),
         ],
         again,

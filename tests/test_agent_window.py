@@ -356,7 +356,13 @@ def test_a_summary_too_large_from_before_is_summarized_again_at_the_same_cut(
             cells(h, 1)
             last = list(h.store.load().entries)[-1]
             # written before summaries were bounded: larger than the whole window
-            h.store.commit([f.compaction("OLD " + "detail " * 8000, last)])
+            h.store.commit(
+                [
+                    f.NewFact(
+                        f.CompactionEntry(summary="OLD " + "detail " * 8000, throughEntryId=last)
+                    )
+                ]
+            )
             compacted = h.loop.compact()
             assert compacted.outcome == "completed", compacted.detail
             (said,) = h.compactions

@@ -157,7 +157,11 @@ def test_a_compaction_is_described_in_tokens_also_from_a_file_without_its_size_a
     store.commit([f.compaction_started(compaction.operation_id)])
     store.commit(compaction.attempt())
     summary = "The user said hi; the model said hello."  # 39 bytes: ~10 tokens
-    old = f.compaction(summary, last, attempt_id=compaction.attempt_id, tokens_before=340)
+    old = f.NewFact(
+        f.CompactionEntry(
+            summary=summary, throughEntryId=last, attemptId=compaction.attempt_id, tokensBefore=340
+        )
+    )
     store.commit([old, *compaction.answer(None)[1:], *compaction.finish()])
 
     timeline = build_timeline(store.load())

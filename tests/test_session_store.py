@@ -352,7 +352,7 @@ def _refusals(store: SessionStore) -> dict[str, tuple[str, list[object]]]:
         "unknown tool call": ("no tool call", [run.intent("c9", BASH, {})]),
         "compaction through a record": (
             "is no earlier entry",
-            [f.compaction("summary", run.attempt_id)],
+            [f.NewFact(f.CompactionEntry(summary="summary", throughEntryId=run.attempt_id))],
         ),
     }
 
@@ -409,7 +409,14 @@ def test_entries_read_back_as_committed_from_any_position_in_a_line(
     committed.append(store.commit([Run.result(intent, "out")]))
     result_id = committed[-1][0].id
     # A compaction second in its line, after a user entry.
-    committed.append(store.commit([f.user_message("next"), f.compaction("summary", result_id)]))
+    committed.append(
+        store.commit(
+            [
+                f.user_message("next"),
+                f.NewFact(f.CompactionEntry(summary="summary", throughEntryId=result_id)),
+            ]
+        )
+    )
     expected = {fact.id: fact for tx in committed for fact in tx if fact.kind == "entry"}
     assert len(expected) == 5
 

@@ -224,13 +224,15 @@ class Compactor:
             raise CompactionFailed(problem)
         entry_id = new_id()
         facts = [
-            f.compaction(
-                summary,
-                cut.through_entry_id,
-                attempt_id=attempt_id,
-                tokens_before=tokens_before,
-                tokens_after=tokens_after,
-                id=entry_id,
+            f.NewFact(
+                f.CompactionEntry(
+                    summary=summary,
+                    throughEntryId=cut.through_entry_id,
+                    attemptId=attempt_id,
+                    tokensBefore=tokens_before,
+                    tokensAfter=tokens_after,
+                ),
+                entry_id,
             )
         ]
         facts += attempt_usage(attempt_id, completion.usage)

@@ -2,9 +2,10 @@
 
 A `NewFact` is a payload plus an optional reserved id; `SessionStore.commit` gives it
 its seq, timestamp and (unless reserved) id. A payload model is its own constructor
-(`NewFact(AbortRequested(operationId=..., reason=...))`: a record's `type` is its
-default); the functions here build only what the model cannot say by itself: nested
-messages, an operation's kind, a tool call's reserved result id and replay key, defaults.
+(`NewFact(AbortRequested(operationId=..., reason=...))`: the `type` of a record, of a
+compaction and of a kernel notice is its default); the functions here build only what a
+model cannot say by itself: nested messages, an operation's kind, a tool call's reserved
+result id and replay key, defaults.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from ._records import (
 # payloads that are their own constructors (`f.NewFact(f.AbortRequested(...))`).
 __all__ = [
     "AbortRequested",
+    "CompactionEntry",
     "ContextWindow",
     "KernelOpened",
     "NewFact",
@@ -63,7 +65,6 @@ __all__ = [
     "SystemPrompt",
     "assistant_message",
     "attempt_failed",
-    "compaction",
     "compaction_started",
     "forgotten_window",
     "kernel_notice",
@@ -156,33 +157,10 @@ def tool_result(
     return NewFact(body, result_entry_id)
 
 
-def compaction(
-    summary: str,
-    through_entry_id: str,
-    *,
-    attempt_id: str | None = None,
-    tokens_before: int | None = None,
-    tokens_after: int | None = None,
-    id: str | None = None,
-) -> NewFact:
-    """The checkpoint written by attempt `attempt_id` (it settles that attempt)."""
-    body = CompactionEntry(
-        type="compaction",
-        summary=summary,
-        throughEntryId=through_entry_id,
-        attemptId=attempt_id,
-        tokensBefore=tokens_before,
-        tokensAfter=tokens_after,
-    )
-    return NewFact(body, id)
-
-
 def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None) -> NewFact:
     """What the model is told about kernel `kernel_opened_id` (docs/spec.md §9)."""
     message = UserMessage(role="user", content=content)
-    return NewFact(
-        KernelNotice(type="kernelNotice", kernelOpenedId=kernel_opened_id, message=message), id
-    )
+    return NewFact(KernelNotice(kernelOpenedId=kernel_opened_id, message=message), id)
 
 
 # ---------------------------------------------------------------- records

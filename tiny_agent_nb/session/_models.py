@@ -109,7 +109,7 @@ class CompactionEntry(StrictModel):
     absent or null (files written before they existed)."""
 
     tag: ClassVar[str] = "compaction"
-    type: Literal["compaction"]
+    type: Literal["compaction"] = "compaction"
     summary: str
     throughEntryId: Id
     attemptId: Id | None = optional()
@@ -123,7 +123,7 @@ class KernelNotice(StrictModel):
     names the kernel it was told about, the latest `kernelOpened` of the file."""
 
     tag: ClassVar[str] = "kernelNotice"
-    type: Literal["kernelNotice"]
+    type: Literal["kernelNotice"] = "kernelNotice"
     kernelOpenedId: Id
     message: UserMessage
 

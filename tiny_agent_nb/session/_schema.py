@@ -19,8 +19,9 @@ _TRANSACTION_ADAPTER: TypeAdapter[Any] = TypeAdapter(Fact | FactList)
 
 
 class _LineSchema(GenerateJsonSchema):
-    """A record's `type` has its one value as a default, so that the payload model is its
-    own constructor (`AbortRequested(operationId=..., reason=...)`); a line must still
+    """A payload's `type` that names it alone (a record's, a compaction's, a kernel
+    notice's) has its one value as a default, so that the payload model is its own
+    constructor (`AbortRequested(operationId=..., reason=...)`); a line must still
     name it, so the schema keeps it required and without a default."""
 
     def field_is_required(
