@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
+from . import _records
 from ._canonical import json_value_problem, replay_key
 from ._exceptions import InvalidTransactionError
 from ._ids import new_id
@@ -34,35 +35,25 @@ from ._models import (
     UserEntry,
     UserMessage,
 )
+from ._records import *  # noqa: F403 (every record payload, offered below)
 from ._records import (
-    AbortRequested,
     AttemptError,
     AttemptErrorKind,
     AttemptFailed,
     ContextWindow,
-    KernelOpened,
-    OperationFinished,
     OperationStarted,
     RecordPayload,
     ReplayPolicy,
     RunOptions,
-    StepAttempt,
-    SystemPrompt,
     ToolIdentity,
     ToolStarted,
 )
 
-# What `from ..session import facts as f` offers: the constructors below, and the record
-# payloads that are their own constructors (`f.NewFact(f.AbortRequested(...))`).
+# What `from ..session import facts as f` offers: the constructors below, the entry
+# payload that is its own, and every record payload (`f.NewFact(f.AbortRequested(...))`).
 __all__ = [
-    "AbortRequested",
     "CompactionEntry",
-    "ContextWindow",
-    "KernelOpened",
     "NewFact",
-    "OperationFinished",
-    "StepAttempt",
-    "SystemPrompt",
     "assistant_message",
     "attempt_failed",
     "compaction_started",
@@ -76,6 +67,7 @@ __all__ = [
     "usage",
     "user_message",
 ]
+__all__ += _records.__all__
 
 
 @dataclass(frozen=True, slots=True)

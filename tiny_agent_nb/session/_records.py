@@ -10,6 +10,19 @@ from pydantic import Field, StringConstraints, model_validator
 
 from ._model_base import Count, Digest, EpochMs, Id, JsonObject, StrictModel, optional
 
+# The record payloads, which `session.facts` offers as their own constructors.
+__all__ = [
+    "AbortRequested",
+    "AttemptFailed",
+    "ContextWindow",
+    "KernelOpened",
+    "OperationFinished",
+    "OperationStarted",
+    "StepAttempt",
+    "SystemPrompt",
+    "ToolStarted",
+]
+
 OperationKind = Literal["run", "resume", "compaction", "replay"]
 # What happens to a call of a tool that changes things: it runs, is asked first, or not.
 Approval = Literal["auto", "ask", "deny"]
