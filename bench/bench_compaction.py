@@ -115,19 +115,21 @@ def run_transactions(environment: str, prompt: str, call: str) -> list[list[NewF
             f.assistant_message(second, content="Done: all keys resolved.", finish_reason="stop"),
             f.usage(attempt_id=second, input_tokens=120, output_tokens=8, cost=0.001),
         ],
-        [f.operation_finished(operation, "completed")],
+        [f.NewFact(f.OperationFinished(operationId=operation, outcome="completed"))],
     ]
 
 
 def attempt(operation: str, step: int, attempt_id: str) -> NewFact:
-    return f.step_attempt(
-        operation,
-        step=step,
-        attempt=1,
-        provider="openrouter",
-        model="bench/model",
-        configuration_digest=DIGEST,
-        id=attempt_id,
+    return f.NewFact(
+        f.StepAttempt(
+            operationId=operation,
+            step=step,
+            attempt=1,
+            provider="openrouter",
+            model="bench/model",
+            configurationDigest=DIGEST,
+        ),
+        attempt_id,
     )
 
 
@@ -147,7 +149,15 @@ def build_session(directory: Path, history: int) -> SessionState:
     with SessionStore.open(directory / "s.jsonl", create=init) as store:
         write_runs(store, max(1, history // ENTRIES_PER_RUN), "Look up key")
         through = list(store.load().entries)[-1]
-        store.commit([f.compaction(SUMMARY, through, tokens_before=history * 100)])
+        store.commit(
+            [
+                f.NewFact(
+                    f.CompactionEntry(
+                        summary=SUMMARY, throughEntryId=through, tokensBefore=history * 100
+                    )
+                )
+            ]
+        )
         write_runs(store, TAIL_RUNS, "Now the tail, key")
         return store.load()
 

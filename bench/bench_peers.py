@@ -162,14 +162,16 @@ def tiny_write(path: Path, work: Workload, steps: int, durability: str) -> Times
             attempt_id = new_id()
             store.commit(
                 [
-                    f.step_attempt(
-                        operation_id,
-                        step=i,
-                        attempt=1,
-                        provider="openrouter",
-                        model=MODEL,
-                        configuration_digest=DIGEST,
-                        id=attempt_id,
+                    f.NewFact(
+                        f.StepAttempt(
+                            operationId=operation_id,
+                            step=i,
+                            attempt=1,
+                            provider="openrouter",
+                            model=MODEL,
+                            configurationDigest=DIGEST,
+                        ),
+                        attempt_id,
                     )
                 ]
             )

@@ -172,14 +172,16 @@ def one_run(rng: random.Random, text: Filler, environment: str) -> Iterator[list
         while True:
             attempt_id = new_id()
             yield [
-                f.step_attempt(
-                    operation_id,
-                    step=step,
-                    attempt=attempt,
-                    provider="openrouter",
-                    model=MODEL,
-                    configuration_digest=DIGEST,
-                    id=attempt_id,
+                f.NewFact(
+                    f.StepAttempt(
+                        operationId=operation_id,
+                        step=step,
+                        attempt=attempt,
+                        provider="openrouter",
+                        model=MODEL,
+                        configurationDigest=DIGEST,
+                    ),
+                    attempt_id,
                 )
             ]
             if attempt < 3 and rng.random() < 0.04:
@@ -234,7 +236,7 @@ def one_run(rng: random.Random, text: Filler, environment: str) -> Iterator[list
                     outcome="completed",
                 )
             ]
-    yield [f.operation_finished(operation_id, "completed")]
+    yield [f.NewFact(f.OperationFinished(operationId=operation_id, outcome="completed"))]
 
 
 def iter_transactions(n_facts: int, environment: str, seed: int = 1) -> Iterator[list[NewFact]]:

@@ -92,8 +92,9 @@ def build(directory: Path, facts: int) -> Path:
 
         def attempt(operation_id: str, n: int) -> str:
             attempt_id = new_id()
-            label = {"provider": "openrouter", "model": MODEL, "configuration_digest": DIGEST}
-            store.commit([f.step_attempt(operation_id, step=n, attempt=1, id=attempt_id, **label)])
+            label = {"provider": "openrouter", "model": MODEL, "configurationDigest": DIGEST}
+            attempt = f.StepAttempt(operationId=operation_id, step=n, attempt=1, **label)
+            store.commit([f.NewFact(attempt, attempt_id)])
             return attempt_id
 
         def answer(attempt_id: str, text: str, calls: list[ToolCall]) -> None:
@@ -128,7 +129,9 @@ def build(directory: Path, facts: int) -> Path:
                     store, call, s.result, operation_id=operation_id, attempt_id=attempt_id, env=env
                 )
             answer(attempt(operation_id, STEPS_PER_RUN + 1), "Fixed: the trailing comma.", [])
-            store.commit([f.operation_finished(operation_id, "completed")])
+            store.commit(
+                [f.NewFact(f.OperationFinished(operationId=operation_id, outcome="completed"))]
+            )
         # The kernel dies while `bash` runs: recovery marks the call interrupted.
         operation_id, entry_id = new_id(), new_id()
         store.commit([f.user_message("run the tests", id=entry_id)])

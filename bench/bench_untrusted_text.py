@@ -3,7 +3,7 @@
     python bench/bench_untrusted_text.py [--scale 4] [--repeats 7] [--quick]
 
 What is measured: `safe_text` (text output a Jupyter frontend would link,
-tiny_agent_nb/safe_markdown.py) and `clean_output` (every tool result before it is
+tiny_agent_nb/safe_markdown.py) and `clean_text` (every tool result before it is
 committed, tiny_agent_nb/tools/_output.py), each on the inputs that once made them
 quadratic: a long run of letters with no `://` after it (a base64 line: 40 KB took 7 s of
 the kernel's CPU per render), and runs of spaces, cut-mark openings, blank lines and
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from _report import Row, now, print_rows, print_spreads, revision, settle, spread
 
 from tiny_agent_nb.safe_markdown import safe_text
-from tiny_agent_nb.tools._output import clean_output
+from tiny_agent_nb.tools._output import clean_text
 
 TARGET = 100.0
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef"
@@ -44,7 +44,7 @@ ORDINARY = "the run read 12 files, see https://example.com/log and go on.\n"
 
 
 def cleaned(text: str) -> str:
-    return clean_output(text, [KEY])
+    return clean_text(text, [KEY])
 
 
 @dataclass(frozen=True)
@@ -60,15 +60,15 @@ CASES = (
         lambda k: "QUFB" * 15_000 * k + " then javascript://x and data:y",
         safe_text,
     ),
-    Case("clean_output: spaces", lambda k: " " * 200_000 * k, cleaned),
+    Case("clean_text: spaces", lambda k: " " * 200_000 * k, cleaned),
     Case(
-        "clean_output: cut-mark openings",
+        "clean_text: cut-mark openings",
         lambda k: "[..." * 50_000 * k,
         cleaned,
     ),
-    Case("clean_output: blank lines", lambda k: " \n" * 100_000 * k, cleaned),
+    Case("clean_text: blank lines", lambda k: " \n" * 100_000 * k, cleaned),
     Case(
-        "clean_output: pieces of a secret",
+        "clean_text: pieces of a secret",
         lambda k: (KEY[:12] + " ") * 15_000 * k,
         cleaned,
     ),

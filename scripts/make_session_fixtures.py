@@ -188,6 +188,30 @@ def removed(path: str, *, fact: int = 0) -> Damage:
     return apply
 
 
+# --- the records of format v2, as this oracle writes them ---------------------------------
+
+# Each record type's members in the order its line holds them. A member left out of a
+# `SessionBuilder.record` call is absent from the line (the optional ones); one given as
+# None is written null. A new record type is a row here (and a builder method when a
+# scenario needs what it does to the ledger).
+RECORDS: dict[str, list[str]] = {
+    record_type: members.split()
+    for record_type, members in {
+        "runStarted": "operationId operationKind inputEntryId resumesOperationId"
+        " replaysOperationId options cellId",
+        "stepAttempt": "operationId step attempt provider model configurationDigest",
+        "attemptFailed": "attemptId error retryable",
+        "toolStarted": "operationId attemptId toolCallId tool arguments replayPolicy"
+        " environmentIdentity resultEntryId replayKey",
+        "abortRequested": "operationId reason",
+        "operationFinished": "operationId outcome detail",
+        "systemPrompt": "operationId content",
+        "contextWindow": "baseUrl model tokens source attemptId",
+        "kernelOpened": "pid host startedAt kernelId notebook",
+    }.items()
+}
+
+
 # --- the builder --------------------------------------------------------------------------
 
 
@@ -347,6 +371,15 @@ class SessionBuilder:
         self.ledger.last_seq = self.seq
         return fact_id
 
+    def record(self, record_type: str, *values: Any, **members: Any) -> str:
+        """Stage a record of a type `RECORDS` names: `values` are its first members, in the
+        table's order; `members` any of the others, by name."""
+        order = RECORDS[record_type]
+        members |= dict(zip(order, values, strict=False))
+        assert len(values) <= len(order) and members.keys() <= set(order), record_type
+        body = {"type": record_type, **{name: members[name] for name in order if name in members}}
+        return self.fact("record", body)
+
     def _entry(self, body: dict[str, Any], fact_id: str | None = None) -> str:
         entry_id = self.fact("entry", body, fact_id)
         self.ledger.entries.append(entry_id)
@@ -440,9 +473,8 @@ class SessionBuilder:
         """runStarted; `options` (the run's options, docs/session-format.md §2.3) only when
         given: files written before the member existed have none."""
         operation_id = self.new_id()
-        body = {"type": "runStarted", "operationId": operation_id, "operationKind": kind}
         refs = refs if options is None else {**refs, "options": options}
-        self.fact("record", {**body, **refs})
+        self.record("runStarted", operationId=operation_id, operationKind=kind, **refs)
         summary = {"id": operation_id, "kind": kind, "status": "open"}
         # the summary names what the record holds of these (docs/session-format.md §7)
         summary |= {k: refs[k] for k in ("options", "cellId", "replaysOperationId") if k in refs}
@@ -450,16 +482,8 @@ class SessionBuilder:
         return operation_id
 
     def step_attempt(self, operation_id: str, step: int, attempt: int = 1) -> Attempt:
-        body = {
-            "type": "stepAttempt",
-            "operationId": operation_id,
-            "step": step,
-            "attempt": attempt,
-            "provider": PROVIDER,
-            "model": MODEL,
-            "configurationDigest": CONFIGURATION_DIGEST,
-        }
-        attempt_id = self.fact("record", body)
+        members = (operation_id, step, attempt, PROVIDER, MODEL, CONFIGURATION_DIGEST)
+        attempt_id = self.record("stepAttempt", *members)
         self.ledger.attempts[attempt_id] = {
             "id": attempt_id,
             "operationId": operation_id,
@@ -479,8 +503,7 @@ class SessionBuilder:
         error: dict[str, Any] = {"kind": kind, "message": message}
         if status is not None:
             error["status"] = status
-        body = {"type": "attemptFailed", "attemptId": attempt.id, "error": error}
-        failed_id = self.fact("record", {**body, "retryable": retryable})
+        failed_id = self.record("attemptFailed", attempt.id, error, retryable)
         _set_status(self.ledger.attempts, attempt.id, "failed")
         return failed_id
 
@@ -491,19 +514,9 @@ class SessionBuilder:
         `operation_id`."""
         tool, arguments = tool_call.tool, dict(tool_call.arguments)
         result_id = self.new_id()
-        body = {
-            "type": "toolStarted",
-            "operationId": operation_id or attempt.operation_id,
-            "attemptId": attempt.id,
-            "toolCallId": tool_call.id,
-            "tool": tool.identity(),
-            "arguments": arguments,
-            "replayPolicy": tool.replay_policy,
-            "environmentIdentity": WORKSPACE,
-            "resultEntryId": result_id,
-            "replayKey": replay_key(tool, arguments, WORKSPACE),
-        }
-        intent_id = self.fact("record", body)
+        members = (operation_id or attempt.operation_id, attempt.id, tool_call.id, tool.identity())
+        members += (arguments, tool.replay_policy, WORKSPACE, result_id)
+        intent_id = self.record("toolStarted", *members, replay_key(tool, arguments, WORKSPACE))
         self.ledger.intents[intent_id] = {
             "id": intent_id,
             "tool": tool.name,
@@ -535,32 +548,16 @@ class SessionBuilder:
         base_url: str = BASE_URL,
         model: str = MODEL,
     ) -> str:
-        body: dict[str, Any] = {
-            "type": "contextWindow",
-            "baseUrl": base_url,
-            "model": model,
-            "tokens": tokens,
-            "source": source,
-        }
-        if attempt is not None:
-            body["attemptId"] = attempt.id
-        window_id = self.fact("record", body)
         summary = {"baseUrl": base_url, "model": model, "tokens": tokens, "source": source}
+        told = {} if attempt is None else {"attemptId": attempt.id}
+        window_id = self.record("contextWindow", **summary, **told)
         self.ledger.windows[base_url, model] = summary
         return window_id
 
     def kernel_opened(self, pid: int, *, started_at: int = CREATED_AT - 60_000) -> str:
         """A kernel opened the session for writing: another pid (or start) is another
         process."""
-        body = {
-            "type": "kernelOpened",
-            "pid": pid,
-            "host": HOST,
-            "startedAt": started_at,
-            "kernelId": KERNEL_ID,
-            "notebook": NOTEBOOK,
-        }
-        return self.fact("record", body)
+        return self.record("kernelOpened", pid, HOST, started_at, KERNEL_ID, NOTEBOOK)
 
     def kernel_notice(self, kernel_opened_id: str, content: str = KERNEL_NOTICE) -> str:
         message = {"role": "user", "content": content}
@@ -568,14 +565,13 @@ class SessionBuilder:
         return self._entry(body)
 
     def abort_requested(self, operation_id: str, reason: str) -> str:
-        body = {"type": "abortRequested", "operationId": operation_id, "reason": reason}
-        return self.fact("record", body)
+        return self.record("abortRequested", operation_id, reason)
 
     def operation_finished(
         self, operation_id: str, outcome: str = "completed", detail: str | None = None
     ) -> str:
-        body = {"type": "operationFinished", "operationId": operation_id, "outcome": outcome}
-        finished_id = self.fact("record", body if detail is None else {**body, "detail": detail})
+        given = () if detail is None else (detail,)
+        finished_id = self.record("operationFinished", operation_id, outcome, *given)
         _set_status(self.ledger.operations, operation_id, outcome)
         return finished_id
 
@@ -1833,7 +1829,7 @@ def _told(s: SessionBuilder, operation_id: str, prompt: str | None, answer: str)
     """A model turn whose stepAttempt is committed with a systemPrompt record when
     `prompt` is given (the system message changed), alone otherwise."""
     if prompt is not None:
-        s.fact("record", {"type": "systemPrompt", "operationId": operation_id, "content": prompt})
+        s.record("systemPrompt", operation_id, prompt)
     attempt = s.step_attempt(operation_id, 1)
     s.commit()
     s.assistant(attempt, answer)
@@ -1856,14 +1852,14 @@ def system_prompt(s: SessionBuilder) -> None:
 @scenario("a systemPrompt record naming a run that already finished")
 def system_prompt_after_finish(s: SessionBuilder) -> None:
     op = s.exchange("Hi", "Hello.")
-    s.fact("record", {"type": "systemPrompt", "operationId": op, "content": NOTEBOOK_PROMPT})
+    s.record("systemPrompt", op, NOTEBOOK_PROMPT)
     s.commit_corrupt()
 
 
 @scenario("a systemPrompt record whose content is not text")
 def system_prompt_not_text(s: SessionBuilder) -> None:
     op = s.start_run("Hi")
-    s.fact("record", {"type": "systemPrompt", "operationId": op, "content": None})
+    s.record("systemPrompt", op, None)
     s.step_attempt(op, 1)
     s.commit_corrupt()
 

@@ -98,7 +98,15 @@ def three_runs(store: SessionStore, session_path: Path) -> Path:
             f.usage(attempt_id=failed.attempt_id, input_tokens=7, output_tokens=0, cost=None),
         ]
     )
-    store.commit([f.operation_finished(failed.operation_id, "failed", detail="401 bad key")])
+    store.commit(
+        [
+            f.NewFact(
+                f.OperationFinished(
+                    operationId=failed.operation_id, outcome="failed", detail="401 bad key"
+                )
+            )
+        ]
+    )
     _die_during_bash(store)
     return session_path
 

@@ -52,8 +52,8 @@ def test_never_started_tool_calls_are_answered_before_the_next_message(
     store.commit([intent, Run.result(intent, "done")])
     store.commit(
         [
-            f.abort_requested(run.operation_id, "Ctrl-C"),
-            f.operation_finished(run.operation_id, "aborted"),
+            f.NewFact(f.AbortRequested(operationId=run.operation_id, reason="Ctrl-C")),
+            f.NewFact(f.OperationFinished(operationId=run.operation_id, outcome="aborted")),
         ]
     )
     pending = decode(encoded(projection.context()))
@@ -73,7 +73,9 @@ def test_never_started_tool_calls_are_answered_before_the_next_message(
 def test_compaction_replaces_what_it_summarizes(store: SessionStore) -> None:
     complete_run(store, "first")
     through = list(store.load().entries)[-1]
-    store.commit([f.compaction("they listed files", through)])
+    store.commit(
+        [f.NewFact(f.CompactionEntry(summary="they listed files", throughEntryId=through))]
+    )
     complete_run(store, "second")
     messages = decode(encoded(ContextProjection.from_state(store.load(), None).context()))
     assert messages[0] == {"role": "user", "content": SUMMARY_LEAD}
@@ -99,8 +101,8 @@ def test_a_checkpoint_keeps_the_messages_after_its_cut_and_their_unanswered_call
     )
     intent = run.intent("c1", BASH, {"command": "a"})
     store.commit([intent, Run.result(intent, "done")])
-    store.commit([f.operation_finished(run.operation_id, "aborted")])
-    store.commit([f.compaction("they listed files", cut)])
+    store.commit([f.NewFact(f.OperationFinished(operationId=run.operation_id, outcome="aborted"))])
+    store.commit([f.NewFact(f.CompactionEntry(summary="they listed files", throughEntryId=cut))])
     expected = [
         ("user", SUMMARY_LEAD),
         ("assistant", "[Summary of the earlier conversation]\nthey listed files"),

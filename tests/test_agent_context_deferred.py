@@ -258,8 +258,8 @@ def _retry_abort_crash_recover_resume(store: SessionStore) -> None:
     store.commit([first, Run.result(first, "done")])
     store.commit(
         [
-            f.abort_requested(run.operation_id, "Ctrl-C"),
-            f.operation_finished(run.operation_id, "aborted"),
+            f.NewFact(f.AbortRequested(operationId=run.operation_id, reason="Ctrl-C")),
+            f.NewFact(f.OperationFinished(operationId=run.operation_id, outcome="aborted")),
         ]
     )
     # A crash while a tool ran, with a model request in flight after a read: recovery
@@ -274,7 +274,7 @@ def _retry_abort_crash_recover_resume(store: SessionStore) -> None:
     store.commit(
         [
             intent_result(pending, "interrupted: it may have run", "interrupted"),
-            f.operation_finished(crashed.operation_id, "interrupted"),
+            f.NewFact(f.OperationFinished(operationId=crashed.operation_id, outcome="interrupted")),
         ]
     )
     resumed = Run(environment="/w")
@@ -310,7 +310,14 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
     through = list(store.load().entries)[7]  # the second run's final answer
     store.commit(
         [
-            f.compaction("they ran twice", through, attempt_id=run.attempt_id, tokens_before=9),
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="they ran twice",
+                    throughEntryId=through,
+                    attemptId=run.attempt_id,
+                    tokensBefore=9,
+                )
+            ),
             f.usage(attempt_id=run.attempt_id, input_tokens=50, output_tokens=5),
         ]
     )
@@ -319,7 +326,7 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
     again = run.intent("r2", READ_FILE, {"path": "b"})
     store.commit([again, Run.result(again, "B")])
     # The same cut again (allowed: a cut never moves backwards), compacted away already.
-    store.commit([f.compaction("the same cut", through)])
+    store.commit([f.NewFact(f.CompactionEntry(summary="the same cut", throughEntryId=through))])
     store.commit(run.attempt())
     store.commit(run.answer("Read a and b."))
     store.commit(run.finish())
@@ -329,19 +336,31 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
     store.commit([f.compaction_started(op)])
     store.commit(
         [
-            f.step_attempt(
-                op,
-                step=1,
-                attempt=1,
-                provider="openrouter",
-                model="test/model",
-                configuration_digest="sha256:" + "ab" * 32,
-                id=attempt,
+            f.NewFact(
+                f.StepAttempt(
+                    operationId=op,
+                    step=1,
+                    attempt=1,
+                    provider="openrouter",
+                    model="test/model",
+                    configurationDigest="sha256:" + "ab" * 32,
+                ),
+                attempt,
             )
         ]
     )
-    store.commit([f.compaction("everything so far", _last_entry(store), attempt_id=attempt)])
-    store.commit([f.operation_finished(op, "completed")])
+    store.commit(
+        [
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="everything so far",
+                    throughEntryId=_last_entry(store),
+                    attemptId=attempt,
+                )
+            )
+        ]
+    )
+    store.commit([f.NewFact(f.OperationFinished(operationId=op, outcome="completed"))])
     complete_run(store, "after everything")
 
 
@@ -352,12 +371,14 @@ def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
     store.commit(
         run.answer(None, [("c1", "bash", {"command": "a"}), ("c2", "bash", {"command": "b"})])
     )
-    store.commit([f.abort_requested(run.operation_id, "Ctrl-C")])
-    store.commit([f.operation_finished(run.operation_id, "aborted")])
+    store.commit([f.NewFact(f.AbortRequested(operationId=run.operation_id, reason="Ctrl-C"))])
+    store.commit([f.NewFact(f.OperationFinished(operationId=run.operation_id, outcome="aborted"))])
     through = _last_entry(store)  # the assistant whose calls never started
     store.commit([f.user_message("then this")])
     complete_run(store, "second")
-    store.commit([f.compaction("two calls never ran", through)])
+    store.commit(
+        [f.NewFact(f.CompactionEntry(summary="two calls never ran", throughEntryId=through))]
+    )
     complete_run(store, "third")
     # A checkpoint keeping an aborted run whose two calls never started: their answers
     # are still owed at the end of what is sent.
@@ -368,8 +389,10 @@ def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
     store.commit(
         aborted.answer(None, [("c5", "bash", {"command": "e"}), ("c6", "bash", {"command": "f"})])
     )
-    store.commit([f.operation_finished(aborted.operation_id, "aborted")])
-    store.commit([f.compaction("three runs", through)])
+    store.commit(
+        [f.NewFact(f.OperationFinished(operationId=aborted.operation_id, outcome="aborted"))]
+    )
+    store.commit([f.NewFact(f.CompactionEntry(summary="three runs", throughEntryId=through))])
 
 
 @pytest.mark.parametrize(
@@ -396,7 +419,15 @@ def _crashed(path: Path, prompt: str) -> None:
     )
     with SessionStore.open(path, create=init) as store:
         complete_run(store, f"{prompt}: first")
-        store.commit([f.compaction(f"{prompt} listed files", _last_entry(store))])
+        store.commit(
+            [
+                f.NewFact(
+                    f.CompactionEntry(
+                        summary=f"{prompt} listed files", throughEntryId=_last_entry(store)
+                    )
+                )
+            ]
+        )
         run = Run(environment=str(path.parent))
         store.commit(run.start(prompt))
         store.commit(run.attempt())

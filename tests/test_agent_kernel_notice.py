@@ -109,12 +109,14 @@ class Harness:
 
     def kernel(self, pid: int) -> str:
         """A kernel (another process for another pid) opens the session."""
-        opened = f.kernel_opened(
-            pid=pid,
-            host="laptop",
-            started_at=1_787_000_000_000 + pid,
-            kernel_id=None,
-            notebook=None,
+        opened = f.NewFact(
+            f.KernelOpened(
+                pid=pid,
+                host="laptop",
+                startedAt=1_787_000_000_000 + pid,
+                kernelId=None,
+                notebook=None,
+            )
         )
         return self.store.commit([opened])[0].id
 

@@ -114,7 +114,14 @@ def _compaction_committed(b: Built) -> None:
     attempt_id = b.run.attempt_id
     b.store.commit(
         [
-            f.compaction("they said hello", last.id, attempt_id=attempt_id, tokens_before=120),
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="they said hello",
+                    throughEntryId=last.id,
+                    attemptId=attempt_id,
+                    tokensBefore=120,
+                )
+            ),
             f.usage(attempt_id=attempt_id, input_tokens=120, output_tokens=8, cost=0.0001),
         ]
     )
@@ -245,7 +252,10 @@ def _settled(
     settled = settle(state, op.id, reason)
     assert settled is not None
     outcome = "aborted" if settle is abort_settlement else "failed"
-    transaction = [*settled, f.operation_finished(op.id, outcome, reason)]
+    transaction = [
+        *settled,
+        f.NewFact(f.OperationFinished(operationId=op.id, outcome=outcome, detail=reason)),
+    ]
     with SessionStore.in_memory(buffer) as store:
         store.commit(transaction)
         return op.id, transaction, store.load()

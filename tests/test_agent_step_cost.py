@@ -135,7 +135,7 @@ def test_the_followed_figures_match_the_ledger_after_every_commit(store: Session
     commit(first.attempt(3), op)
     commit(first.answer("Done", cost=0.125)[:1], op)  # settled, no usage yet: unknown
     commit([f.usage(attempt_id=first.attempt_id, input_tokens=800, cost=0.125)], op)
-    commit([f.operation_finished(op, "interrupted")], op)
+    commit([f.NewFact(f.OperationFinished(operationId=op, outcome="interrupted"))], op)
 
     resumed = Run(environment=env)
     again = resumed.operation_id
@@ -144,13 +144,17 @@ def test_the_followed_figures_match_the_ledger_after_every_commit(store: Session
     entries = list(store.load().entries)
     commit(
         [
-            f.compaction("SUMMARY", entries[-1], attempt_id=resumed.attempt_id),
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="SUMMARY", throughEntryId=entries[-1], attemptId=resumed.attempt_id
+                )
+            ),
             f.usage(attempt_id=resumed.attempt_id, input_tokens=300, cost=0.0625),
         ],
         again,
     )
     commit(resumed.attempt(), again)
     commit(resumed.answer("Still done", cost=None), again)
-    commit([f.operation_finished(again, "completed")], again)
+    commit([f.NewFact(f.OperationFinished(operationId=again, outcome="completed"))], again)
     assert len(checked) > 20
     assert spending.of(again).operations == 2

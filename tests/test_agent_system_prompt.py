@@ -121,11 +121,21 @@ def test_a_refused_transaction_leaves_the_recorded_prompt_as_it_was(
     with SessionStore.open(session_path, create=header_init) as store:
         run = Run(environment=header_init.environment_identity)
         store.commit(run.start("go"))
-        store.commit([f.system_prompt(run.operation_id, "first"), *run.attempt()])
+        store.commit(
+            [
+                f.NewFact(f.SystemPrompt(operationId=run.operation_id, content="first")),
+                *run.attempt(),
+            ]
+        )
         with pytest.raises(InvalidTransactionError):
-            store.commit([f.system_prompt(run.operation_id, "second"), *run.attempt()])
+            store.commit(
+                [
+                    f.NewFact(f.SystemPrompt(operationId=run.operation_id, content="second")),
+                    *run.attempt(),
+                ]
+            )
         assert store.system_prompt() == "first"
         with pytest.raises(InvalidTransactionError, match="unknown operation"):
-            store.commit([f.system_prompt(new_id(), "nobody's")])
+            store.commit([f.NewFact(f.SystemPrompt(operationId=new_id(), content="nobody's"))])
         assert store.load().system_prompt == "first"
     assert load_session(session_path).system_prompt == "first"

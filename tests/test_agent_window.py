@@ -17,7 +17,7 @@ from test_agent_loop import Harness, workspace
 from tiny_agent_nb.agent import AgentError, compaction_line
 from tiny_agent_nb.agent._summary import SUMMARY_LEAD
 from tiny_agent_nb.agent._turns import NO_ANSWER
-from tiny_agent_nb.agent._window import ContextWindow, Measure, truncated
+from tiny_agent_nb.agent._window import Measure, RunWindow, truncated
 from tiny_agent_nb.session import CompactionEntry, SessionState, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 
@@ -145,9 +145,9 @@ def test_another_model_at_the_same_server_does_not_inherit_the_window(
     finally:
         h.close()
     with SessionStore.open(h.path) as store:
-        same = ContextWindow(store, configured=None, key=(refusing.base_url, "test/model"))
-        other = ContextWindow(store, configured=None, key=(refusing.base_url, "other/model"))
-        elsewhere = ContextWindow(
+        same = RunWindow(store, configured=None, key=(refusing.base_url, "test/model"))
+        other = RunWindow(store, configured=None, key=(refusing.base_url, "other/model"))
+        elsewhere = RunWindow(
             store, configured=None, key=("http://127.0.0.2:8080/v1", "test/model")
         )
     assert (same.tokens, same.origin) == (4000, "refusal")
@@ -224,7 +224,7 @@ def test_a_server_whose_count_never_changes_teaches_no_window(notes: Path) -> No
     state = load_session(h.path)
     assert not [a for a in state.attempts.values() if a.error]
     with SessionStore.open(h.path) as store:
-        window = ContextWindow(store, configured=None, key=(server.base_url, "test/model"))
+        window = RunWindow(store, configured=None, key=(server.base_url, "test/model"))
     assert (window.tokens, window.origin) == (32_768, "default")
 
 
@@ -356,7 +356,13 @@ def test_a_summary_too_large_from_before_is_summarized_again_at_the_same_cut(
             cells(h, 1)
             last = list(h.store.load().entries)[-1]
             # written before summaries were bounded: larger than the whole window
-            h.store.commit([f.compaction("OLD " + "detail " * 8000, last)])
+            h.store.commit(
+                [
+                    f.NewFact(
+                        f.CompactionEntry(summary="OLD " + "detail " * 8000, throughEntryId=last)
+                    )
+                ]
+            )
             compacted = h.loop.compact()
             assert compacted.outcome == "completed", compacted.detail
             (said,) = h.compactions

@@ -1,5 +1,5 @@
 """bench/bench_untrusted_text.py --quick: the passes every piece of untrusted text goes
-through (safe_text, clean_output) cost on hostile input what its length says."""
+through (safe_text, clean_text) cost on hostile input what its length says."""
 
 from __future__ import annotations
 

@@ -127,7 +127,16 @@ def test_a_run_whose_requests_all_failed_shows_no_usage_not_zeros(
     store.commit(failed.attempt())
     assert failed.attempt_id is not None
     error = f.attempt_failed(failed.attempt_id, kind="network", message="refused", retryable=False)
-    store.commit([error, f.operation_finished(failed.operation_id, "failed", detail="refused")])
+    store.commit(
+        [
+            error,
+            f.NewFact(
+                f.OperationFinished(
+                    operationId=failed.operation_id, outcome="failed", detail="refused"
+                )
+            ),
+        ]
+    )
 
     code, out, _ = cli(capsys, "usage", str(session_path))
 

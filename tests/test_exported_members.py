@@ -219,7 +219,7 @@ EXPORTS: dict[str, set[str]] = {
         "ToolArgumentError",
         "OutsideWorkspaceError",
         "KEY_VARIABLES",  # TinyAgent.tool_env's default
-        "clean_output",
+        "clean_text",
         "truncate",
     },
     "mcp": {

@@ -18,7 +18,7 @@ from helpers.ipython_shell import OFFLINE, fresh_shell
 from helpers.ipython_shell import run as run_cell
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-ROW = re.compile(r"^\| `(?P<usage>%agent [^`]*)` \| (?P<summary>.*) \|$")
+ROW = re.compile(r"^\| `(?P<usage>%agent [^`]*)` \| (?P<help>.*) \|$")
 
 
 @pytest.fixture
@@ -35,8 +35,8 @@ def run(shell: InteractiveShell, code: str, capsys: pytest.CaptureFixture[str]) 
 
 def test_the_readme_table_is_the_registry() -> None:
     rows = [ROW.match(line) for line in README.read_text(encoding="utf-8").splitlines()]
-    table = [(m["usage"], m["summary"].replace("\\|", "|")) for m in rows if m is not None]
-    assert table == [(c.usage, c.summary) for c in SUBCOMMANDS.values()]
+    table = [(m["usage"], m["help"].replace("\\|", "|")) for m in rows if m is not None]
+    assert table == [(c.usage, c.help) for c in SUBCOMMANDS.values()]
 
 
 def test_every_subcommand_has_its_method_and_every_method_its_entry() -> None:
@@ -48,12 +48,12 @@ def test_every_subcommand_has_its_method_and_every_method_its_entry() -> None:
     assert methods == set(SUBCOMMANDS)
 
 
-def test_the_help_lists_every_subcommand_with_its_summary_start() -> None:
+def test_the_help_lists_every_subcommand_with_its_help_line_start() -> None:
     text = AgentMagics.agent.__doc__ or ""
     flat = " ".join(text.split())
     for command in SUBCOMMANDS.values():
         assert command.usage in text
-        assert " ".join(command.summary.split()) in flat, command.name
+        assert " ".join(command.help.split()) in flat, command.name
     rows = text.split("Line form:")[1].split("Every step")[0]
     assert max(len(line) for line in rows.splitlines()) <= 80
 

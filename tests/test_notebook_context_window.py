@@ -136,7 +136,15 @@ def test_status_says_the_window_and_where_it_comes_from(
         cwd=str(tmp_path), provider="local", model="test/model", environment_identity="/"
     )
     with SessionStore.open(path, create=init) as store:
-        store.commit([f.context_window(server.base_url, "test/model", 4000, "refusal")])
+        store.commit(
+            [
+                f.NewFact(
+                    f.ContextWindow(
+                        baseUrl=server.base_url, model="test/model", tokens=4000, source="refusal"
+                    )
+                )
+            ]
+        )
     state = load_session(path)
     config = TinyAgent(base_url=server.base_url, model="test/model")
     agent = NotebookRuntime(config, {})

@@ -375,7 +375,15 @@ def test_loading_a_session_offers_resume_by_the_planners_rule_past_a_compaction(
         store.commit(interrupted.finish("interrupted"))
         compaction = new_id()
         store.commit([f.compaction_started(compaction)])
-        store.commit([f.operation_finished(compaction, "failed", "nothing to compact")])
+        store.commit(
+            [
+                f.NewFact(
+                    f.OperationFinished(
+                        operationId=compaction, outcome="failed", detail="nothing to compact"
+                    )
+                )
+            ]
+        )
     run(shell, "%load_ext tiny_agent_nb", capsys)
     out = run(shell, f"%agent session {path}", capsys)
     assert "`%agent resume` continues the interrupted run." in out

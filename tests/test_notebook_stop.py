@@ -321,8 +321,9 @@ ANSWERED_NOT_ENDED = """
 from tiny_agent_nb.session import facts as F, new_id
 _op, _entry, _attempt = new_id(), new_id(), new_id()
 _store.commit([F.user_message("Finish.", id=_entry), F.run_started(_op, _entry)])
-_store.commit([F.step_attempt(_op, step=1, attempt=1, provider="openai-compatible",
-    model="test/model", configuration_digest="sha256:" + "0" * 64, id=_attempt)])
+_store.commit([F.NewFact(F.StepAttempt(operationId=_op, step=1, attempt=1,
+    provider="openai-compatible", model="test/model", configurationDigest="sha256:" + "0" * 64),
+    _attempt)])
 _store.commit([F.assistant_message(_attempt, content="All done.")])
 """
 COST_UNKNOWN = "cost unknown for some of this run's requests"

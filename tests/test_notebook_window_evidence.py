@@ -38,7 +38,15 @@ def with_window(path: Path, base_url: str, tokens: int, source: Any) -> None:
         cwd=str(path.parent), provider="local", model="test/model", environment_identity="/"
     )
     with SessionStore.open(path, create=init) as store:
-        store.commit([f.context_window(base_url, "test/model", tokens, source)])
+        store.commit(
+            [
+                f.NewFact(
+                    f.ContextWindow(
+                        baseUrl=base_url, model="test/model", tokens=tokens, source=source
+                    )
+                )
+            ]
+        )
 
 
 def constant_count(body: Any) -> Reply:

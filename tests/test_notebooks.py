@@ -77,7 +77,7 @@ def execute(name: str, tmp_path: Path, server: OpenAIServer | None) -> Executed:
     return Executed(name, run.notebook, run.restarts, workdir)
 
 
-def cell_text(cell: Any) -> str:
+def outputs_text(cell: Any) -> str:
     """Stream text and the plain text of displays of one cell, in order (an answer's
     text/plain is the answer as written; its text/markdown is escaped for a renderer)."""
     parts = []
@@ -148,16 +148,16 @@ def check_quickstart(run: Executed) -> str:
     assert run.restarts == []
     notebook = run.notebook
     assert_no_errors(notebook)
-    loaded = cell_text(find_cell(notebook, "%load_ext tiny_agent_nb"))
+    loaded = outputs_text(find_cell(notebook, "%load_ext tiny_agent_nb"))
     assert loaded.startswith(
         "tiny-agent-nb: new session quickstart.agent.jsonl (beside this notebook).\n"
     )
-    status = cell_text(find_cell(notebook, "# %config"))
+    status = outputs_text(find_cell(notebook, "# %config"))
     assert f"session  {run.session}" in status
     assert "runs     0; facts 1" in status  # the kernel's own record
-    assert cell_text(find_cell(notebook, "from pathlib import Path")) == "n\n3\n4\n5\n\n"
+    assert outputs_text(find_cell(notebook, "from pathlib import Path")) == "n\n3\n4\n5\n\n"
 
-    output = cell_text(find_cell(notebook, "%%agent"))
+    output = outputs_text(find_cell(notebook, "%%agent"))
     assert f"→ bash command={json.dumps(DATA_COMMAND)}" in output
     assert "✓ bash completed" in output
 
@@ -167,7 +167,7 @@ def check_quickstart(run: Executed) -> str:
     assert statuses(data["text/html"], "tool") == ["completed"]
     assert "bash" in data["text/plain"]
 
-    usage = cell_text(find_cell(notebook, "%agent usage"))
+    usage = outputs_text(find_cell(notebook, "%agent usage"))
     # `tiny-agent-nb usage`'s table: run 1's row, the total row, the total cost
     assert re.search(r"^1\s+run\s+completed(\s+\d+){4}\s+\S", usage, re.M), usage
     assert re.search(r"^\s+total(\s+\d+){4}\s+\S", usage, re.M) and "\ntotal cost " in usage
@@ -185,7 +185,7 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
     run = execute("quickstart.ipynb", tmp_path, server)
     output = check_quickstart(run)
     assert output.endswith("The numbers in `n` add up to **12**.")
-    status = cell_text(find_cell(run.notebook, "# %config"))
+    status = outputs_text(find_cell(run.notebook, "# %config"))
     assert "model    openai-compatible / test/model" in status
 
     # {data_file} was filled in (the bash block is sent as written); the tool's result
@@ -203,14 +203,14 @@ def test_quickstart(tmp_path: Path, server: OpenAIServer) -> None:
     assert result["role"] == "tool" and result["tool_call_id"] == "call_cat"
     assert "n\n3\n4\n5" in result["content"]
 
-    usage = cell_text(find_cell(run.notebook, "%agent usage"))
+    usage = outputs_text(find_cell(run.notebook, "%agent usage"))
     assert re.search(r"^1\s+run\s+completed\s+24\s+10\s+0\s+0\s+unknown\s", usage, re.M), usage
 
 
 def test_quickstart_offline_demo(tmp_path: Path) -> None:
     run = execute("quickstart.ipynb", tmp_path, None)
     output = check_quickstart(run)
-    loaded = cell_text(find_cell(run.notebook, "%load_ext tiny_agent_nb"))
+    loaded = outputs_text(find_cell(run.notebook, "%load_ext tiny_agent_nb"))
     assert DEMO_NOTE in loaded
     # The banner says the approval its commands run under (the test kernel's, "auto").
     assert 'It runs each command without asking (TinyAgent.approve = "auto")' in loaded
@@ -234,8 +234,8 @@ def check_crash_and_resume(run: Executed) -> str:
 
     # the new kernel's %load_ext reports the interrupted bash call
     first_load, second_load = find_cells(notebook, "%load_ext tiny_agent_nb")
-    assert cell_text(first_load).startswith("tiny-agent-nb: new session crash-and-resume")
-    report = cell_text(second_load)
+    assert outputs_text(first_load).startswith("tiny-agent-nb: new session crash-and-resume")
+    report = outputs_text(second_load)
     assert report.startswith(
         "tiny-agent-nb: session crash-and-resume.agent.jsonl (beside this notebook) — 1 run(s)"
     )
@@ -247,7 +247,9 @@ def check_crash_and_resume(run: Executed) -> str:
     assert "`%agent resume` continues the interrupted run." in report
 
     # the command ran exactly once
-    assert cell_text(find_cell(notebook, "from pathlib import Path  # a new kernel")) == "['ran']\n"
+    assert (
+        outputs_text(find_cell(notebook, "from pathlib import Path  # a new kernel")) == "['ran']\n"
+    )
     assert (run.workdir / "marker.txt").read_text() == "ran\n"
 
     data = timeline(notebook)
@@ -255,7 +257,7 @@ def check_crash_and_resume(run: Executed) -> str:
     assert statuses(data["text/html"], "tool") == ["interrupted"]
     assert "Its effect may or may not have happened; the result is unknown." in data["text/html"]
 
-    status = cell_text(find_cell(notebook, "%agent status"))
+    status = outputs_text(find_cell(notebook, "%agent status"))
     assert "latest   resume completed" in status
     # The resume settled the interrupted call: it is the timeline's history, not a call
     # status lists as left interrupted (status lists only what a resume would continue).
@@ -267,7 +269,7 @@ def check_crash_and_resume(run: Executed) -> str:
         ("resume", "completed"),
     ]
     assert [i.status for i in state.tool_intents.values()] == ["interrupted"]
-    return cell_text(find_cell(notebook, "%agent resume"))
+    return outputs_text(find_cell(notebook, "%agent resume"))
 
 
 def test_crash_and_resume(tmp_path: Path, server: OpenAIServer) -> None:
@@ -293,5 +295,5 @@ def test_crash_and_resume(tmp_path: Path, server: OpenAIServer) -> None:
 def test_crash_and_resume_offline_demo(tmp_path: Path) -> None:
     run = execute("crash-and-resume.ipynb", tmp_path, None)
     resumed = check_crash_and_resume(run)
-    assert DEMO_NOTE in cell_text(find_cells(run.notebook, "%load_ext tiny_agent_nb")[0])
+    assert DEMO_NOTE in outputs_text(find_cells(run.notebook, "%load_ext tiny_agent_nb")[0])
     assert f"`{CRASH_COMMAND}` → **interrupted** — it may have run; it was not run again" in resumed

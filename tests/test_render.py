@@ -129,7 +129,7 @@ def test_timeline_html_shows_characters_no_one_sees_escaped(store: SessionStore)
     for char in "\u202e\u034f\u200b\u2800":
         assert char not in page, f"U+{ord(char):04X}"
     assert "clean \\u200bup" in page
-    assert "build/\\u202e/ # dry_run\\u034f" in page  # the summary and the arguments
+    assert "build/\\u202e/ # dry_run\\u034f" in page  # the short arguments and the arguments
     assert "<pre>removed\nbuild\\u2800</pre>" in page
 
 

@@ -90,7 +90,7 @@ def test_a_call_cut_off_by_a_stop_says_the_stop_not_a_crash(store: SessionStore)
     deploy = run.intent("c2", BASH, {"command": "./deploy"})
     store.commit([deploy])
     reason = "stopped by <b>a kernel restart</b>\x1b[2J"
-    stop = [f.abort_requested(run.operation_id, reason)]
+    stop = [f.NewFact(f.AbortRequested(operationId=run.operation_id, reason=reason))]
     store.commit([*stop, Run.result(deploy, "?", "interrupted"), *run.finish("aborted")])
 
     timeline = build_timeline(store.load())
@@ -126,7 +126,15 @@ def test_a_run_whose_requests_all_failed_says_no_usage_was_reported(
     assert run.attempt_id is not None
     failed = f.attempt_failed(run.attempt_id, kind="network", message="refused", retryable=False)
     store.commit([failed])
-    store.commit([f.operation_finished(run.operation_id, "failed", detail="refused")])
+    store.commit(
+        [
+            f.NewFact(
+                f.OperationFinished(
+                    operationId=run.operation_id, outcome="failed", detail="refused"
+                )
+            )
+        ]
+    )
 
     timeline = build_timeline(store.load())
     for shown in (_words(timeline_html(timeline)), timeline_text(timeline)):
@@ -149,7 +157,11 @@ def test_a_compaction_is_described_in_tokens_also_from_a_file_without_its_size_a
     store.commit([f.compaction_started(compaction.operation_id)])
     store.commit(compaction.attempt())
     summary = "The user said hi; the model said hello."  # 39 bytes: ~10 tokens
-    old = f.compaction(summary, last, attempt_id=compaction.attempt_id, tokens_before=340)
+    old = f.NewFact(
+        f.CompactionEntry(
+            summary=summary, throughEntryId=last, attemptId=compaction.attempt_id, tokensBefore=340
+        )
+    )
     store.commit([old, *compaction.answer(None)[1:], *compaction.finish()])
 
     timeline = build_timeline(store.load())

@@ -39,9 +39,11 @@ def test_cut_between_a_tool_call_and_its_result_is_refused(store: SessionStore) 
     _, asked, result, _ = _tool_run(store)
     before = store.path.read_bytes()
     with pytest.raises(InvalidTransactionError, match="cuts between a tool call and its result"):
-        store.commit([f.compaction("ls was run", asked)])
+        store.commit([f.NewFact(f.CompactionEntry(summary="ls was run", throughEntryId=asked))])
     assert store.path.read_bytes() == before
-    store.commit([f.compaction("ls was run", result)])  # after the result: clean
+    store.commit(
+        [f.NewFact(f.CompactionEntry(summary="ls was run", throughEntryId=result))]
+    )  # after the result: clean
     assert load_session(store.path).summary() == store.load().summary()
 
 
@@ -52,7 +54,7 @@ def test_cut_inside_the_open_run_with_a_pending_call_is_refused(store: SessionSt
     asked = store.commit(run.answer(None, [("call_1", "bash", {"command": "ls"})]))
     # the call has no result yet, and the open run may still give it one
     with pytest.raises(InvalidTransactionError, match="cuts between"):
-        store.commit([f.compaction("ls asked", asked[0].id)])
+        store.commit([f.NewFact(f.CompactionEntry(summary="ls asked", throughEntryId=asked[0].id))])
 
 
 def test_cut_after_a_call_that_never_started_is_clean_once_the_run_ended(
@@ -63,21 +65,36 @@ def test_cut_after_a_call_that_never_started_is_clean_once_the_run_ended(
     store.commit(run.attempt())
     asked = store.commit(run.answer(None, [("call_1", "bash", {"command": "ls"})]))
     store.commit(run.finish("aborted"))  # the call never got an intent: it never ran
-    store.commit([f.compaction("ls was asked for, never ran", asked[0].id)])
+    store.commit(
+        [
+            f.NewFact(
+                f.CompactionEntry(summary="ls was asked for, never ran", throughEntryId=asked[0].id)
+            )
+        ]
+    )
 
 
 def test_cut_never_moves_backwards_and_a_refused_commit_keeps_the_last_cut(
     store: SessionStore,
 ) -> None:
     _, _, result, answer = _tool_run(store)
-    first = store.commit([f.compaction("ls was run", result)])
+    first = store.commit(
+        [f.NewFact(f.CompactionEntry(summary="ls was run", throughEntryId=result))]
+    )
     with pytest.raises(InvalidTransactionError, match="never moves backwards"):
-        store.commit([f.compaction("earlier", first[0].id), f.compaction("back", result)])
+        store.commit(
+            [
+                f.NewFact(f.CompactionEntry(summary="earlier", throughEntryId=first[0].id)),
+                f.NewFact(f.CompactionEntry(summary="back", throughEntryId=result)),
+            ]
+        )
     # the refused transaction's first cut (later than `answer`) was rolled back with it
-    store.commit([f.compaction("up to the answer", answer)])
+    store.commit([f.NewFact(f.CompactionEntry(summary="up to the answer", throughEntryId=answer))])
     with pytest.raises(InvalidTransactionError, match="never moves backwards"):
-        store.commit([f.compaction("back", result)])
-    store.commit([f.compaction("same cut again", answer)])  # at the previous cut is fine
+        store.commit([f.NewFact(f.CompactionEntry(summary="back", throughEntryId=result))])
+    store.commit(
+        [f.NewFact(f.CompactionEntry(summary="same cut again", throughEntryId=answer))]
+    )  # at the previous cut is fine
 
 
 def test_compaction_settles_its_attempt_and_the_operation_can_finish(
@@ -88,26 +105,37 @@ def test_compaction_settles_its_attempt_and_the_operation_can_finish(
     store.commit([f.compaction_started(operation_id)])
     store.commit(
         [
-            f.step_attempt(
-                operation_id,
-                step=1,
-                attempt=1,
-                provider="openrouter",
-                model="test/model",
-                configuration_digest="sha256:" + "ab" * 32,
-                id=attempt_id,
+            f.NewFact(
+                f.StepAttempt(
+                    operationId=operation_id,
+                    step=1,
+                    attempt=1,
+                    provider="openrouter",
+                    model="test/model",
+                    configurationDigest="sha256:" + "ab" * 32,
+                ),
+                attempt_id,
             )
         ]
     )
     with pytest.raises(InvalidTransactionError, match="pending stepAttempt"):
-        store.commit([f.operation_finished(operation_id, "completed")])
+        store.commit(
+            [f.NewFact(f.OperationFinished(operationId=operation_id, outcome="completed"))]
+        )
     store.commit(
         [
-            f.compaction("ls was run", answer, attempt_id=attempt_id, tokens_before=1234),
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="ls was run",
+                    throughEntryId=answer,
+                    attemptId=attempt_id,
+                    tokensBefore=1234,
+                )
+            ),
             f.usage(attempt_id=attempt_id, input_tokens=1234, output_tokens=40, cost=0.002),
         ]
     )
-    store.commit([f.operation_finished(operation_id, "completed")])
+    store.commit([f.NewFact(f.OperationFinished(operationId=operation_id, outcome="completed"))])
     state = load_session(store.path)
     assert state.attempts[attempt_id].status == "settled"
     assert state.operations[operation_id].kind == "compaction"

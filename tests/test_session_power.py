@@ -341,7 +341,7 @@ def test_a_kernel_record_rides_to_the_disk_with_the_run_that_follows_it(
     """A `kernelOpened` precedes no effect (docs/spec.md §9): not synced alone, but by the
     next transaction that precedes one."""
     log = SyncLog(power.path, monkeypatch)
-    opened = f.kernel_opened(pid=1, host="h", started_at=0, kernel_id=None, notebook=None)
+    opened = f.NewFact(f.KernelOpened(pid=1, host="h", startedAt=0, kernelId=None, notebook=None))
     power.commit([opened])
     assert log.syncs() == []
     power.commit(Run(environment=power.header.environmentIdentity).start("Read it"))

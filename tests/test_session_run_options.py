@@ -29,9 +29,9 @@ def _stopped_then_resumed(path: Path, run: RunOptions | None, resume: RunOptions
     with SessionStore.open(path, create=INIT) as store:
         entry_id, op_id, resume_id = new_id(), new_id(), new_id()
         store.commit([f.user_message("go", id=entry_id), f.run_started(op_id, entry_id, run)])
-        store.commit([f.operation_finished(op_id, "interrupted")])
+        store.commit([f.NewFact(f.OperationFinished(operationId=op_id, outcome="interrupted"))])
         store.commit([f.resume_started(resume_id, op_id, resume)])
-        store.commit([f.operation_finished(resume_id, "interrupted")])
+        store.commit([f.NewFact(f.OperationFinished(operationId=resume_id, outcome="interrupted"))])
 
 
 def _started(path: Path) -> list[dict[str, object]]:

@@ -290,13 +290,15 @@ def _refusals(store: SessionStore) -> dict[str, tuple[str, list[object]]]:
         "attempt while tool pending": (
             "without a result",
             [
-                f.step_attempt(
-                    run.operation_id,
-                    step=2,
-                    attempt=1,
-                    provider="openrouter",
-                    model="test/model",
-                    configuration_digest=DIGEST,
+                f.NewFact(
+                    f.StepAttempt(
+                        operationId=run.operation_id,
+                        step=2,
+                        attempt=1,
+                        provider="openrouter",
+                        model="test/model",
+                        configurationDigest=DIGEST,
+                    )
                 )
             ],
         ),
@@ -336,7 +338,7 @@ def _refusals(store: SessionStore) -> dict[str, tuple[str, list[object]]]:
         "double usage": ("already has usage", [f.usage(attempt_id=run.attempt_id)]),
         "abort of finished operation": (
             "already completed",
-            [f.abort_requested(done.operation_id, "x")],
+            [f.NewFact(f.AbortRequested(operationId=done.operation_id, reason="x"))],
         ),
         "valid then invalid in one array": (
             "fact 2 of the transaction",
@@ -350,7 +352,7 @@ def _refusals(store: SessionStore) -> dict[str, tuple[str, list[object]]]:
         "unknown tool call": ("no tool call", [run.intent("c9", BASH, {})]),
         "compaction through a record": (
             "is no earlier entry",
-            [f.compaction("summary", run.attempt_id)],
+            [f.NewFact(f.CompactionEntry(summary="summary", throughEntryId=run.attempt_id))],
         ),
     }
 
@@ -407,7 +409,14 @@ def test_entries_read_back_as_committed_from_any_position_in_a_line(
     committed.append(store.commit([Run.result(intent, "out")]))
     result_id = committed[-1][0].id
     # A compaction second in its line, after a user entry.
-    committed.append(store.commit([f.user_message("next"), f.compaction("summary", result_id)]))
+    committed.append(
+        store.commit(
+            [
+                f.user_message("next"),
+                f.NewFact(f.CompactionEntry(summary="summary", throughEntryId=result_id)),
+            ]
+        )
+    )
     expected = {fact.id: fact for tx in committed for fact in tx if fact.kind == "entry"}
     assert len(expected) == 5
 

@@ -75,7 +75,10 @@ def _run(data: st.DataObject, env: str, run: Run, prompt: str | None) -> Iterato
                 yield [result]
     ending = data.draw(st.sampled_from(["completed", "stepLimit", "aborted", "failed"]))
     if ending == "aborted":
-        yield [f.abort_requested(run.operation_id, "KeyboardInterrupt"), *run.finish("aborted")]
+        yield [
+            f.NewFact(f.AbortRequested(operationId=run.operation_id, reason="KeyboardInterrupt")),
+            *run.finish("aborted"),
+        ]
     else:
         yield run.finish(ending)
 

@@ -129,7 +129,7 @@ def test_a_lone_surrogate_anywhere_in_a_fact_is_refused(
     with refused_and_unchanged(store, session_path, "cannot be written as JSON text"):
         store.commit(run.answer(text))
     with refused_and_unchanged(store, session_path, "cannot be written as JSON text"):
-        store.commit([f.abort_requested(run.operation_id, reason=text)])
+        store.commit([f.NewFact(f.AbortRequested(operationId=run.operation_id, reason=text))])
     store.commit(run.answer("fine"))
 
 

@@ -22,8 +22,10 @@ NOTICE = "[Kernel restarted] The notebook's kernel restarted: ... <b>gone</b>."
 
 
 def _kernel(store: SessionStore, pid: int, host: str = "laptop") -> str:
-    opened = f.kernel_opened(
-        pid=pid, host=host, started_at=1_787_000_000_000 + pid, kernel_id="k1", notebook="a.ipynb"
+    opened = f.NewFact(
+        f.KernelOpened(
+            pid=pid, host=host, startedAt=1_787_000_000_000 + pid, kernelId="k1", notebook="a.ipynb"
+        )
     )
     return store.commit([opened])[0].id
 

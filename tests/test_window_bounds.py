@@ -24,8 +24,24 @@ __all__ = ["notes", "workspace"]  # the fixtures
 def test_a_window_out_of_bounds_in_the_file_reads_as_none(notes: Path, tokens: int) -> None:
     with window_server(context_limit=4000) as server:
         h = Harness(server, notes)
-        h.store.commit([f.context_window(server.base_url, "test/model", 4096, "listing")])
-        h.store.commit([f.context_window(server.base_url, "test/model", tokens, "refusal")])
+        h.store.commit(
+            [
+                f.NewFact(
+                    f.ContextWindow(
+                        baseUrl=server.base_url, model="test/model", tokens=4096, source="listing"
+                    )
+                )
+            ]
+        )
+        h.store.commit(
+            [
+                f.NewFact(
+                    f.ContextWindow(
+                        baseUrl=server.base_url, model="test/model", tokens=tokens, source="refusal"
+                    )
+                )
+            ]
+        )
         h.close()
         assert load_session(h.path).context_windows == {}  # the newest record holds: none
         again = Harness(server, notes)  # a new process

@@ -106,7 +106,7 @@ def run_notebook(
     return result
 
 
-def cell_text(cell: Any) -> str:
+def outputs_text(cell: Any) -> str:
     """What a terminal can show of a cell's outputs."""
     parts = []
     for output in cell.get("outputs", []):
@@ -177,7 +177,7 @@ def main(directory: Path | None = None) -> int:
             return
         first = cell.get("source", "").splitlines()[:1]
         print(f"[{index}] {first[0] if first else ''}")
-        text = cell_text(cell)
+        text = outputs_text(cell)
         if text:
             print("    " + text.rstrip("\n").replace("\n", "\n    "))
         if died:

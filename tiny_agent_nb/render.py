@@ -238,7 +238,7 @@ def _tool_html(tool: ToolRow) -> str:
         f'<details class="tan-tool" data-tool="{e(tool.name)}" data-source="{e(tool.source)}"'
         f' data-status="{e(tool.status)}" data-replay-policy="{e(tool.replay_policy)}">'
         f'<summary title="{e(replay_note(tool.replay_policy))}">{_badge(tool.status)} '
-        f"<code>{e(tool.name)}</code>{source} {e(tool.summary)}"
+        f"<code>{e(tool.name)}</code>{source} {e(tool.short_arguments)}"
         f'<span class="tan-muted">{note}{e(_tool_usage(tool))}</span></summary>'
         f"<div>arguments:</div><pre>{e(tool.arguments)}</pre>{result}</details>"
     )
@@ -338,7 +338,7 @@ def timeline_text(t: Timeline, *, color: bool = False, note: str | None = None) 
                 label = tool_label(tool.name, tool.source)
                 note = f" — {tool.note}" if tool.note else ""
                 lines.append(
-                    f"    tool  {status(tool.status)} {label} {tool.summary}{note}"
+                    f"    tool  {status(tool.status)} {label} {tool.short_arguments}{note}"
                     f"{_tool_usage(tool)}"
                 )
     if t.kernel is not None:

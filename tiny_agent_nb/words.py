@@ -216,7 +216,7 @@ def printable(
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def valid_text(text: str) -> str:
+def clean_unicode(text: str) -> str:
     """`text` encodable as UTF-8, so it can be committed: surrogate pairs escaped apart
     (`"\\ud83d"` in one chunk of a stream, `"\\ude00"` in the next, or a file name that is
     not UTF-8) joined, lone halves made U+FFFD."""

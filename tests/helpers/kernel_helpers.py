@@ -45,7 +45,7 @@ from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
-from tiny_agent_nb.demo import cell_text, run_notebook
+from tiny_agent_nb.demo import outputs_text, run_notebook
 
 from helpers.openai_server import OpenAIServer
 from helpers.polling import wait_until
@@ -372,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         connection_dir=Path(jupyter_runtime_dir()),
     )
     for index, cell in enumerate(run.notebook.cells):
-        print(cell_text(cell), end="")
+        print(outputs_text(cell), end="")
         if index in run.restarts:
             print(f"-- the kernel died in cell {index}, as that cell intends; restarted it")
     if args.output is not None:

@@ -54,14 +54,16 @@ class Run:
             self.step += 1
         self.attempt_id = new_id()
         return [
-            f.step_attempt(
-                self.operation_id,
-                step=self.step,
-                attempt=attempt,
-                provider=provider,
-                model=model,
-                configuration_digest=DIGEST,
-                id=self.attempt_id,
+            f.NewFact(
+                f.StepAttempt(
+                    operationId=self.operation_id,
+                    step=self.step,
+                    attempt=attempt,
+                    provider=provider,
+                    model=model,
+                    configurationDigest=DIGEST,
+                ),
+                self.attempt_id,
             )
         ]
 
@@ -119,7 +121,7 @@ class Run:
         )
 
     def finish(self, outcome: str = "completed") -> list[NewFact]:
-        return [f.operation_finished(self.operation_id, outcome)]  # type: ignore[arg-type]
+        return [f.NewFact(f.OperationFinished(operationId=self.operation_id, outcome=outcome))]  # type: ignore[arg-type]
 
 
 def complete_run(store: SessionStore, prompt: str = "List the files") -> Run:

@@ -30,7 +30,7 @@ from ._planner import attempt_usage
 from ._reasons import ContextFull, FixedFill, Refused
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._summary import continued, summary_messages
-from ._window import DEFAULT_CONTEXT_WINDOW, ContextWindow
+from ._window import DEFAULT_CONTEXT_WINDOW, RunWindow
 
 CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too long"
 
@@ -106,7 +106,7 @@ class Compactor:
         provider: Summarizer,
         label: AttemptLabel,
         *,
-        window: ContextWindow,
+        window: RunWindow,
         threshold: float,
         keep_tail_tokens: int,
         request_bytes: Callable[[], int],
@@ -220,13 +220,15 @@ class Compactor:
             raise CompactionFailed(problem)
         entry_id = new_id()
         facts = [
-            f.compaction(
-                summary,
-                cut.through_entry_id,
-                attempt_id=attempt_id,
-                tokens_before=tokens_before,
-                tokens_after=tokens_after,
-                id=entry_id,
+            f.NewFact(
+                f.CompactionEntry(
+                    summary=summary,
+                    throughEntryId=cut.through_entry_id,
+                    attemptId=attempt_id,
+                    tokensBefore=tokens_before,
+                    tokensAfter=tokens_after,
+                ),
+                entry_id,
             )
         ]
         facts += attempt_usage(attempt_id, completion.usage)
@@ -253,14 +255,16 @@ class Compactor:
             label = self._label
             self._store.commit(
                 [
-                    f.step_attempt(
-                        operation_id,
-                        step=step,
-                        attempt=attempt,
-                        provider=label.provider,
-                        model=label.model,
-                        configuration_digest=label.configuration_digest,
-                        id=attempt_id,
+                    f.NewFact(
+                        f.StepAttempt(
+                            operationId=operation_id,
+                            step=step,
+                            attempt=attempt,
+                            provider=label.provider,
+                            model=label.model,
+                            configurationDigest=label.configuration_digest,
+                        ),
+                        attempt_id,
                     )
                 ]
             )

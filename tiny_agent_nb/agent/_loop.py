@@ -38,7 +38,7 @@ from ..session import (
 )
 from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
-from ..words import valid_text
+from ..words import clean_unicode
 from ._budget import budget_reached, chain_spend
 from ._compaction import AttemptLabel, CompactionFailed, Compactor, NoRoom
 from ._context import ContextProjection
@@ -57,7 +57,7 @@ from ._types import (
     RecoveryReport,
     RunResult,
 )
-from ._window import ContextWindow
+from ._window import RunWindow
 
 # Seconds all the replays of one recovery may take together (each read also has its own
 # limit); the reads left when it runs out are settled as interrupted, not replayed.
@@ -138,7 +138,7 @@ class AgentLoop:
             store,
             provider,
             AttemptLabel(config.provider, config.model, self._digest),
-            window=ContextWindow(
+            window=RunWindow(
                 store, configured=config.context_window, key=key, listed=config.listed_window
             ),
             threshold=config.compact_threshold,
@@ -182,7 +182,7 @@ class AgentLoop:
         self._require_idle()
         # Kept and sent as every other text is: a prompt filled from a variable (an error
         # message, a config dict) may hold the key. Said here, where it is redacted.
-        prompt, given = self._tool_step.clean(prompt), valid_text(prompt)
+        prompt, given = self._tool_step.clean(prompt), clean_unicode(prompt)
         if prompt != given:
             self._observer.on_notice(PROMPT_REDACTED)
         entry_id, operation_id = new_id(), new_id()

@@ -94,14 +94,16 @@ class ModelStep:
             self._store.commit(
                 [
                     *self._system_prompt_record(operation_id),
-                    f.step_attempt(
-                        operation_id,
-                        step=step,
-                        attempt=attempt,
-                        provider=self._config.provider,
-                        model=self._config.model,
-                        configuration_digest=self._digest,
-                        id=attempt_id,
+                    f.NewFact(
+                        f.StepAttempt(
+                            operationId=operation_id,
+                            step=step,
+                            attempt=attempt,
+                            provider=self._config.provider,
+                            model=self._config.model,
+                            configurationDigest=self._digest,
+                        ),
+                        attempt_id,
                     ),
                 ]
             )
@@ -179,7 +181,11 @@ class ModelStep:
         if self._told is _UNREAD:
             self._told = self._store.system_prompt()
         prompt = self._config.system_prompt
-        return [] if self._told == prompt else [f.system_prompt(operation_id, prompt)]
+        return (
+            []
+            if self._told == prompt
+            else [f.NewFact(f.SystemPrompt(operationId=operation_id, content=prompt))]
+        )
 
     def _ask(self, stream: bool | None) -> Completion:
         context = self._projection.context()

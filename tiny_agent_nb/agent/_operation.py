@@ -134,7 +134,14 @@ class OperationGuard:
         # Set before the commit: an interrupt held over it is raised at its end, and
         # `run` then finds the operation ended and this its end.
         self._ending = RunResult(operation_id, outcome, text=text, detail=detail, reason=reason)
-        self._store.commit([*settled, f.operation_finished(operation_id, outcome, detail)])
+        self._store.commit(
+            [
+                *settled,
+                f.NewFact(
+                    f.OperationFinished(operationId=operation_id, outcome=outcome, detail=detail)
+                ),
+            ]
+        )
         return self._ending
 
     def _close(

@@ -97,10 +97,12 @@ class Recovery:
                 )
                 for a in self.fail
             ),
-            f.operation_finished(
-                self.operation.id,
-                self.outcome,
-                COMPACTION_COMMITTED if self.outcome == "completed" else None,
+            f.NewFact(
+                f.OperationFinished(
+                    operationId=self.operation.id,
+                    outcome=self.outcome,
+                    detail=COMPACTION_COMMITTED if self.outcome == "completed" else None,
+                )
             ),
         ]
 
@@ -144,7 +146,11 @@ def abort_settlement(state: SessionState, operation_id: str, reason: str) -> lis
     """Ctrl-C inside a run: `abortRequested` and everything in flight resolved, committed
     with the operation's `aborted` end; None when the operation is not open."""
     settled = _settle_in_flight(state, operation_id, "aborted", reason, ABORTED_RESULT)
-    return None if settled is None else [f.abort_requested(operation_id, reason), *settled]
+    return (
+        None
+        if settled is None
+        else [f.NewFact(f.AbortRequested(operationId=operation_id, reason=reason)), *settled]
+    )
 
 
 def failure_settlement(state: SessionState, operation_id: str, reason: str) -> list[NewFact] | None:

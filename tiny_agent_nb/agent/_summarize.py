@@ -7,7 +7,7 @@ bounded by the window: never more than TAIL_SHARE of it, so a compaction always 
 room, whatever `keep_tail_tokens` says. A summary that grew past its share (one written
 before these bounds, or steered long) is summarized again on its own, at the same cut.
 
-Sizes are estimates of the bytes as the model is sent them (`ContextWindow.estimate`).
+Sizes are estimates of the bytes as the model is sent them (`RunWindow.estimate`).
 """
 
 from __future__ import annotations

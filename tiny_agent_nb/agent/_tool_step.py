@@ -2,7 +2,7 @@
 
 Every result that carries untrusted text (what a tool returned, run or replayed; a
 refusal quoting the model's call) is built by `ToolStep._result`, which makes it safe to
-keep: valid Unicode, the configured secrets redacted (`clean_output`). The file, the
+keep: valid Unicode, the configured secrets redacted (`clean_text`). The file, the
 model and the screen are given what it returns, never the raw output. (The other
 results are the planner's fixed texts.)
 
@@ -44,7 +44,7 @@ from ..tools import (
     ToolOutput,
     ToolRegistry,
     ToolUsage,
-    clean_output,
+    clean_text,
 )
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
 
@@ -82,7 +82,7 @@ class ToolStep:
 
     def clean(self, text: str) -> str:
         """`text` as it may be kept: what `_result` does to a tool's output."""
-        return clean_output(text, self._context.secrets)
+        return clean_text(text, self._context.secrets)
 
     def clean_message(self, message: AssistantMessage) -> AssistantMessage:
         """The model's answer as it may be kept: every configured secret redacted from its

@@ -89,7 +89,7 @@ def largest_count(state: SessionState, model: str) -> int:
     return max(counts, default=0)
 
 
-class ContextWindow:
+class RunWindow:
     """The window of one loop's model at its server, and the calibration of its estimates.
 
     `key`: (the base URL with its credentials masked, the model); None for a model that
@@ -138,7 +138,11 @@ class ContextWindow:
         knows it without asking."""
         if self.key is None or self.learned is not None or not self._listed:
             return
-        listing = [f.context_window(*self.key, self._listed, "listing")]
+        base_url, model = self.key
+        window = f.ContextWindow(
+            baseUrl=base_url, model=model, tokens=self._listed, source="listing"
+        )
+        listing = [f.NewFact(window)]
         self._store.commit(listing)
         self.learned_from(listing)
 
@@ -151,7 +155,11 @@ class ContextWindow:
             return []
         if self.learned is not None and self.learned.tokens == tokens:
             return []
-        return [f.context_window(*self.key, tokens, "refusal", attempt_id=attempt_id)]
+        base_url, model = self.key
+        window = f.ContextWindow(
+            baseUrl=base_url, model=model, tokens=tokens, source="refusal", attemptId=attempt_id
+        )
+        return [f.NewFact(window)]
 
     def learned_from(self, committed: list[NewFact]) -> None:
         if self.key is not None and committed:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._exceptions import TinyAgentError
 from .._guard import guard_argv
 from ..redaction import redact, redact_url
-from ..tools import clean_output
+from ..tools import clean_text
 from ._config import ServerConfig
 
 if TYPE_CHECKING:
@@ -325,7 +325,7 @@ class ServerSession:
     def kept(self, text: str) -> str:
         """What the server said (its version, a tool's name) as it may enter a fact: valid
         Unicode, its secrets redacted."""
-        return clean_output(text, self.config.secrets())
+        return clean_text(text, self.config.secrets())
 
     def _redacted(self, text: str) -> str:
         if self.config.url:

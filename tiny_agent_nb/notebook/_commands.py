@@ -15,18 +15,18 @@ from typing import Any, Literal
 from IPython.core.error import UsageError
 
 WIDTH = 80  # the help's lines, as a terminal and a notebook output show them whole
-COLUMN = 21  # where a summary starts after `%agent NAME ARGUMENTS`
+COLUMN = 21  # where a command's help starts after `%agent NAME ARGUMENTS`
 
 
 @dataclass(frozen=True)
 class Subcommand:
-    """One `%agent NAME`: its arguments as the usage shows them, its one-line summary
-    (the help's and the README table's), what follows the name on the line, and which
+    """One `%agent NAME`: its arguments as the usage shows them, its one-line help
+    (the whole help's and the README table's), what follows the name on the line, and which
     of `%%agent`'s options it takes (any other is refused, not ignored)."""
 
     name: str
     arguments: str
-    summary: str
+    help: str
     takes: Literal["nothing", "path", "text", "name"] = "nothing"
     options: tuple[str, ...] = ()
 
@@ -183,14 +183,14 @@ def _entry(head: str, text: str, indent: str = "    ") -> str:
 
 def magic_help() -> str:
     """The whole help, before the option list argparse adds: `%%agent?`'s docstring."""
-    rows = [_entry(s.usage, s.summary) for s in SUBCOMMANDS.values()]
+    rows = [_entry(s.usage, s.help) for s in SUBCOMMANDS.values()]
     return f"{CELL_FORM}\nLine form:\n\n" + "\n".join(rows) + f"\n\n{CLOSING}"
 
 
 def command_help(name: str) -> str:
-    """`%agent NAME --help`: its usage, its summary, and the options it takes."""
+    """`%agent NAME --help`: its usage, its help line, and the options it takes."""
     command = SUBCOMMANDS[name]
-    lines = [command.usage, "", textwrap.fill(command.summary, WIDTH)]
+    lines = [command.usage, "", textwrap.fill(command.help, WIDTH)]
     if command.options:
         lines += ["", "options (as %%agent's):"]
         lines += [_entry(OPTIONS[o][0], OPTIONS[o][1], indent="  ") for o in command.options]

@@ -45,12 +45,14 @@ def record_kernel(store: SessionStore, notebook: Path | None) -> None:
 
 def kernel_record(notebook: Path | None) -> NewFact:
     pid, host, started_at = process_identity()
-    return f.kernel_opened(
-        pid=pid,
-        host=host,
-        started_at=started_at,
-        kernel_id=jupyter_kernel_id(),
-        notebook=notebook.name if notebook is not None else None,
+    return f.NewFact(
+        f.KernelOpened(
+            pid=pid,
+            host=host,
+            startedAt=started_at,
+            kernelId=jupyter_kernel_id(),
+            notebook=notebook.name if notebook is not None else None,
+        )
     )
 
 

@@ -17,7 +17,6 @@ from IPython.display import display, publish_display_data
 
 from ..agent import LoopObserver, RunResult
 from ..render import cell_text
-from ..safe_markdown import safe_text
 from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
 from ._advice import outcome_line, stated
@@ -239,7 +238,8 @@ class AgentMagics(Magics):
         # The CLI's `usage` table: one renderer says a session's usage everywhere.
         state, read_only = self.runtime.read_state()
         lines = usage_lines(state)
-        print(safe_text("\n".join([f"({read_only})", *lines] if read_only else lines)))
+        text = "\n".join([f"({read_only})", *lines] if read_only else lines)
+        print(cell_text(text, keep_lines=True))
 
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
         if demo and options["model"] is not None:

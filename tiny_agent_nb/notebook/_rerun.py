@@ -32,7 +32,7 @@ from ..session import (
     ToolIntent,
     UserEntry,
 )
-from ..tools import builtin_registry, clean_output
+from ..tools import builtin_registry, clean_text
 from ._cell_runs import CellRuns
 from ._display import MARKS, CellDisplay
 from ._loops import AskFn, chosen_options
@@ -158,7 +158,7 @@ class CellReplays:
         found = cell_run(
             state,
             cell_id=self.cell_id,
-            prompt=clean_output(prompt, runtime.config.secrets()),
+            prompt=clean_text(prompt, runtime.config.secrets()),
             options=wanted,
             any_model=any_model,
         )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..provider import messages
-from ..tools import clean_output, truncate
+from ..tools import clean_text, truncate
 
 KEPT_CELLS = 50  # the newest cells kept between two agent cells
 MAX_CODE = 3000  # characters of one cell's code kept (head and tail)
@@ -119,7 +119,7 @@ def _block(cell: CellRecord, secrets: tuple[str, ...], room: int | None) -> str 
     fence = "`" * max(3, _longest_backtick_run(code) + 1)
     head = f"In [{cell.count}]:\n{fence}python\n"
     tail = f"\n{fence}{error}"
-    block = _set_off_markers(clean_output(head + code + tail, secrets))
+    block = _set_off_markers(clean_text(head + code + tail, secrets))
     if room is None or len(block) <= room:
         return block
     # The cut starts a line and ends one mid-line: room to set off both.
@@ -128,7 +128,7 @@ def _block(cell: CellRecord, secrets: tuple[str, ...], room: int | None) -> str 
     if keep < MIN_CODE:
         return None
     # Set off last: after the cut, and after a redaction that changes a line.
-    block = _set_off_markers(clean_output(head + truncate(code, keep) + tail, secrets))
+    block = _set_off_markers(clean_text(head + truncate(code, keep) + tail, secrets))
     return block if len(block) <= room else None
 
 

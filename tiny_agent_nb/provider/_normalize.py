@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..session import MAX_REPORTED, AssistantMessage, ToolCall
-from ..words import valid_text
+from ..words import clean_unicode
 from ._errors import error_in_body
 from ._text import encoded, get_path, parse_arguments
 from ._types import (
@@ -183,8 +183,8 @@ class _CallBuilder:
     def build(self) -> ToolCall:
         arguments, invalid = parse_arguments(self.arguments)
         return ToolCall(
-            id=valid_text(self.id) or _new_call_id(),
-            name=valid_text(self.name),
+            id=clean_unicode(self.id) or _new_call_id(),
+            name=clean_unicode(self.name),
             arguments=arguments,
             invalidArguments=invalid,
         )
@@ -223,9 +223,9 @@ class CompletionAssembler:
             raise error_in_body(chunk)
         model, response_id = chunk.get("model"), chunk.get("id")
         if isinstance(model, str) and model:
-            self._model = valid_text(model)
+            self._model = clean_unicode(model)
         if isinstance(response_id, str) and response_id:
-            self._response_id = valid_text(response_id)
+            self._response_id = clean_unicode(response_id)
         events: list[StreamEvent] = []
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
@@ -239,18 +239,18 @@ class CompletionAssembler:
                 self._add_delta(delta, events)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
-                self.finish_reason = valid_text(reason)
+                self.finish_reason = clean_unicode(reason)
         return events
 
     def _add_delta(self, delta: Mapping[str, Any], events: list[StreamEvent]) -> None:
         reasoning = _reasoning(delta)
         if reasoning:
             self._reasoning.append(reasoning)
-            events.append(ReasoningDelta(valid_text(reasoning)))
+            events.append(ReasoningDelta(clean_unicode(reasoning)))
         content = _text(delta.get("content"))
         if content:
             self._content.append(content)
-            events.append(TextDelta(valid_text(content)))
+            events.append(TextDelta(clean_unicode(content)))
         refusal = _text(delta.get("refusal"))
         if refusal:
             self._refusal.append(refusal)
@@ -319,7 +319,7 @@ class CompletionAssembler:
             builder.announced = True
             if not builder.id:
                 builder.id, builder.id_made_up = _new_call_id(), True
-            shown_id, shown_name = valid_text(builder.id), valid_text(builder.name)
+            shown_id, shown_name = clean_unicode(builder.id), clean_unicode(builder.name)
             events.append(ToolCallStarted(builder.position, shown_id, shown_name))
 
     def result(self) -> Completion:
@@ -345,7 +345,7 @@ class CompletionAssembler:
 def _joined(pieces: list[str]) -> str | None:
     """Concatenated text, or None when nothing (or only "") arrived: a streamed answer and
     the same answer non-streamed normalize to the same message."""
-    text = valid_text("".join(pieces))
+    text = clean_unicode("".join(pieces))
     return text or None
 
 

@@ -1,7 +1,7 @@
 """What the model and the server wrote, made fit to store and to quote.
 
 Model text may hold lone surrogate escapes (`"\\ud800"`: valid JSON, not valid UTF-8);
-`words.valid_text` makes it writable. Tool-call arguments that are not a JSON object, or nest
+`words.clean_unicode` makes it writable. Tool-call arguments that are not a JSON object, or nest
 deeper than the session file allows (`MAX_JSON_DEPTH`), never raise: the call keeps
 `arguments={}` and `invalidArguments=<what was sent>` (cut to `INVALID_ARGUMENTS_LIMIT`
 characters) so the loop can answer the model with an error and the entry still commits.
@@ -15,7 +15,7 @@ from typing import Any
 
 from .._exceptions import TinyAgentError
 from ..session import MAX_JSON_DEPTH, json_depth, json_value_problem
-from ..words import shorten, valid_text
+from ..words import clean_unicode, shorten
 
 MESSAGE_LIMIT = 500  # characters of a server's error message quoted in ours
 # Characters of unusable arguments kept in the session file: enough to see what went
@@ -37,9 +37,9 @@ def _clean_value(value: Any) -> Any:
     """`value` with every string made valid UTF-8; only called on values no deeper than
     MAX_JSON_DEPTH, so the recursion is bounded."""
     if isinstance(value, str):
-        return valid_text(value)
+        return clean_unicode(value)
     if isinstance(value, dict):
-        return {valid_text(k): _clean_value(v) for k, v in value.items()}
+        return {clean_unicode(k): _clean_value(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_clean_value(v) for v in value]
     return value
@@ -66,13 +66,13 @@ def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
     if isinstance(raw, Mapping):  # a server that sends the object itself
         kept = _clean_value(dict(raw)) if json_depth(raw) <= MAX_JSON_DEPTH else None
         if kept is None or json_value_problem(kept) is not None:
-            return {}, _kept(valid_text(encoded(raw)))
+            return {}, _kept(clean_unicode(encoded(raw)))
         return kept, None
     if raw is None:
         return {}, None
     if not isinstance(raw, str):
         raw = encoded(raw)
-    text = valid_text(raw)
+    text = clean_unicode(raw)
     if not text.strip():
         return {}, None
     try:

@@ -1,14 +1,19 @@
-"""Constructors for new facts: the one way the loop builds what it commits.
+"""New facts: what the loop commits.
 
 A `NewFact` is a payload plus an optional reserved id; `SessionStore.commit` gives it
-its seq, timestamp and (unless reserved) id.
+its seq, timestamp and (unless reserved) id. A payload model is its own constructor
+(`NewFact(AbortRequested(operationId=..., reason=...))`: the `type` of a record, of a
+compaction and of a kernel notice is its default); the functions here build only what a
+model cannot say by itself: nested messages, an operation's kind, a tool call's reserved
+result id and replay key, defaults.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast, get_args
 
+from . import _records
 from ._canonical import json_value_problem, replay_key
 from ._exceptions import InvalidTransactionError
 from ._ids import new_id
@@ -17,6 +22,7 @@ from ._models import (
     AssistantMessage,
     CompactionEntry,
     EntryFact,
+    EntryPayload,
     Fact,
     KernelNotice,
     RecordFact,
@@ -29,37 +35,39 @@ from ._models import (
     UserEntry,
     UserMessage,
 )
+from ._records import *  # noqa: F403 (every record payload, offered below)
 from ._records import (
-    AbortRequested,
     AttemptError,
     AttemptErrorKind,
     AttemptFailed,
     ContextWindow,
-    KernelOpened,
-    OperationFinished,
-    OperationOutcome,
     OperationStarted,
+    RecordPayload,
     ReplayPolicy,
     RunOptions,
-    StepAttempt,
-    SystemPrompt,
     ToolIdentity,
     ToolStarted,
-    WindowSource,
 )
 
-EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry | KernelNotice
-RecordPayload = (
-    OperationStarted
-    | StepAttempt
-    | AttemptFailed
-    | ToolStarted
-    | AbortRequested
-    | OperationFinished
-    | SystemPrompt
-    | ContextWindow
-    | KernelOpened
-)
+# What `from ..session import facts as f` offers: the constructors below, the entry
+# payload that is its own, and every record payload (`f.NewFact(f.AbortRequested(...))`).
+__all__ = [
+    "CompactionEntry",
+    "NewFact",
+    "assistant_message",
+    "attempt_failed",
+    "compaction_started",
+    "forgotten_window",
+    "kernel_notice",
+    "replay_started",
+    "resume_started",
+    "run_started",
+    "tool_result",
+    "tool_started",
+    "usage",
+    "user_message",
+]
+__all__ += _records.__all__
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +84,14 @@ class NewFact:
             return UsageFact(kind="usage", seq=seq, id=fact_id, at=at, usage=body)
         if isinstance(body, _ENTRY_PAYLOADS):
             return EntryFact(kind="entry", seq=seq, id=fact_id, at=at, entry=body)
-        return RecordFact(kind="record", seq=seq, id=fact_id, at=at, record=body)
+        # What is left is a record (mypy cannot narrow by a tuple made from the union).
+        return RecordFact(
+            kind="record", seq=seq, id=fact_id, at=at, record=cast(RecordPayload, body)
+        )
 
 
 # A tuple, not `A | B`: the union would be rebuilt on every call of this commit path.
-_ENTRY_PAYLOADS = (UserEntry, AssistantEntry, ToolResultEntry, CompactionEntry, KernelNotice)
+_ENTRY_PAYLOADS: tuple[type[EntryPayload], ...] = get_args(EntryPayload)
 
 
 # ---------------------------------------------------------------- entries
@@ -137,52 +148,13 @@ def tool_result(
     return NewFact(body, result_entry_id)
 
 
-def compaction(
-    summary: str,
-    through_entry_id: str,
-    *,
-    attempt_id: str | None = None,
-    tokens_before: int | None = None,
-    tokens_after: int | None = None,
-    id: str | None = None,
-) -> NewFact:
-    """The checkpoint written by attempt `attempt_id` (it settles that attempt)."""
-    body = CompactionEntry(
-        type="compaction",
-        summary=summary,
-        throughEntryId=through_entry_id,
-        attemptId=attempt_id,
-        tokensBefore=tokens_before,
-        tokensAfter=tokens_after,
-    )
-    return NewFact(body, id)
-
-
 def kernel_notice(kernel_opened_id: str, content: str, *, id: str | None = None) -> NewFact:
     """What the model is told about kernel `kernel_opened_id` (docs/spec.md §9)."""
     message = UserMessage(role="user", content=content)
-    return NewFact(
-        KernelNotice(type="kernelNotice", kernelOpenedId=kernel_opened_id, message=message), id
-    )
+    return NewFact(KernelNotice(kernelOpenedId=kernel_opened_id, message=message), id)
 
 
 # ---------------------------------------------------------------- records
-
-
-def kernel_opened(
-    *, pid: int, host: str, started_at: int, kernel_id: str | None, notebook: str | None
-) -> NewFact:
-    """This kernel opened the session for writing (docs/spec.md §9)."""
-    return NewFact(
-        KernelOpened(
-            type="kernelOpened",
-            pid=pid,
-            host=host,
-            startedAt=started_at,
-            kernelId=kernel_id,
-            notebook=notebook,
-        )
-    )
 
 
 def run_started(
@@ -194,7 +166,6 @@ def run_started(
 ) -> NewFact:
     return NewFact(
         OperationStarted(
-            type="runStarted",
             operationId=operation_id,
             operationKind="run",
             inputEntryId=input_entry_id,
@@ -209,7 +180,6 @@ def replay_started(operation_id: str, replays_operation_id: str, cell_id: str | 
     `python` calls run again in this kernel, nothing sent to a model."""
     return NewFact(
         OperationStarted(
-            type="runStarted",
             operationId=operation_id,
             operationKind="replay",
             inputEntryId=None,
@@ -224,7 +194,6 @@ def resume_started(
 ) -> NewFact:
     return NewFact(
         OperationStarted(
-            type="runStarted",
             operationId=operation_id,
             operationKind="resume",
             inputEntryId=None,
@@ -238,34 +207,11 @@ def compaction_started(operation_id: str) -> NewFact:
     """An operation of its own that only compacts (`%agent compact`): no input entry."""
     return NewFact(
         OperationStarted(
-            type="runStarted",
             operationId=operation_id,
             operationKind="compaction",
             inputEntryId=None,
         )
     )
-
-
-def step_attempt(
-    operation_id: str,
-    *,
-    step: int,
-    attempt: int,
-    provider: str,
-    model: str,
-    configuration_digest: str,
-    id: str | None = None,
-) -> NewFact:
-    body = StepAttempt(
-        type="stepAttempt",
-        operationId=operation_id,
-        step=step,
-        attempt=attempt,
-        provider=provider,
-        model=model,
-        configurationDigest=configuration_digest,
-    )
-    return NewFact(body, id)
 
 
 def attempt_failed(
@@ -277,9 +223,7 @@ def attempt_failed(
     status: int | None = None,
 ) -> NewFact:
     error = AttemptError(kind=kind, message=message, status=status)
-    return NewFact(
-        AttemptFailed(type="attemptFailed", attemptId=attempt_id, error=error, retryable=retryable)
-    )
+    return NewFact(AttemptFailed(attemptId=attempt_id, error=error, retryable=retryable))
 
 
 def tool_started(
@@ -303,7 +247,6 @@ def tool_started(
         problem = json_value_problem(arguments) or "they cannot be encoded as JSON"
         raise InvalidTransactionError(f"toolStarted arguments: {problem}") from None
     body = ToolStarted(
-        type="toolStarted",
         operationId=operation_id,
         attemptId=attempt_id,
         toolCallId=tool_call_id,
@@ -317,18 +260,10 @@ def tool_started(
     return NewFact(body, id if id is not None else new_id())
 
 
-def abort_requested(operation_id: str, reason: str) -> NewFact:
-    return NewFact(AbortRequested(type="abortRequested", operationId=operation_id, reason=reason))
-
-
-def operation_finished(
-    operation_id: str, outcome: OperationOutcome, detail: str | None = None
-) -> NewFact:
-    return NewFact(
-        OperationFinished(
-            type="operationFinished", operationId=operation_id, outcome=outcome, detail=detail
-        )
-    )
+def forgotten_window(base_url: str, model: str) -> NewFact:
+    """The user cleared the window the session learned for `model` at `base_url`: from
+    here on it knows none for the pair, in every process (docs/spec.md §8)."""
+    return NewFact(ContextWindow(baseUrl=base_url, model=model, tokens=None, source="forgotten"))
 
 
 # ---------------------------------------------------------------- usage
@@ -354,42 +289,3 @@ def usage(
         cost=cost,
     )
     return NewFact(body)
-
-
-def system_prompt(operation_id: str, content: str) -> NewFact:
-    """What the run's model requests send as their system message from now on (""
-    for none); committed with the stepAttempt of the first request that sends it."""
-    return NewFact(SystemPrompt(type="systemPrompt", operationId=operation_id, content=content))
-
-
-def context_window(
-    base_url: str,
-    model: str,
-    tokens: int,
-    source: WindowSource,
-    *,
-    attempt_id: str | None = None,
-) -> NewFact:
-    """The window learned for `model` at `base_url` (credentials already masked)."""
-    return _window_record(base_url, model, tokens, source, attempt_id)
-
-
-def forgotten_window(base_url: str, model: str) -> NewFact:
-    """The user cleared the window the session learned for `model` at `base_url`: from
-    here on it knows none for the pair, in every process (docs/spec.md §8)."""
-    return _window_record(base_url, model, None, "forgotten", None)
-
-
-def _window_record(
-    base_url: str, model: str, tokens: int | None, source: WindowSource, attempt_id: str | None
-) -> NewFact:
-    return NewFact(
-        ContextWindow(
-            type="contextWindow",
-            baseUrl=base_url,
-            model=model,
-            tokens=tokens,
-            source=source,
-            attemptId=attempt_id,
-        )
-    )

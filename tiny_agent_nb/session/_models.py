@@ -9,7 +9,7 @@ only knows what one line may look like.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
@@ -109,7 +109,7 @@ class CompactionEntry(StrictModel):
     absent or null (files written before they existed)."""
 
     tag: ClassVar[str] = "compaction"
-    type: Literal["compaction"]
+    type: Literal["compaction"] = "compaction"
     summary: str
     throughEntryId: Id
     attemptId: Id | None = optional()
@@ -123,7 +123,7 @@ class KernelNotice(StrictModel):
     names the kernel it was told about, the latest `kernelOpened` of the file."""
 
     tag: ClassVar[str] = "kernelNotice"
-    type: Literal["kernelNotice"]
+    type: Literal["kernelNotice"] = "kernelNotice"
     kernelOpenedId: Id
     message: UserMessage
 
@@ -143,14 +143,15 @@ def _entry_tag(value: Any) -> str | None:
     return tag if isinstance(tag, str) else None
 
 
-EntryBody = Annotated[
-    Annotated[UserEntry, Tag("user")]
-    | Annotated[AssistantEntry, Tag("assistant")]
-    | Annotated[ToolResultEntry, Tag("tool")]
-    | Annotated[CompactionEntry, Tag("compaction")]
-    | Annotated[KernelNotice, Tag("kernelNotice")],
-    Discriminator(_entry_tag),
-]
+# The one list of entry payloads: what an entry fact may hold, and what a NewFact may commit.
+EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry | KernelNotice
+if TYPE_CHECKING:
+    EntryBody = EntryPayload
+else:  # each payload tagged with its `tag`, which `_entry_tag` reads off a line
+    EntryBody = Annotated[
+        Union[tuple(Annotated[m, Tag(m.tag)] for m in get_args(EntryPayload))],  # noqa: UP007
+        Discriminator(_entry_tag),
+    ]
 
 
 # ---------------------------------------------------------------- usage

@@ -10,6 +10,19 @@ from pydantic import Field, StringConstraints, model_validator
 
 from ._model_base import Count, Digest, EpochMs, Id, JsonObject, StrictModel, optional
 
+# The record payloads, which `session.facts` offers as their own constructors.
+__all__ = [
+    "AbortRequested",
+    "AttemptFailed",
+    "ContextWindow",
+    "KernelOpened",
+    "OperationFinished",
+    "OperationStarted",
+    "StepAttempt",
+    "SystemPrompt",
+    "ToolStarted",
+]
+
 OperationKind = Literal["run", "resume", "compaction", "replay"]
 # What happens to a call of a tool that changes things: it runs, is asked first, or not.
 Approval = Literal["auto", "ask", "deny"]
@@ -37,7 +50,7 @@ CellId = Annotated[str, Field(min_length=1, max_length=256)]
 class OperationStarted(StrictModel):
     """An operation's start: a run, a resume, a compaction or a replay (`operationKind`)."""
 
-    type: Literal["runStarted"]
+    type: Literal["runStarted"] = "runStarted"
     operationId: Id
     operationKind: OperationKind
     inputEntryId: Id | None
@@ -74,7 +87,7 @@ class OperationStarted(StrictModel):
 class StepAttempt(StrictModel):
     """One physical model request. The fact's own id is the attempt id."""
 
-    type: Literal["stepAttempt"]
+    type: Literal["stepAttempt"] = "stepAttempt"
     operationId: Id
     step: Annotated[int, Field(ge=1)]
     attempt: Annotated[int, Field(ge=1)]
@@ -96,7 +109,7 @@ class AttemptError(StrictModel):
 
 
 class AttemptFailed(StrictModel):
-    type: Literal["attemptFailed"]
+    type: Literal["attemptFailed"] = "attemptFailed"
     attemptId: Id
     error: AttemptError
     retryable: bool
@@ -114,7 +127,7 @@ ReplayPolicy = Literal["safeRead", "never"]
 class ToolStarted(StrictModel):
     """The intent: written before the tool's effect may happen."""
 
-    type: Literal["toolStarted"]
+    type: Literal["toolStarted"] = "toolStarted"
     operationId: Id
     attemptId: Id
     toolCallId: str
@@ -127,7 +140,7 @@ class ToolStarted(StrictModel):
 
 
 class AbortRequested(StrictModel):
-    type: Literal["abortRequested"]
+    type: Literal["abortRequested"] = "abortRequested"
     operationId: Id
     reason: str
 
@@ -138,7 +151,7 @@ OperationOutcome = Literal[
 
 
 class OperationFinished(StrictModel):
-    type: Literal["operationFinished"]
+    type: Literal["operationFinished"] = "operationFinished"
     operationId: Id
     outcome: OperationOutcome
     detail: str | None = optional()
@@ -148,7 +161,7 @@ class SystemPrompt(StrictModel):
     """The system message of the run's model requests from here on, recorded when it
     differs from the one recorded last (docs/spec.md §7)."""
 
-    type: Literal["systemPrompt"]
+    type: Literal["systemPrompt"] = "systemPrompt"
     operationId: Id
     content: str
 
@@ -166,7 +179,7 @@ class ContextWindow(StrictModel):
     `tokens` null, with source `forgotten`: the user cleared it. `attemptId`: the attempt
     whose answer told it, when one did."""
 
-    type: Literal["contextWindow"]
+    type: Literal["contextWindow"] = "contextWindow"
     baseUrl: str
     model: str
     tokens: Annotated[int, Field(ge=1)] | None
@@ -189,7 +202,7 @@ class KernelOpened(StrictModel):
     `kernelId` is the Jupyter kernel id (kept across a restart, so it tells no restart),
     `notebook` the notebook's file name as the kernel knew it; either null when unknown."""
 
-    type: Literal["kernelOpened"]
+    type: Literal["kernelOpened"] = "kernelOpened"
     pid: Count
     host: str
     startedAt: EpochMs
@@ -197,7 +210,8 @@ class KernelOpened(StrictModel):
     notebook: str | None
 
 
-RecordBody = Annotated[
+# The one list of record payloads: what a record fact may hold, and what a NewFact may commit.
+RecordPayload = (
     OperationStarted
     | StepAttempt
     | AttemptFailed
@@ -206,6 +220,6 @@ RecordBody = Annotated[
     | OperationFinished
     | SystemPrompt
     | ContextWindow
-    | KernelOpened,
-    Field(discriminator="type"),
-]
+    | KernelOpened
+)
+RecordBody = Annotated[RecordPayload, Field(discriminator="type")]

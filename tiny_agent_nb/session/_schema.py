@@ -9,11 +9,36 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from ._models import FACT_ADAPTER, HEADER_ADAPTER, Fact, FactList
 
 _BASE = "https://github.com/tiny-agent-nb/tiny-agent-nb/schemas/session/"
 _TRANSACTION_ADAPTER: TypeAdapter[Any] = TypeAdapter(Fact | FactList)
+
+
+class _LineSchema(GenerateJsonSchema):
+    """A payload's `type` that names it alone (a record's, a compaction's, a kernel
+    notice's) has its one value as a default, so that the payload model is its own
+    constructor (`AbortRequested(operationId=..., reason=...)`); a line must still
+    name it, so the schema keeps it required and without a default."""
+
+    def field_is_required(
+        self,
+        field: core_schema.ModelField | core_schema.DataclassField | core_schema.TypedDictField,
+        total: bool,
+    ) -> bool:
+        return _is_tag(field["schema"]) or super().field_is_required(field, total)
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        if _is_tag(schema):
+            return self.generate_inner(schema["schema"])
+        return super().default_schema(schema)
+
+
+def _is_tag(schema: core_schema.CoreSchema) -> bool:
+    return schema["type"] == "default" and bool(schema["schema"]["type"] == "literal")
 
 
 def _decorate(name: str, title: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -33,20 +58,20 @@ def session_schemas() -> dict[str, dict[str, Any]]:
             "header.schema.json",
             "tiny-agent-nb session header (v2)",
             "Line 1 of a session file, and only line 1.",
-            HEADER_ADAPTER.json_schema(),
+            HEADER_ADAPTER.json_schema(schema_generator=_LineSchema),
         ),
         "fact.schema.json": _decorate(
             "fact.schema.json",
             "tiny-agent-nb session fact (v2)",
             "One entry, record or usage fact. Cross-fact invariants (seq, unique ids, "
             "references) are not expressible here; see docs/session-format.md §4.",
-            FACT_ADAPTER.json_schema(),
+            FACT_ADAPTER.json_schema(schema_generator=_LineSchema),
         ),
         "transaction.schema.json": _decorate(
             "transaction.schema.json",
             "tiny-agent-nb session transaction (v2)",
             "Every line after the header: one fact, or a non-empty array of facts "
             "applied atomically.",
-            _TRANSACTION_ADAPTER.json_schema(),
+            _TRANSACTION_ADAPTER.json_schema(schema_generator=_LineSchema),
         ),
     }

@@ -41,7 +41,7 @@ def _tool_row(state: SessionState, i: ToolIntent) -> ToolRow:
         attempt_id=i.attempt_id,
         name=called_name(state, i),
         source=i.tool.source,
-        summary=short_arguments(i.arguments),
+        short_arguments=short_arguments(i.arguments),
         arguments=cap(json.dumps(i.arguments, ensure_ascii=False, indent=1), 4000),
         replay_policy=i.replay_policy,
         status=i.status,

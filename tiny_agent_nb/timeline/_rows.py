@@ -29,7 +29,7 @@ class ToolRow:
     attempt_id: str  # the model attempt whose answer asked for the call
     name: str  # the name the model called it by (`called_name`): time__get_current_time
     source: str  # the identity's source: `builtin`, `mcp:<server>`
-    summary: str  # short arguments
+    short_arguments: str  # the arguments on one line, shortened
     arguments: str  # full arguments, JSON (capped)
     replay_policy: str
     status: str  # pending | completed | error | interrupted | replayed | denied

@@ -19,7 +19,7 @@ from ._base import (
     truncate,
 )
 from ._bash import KEY_VARIABLES
-from ._output import clean_output
+from ._output import clean_text
 from ._read import ReadFile
 from ._registry import ToolRegistry, builtin_registry
 
@@ -37,6 +37,6 @@ __all__ = [
     "ToolSchema",
     "ToolUsage",
     "builtin_registry",
-    "clean_output",
+    "clean_text",
     "truncate",
 ]

@@ -4,7 +4,7 @@
 command may print gigabytes) while holding at most `limit` characters, and yields
 exactly what `truncate` would have made of the whole stream.
 
-`clean_output` is what the agent loop applies to every result before it is committed:
+`clean_text` is what the agent loop applies to every result before it is committed:
 tool output is untrusted text, it may hold what cannot be encoded, or the API key.
 """
 
@@ -14,7 +14,7 @@ import codecs
 from collections.abc import Iterable
 
 from ..redaction import redact
-from ..words import valid_text
+from ..words import clean_unicode
 
 
 def truncate(text: str, limit: int) -> str:
@@ -81,8 +81,9 @@ class CappedOutput:
 # ---------------------------------------------------------------- before a result is committed
 
 
-def clean_output(text: str, secrets: Iterable[str] = ()) -> str:
-    """Tool output as it may be committed, sent to the model and shown: valid Unicode
-    (a lone surrogate, e.g. from a file name that is not UTF-8, becomes U+FFFD, which
-    cannot be encoded and would make the commit fail) with every secret redacted."""
-    return redact(valid_text(text), secrets)
+def clean_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Text (a tool's output, a prompt, the user's cells) as it may be committed, sent to
+    the model and shown: valid Unicode (`clean_unicode`: a lone surrogate, e.g. from a file
+    name that is not UTF-8, becomes U+FFFD, which cannot be encoded and would make the
+    commit fail) with every secret redacted (`redact`)."""
+    return redact(clean_unicode(text), secrets)
