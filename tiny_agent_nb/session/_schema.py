@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
 
 from ._models import FACT_ADAPTER, HEADER_ADAPTER, Fact, FactList
 
@@ -26,18 +25,18 @@ class _LineSchema(GenerateJsonSchema):
 
     def field_is_required(
         self,
-        field: core_schema.ModelField | core_schema.DataclassField | core_schema.TypedDictField,
+        field: Any,  # pydantic_core's field schemas: a TypedDict, read by its keys
         total: bool,
     ) -> bool:
         return _is_tag(field["schema"]) or super().field_is_required(field, total)
 
-    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+    def default_schema(self, schema: Any) -> JsonSchemaValue:
         if _is_tag(schema):
             return self.generate_inner(schema["schema"])
         return super().default_schema(schema)
 
 
-def _is_tag(schema: core_schema.CoreSchema) -> bool:
+def _is_tag(schema: Any) -> bool:
     return schema["type"] == "default" and bool(schema["schema"]["type"] == "literal")
 
 
