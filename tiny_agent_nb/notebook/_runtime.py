@@ -20,9 +20,6 @@ from ..agent import (
     RunResult,
     resumable_run,
 )
-from ..provider import (
-    DEMO_MODEL,
-)
 from ..render import cell_text
 from ..session import (
     Durability,
@@ -183,10 +180,11 @@ class NotebookRuntime:
         return report
 
     def _open_store(self, location: SessionLocation) -> SessionStore:
+        asked = self.session_model.asked()  # what a run asks, as the header says it
         init = HeaderInit(
             cwd=str(Path.cwd()),
-            provider=self.config.provider_label(),
-            model=DEMO_MODEL if self.config.demo_mode() else self.config.model,
+            provider=asked.provider,
+            model=asked.model,
             environment_identity=str(self.workspace()),
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
