@@ -374,9 +374,7 @@ class Harness:
             ToolRegistry([self.tool]),
             ToolContext(workspace=workspace, namespace={}),
             LoopConfig(
-                provider="openrouter",
-                model=MODEL,
-                provider_digest=config.digest_material(),
+                config,
                 max_steps=100_000,
                 # No compaction: this times a step's overhead at a given history length
                 # (bench_compaction.py times requests after a checkpoint).

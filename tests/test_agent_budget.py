@@ -13,6 +13,7 @@ from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import LoopConfig
 from tiny_agent_nb.agent._budget import Spend, chain_spend
+from tiny_agent_nb.provider import ProviderConfig
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolUsage
 
@@ -70,7 +71,7 @@ def test_budget_reached_exactly_stops_before_the_next_attempt(
 
 
 def test_no_budget_never_stops_a_run(server: OpenAIServer, workspace: Path) -> None:
-    assert LoopConfig(provider="openrouter", model="m").budget is None  # the default
+    assert LoopConfig(ProviderConfig("m")).budget is None  # the default
     server.enqueue(_read(1, 5.0), text_reply("done", usage=usage(cost=5.0)))
     h = Harness(server, workspace)
     assert h.run_once("Read it").outcome == "completed"

@@ -14,6 +14,7 @@ import pytest
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, AgentLoop, LoopConfig
 from tiny_agent_nb.agent._planner import REPLAY_CANCELLED_RESULT
+from tiny_agent_nb.provider import ProviderConfig
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionStore,
@@ -77,7 +78,7 @@ def test_a_run_on_a_full_disk_says_it_could_not_be_closed_and_the_next_load_sett
             None,  # type: ignore[arg-type]  # recovery asks no model
             builtin_registry(),
             ToolContext(workspace=tmp_path.resolve()),
-            LoopConfig(provider="openrouter", model="test/model", approval="auto"),
+            LoopConfig(ProviderConfig("test/model"), approval="auto"),
         )
         assert loop.recover() is not None
         loop.close()

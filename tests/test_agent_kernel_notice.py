@@ -127,12 +127,7 @@ class Harness:
             Provider(config),
             builtin_registry(),
             ToolContext(workspace=self.workspace, namespace=self.namespace),
-            LoopConfig(
-                provider="openrouter",
-                model="test/model",
-                provider_digest=config.digest_material(),
-                approval="auto",
-            ),
+            LoopConfig(config, approval="auto"),
         )
 
     def run(self, prompt: str, *replies: Any) -> list[dict[str, Any]]:
@@ -300,7 +295,7 @@ def test_a_denied_python_call_defined_nothing(tmp_path: Path, server: OpenAIServ
         Provider(config),
         builtin_registry(),
         ToolContext(workspace=tmp_path, namespace={}),
-        LoopConfig(provider="openrouter", model="test/model", approval="deny"),
+        LoopConfig(config, approval="deny"),
     )
     loop.run("Try")
     loop.close()

@@ -141,12 +141,7 @@ class Harness:
             self.model,
             tools,
             ToolContext(workspace=workspace, namespace={}, secrets=secrets),
-            LoopConfig(
-                provider="openrouter",
-                model="test/model",
-                provider_digest=provider_config.digest_material(),
-                **config,
-            ),
+            LoopConfig(provider_config, **config),
             ask=ask,
             observer=self.display,
             sleep=self.sleeps.append,

@@ -50,7 +50,7 @@ def test_reading_variables_and_proposing_a_cell_ask_for_no_approval(
         provider,
         builtin_registry(),
         ToolContext(workspace=tmp_path, namespace={"rate": 0.25}, propose_cell=propose),
-        LoopConfig(provider="p", model="test/model", approval=approval),  # type: ignore[arg-type]
+        LoopConfig(ProviderConfig("test/model", provider="p"), approval=approval),  # type: ignore[arg-type]
         ask=ask,
     )
     server.enqueue(
@@ -108,7 +108,7 @@ def test_after_a_crash_neither_is_run_again(tmp_path: Path) -> None:
         Provider(ProviderConfig(model="test/model", base_url="http://127.0.0.1:9/v1")),
         tools,
         ToolContext(workspace=tmp_path, namespace={"rate": 1}, propose_cell=propose),
-        LoopConfig(provider="p", model="test/model"),
+        LoopConfig(ProviderConfig("test/model", provider="p")),
     )
     try:
         report = loop.recover()

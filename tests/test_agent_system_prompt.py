@@ -73,7 +73,7 @@ def _loop(store: SessionStore, server: OpenAIServer, system_prompt: str) -> Agen
         provider,
         builtin_registry(),
         ToolContext(workspace=store.path.parent),
-        LoopConfig(provider="p", model="test/model", system_prompt=system_prompt),
+        LoopConfig(ProviderConfig("test/model", provider="p"), system_prompt=system_prompt),
     )
 
 

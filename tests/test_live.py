@@ -48,7 +48,7 @@ def test_a_real_model_reads_a_file_through_the_loop(tmp_path: Path) -> None:
             p,
             builtin_registry().subset(["read_file", "list_files"]),
             ToolContext(workspace=tmp_path.resolve()),
-            LoopConfig(provider="live", model=config.model, max_steps=6),
+            LoopConfig(config, max_steps=6),
         )
         result = loop.run("Use read_file to read secret-word.txt, then tell me the word.")
         loop.close()

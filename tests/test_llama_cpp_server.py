@@ -132,7 +132,11 @@ def test_a_small_real_window_is_learned_from_its_unstreamed_400_and_runs_go_on(
     print(f"unstreamed: HTTP {plain.status_code}: {plain.text}")
 
     config = ProviderConfig(
-        model="gemma", base_url=llama_server, max_tokens=32, read_timeout=ANSWER_TIMEOUT
+        model="gemma",
+        base_url=llama_server,
+        provider="llama-cpp-python",
+        max_tokens=32,
+        read_timeout=ANSWER_TIMEOUT,
     )
     init = HeaderInit(
         cwd=str(tmp_path),
@@ -148,12 +152,7 @@ def test_a_small_real_window_is_learned_from_its_unstreamed_400_and_runs_go_on(
             provider,
             ToolRegistry([]),  # Gemma's template has no tool role
             ToolContext(workspace=tmp_path, namespace={}),
-            LoopConfig(
-                provider="llama-cpp-python",
-                model="gemma",
-                provider_digest=config.digest_material(),
-                system_prompt="Answer in one short sentence.",
-            ),
+            LoopConfig(config, system_prompt="Answer in one short sentence."),
         )
         try:
             for n in range(8):

@@ -17,7 +17,7 @@ ROW = re.compile(r"^\| `TinyAgent\.(?P<name>\w+)` \|[^|]*\| (?P<default>[\d.]+)\
 
 def test_the_traits_default_to_what_the_engine_defaults_to() -> None:
     traits = TinyAgent()
-    loop = LoopConfig(provider="p", model="m")
+    loop = LoopConfig(ProviderConfig("m"))
     assert traits.max_steps == loop.max_steps
     assert traits.compact_threshold == loop.compact_threshold
     assert traits.keep_tail_tokens == loop.keep_tail_tokens

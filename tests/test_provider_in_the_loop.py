@@ -29,7 +29,9 @@ class Run:
     def __init__(self, tmp_path: Path, base_url: str, **provider: Any) -> None:
         self.path = tmp_path / "nb.agent.jsonl"
         self.sleeps: list[float] = []
-        config = ProviderConfig(model="test/model", base_url=base_url, **provider)
+        config = ProviderConfig(
+            model="test/model", base_url=base_url, provider="openai-compatible", **provider
+        )
         self.provider = Provider(config)
         self.store = SessionStore.open(
             self.path,
@@ -45,11 +47,7 @@ class Run:
             self.provider,
             builtin_registry(),
             ToolContext(workspace=tmp_path, namespace={}),
-            LoopConfig(
-                provider="openai-compatible",
-                model="test/model",
-                provider_digest=config.digest_material(),
-            ),
+            LoopConfig(config),
             sleep=self.sleeps.append,
         )
 

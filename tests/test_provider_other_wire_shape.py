@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig
+from tiny_agent_nb.provider import ProviderConfig
 from tiny_agent_nb.session import (
     AssistantEntry,
     HeaderInit,
@@ -132,7 +133,7 @@ def session(tmp_path: Path) -> Iterator[tuple[MessagesServer, AgentLoop, Session
         provider,
         builtin_registry(),
         ToolContext(workspace=tmp_path, namespace={}),
-        LoopConfig(provider="messages", model="m", system_prompt="Be brief."),
+        LoopConfig(ProviderConfig("m", provider="messages"), system_prompt="Be brief."),
     )
     yield server, loop, store
     loop.close()

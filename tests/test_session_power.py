@@ -123,9 +123,7 @@ def _loop(
         tools,
         ToolContext(workspace=workspace, namespace={}, secrets=()),
         LoopConfig(
-            provider="openrouter",
-            model="test/model",
-            provider_digest=config.digest_material(),
+            config,
             approval="auto",  # its `mark` tool changes things; no one is asked here
         ),
         sleep=lambda _: None,

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
 from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, _mcp
 from tiny_agent_nb.notebook._paths import SessionLocation
-from tiny_agent_nb.provider import Completion, StreamEvent, messages
+from tiny_agent_nb.provider import Completion, ProviderConfig, StreamEvent, messages
 from tiny_agent_nb.session import AssistantMessage, HeaderInit, SessionStore, ToolCall
 from tiny_agent_nb.tools import (
     Tool,
@@ -106,7 +106,7 @@ class ScriptedModel:
 
 
 def loop(store: SessionStore, workspace: Path, provider: Any, tools: ToolRegistry) -> AgentLoop:
-    config = LoopConfig(provider="openrouter", model="test/model", approval="auto")
+    config = LoopConfig(ProviderConfig("test/model"), approval="auto")
     return AgentLoop(store, provider, tools, ToolContext(workspace=workspace), config)
 
 

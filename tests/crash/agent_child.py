@@ -117,9 +117,7 @@ def drive(args: argparse.Namespace, emit: Emit, ask: Ask) -> dict[str, Any]:
             builtin_registry(),
             ToolContext(workspace=workspace, namespace={}),
             LoopConfig(
-                provider="openrouter",
-                model=MODEL,
-                provider_digest=provider_config.digest_material(),
+                provider_config,
                 approval=args.approval,
                 budget=args.budget,
                 context_window=args.context_window,

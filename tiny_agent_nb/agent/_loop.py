@@ -98,22 +98,25 @@ class AgentLoop:
         self._observer = observer or LoopObserver()
         self._clock = clock
         self._schemas = tools.schemas()
+        asked = config.provider
         # Recorded with each run and resume it starts: what a later resume of it uses.
         self._options = RunOptions(
             approve=config.approval,
             tools=list(tools.names),
             budget=config.budget,
             maxSteps=config.max_steps,
-            model=config.model,
+            model=asked.model,
         )
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
         self._environment = self._tool_step.environment
         self._operations = OperationGuard(
             store, self._tool_step.clean, stopped_by, closing=self._observer.on_closing
         )
-        self._digest = sha256_digest(
+        servers = {"mcpServers": list(config.mcp_servers)} if config.mcp_servers else {}
+        digest = sha256_digest(
             {
-                **config.provider_digest,
+                **asked.digest_material(),
+                **servers,
                 "systemPrompt": config.system_prompt,
                 "tools": [
                     {"name": s.name, "version": s.version, "schema": dict(s.parameters)}
@@ -121,6 +124,7 @@ class AgentLoop:
                 ],
             }
         )
+        self._label = label = AttemptLabel(asked.provider, asked.model, digest)
         self._unsubscribe: Callable[[], None] = _nothing
         if projection is None:
             projection = ContextProjection.following(store.load, config.system_prompt)
@@ -132,12 +136,12 @@ class AgentLoop:
         self._history_cache = m.history_cache(provider)
         tool_bytes = m.tools_size(self._schemas)
         system = m.size(m.System(config.system_prompt)) if config.system_prompt else 0
-        base_url = config.provider_digest.get("baseUrl")  # the server the window is learned for
-        key = (base_url, config.model) if isinstance(base_url, str) and base_url else None
+        base_url = asked.redacted_base_url  # the server the window is learned for
+        key = (base_url, asked.model) if base_url else None
         self._compactor = Compactor(
             store,
             provider,
-            AttemptLabel(config.provider, config.model, self._digest),
+            label,
             window=RunWindow(
                 store, configured=config.context_window, key=key, listed=config.listed_window
             ),
@@ -155,7 +159,7 @@ class AgentLoop:
             config,
             self._operations,
             schemas=self._schemas,
-            digest=self._digest,
+            label=label,
             projection=projection,
             compactor=self._compactor,
             tool_step=self._tool_step,
@@ -166,7 +170,7 @@ class AgentLoop:
 
     @property
     def configuration_digest(self) -> str:
-        return self._digest
+        return self._label.configuration_digest
 
     def close(self) -> None:
         self._unsubscribe()

@@ -24,7 +24,7 @@ from ..session import NewFact, SessionStore, new_id
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
-from ._compaction import CONTEXT_LENGTH, Compactor
+from ._compaction import CONTEXT_LENGTH, AttemptLabel, Compactor
 from ._context import ContextProjection
 from ._operation import OperationGuard
 from ._planner import attempt_usage
@@ -45,7 +45,7 @@ class ModelStep:
         operations: OperationGuard,
         *,
         schemas: Sequence[ToolSchema],
-        digest: str,
+        label: AttemptLabel,
         projection: ContextProjection,
         compactor: Compactor,
         tool_step: ToolStep,
@@ -60,7 +60,7 @@ class ModelStep:
         self._provider = provider
         self._config = config
         self._schemas = schemas
-        self._digest = digest
+        self._label = label  # what each stepAttempt says of the model
         self._projection = projection
         self._compactor = compactor
         self._tool_step = tool_step  # its secret filter cleans what the model sent
@@ -99,9 +99,9 @@ class ModelStep:
                             operationId=operation_id,
                             step=step,
                             attempt=attempt,
-                            provider=self._config.provider,
-                            model=self._config.model,
-                            configurationDigest=self._digest,
+                            provider=self._label.provider,
+                            model=self._label.model,
+                            configurationDigest=self._label.configuration_digest,
                         ),
                         attempt_id,
                     ),
@@ -209,7 +209,7 @@ class ModelStep:
             return
         if not truncated(Measure(usage.input_tokens, sent), previous):
             return
-        if usage.input_tokens < largest_count(self._store.load(), self._config.model):
+        if usage.input_tokens < largest_count(self._store.load(), self._label.model):
             return  # fewer than it counted before: what its cache did not hold, no cut
         self._cut_said = operation_id
         self._observer.on_notice(

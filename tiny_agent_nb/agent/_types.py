@@ -4,11 +4,11 @@ and what a run or a recovery returns."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._exceptions import TinyAgentError
-from ..provider import Completion, ProviderError, StreamEvent
+from ..provider import Completion, ProviderConfig, ProviderError, StreamEvent
 from ..provider import messages as m
 from ..session import Approval, OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
@@ -62,12 +62,12 @@ DEFAULT_APPROVAL: Approval = "ask"
 
 @dataclass(frozen=True)
 class LoopConfig:
-    provider: str
-    model: str
-    # ProviderConfig.digest_material(): what the configurationDigest covers, no secrets;
-    # its baseUrl (credentials masked), with `model`, keys the windows the session learns
-    # (none without one: a model with no server)
-    provider_digest: Mapping[str, Any] = field(default_factory=dict)
+    # Its label and model go into each stepAttempt, its digest_material() (no secrets) into
+    # the configurationDigest; its base URL (credentials masked) and model key the windows
+    # the session learns. The one translation of a notebook's configuration.
+    provider: ProviderConfig
+    # What the digest covers of the MCP servers offered (ServerConfig.digest_material)
+    mcp_servers: Sequence[Mapping[str, Any]] = ()
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_steps: int = DEFAULT_MAX_STEPS
     max_attempts: int = 5  # physical requests per step, first one included

@@ -36,7 +36,6 @@ from ..agent import (
 from ..mcp import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT
 from ..provider import (
     ATTEMPT_TIMEOUT,
-    DEMO_PROVIDER,
     MAX_RESPONSE_BYTES,
     OPENROUTER_BASE_URL,
     READ_TIMEOUT,
@@ -269,11 +268,10 @@ class TinyAgent(Configurable):
         return self.demo and self.api_key is None and self.base_url == OPENROUTER_BASE_URL
 
     def provider_label(self) -> str:
-        """The provider written to stepAttempts: explicit, else from the current endpoint."""
+        """The provider written to stepAttempts: explicit, else from the current endpoint
+        (the offline demo model's is its own: `SessionModel.asked`)."""
         if self.provider:
             return self.provider
-        if self.demo_mode():
-            return DEMO_PROVIDER
         return "openrouter" if is_openrouter(self.base_url) else "openai-compatible"
 
     @default("tools")

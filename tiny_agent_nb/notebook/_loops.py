@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from ..agent import (
     LoopObserver,
     notebook_system_prompt,
 )
-from ..provider import DEMO_MODEL, DEMO_PROVIDER, METADATA_SECONDS, DemoProvider
+from ..provider import DEMO_MODEL, METADATA_SECONDS, DemoProvider
 from ..render import cell_text
 from ..session import Approval, RunOptions, SessionStore
 from ..tools import ToolContext
@@ -158,12 +158,11 @@ class LoopBuilder:
             tools=tools,
         )
         tools = chosen.tools
-        provider_config = self.provider.provider_config(model)
+        provider_config = self.session_model.asked(model, demo)
         window = self.config.context_window
         listed: int | None = None
         if self.session_model.uses_demo(model, demo):
             provider = DemoProvider(advice=DEMO_ADVICE)
-            provider_config = replace(provider_config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
         elif provider is None:
             provider = self.provider.build(provider_config)
             # Unset, and not learned by this session yet, the window is the one the
@@ -187,14 +186,9 @@ class LoopBuilder:
                 f"{exc}. The run this continues was offered {cell_text(', '.join(tools or []))}; "
                 "nothing was sent or recorded. `--tools a,b` chooses the tools it is offered."
             ) from None
-        digest = provider_config.digest_material()
-        servers = self.mcp.digest_material(registry)
-        if servers:  # a different server behind the same tool names is another configuration
-            digest = {**digest, "mcpServers": servers}
         config = LoopConfig(
-            provider=provider_config.provider,
-            model=provider_config.model,
-            provider_digest=digest,
+            provider_config,
+            mcp_servers=self.mcp.digest_material(registry),
             system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
             max_steps=chosen.max_steps,
             budget=chosen.budget,

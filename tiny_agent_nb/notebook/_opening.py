@@ -21,7 +21,9 @@ from ..session import (
     NotASessionError,
     SessionCorruptError,
     SessionLockedError,
+    SessionState,
     SessionStore,
+    load_session,
 )
 from ._paths import SessionLocation, not_a_file
 
@@ -102,6 +104,15 @@ def store_error(path: Path, exc: Exception) -> NotebookError:
     )
 
 
+def read_unlocked(path: Path) -> SessionState:
+    """The session another process writes, read without its lock (by a kernel that only
+    reads it); a refusal said as `store_error` says it."""
+    try:
+        return load_session(path)
+    except (SessionCorruptError, NotASessionError, OSError) as exc:
+        raise store_error(path, exc) from None
+
+
 def read_only_label(exc: NotebookError) -> str | None:
     if not isinstance(exc, SessionInUseError):
         return None
@@ -109,34 +120,9 @@ def read_only_label(exc: NotebookError) -> str | None:
     return f"read-only: {who} writes this session"
 
 
-def claim_for_archive(location: SessionLocation) -> SessionStore | None:
-    """Take the writer's lock on the file before `%agent new` moves it. A damaged session
-    is moved without it: no writer can hold a file the store refuses to read. A file that
-    is no session at all (the user's notes, a notebook) is not ours to move: the open
-    that refused it said it was left untouched."""
-    refuse_non_file(location)
-    path = location.path
-    try:
-        return SessionStore.open(path)
-    except SessionCorruptError:
-        return None
-    except (SessionLockedError, NotASessionError, OSError) as exc:
-        raise store_error(path, exc) from None
-    except KeyboardInterrupt:  # a read as long as a first open's (see NotebookRuntime.open)
-        raise NotebookError(
-            f"tiny-agent-nb: reading {cell_text(path.name)} before keeping it was "
-            "interrupted; nothing was moved. `%agent new` tries again."
-        ) from None
-
-
 INTERRUPTED_RECOVERY_NOTE = (
     "Loading was interrupted while it re-read what the previous kernel was reading: those "
     "reads and the run are marked interrupted (nothing was lost)."
-)
-
-INTERRUPTED_NEW_NOTE = (
-    "The interrupt came while the conversation was being switched: the switch was finished "
-    "first, so the kept conversation and the new one are both whole."
 )
 
 

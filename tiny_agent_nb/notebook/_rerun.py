@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent import LoopObserver, Replayed, RunResult, reruns_of, resumable_operation
-from ..provider import DEMO_MODEL
 from ..render import cell_text
 from ..session import (
     AssistantEntry,
@@ -207,7 +206,7 @@ class CellReplays:
             tools=list(tools),
             budget=chosen.budget,
             maxSteps=chosen.max_steps,
-            model=DEMO_MODEL if demo_model else runtime.provider.provider_config(model).model,
+            model=runtime.session_model.asked(model, demo).model,
         )
         return wanted, demo_model and not demo and runtime.session_model.real
 

@@ -20,23 +20,18 @@ from ..agent import (
     RunResult,
     resumable_run,
 )
-from ..provider import (
-    DEMO_MODEL,
-)
 from ..render import cell_text
 from ..session import (
     Durability,
     HeaderInit,
-    NotASessionError,
     Operation,
-    SessionCorruptError,
     SessionError,
     SessionState,
     SessionStore,
     ToolIntent,
-    load_session,
 )
 from ._advice import refusal_line
+from ._archive import INTERRUPTED_NEW_NOTE, claim_for_archive, keep_as_archive
 from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
@@ -44,19 +39,17 @@ from ._kernel import record_kernel
 from ._loops import AskFn, LoopBuilder
 from ._mcp import KernelServers
 from ._opening import (
-    INTERRUPTED_NEW_NOTE,
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
     NotebookError,
-    claim_for_archive,
     closed_note,
     moved_note,
     open_store,
     read_only_label,
+    read_unlocked,
     same_file,
-    store_error,
 )
-from ._paths import SessionLocation, next_archive_path
+from ._paths import SessionLocation
 from ._provider import KernelProvider
 from ._report import OpenReport
 from ._session_model import SessionModel
@@ -168,25 +161,24 @@ class NotebookRuntime:
         just_opened: bool,
         notes: Sequence[str] = (),
     ) -> OpenReport:
-        report = OpenReport(
+        state = store.load()
+        self.session_model.reset(state)  # before the note, which says the model it used
+        waiting = self.session_model.waiting_note()
+        return OpenReport(
             location=location,
             created=store.created and just_opened,
             repaired_tail_bytes=store.repaired_tail_bytes if just_opened else 0,
-            state=store.load(),
+            state=state,
             recovery=recovery,
-            notes=list(notes),
+            notes=[*notes, *([waiting] if waiting is not None else [])],
         )
-        self.session_model.reset(report.state)
-        waiting = self.session_model.waiting_note()
-        if waiting is not None:
-            report.notes.append(waiting)
-        return report
 
     def _open_store(self, location: SessionLocation) -> SessionStore:
+        asked = self.session_model.asked()  # what a run asks, as the header says it
         init = HeaderInit(
             cwd=str(Path.cwd()),
-            provider=self.config.provider_label(),
-            model=DEMO_MODEL if self.config.demo_mode() else self.config.model,
+            provider=asked.provider,
+            model=asked.model,
             environment_identity=str(self.workspace()),
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
@@ -243,11 +235,7 @@ class NotebookRuntime:
         if self.store is not None:
             return self.store.load(), None
         if self.read_only is not None and self.location is not None:
-            path = self.location.path
-            try:
-                return load_session(path), self.read_only
-            except (SessionCorruptError, NotASessionError, OSError) as exc:
-                raise store_error(path, exc) from None
+            return read_unlocked(self.location.path), self.read_only
         return self.require_store().load(), None
 
     def context(self) -> ContextProjection:
@@ -255,47 +243,21 @@ class NotebookRuntime:
         return self._followers.context(self.require_store())
 
     def new(self) -> tuple[Path, OpenReport]:
-        """Keep the current file under the next free `<stem>.agent.<n>.jsonl`; start fresh.
-
-        The file is renamed only while this kernel holds its lock: a kernel that was
-        refused the file must not move it from under the kernel writing to it. From the
-        rename until the new file is open an interrupt waits, and is only noted: stopped
-        between, this kernel would write the kept file, or hold no session (or leave an
-        empty file no open accepts) where the notebook's is."""
+        """`%agent new`: keep the current file under its archive name and open a fresh one
+        where it was (`_archive`: why an interrupt waits until the switch is whole)."""
         self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
-        path = location.path
-        held = self.store
-        if held is None and (path.exists() or path.is_symlink()):
-            held = claim_for_archive(location)  # a long read: interruptible, moves nothing
+        held = self.store or claim_for_archive(location)  # a long read: interruptible
         with interrupt_held() as interrupts:
             try:
-                archived, notes = self._keep(held, path)
+                archived = keep_as_archive(held, location.path, current=self.store)
+                notes = self._close_noting()
                 report = self.open(location)
             finally:
                 interrupted = bool(interrupts)
                 interrupts.clear()  # the switch is whole: nothing is left to stop
         report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
         return archived, report
-
-    def _keep(self, held: SessionStore | None, path: Path) -> tuple[Path, list[str]]:
-        """Rename the current file (`held`, its lock held) to its archive name and close
-        it: the archive's path, and a note if closing failed."""
-        archived = next_archive_path(path)
-        try:
-            if held is not None:
-                held.move(archived)
-            elif path.exists() or path.is_symlink():
-                path.rename(archived)  # a damaged session: no writer can hold it
-        except (OSError, SessionError) as exc:
-            raise NotebookError(
-                f"tiny-agent-nb: could not keep {cell_text(path.name)} as "
-                f"{cell_text(archived.name)} ({cell_text(_reason(exc))}); nothing was changed."
-            ) from None
-        finally:
-            if held is not None and held is not self.store:
-                held.close()
-        return archived, self._close_noting()
 
     def _drop_closed_store(self) -> bool:
         """Forget a store that closed itself (a write it could not cut back, docs/session-format.md
@@ -433,7 +395,3 @@ class NotebookRuntime:
         """A loop over the open session (`LoopBuilder.build` takes `run`'s options)."""
         store = self.require_store()
         return self.loops.build(store, self.context(), stopped_by=self.stopped_by, **options)
-
-
-def _reason(exc: Exception) -> str:
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -14,8 +14,9 @@ session's state per cell).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from ..provider import DEMO_MODEL, DEMO_PROVIDER
+from ..provider import DEMO_MODEL, DEMO_PROVIDER, ProviderConfig
 from ..render import cell_text
 from ..session import Fact, RecordFact, SessionState, StepAttempt
 from ._config import TinyAgent
@@ -79,21 +80,22 @@ class SessionModel:
             f"or `{command} --demo` to let the offline demo model answer anyway."
         )
 
-    def asked(self, model: str | None = None, demo: bool = False) -> tuple[str, str]:
-        """(provider, model) a run with a cell's `--model` / `--demo` asks in this kernel."""
-        if self.uses_demo(model, demo):
-            return DEMO_PROVIDER, DEMO_MODEL
+    def asked(self, model: str | None = None, demo: bool = False) -> ProviderConfig:
+        """What a run with a cell's `--model` / `--demo` asks in this kernel: the one
+        translation of `TinyAgent` a run's loop, its label and its digest read."""
         config = self.kernel.provider_config(model)
-        return config.provider, config.model
+        if self.uses_demo(model, demo):
+            return replace(config, provider=DEMO_PROVIDER, model=DEMO_MODEL)
+        return config
 
     def change_note(self, model: str | None, demo: bool) -> str | None:
         """One line when a run uses another model than the session's runs used last."""
-        provider, used = self.asked(model, demo)
-        if self.provider is None or (self.provider, self.model) == (provider, used):
+        asked = self.asked(model, demo)
+        if self.provider is None or (self.provider, self.model) == (asked.provider, asked.model):
             return None
         return (
             f"↔ This session's runs used {self._named()}; this one uses "
-            f"{cell_text(used)} ({cell_text(provider)})."
+            f"{cell_text(asked.model)} ({cell_text(asked.provider)})."
         )
 
     def _named(self) -> str:

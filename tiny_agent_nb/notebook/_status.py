@@ -21,7 +21,8 @@ def status_text(runtime: NotebookRuntime) -> str:
     # The model the next run asks, and the ones the runs used when they differ (the
     # header's is only what was configured when the file was created).
     used = session_models(state)
-    asked = ModelName(*runtime.session_model.asked())
+    configured = runtime.session_model.asked()
+    asked = ModelName(configured.provider, configured.model)
     if used.used in ((), (asked,)):
         out.append(f"model    {cell_text(str(asked))}")
     else:
