@@ -43,7 +43,7 @@ def test_demo_kills_a_kernel_mid_tool_and_resumes_with_the_offline_model(tmp_pat
     # Headless, nobody can answer a question: the demo says the approval its cell uses.
     assert "approval: auto, as its %%agent cell says" in out
     assert "the kernel died here" in out
-    assert "interrupted: it may have run; it was not run again" in out
+    assert "interrupted — it may have run; it was not run again" in out
     assert (work / "marker.txt").read_text().splitlines() == ["ran"]  # ran once, never again
     state = load_session(work / "crash-and-resume.agent.jsonl")
     assert state.header.provider == "offline-demo"

@@ -159,7 +159,7 @@ def test_a_kernel_killed_during_an_mcp_call_leaves_no_server_and_is_never_rerun(
     assert "The previous kernel stopped during a run; it is now marked interrupted." in loaded
     (warning,) = [line for line in loaded.splitlines() if "⚠" in line]
     assert "tiny__mark_and_sleep · mcp:tiny" in warning
-    assert "interrupted: it may have run; it was not run again." in warning
+    assert "interrupted — it may have run; it was not run again." in warning
     # Loading started no server, and nothing ran the call again (the server may have
     # seen its call cancelled as it was stopped: it never finished).
     assert started_lines(marker) == [f"{pid} started"] and "finished" not in marker_lines(marker)

@@ -384,7 +384,7 @@ def test_loading_a_session_with_an_open_mcp_intent_starts_no_server(
 
     shell.run_line_magic("load_ext", "tiny_agent_nb")
     loaded = capsys.readouterr().out
-    warning = "⚠ tiny__mark_and_sleep · mcp:tiny seconds=600 — interrupted: it may have run"
+    warning = "⚠ tiny__mark_and_sleep · mcp:tiny seconds=600 interrupted — it may have run"
     assert f"{warning}; it was not run again." in loaded
     state = load_session(tmp_path / SESSION)
     assert [i.status for i in state.tool_intents.values()] == ["interrupted"]

@@ -102,7 +102,7 @@ def test_kill_mid_tool_then_recover_and_resume(
     assert load(second) == (
         f"tiny-agent-nb: session {SESSION} (beside this notebook) — 1 run(s), cost unknown.\n"
         "  The previous kernel stopped during a run; it is now marked interrupted.\n"
-        f"  ⚠ bash command={json.dumps(SLEEPER)}, timeout=120.0 — interrupted: "
+        f"  ⚠ bash command={json.dumps(SLEEPER)}, timeout=120.0 interrupted — "
         "it may have run; it was not run again.\n"
         "  `%agent resume` continues the interrupted run.\n" + KEPT_LINE
     )

@@ -78,7 +78,7 @@ def test_a_bash_command_and_all_it_started_die_with_a_sigkilled_kernel(
 
     said = report(start_kernel())
     line = next(line for line in said.splitlines() if "⚠ bash" in line)
-    assert line.endswith("— interrupted: it may have run; it was not run again.")  # no more
+    assert line.endswith(" interrupted — it may have run; it was not run again.")  # no more
 
 
 def test_what_python_code_started_dies_with_a_sigkilled_kernel(
@@ -104,7 +104,7 @@ def test_what_python_code_started_dies_with_a_sigkilled_kernel(
     said = report(start_kernel())
     line = next(line for line in said.splitlines() if "⚠ python" in line)
     assert line.endswith(
-        "— interrupted: it may have run; it was not run again. "
+        " interrupted — it may have run; it was not run again. "
         "A process it started may still be running."
     )
     assert len(server.requests) == 1

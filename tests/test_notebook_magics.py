@@ -408,7 +408,7 @@ def test_the_recovery_report_says_which_calls_may_have_left_processes_running(
     run(shell, "%load_ext tiny_agent_nb", capsys)
     out = run(shell, f"%agent session {path}", capsys)
     assert (
-        '⚠ python code="start()" — interrupted: it may have run; it was not run again. '
+        '⚠ python code="start()" interrupted — it may have run; it was not run again. '
         "A process it started may still be running.\n"
     ) in out
 

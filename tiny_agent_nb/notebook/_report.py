@@ -51,8 +51,10 @@ class OpenReport:
                     if intent in r.may_still_run
                     else ""
                 )
+                # As %agent status says it (timeline.call_outcome), of the call recovery
+                # is marking interrupted: the state read still holds it pending.
                 lines.append(
-                    f"  ⚠ {call_text(s, intent)} — interrupted: "
+                    f"  ⚠ {call_text(s, intent)} interrupted — "
                     f"{outcome_note('interrupted')}.{still}"
                 )
             for intent in r.replayed:
