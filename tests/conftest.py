@@ -5,6 +5,7 @@ import multiprocessing.forkserver
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from importlib.metadata import version
@@ -25,6 +26,14 @@ from helpers.scenario import BASH, Run, complete_run
 
 if TYPE_CHECKING:
     from helpers.lab import Lab
+
+# jsonschema (the MCP layer, nbformat and the schema tests import it) imports rfc3987-syntax
+# where it is installed, as Jupyter installs it, and that builds a Lark grammar at import:
+# 2.3 s of CPU in every worker, ~10 s of the fast tier's ~150 s. It serves only jsonschema's
+# `iri` format checks, which neither the package (its MCP validator checks no formats) nor
+# any test asks for, so the test processes go without it. The processes the tests start
+# (kernels, CLI runs, MCP servers) are untouched.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 
 
 @pytest.fixture

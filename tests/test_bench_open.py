@@ -5,21 +5,13 @@ line, and reports each ratio."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_open.py"
+from helpers.bench_scripts import run_bench
 
 
 def test_quick_run_reports_each_open_against_the_raw_read(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_bench("bench_open.py", "--dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == [], "the script left files behind"
     for opener in ("load_session", "SessionStore.open"):

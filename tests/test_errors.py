@@ -14,6 +14,10 @@ import pytest
 import tiny_agent_nb
 from tiny_agent_nb import TinyAgentError
 
+# The first two tests import every module of the package (the MCP SDK and pydantic's
+# models with them): ~3 s of CPU in each worker that runs one, paid once on one worker.
+pytestmark = pytest.mark.xdist_group("errors")
+
 PACKAGE = Path(tiny_agent_nb.__file__).resolve().parent
 # A drawn line: its box-drawing indent, the class, then "package: what it is".
 LINE = re.compile(r"^(?P<indent>[│├└─ ]*)(?P<name>\w+)\s+(?:(?P<package>\w+): )?(?P<what>.*)$")

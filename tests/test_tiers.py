@@ -22,6 +22,9 @@ def test_a_test_outside_the_tier_that_starts_an_integration_process_is_caught() 
         subprocess.run([sys.executable, "-c", "pass", f"/some/where/{word}"], check=True)
         (started,) = tiers.take_started()
         assert started.startswith(f"{kind} ("), (word, started)
+    subprocess.run([sys.executable, "-c", "pass", "/some/where/bench/bench_any.py"], check=True)
+    (started,) = tiers.take_started()
+    assert started.startswith("a benchmark script, run whole ("), started
     subprocess.run([sys.executable, "-c", "pass", "-m", "ipykernel"], check=True)
     assert tiers.take_started() == []  # a word of its own, not a part of one
 

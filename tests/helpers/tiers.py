@@ -88,6 +88,8 @@ def process_kind(argv: Iterable[object]) -> str | None:
         kind = PROCESSES.get(text) or PROCESSES.get(Path(text).name)
         if kind is not None:
             return kind
+        if Path(text).parent.name == "bench" and text.endswith(".py"):
+            return "a benchmark script, run whole"
     return None
 
 
