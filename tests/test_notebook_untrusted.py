@@ -252,7 +252,7 @@ def test_status_and_the_load_report_escape_what_the_session_file_says(
         store.commit(steps.answer(None, [("c1", "bash", arguments)]))
         store.commit([steps.intent("c1", BASH, arguments)])  # the kernel died here
     report = run(shell, "%load_ext tiny_agent_nb", capsys)
-    assert "⚠ bash command=" in report and "— interrupted" in report
+    assert "⚠ bash command=" in report and " interrupted — " in report
     status = run(shell, "%agent status", capsys)
     assert "runs used p\\x1b]52;c;" in status and "⚠ bash command=" in status
     assert controls(report + status) == set()
