@@ -241,7 +241,7 @@ def check_crash_and_resume(run: Executed) -> str:
     )
     assert "The previous kernel stopped during a run; it is now marked interrupted." in report
     assert (
-        f"⚠ bash command={json.dumps(CRASH_COMMAND)}, timeout=120.0 — interrupted: "
+        f"⚠ bash command={json.dumps(CRASH_COMMAND)}, timeout=120.0 interrupted — "
         "it may have run; it was not run again." in report
     )
     assert "`%agent resume` continues the interrupted run." in report
