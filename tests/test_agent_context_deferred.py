@@ -45,7 +45,6 @@ from tiny_agent_nb.session import (
     StepAttempt,
     ToolResultEntry,
     UserEntry,
-    new_id,
 )
 from tiny_agent_nb.session import facts as f
 
@@ -331,24 +330,11 @@ def _checkpoints_mid_run(store: SessionStore) -> None:
     store.commit(run.answer("Read a and b."))
     store.commit(run.finish())
     # `%agent compact`: an operation of its own, cutting at the last entry (keeps nothing).
-    op = new_id()
-    attempt = new_id()
+    compact = Run(environment=run.environment)
+    op = compact.operation_id
     store.commit([f.compaction_started(op)])
-    store.commit(
-        [
-            f.NewFact(
-                f.StepAttempt(
-                    operationId=op,
-                    step=1,
-                    attempt=1,
-                    provider="openrouter",
-                    model="test/model",
-                    configurationDigest="sha256:" + "ab" * 32,
-                ),
-                attempt,
-            )
-        ]
-    )
+    store.commit(compact.attempt())
+    attempt = compact.attempt_id
     store.commit(
         [
             f.NewFact(

@@ -101,23 +101,11 @@ def test_compaction_settles_its_attempt_and_the_operation_can_finish(
     store: SessionStore,
 ) -> None:
     _, _, _, answer = _tool_run(store)
-    operation_id, attempt_id = new_id(), new_id()
+    compaction = Run(environment=store.header.environmentIdentity)
+    operation_id = compaction.operation_id
     store.commit([f.compaction_started(operation_id)])
-    store.commit(
-        [
-            f.NewFact(
-                f.StepAttempt(
-                    operationId=operation_id,
-                    step=1,
-                    attempt=1,
-                    provider="openrouter",
-                    model="test/model",
-                    configurationDigest="sha256:" + "ab" * 32,
-                ),
-                attempt_id,
-            )
-        ]
-    )
+    store.commit(compaction.attempt())
+    attempt_id = compaction.attempt_id
     with pytest.raises(InvalidTransactionError, match="pending stepAttempt"):
         store.commit(
             [f.NewFact(f.OperationFinished(operationId=operation_id, outcome="completed"))]
