@@ -19,6 +19,8 @@ from helpers.ipython_shell import run, shell
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 
 __all__ = ["shell"]  # the fixture, from ipython_shell
+# Ctrl-C raises KeyboardInterrupt, as in a kernel, even in a run started in the background.
+pytestmark = pytest.mark.usefixtures("sigint_raises")
 
 SESSION = "analysis.agent.jsonl"
 STARTS = ("runStarted", "resumeStarted", "compactionStarted")

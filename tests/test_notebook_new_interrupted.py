@@ -86,11 +86,10 @@ def new_interrupted_at(root: Path, point: int) -> list[str]:
 
 
 @pytest.mark.slow  # a session made and interrupted once per point of `new`
+@pytest.mark.usefixtures("sigint_raises")  # Ctrl-C as a kernel takes it, wherever pytest runs
 def test_an_interrupt_anywhere_in_new_leaves_one_current_file_and_the_kernel_writing_it(
     tmp_path: Path,
 ) -> None:
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        pytest.skip("SIGINT is not Python's KeyboardInterrupt here")
     points = new_interrupted_at(tmp_path / "whole", 10**6)  # no interrupt: the points
     assert "call _close_noting" in points and "return open" in points
     for point in range(len(points)):
