@@ -4,7 +4,7 @@
 
 What is measured: `safe_text` (text output a Jupyter frontend would link,
 tiny_agent_nb/safe_markdown.py) and `clean_text` (every tool result before it is
-committed, tiny_agent_nb/tools/_output.py), each on the inputs that once made them
+committed, tiny_agent_nb/tools/_limits.py), each on the inputs that once made them
 quadratic: a long run of letters with no `://` after it (a base64 line: 40 KB took 7 s of
 the kernel's CPU per render), and runs of spaces, cut-mark openings, blank lines and
 pieces of a secret (200,000 spaces took ~45 s).
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from _report import Row, now, print_rows, print_spreads, revision, settle, spread
 
 from tiny_agent_nb.safe_markdown import safe_text
-from tiny_agent_nb.tools._output import clean_text
+from tiny_agent_nb.tools import clean_text
 
 TARGET = 100.0
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef"

@@ -23,7 +23,7 @@ from tiny_agent_nb.tools import (
     builtin_registry,
     truncate,
 )
-from tiny_agent_nb.tools._output import CappedOutput
+from tiny_agent_nb.tools._limits import CappedOutput
 
 BUILTINS = (
     "bash",

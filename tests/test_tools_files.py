@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.tools import ToolContext, ToolOutput, _grep, _read, builtin_registry
+from tiny_agent_nb.tools import ToolContext, ToolOutput, _files, builtin_registry
 
 SECRET = "secret contents\n"
 
@@ -179,7 +179,7 @@ def test_list_files_filters_with_a_glob(workspace: Path, context: ToolContext) -
 def test_list_files_stops_at_the_cap(
     workspace: Path, context: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_read, "MAX_LIST_ENTRIES", 3)
+    monkeypatch.setattr(_files, "MAX_LIST_ENTRIES", 3)
     for i in range(5):
         (workspace / f"f{i}").write_text("")
     lines = call(context, "list_files").content.splitlines()
@@ -234,7 +234,7 @@ def test_grep_invalid_regex_is_a_clear_error(context: ToolContext) -> None:
 def test_grep_stops_at_the_cap(
     workspace: Path, context: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_grep, "MAX_GREP_MATCHES", 2)
+    monkeypatch.setattr(_files, "MAX_GREP_MATCHES", 2)
     (workspace / "many").write_text("hit\n" * 10)
     lines = call(context, "grep", pattern="hit").content.splitlines()
     assert lines == ["many:1: hit", "many:2: hit", "[stopped at 2 matches; narrow the search]"]

@@ -9,8 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tiny_agent_nb.redaction import MIN_SECRET_LENGTH, REDACTED
-from tiny_agent_nb.tools import truncate
-from tiny_agent_nb.tools._output import clean_text
+from tiny_agent_nb.tools import clean_text, truncate
 
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef"
 

@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 # The workspace, the outside directory and `call` are test_tools_files' own.
 from test_tools_files import SECRET, call, context, outside, workspace
 
-from tiny_agent_nb.tools import ToolContext, ToolOutput, _paths, _read, _write, truncate
-from tiny_agent_nb.tools._grep import Grep
-from tiny_agent_nb.tools._read import ListFiles, ReadFile
+from tiny_agent_nb.tools import ToolContext, ToolOutput, _files, _paths, truncate
+from tiny_agent_nb.tools._files import Grep, ListFiles, ReadFile
 
 __all__ = ["context", "outside", "workspace"]  # fixtures, used by name
 
@@ -307,9 +306,9 @@ def _swap_after_the_check(
 @pytest.mark.parametrize(
     ("name", "module", "arguments"),
     [
-        ("write_file", _write, {"content": "pwned"}),
-        ("edit_file", _write, {"old_string": "secret", "new_string": "pwned"}),
-        ("read_file", _read, {}),
+        ("write_file", _files, {"content": "pwned"}),
+        ("edit_file", _files, {"old_string": "secret", "new_string": "pwned"}),
+        ("read_file", _files, {}),
     ],
 )
 def test_a_directory_swapped_for_a_symlink_after_the_check_is_not_followed(
@@ -382,7 +381,7 @@ def test_read_file_in_chunks_equals_splitting_the_whole_text(
     if lines[-1] == "":
         lines.pop()
     with tempfile.TemporaryDirectory() as directory, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_read, "_CHUNK", chunk)
+        patch.setattr(_files, "_CHUNK", chunk)
         workspace = Path(os.path.realpath(directory))
         (workspace / "f").write_bytes(text.encode("utf-8"))
         context = ToolContext(workspace=workspace, output_limit=output_limit)

@@ -16,11 +16,10 @@ from ._base import (
     ToolOutput,
     ToolSchema,
     ToolUsage,
-    truncate,
 )
 from ._bash import KEY_VARIABLES
-from ._output import clean_text
-from ._read import ReadFile
+from ._files import ReadFile
+from ._limits import clean_text, truncate
 from ._registry import ToolRegistry, builtin_registry
 
 __all__ = [

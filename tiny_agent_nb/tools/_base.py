@@ -11,46 +11,35 @@ Exceptions (the message of each is written for the model, which reads it as the 
     ToolError                   the tool could not do what was asked
       ToolArgumentError         the arguments do not fit the schema; nothing ran
       OutsideWorkspaceError     a path leads outside the workspace; nothing was touched
+      ToolTimeoutError          the tool stopped at its time limit
 
-Built-in tools raise these (and let OSError out) from `execute`; `BuiltinTool.run`
+A built-in tool raises these (and lets OSError out) from `execute`; `BuiltinTool.run`
 translates them, once, into `ToolOutput(is_error=True)`.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._exceptions import TinyAgentError
 from ..session import ReplayPolicy, ToolIdentity
-from ._output import truncate
-
-__all__ = [  # truncate lives in _output; it stays importable from here
-    "DEFAULT_OUTPUT_LIMIT",
-    "OutsideWorkspaceError",
-    "Tool",
-    "ToolArgumentError",
-    "ToolArguments",
-    "ToolContext",
-    "ToolError",
-    "ToolOutput",
-    "ToolSchema",
-    "ToolUsage",
-    "truncate",
-]
+from ._names import printable_path
 
 DEFAULT_OUTPUT_LIMIT = 30_000  # characters of a result sent back to the model
 
 
 @dataclass(frozen=True)
 class ToolSchema:
-    """A tool as the model sees it (name, description, JSON Schema of its arguments) plus
-    its version. How it is put on the wire is the provider's business (`provider.wire`)."""
+    """A tool as the model sees it, plus its version. How it is put on the wire is the
+    provider's business (`provider.wire`)."""
 
     name: str
     version: str
@@ -77,6 +66,10 @@ class OutsideWorkspaceError(ToolError):
     workspace the file tools are confined to; nothing was read or written."""
 
 
+class ToolTimeoutError(ToolError):
+    """The tool stopped at its time limit; what it would have found is unknown."""
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool may act on. `workspace` is the realpath of the root file tools are
@@ -87,22 +80,21 @@ class ToolContext:
     # What IPython put in the namespace for itself (`user_ns_hidden`): not the user's
     # variables, unless the user bound the name to something else since.
     hidden_variables: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    # Hands code to the user to review: a new cell below the running agent cell (the
-    # notebook's `set_next_input`), or shown to copy where no reply can carry one.
-    # Returns where it went, as the model is told ("as a new cell below the agent
-    # cell"); raises ToolError when it cannot. None outside a notebook.
+    # Hands code to the user to review (the notebook's `set_next_input`, or shown to copy
+    # where no reply can carry one); returns where it went, as the model is told; raises
+    # ToolError when it cannot. None outside a notebook.
     propose_cell: Callable[[str], str] | None = field(default=None, repr=False)
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     # The API key and the like: kept out of tools' child processes, and redacted from
-    # every result before it is committed (never written anywhere by the tools).
+    # every result before it is committed.
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)
 class ToolUsage:
-    """Tokens and cost a tool reports about its own call (an MCP tool that calls a model
-    says so in its result's metadata). Committed as a `usage` fact bound to the call's
-    `toolStarted`; None on a ToolOutput means the tool reported nothing, not zero."""
+    """Tokens and cost a tool reports about its own call (an MCP tool that calls a model),
+    committed as a `usage` fact bound to the call's `toolStarted`. None on a ToolOutput
+    means the tool reported nothing, not zero."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -113,9 +105,8 @@ class ToolUsage:
 
 @dataclass(frozen=True)
 class ToolOutput:
-    """A tool's result. Its last line says how it ended: bash's `[exit code N]` (or its
-    time limit, or the signal that killed it), python's exception line, an error's
-    message. That is the line a person is shown when the tool fails (`ending`)."""
+    """A tool's result. Its last line says how it ended (bash's `[exit code N]`, python's
+    exception line, an error's message): the line a person is shown when it fails."""
 
     content: str
     is_error: bool = False
@@ -145,9 +136,8 @@ class Tool(ABC):
     @property
     def asks_approval(self) -> bool:
         """Whether `--approve ask` asks before this tool runs (and `deny` refuses it): a
-        tool that may change something, which is what a replay policy of `never` says
-        unless the tool knows better (a read that must not be replayed, a proposal the
-        user reviews anyway)."""
+        tool that may change something, as a replay policy of `never` says unless the
+        tool knows better."""
         return self.replay_policy == "never"
 
     @property
@@ -157,12 +147,7 @@ class Tool(ABC):
     def schema(self) -> ToolSchema:
         parameters = self.Arguments.model_json_schema()
         parameters.pop("title", None)
-        return ToolSchema(
-            name=self.name,
-            version=self.version,
-            description=self.description,
-            parameters=parameters,
-        )
+        return ToolSchema(self.name, self.version, self.description, parameters)
 
     def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments with defaults filled in, as recorded in toolStarted."""
@@ -182,3 +167,59 @@ class Tool(ABC):
     @abstractmethod
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         """Perform the effect with effective arguments."""
+
+
+ArgumentsT = TypeVar("ArgumentsT", bound=ToolArguments)
+
+
+class BuiltinTool(Tool, Generic[ArgumentsT]):
+    """A tool shipped with tiny-agent-nb. It implements `execute` with its typed arguments
+    and simply raises; `run` is the one place a failure becomes a result the model sees,
+    so every "file not found" reads the same. Anything else is a bug, left to the loop."""
+
+    replay_policy: ClassVar[ReplayPolicy] = "never"  # a tool is replayed only if it says so
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        try:
+            # A ClassVar cannot name a type variable, hence the cast.
+            return self.execute(cast(ArgumentsT, self.parse_arguments(arguments)), context)
+        except ToolTimeoutError as exc:
+            return ToolOutput(f"{self.name} {exc}", is_error=True, timed_out=True)
+        except ToolError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except OSError as exc:
+            return ToolOutput(describe_os_error(exc, context.workspace), is_error=True)
+
+    @abstractmethod
+    def execute(self, arguments: ArgumentsT, context: ToolContext) -> ToolOutput:
+        """Perform the effect; raise ToolError / OSError for failures the model should see."""
+
+
+_PLAIN = {
+    errno.ENOENT: "no such file or directory",
+    errno.EISDIR: "is a directory",
+    errno.ENOTDIR: "not a directory",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EEXIST: "already exists",
+    errno.ENOSPC: "no space left on device",
+    errno.EROFS: "read-only file system",
+}
+
+
+def describe_os_error(exc: OSError, workspace: Path) -> str:
+    """`<path>: <what went wrong>`, with the path as the model would write it."""
+    what = _PLAIN.get(exc.errno or 0) or exc.strerror or str(exc)
+    if exc.filename is None:
+        return what
+    return f"{display_path(os.fsdecode(exc.filename), workspace)}: {what}"
+
+
+def display_path(path: str | Path, workspace: Path) -> str:
+    """A path relative to the workspace when it lies inside it, else as given; escaped
+    (`printable_path`) so that it is one line and tells every name apart."""
+    try:
+        relative = Path(path).relative_to(workspace)
+    except ValueError:
+        return printable_path(str(path))
+    return printable_path(relative.as_posix()) or "."

@@ -33,10 +33,8 @@ from pydantic import Field
 
 from .._guard import ADOPTS, SWEEP_S, guard_argv
 from ..redaction import hidden_secrets
-from ..session import ReplayPolicy
-from ._base import ToolArguments, ToolContext, ToolOutput
-from ._builtin import BuiltinTool
-from ._output import CappedOutput
+from ._base import BuiltinTool, ToolArguments, ToolContext, ToolOutput
+from ._limits import CappedOutput
 from ._paths import workspace_root
 
 DEFAULT_TIMEOUT = 120.0
@@ -70,7 +68,6 @@ class Bash(BuiltinTool[BashArguments]):
         "Background jobs (cmd &) keep running after the command returns: redirect their "
         "output to a file."
     )
-    replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = BashArguments
     # Off Linux the guard cannot adopt what leaves the command's group (`setsid`), nor
     # stay for the background jobs of a command that exited.

@@ -1,25 +1,23 @@
-"""Time limits for the reading tools, which must end even on hostile input.
+"""Keeping a tool within what the model is sent, what may be committed, and its time.
+
+`truncate` cuts a finished text; `CappedOutput` does the same to a stream (a bash command
+may print gigabytes) with bounded memory. `clean_text` is what the agent loop applies to
+every result before it is committed.
 
 read_file, list_files and grep are replayed after a crash while a notebook loads its
-session (docs/spec.md §2.1), so a file, a tree or a pattern that made one of them run forever
-would wedge every later kernel too. Each therefore works against a `Deadline` and, when
-it passes, raises `ToolTimeoutError`, which `BuiltinTool.run` turns into a result with
-`timed_out=True` (a replay that times out is recorded as interrupted, not replayed).
-
-Most of the work checks the deadline between bounded steps (a chunk read, a directory
-entry). One step cannot be bounded that way: a single `re` search, which backtracks and
-holds the GIL with no way to stop it from another thread (`(a+)+$` on a long line of
-`a`s then `b` takes longer than the universe has left). `run_in_child` runs such work in
-a forked child that is killed when the deadline passes. Why a child rather than a
-linear-time engine (google-re2): RE2 drops backreferences and lookaround, so grep's
-documented "Python `re` syntax" would silently change meaning, and it would be a new
-compiled dependency; a child keeps `re` exactly and also bounds whatever else the
-search does. The child only reads files and writes one pipe, then `os._exit`s: it
-touches no lock another thread of the kernel could have held at the fork.
+session (docs/spec.md §2.1), so a file, tree or pattern that made one run forever would
+wedge every later kernel too. Each works against a `Deadline`, checked between bounded
+steps (a chunk read, a directory entry). One step cannot be bounded that way: a single
+`re` search, which backtracks holding the GIL (`(a+)+$` on a long line). `run_in_child`
+runs it in a forked child killed at the deadline. Not a linear-time engine (google-re2):
+RE2 drops backreferences and lookaround, so grep's documented "Python `re` syntax" would
+silently change meaning, and it is a compiled dependency. The child only reads files and
+writes one pipe, then `os._exit`s: it touches no lock another thread could have held.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -27,34 +25,81 @@ import select
 import signal
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from ._base import ToolError
+from ..redaction import redact
+from ..words import clean_unicode
+from ._base import ToolError, ToolTimeoutError
 
 DEFAULT_TIME_LIMIT = 10.0  # seconds; each reading tool's description states it
 
 
-class ToolTimeoutError(ToolError):
-    """The tool stopped at its time limit; what it would have found is unknown."""
+def truncate(text: str, limit: int) -> str:
+    """Keep the head and tail of a long output, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head, tail = _split(limit)
+    # text[len - tail:] rather than text[-tail:]: with tail == 0 the latter is everything.
+    return _elided(text[:head], len(text) - head - tail, text[len(text) - tail :])
+
+
+def _split(limit: int) -> tuple[int, int]:
+    head = max(limit, 0) * 2 // 3
+    return head, max(limit, 0) - head
+
+
+def _elided(head: str, cut: int, tail: str) -> str:
+    return f"{head}\n[... {cut} characters truncated ...]\n{tail}"
+
+
+class CappedOutput:
+    """Bytes in, exactly what `truncate` makes of the whole text out, holding at most
+    `limit` characters. Decoded incrementally (UTF-8, undecodable bytes replaced), so a
+    character split across two reads is still one character."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(limit, 0)
+        self._head_size, self._tail_size = _split(limit)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._head = ""
+        self._tail = ""
+        self.total = 0  # characters seen
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        text = self._decoder.decode(data, final)
+        self.total += len(text)
+        room = self._head_size - len(self._head)
+        if room > 0:
+            self._head += text[:room]
+            text = text[room:]
+        # While the total is within the limit the tail must hold all after the head.
+        if self._tail_size and text:
+            self._tail = (self._tail + text)[-self._tail_size :]
+
+    def text(self) -> str:
+        self.feed(b"", final=True)
+        if self.total <= self.limit:
+            return self._head + self._tail
+        return _elided(self._head, self.total - self.limit, self._tail)
+
+
+def clean_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Text (a tool's output, a prompt, the user's cells) as it may be committed, sent to
+    the model and shown: valid Unicode (`clean_unicode`: a lone surrogate from a file name
+    that is not UTF-8 would make the commit fail) with every secret redacted."""
+    return redact(clean_unicode(text), secrets)
 
 
 class Deadline:
     """A point in time (monotonic clock) after which the tool stops, and why it says so."""
 
-    def __init__(
-        self,
-        seconds: float,
-        advice: str,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, seconds: float, advice: str) -> None:
         self.seconds = seconds
         self._advice = advice
-        self._clock = clock
-        self._end = clock() + seconds
+        self._end = time.monotonic() + seconds
 
     def remaining(self) -> float:
-        return self._end - self._clock()
+        return self._end - time.monotonic()
 
     def check(self) -> None:
         if self.remaining() <= 0:
@@ -68,16 +113,15 @@ class Deadline:
 
 
 def run_in_child(work: Callable[[], object], deadline: Deadline) -> object:
-    """`work()`'s JSON-serialisable value, computed in a forked child that is killed
-    (SIGKILL) when the deadline passes; then ToolTimeoutError. Ctrl-C in the parent
-    kills the child too. A ToolError raised by `work` is raised here; `work` must
-    translate anything else it expects (an OSError) itself."""
+    """`work()`'s JSON-serialisable value, computed in a forked child that is SIGKILLed
+    when the deadline passes (then ToolTimeoutError), or on Ctrl-C in the parent. A
+    ToolError raised by `work` is raised here; `work` translates anything else itself."""
     deadline.check()
     read_end, write_end = os.pipe()
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns about forking a threaded process (a kernel always is);
-            # the child below is written for exactly that case (see the module docstring).
+            # the child is written for exactly that case (see the module docstring).
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
     except OSError as exc:  # out of processes or memory
@@ -92,8 +136,7 @@ def run_in_child(work: Callable[[], object], deadline: Deadline) -> object:
         data = _read_until(read_end, deadline)
     finally:
         os.close(read_end)
-        # Reaped in every case; killing an already finished child is harmless.
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError):  # reaped whether finished or not
             os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     if data is None:
@@ -131,16 +174,12 @@ def _child(work: Callable[[], object], write_end: int) -> None:  # pragma: no co
 def _read_until(fd: int, deadline: Deadline) -> bytes | None:
     """Everything written to the pipe until EOF, or None if the deadline passes first."""
     chunks: list[bytes] = []
-    while True:
-        left = deadline.remaining()
-        if left <= 0:
-            return None
-        # poll, not select: select cannot watch a descriptor numbered 1024 or more.
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        if not poller.poll(left * 1000):
-            return None
+    # poll, not select: select cannot watch a descriptor numbered 1024 or more.
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while (left := deadline.remaining()) > 0 and poller.poll(left * 1000):
         chunk = os.read(fd, 65536)
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+    return None

@@ -1,20 +1,15 @@
 """File names shown to the model: one entry per line, every name told apart.
 
-A file name is any bytes but NUL and "/": it may hold a newline (which would make one
-listed entry look like two), terminal control bytes, or bytes that are not UTF-8 (which
-a lossy decode would turn into the same U+FFFD for different names). `printable_path`
-escapes those, Python-style, so the shown text is one line and tells every name apart;
-`unescape_path` reads a path given back in that form, so a name listed by the tools can
-be passed to them as shown.
+A file name may hold a newline (one entry would look like two), terminal controls, or
+bytes that are not UTF-8 (a lossy decode makes different names the same). They are shown
+escaped, Python-style, and a path given back in that form is read as the real name:
 
     \\\\  a backslash          \\n \\t \\r  those controls
     \\xHH  the one byte HH (a raw byte that is not UTF-8, or an ASCII control)
     \\uHHHH, \\UHHHHHHHH  a character that is not printable (a bidi override, U+2028 ...)
 
-Any other backslash is kept as it is, so a path written without escapes still works
-unless it contains one of the sequences above. An escape is read only where
-`printable_path` would have written it: `\\x2f` or `\\u002e` stand for a printable
-character, which is never escaped, so they stay as written. Otherwise a path approved as
+Any other backslash is kept. An escape is read only where `printable_path` would have
+written it: `\\x2f` or `\\u002e` stay as written, else a path approved as
 `notes\\x2f..\\x2f\\x2egit` would be written to `.git`: the user must see what is used.
 """
 
@@ -33,7 +28,7 @@ def printable_path(name: str) -> str:
     """`name` (as os.fsdecode gives it) with every character that is not plainly
     printable escaped; the inverse of `unescape_path`."""
     if name.isprintable() and "\\" not in name:
-        return name  # the common case, kept fast
+        return name
     return "".join(_escape(c) for c in name)
 
 
@@ -52,8 +47,6 @@ def _escape(c: str) -> str:
 
 def unescape_path(path: str) -> str:
     """The name that `printable_path` showed as `path`."""
-    if "\\" not in path:
-        return path
     return _ESCAPE.sub(_unescape, path)
 
 
@@ -70,6 +63,5 @@ def _unescape(match: re.Match[str]) -> str:
         if code > 0x10FFFF:
             return match.group(0)
         c = chr(code)
-    # Only what printable_path escapes is read back: a printable character is shown as
-    # itself, so an escape of one is a name with a backslash in it, not a disguise.
+    # A printable character is shown as itself: an escape of one is not a disguise.
     return match.group(0) if c.isprintable() else c

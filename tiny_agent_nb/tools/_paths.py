@@ -1,19 +1,14 @@
 """Confinement: file tools act only inside the workspace.
 
-A path is judged by where it *really* leads: `os.path.realpath` resolves every symlink
-component (and applies `..` after resolving, as the kernel does), so `../x`,
-`/etc/passwd`, `link-to-etc/passwd` and `inside/../../x` are all refused, while an
-absolute path that lands inside the workspace and a symlink whose target stays inside
-are fine. Tools then act on the resolved path, never on the name they were given, so a
-later lookup cannot be redirected by the link that was checked.
+A path is judged by where it *really* leads (`os.path.realpath`), so `../x`, `/etc/passwd`,
+`link-to-etc/passwd` and `inside/../../x` are refused, while an absolute path or a symlink
+that lands inside is fine. Tools then act on the resolved path, never on the name given.
 
 A directory swapped for a symlink between that check and the open (by the agent's own
-bash, or anyone) cannot redirect a file tool either: `open_file` walks from the
-workspace one component at a time with O_NOFOLLOW, relative to the directory it has
-open (the openat way), and `walk` checks that each directory it enters is the one it
-listed. What confinement does not cover is stated in the README: hard links (a link
-inside to a file outside is that file), and the bash and python tools, which run as the
-user and are not confined at all.
+bash, or anyone) cannot redirect a file tool either: `open_file` walks from the workspace
+one component at a time with O_NOFOLLOW, relative to the directory it has open (the openat
+way), and `walk` checks that each directory it enters is the one it listed. Not covered
+(the README says so): hard links, and bash and python, which run as the user.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from ._base import OutsideWorkspaceError, ToolContext, ToolError
+from ._base import OutsideWorkspaceError, ToolContext, ToolError, display_path
 from ._limits import Deadline
 from ._names import printable_path, unescape_path
 
@@ -39,8 +34,8 @@ SKIPPED_DIRECTORIES = frozenset(
 
 
 def workspace_root(context: ToolContext) -> Path:
-    # The context promises a realpath; resolving again costs little and keeps a caller
-    # that passed e.g. a /tmp symlink from making every path look "outside".
+    # Resolved again: a caller that passed e.g. a /tmp symlink must not make every path
+    # look "outside".
     return Path(os.path.realpath(context.workspace))
 
 
@@ -53,13 +48,11 @@ def confine(path: str, context: ToolContext) -> Path:
     except UnicodeEncodeError:  # a lone surrogate from a JSON \ud800 escape
         raise ToolError(f"{path!r}: not a usable file name (invalid Unicode)") from None
     root = workspace_root(context)
-    # A name the tools showed escaped (a newline, a byte that is not UTF-8) is given back
-    # as shown; unescape_path turns it into the real name.
     # os.path, not Path.expanduser: an unknown ~user stays a plain name instead of raising.
-    given = Path(os.path.expanduser(unescape_path(path)))  # noqa: PTH111
-    real = Path(os.path.realpath(root / given))
+    given = root / os.path.expanduser(unescape_path(path))  # noqa: PTH111
+    real = Path(os.path.realpath(given))
     if not is_inside(real, root):
-        via = "through a symlink " if _via_symlink(root / given, real) else ""
+        via = "through a symlink " if os.path.normpath(given) != str(real) else ""
         raise OutsideWorkspaceError(
             f"{printable_path(path)}: refused, it leads {via}to {printable_path(str(real))}, "
             f"outside the workspace {printable_path(str(root))}. "
@@ -68,15 +61,19 @@ def confine(path: str, context: ToolContext) -> Path:
     return real
 
 
+def file_target(path: str, context: ToolContext, *, if_directory: str) -> tuple[Path, str]:
+    """The confined real path of a file argument and how to show it; a directory is
+    refused with `if_directory` as the advice."""
+    real = confine(path, context)
+    shown = display_path(real, workspace_root(context))
+    if real.is_dir():
+        raise ToolError(f"{shown}: is a directory; {if_directory}")
+    return real, shown
+
+
 def is_inside(real: Path, root: Path) -> bool:
     return real == root or root in real.parents
 
-
-def _via_symlink(lexical: Path, real: Path) -> bool:
-    return os.path.normpath(lexical) != str(real)
-
-
-# ---------------------------------------------------------------- opening a file
 
 # Never follow a link (the path was resolved already; a link now is a swap since the
 # check), never block on a pipe's open, never leak the descriptor into bash's children.
@@ -85,13 +82,10 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def open_file(real: Path, root: Path, shown: str, flags: int, *, make_parents: bool = False) -> int:
-    """A descriptor for the regular file at `real` (a confined real path), opened with
-    `flags`; every file tool opens through here.
-
-    Refused with a ToolError: a pipe, socket or device (it could block the tool, or a
-    replay after a crash, forever; writing into a device is not editing a file), and a
-    path on which a component became a symlink after `confine` resolved it.
-    """
+    """A descriptor for the regular file at `real` (a confined real path); every file
+    tool opens through here. Refused with a ToolError: a pipe, socket or device (it could
+    block the tool, or a replay after a crash, forever), and a path on which a component
+    became a symlink after `confine` resolved it."""
     parts = real.relative_to(root).parts
     if not parts:
         raise ToolError(f"{shown}: is a directory")
@@ -180,9 +174,6 @@ def _swapped(shown: str) -> ToolError:
     )
 
 
-# ---------------------------------------------------------------- walking a tree
-
-
 class Entry(NamedTuple):
     path: Path
     kind: Literal["file", "directory", "outside"]  # outside: a symlink leading out
@@ -202,13 +193,9 @@ _HOLD_AFTER = 1024
 
 def walk(top: Path, root: Path, *, recursive: bool, deadline: Deadline) -> Iterator[Entry]:
     """Entries under `top`, sorted by name, depth first, never reading outside `root`.
-
-    Symlinked directories are listed but not entered (a cycle of links would never end).
-    A symlink whose target is outside is reported as such, and its target never examined.
-    Iterative, and through relative opens, so a tree deeper than Python's recursion
-    limit or than PATH_MAX is fine; stops with ToolTimeoutError when `deadline` passes,
-    checked at every entry.
-    """
+    Symlinked directories are listed, not entered (a cycle of links would never end); one
+    leading outside is reported as such and its target never examined. Iterative, through
+    relative opens: a tree deeper than the recursion limit or PATH_MAX is fine."""
     held: list[int] = []  # directories kept open to open below, deepest last
     try:
         fd = _open_directory(None, top, None)

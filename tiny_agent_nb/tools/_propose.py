@@ -19,14 +19,10 @@ not wrap code), where a statement after a long run of spaces would go unseen.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from pydantic import Field
 
-from ..session import ReplayPolicy
 from ..words import hidden_at
-from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
-from ._builtin import BuiltinTool
+from ._base import BuiltinTool, ToolArguments, ToolContext, ToolError, ToolOutput
 
 MAX_PROPOSED_CHARACTERS = 20_000  # a cell longer than a few screens is no review
 # Columns of a line a notebook cell shows without scrolling right (a JupyterLab or
@@ -51,7 +47,6 @@ class ProposeCell(BuiltinTool[ProposeCellArguments]):
         f"happened. One cell per agent cell; lines of at most {MAX_COLUMNS} columns, no "
         "invisible characters (write them as escapes)."
     )
-    replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = ProposeCellArguments
 
     @property

@@ -36,10 +36,8 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from .._guard import ADOPTS, sweep_argv
-from ..session import ReplayPolicy
-from ._base import ToolArguments, ToolContext, ToolOutput
-from ._builtin import BuiltinTool
-from ._output import truncate
+from ._base import BuiltinTool, ToolArguments, ToolContext, ToolOutput
+from ._limits import truncate
 
 _cell_numbers = itertools.count(1)
 
@@ -56,7 +54,6 @@ class Python(BuiltinTool[PythonArguments]):
         "code prints (stdout and stderr) followed by the repr of a final expression, as in "
         "a REPL; an exception comes back with its traceback."
     )
-    replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = PythonArguments
     may_outlive_kernel: ClassVar[bool] = True  # see the module's docstring
 

@@ -1,4 +1,4 @@
-"""The set of tools one agent run may call, looked up by name.
+"""The set of tools one agent run may call, looked up by name, and the built-in ones.
 
 Schemas come out sorted by name so that the same tools always give the same
 `configurationDigest`, whatever order they were registered in.
@@ -10,12 +10,27 @@ from collections.abc import Iterable, Iterator
 
 from ._base import Tool, ToolSchema
 from ._bash import Bash
-from ._grep import Grep
+from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile
 from ._propose import ProposeCell
 from ._python import Python
-from ._read import ListFiles, ReadFile
 from ._variables import ListVariables
-from ._write import EditFile, WriteFile
+
+BUILTIN_TOOLS = (
+    ReadFile,
+    ListFiles,
+    Grep,
+    WriteFile,
+    EditFile,
+    Bash,
+    Python,
+    ListVariables,
+    ProposeCell,
+)
+
+
+def builtin_registry() -> ToolRegistry:
+    """All the built-in tools."""
+    return ToolRegistry(tool() for tool in BUILTIN_TOOLS)
 
 
 class ToolRegistry:
@@ -36,16 +51,15 @@ class ToolRegistry:
         return self._tools.get(name)
 
     def schemas(self) -> list[ToolSchema]:
-        return [self._tools[name].schema() for name in self.names]
+        return [tool.schema() for tool in self]
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
         """Only the named tools (e.g. `%%agent --tools read_file,grep,github__*`). A name
-        `<server>__*` takes every tool of that MCP server, by its source (`mcp:<server>`,
-        `_of_server`), never by name: `a__*` is not also the tools of a server `a_` or
-        `a__b`, whose names begin with `a__` too. Any other name ending in `*` takes every
-        tool whose name begins with what precedes it; nothing else is a pattern, so `[` or
-        `?` in a name mean themselves. ValueError names every exact name that is no tool
-        and every pattern that matches none, and lists the known tools."""
+        `<server>__*` takes every tool of that MCP server, by its source, never by name:
+        `a__*` is not also the tools of a server `a_` or `a__b`, whose names begin with
+        `a__` too. Any other name ending in `*` is a prefix; nothing else is a pattern.
+        ValueError names every exact name that is no tool and every pattern that matches
+        none, and lists the known tools."""
         wanted = list(dict.fromkeys(names))
         exact = {name for name in wanted if not name.endswith("*")}
         patterns = [name for name in wanted if name.endswith("*")]
@@ -80,35 +94,14 @@ class ToolRegistry:
 
 def _matches(tool: Tool, pattern: str) -> bool:
     """Whether `pattern` (a name ending in `*`) takes `tool` (see `ToolRegistry.subset`)."""
-    if pattern.endswith("__*"):
-        return _of_server(tool, pattern[:-3])
-    return tool.name.startswith(pattern[:-1])
-
-
-def _of_server(tool: Tool, server: str) -> bool:
-    """Whether `tool` comes from the MCP server `server`: its source is `mcp:<name>` with
-    `name` either `server` (as configured) or what the model sees of it, which begins the
-    tool's name. The model's name makes each character outside `[A-Za-z0-9_-]` one `_`
-    (`model_tool_name`), so that part of the name is exactly as long as the configured
-    one: "aé" is seen as "a_", which `a__*` does not take though `a___x` begins `a__`."""
+    if not pattern.endswith("__*"):
+        return tool.name.startswith(pattern[:-1])
+    # A tool of server `server`: its source is `mcp:<name>` with `name` the server as
+    # configured, or as the model sees it, which begins the tool's name. The model's name
+    # makes each character outside `[A-Za-z0-9_-]` one `_` (`model_tool_name`), so it is
+    # exactly as long: "aé" is seen as "a_", which `a__*` does not take.
+    server = pattern[:-3]
     if not tool.source.startswith("mcp:"):
         return False
     name = tool.source.removeprefix("mcp:")
     return name == server or (len(name) == len(server) and tool.name.startswith(f"{server}__"))
-
-
-def builtin_registry() -> ToolRegistry:
-    """All nine built-in tools."""
-    return ToolRegistry(
-        [
-            ReadFile(),
-            ListFiles(),
-            Grep(),
-            WriteFile(),
-            EditFile(),
-            Bash(),
-            Python(),
-            ListVariables(),
-            ProposeCell(),
-        ]
-    )

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
-from ..session import ReplayPolicy
 from . import _values as v
-from ._base import ToolArguments, ToolContext, ToolError, ToolOutput
-from ._builtin import BuiltinTool
-from ._output import truncate
+from ._base import BuiltinTool, ToolArguments, ToolContext, ToolError, ToolOutput
+from ._limits import truncate
 
 MAX_LISTED = 200  # data variables listed; the rest are counted
 MAX_NAMED = 60  # modules, functions or classes named, per kind
@@ -45,7 +43,6 @@ class ListVariables(BuiltinTool[ListVariablesArguments]):
         "them. With `name`, describe that one variable: its first items, rows or "
         "attributes. Runs no code and calls no method of the user's own classes."
     )
-    replay_policy: ClassVar[ReplayPolicy] = "never"
     Arguments = ListVariablesArguments
 
     @property
