@@ -1,20 +1,18 @@
-"""The bash tool (replay policy `never`): one `bash -c` in the workspace, under the guard.
+"""The bash tool: one `bash -c` in the workspace, under the guard (`_guard.py`).
 
-The command runs under the guard (`tiny_agent_nb/_guard.py`), in a process group of its
-own, so that stopping it — on timeout, or when the notebook is interrupted — reaches
-everything it started (`make` and its compilers, `sleep 100 &`); on Linux the guard is a
-subreaper, so even what leaves the group (`setsid`) is stopped too. The guard also ends
-all of it when the kernel dies, even by SIGKILL, when nothing in the kernel runs any more.
-The kernel itself is never in those groups, so the signals cannot hit it.
+The command runs in a process group of its own, so that stopping it (on timeout, or when
+the notebook is interrupted) reaches everything it started (`make` and its compilers,
+`sleep 100 &`); on Linux the guard is a subreaper, so even what leaves the group (`setsid`)
+is stopped, and it ends all of it when the kernel dies, even by SIGKILL. The kernel is
+never in those groups, so the signals cannot hit it.
 
-A command that exits normally may leave background jobs behind (a dev server started
-with `&`): they are the user's to keep, and are left running, until the kernel dies (on
-Linux the guard stays for them; elsewhere they are on their own). The tool stops reading
-shortly after bash exits rather than waiting for them to close the output pipe; the guard
-tells it how bash exited through a pipe of its own (`--report`).
+A command that exits may leave background jobs (a dev server started with `&`): they are
+the user's, left running until the kernel dies. The tool stops reading shortly after bash
+exits rather than waiting for them to close the output pipe; the guard says how bash
+exited through a pipe of its own (`--report`).
 
-The command gets the kernel's environment minus the API key (see `child_environment`),
-and the kernel's pid in TINY_AGENT_KERNEL_PID (its `$PPID` is the guard).
+The command gets the kernel's environment minus the API key (`child_environment`), and
+the kernel's pid in TINY_AGENT_KERNEL_PID (its `$PPID` is the guard).
 """
 
 from __future__ import annotations
@@ -44,8 +42,6 @@ _CHUNK = 65536
 # Where the notebook finds the API key (TinyAgent.api_key): never passed on, whatever
 # their value, so a key set there but configured differently stays hidden too.
 KEY_VARIABLES = frozenset({"TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"})
-
-KERNEL_PID = "TINY_AGENT_KERNEL_PID"  # the process that runs the tool, told to the command
 
 Ending = Literal["exited", "detached", "timeout"]
 
@@ -101,7 +97,7 @@ class Bash(BuiltinTool[BashArguments]):
                         **child_environment(os.environ, context.secrets),
                         # bash's parent is the guard: a command that means the kernel
                         # (the crash demo's `kill -9`) finds it here.
-                        KERNEL_PID: str(os.getpid()),
+                        "TINY_AGENT_KERNEL_PID": str(os.getpid()),
                     },
                     pass_fds=(report_w,),
                 )
@@ -111,7 +107,6 @@ class Bash(BuiltinTool[BashArguments]):
         finally:
             os.close(report_w)
         assert proc.stdout is not None
-        code: int | None = None
         try:
             held.deliver()  # an interrupt that came while bash started: stopped below
             ending, code = _collect(proc, proc.stdout.fileno(), report, output, arguments.timeout)
@@ -119,8 +114,7 @@ class Bash(BuiltinTool[BashArguments]):
                 stop_guard(proc)
                 _drain(proc.stdout.fileno(), output)
         except BaseException:
-            # KeyboardInterrupt (the notebook's interrupt) above all, but any failure
-            # here must not leave the command running unwatched.
+            # The notebook's interrupt above all: no failure leaves the command unwatched.
             stop_guard(proc)
             raise
         finally:
@@ -209,7 +203,11 @@ def _collect(
                     said += chunk
                     if not chunk:  # the guard has said all it will
                         selector.unregister(report)
-                        code, exited_at = _exit_code(said, proc), time.monotonic()
+                        try:
+                            code = int(said)
+                        except ValueError:  # the guard could not start bash (and said why)
+                            code = proc.wait()
+                        exited_at = time.monotonic()
                 else:
                     chunk = os.read(fd, _CHUNK)
                     if chunk:
@@ -217,15 +215,6 @@ def _collect(
                     else:
                         selector.unregister(fd)
                         reading = False
-
-
-def _exit_code(said: bytes, proc: subprocess.Popen[bytes]) -> int:
-    """Bash's exit code as the guard reported it; without a report (the guard could not
-    start bash, and said why on the output), the guard's own."""
-    try:
-        return int(said)
-    except ValueError:
-        return proc.wait()
 
 
 def _drain(fd: int, output: CappedOutput) -> None:
@@ -243,13 +232,13 @@ def stop_guard(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the guard: it SIGTERMs the command's process group, SIGKILLs what is left
     after TERMINATE_GRACE and everything else the command started, and exits; reaped
     here. A second interrupt during the grace tells it to skip straight to SIGKILL."""
-    _signal(proc, signal.SIGTERM)
+    proc.send_signal(signal.SIGTERM)  # nothing if it is already gone
     try:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=TERMINATE_GRACE + SWEEP_S)
     finally:
         if proc.poll() is None:
-            _signal(proc, signal.SIGTERM)  # a second stop signal: no more grace
+            proc.send_signal(signal.SIGTERM)  # a second stop signal: no more grace
             try:
                 proc.wait(timeout=SWEEP_S)
             except subprocess.TimeoutExpired:
@@ -257,11 +246,6 @@ def stop_guard(proc: subprocess.Popen[bytes]) -> None:
                 # outlive it, but the kernel does not hang on it.
                 proc.kill()
                 proc.wait()
-
-
-def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # already gone
-        proc.send_signal(sig)
 
 
 # Guards that stay for the background jobs of commands that exited (Linux): reaped when

@@ -1,20 +1,17 @@
 """The propose_cell tool: code handed back to the user as a new cell, not run.
 
-The notebook puts the code in a new cell below the running agent cell (IPython's
-`set_next_input(code, replace=False)`, which JupyterLab, Notebook and VS Code honour
-once the agent cell finishes), or, in a run with no cell run of its own to carry it (one
-the Resume button started), shows it in the run's output to copy; the result says which.
-Nothing runs: the user reads the code and runs it or not.
-So `--approve ask` does not ask for it (the cell is the review), and its replay policy
-is `never` (it put something on the user's screen; after a crash it is not put again).
+The notebook puts it in a new cell below the running agent cell (IPython's
+`set_next_input(code, replace=False)`), or, in a run with no cell run of its own to carry
+it (one the Resume button started), shows it to copy; the result says which. `--approve
+ask` does not ask for it (the cell is the review), and it is never replayed (it put
+something on the user's screen).
 
-The user reviews the code by reading it, so what they read must be what would run:
-characters a reader does not see as themselves (`words.hidden_at`, the rule every review
-surface shows escaped: bidirectional controls as in "Trojan Source", zero-width and other
-default-ignorable characters Python accepts in names, blanks, marks on nothing, control
-characters) are refused, with where they are, and the model can write them as escapes
-instead; so are lines wider than a notebook cell shows without scrolling (an editor does
-not wrap code), where a statement after a long run of spaces would go unseen.
+What the user reads must be what would run: characters a reader does not see as
+themselves (`words.hidden_at`: bidi controls as in "Trojan Source", zero-width and other
+default-ignorable characters Python accepts in names, blanks, marks on nothing, controls)
+are refused, with where they are, so the model writes them as escapes; so are lines wider
+than a cell shows without scrolling, where a statement after a long run of spaces would
+go unseen.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
-"""The python tool (replay policy `never`): code run in the notebook's own namespace.
+"""The python tool: code run in the notebook's own namespace, in the kernel process.
 
-It runs in the kernel process, so variables the agent defines are there for the user's
-next cell and the other way round. Like a REPL it shows the value of a final expression.
-An exception in the code is the code's failure, not the tool's: it comes back as an error
-result with the traceback, so the model can fix its code. KeyboardInterrupt is not
-caught: the notebook's interrupt stops the agent, not just this snippet.
+Variables the agent defines are there for the user's next cell and the other way round.
+Like a REPL it shows the value of a final expression. An exception in the code is the
+code's failure, not the tool's: an error result with the traceback, so the model can fix
+its code. KeyboardInterrupt is not caught: the notebook's interrupt stops the agent. Only
+sys.stdout / sys.stderr are captured; a subprocess writing to fd 1 prints to the kernel's.
 
-Only what goes through sys.stdout / sys.stderr is captured; a subprocess or C library
-writing to file descriptor 1 directly still prints to the kernel's own output.
-
-A process the code starts is the kernel's own child, as one a cell starts would be: no
-guard stands between them. On Linux the kernel's sweeper (`_guard.py --sweep`, started
-with the first call) ends, when the kernel dies, every process whose environment holds
-the marker this tool sets in `os.environ` while the code runs (so what `subprocess`,
-`os.system` and the processes they start inherit). What drops the marker (a process that
-resets its environment, a child forked without exec, one started by a thread after the
-call) is not found, so a recovery report says such a call's processes may still run.
+A process the code starts is the kernel's own child, with no guard between them. On
+Linux the kernel's sweeper (`_guard.py --sweep`, started with the first call) ends, when
+the kernel dies, every process whose environment holds the marker this tool sets in
+`os.environ` while the code runs. What drops the marker (a process that resets its
+environment, a fork without exec, a thread started by the call) is not found, so a
+recovery report says such a call's processes may still run.
 """
 
 from __future__ import annotations
@@ -86,8 +82,7 @@ SWEEP_MARKER = "TINY_AGENT_SWEEP"
 
 
 class _Sweeper:
-    """The kernel's one sweeper process, started by the first call (in this process: a
-    forked child starts its own)."""
+    """The kernel's one sweeper process, started by the first call (a forked child's own)."""
 
     owner: int | None = None
     token = ""
@@ -146,8 +141,8 @@ def _run(code: str, filename: str, namespace: dict[str, Any]) -> object:
 
 
 def _remember_source(code: str) -> str:
-    """A distinct pseudo file name per call, registered with linecache, so tracebacks
-    show the offending line, even for a function defined in an earlier call."""
+    """A pseudo file name per call, in linecache, so tracebacks show the offending line
+    (of a function defined in an earlier call too)."""
     filename = f"<agent-python-{next(_cell_numbers)}>"
     # mtime None marks it as not on disk: linecache.checkcache leaves such entries alone.
     linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)

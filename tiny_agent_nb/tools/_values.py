@@ -1,23 +1,18 @@
 """Reading the user's objects without running the user's code: what `list_variables` shows.
 
-Looking at a Python object can run code of its class: `len()` calls `__len__`, an
-attribute may be a property or go through `__getattr__`, `repr()` calls `__repr__`,
-`isinstance` reads `__class__`, a str subclass's `==`, `str()` and f-string formatting
-are its own methods, and a lazy frame computes its schema when asked for its
-columns. A hostile or merely huge object would then hang the kernel, or hand the model
+Looking at an object can run code of its class: `len()`, a property, `__getattr__`,
+`repr()`, `isinstance` (it reads `__class__`), a str subclass's `==` or `str()`, a lazy
+frame's schema. A hostile or huge object would then hang the kernel, or hand the model
 what its `__repr__` chose to say. So nothing here calls code of a type it does not know:
 
-- types are read with `type()` and their names through `type`'s own descriptors, and
-  tested with `issubclass(type(x), ...)` (never `isinstance`); a name, docstring or file
-  that is a str subclass is read as the plain str it holds (`plain_text`);
-- built-in values (numbers, strings, bytes, containers) are read through the built-in
-  type's own slots (`list.__len__(x)`, `dict.items(x)`), which a subclass cannot
-  override, and shown a bounded number of items deep;
-- `numpy.ndarray` (through ndarray's own descriptors, a subclass's too), and pandas'
-  `DataFrame`, `Series` and `Index` of exactly pandas' own classes, are read through
-  their own attributes (shape, dtype, columns, dtypes), when
-  numpy or pandas is already imported: their code, and bounded (a frame's dtypes take
-  time in its number of columns, nothing takes time in its rows);
+- types are read with `type()` and `type`'s own descriptors, tested with
+  `issubclass(type(x), ...)`; a name or docstring that is a str subclass is read as the
+  plain str it holds (`plain_text`);
+- built-in values are read through the built-in type's own slots (`list.__len__(x)`),
+  which a subclass cannot override, a bounded number of items deep;
+- `numpy.ndarray` (through ndarray's own descriptors) and pandas' own `DataFrame`,
+  `Series` and `Index`, when already imported, through their own attributes, bounded (no
+  cost in their number of rows);
 - of any other object only the type is named, and a description lists the instance
   attributes its `__dict__` holds (read by the C slot, never through a property).
 """
@@ -145,9 +140,9 @@ def _value(obj: Any, depth: int) -> str:
             return repr(head) if size <= MAX_TEXT else f"{head!r}… ({size} bytes)"
     if cls is range:
         return range.__repr__(obj)
-    for base, (opening, closing) in _BRACKETS.items():
+    for base in _BRACKETS:
         if issubclass(cls, base):
-            return _container(obj, cls, base, depth, (opening, closing))
+            return _container(obj, cls, base, depth)
     if any(cls is plain for plain in _PLAIN_REPR):  # `in` would hash a hostile metaclass
         return _plain_repr(obj, cls)
     numpy_scalar: Any = loaded("numpy", "generic")
@@ -218,8 +213,8 @@ _BRACKETS: dict[type, tuple[str, str]] = {
 }
 
 
-def _container(obj: Any, cls: type, base: Any, depth: int, brackets: tuple[str, str]) -> str:
-    opening, closing = brackets
+def _container(obj: Any, cls: type, base: Any, depth: int) -> str:
+    opening, closing = _BRACKETS[base]
     size = base.__len__(obj)
     if depth <= 0:
         return f"<{type_name(cls)} of {size}>"
@@ -240,10 +235,9 @@ def size(obj: object) -> str | None:
     string says its first characters and its length instead, as `value` does)."""
     cls = type(obj)
     try:
-        if issubclass(cls, (bytes, bytearray, list, tuple, set, frozenset, dict)):
-            for base in (bytes, bytearray, list, tuple, set, frozenset, dict):
-                if issubclass(cls, base):
-                    return f"len {base.__len__(obj)}"  # type: ignore[arg-type]
+        for base in (bytes, bytearray, list, tuple, set, frozenset, dict):
+            if issubclass(cls, base):
+                return f"len {base.__len__(obj)}"  # type: ignore[arg-type]
         if is_array(obj):
             shape, dtype = array_attribute(obj, "shape"), array_attribute(obj, "dtype")
             return f"shape {tuple(shape)}, dtype {dtype}"
