@@ -1,20 +1,11 @@
 """The tool protocol: identity, argument model, replay policy, effect.
 
-A tool declares its arguments as a pydantic model (strict, closed), which gives the JSON
-Schema the model sees and the *effective* arguments (defaults filled in) recorded in
-`toolStarted`. `run` performs the effect and returns a `ToolOutput`; an exception from
-`run` becomes an error result the model sees. KeyboardInterrupt is the one exception a
-tool must let through (after stopping its effect: a bash tool kills its process group).
-
-Exceptions (the message of each is written for the model, which reads it as the result):
-
-    ToolError                   the tool could not do what was asked
-      ToolArgumentError         the arguments do not fit the schema; nothing ran
-      OutsideWorkspaceError     a path leads outside the workspace; nothing was touched
-      ToolTimeoutError          the tool stopped at its time limit
-
-A built-in tool raises these (and lets OSError out) from `execute`; `BuiltinTool.run`
-translates them, once, into `ToolOutput(is_error=True)`.
+A tool's arguments are a pydantic model (strict, closed): the JSON Schema the model sees,
+and the *effective* arguments (defaults filled in) recorded in `toolStarted`. `run`
+performs the effect; an exception from it becomes an error result the model sees, but
+KeyboardInterrupt passes, after the tool stopped its effect (bash kills its group).
+Errors (`ToolError` and its subclasses, drawn in `_exceptions.py`) carry a message
+written for the model.
 """
 
 from __future__ import annotations
@@ -135,9 +126,8 @@ class Tool(ABC):
 
     @property
     def asks_approval(self) -> bool:
-        """Whether `--approve ask` asks before this tool runs (and `deny` refuses it): a
-        tool that may change something, as a replay policy of `never` says unless the
-        tool knows better."""
+        """Whether `--approve ask` asks before it runs (and `deny` refuses it): a tool that
+        may change something, as `never` says unless the tool knows better."""
         return self.replay_policy == "never"
 
     @property

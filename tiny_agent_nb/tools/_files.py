@@ -12,7 +12,6 @@ only, never through a symlink swapped in.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 from fnmatch import fnmatchcase
@@ -48,10 +47,6 @@ _CHUNK = 1 << 16  # bytes read at a time; small enough that malloc reuses, not m
 def looks_binary(head: bytes) -> bool:
     """A NUL byte early in the file: what git and grep take to mean "not text"."""
     return b"\0" in head[:_SNIFF_BYTES]
-
-
-def missing(real: Path) -> OSError:
-    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(real))
 
 
 class _Reading(BuiltinTool[ArgumentsT]):
@@ -100,7 +95,8 @@ class ReadFile(_Reading[ReadFileArguments]):
             start = arguments.offset - 1
             end = None if arguments.limit is None else start + arguments.limit
             text = CappedOutput(context.output_limit)
-            total = _scan(head, stream, start, end, text=text, deadline=deadline)
+            stream.seek(0)
+            total = _scan(stream, start, end, text=text, deadline=deadline)
         if total == 0:
             return ToolOutput(f"[{shown}: empty file, 0 lines]")
         if arguments.offset > total:
@@ -116,22 +112,16 @@ class ReadFile(_Reading[ReadFileArguments]):
 
 
 def _scan(
-    data: bytes,
-    stream: BinaryIO,
-    first: int,
-    end: int | None,
-    *,
-    text: CappedOutput,
-    deadline: Deadline,
+    stream: BinaryIO, first: int, end: int | None, *, text: CappedOutput, deadline: Deadline
 ) -> int:
-    """Feed lines `first` .. `end` of the file (`data`, then the rest of `stream`) to
-    `text` as the model is sent them, and count the file's lines: split on "\\n" only, as
-    grep counts them, no phantom line after the last. Memory stays bounded: one chunk, and
-    what `text` holds. A 200 MB file of one line is read, not held."""
+    """Feed lines `first` .. `end` of the file to `text` as the model is sent them, and
+    count the file's lines: split on "\\n" only, as grep counts them, no phantom line
+    after the last. Memory stays bounded: one chunk, and what `text` holds. A 200 MB file
+    of one line is read, not held."""
     line = 0  # the newlines seen so far: the index of the line being read
     pending = False  # the window's last newline, held back
     last = b""
-    while data:
+    while data := stream.read(_CHUNK):
         deadline.check()
         start = _after(data, first - line)
         span = data[start : len(data) if end is None else _after(data, end - line)]
@@ -143,7 +133,6 @@ def _scan(
             text.feed(span[:-1] if pending else span)
         line += data.count(b"\n")
         last = data[-1:]
-        data = stream.read(_CHUNK)
     return line + (last not in (b"", b"\n"))  # a last line without a newline counts
 
 
@@ -184,8 +173,7 @@ class ListFiles(_Reading[ListFilesArguments]):
     def execute(self, arguments: ListFilesArguments, context: ToolContext) -> ToolOutput:
         root = workspace_root(context)
         top = confine(arguments.path, context)
-        if not top.exists():
-            raise missing(top)
+        top.stat()  # not there: FileNotFoundError, naming it
         if not top.is_dir():
             return ToolOutput(display_path(top, root))
         deadline = Deadline(
@@ -247,8 +235,7 @@ class Grep(_Reading[GrepArguments]):
             raise ToolError(f"invalid regular expression {arguments.pattern!r}: {exc}") from None
         root = workspace_root(context)
         top = confine(arguments.path, context)
-        if not top.exists():
-            raise missing(top)
+        top.stat()  # not there: FileNotFoundError, naming it
         deadline = Deadline(
             self.time_limit,
             "Narrow the search (path, glob) or simplify the pattern: nested repeats such "

@@ -54,12 +54,10 @@ class ToolRegistry:
         return [tool.schema() for tool in self]
 
     def subset(self, names: Iterable[str]) -> ToolRegistry:
-        """Only the named tools (e.g. `%%agent --tools read_file,grep,github__*`). A name
-        `<server>__*` takes every tool of that MCP server, by its source, never by name:
-        `a__*` is not also the tools of a server `a_` or `a__b`, whose names begin with
-        `a__` too. Any other name ending in `*` is a prefix; nothing else is a pattern.
-        ValueError names every exact name that is no tool and every pattern that matches
-        none, and lists the known tools."""
+        """Only the named tools (`%%agent --tools read_file,grep,github__*`). `<server>__*`
+        takes every tool of that MCP server, by its source (`a__*` is not also a server
+        `a_`'s); any other name ending in `*` is a prefix; nothing else is a pattern.
+        ValueError names each name and pattern that takes no tool, and the known tools."""
         wanted = list(dict.fromkeys(names))
         exact = {name for name in wanted if not name.endswith("*")}
         patterns = [name for name in wanted if name.endswith("*")]

@@ -120,10 +120,8 @@ def value(obj: object, depth: int = 1) -> str:
 
 def _value(obj: Any, depth: int) -> str:
     cls = type(obj)
-    if obj is None or cls is bool:
+    if obj is None or cls is bool:  # bool cannot be subclassed
         return repr(obj)
-    if issubclass(cls, bool):
-        return bool.__repr__(obj)
     if issubclass(cls, int):
         bits = int.bit_length(obj)
         return int.__repr__(obj) if bits <= MAX_INT_BITS else f"<int of {bits} bits>"
