@@ -70,7 +70,7 @@ class Bash(BuiltinTool[BashArguments]):
     may_outlive_kernel: ClassVar[bool] = not ADOPTS
 
     def execute(self, arguments: BashArguments, context: ToolContext) -> ToolOutput:
-        _reap_lingering()
+        _lingering[:] = [proc for proc in _lingering if proc.poll() is None]
         output = CappedOutput(context.output_limit)
         held = _InterruptHeld()
         report, report_w = os.pipe()  # how bash exited, from the guard
@@ -184,19 +184,13 @@ def _collect(
         selector.register(fd, selectors.EVENT_READ)
         selector.register(report, selectors.EVENT_READ)
         while True:
-            now = time.monotonic()
-            if exited_at is not None:
-                if not reading:
-                    return "exited", code
-                wait = exited_at + EXIT_GRACE - now
-                if wait <= 0:
-                    return "detached", code  # bash is done; background jobs hold the pipe
-            else:
-                if now >= deadline:
-                    # End of output or not, bash still runs (it can close its stdout and
-                    # go on).
-                    return "timeout", None
-                wait = deadline - now
+            if exited_at is not None and not reading:
+                return "exited", code
+            wait = (deadline if exited_at is None else exited_at + EXIT_GRACE) - time.monotonic()
+            if wait <= 0:
+                # Before bash exits, its time is up (closing its output does not end it);
+                # after, background jobs hold the pipe.
+                return ("timeout", None) if exited_at is None else ("detached", code)
             for key, _ in selector.select(wait):
                 if key.fd == report:
                     chunk = os.read(report, 64)
@@ -259,10 +253,6 @@ def _leave(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=EXIT_GRACE)
     except subprocess.TimeoutExpired:
         _lingering.append(proc)
-
-
-def _reap_lingering() -> None:
-    _lingering[:] = [proc for proc in _lingering if proc.poll() is None]
 
 
 def _result(text: str, ending: Ending, returncode: int | None, timeout: float) -> ToolOutput:
