@@ -36,12 +36,12 @@ MAX_INT_BITS = 256  # a larger int is shown by its size (its digits take quadrat
 
 _qualname = type.__dict__["__qualname__"].__get__
 _module = type.__dict__["__module__"].__get__
-_class_dict = type.__dict__["__dict__"].__get__
+class_namespace = type.__dict__["__dict__"].__get__
 _bases = type.__dict__["__bases__"].__get__
 _function_code = types.FunctionType.__dict__["__code__"].__get__
 _function_defaults = types.FunctionType.__dict__["__defaults__"].__get__
 _function_kwdefaults = types.FunctionType.__dict__["__kwdefaults__"].__get__
-_function_doc = types.FunctionType.__dict__["__doc__"].__get__
+function_doc = types.FunctionType.__dict__["__doc__"].__get__
 _module_dict = vars(types.ModuleType)["__dict__"].__get__
 
 # Standard library types whose repr is their own code, and short (exactly these: a
@@ -179,7 +179,7 @@ def _plain_repr(obj: Any, cls: type) -> str:
 def _plain_slots(obj: object) -> bool:
     """Each slot of `obj` holds a plain str, int, bool or None, or a list or tuple of them."""
     for cls in type.__dict__["__mro__"].__get__(type(obj)):
-        for slot in _class_dict(cls).values():
+        for slot in class_namespace(cls).values():
             if type(slot) is not types.MemberDescriptorType:
                 continue
             try:
@@ -281,7 +281,7 @@ def instance_attributes(obj: object) -> dict[str, Any] | None:
     """The object's `__dict__`, reached through the getter the interpreter made for its
     class (a C slot), never through a `__dict__` property or `__getattribute__`."""
     for cls in type.__dict__["__mro__"].__get__(type(obj)):
-        descriptor = _class_dict(cls).get("__dict__")
+        descriptor = class_namespace(cls).get("__dict__")
         if descriptor is None:
             continue
         if type(descriptor) is not types.GetSetDescriptorType:
@@ -289,10 +289,6 @@ def instance_attributes(obj: object) -> dict[str, Any] | None:
         found = descriptor.__get__(obj, cls)
         return found if type(found) is dict else None
     return None
-
-
-def class_namespace(cls: type) -> Any:
-    return _class_dict(cls)
 
 
 def class_bases(cls: type) -> tuple[type, ...]:
@@ -349,7 +345,3 @@ def signature(function: types.FunctionType) -> str:
     if code.co_flags & 0x08:  # CO_VARKEYWORDS
         parts.append(f"**{names[index]}")
     return f"{code.co_name}({', '.join(parts)})"
-
-
-def function_doc(function: types.FunctionType) -> str | None:
-    return first_line(_function_doc(function))

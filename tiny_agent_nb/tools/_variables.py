@@ -159,10 +159,10 @@ def _details(obj: object) -> list[str]:
             *([f"version {v.value(version, 0)}"] if v.plain_text(version) is not None else []),
         ]
     if issubclass(cls, types.FunctionType):
-        doc = v.function_doc(obj)  # type: ignore[arg-type]
+        doc = v.first_line(v.function_doc(obj))
         return [v.signature(obj), *([doc] if doc else [])]  # type: ignore[arg-type]
     if issubclass(cls, type):
-        namespace = v.class_namespace(obj)  # type: ignore[arg-type]
+        namespace = v.class_namespace(obj)
         bases = ", ".join(v.type_name(b) for b in v.class_bases(obj))  # type: ignore[arg-type]
         doc = v.first_line(namespace.get("__doc__"))
         members = [k for k in namespace if type(k) is str and not k.startswith("_")]
