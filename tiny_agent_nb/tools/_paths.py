@@ -197,21 +197,32 @@ def walk(top: Path, root: Path, *, recursive: bool, deadline: Deadline) -> Itera
     leading outside is reported as such and its target never examined. Iterative, through
     relative opens: a tree deeper than the recursion limit or PATH_MAX is fine."""
     held: list[int] = []  # directories kept open to open below, deepest last
-    try:
-        fd = _open_directory(None, top, None)
+    # Per directory on the current path: its path, its entries left, and its path below
+    # the deepest held directory (None: held itself), a string: Path.relative_to would
+    # cost the whole depth at every level.
+    pending: list[tuple[Path, Iterator[_Listed], str | None]] = []
+
+    def enter(path: Path, below: str, identity: tuple[int, int] | None) -> None:
+        fd = _open_directory(held[-1] if held else None, below, identity)
         if fd is None:
             return
-        held.append(fd)
-        # One iterator per directory on the current path, whether it is held, and its
-        # path below the deepest held directory ("" when held itself), kept as a string
-        # since Path.relative_to costs the whole depth at every level.
-        pending = [(top, iter(_list(fd, deadline)), True, "")]
+        hold = not held or len(below) >= _HOLD_AFTER
+        if hold:
+            held.append(fd)
+        try:
+            pending.append((path, iter(_list(fd, deadline)), None if hold else below))
+        finally:
+            if not hold:
+                os.close(fd)
+
+    try:
+        enter(top, str(top), None)
         while pending:
-            directory, entries, holding, below = pending[-1]
+            directory, entries, below = pending[-1]
             listed = next(entries, None)
             if listed is None:
                 pending.pop()
-                if holding:
+                if below is None:
                     os.close(held.pop())
                 continue
             deadline.check()
@@ -222,32 +233,16 @@ def walk(top: Path, root: Path, *, recursive: bool, deadline: Deadline) -> Itera
                     yield Entry(path, "outside")
                 else:
                     yield Entry(path, "directory" if target.is_dir() else "file")
-            elif listed.kind == "file":
-                yield Entry(path, "file")
-            else:
-                yield Entry(path, "directory")
-                if recursive and listed.name not in SKIPPED_DIRECTORIES:
-                    inner = f"{below}/{listed.name}" if below else listed.name
-                    fd = _open_directory(held[-1], inner, listed.identity)
-                    if fd is None:
-                        continue
-                    hold = len(inner) >= _HOLD_AFTER
-                    if hold:
-                        held.append(fd)
-                    try:
-                        entries = iter(_list(fd, deadline))
-                    finally:
-                        if not hold:
-                            os.close(fd)
-                    pending.append((path, entries, hold, "" if hold else inner))
+                continue
+            yield Entry(path, listed.kind)
+            if listed.kind == "directory" and recursive and listed.name not in SKIPPED_DIRECTORIES:
+                enter(path, f"{below}/{listed.name}" if below else listed.name, listed.identity)
     finally:
         for fd in held:
             os.close(fd)
 
 
-def _open_directory(
-    above: int | None, below: str | Path, identity: tuple[int, int] | None
-) -> int | None:
+def _open_directory(above: int | None, below: str, identity: tuple[int, int] | None) -> int | None:
     """A descriptor of directory `below` (relative to the descriptor `above`), or None
     if it cannot be opened or is no longer the directory that was listed (`identity`):
     swapped, it or a directory on the way, for a symlink to elsewhere."""
