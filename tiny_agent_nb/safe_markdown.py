@@ -70,7 +70,7 @@ _SHOWN_DOLLAR = f"<span class='tex2jax_ignore mathjax_ignore'>{_DOLLAR}</span>"
 # Where a `&#x24;` stays a bare entity: a link's destination and title, an image's alt
 # text and a reference definition are attributes, where markup would show as text.
 _NOT_MARKUP = re.compile(
-    r"\]\([^)\n]*\)?|(?<!\\)!\[[^\]\n]*\]\(|^[ \t>*+\-0-9.)]*\[[^\]\n]*\]:.*$", re.MULTILINE
+    r"(\]\([^)\n]*\)?|(?<!\\)!\[[^\]\n]*\]\(|^[ \t>*+\-0-9.)]*\[[^\]\n]*\]:.*$)", re.MULTILINE
 )
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
@@ -232,14 +232,8 @@ def _balanced(tex: str) -> bool:
 
 def _show_dollars(text: str) -> str:
     """Each `$` that is not maths, in the span MathJax skips, where markup is read."""
-    out: list[str] = []
-    last = 0
-    for match in _NOT_MARKUP.finditer(text):
-        out.append(text[last : match.start()].replace(_DOLLAR, _SHOWN_DOLLAR))
-        out.append(match.group())
-        last = match.end()
-    out.append(text[last:].replace(_DOLLAR, _SHOWN_DOLLAR))
-    return "".join(out)
+    parts = _NOT_MARKUP.split(text)  # markup read, not read, read, ...
+    return "".join(p if i % 2 else p.replace(_DOLLAR, _SHOWN_DOLLAR) for i, p in enumerate(parts))
 
 
 def _closing_run(text: str, start: int, length: int) -> int | None:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 from ..session import (
+    Attempt,
     CompactionEntry,
     Kernel,
     KernelNotice,
@@ -100,8 +101,7 @@ def _kernel_row(state: SessionState, kernel: Kernel, number: int) -> KernelRow:
     )
 
 
-def _attempt_status(state: SessionState, attempt_id: str) -> str:
-    a = state.attempts[attempt_id]
+def _attempt_status(a: Attempt) -> str:
     if a.status == "failed" and a.error is not None and a.error.kind in ("interrupted", "aborted"):
         return a.error.kind
     return a.status
@@ -157,7 +157,7 @@ def build_timeline(
                 id=a.id,
                 step=a.step,
                 attempt=a.attempt,
-                status=_attempt_status(state, a.id),
+                status=_attempt_status(a),
                 model=a.model,
                 input_tokens=u.inputTokens if u else None,
                 output_tokens=u.outputTokens if u else None,
