@@ -1,56 +1,38 @@
 """The guard: what a kernel starts (a stdio MCP server, a `bash` command, what `python`
-code starts) dies with that kernel, however the kernel dies.
-
-When a kernel is SIGKILLed (or OOM-killed) nothing in it runs any more, so the end of its
-children has to be arranged by another process: this one, run by path (`guard_argv`):
+code starts) dies with that kernel, however the kernel dies. A SIGKILLed kernel runs
+nothing more, so another process must end its children: this one, run by path
+(`guard_argv`):
 
     sys.executable -I -S .../_guard.py KERNEL_PID [OPTION...] -- COMMAND ARGS...
 
-The guard starts the command in a process group of its own, so that it can end the
-command with everything the command started (`npx` starts node, `make` its compilers),
-and, on Linux, makes itself a child subreaper (PR_SET_CHILD_SUBREAPER): a process that
-leaves the group (`setsid`, a daemon's double fork) is still the guard's descendant, and
-is handed to the guard, not to init, when its own parent dies. The guard ends the group
-when
+The guard starts the command in a process group of its own (to end all it started: `npx`
+starts node) and, on Linux, makes itself a child subreaper, so that what leaves the group
+(`setsid`, a daemon's double fork) is handed to the guard, not to init. It ends the group
+when the kernel dies (Linux: PR_SET_PDEATHSIG sends it SIGTERM; everywhere: it compares
+`os.getppid()` every WATCH_INTERVAL_S), when it gets SIGTERM, SIGINT or SIGHUP (SIGTERM to
+the group, GRACE_S or `--grace` to exit, cut short by a second stop signal, then
+SIGKILL), or when the command exits by itself (SIGKILL to what it left); then, on Linux,
+it SIGKILLs every process still below it. Its exit code is the command's (128+N for
+signal N); a command that cannot start is one line on stderr and 127, as in a shell.
 
-- the kernel dies: on Linux the kernel sends the guard SIGTERM (PR_SET_PDEATHSIG); on
-  every platform the guard also looks at `os.getppid()` every WATCH_INTERVAL_S, the
-  fallback;
-- the guard gets SIGTERM, SIGINT or SIGHUP (the MCP SDK's shutdown, the bash tool's
-  timeout or interrupt send SIGTERM): SIGTERM to the group, up to the grace (GRACE_S,
-  or `--grace`; a second stop signal cuts it short) for the command to exit, then SIGKILL
-  to the group;
-- the command exits by itself (an MCP server): SIGKILL to whatever it left in its group;
+`--report FD` (the bash tool): when the command exits by itself, its exit code (negative
+for a signal, as `Popen.returncode`) and a newline go to FD, and the group is *not*
+ended: what the command started in the background runs on, until the kernel dies.
+`--watch-only`: no PR_SET_PDEATHSIG, for a guard started from a thread that may end
+before the kernel (the signal follows the starting *thread*). `--sweep NAME=VALUE` (the
+python tool, Linux): no command; when the kernel dies, end every process whose
+environment holds NAME=VALUE (set while `python` code ran).
 
-and then, on Linux, SIGKILLs every process still below it (what left the group) until
-none is left. It exits with the command's exit code (128+N for one killed by signal N).
-
-`--report FD` (the bash tool): when the command exits by itself, the guard writes its
-exit code (negative for a signal, as `Popen.returncode`) and a newline to FD and closes
-it, and does *not* end the group: what the command started in the background runs on,
-and on Linux the guard stays (adopting it) until all of it has ended, or ends it when the
-kernel dies. `--watch-only`: no PR_SET_PDEATHSIG, for a guard started from a thread that
-may end before the kernel (the signal comes when the starting *thread* ends).
-
-`_guard.py KERNEL_PID --sweep NAME=VALUE` (the python tool, Linux): runs no command;
-when the kernel dies it ends every process whose environment holds NAME=VALUE (what the
-kernel set while `python` code ran, so what that code started), SIGTERM then SIGKILL.
-
-The command inherits stdin, stdout, stderr, the environment and the working directory;
-once it runs, the guard lets go of its own stdin and stdout (with `--report`, stderr
-too), so that closing the pipes works as if the guard were not there. A command that
-cannot be started is one line on stderr and exit status 127 (as in a shell).
-
-Stdlib only, and nothing from tiny_agent_nb: the guard is run by path (`-S`: without
-`site`, whose .pth files cost tens of milliseconds) and sits in front of every server
-start and every bash command, so it must start in a few milliseconds.
+Once the command runs the guard lets go of its stdin and stdout (with `--report`, stderr
+too), so closing the pipes works as if it were not there. Stdlib only, nothing from
+tiny_agent_nb, run with `-S`: it sits in front of every server start and bash command, so
+it must start in a few milliseconds.
 """
 
 from __future__ import annotations
 
-# The C module under `signal`, which imports `enum` and wraps every number in one: the
-# guard's start is on the path of every bash command, so it imports little (neither
-# `contextlib`, `threading` nor `collections.abc` either).
+# The C module under `signal`, which imports `enum`: the guard's start is on the path of
+# every bash command, so it imports little (nor `contextlib`, `threading`, `subprocess`).
 import _signal  # type: ignore[import-not-found]
 import os
 import select
@@ -63,22 +45,19 @@ _STOP_SIGNALS: tuple[int, ...] = (SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 _DEFAULTS_RESTORED: tuple[int, ...] = (_signal.SIGPIPE, _signal.SIGXFSZ)
 
 GRACE_S = 1.5
-"""How long a server has to exit after SIGTERM before its group is SIGKILLed. Shorter than
-the SDK's own grace (mcp.client.stdio.FORCE_KILL_TIMEOUT, 2 s), which it gives the guard
-after its SIGTERM: the guard must have SIGKILLed the server's group before the SDK SIGKILLs
-the guard, or a server that ignores SIGTERM would outlive both."""
+"""Shorter than the MCP SDK's own grace (mcp.client.stdio.FORCE_KILL_TIMEOUT, 2 s): the
+guard must SIGKILL the server's group before the SDK SIGKILLs the guard, or a server that
+ignores SIGTERM would outlive both."""
 
-WATCH_INTERVAL_S = 0.5
-"""How often the guard compares os.getppid() with the kernel's pid, the fallback."""
+WATCH_INTERVAL_S = 0.5  # how often the guard compares os.getppid() with the kernel's pid
 
 SWEEP_S = 10.0
-"""How long the guard goes on ending what is left before it gives up: a process stuck in
-the kernel (uninterruptible sleep) dies only when its I/O returns."""
+"""How long the guard goes on ending what is left: a process in uninterruptible sleep dies
+only when its I/O returns."""
 
 ADOPTS = sys.platform.startswith("linux") and os.path.isdir("/proc")
-"""Whether the guard ends everything a command started, whatever left its group: Linux,
-with PR_SET_CHILD_SUBREAPER and /proc to find descendants. Elsewhere a process that
-leaves the group (its own `setsid`) may outlive the kernel."""
+"""Whether the guard ends also what left the command's group (Linux: a subreaper, and /proc
+to find descendants). Elsewhere a process that calls `setsid` may outlive the kernel."""
 
 CANNOT_START = 127  # what a shell returns for a command it cannot run
 _USAGE = 2
@@ -97,32 +76,29 @@ def guard_argv(
     """(command, args) that run `command args` under the guard, watched for the death of
     this process; `report`, `grace` and `thread_bound=False` are the options above.
 
-    On Linux the guard's "parent" for PR_SET_PDEATHSIG is the *thread* that started it:
-    start guarded servers from a thread that lives as long as they do (the MCP package
-    starts them from its event-loop thread, which ends only after they are stopped), or
-    pass `thread_bound=False`. The getppid() watch cannot stand in for it there: it sees
-    the process, not the thread.
-    """
+    On Linux PR_SET_PDEATHSIG follows the *thread* that started the guard: start it from
+    a thread that lives as long as the command (the MCP package's event-loop thread), or
+    pass `thread_bound=False`."""
     if os.name != "posix":
         # Windows: the SDK runs the server in a Job Object that is killed when the kernel's
         # handle on it closes, which the OS does when the kernel dies.
         return command, list(args)
-    options = []
-    if report is not None:
-        options += ["--report", str(report)]
+    options = [] if report is None else ["--report", str(report)]
     if grace is not None:
         options += ["--grace", repr(float(grace))]
-    if not thread_bound:
-        options.append("--watch-only")
-    # __file__ is absolute for an imported module, so the server's cwd does not matter.
-    return sys.executable, ["-I", "-S", __file__, str(os.getpid()), *options, "--", command, *args]
+    return sys.executable, [*_guard_args(thread_bound), *options, "--", command, *args]
 
 
 def sweep_argv(marker: str, *, thread_bound: bool = True) -> list[str]:
     """The command line of a guard that, once this process dies, ends every process whose
     environment holds `marker` (`NAME=VALUE`). Linux only (ADOPTS)."""
+    return [sys.executable, *_guard_args(thread_bound), "--sweep", marker]
+
+
+def _guard_args(thread_bound: bool) -> list[str]:
+    # __file__ is absolute for an imported module, so the command's cwd does not matter.
     watch = [] if thread_bound else ["--watch-only"]
-    return [sys.executable, "-I", "-S", __file__, str(os.getpid()), *watch, "--sweep", marker]
+    return ["-I", "-S", __file__, str(os.getpid()), *watch]
 
 
 class _Guard:
@@ -132,9 +108,8 @@ class _Guard:
         self.stop_requested = False
         self.hurry = False  # a second stop signal: no more grace
         self._status: int | None = None  # the command's wait status, once reaped
-        # One pipe wakes the guard for everything it waits for: a stop signal or SIGCHLD
-        # (through set_wakeup_fd). A pipe, not a flag checked around a blocking wait: a
-        # byte written before select() starts is still there when it does.
+        # One pipe wakes the guard for a stop signal or SIGCHLD (set_wakeup_fd): unlike a
+        # flag checked around a blocking wait, a byte written before select() stays.
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -155,9 +130,8 @@ class _Guard:
 
     def wait(self, timeout: float | None) -> None:
         """Until something wrote to the wake pipe, or `timeout` seconds; and at least every
-        WATCH_INTERVAL_S, a look at the parent: where the death signal does not exist, or
-        cannot arrive (a SIGTERM the guard inherited as blocked), this is how the guard
-        learns that the kernel died."""
+        WATCH_INTERVAL_S a look at the parent, for where the death signal does not exist or
+        cannot arrive (a SIGTERM the guard inherited as blocked)."""
         limit = WATCH_INTERVAL_S if timeout is None else min(timeout, WATCH_INTERVAL_S)
         select.select([self._wake_r], [], [], limit)
         try:
@@ -173,8 +147,8 @@ class _Guard:
         while not self.stop_requested and not self._has_exited(command):
             self.wait(None)
         if report is not None and not self.stop_requested:
-            # A bash command that ended by itself: say how now. What it started in the
-            # background is the user's to keep, but not past the kernel.
+            # A bash command that ended by itself: what it started in the background is the
+            # user's to keep, but not past the kernel.
             code = self._reap(command)
             _report(report, code)
             if ADOPTS:
@@ -205,7 +179,7 @@ class _Guard:
 
     def _end_group(self, command: int) -> int:
         if not self._has_exited(command):
-            _signal_group(command, SIGTERM)
+            _signal_all([-command], SIGTERM)  # a negative pid: the whole group
             deadline = time.monotonic() + self._grace
             while (
                 not self._has_exited(command)
@@ -215,14 +189,13 @@ class _Guard:
                 self.wait(left)
         # The command is dead but not reaped yet (_has_exited leaves it a zombie), so its
         # pid still names its group here: it cannot have been reused for another process.
-        _signal_group(command, SIGKILL)
+        _signal_all([-command], SIGKILL)
         return self._reap(command)
 
     def _end_descendants(self, *, polite: bool) -> None:
-        """SIGKILL every process below the guard (it adopted, as a subreaper, whatever
-        left the command's group and outlived its parent: a `setsid` grandchild), reaping
-        each that is its child, until it has no child left. `polite`: SIGTERM first, and
-        the grace to exit (what a command left in the background, when the kernel dies)."""
+        """SIGKILL every process below the guard (a subreaper adopts a `setsid` grandchild
+        whose parent died) until it has no child left. `polite`: SIGTERM first, and the
+        grace to exit (what a command left in the background, when the kernel dies)."""
         if polite:
             _signal_all(_descendants(os.getpid()), SIGTERM)
             deadline = time.monotonic() + self._grace
@@ -274,23 +247,17 @@ def _report(fd: int, code: int) -> None:
     os.close(fd)
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # ESRCH: the whole group is gone. EPERM: macOS, a group of zombies only.
-
-
 def _signal_all(pids: list[int], sig: int) -> None:
     for pid in pids:
         try:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
-            pass  # gone meanwhile
+            pass  # gone meanwhile (EPERM: on macOS, a group of zombies only)
 
 
-def _processes() -> list[tuple[int, bytes, int]]:
-    """(pid, state, parent pid) of every process /proc lists."""
+def _processes() -> list[tuple[int, int]]:
+    """(pid, parent pid) of every live process /proc lists (a zombie has no children and
+    is reaped by its parent, or by the guard once its parent is killed)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -300,17 +267,16 @@ def _processes() -> list[tuple[int, bytes, int]]:
                     state, ppid = stat.read().rsplit(b")", 1)[1].split()[:2]
             except (OSError, ValueError):
                 continue  # gone meanwhile
-            found.append((int(entry), state, int(ppid)))
+            if state not in (b"Z", b"X"):
+                found.append((int(entry), int(ppid)))
     return found
 
 
 def _descendants(root: int) -> list[int]:
-    """The live processes below `root` (a zombie has no children, and is reaped by its
-    parent, or by the guard once its parent is killed)."""
+    """The live processes below `root`."""
     children: dict[int, list[int]] = {}
-    for pid, state, ppid in _processes():
-        if state not in (b"Z", b"X"):
-            children.setdefault(ppid, []).append(pid)
+    for pid, ppid in _processes():
+        children.setdefault(ppid, []).append(pid)
     found: list[int] = []
     todo = [root]
     while todo:
@@ -323,8 +289,8 @@ def _descendants(root: int) -> list[int]:
 def _marked(marker: bytes) -> list[int]:
     """The live processes of this user whose environment holds `marker` exactly."""
     found = []
-    for pid, state, _ in _processes():
-        if state in (b"Z", b"X") or pid == os.getpid():
+    for pid, _ in _processes():
+        if pid == os.getpid():
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as environ:
@@ -350,10 +316,9 @@ def _prctl(*requests: tuple[int, int]) -> None:
 
 
 def _let_go_of_stdio(*, stderr: bool) -> None:
-    """Close the guard's copies of stdin and stdout (reopened on /dev/null): the command
-    holds the pipes now, and a copy here would keep the client's EOF from reaching the
-    command and the command's EOF from reaching the client (with `stderr`: the bash tool
-    reads the command's stdout and stderr from one pipe)."""
+    """Reopen the guard's stdin and stdout (with `stderr`, that too: the bash tool reads
+    both from one pipe) on /dev/null: a copy of the command's pipes here would keep each
+    side's EOF from reaching the other."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2) if stderr else (0, 1):
         os.dup2(null, fd)
@@ -414,11 +379,9 @@ def main(argv: list[str]) -> int:
         os.set_inheritable(report, False)  # for the guard alone: EOF when it exits
     command, args = command_line[0], command_line[1:]
     try:
-        # posix_spawnp rather than subprocess.Popen: importing subprocess costs a third of
-        # the guard's start. The same child: a group of its own (all that killpg needs),
-        # PATH looked up as a shell does, stdin/stdout/stderr, environment and cwd
-        # inherited (the guard's other descriptors are close-on-exec), and the signals
-        # Python ignores (SIGPIPE, SIGXFSZ) back to their defaults, as Popen does.
+        # posix_spawnp, not subprocess.Popen (whose import costs a third of the guard's
+        # start), with what Popen would do: PATH looked up, the signals Python ignores
+        # (SIGPIPE, SIGXFSZ) back to their defaults; and a group of its own.
         child = os.posix_spawnp(
             command,
             [command, *args],

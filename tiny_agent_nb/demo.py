@@ -1,16 +1,14 @@
-"""`tiny-agent-nb demo`: run the example notebook crash-and-resume.ipynb headless, end to end.
+"""`tiny-agent-nb demo`: run the example notebook crash-and-resume.ipynb headless.
 
-A real kernel runs the notebook with nbclient. The cell tagged `kernel-dies` makes the
-agent's bash tool kill its own kernel mid-tool (a real death: the intent is committed,
-the effect happened, the result is never written); like JupyterLab, the runner starts a
-new kernel and goes on with the next cell, which loads the extension, recovers and
-resumes. Every cell's output is printed as it runs, the notebook's timeline among them.
+A real kernel runs it with nbclient. The cell tagged `kernel-dies` makes the agent's bash
+tool kill its own kernel mid-tool (the intent is committed, the effect happened, the
+result is never written); like JupyterLab, the runner starts a new kernel and goes on
+with the next cell, which loads the extension, recovers and resumes. Every cell's output
+is printed as it runs.
 
-With no API key and no base URL configured, the notebook talks to the offline demo
-model (scripted, and labelled so everywhere); with OPENROUTER_API_KEY, or
-TINY_AGENT_BASE_URL pointing at a local OpenAI-compatible server, it uses that model.
-Its agent cell says `--approve auto`, and the demo says so: headless, nobody is there to
-answer the question the default (`ask`) puts before a command, so it would not run.
+With no API key and no base URL configured, the notebook talks to the offline demo model
+(scripted, and labelled so everywhere). Its agent cell says `--approve auto`, and the demo
+says so: headless, nobody answers the question the default (`ask`) puts before a command.
 """
 
 from __future__ import annotations
@@ -133,9 +131,8 @@ def approvals(notebook: Any) -> list[str]:
 
 
 def example_notebook(name: str) -> bytes:
-    """An example notebook. A wheel ships them in the package (`tiny_agent_nb/examples/`),
-    so the demo runs from any install, not only from a clone; a clone and an editable
-    install read them where the repository keeps them, `notebooks/` beside the package."""
+    """An example notebook: shipped in a wheel's `tiny_agent_nb/examples/`; in a clone or
+    an editable install, the repository's `notebooks/` beside the package."""
     shipped = resources.files("tiny_agent_nb") / "examples" / name
     if shipped.is_file():
         return shipped.read_bytes()
@@ -187,9 +184,7 @@ def main(directory: Path | None = None) -> int:
 
     run = run_notebook(notebook, cwd=work, env=env, on_cell=show)
     nbformat.write(run.notebook, path)
-    session = path.with_name(f"{path.stem}.agent.jsonl")
-    # The timeline is not printed again here: the notebook's own `%agent timeline` cell
-    # printed it above, after the resume.
+    session = path.with_name(f"{path.stem}.agent.jsonl")  # its timeline was a cell's output
     print(f"\nexecuted notebook: {path}\nsession file:      {session}")
     print(f"({run.seconds:.1f}s, kernel restarted after cell(s) {run.restarts})")
     return 0

@@ -4,17 +4,10 @@ A secret is a value that grants access: the API key, the credentials of a URL, t
 values and the credential-named env values of an MCP server, a value the user marks. It
 goes where it is needed (a request's header, a server's environment) and nowhere else:
 every text that reaches the session file, the model, the screen or the saved notebook
-first goes through `redact`, whoever made it (a tool, the model, a server, an error):
-
-    from tiny_agent_nb.redaction import redact
-    shown = redact(text, secrets)        # secrets: any iterable of str
-
-`redact_json` does the same to every string of a JSON value, `StreamRedactor` to a text
-that arrives in pieces (what may be shown before the rest has come). The rules of what is
-a secret (`is_secret_name`, `url_secrets`, `secrets_of`,
-`argument_secrets`) and of how a URL or a
-command line is shown without them (`redact_url`, `mask_credentials`) live here too, so
-that the provider, the tools, the MCP servers and the notebook tell secrets the same way.
+first goes through `redact(text, secrets)`, whoever made it (a tool, the model, a server,
+an error); `redact_json` for a JSON value, `StreamRedactor` for a text that arrives in
+pieces. What is a secret, and how a URL or a command line is shown without one, live here
+too, so that the provider, the tools, the MCP servers and the notebook agree.
 """
 
 from __future__ import annotations
@@ -23,7 +16,7 @@ import base64
 import itertools
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
@@ -55,10 +48,9 @@ MIN_SECRET_LENGTH = 8
 # " [...]" that ends a line grep shortened), or are one "…" (a quote an error shortened).
 # A piece of this length next to one is hidden (a shorter one tells next to nothing).
 _MIN_PIECE = 4
-# No leading or trailing \s* in it: on a long run of spaces that would backtrack
-# quadratically (this runs on every tool's output); the bound keeps "[...[...[..." linear.
-# "…" is looked for apart (`_cut_marks`): an alternation of the two in one pattern made
-# every scan of a text 20 times slower.
+# No leading or trailing \s*: on a long run of spaces that backtracks quadratically (this
+# runs on every tool's output); the bound keeps "[...[...[..." linear. "…" is looked for
+# apart: an alternation of the two in one pattern made every scan 20 times slower.
 _CUT_MARK = re.compile(r"\[\.\.\.[^\]\n]{0,80}\]")
 # The beginning of a cut mark at the very end of a text that is still arriving.
 _OPEN_MARK = re.compile(r"\[(?:\.(?:\.(?:\.[^\]\n]{0,80})?)?)?\Z")
@@ -131,12 +123,7 @@ def _spans(text: str, secrets: tuple[str, ...]) -> list[tuple[int, int]]:
 def _cut_marks(text: str) -> list[tuple[int, int]]:
     """The spans of the cut marks in `text`, in order, none inside another."""
     marks = [m.span() for m in _CUT_MARK.finditer(text)]
-    at = text.find("…")
-    if at < 0:
-        return marks
-    while at >= 0:
-        marks.append((at, at + 1))
-        at = text.find("…", at + 1)
+    marks += [m.span() for m in re.finditer("…", text)]
     out: list[tuple[int, int]] = []
     for start, end in sorted(marks):
         if not out or start >= out[-1][1]:  # a "…" inside "[... …]" is part of that mark
@@ -319,44 +306,37 @@ def secrets_of(value: str, *, whole: bool) -> tuple[str, ...]:
     (`postgres://user:pw@host/db`)."""
     words = value.split()
     found = [value, *words[1:]] if whole else []
-    found += [s for url in _urls_in(value) for s in url_secrets(url)]
+    found += [s for url in _URL_IN_TEXT.findall(value) for s in url_secrets(url)]
     return tuple(s for s in dict.fromkeys(found) if s)
-
-
-def _urls_in(text: str) -> list[str]:
-    return _URL_IN_TEXT.findall(text) if "://" in text else []
 
 
 def mask_credentials(args: Sequence[str]) -> list[str]:
     """A command line as it may be shown: URL credentials inside any argument masked
     (`postgresql://****@host/db`), and the value of a credential flag (`--token X`,
     `--api-key=X`) as `****`."""
-    shown: list[str] = []
-    for i, arg in enumerate(args):
-        kind = _flag_value(args, i)
-        if kind == "after =":
-            shown.append(arg.partition("=")[0] + "=" + MASK)
-        elif kind == "whole":
-            shown.append(MASK)
-        elif "://" in arg:  # the pattern is tried only where it may match
-            shown.append(_URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), arg))
-        else:
-            shown.append(arg)
-    return shown
+    return [shown for shown, _ in _credentials(args)]
 
 
 def argument_secrets(args: Sequence[str]) -> tuple[str, ...]:
     """The secrets `mask_credentials` hides in a command line."""
-    found: list[str] = []
-    for i, arg in enumerate(args):
-        kind = _flag_value(args, i)
-        if kind == "after =":
-            found.append(arg.partition("=")[2])
-        elif kind == "whole":
-            found.append(arg)
-        else:
-            found += [s for url in _urls_in(arg) for s in url_secrets(url)]
+    found = [secret for _, secrets in _credentials(args) for secret in secrets]
     return tuple(s for s in dict.fromkeys(found) if s)
+
+
+def _credentials(args: Sequence[str]) -> Iterator[tuple[str, list[str]]]:
+    """Each argument as it may be shown, with the secrets that hides."""
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        previous = args[i - 1] if i > 0 else ""
+        if eq and _is_credential_flag(flag):
+            yield f"{flag}={MASK}", [value]
+        elif not arg.startswith("-") and "=" not in previous and _is_credential_flag(previous):
+            yield MASK, [arg]
+        elif "://" in arg:  # the pattern is tried only where it may match
+            shown = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), arg)
+            yield shown, [s for url in _URL_IN_TEXT.findall(arg) for s in url_secrets(url)]
+        else:
+            yield arg, []
 
 
 # The last word of a flag whose value is a credential. Stricter than is_secret_name: a
@@ -366,18 +346,6 @@ _CREDENTIAL_WORDS = frozenset(
     {"key", "apikey", "token", "secret", "password", "passwd", "pass", "pwd", "passphrase"}
     | {"credential", "credentials", "auth", "dsn"}
 )
-
-
-def _flag_value(args: Sequence[str], i: int) -> str | None:
-    """Whether `args[i]` is a credential flag's value: "after =" (`--token=X`), "whole"
-    (`X` after `--token`), else None."""
-    flag, eq, _ = args[i].partition("=")
-    if eq and _is_credential_flag(flag):
-        return "after ="
-    previous = args[i - 1] if i > 0 else ""
-    if not args[i].startswith("-") and "=" not in previous and _is_credential_flag(previous):
-        return "whole"
-    return None
 
 
 def _is_credential_flag(flag: str) -> bool:

@@ -1,9 +1,8 @@
 """Render a Timeline as HTML (the notebook display) or text (terminal, CLI).
 
-Statuses carry the same words everywhere, as CSS classes `tan-<status>` and a
-`data-status` attribute in HTML, so a reader, a stylesheet and a browser test all see
-`completed`, `interrupted`, `replayed`, ... exactly as the file says.
-"""
+Statuses are the file's words everywhere (`completed`, `interrupted`, `replayed`, ...),
+in HTML also as CSS classes `tan-<status>` and a `data-status` attribute, for a
+stylesheet and a browser test."""
 
 from __future__ import annotations
 
@@ -25,11 +24,9 @@ from .timeline import (
 )
 from .words import BUILTIN, money, printable, shorten, tool_label, usage
 
-# Colors come from JupyterLab's theme variables, so the light and the dark theme both
-# read well; each has a fallback for viewers without them (GitHub, nbviewer, VS Code,
-# an HTML export): text inherits the page's color and tints are translucent grey, which
-# read on a light and on a dark page alike. Badges are white on a saturated color in
-# every theme. `.tan-tool pre` outranks JupyterLab's own `pre` rule for rendered HTML.
+# Colors are JupyterLab's theme variables, with fallbacks for viewers without them
+# (GitHub, nbviewer, VS Code, an HTML export) that read on a light and a dark page alike:
+# the page's text color, translucent grey tints. `.tan-tool pre` outranks JupyterLab's.
 STYLE = """<style>
 .tan-timeline{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;
  line-height:1.4;color:var(--jp-content-font-color1,inherit)}
@@ -58,8 +55,8 @@ STYLE = """<style>
  padding:2px 6px;border-radius:4px}
 </style>"""
 
-# Shown (by `superseded_rule`, in a later output) on a timeline that a kernel which has
-# since stopped drew with a run open: it can no longer be updated, and the run has ended.
+# Shown (by `superseded_rule`, in a later output) on a timeline drawn with a run open by a
+# kernel that has since stopped: it can no longer be updated, and the run has ended.
 SUPERSEDED = (
     "This timeline stopped updating while a run was open: the kernel that drew it has "
     "stopped. A later kernel has settled the session since; `%agent timeline` shows it now."
@@ -79,15 +76,10 @@ def superseded_rule(session_id: str, drawn_by: str) -> str:
 
 
 def when(ms: int) -> str:
-    """Epoch ms as UTC time. The session format bounds every `at` to 1970-9999
-    (session/_model_base.py's MAX_EPOCH_MS), inside what datetime covers; integer
-    arithmetic, so the last millisecond of 9999 is not rounded into year 10000 as a float
-    division could be."""
-    moment = _EPOCH + timedelta(milliseconds=ms)
+    """Epoch ms (the format bounds it to 1970-9999) as UTC time: a timedelta, so the last
+    millisecond of 9999 is not rounded into year 10000 as a float division could be."""
+    moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _badge(status: str) -> str:
@@ -107,22 +99,21 @@ _demo_name, _, _demo_why = DEMO_LABEL.partition(" (")
 _SHOUTED_DEMO_LABEL = f"{_demo_name.upper()} ({_demo_why}"
 
 
-# JupyterLab typesets every `$...$` of an HTML output as maths (MathJax): a prompt "The
-# budget is $5 per day and we spent $3" showed in italics. Nothing in a timeline is
-# maths, so all of it sits in the class MathJax 3 skips (MathJax 2: `tex2jax_ignore`),
-# as pandas marks its tables.
+# JupyterLab typesets every `$...$` of an HTML output (MathJax): "$5 per day and we spent
+# $3" showed in italics. Nothing in a timeline is maths, so all of it sits in the class
+# MathJax skips, as pandas marks its tables.
 NO_MATHS = '<div class="tex2jax_ignore mathjax_ignore">'
 
 
 def _scripted(t: Timeline) -> bool:
-    """The offline demo model answered in the session (or, before any run, was configured)."""
+    """The offline demo model answered (or, before any run, was configured)."""
     return DEMO_PROVIDER in t.models.providers
 
 
 def timeline_html(t: Timeline, *, note: str | None = None, drawn_by: str | None = None) -> str:
     """`note`: how this view stands to the session (read-only, closed), shown first.
-    `drawn_by`: who draws it (a kernel); a timeline that shows no run open then marks
-    the others of its session, drawn open by someone else, superseded."""
+    `drawn_by`: the kernel drawing it; with no run open, it marks the timelines of its
+    session drawn open by another kernel superseded."""
     e = html.escape
     t = _printable_timeline(t, keep_lines=True)  # what the file holds, hidden characters shown
     open_run = any(run.status == "open" for run in t.runs)
@@ -163,9 +154,8 @@ def timeline_html(t: Timeline, *, note: str | None = None, drawn_by: str | None 
 
 
 def kernel_label(k: KernelRow) -> str:
-    """`kernel 2 · analysis.ipynb · pid 4242 on laptop, started 2026-08-22 04:01:00 UTC`:
-    the kernel boundary in words, the same in HTML and text (from the file: escaped by
-    the caller)."""
+    """`kernel 2 · analysis.ipynb · pid 4242 on laptop, started 2026-08-22 04:01:00 UTC`,
+    in HTML and text alike (from the file: escaped by the caller)."""
     where = f" · {k.notebook}" if k.notebook else ""
     return f"kernel {k.number}{where} · pid {k.pid} on {k.host}, started {when(k.started_at)}"
 
@@ -231,7 +221,6 @@ def _tool_html(tool: ToolRow) -> str:
         if tool.result is not None
         else '<div class="tan-muted">no result: the effect may have happened</div>'
     )
-    # `tool_label`'s words, the name as code
     source = f" · {e(tool.source)}" if tool.source != BUILTIN else ""
     note = f" — {e(tool.note)}" if tool.note else ""
     return (
@@ -245,8 +234,8 @@ def _tool_html(tool: ToolRow) -> str:
 
 
 def _tool_usage(tool: ToolRow) -> str:
-    """` · 40 in / 7 out · cost $0.0031` for a call whose tool reported its own usage
-    (an MCP tool that calls a model); nothing for one that reported none."""
+    """` · 40 in / 7 out · cost $0.0031` for a call whose tool reported its own usage (an
+    MCP tool that calls a model)."""
     if tool.input_tokens is None:
         return ""
     return f" · {tool.input_tokens} in / {tool.output_tokens} out · cost {money(tool.cost)}"
@@ -277,16 +266,14 @@ COLORS = {
 
 
 def cell_text(text: str, *, keep_lines: bool = False) -> str:
-    """Untrusted text for a notebook cell's text output, in terminal IPython or in
-    Jupyter: `printable`, and no scheme a Jupyter frontend would make a live link of
-    (`safe_text`: its text outputs link `javascript://...` and `data:...`)."""
+    """Untrusted text for a notebook cell's text output: `printable`, and `safe_text` (no
+    `javascript://...` or `data:...` a Jupyter frontend would make a live link of)."""
     return safe_text(printable(text, keep_lines=keep_lines))
 
 
 def _printable_timeline(value: Any, *, keep_lines: bool = False) -> Any:
-    """Every string of a timeline through `printable`. Without `keep_lines` (the text
-    view: one line per row) whitespace, a prompt's newlines, becomes a space first; with
-    it (HTML: results keep their lines) line breaks and tabs stay."""
+    """Every string of a timeline through `printable`. Without `keep_lines` (the text view:
+    one line per row) whitespace becomes a space first; with it (HTML) lines stay."""
     if isinstance(value, str):
         if not keep_lines and not value.isprintable():
             value = "".join(" " if c.isspace() else c for c in value)

@@ -1,47 +1,37 @@
 """Untrusted text (a model's answer) as markdown that can never become active HTML.
 
-`safe_markdown(text)` is the one way model text meets a markdown renderer. The result
-keeps what markdown is for (paragraphs, emphasis, lists, tables, headings, http links,
-maths the model wrote as maths) and turns everything else into visible text:
+`safe_markdown(text)` is the one way model text meets a markdown renderer. It keeps what
+markdown is for (paragraphs, emphasis, lists, tables, headings, http links, maths the
+model wrote as maths) and turns everything else into visible text. Its output is markdown
+*source* that JupyterLab renders with its own parsers, so a library that renders markdown
+on our side cannot stand in for it.
 
-- Raw HTML and autolinks: every `<` and `&` outside code is escaped, so a tag, a comment
-  or an entity that decodes to `<` shows as the characters the model wrote. So is `"`:
-  JupyterLab puts LaTeX (`$...$`) back into the rendered HTML after markdown, escaping
-  `<`, `>` and `&` but not `"`, so a `"` in LaTeX inside an image's alt text or a link
-  ended the attribute and added one of its own (`onerror=`). Links with a `"title"`
-  show as text; `'title'` and `(title)` still work.
-- Code (fenced blocks, code spans) is encoded by us as `<pre><code>` / `<code>` with
-  every ASCII punctuation character written as a numeric entity, on one line. We do not
-  leave code to the renderer because JupyterLab runs two parsers over markdown that
-  disagree with CommonMark and with each other about where code starts and ends (its
-  LaTeX pre-pass protects only column-0 fences and pairs `$` across code boundaries;
-  list items end fences early). Raw model text left "inside code" became live HTML
-  wherever one of them disagreed. Encoded, no `<`, backtick or `$` of the model's code
-  reaches any parser, so a misjudged code boundary can only look wrong, never run.
-  Backticks that open no code span on their line are escaped.
+- Raw HTML and autolinks: every `<`, `&` and `"` outside code is escaped. `"` too because
+  JupyterLab puts LaTeX (`$...$`) back into the rendered HTML escaping `<`, `>` and `&`
+  but not `"`: one in an image's alt text or a link ended the attribute (`onerror=`).
+- Code (fences, code spans) is encoded by us as `<pre><code>` / `<code>`, every ASCII
+  punctuation character a numeric entity, on one line: JupyterLab's two parsers (its
+  LaTeX pre-pass protects only column-0 fences and pairs `$` across code; list items end
+  fences early) disagree with CommonMark and each other about where code ends, and raw
+  text left "inside code" became live HTML wherever they did. Encoded, a misjudged code
+  boundary can only look wrong, never run. Backticks that open no span are escaped.
 - Links and reference definitions keep http, https, mailto and relative destinations;
-  any other scheme (`javascript:`, `data:`, `vbscript:`, `file:` ...) is unlinked by
-  escaping the `(` or `:` that would make it a destination. The check decodes what a
-  renderer or browser would (backslash escapes, entities, percent escapes, control
-  characters and spaces) and unlinks when in doubt.
-- Images load by themselves (a remote one is a request the user never made: a way to
-  send data out), so only a simple relative image such as `![plot](plot.png)` stays an
-  image; any other becomes a link by escaping its `!`.
+  any other scheme (`javascript:`, `data:`, `file:` ...) is unlinked by escaping the `(`
+  or `:` that makes it one, after decoding what a renderer or browser would (backslash
+  escapes, entities, percent escapes, controls and spaces); in doubt, unlinked.
+- Images load by themselves (a request the user never made: a way to send data out), so
+  only a simple relative one such as `![plot](plot.png)` stays an image; any other
+  becomes a link by escaping its `!`.
+- A `$` shows as written unless it delimits maths, by pandoc's rule: `$...$` with a
+  non-space after the opening `$`, a non-space before the closing one and no digit after
+  it, or `$$...$$`; neither across a blank line, around a backtick or with unbalanced
+  braces ("$5 per day and we spent $3" is money, `$x^2$` maths). JupyterLab pairs `$`
+  in the source and again in the page (MathJax, where a markdown escape is gone), so
+  each other `$` is the entity `&#x24;` inside a span of the class MathJax skips; a bare
+  entity where markup is not read (a link's destination, alt text, a definition).
 
-- A `$` is shown as written unless it delimits maths on purpose, by pandoc's rule:
-  `$...$` whose opening `$` has a non-space right after it and whose closing `$` has a
-  non-space right before it and no digit right after it, or `$$...$$`; neither across a
-  blank line, around a backtick or with unbalanced braces. So "$5 per day and we spent
-  $3" is money and `$x^2$` is maths. JupyterLab pairs `$` twice: in the markdown source
-  (its removeMath) and in the rendered page (MathJax), where a markdown escape is gone
-  (`\\$` renders as a `$` that MathJax pairs like any other). So each other `$` is the
-  entity `&#x24;`, which the source pass does not read as `$`, in a span of the class
-  MathJax skips (`mathjax_ignore`; `tex2jax_ignore` for MathJax 2); a bare entity only
-  where markup is not read (a link's destination, an image's alt text, a reference
-  definition: attributes, never typeset).
-
-Every streamed update goes through here too: a prefix of an answer (an unclosed fence,
-a half-written link) is made safe the same way.
+A streamed prefix of an answer (an unclosed fence, a half-written link) is made safe the
+same way.
 """
 
 from __future__ import annotations
@@ -61,13 +51,11 @@ _DESTINATION_START = re.compile(r"\](?P<kind>[(:])")
 _SAFE_SCHEMES = ("http:", "https:", "mailto:")
 _WINDOW = 128  # characters of a destination looked at: a scheme ends well before
 _SAFE_IMAGE = re.compile(r"!\[[^\[\]\\\n]*\]\((?!//)[A-Za-z0-9._~/%+-]+\)")
-# A scheme is the run of scheme characters before `://`, from its first letter. Tried
-# once per run, from the run's start (the lookbehind): tried from every letter, a run of
-# n letters not followed by `://` cost n^2 steps (a 40 KB base64 line in a tool's output,
-# 7 s of the kernel's CPU per render). From the run's start it is linear without
-# possessive quantifiers (`*+`, which Python 3.10's `re` refuses): `lead` and `scheme`
-# both end where the run ends, so giving characters back finds no `://` and no letter
-# after `lead`, one step each (bench/bench_untrusted_text.py measures it).
+# A scheme is the run of scheme characters before `://`, from its first letter, tried
+# once per run, from its start (the lookbehind): tried from every letter, a 40 KB base64
+# line cost n^2 steps (7 s per render). `lead` and `scheme` both end where the run ends,
+# so backtracking is one step each, linear without Python 3.11's possessive `*+`
+# (bench/bench_untrusted_text.py measures it).
 _TEXT_LINK = re.compile(
     r"(?<![A-Za-z0-9+.-])(?P<lead>[0-9+.-]*)(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)(?=://)"
     r"|(?<=data)(?=:)"
@@ -79,11 +67,10 @@ _DOLLAR = "&#x24;"
 # Single quotes: the output holds no `"` (see above). MathJax 3 skips `mathjax_ignore`,
 # MathJax 2 (classic Notebook, older nbconvert) `tex2jax_ignore`.
 _SHOWN_DOLLAR = f"<span class='tex2jax_ignore mathjax_ignore'>{_DOLLAR}</span>"
-# Where a `&#x24;` stays a bare entity: a link's destination (and title), an image's alt
-# text and a reference definition are attributes, never scanned for maths, and markup
-# there would change the link or show as text.
+# Where a `&#x24;` stays a bare entity: a link's destination and title, an image's alt
+# text and a reference definition are attributes, where markup would show as text.
 _NOT_MARKUP = re.compile(
-    r"\]\([^)\n]*\)?|(?<!\\)!\[[^\]\n]*\]\(|^[ \t>*+\-0-9.)]*\[[^\]\n]*\]:.*$", re.MULTILINE
+    r"(\]\([^)\n]*\)?|(?<!\\)!\[[^\]\n]*\]\(|^[ \t>*+\-0-9.)]*\[[^\]\n]*\]:.*$)", re.MULTILINE
 )
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
@@ -245,14 +232,8 @@ def _balanced(tex: str) -> bool:
 
 def _show_dollars(text: str) -> str:
     """Each `$` that is not maths, in the span MathJax skips, where markup is read."""
-    out: list[str] = []
-    last = 0
-    for match in _NOT_MARKUP.finditer(text):
-        out.append(text[last : match.start()].replace(_DOLLAR, _SHOWN_DOLLAR))
-        out.append(match.group())
-        last = match.end()
-    out.append(text[last:].replace(_DOLLAR, _SHOWN_DOLLAR))
-    return "".join(out)
+    parts = _NOT_MARKUP.split(text)  # markup read, not read, read, ...
+    return "".join(p if i % 2 else p.replace(_DOLLAR, _SHOWN_DOLLAR) for i, p in enumerate(parts))
 
 
 def _closing_run(text: str, start: int, length: int) -> int | None:
@@ -274,21 +255,23 @@ def _span_content(content: str) -> str:
 
 def _unlink(text: str) -> str:
     """Escape `](` and `]:` before unsafe destinations, and `!` before unsafe images."""
+    unsafe = _DESTINATION_START.finditer(text)
+    text = _backslash(
+        text, [m.start("kind") for m in unsafe if not _safe_destination(text, m.end())]
+    )
+    images = [m.start() for m in re.finditer(r"!\[", text)]
+    return _backslash(
+        text, [i for i in images if not _escaped(text, i) and not _SAFE_IMAGE.match(text, i)]
+    )
+
+
+def _backslash(text: str, positions: list[int]) -> str:
+    """`text` with a backslash before each of `positions` (in order)."""
     out: list[str] = []
     last = 0
-    for match in _DESTINATION_START.finditer(text):
-        if not _safe_destination(text, match.end()):
-            out.append(text[last : match.start("kind")] + "\\")
-            last = match.start("kind")
-    out.append(text[last:])
-    text = "".join(out)
-
-    out, last = [], 0
-    for match in re.finditer(r"!\[", text):
-        if _escaped(text, match.start()) or _SAFE_IMAGE.match(text, match.start()):
-            continue
-        out.append(text[last : match.start()] + "\\")
-        last = match.start()
+    for at in positions:
+        out.append(text[last:at] + "\\")
+        last = at
     out.append(text[last:])
     return "".join(out)
 

@@ -1,12 +1,9 @@
 """The small words every layer says the same way (docs/glossary.md): money, tokens and
-usage, shortened text, a tool's label with its source, printable and valid text, and a
-compaction's description.
+usage, shortened text, a tool's label, printable and valid text, a compaction.
 
-The bottom layer: it imports nothing of the package, so the tools, the provider, the
-agent, the timeline and every surface (HTML, terminal, CLI) say these alike, and a word
-changes in one place. Words about a session's facts (a call's outcome, a run's title) are
-the timeline's; escaping for a renderer (HTML, markdown, a notebook's text output) is
-`render`'s and `safe_markdown`'s.
+The bottom layer (it imports nothing of the package), so every layer and surface says
+these alike. Words about a session's facts are the timeline's; escaping for a renderer
+is `render`'s and `safe_markdown`'s.
 """
 
 from __future__ import annotations
@@ -32,17 +29,16 @@ def usd(cost: float) -> str:
 
 
 def money(cost: float | None, unpriced: int = 0) -> str:
-    """The one way every surface writes a cost, after the word "cost" or in a "cost"
-    column: `$0.002`; `at least $0.002` when some usage reported no cost (`unpriced`);
-    `unknown` when none did, never `$0` for a cost nobody reported."""
+    """A cost, on every surface: `$0.002`; `at least $0.002` when some usage reported no
+    cost (`unpriced`); `unknown` when none did, never `$0` for a cost nobody reported."""
     if cost is None:
         return "unknown"
     return f"at least {usd(cost)}" if unpriced else usd(cost)
 
 
 def tokens(input_tokens: int, output_tokens: int, cost: float | None, unpriced: int) -> str:
-    """`12 in / 3 out`, or `usage unknown` when nothing reported any usage (the cost is
-    unknown and no token was counted): never `0 in / 0 out` for a usage nobody reported."""
+    """`12 in / 3 out`, or `usage unknown` when nothing reported any (never `0 in / 0 out`
+    for a usage nobody reported)."""
     if cost is None and unpriced and not (input_tokens or output_tokens):
         return "usage unknown"
     return f"{input_tokens} in / {output_tokens} out"
@@ -52,9 +48,8 @@ def usage(
     input_tokens: int, output_tokens: int, cost: float | None, unpriced: int, records: int
 ) -> str:
     """A ledger's tokens and cost: `200 in / 20 out · cost $0.002`; `no usage reported`
-    for one with no usage fact (`records`) and no answered attempt that reported none (a
-    run whose every request failed), never `0 in / 0 out · cost $0.00` for what nobody
-    reported."""
+    for one with no usage fact (`records`) and no answer that reported none (a run whose
+    every request failed)."""
     if not records and not unpriced:
         return NO_USAGE
     return f"{tokens(input_tokens, output_tokens, cost, unpriced)} · cost {money(cost, unpriced)}"
@@ -114,8 +109,8 @@ def short_arguments(arguments: dict[str, Any], limit: int = 80) -> str:
 
 
 def tool_label(name: str, source: str) -> str:
-    """A tool call's name (as the model called it), and where the tool comes from when it
-    is not built in: `time__get_current_time · mcp:time`."""
+    """A tool call's name (as the model called it), and its source unless built in:
+    `time__get_current_time · mcp:time`."""
     return name if source == BUILTIN else f"{name} · {source}"
 
 
@@ -145,14 +140,13 @@ MAX_MARKS = 4  # on one character (Vietnamese, Hebrew or Tibetan need 2-4): more
 
 
 def hidden_at(text: str) -> list[int]:
-    """The indexes of the characters of `text` that a reader does not see as themselves,
-    so none may pass unescaped where a person reviews text (a call to approve, a proposed
-    cell, the timeline): what `isprintable()` refuses (controls, format characters such
-    as bidi overrides and zero-width ones, separators, every space but U+0020); Unicode's
-    default-ignorable characters (`_IGNORABLE`) but one text or emoji presentation
-    selector right after a symbol; characters Unicode names a blank or a filler (U+2800
-    BRAILLE PATTERN BLANK); and nonspacing or enclosing marks on no visible character
-    (after a space, a hidden character or nothing) or past `MAX_MARKS` on one."""
+    """The indexes of the characters of `text` a reader does not see as themselves, so
+    none may pass unescaped where a person reviews text: what `isprintable()` refuses
+    (controls, bidi overrides, zero-width characters, every space but U+0020); Unicode's
+    default-ignorable characters (`_IGNORABLE`) but one presentation selector right after
+    a symbol; characters named a blank or a filler (U+2800 BRAILLE PATTERN BLANK); and
+    marks on no visible character (after a space, a hidden one or nothing) or past
+    `MAX_MARKS` on one."""
     found: list[int] = []
     carrier = ""  # the category of the character a mark would go on ("": none shown)
     marks = 0
@@ -191,18 +185,14 @@ def escaped(char: str) -> str:
 def printable(
     text: str, *, keep_lines: bool = False, escape: Callable[[str], str] = escaped
 ) -> str:
-    """Untrusted text for a terminal or a review (a prompt, a model's tool arguments or
-    answer, a tool's output, a server's error): every character a reader would not see as
-    itself (`hidden_at`) is written as its escape, so none can drive the terminal (C0 and
-    C1 controls such as ESC and CSI `\x9b`, DEL) or hide what is shown (a `\r`, bidi
-    overrides like U+202E, zero-width and other default-ignorable characters such as
-    U+034F, blanks, marks on nothing).
+    """Untrusted text for a terminal or a review: every character a reader would not see
+    as itself (`hidden_at`) written as its escape, so none can drive the terminal (ESC,
+    CSI `\x9b`, DEL) or hide what is shown (a `\r`, U+202E, U+034F, blanks, marks).
 
-    `keep_lines` keeps line breaks (`\n`) and tabs, for text read as a whole (a streamed
-    answer, a command to approve); without it a value stays on its line. A `\r` before a
-    `\n` is shown too: bash reads `cd build\r` as a directory that is not there, so an
-    approved `cd build` then `rm -rf *` would run where the user did not read. `escape`:
-    how a hidden character is written (JSON's `\\u` escapes for JSON)."""
+    `keep_lines` keeps line breaks (`\n`) and tabs, for text read as a whole (an answer,
+    a command to approve). A `\r` before a `\n` is shown too: bash reads `cd build\r` as
+    a directory that is not there, so an approved `cd build` then `rm -rf *` would run
+    where the user did not read. `escape`: how a hidden character is written."""
     if text.isascii() and text.isprintable():
         return text
     kept = "\n\t" if keep_lines else ""
@@ -239,9 +229,8 @@ def summary_tokens(summary: str) -> int:
 def compaction_words(
     entries: int, summary_size: int, tokens_before: int | None, tokens_after: int | None
 ) -> str:
-    """One compaction, in the words the cell, the timeline, `%agent status` and the CLI
-    share: `compacted 12 entries into a summary of ~40 tokens: context ~191 → ~64 tokens`.
-    Every size in tokens; `~`: estimates. `summary_size`: `summary_tokens` of it."""
+    """One compaction, on every surface: `compacted 12 entries into a summary of ~40
+    tokens: context ~191 → ~64 tokens` (`~`: estimates; `summary_size`: `summary_tokens`)."""
     what = f"{entries} entries" if entries else "the earlier summary alone (too large)"
     words = f"compacted {what} into a summary of ~{summary_size} tokens"
     if tokens_before is not None and tokens_after is not None:

@@ -1,11 +1,58 @@
-"""The rows of a timeline: what every surface renders (the notebook's HTML, the text view,
-`tiny-agent-nb timeline` and its JSON)."""
+"""The rows of a timeline, which every surface renders (the notebook's HTML, the text
+view, `tiny-agent-nb timeline` and its JSON), and the models a session's runs used."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._models import SessionModels
+from ..session import SessionState
+
+NAMED_EARLIER = 3  # earlier models named beside the latest; the rest are counted
+
+
+@dataclass(frozen=True)
+class ModelName:
+    provider: str
+    model: str
+
+    def __str__(self) -> str:
+        return f"{self.provider} / {self.model}"
+
+
+@dataclass(frozen=True)
+class SessionModels:
+    """Which models a session's runs used: its `stepAttempt` records say, not its header.
+    The header names what was configured when the file was created (docs/session-format.md
+    §1); a notebook configured the documented way (`%load_ext`, then `%config
+    TinyAgent.model = ...`) creates its session first, so its header names the offline
+    demo model that no run ever asked."""
+
+    used: tuple[ModelName, ...]  # the models its attempts asked, the latest asked first
+    configured: ModelName  # the header's
+
+    @property
+    def providers(self) -> frozenset[str]:
+        """The providers that answered; before any was asked, the configured one."""
+        return frozenset(m.provider for m in self.used) or frozenset({self.configured.provider})
+
+    def described(self) -> str:
+        """`openai-compatible / gpt-4o`, with the earlier models when there were several."""
+        if not self.used:
+            return f"{self.configured} (configured when the session was created; none asked yet)"
+        latest, *earlier = self.used
+        if not earlier:
+            return str(latest)
+        named = ", ".join(str(m) for m in earlier[:NAMED_EARLIER])
+        more = len(earlier) - NAMED_EARLIER
+        return f"{latest} (latest of {len(self.used)} models; also {named}" + (
+            f" and {more} more)" if more > 0 else ")"
+        )
+
+
+def session_models(state: SessionState) -> SessionModels:
+    used = dict.fromkeys(ModelName(a.provider, a.model) for a in state.attempts_newest_first())
+    header = state.header
+    return SessionModels(tuple(used), ModelName(header.provider, header.model))
 
 
 @dataclass(frozen=True)
@@ -29,8 +76,8 @@ class ToolRow:
     attempt_id: str  # the model attempt whose answer asked for the call
     name: str  # the name the model called it by (`called_name`): time__get_current_time
     source: str  # the identity's source: `builtin`, `mcp:<server>`
-    short_arguments: str  # the arguments on one line, shortened
-    arguments: str  # full arguments, JSON (capped)
+    short_arguments: str
+    arguments: str  # JSON, capped
     replay_policy: str
     status: str  # pending | completed | error | interrupted | replayed | denied
     result: str | None  # preview of the result content
@@ -62,9 +109,9 @@ class KernelRow:
 class RunRow:
     id: str
     number: int  # 1-based, in file order: "run 3"
-    kind: str  # run | resume
+    kind: str
     resumes: int | None  # the number of the run a resume continues, or a replay replays
-    status: str  # open | completed | failed | aborted | interrupted | stepLimit
+    status: str
     prompt: str | None  # its first line (`first_line`)
     started_at: int
     detail: str | None
@@ -108,7 +155,7 @@ class Totals:
 class Timeline:
     session_id: str
     path: str
-    models: SessionModels  # what its runs used, not its header (`session_models`)
+    models: SessionModels  # what its runs used, not its header
     runs: tuple[RunRow, ...]  # the current page, oldest first
     page: int
     pages: int

@@ -12,9 +12,8 @@ from ..words import NO_USAGE, money, printable, tokens
 
 
 def unreported_attempts(state: SessionState) -> dict[str, int]:
-    """Per run (operation id): its settled attempts with no usage record. The provider
-    answered and reported no usage (a stream without a usage chunk), so their tokens and
-    cost are unknown: they are counted as unpriced, never as $0."""
+    """Per run (operation id): its answered (settled) attempts with no usage record (a
+    stream without a usage chunk), counted as unpriced, never as $0."""
     counts = dict.fromkeys(state.operations, 0)
     for a in state.attempts.values():
         if a.status == "settled" and a.id not in state.usage:
@@ -24,8 +23,8 @@ def unreported_attempts(state: SessionState) -> dict[str, int]:
 
 def priced(totals: UsageTotals, unreported: int = 0) -> tuple[float | None, int]:
     """(cost, unpriced) of a usage ledger, for `words.money`: the cost is None when
-    nothing reported one although something was used, and `unpriced` counts the usage
-    records without a cost and the settled attempts without a usage record."""
+    something was used and nothing reported a cost; `unpriced` counts the usage records
+    without a cost and the `unreported` answered attempts."""
     unpriced = totals.unpriced + unreported
     if totals.priced:
         return round(totals.cost, 12), unpriced
@@ -33,15 +32,13 @@ def priced(totals: UsageTotals, unreported: int = 0) -> tuple[float | None, int]
 
 
 def session_cost(state: SessionState) -> tuple[float | None, int]:
-    """`priced` of the whole session (its usage ledger and every answered attempt that
-    reported no usage): the cost `%agent status`, `%agent usage`, the report of an opened
-    session and the CLI all say."""
+    """`priced` of the whole session, as every surface says it."""
     return priced(state.totals, sum(unreported_attempts(state).values()))
 
 
 @dataclass(frozen=True)
 class RunUsage:
-    """The usage ledger of one run: every usage fact of its attempts and tool intents."""
+    """The usage ledger of one run: the usage facts of its attempts and tool intents."""
 
     number: int  # 1-based, in file order
     operation_id: str
@@ -50,7 +47,7 @@ class RunUsage:
     totals: UsageTotals
     unreported_attempts: int  # pending attempts with no usage: tokens and cost unknown
     unpriced_attempts: int  # answered (settled) attempts that reported no usage
-    detail: str | None = None  # the run's detail (a budgetLimit's budget and spend)
+    detail: str | None = None  # a budgetLimit's budget and spend
 
     @property
     def cost(self) -> tuple[float | None, int]:
@@ -60,7 +57,7 @@ class RunUsage:
 def usage_by_run(state: SessionState) -> list[RunUsage]:
     """Per-run sums of the usage ledger; together they are exactly `state.totals`."""
     totals = state.usage_by_operation()
-    unreported: Counter[str] = Counter(
+    pending = Counter(
         a.operation_id
         for a in state.attempts.values()
         if a.status == "pending" and a.id not in state.usage
@@ -68,14 +65,7 @@ def usage_by_run(state: SessionState) -> list[RunUsage]:
     settled = unreported_attempts(state)
     return [
         RunUsage(
-            n,
-            op.id,
-            op.kind,
-            op.status,
-            totals[op.id],
-            unreported[op.id],
-            settled[op.id],
-            op.detail,
+            n, op.id, op.kind, op.status, totals[op.id], pending[op.id], settled[op.id], op.detail
         )
         for n, op in enumerate(state.operations.values(), start=1)
     ]
