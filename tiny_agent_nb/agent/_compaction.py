@@ -14,9 +14,9 @@ the context under the threshold fails its attempt instead of being kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError
@@ -24,28 +24,15 @@ from ..provider import messages as m
 from ..session import NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
 from ..timeline import compactions
-from ..tools import ToolSchema
 from ..words import compaction_words, summary_tokens, usd
-from ._planner import attempt_usage
+from ._planner import attempt_failure, attempt_usage
 from ._reasons import ContextFull, FixedFill, Refused
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
-from ._summary import continued, summary_messages
-from ._window import DEFAULT_CONTEXT_WINDOW, RunWindow
+from ._turns import CONTINUED_MESSAGE, summary_messages
+from ._types import ChatProvider
+from ._window import RunWindow
 
 CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too long"
-
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "CompactionFailed", "Compactor", "FixedTooLarge", "NoRoom"]
-
-
-class Summarizer(Protocol):
-    def complete(
-        self,
-        context: m.Context,
-        tools: Sequence[ToolSchema],
-        *,
-        on_event: None = None,
-        stream: bool | None = None,
-    ) -> Completion: ...
 
 
 @dataclass(frozen=True)
@@ -85,16 +72,23 @@ class CompactionFailed(TinyAgentError):
 
 @dataclass(frozen=True)
 class AttemptLabel:
-    """What a compaction's stepAttempt says about the model (the run's own values)."""
+    """What each stepAttempt of a run says about the model (its compactions' too)."""
 
     provider: str
     model: str
     configuration_digest: str
 
-
-class FixedTooLarge(NoRoom):
-    """The system prompt and the tool schemas alone pass the threshold: no summary of
-    the conversation can make room (a small window, many tools)."""
+    def attempt(self, operation_id: str, step: int, attempt: int) -> NewFact:
+        """A new stepAttempt (its id reserved: the attempt's id)."""
+        record = f.StepAttempt(
+            operationId=operation_id,
+            step=step,
+            attempt=attempt,
+            provider=self.provider,
+            model=self.model,
+            configurationDigest=self.configuration_digest,
+        )
+        return f.NewFact(record, new_id())
 
 
 class Compactor:
@@ -103,7 +97,7 @@ class Compactor:
     def __init__(
         self,
         store: SessionStore,
-        provider: Summarizer,
+        provider: ChatProvider,
         label: AttemptLabel,
         *,
         window: RunWindow,
@@ -164,12 +158,11 @@ class Compactor:
             return None
         try:
             self.run(operation_id, step, attempt)
-        except FixedTooLarge as exc:
-            return self.too_long(str(exc), fixed=True, refused=refused) if refused else None
         except NoRoom as exc:
             if refused is None:
                 return None  # past the threshold is not yet too long: the request may fit
-            return self.too_long(str(exc), refused=refused)
+            fixed = isinstance(exc.reason, FixedFill)
+            return self.too_long(str(exc), fixed=fixed, refused=refused)
         except CompactionFailed as exc:
             return self.too_long(str(exc), refused=refused)
         return None
@@ -199,7 +192,7 @@ class Compactor:
         if fixed >= self.limit():  # checked first: it would be a summarization paid for nothing
             freeable = max(0, self.context_tokens() - fixed)
             limit, window = self.limit(), self.window.tokens
-            raise FixedTooLarge(FixedFill(fixed, limit, self._threshold, window, freeable))
+            raise NoRoom(FixedFill(fixed, limit, self._threshold, window, freeable))
         tokens_before = self.context_tokens()
         state = self._store.load()
         budget = self.budget()
@@ -251,23 +244,10 @@ class Compactor:
         without streaming, whose answer says why)."""
         stream: bool | None = None
         while True:
-            attempt_id = new_id()
-            label = self._label
-            self._store.commit(
-                [
-                    f.NewFact(
-                        f.StepAttempt(
-                            operationId=operation_id,
-                            step=step,
-                            attempt=attempt,
-                            provider=label.provider,
-                            model=label.model,
-                            configurationDigest=label.configuration_digest,
-                        ),
-                        attempt_id,
-                    )
-                ]
-            )
+            started = self._label.attempt(operation_id, step, attempt)
+            attempt_id = started.id
+            assert attempt_id is not None
+            self._store.commit([started])
             try:
                 context = m.Context.of(messages)
                 if stream is None:
@@ -288,7 +268,7 @@ class Compactor:
     def _tokens_after(self, summary: str, cut: Cut) -> int:
         """The context `summary` leaves: the system prompt, tools, summary and tail."""
         summary_bytes = sum(m.size(x) + 1 for x in summary_messages(summary))
-        summary_bytes += m.size(continued())
+        summary_bytes += m.size(CONTINUED_MESSAGE)
         return self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
 
     def _too_large(self, summary: str, after: int) -> str | None:
@@ -302,14 +282,8 @@ class Compactor:
             f"{self.window.describe()}), so it was not kept"
         )
 
-    def _fail(self, attempt_id: str, error: ProviderError, extra: Sequence[NewFact] = ()) -> None:
-        failed = f.attempt_failed(
-            attempt_id,
-            kind=error.kind,
-            message=self._clean(error.message),
-            retryable=error.retryable,
-            status=error.status,
+    def _fail(self, attempt_id: str, error: ProviderError, extra: list[NewFact]) -> None:
+        self._store.commit(
+            [*attempt_failure(attempt_id, error, self._clean(error.message)), *extra]
         )
-        # With the usage the server reported before the answer failed: it was billed.
-        self._store.commit([failed, *attempt_usage(attempt_id, error.usage), *extra])
-        self.window.learned_from(list(extra))
+        self.window.learned_from(extra)

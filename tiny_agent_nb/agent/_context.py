@@ -10,7 +10,7 @@ same projection from the file the same way.
 Four things are not entries but still reach the model:
 - the system prompt, first;
 - a checkpoint's summary, as the assistant's note after a user message of ours
-  (`_summary.py` says why);
+  (`_turns.py` says why);
 - a kernel notice (docs/spec.md §9) is its own user message only where no user entry
   follows it (a resume's); a run's reaches the model in its prompt's user turn, a
   paragraph before it, so the context never holds two user turns in a row;
@@ -46,12 +46,13 @@ from ..session import (
     UserEntry,
 )
 from ._ledger import LastRequest
-from ._summary import continued, summary_messages
 from ._turns import (
+    CONTINUED_MESSAGE,
     NO_ANSWER_MESSAGE,
     Projected,
     in_replay,
     project,
+    summary_messages,
     synthetic_result,
     user_content,
 )
@@ -376,7 +377,7 @@ class ContextProjection:
         if opens_with_user is None:  # nothing after the summary but, maybe, a notice
             opens_with_user = bool(notice)
         if summary and not opens_with_user:
-            summary = [*summary, continued()]
+            summary = [*summary, CONTINUED_MESSAGE]
         return [*self._system, *summary], [*pending, *notice]
 
     def unanswered_tool_calls(self) -> list[str]:

@@ -11,14 +11,13 @@ process (or by a writer that recorded no kernel). Two restarts with no run betwe
 make one notice: the one the latest kernel gives at its first run.
 
 The names come from the code of earlier `python` calls as their intents recorded it,
-parsed with `ast`, never run: module-level assignments, `def`s, classes, imports, `for`
-and `with` targets, walrus targets, `match` captures, minus what `del` removed.
+parsed with `ast`, never run: what binds a name at module level, minus what `del` removed.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from ..provider import messages as m
@@ -145,88 +144,35 @@ def defined_names(codes: Iterable[str]) -> list[str]:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # code that never compiled defined nothing
-        _block(tree.body, names)
+        _bind(tree, names)
     return list(names)
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-
-
-def _block(body: Iterable[ast.stmt], names: dict[str, None]) -> None:
-    for node in body:
-        _statement(node, names)
-
-
-def _statement(node: ast.stmt, names: dict[str, None]) -> None:
+def _bind(node: ast.AST, names: dict[str, None]) -> None:
+    """Add the names `node` binds in the module's scope to `names`, in order."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         names[node.name] = None
         return  # what its body binds is its own
-    for expression in _walrus_targets(node):
-        names[expression] = None
+    if isinstance(node, ast.Lambda):
+        return
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         for alias in node.names:
             if alias.name != "*":  # what * brings is not in the code
                 names[alias.asname or alias.name.split(".")[0]] = None
-    elif isinstance(node, ast.Assign):
-        for target in node.targets:
-            _target(target, names)
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        if not isinstance(node, ast.AnnAssign) or node.value is not None:
-            _target(node.target, names)  # `x: int` alone binds nothing
-    elif isinstance(node, (ast.For, ast.AsyncFor)):
-        _target(node.target, names)
-        _block(node.body, names)
-        _block(node.orelse, names)
-    elif isinstance(node, (ast.With, ast.AsyncWith)):
-        for item in node.items:
-            if item.optional_vars is not None:
-                _target(item.optional_vars, names)
-        _block(node.body, names)
-    elif isinstance(node, (ast.If, ast.While)):
-        _block(node.body, names)
-        _block(node.orelse, names)
-    elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-        _block(node.body, names)  # type: ignore[attr-defined]
-        for handler in node.handlers:  # type: ignore[attr-defined]
-            _block(handler.body, names)  # (`except E as e` deletes e after the block)
-        _block(node.orelse, names)  # type: ignore[attr-defined]
-        _block(node.finalbody, names)  # type: ignore[attr-defined]
-    elif isinstance(node, ast.Match):
-        for case in node.cases:
-            for pattern in ast.walk(case.pattern):
-                if isinstance(pattern, (ast.MatchAs, ast.MatchStar)) and pattern.name:
-                    names[pattern.name] = None
-                elif isinstance(pattern, ast.MatchMapping) and pattern.rest:
-                    names[pattern.rest] = None
-            _block(case.body, names)
-    elif isinstance(node, ast.Delete):
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                names.pop(target.id, None)
-
-
-def _target(node: ast.expr, names: dict[str, None]) -> None:
-    """The names an assignment target binds (an attribute or an item binds none)."""
-    if isinstance(node, ast.Name):
+        return
+    if isinstance(node, ast.AnnAssign) and node.value is None:
+        return  # `x: int` alone binds nothing
+    if isinstance(node, ast.comprehension):
+        children: list[ast.AST] = [node.iter, *node.ifs]  # its target is the comprehension's
+    else:
+        children = list(ast.iter_child_nodes(node))
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         names[node.id] = None
-    elif isinstance(node, (ast.Tuple, ast.List)):
-        for element in node.elts:
-            _target(element, names)
-    elif isinstance(node, ast.Starred):
-        _target(node.value, names)
-
-
-def _walrus_targets(node: ast.stmt) -> Iterator[str]:
-    """`(x := ...)` anywhere in the statement's own expressions (a comprehension's walrus
-    binds in the module too), not inside a nested def, class or lambda, nor in nested
-    statements (their own turn comes)."""
-    stack: list[ast.AST] = [
-        child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt)
-    ]
-    while stack:
-        child = stack.pop()
-        if isinstance(child, _SCOPES):
-            continue
-        if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
-            yield child.target.id
-        stack.extend(c for c in ast.iter_child_nodes(child) if not isinstance(c, ast.stmt))
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Del):
+        names.pop(node.id, None)
+    elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        names[node.name] = None
+    elif isinstance(node, ast.MatchMapping) and node.rest:
+        names[node.rest] = None
+    for child in children:
+        _bind(child, names)

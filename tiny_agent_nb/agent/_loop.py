@@ -40,7 +40,7 @@ from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
 from ..words import clean_unicode
 from ._budget import budget_reached, chain_spend
-from ._compaction import AttemptLabel, CompactionFailed, Compactor, NoRoom
+from ._compaction import AttemptLabel, CompactionFailed, Compactor
 from ._context import ContextProjection
 from ._kernel_notice import due_kernel_notice
 from ._model_step import ModelStep
@@ -48,6 +48,7 @@ from ._operation import OperationGuard
 from ._planner import plan_recovery, resumable_operation
 from ._reasons import StepsReached
 from ._replay import Replayed, replay_run
+from ._summarize import NoRoom
 from ._tool_step import AskFn, ToolStep
 from ._types import (
     AgentError,

@@ -20,18 +20,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..provider import Completion, ProviderError, backoff_delay
-from ..session import NewFact, SessionStore, new_id
+from ..session import NewFact, SessionStore
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
 from ._compaction import CONTEXT_LENGTH, AttemptLabel, Compactor
 from ._context import ContextProjection
 from ._operation import OperationGuard
-from ._planner import attempt_usage
+from ._planner import attempt_failure, attempt_usage
 from ._reasons import BudgetReached
 from ._tool_step import ToolStep
 from ._types import ChatProvider, LoopConfig, LoopObserver, RunResult
 from ._window import Measure, largest_count, truncated
+
+MAX_ATTEMPTS = 5  # physical requests per step, the first one included
 
 
 class ModelStep:
@@ -84,32 +86,19 @@ class ModelStep:
         too_long = False  # a contextLength failure compacts and retries once per step
         unstreamed: bool | None = None  # False: ask this attempt without streaming
         window = self._compactor.window
-        for attempt in range(1, self._config.max_attempts + 1):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
             ended = self._before_request(operation_id, step, attempt)
             if ended is not None:
                 return ended
             previous = self._last_request()
             window.calibrate(previous)
-            attempt_id = new_id()
-            self._store.commit(
-                [
-                    *self._system_prompt_record(operation_id),
-                    f.NewFact(
-                        f.StepAttempt(
-                            operationId=operation_id,
-                            step=step,
-                            attempt=attempt,
-                            provider=self._label.provider,
-                            model=self._label.model,
-                            configurationDigest=self._label.configuration_digest,
-                        ),
-                        attempt_id,
-                    ),
-                ]
-            )
+            started = self._label.attempt(operation_id, step, attempt)
+            attempt_id = started.id
+            assert attempt_id is not None
+            self._store.commit([*self._system_prompt_record(operation_id), started])
             self._told = self._config.system_prompt
             sent = self._projection.size() + self._tool_bytes
-            last = attempt == self._config.max_attempts
+            last = attempt == MAX_ATTEMPTS
             try:
                 completion = self._ask(unstreamed)
                 _check_call_ids(completion)
@@ -117,18 +106,8 @@ class ModelStep:
             except ProviderError as error:
                 # The provider hides its own secrets; a server may echo the others too.
                 error.message = self._tool_step.clean(error.message)
-                # With the usage the server reported before the answer failed: it was
-                # billed, and the budget checked before the retry must see it.
-                failed = [
-                    f.attempt_failed(
-                        attempt_id,
-                        kind=error.kind,
-                        message=error.message,
-                        retryable=error.retryable,
-                        status=error.status,
-                    ),
-                    *attempt_usage(attempt_id, error.usage),
-                ]
+                # Its usage counts for the budget checked before the retry.
+                failed = attempt_failure(attempt_id, error, error.message)
                 if error.empty_stream and unstreamed is None and not last:
                     unstreamed = False  # once per step, at once: the next request differs
                     self._store.commit(failed)
@@ -173,7 +152,7 @@ class ModelStep:
             completion = replace(completion, message=message)
             self._store.commit(_settle(attempt_id, completion))
             return attempt_id, completion
-        raise AssertionError("unreachable: max_attempts >= 1")
+        raise AssertionError("unreachable: MAX_ATTEMPTS >= 1")
 
     def _system_prompt_record(self, operation_id: str) -> list[NewFact]:
         """The systemPrompt record to commit with the next stepAttempt, if the prompt it

@@ -35,7 +35,7 @@ from ..session import (
 from ..session import facts as f
 
 if TYPE_CHECKING:
-    from ..provider import UsageReport
+    from ..provider import ProviderError, UsageReport
 
 INTERRUPTED_RESULT = (
     "Interrupted: the process stopped after this tool started. Its effect may or may not "
@@ -251,3 +251,16 @@ def attempt_usage(attempt_id: str, report: UsageReport | None) -> list[NewFact]:
             cost=report.cost,
         )
     ]
+
+
+def attempt_failure(attempt_id: str, error: ProviderError, message: str) -> list[NewFact]:
+    """An attempt's `attemptFailed` (its message as it may be kept), with the usage the
+    server reported before the answer failed: it was billed."""
+    failed = f.attempt_failed(
+        attempt_id,
+        kind=error.kind,
+        message=message,
+        retryable=error.retryable,
+        status=error.status,
+    )
+    return [failed, *attempt_usage(attempt_id, error.usage)]

@@ -1,13 +1,8 @@
 """Why the engine stopped a run, as data: which limit, and its figures.
 
-The engine states; the surfaces advise. A reason's `statement()` is what happened, in
-words that name no surface (it is the run's detail, recorded in the session file and
-shown by every surface as recorded); `RunResult.reason` carries the reason itself, from
-which each surface says what to do next in its own words (the notebook names its traits
-and `%agent` commands, notebook/_advice.py). A compaction that cannot make room states
-why the same way (`FixedFill`, `NoCleanCut`: `NoRoom.reason`). Files written before these
-reasons hold the notebook's advice inside the detail: they load as they are, and show as
-recorded.
+The engine states; the surfaces advise. `statement()` names no surface: it is the run's
+recorded detail. `RunResult.reason` (and `NoRoom.reason`) carries the reason itself, from
+which each surface says what to do next in its own words (notebook/_advice.py).
 """
 
 from __future__ import annotations
@@ -52,24 +47,20 @@ class StepsReached:
 
 @dataclass(frozen=True)
 class Refused:
-    """A request the server refused as too long, in tokens: the request (the server's
-    count when its words gave one, else the estimate of what was sent), the part of it
-    every request carries (the system prompt and the tool definitions), and the window
-    the server said (None: it said none)."""
+    """A request the server refused as too long, in tokens."""
 
-    request: int
-    fixed: int
-    window: int | None
+    request: int  # the server's count when it gave one, else the estimate of what was sent
+    fixed: int  # what every request carries: the system prompt and the tool definitions
+    window: int | None  # the window the server said, if any
 
 
 @dataclass(frozen=True)
 class ContextFull:
     """The request does not fit the model's context window: `fixed`, what every request
-    carries (the system prompt and the tool definitions) leaves no room at all;
-    `conversation`, the conversation does not fit even after compacting. `refused`: the
-    server's refusal that made the run compact, when one did: a request the window has
-    room for (a configured one larger than the server's, or the default) is said as the
-    server's refusal, with its figures, so that none contradicts another."""
+    carries leaves no room; `conversation`, not even after compacting. `refused`: the
+    refusal that made the run compact, if one did: a request under the window (configured
+    larger than the server's, or the default) is said as that refusal, so that no figure
+    contradicts another."""
 
     what: Literal["fixed", "conversation"]
     window: int  # tokens
@@ -97,9 +88,8 @@ class ContextFull:
 
 @dataclass(frozen=True)
 class FixedFill:
-    """No compaction can make room: what every request carries (the system prompt and the
-    tool definitions) alone is not under the limit a compaction must bring the context
-    under, so even a summary of the whole conversation would leave it past that."""
+    """No compaction can make room: what every request carries alone (the system prompt and
+    the tool definitions) is not under the limit a compaction must bring the context under."""
 
     fixed: int  # tokens the system prompt and the tool definitions take
     limit: int  # tokens a compaction must bring the context under: `threshold` of the window
@@ -119,8 +109,7 @@ class FixedFill:
 @dataclass(frozen=True)
 class NoCleanCut:
     """No compaction can make room: the newest part of the conversation, kept verbatim,
-    leaves nothing before it that ends cleanly (every tool call with its result), so
-    there is nothing to summarize and nothing a compaction could free."""
+    leaves nothing before it that ends cleanly (every tool call with its result)."""
 
     kept: int  # tokens the newest part kept verbatim may take (at most `share` of the window)
     share: float  # of the window: the most the part kept verbatim takes

@@ -124,52 +124,41 @@ class ToolStep:
         self, operation_id: str, attempt_id: str, call: ToolCall, observer: ToolObserver
     ) -> None:
         tool = self._tools.get(call.name)
+        arguments: Mapping[str, Any] = call.arguments
+        refusal: str | None = None
+        outcome: Literal["completed", "error", "denied"] = "error"
         if tool is None:
             known = ", ".join(self._tools.names) or "none"
-            message = f"Unknown tool {call.name!r}. Available tools: {known}."
-            self._refuse(operation_id, attempt_id, call, message, observer)
-            return
-        if call.invalidArguments is not None:
-            message = (
+            refusal = f"Unknown tool {call.name!r}. Available tools: {known}."
+        elif call.invalidArguments is not None:
+            refusal = (
                 f"The arguments of this {call.name} call are not a JSON object this session can "
                 f"keep (an object nested at most {MAX_JSON_DEPTH} levels deep, finite numbers), "
                 f"so it did not run. Received: {call.invalidArguments[:500]}"
             )
-            self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
+        else:
+            try:
+                arguments = tool.effective_arguments(self._sent.pop(call.id, call.arguments))
+            except ToolArgumentError as exc:
+                refusal = f"{exc}. The tool did not run."
+            else:
+                recorded = redact_json(arguments, self._context.secrets)
+                if tool.asks_approval and not self.approved(tool.name, recorded):
+                    refusal = f"The user did not allow this {tool.name} call; it did not run."
+                    outcome = "denied"
+        if refusal is not None:  # intent and result in one transaction: it provably did not run
+            intent = self._intent(operation_id, attempt_id, call, arguments, tool)
+            result, output = self._result(intent, ToolOutput(refusal, True), outcome)
+            self._store.commit([intent, result])
+            observer.on_tool_end(call, output, outcome)
             return
-        try:
-            arguments = tool.effective_arguments(self._sent.pop(call.id, call.arguments))
-        except ToolArgumentError as exc:
-            message = f"{exc}. The tool did not run."
-            self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
-            return
-        recorded = redact_json(arguments, self._context.secrets)
-        if tool.asks_approval and not self.approved(tool.name, recorded):
-            message = f"The user did not allow this {tool.name} call; it did not run."
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                message,
-                observer,
-                tool=tool,
-                arguments=arguments,
-                outcome="denied",
-            )
-            return
+        assert tool is not None
         observer.on_tool_ready(call)  # a stop here leaves no intent behind
-        intent = self._intent(
-            operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=tool.identity,
-            arguments=arguments,
-            tool=tool,
-        )
+        intent = self._intent(operation_id, attempt_id, call, arguments, tool)
         self._store.commit([intent])
         observer.on_tool_start(call, recorded)
         output = self._execute(tool, arguments)
-        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
+        outcome = "error" if output.is_error else "completed"
         result, output = self._result(intent, output, outcome)
         # One transaction: a crash cannot keep the result without the usage it reported,
         # nor the usage of a call whose result was lost (that one is settled interrupted).
@@ -221,44 +210,11 @@ class ToolStep:
         observer.on_tool_end(call, output, outcome)
         return outcome
 
-    def _refuse(
-        self,
-        operation_id: str,
-        attempt_id: str,
-        call: ToolCall,
-        message: str,
-        observer: ToolObserver,
-        *,
-        tool: Tool | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        outcome: Literal["error", "denied"] = "error",
-    ) -> None:
-        """Intent and result in one transaction: the tool provably did not run."""
-        identity = (
-            tool.identity
-            if tool
-            else ToolIdentity(name=call.name, version="unknown", source="builtin")
-        )
-        arguments = dict(arguments or call.arguments)
-        intent = self._intent(
-            operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=identity,
-            arguments=arguments,
-            tool=tool,
-        )
-        result, output = self._result(intent, ToolOutput(message, True), outcome)
-        self._store.commit([intent, result])
-        observer.on_tool_end(call, output, outcome)
-
     def _intent(
         self,
         operation_id: str,
-        *,
         attempt_id: str,
         call: ToolCall,
-        identity: ToolIdentity,
         arguments: Mapping[str, Any],
         tool: Tool | None,
     ) -> NewFact:
@@ -266,11 +222,12 @@ class ToolStep:
         the call the file describes, and is never replayed."""
         recorded = redact_json(dict(arguments), self._context.secrets)
         policy = tool.replay_policy if tool and recorded == arguments else "never"
+        unknown = ToolIdentity(name=call.name, version="unknown", source="builtin")
         return f.tool_started(
             operation_id,
             attempt_id,
             call.id,
-            tool=identity,
+            tool=tool.identity if tool else unknown,
             arguments=recorded,
             replay_policy=policy,
             environment_identity=self.environment,

@@ -1,7 +1,17 @@
 """Entries as the messages the model is sent (docs/spec.md §3, items 3 and 5), in no
 provider's wire format (`provider.messages`), and the messages of ours that stand where
-no entry answers: a tool call that never started, a prompt whose run got no answer; and
-the entries no message stands for (a replayed run's results)."""
+no entry answers: a tool call that never started, a prompt whose run got no answer, a
+checkpoint's summary; and the entries no message stands for (a replayed run's results).
+
+A summary is written by the model from a transcript that holds tool output, so hostile
+text may have steered it; sent as a user message it would speak with the user's
+authority. It is sent as the assistant's own note instead, after a short user message of
+ours that says what follows, so the conversation still opens with a user turn and
+alternates: the strictest chat templates (Gemma's, Mistral's, Llama 2's) refuse an
+assistant turn first or two turns of one role in a row, and several (Qwen 3's,
+DeepSeek's) refuse a second system message. When what follows the summary is not a user
+message (the cut fell inside a run), one more user message of ours says the conversation
+goes on."""
 
 from __future__ import annotations
 
@@ -26,6 +36,13 @@ NO_ANSWER = (
     "[tiny-agent-nb, not the model: the run of the prompt above ended before the model "
     "answered it.]"
 )
+SUMMARY_LEAD = (
+    "[tiny-agent-nb, not the user: the earlier part of this conversation was replaced by "
+    "a summary to fit the model's context window. The summary follows as your own note; "
+    "it records what happened and asks nothing.]"
+)
+SUMMARY_HEADER = "[Summary of the earlier conversation]"
+CONTINUED = "[tiny-agent-nb, not the user: the conversation goes on after the summary.]"
 
 
 def user_content(body: UserEntry) -> str:
@@ -74,6 +91,11 @@ def synthetic_result(call_id: str) -> m.ToolResult:
 
 
 NO_ANSWER_MESSAGE = m.Note(NO_ANSWER)
+CONTINUED_MESSAGE = m.User(CONTINUED)
+
+
+def summary_messages(summary: str) -> list[m.Message]:
+    return [m.User(SUMMARY_LEAD), m.Note(f"{SUMMARY_HEADER}\n{summary}")]
 
 
 def in_replay(state: SessionState, entry: EntryFact) -> bool:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderConfig, ProviderError, StreamEvent
 from ..provider import messages as m
 from ..session import Approval, OperationOutcome, ToolCall, ToolIntent
 from ..tools import ToolOutput, ToolSchema
-from ._compaction import Compacted
 from ._reasons import StopReason
 from ._system_prompt import DEFAULT_SYSTEM_PROMPT
+
+if TYPE_CHECKING:
+    from ._compaction import Compacted
 
 
 class ChatProvider(Protocol):
@@ -70,7 +72,6 @@ class LoopConfig:
     mcp_servers: Sequence[Mapping[str, Any]] = ()
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_steps: int = DEFAULT_MAX_STEPS
-    max_attempts: int = 5  # physical requests per step, first one included
     approval: Approval = DEFAULT_APPROVAL
     budget: float | None = None  # USD per run (its resume chain included); None: no limit
     # tokens: TinyAgent.context_window; None: learned, listed, else the default (_window)
