@@ -4,12 +4,9 @@
     [compaction entry, usage]        or [attemptFailed, usage]
 
 The compaction entry settles its attempt, so the context changes in one transaction or
-not at all: a crash or Ctrl-C before it leaves a pending (then failed) attempt and the
-context exactly as it was, and recovery has nothing to redo.
-
-What is summarized and how the request is bounded is `_summarize`'s; the window and the
-estimates are `_window`'s. A compaction always makes room: a summary that would not bring
-the context under the threshold fails its attempt instead of being kept.
+not at all: a crash before it leaves a failed attempt and the context as it was. What is
+summarized is `_summarize`'s. A compaction always makes room: a summary that would not
+bring the context under the threshold fails its attempt instead of being kept.
 """
 
 from __future__ import annotations
@@ -55,8 +52,7 @@ def compaction_line(c: Compacted) -> str:
 
 
 def compaction_status(state: SessionState) -> str | None:
-    """`%agent status`'s line: how many checkpoints, and the latest in the timeline's
-    words, with its cost."""
+    """`%agent status`'s line: how many checkpoints, the latest in the timeline's words."""
     rows = compactions(state)
     if not rows:
         return None
@@ -109,12 +105,9 @@ class Compactor:
         on_compaction: Callable[[Compacted], None],
         clean: Callable[[str], str],
     ) -> None:
-        """`request_bytes`: the size of the request the run would send now (messages and
-        tool schemas); `fixed_bytes`: the part of it no compaction changes (the system
-        prompt and the tool schemas); `ledger_tokens`: `last_input_tokens` of the session
-        now (the projection follows it, so no attempt pays for a copy of the whole
-        session); `clean`: what makes a text safe to keep and send (the run's secrets
-        redacted)."""
+        """`request_bytes`: the size of the request the run would send now; `fixed_bytes`:
+        the part no compaction changes (system prompt, tool schemas); `ledger_tokens`:
+        `last_input_tokens` of the session now; `clean`: the run's secret filter."""
         self._on_compaction = on_compaction
         self._clean = clean
         self._store = store
@@ -128,13 +121,12 @@ class Compactor:
         self._ledger_tokens = ledger_tokens
 
     def context_tokens(self) -> int:
-        """The ledger's count of the last request where there is one, or the estimate of
-        the next one, whichever is larger (tool results since then are not in the former)."""
+        """The larger of the last request's count and the next one's estimate (tool
+        results since are not in the former)."""
         estimate = self.window.estimate(self._request_bytes())
         return max(estimate, self._ledger_tokens() or 0)
 
     def limit(self) -> int:
-        """Tokens of context past which a run compacts (compact_threshold of the window)."""
         return int(self._threshold * self.window.tokens)
 
     def needed(self) -> bool:
@@ -144,15 +136,14 @@ class Compactor:
         return Budget(self.window.tokens, self._keep_tail_tokens)
 
     def check(self) -> None:
-        """Raises NoRoom when there is nothing to compact (nothing committed)."""
+        """NoRoom when there is nothing to compact."""
         choose_cut(self._store.load(), self.budget(), self.window.estimate)
 
     def make_room(
         self, operation_id: str, step: int, attempt: int, *, refused: Refused | None
     ) -> ContextFull | None:
-        """Before an attempt: compact when the context passed its threshold, or when the
-        server refused the request as too long (`refused`). Why the run cannot go on, else
-        None."""
+        """Compact when the context passed its threshold, or the server refused the request
+        as too long (`refused`). Why the run cannot go on, else None."""
         self.window.record_listing()
         if refused is None and not self.needed():
             return None
@@ -170,14 +161,10 @@ class Compactor:
     def too_long(
         self, cause: str, *, fixed: bool = False, refused: Refused | None = None
     ) -> ContextFull:
-        """Why a run stops that does not fit the window: `fixed`, what every request
-        carries leaves no room; else not even after compacting."""
         what: Literal["fixed", "conversation"] = "fixed" if fixed else "conversation"
         return ContextFull(what, self.window.tokens, self.window.origin, cause, refused)
 
     def refused(self, request: int | None, window: int | None) -> Refused:
-        """The figures of a refusal: the request's tokens as the server counted them (or
-        as estimated when it did not say), what every request carries, its window."""
         fixed = self.window.estimate(self._fixed_bytes)
         if request is None:
             request = self.window.estimate(self._request_bytes())
@@ -186,8 +173,8 @@ class Compactor:
     def run(
         self, operation_id: str, step: int, attempt: int, instructions: str | None = None
     ) -> Compacted:
-        """One compaction. Raises NoRoom before committing anything, and CompactionFailed
-        after committing the attempt's failure."""
+        """One compaction. NoRoom before committing anything; CompactionFailed after
+        committing the attempt's failure."""
         fixed = self.window.estimate(self._fixed_bytes)
         if fixed >= self.limit():  # checked first: it would be a summarization paid for nothing
             freeable = max(0, self.context_tokens() - fixed)
@@ -240,8 +227,8 @@ class Compactor:
     def _ask(
         self, messages: list[m.Message], operation_id: str, step: int, attempt: int
     ) -> tuple[str, Completion]:
-        """The summarization attempt (and, after a stream that ended empty, one more
-        without streaming, whose answer says why)."""
+        """The summarization attempt (and one more without streaming after an empty
+        stream)."""
         stream: bool | None = None
         while True:
             started = self._label.attempt(operation_id, step, attempt)
@@ -272,8 +259,7 @@ class Compactor:
         return self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
 
     def _too_large(self, summary: str, after: int) -> str | None:
-        """Why `summary` would not make room (None when it does): the context it leaves
-        (`after`) must be under the threshold."""
+        """Why `summary`, leaving `after` tokens, would not make room; None if it does."""
         if after < self.limit():
             return None
         return (

@@ -1,14 +1,9 @@
-"""The kernel notice: the piece of the context that tells the model, once, that the
-conversation goes on in another kernel than the one that wrote it (docs/spec.md §9).
-
-The model believes what its `python` calls defined still exists; after a restart it does
-not, and neither do the user's variables. The notice is a `kernelNotice` entry, committed
-with the start of the first run (or resume) after the change, so the file holds exactly
-what the model was told and a later kernel rebuilds the same context from it. Whether
-one is due is read from the `kernelOpened` records: the latest one has none yet, there is
-a conversation before it, and the entries just before it were written by another
-process (or by a writer that recorded no kernel). Two restarts with no run between them
-make one notice: the one the latest kernel gives at its first run.
+"""The kernel notice (docs/spec.md §9): tells the model, once, that the conversation goes
+on in another kernel, where what its `python` calls defined and the user's variables are
+gone. It is a `kernelNotice` entry committed with the first run (or resume) after the
+change, so the file holds what the model was told. It is due when the latest
+`kernelOpened` has none yet, a conversation came before it, and another process wrote
+the entries just before it. Two restarts with no run between make one notice.
 
 The names come from the code of earlier `python` calls as their intents recorded it,
 parsed with `ast`, never run: what binds a name at module level, minus what `del` removed.
@@ -31,8 +26,7 @@ PYTHON_TOOL = "python"
 
 
 def due_kernel_notice(store: SessionStore) -> NewFact | None:
-    """The notice the next run must start with, or None. Whether one is due is read from
-    the kernel records alone; the session is read only when one is."""
+    """The notice the next run must start with, or None (the session is read only then)."""
     if _told_about(store.kernels()) is None:
         return None
     return kernel_notice(store.load())
@@ -50,10 +44,7 @@ def kernel_notice(state: SessionState) -> NewFact | None:
 
 
 def _told_about(kernels: list[Kernel]) -> Kernel | None:
-    """The kernel a notice is due about: the latest, when it has none yet, a conversation
-    came before it, and whoever wrote the entries just before it (the latest kernel
-    record with an entry after it; none: a writer that recorded no kernel) is another
-    process."""
+    """The kernel a notice is due about, if any (the module says when)."""
     if not kernels:
         return None  # a writer that records no kernel: nothing to compare
     current = kernels[-1]
@@ -68,8 +59,7 @@ def _told_about(kernels: list[Kernel]) -> Kernel | None:
 
 
 def notice_text(kernel: Kernel, names: list[str], restored: Sequence[str] = ()) -> str:
-    """The notice; `restored`: the names replayed runs defined again in the new process
-    (docs/spec.md §12), which are not gone."""
+    """The notice; `restored`: names replayed runs defined again (docs/spec.md §12)."""
     text = (
         f"{m.KERNEL_NOTICE_START} The notebook's kernel restarted: this conversation goes on in "
         f"a new Python process, started {when(kernel.started_at)}. Gone with the old one: "
@@ -93,8 +83,7 @@ def _listed(names: Sequence[str]) -> str:
 
 
 def _replayed_codes(state: SessionState, current: Kernel) -> list[str]:
-    """The code of the `python` calls replayed runs ran again, and completed, since the
-    current kernel opened the session, oldest first."""
+    """The code replayed runs ran again, and completed, in the current kernel."""
     intents = islice(state.tool_intents.values(), current.intents_before, None)
     return _newest(
         [
@@ -108,9 +97,8 @@ def _replayed_codes(state: SessionState, current: Kernel) -> list[str]:
 
 
 def _python_codes(state: SessionState, start: int, current: Kernel) -> list[str]:
-    """The code of the `python` calls recorded from the `start`-th intent up to the
-    current kernel, oldest first; only the newest CODE_CHARS of it. A call the user
-    denied never ran."""
+    """The code of the `python` calls from the `start`-th intent up to the current kernel
+    (a denied call never ran)."""
     intents = islice(state.tool_intents.values(), start, current.intents_before)
     codes = [
         code

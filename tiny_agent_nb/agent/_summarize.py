@@ -1,13 +1,10 @@
 """What a compaction summarizes (docs/spec.md §3): the cut, and the summarization request.
 
-The cut (`throughEntryId`) is the newest entry, after the previous cut, such that every
+The cut (`throughEntryId`) is the newest entry after the previous cut such that every
 tool call at or before it has its result at or before it, with at least the tail to keep
-after it, verbatim (the model keeps the exact text of what it just did). The tail is
-bounded by the window: never more than TAIL_SHARE of it, so a compaction always leaves
-room, whatever `keep_tail_tokens` says. A summary that grew past its share (one written
-before these bounds, or steered long) is summarized again on its own, at the same cut.
-
-Sizes are estimates of the bytes as the model is sent them (`RunWindow.estimate`).
+after it, verbatim. The tail is never more than TAIL_SHARE of the window, so a compaction
+always leaves room. A summary that grew past its share is summarized again on its own,
+at the same cut. Sizes are estimates of the bytes as sent (`RunWindow.estimate`).
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ Tokens = Callable[[int], int]  # tokens of a byte count
 
 
 class NoRoom(TinyAgentError):
-    """No compaction can make room in the context window: `reason` says why, with its
-    figures (its statement is the message; each surface says what to do next)."""
+    """No compaction can make room in the context window: `reason` says why."""
 
     def __init__(self, reason: NoRoomReason) -> None:
         super().__init__(reason.statement())
@@ -166,9 +162,8 @@ def summarization_request(
     budget: Budget,
     chars_per_token: float,
 ) -> list[m.Message]:
-    """The request's messages: a transcript in one user message, so it is a valid
-    conversation whatever the cut region holds (tool calls need no schemas here). It is
-    bounded by the window: the previous summary to its share, the transcript to its."""
+    """A transcript in one user message, so it is a valid conversation whatever the cut
+    holds (no tool schemas needed), bounded by shares of the window."""
     limit_chars = int(budget.window * TRANSCRIPT_SHARE * chars_per_token)
     per_entry = max(200, min(ENTRY_CHARS, limit_chars // max(1, len(cut.entries))))
     summary_chars = int(budget.summary * chars_per_token)

@@ -1,17 +1,11 @@
 """One tool call of a run, and the replay of a recorded read after a crash.
 
-Every result that carries untrusted text (what a tool returned, run or replayed; a
-refusal quoting the model's call) is built by `ToolStep._result`, which makes it safe to
-keep: valid Unicode, the configured secrets redacted (`clean_text`). The file, the
-model and the screen are given what it returns, never the raw output. (The other
-results are the planner's fixed texts.)
-
-A call's arguments are kept and shown with the secrets redacted too (`clean_message`,
-the intent, the approval question, the tool line), but the tool gets them as the model
-sent them: a redaction changes what is written and shown, never what a tool does
-(docs/spec.md §5). A call whose recorded arguments differ from those it ran with
-cannot be run again from the file, so its intent says `never` whatever its tool's
-replay policy.
+Every result carrying untrusted text is built by `ToolStep._result`, which makes it safe
+to keep (valid Unicode, secrets redacted: `clean_text`); the file, model and screen get
+that, never the raw output. A call's arguments are kept and shown redacted too, but the
+tool gets them as the model sent them: a redaction changes what is written, never what a
+tool does (docs/spec.md §5). A call whose recorded arguments differ from those it ran
+with cannot be run again from the file: its intent says `never`.
 """
 
 from __future__ import annotations
@@ -81,15 +75,13 @@ class ToolStep:
         self._sent: dict[str, dict[str, Any]] = {}
 
     def clean(self, text: str) -> str:
-        """`text` as it may be kept: what `_result` does to a tool's output."""
+        """`text` as it may be kept."""
         return clean_text(text, self._context.secrets)
 
     def clean_message(self, message: AssistantMessage) -> AssistantMessage:
-        """The model's answer as it may be kept: every configured secret redacted from its
-        text, reasoning and refusal and from its calls' names and arguments, before it is
-        committed. A model that read the key (bash can read the kernel's environment)
-        would otherwise put it in the file. The calls' arguments as sent are kept aside
-        for `run`: the tools get those."""
+        """The model's answer with every secret redacted before it is committed (a model
+        that read the key would put it in the file); the arguments as sent are kept aside
+        for `run`."""
         self._sent = {}
         secrets = hidden_secrets(self._context.secrets)
         if not secrets:
@@ -176,9 +168,8 @@ class ToolStep:
     def rerun(
         self, operation_id: str, intent: ToolIntent, observer: ToolObserver, *, allowed: bool
     ) -> ToolOutcome:
-        """Run a call of a recorded run again for a replayed run (docs/spec.md §12): its
-        intent under the replay's operation, committed before it runs, then its result;
-        when not `allowed`, intent and `denied` result in one transaction."""
+        """Run a recorded call again for a replayed run (docs/spec.md §12); when not
+        `allowed`, intent and `denied` result in one transaction."""
         tool = self._tools.get(intent.tool.name)
         if tool is None:  # the caller built the registry with it: a bug
             raise LookupError(f"no tool {intent.tool.name!r} to run again")
@@ -235,10 +226,8 @@ class ToolStep:
 
     # ------------------------------------------------------------------ after a crash
     def replay(self, intent: ToolIntent) -> bool:
-        """Run a recorded safeRead intent again and commit its result: True when it is
-        `replayed`, False when it fell back to an `interrupted` result (its tool failed,
-        hit its time limit, or the result could not be kept). KeyboardInterrupt passes:
-        the caller settles the intent."""
+        """Run a recorded safeRead intent again and commit its result: False when it fell
+        back to `interrupted`. KeyboardInterrupt passes: the caller settles the intent."""
         try:
             tool = self._tools.get(intent.tool.name)
             if tool is None:  # can_replay checked the identity: a registry bug
@@ -263,8 +252,7 @@ class ToolStep:
     def _result(
         self, intent: NewFact | ToolIntent, output: ToolOutput, outcome: ToolOutcome
     ) -> tuple[NewFact, ToolOutput]:
-        """The result entry answering `intent` (about to be committed, or recorded), and
-        the output as it was kept."""
+        """The result entry answering `intent`, and the output as it was kept."""
         output = replace(output, content=self.clean(output.content))
         if isinstance(intent, ToolIntent):
             started_id, entry_id, call_id = intent.id, intent.result_entry_id, intent.tool_call_id
@@ -290,10 +278,8 @@ class ToolStep:
 
 
 def _usage_facts(intent: NewFact, usage: ToolUsage | None) -> list[NewFact]:
-    """The `usage` fact of a call whose tool reported usage about itself, bound to its
-    toolStarted; none when it reported nothing (unknown, not zero). A report the file
-    cannot hold (a negative count, a cost that is not a finite number >= 0) is dropped
-    with a warning: what a tool says about itself is not to fail the run it served."""
+    """The `usage` fact a tool reported about itself; none when it reported nothing. A
+    report the file cannot hold is dropped with a warning: it is not to fail the run."""
     if usage is None:
         return []
     assert intent.id is not None

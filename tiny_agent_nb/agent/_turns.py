@@ -1,17 +1,13 @@
-"""Entries as the messages the model is sent (docs/spec.md §3, items 3 and 5), in no
-provider's wire format (`provider.messages`), and the messages of ours that stand where
-no entry answers: a tool call that never started, a prompt whose run got no answer, a
-checkpoint's summary; and the entries no message stands for (a replayed run's results).
+"""Entries as provider-neutral messages (docs/spec.md §3), and the messages of ours that
+stand where no entry answers: a call that never started, a prompt that got no answer, a
+checkpoint's summary.
 
-A summary is written by the model from a transcript that holds tool output, so hostile
-text may have steered it; sent as a user message it would speak with the user's
-authority. It is sent as the assistant's own note instead, after a short user message of
-ours that says what follows, so the conversation still opens with a user turn and
-alternates: the strictest chat templates (Gemma's, Mistral's, Llama 2's) refuse an
-assistant turn first or two turns of one role in a row, and several (Qwen 3's,
-DeepSeek's) refuse a second system message. When what follows the summary is not a user
-message (the cut fell inside a run), one more user message of ours says the conversation
-goes on."""
+A summary may have been steered by hostile tool output, so it is not sent in the user's
+voice but as the assistant's note, after a user message of ours saying what follows:
+the conversation still opens with a user turn and alternates (Gemma's, Mistral's and
+Llama 2's templates refuse otherwise; Qwen 3's and DeepSeek's refuse a second system
+message). When no user message follows it, one more of ours says the conversation goes
+on."""
 
 from __future__ import annotations
 
@@ -29,9 +25,8 @@ NOT_STARTED = (
     "Not run: the session stopped before this tool call started, so it had no effect. "
     "Call it again if it is still needed."
 )
-# Between a prompt whose run ended before the model answered it (a failed request, an
-# interrupt, a budget already spent) and the next prompt: the strictest chat templates
-# refuse two user turns in a row (docs/spec.md §3), so every later request would fail.
+# Between a prompt whose run ended unanswered and the next: chat templates refuse two
+# user turns in a row (docs/spec.md §3).
 NO_ANSWER = (
     "[tiny-agent-nb, not the model: the run of the prompt above ended before the model "
     "answered it.]"
@@ -67,11 +62,7 @@ def entry_message(entry: EntryFact) -> m.Message | None:
 
 
 # perf: register row "projection-tuples" (docs/benchmarks.md)
-# One entry as it is projected: (its message, the tool call ids it opens (assistant) or
-# the one it answers (tool result)). What the projection keeps of it afterwards is its id
-# (the string the session's tables hold already, when built from a state) and where its
-# message starts in the history (an `array` of indexes): nothing the cyclic GC tracks,
-# and no copy of the message (the providers' caches hold that, each in its own form).
+# (its message, the call ids it opens (assistant), or the one it answers (tool result)).
 Projected = tuple[m.Message, tuple[str, ...], tuple[str, ...]]
 
 

@@ -38,14 +38,11 @@ class LoopObserver:
 
     def on_stream(self, event: StreamEvent) -> None: ...
     def on_retry(self, error: ProviderError, delay: float) -> None: ...
-    # a call is allowed and about to be committed as started: the last moment a stop
-    # leaves it unstarted (a notebook reads the Stop button's clicks here)
+    # a call about to be committed as started: the last moment a stop leaves it unstarted
     def on_tool_ready(self, call: ToolCall) -> None: ...
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
-    # on the main thread, just before the operation's end is committed (whatever it is):
-    # the last moment a stop changes how it ends. A KeyboardInterrupt raised here ends it
-    # aborted (a notebook raises the Stop button's press it took before this moment, and
-    # ignores any after it)
+    # just before the operation's end is committed: a KeyboardInterrupt raised here (a
+    # Stop press taken before) ends it aborted
     def on_closing(self) -> None: ...
     def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
     # one line the user should see (unknown cost, a context window learned)
@@ -57,16 +54,14 @@ class LoopObserver:
 DEFAULT_MAX_STEPS = 25  # model steps per run before it stops (stepLimit)
 DEFAULT_COMPACT_THRESHOLD = 0.8  # part of the window past which a run compacts first
 DEFAULT_KEEP_TAIL_TOKENS = 8000  # newest tokens a compaction keeps verbatim
-# Tools that change things are asked about first: with no way to ask (no `ask` given to
-# the loop, stdin off), they do not run.
+# Tools that change things are asked about first; with no way to ask, they do not run.
 DEFAULT_APPROVAL: Approval = "ask"
 
 
 @dataclass(frozen=True)
 class LoopConfig:
-    # Its label and model go into each stepAttempt, its digest_material() (no secrets) into
-    # the configurationDigest; its base URL (credentials masked) and model key the windows
-    # the session learns. The one translation of a notebook's configuration.
+    # Into each stepAttempt and its configurationDigest; its base URL and model key the
+    # windows the session learns.
     provider: ProviderConfig
     # What the digest covers of the MCP servers offered (ServerConfig.digest_material)
     mcp_servers: Sequence[Mapping[str, Any]] = ()
@@ -103,10 +98,8 @@ class RecoveryReport:
 
 
 class AgentError(TinyAgentError):
-    """A request the loop cannot serve (e.g. resume with nothing to resume), or a run
-    or recovery it could not record as settled (the session file refused the write).
-    `reason`: why, with its figures, when the engine has one (`%agent compact` with
-    nothing to compact: a `NoCleanCut`), for each surface to say what to do next."""
+    """A request the loop cannot serve (resume with nothing to resume), or a run or
+    recovery it could not record as settled. `reason`: why, when the engine has one."""
 
     def __init__(self, message: str, *, reason: StopReason | None = None) -> None:
         super().__init__(message)
