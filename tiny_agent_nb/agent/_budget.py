@@ -28,7 +28,7 @@ from ..session import (
     usage_in_range,
 )
 from ..words import usd  # the one money format (docs/glossary.md)
-from ._reasons import BudgetReached
+from ._types import BudgetReached
 
 
 @dataclass(frozen=True)

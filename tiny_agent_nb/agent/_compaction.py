@@ -23,10 +23,9 @@ from ..session import facts as f
 from ..timeline import compactions
 from ..words import compaction_words, summary_tokens, usd
 from ._planner import attempt_failure, attempt_usage
-from ._reasons import ContextFull, FixedFill, Refused
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
 from ._turns import CONTINUED_MESSAGE, summary_messages
-from ._types import ChatProvider
+from ._types import ChatProvider, ContextFull, FixedFill, Refused
 from ._window import RunWindow
 
 CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too long"

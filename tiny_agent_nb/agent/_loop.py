@@ -42,7 +42,6 @@ from ._kernel_notice import due_kernel_notice
 from ._model_step import ModelStep
 from ._operation import OperationGuard
 from ._planner import plan_recovery, resumable_operation
-from ._reasons import StepsReached
 from ._replay import Replayed, replay_run
 from ._summarize import NoRoom
 from ._tool_step import AskFn, ToolStep
@@ -53,6 +52,7 @@ from ._types import (
     LoopObserver,
     RecoveryReport,
     RunResult,
+    StepsReached,
 )
 from ._window import RunWindow
 

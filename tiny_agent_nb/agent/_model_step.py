@@ -24,9 +24,8 @@ from ._compaction import CONTEXT_LENGTH, AttemptLabel, Compactor
 from ._context import ContextProjection
 from ._operation import OperationGuard
 from ._planner import attempt_failure, attempt_usage
-from ._reasons import BudgetReached
 from ._tool_step import ToolStep
-from ._types import ChatProvider, LoopConfig, LoopObserver, RunResult
+from ._types import BudgetReached, ChatProvider, LoopConfig, LoopObserver, RunResult
 from ._window import Measure, largest_count, truncated
 
 MAX_ATTEMPTS = 5  # physical requests per step, the first one included

@@ -26,8 +26,7 @@ from ..session import (
 from ..session import facts as f
 from ..tools import truncate
 from ._planner import abort_settlement, failure_settlement
-from ._reasons import StopReason
-from ._types import AgentError, RunResult
+from ._types import AgentError, RunResult, StopReason
 
 log = logging.getLogger("tiny_agent_nb.agent")
 MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail

@@ -23,8 +23,8 @@ from ..session import (
     ToolResultEntry,
     UserEntry,
 )
-from ._reasons import NoCleanCut, NoRoomReason
 from ._turns import entry_message, in_replay, user_content
+from ._types import NoCleanCut, NoRoomReason
 
 TAIL_SHARE = 0.25  # of the window: the most the verbatim tail keeps
 SUMMARY_SHARE = 0.15  # of the window: a summary's size (asked for; a larger one is re-sent cut)
@@ -139,20 +139,13 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
         tail += sizes[index]
     if found is not None:
         return Cut(candidates[found], tuple(candidates[: found + 1]), previous_summary, tail)
-    if (
-        previous_summary is not None
-        and previous_cut is not None
-        and _oversized(previous_summary, budget, tokens)
-    ):
+    summary_bytes = len((previous_summary or "").encode())
+    if previous_cut is not None and tokens(summary_bytes) > budget.summary:
         # Nothing new to summarize, but the summary itself is too large: summarize it
         # again on its own, at the same cut (a cut never moves backwards;
         # docs/session-format.md §4, rule 12).
         return Cut(previous_cut, (), previous_summary, sum(sizes))
     raise NoRoom(NoCleanCut(budget.tail, TAIL_SHARE, budget.window, tokens(tail)))
-
-
-def _oversized(summary: str, budget: Budget, tokens: Tokens) -> bool:
-    return tokens(len(summary.encode())) > budget.summary
 
 
 def summarization_request(
