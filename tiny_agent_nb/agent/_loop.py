@@ -103,7 +103,7 @@ class AgentLoop:
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
         self._environment = self._tool_step.environment
         self._operations = OperationGuard(
-            store, self._tool_step.clean, stopped_by, closing=self._observer.on_closing
+            store, self._tool_step.clean, stopped_by, self._observer.on_closing
         )
         servers = {"mcpServers": list(config.mcp_servers)} if config.mcp_servers else {}
         digest = sha256_digest(

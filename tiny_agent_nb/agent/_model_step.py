@@ -48,7 +48,7 @@ class ModelStep:
         tool_step: ToolStep,
         observer: LoopObserver,
         sleep: Callable[[float], None],
-        tool_bytes: int = 0,  # the size of the tool schemas every request carries
+        tool_bytes: int,  # the size of the tool schemas every request carries
     ) -> None:
         self._store = store
         self._operations = operations  # the door the step's ends go through

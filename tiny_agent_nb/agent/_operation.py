@@ -41,7 +41,7 @@ class OperationGuard:
         store: SessionStore,
         clean: Callable[[str], str],
         stopped_by: Callable[[], str | None] | None,
-        closing: Callable[[], None] | None = None,
+        closing: Callable[[], None],
     ) -> None:
         """`clean`: redacts what the file keeps; `stopped_by`: `AgentLoop`'s; `closing`:
         the observer's `on_closing`, called before every end is committed."""
@@ -106,8 +106,7 @@ class OperationGuard:
         if self.note is not None:
             detail = f"{detail}; {self.note}" if detail else self.note
         try:
-            if self._closing is not None:
-                self._closing()
+            self._closing()
         except KeyboardInterrupt:
             if stoppable:  # a stop taken before this moment: the run ends aborted instead
                 if settled:

@@ -15,8 +15,8 @@ from ..session import SessionStore, ToolIntent, ToolOutcome, new_id
 from ..session import facts as f
 from ._kernel_notice import PYTHON_TOOL
 from ._operation import OperationGuard
-from ._tool_step import ToolObserver, ToolStep
-from ._types import RunResult
+from ._tool_step import ToolStep
+from ._types import LoopObserver, RunResult
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def replay_run(
     store: SessionStore,
     operations: OperationGuard,
     tool_step: ToolStep,
-    observer: ToolObserver,
+    observer: LoopObserver,
     *,
     run_id: str,
     calls: Sequence[ToolIntent],

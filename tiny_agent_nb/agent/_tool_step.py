@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -41,18 +41,11 @@ from ..tools import (
     clean_text,
 )
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
+from ._types import LoopObserver
 
 AskFn = Callable[[str, Mapping[str, Any]], bool]
 
 log = logging.getLogger("tiny_agent_nb.agent")
-
-
-class ToolObserver(Protocol):
-    """What a tool step tells the UI (LoopObserver fits)."""
-
-    def on_tool_ready(self, call: ToolCall) -> None: ...
-    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
-    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
 
 
 class ToolStep:
@@ -113,7 +106,7 @@ class ToolStep:
 
     # ------------------------------------------------------------------ a run's call
     def run(
-        self, operation_id: str, attempt_id: str, call: ToolCall, observer: ToolObserver
+        self, operation_id: str, attempt_id: str, call: ToolCall, observer: LoopObserver
     ) -> None:
         tool = self._tools.get(call.name)
         arguments: Mapping[str, Any] = call.arguments
@@ -166,7 +159,7 @@ class ToolStep:
         return self._ask(tool, arguments)
 
     def rerun(
-        self, operation_id: str, intent: ToolIntent, observer: ToolObserver, *, allowed: bool
+        self, operation_id: str, intent: ToolIntent, observer: LoopObserver, *, allowed: bool
     ) -> ToolOutcome:
         """Run a recorded call again for a replayed run (docs/spec.md §12); when not
         `allowed`, intent and `denied` result in one transaction."""
