@@ -11,7 +11,7 @@ import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection
 from tiny_agent_nb.agent._ledger import last_input_tokens
-from tiny_agent_nb.agent._summary import SUMMARY_LEAD
+from tiny_agent_nb.agent._turns import SUMMARY_LEAD
 from tiny_agent_nb.provider import encoded, wire
 from tiny_agent_nb.session import SessionState, SessionStore
 from tiny_agent_nb.session import facts as f

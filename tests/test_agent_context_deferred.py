@@ -28,8 +28,7 @@ import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
 from tiny_agent_nb.agent._ledger import last_input_tokens
-from tiny_agent_nb.agent._summary import CONTINUED, SUMMARY_HEADER, SUMMARY_LEAD
-from tiny_agent_nb.agent._turns import NO_ANSWER
+from tiny_agent_nb.agent._turns import CONTINUED, NO_ANSWER, SUMMARY_HEADER, SUMMARY_LEAD
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import encoded
 from tiny_agent_nb.session import (

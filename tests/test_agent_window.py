@@ -15,8 +15,7 @@ import pytest
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import AgentError, compaction_line
-from tiny_agent_nb.agent._summary import SUMMARY_LEAD
-from tiny_agent_nb.agent._turns import NO_ANSWER
+from tiny_agent_nb.agent._turns import NO_ANSWER, SUMMARY_LEAD
 from tiny_agent_nb.agent._window import Measure, RunWindow, truncated
 from tiny_agent_nb.session import CompactionEntry, SessionState, SessionStore, load_session
 from tiny_agent_nb.session import facts as f

@@ -22,7 +22,6 @@
     ├── RefusedAnswer               mcp: an answer not read (an httpx2.StreamError too)
     ├── AgentError                  agent: a request the loop cannot serve, or could not record
     ├── NoRoom                      agent: no compaction makes room in the context window
-    │   └── FixedTooLarge           agent: the system prompt and tools alone fill the window
     ├── CompactionFailed            agent: the summarization request failed (recorded)
     ├── NotebookError               notebook: something the user must act on; says what and how
     │   └── SessionInUseError       notebook: another process writes the session (readable)

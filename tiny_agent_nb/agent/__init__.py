@@ -7,14 +7,6 @@ from ._compaction import Compacted, compaction_line, compaction_status
 from ._context import ContextProjection
 from ._loop import AgentLoop
 from ._planner import INTERRUPTED_RESULT, plan_recovery, resumable_operation, resumable_run
-from ._reasons import (
-    BudgetReached,
-    ContextFull,
-    FixedFill,
-    NoCleanCut,
-    StepsReached,
-    StopReason,
-)
 from ._replay import Replayed, reruns_of
 from ._system_prompt import notebook_system_prompt
 from ._turns import NOT_STARTED
@@ -24,11 +16,17 @@ from ._types import (
     DEFAULT_KEEP_TAIL_TOKENS,
     DEFAULT_MAX_STEPS,
     AgentError,
+    BudgetReached,
     ChatProvider,
+    ContextFull,
+    FixedFill,
     LoopConfig,
     LoopObserver,
+    NoCleanCut,
     RecoveryReport,
     RunResult,
+    StepsReached,
+    StopReason,
 )
 from ._window import DEFAULT_CONTEXT_WINDOW, describe_origin
 

@@ -1,22 +1,12 @@
 """The run budget (docs/spec.md §4): what a prompt's run has spent, from the file's ledger.
 
-A run's spend is the usage of the attempts and tools of its **chain**: the operation
-and every operation it resumes, back to the `run` that accepted the prompt, and the
-compactions that came after any of them (`%agent compact` between a stop and its
-resume). So a run stopped by a crash, an abort or its budget keeps counting where it
-was when it is resumed (the ledger is on disk; nothing is held in memory across kernels).
+A run's spend is the usage of its **chain**: the operation, every operation it resumes
+back to the `run` that accepted the prompt, and the compactions after any of them. So a
+resumed run keeps counting where it was (the ledger is on disk, not in memory).
 
 Unknown cost is never taken as zero: a settled attempt with no usage, or usage whose
-cost is null, is counted apart. The budget can only stop on what was priced, so a run
-with unknown costs keeps going and says once that the budget covers only priced usage
-(a server that never reports cost would otherwise stop every run, or none, wrongly).
-
-The check runs before each request that may be billed (an attempt, a retry, a
-compaction's summary) and before each tool call, and only when a budget is set. A failed
-attempt's usage counts like a settled one's: a stream that reported usage and then broke
-was billed. `Spending` follows the run's own facts as they commit, so a check costs O(1)
-whatever the history; only a resumed run reads the ledger of the operations it resumes,
-once (register row "budget-follow" in docs/benchmarks.md).
+cost is null, is counted apart, and said once: the budget stops only on what was priced.
+A failed attempt's usage counts like a settled one's (a broken stream was billed).
 """
 
 from __future__ import annotations
@@ -38,7 +28,7 @@ from ..session import (
     usage_in_range,
 )
 from ..words import usd  # the one money format (docs/glossary.md)
-from ._reasons import BudgetReached
+from ._types import BudgetReached
 
 
 @dataclass(frozen=True)
@@ -50,7 +40,7 @@ class Spend:
 
 def run_chain(state: SessionState, operation_id: str) -> list[str]:
     """`operation_id`, the operations it resumes, newest first, then the compactions that
-    followed any of them (`%agent compact` after a stopped run spends the run's budget)."""
+    followed any of them."""
     chain: list[str] = []
     current: str | None = operation_id
     while current is not None and current not in chain:
@@ -99,17 +89,16 @@ def _ledger_sum(state: SessionState, chain: set[str]) -> tuple[float, int]:
 
 # perf: register row "budget-follow" (docs/benchmarks.md)
 class Spending:
-    """`chain_spend` of the run being driven, kept from its facts as they commit.
-
-    The operations a run resumes are closed (one operation is open at a time), so their
-    spend is read once; the open operation's is added up from its stepAttempt, toolStarted,
-    settling entries and usage facts, with the same rules as `chain_spend`. Asked about an
-    operation it did not see start, it reads the ledger (a `store.load()` copy) as before.
+    """`chain_spend` of the run being driven, kept from its facts as they commit, so a
+    check costs O(1) whatever the history. The operations it resumes are closed: their
+    spend is read once. Asked about an operation it did not see start, it reads the ledger.
     """
 
     def __init__(self, store: SessionStore, *, follow: bool) -> None:
         self._store = store
-        self._unsubscribe: Callable[[], None] = store.subscribe(self._observe) if follow else _no
+        self._unsubscribe: Callable[[], None] = (
+            store.subscribe(self._observe) if follow else lambda: None
+        )
         self._operation_id: str | None = None
         self._resumes: str | None = None
         self._before: Spend | None = None  # the resumed operations', read on first use
@@ -171,21 +160,14 @@ class Spending:
         self._targets, self._priced, self._settled_unpriced = set(), set(), set()
 
 
-def _no() -> None:
-    pass
-
-
 def budget_reached(spend: Spend, budget: float, *, not_run: int = 0) -> BudgetReached | None:
-    """The reason to stop when `spend` is at or past `budget`, else None; `not_run`: the
-    tool calls of the last answer the stop leaves unrun (the model is told they did not
-    run, and asks again when the run is resumed)."""
+    """The reason to stop when `spend` is at or past `budget`, else None."""
     if spend.cost < budget:
         return None
     return BudgetReached(budget, spend.cost, spend.unknown, spend.operations, not_run)
 
 
-def unknown_cost_note(spend: Spend, budget: float) -> str:
-    """Said once per run when some of its cost is unknown."""
+def unknown_cost_note(budget: float) -> str:
     return (
         f"cost unknown for some of this run's requests (the server did not report it): "
         f"the budget of {usd(budget)} counts only priced usage, so this run may spend more"

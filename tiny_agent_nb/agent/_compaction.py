@@ -4,19 +4,16 @@
     [compaction entry, usage]        or [attemptFailed, usage]
 
 The compaction entry settles its attempt, so the context changes in one transaction or
-not at all: a crash or Ctrl-C before it leaves a pending (then failed) attempt and the
-context exactly as it was, and recovery has nothing to redo.
-
-What is summarized and how the request is bounded is `_summarize`'s; the window and the
-estimates are `_window`'s. A compaction always makes room: a summary that would not bring
-the context under the threshold fails its attempt instead of being kept.
+not at all: a crash before it leaves a failed attempt and the context as it was. What is
+summarized is `_summarize`'s. A compaction always makes room: a summary that would not
+bring the context under the threshold fails its attempt instead of being kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 from .._exceptions import TinyAgentError
 from ..provider import Completion, ProviderError
@@ -24,28 +21,14 @@ from ..provider import messages as m
 from ..session import NewFact, SessionState, SessionStore, new_id
 from ..session import facts as f
 from ..timeline import compactions
-from ..tools import ToolSchema
 from ..words import compaction_words, summary_tokens, usd
-from ._planner import attempt_usage
-from ._reasons import ContextFull, FixedFill, Refused
+from ._planner import attempt_failure, attempt_usage
 from ._summarize import Budget, Cut, NoRoom, choose_cut, summarization_request
-from ._summary import continued, summary_messages
-from ._window import DEFAULT_CONTEXT_WINDOW, RunWindow
+from ._turns import CONTINUED_MESSAGE, summary_messages
+from ._types import ChatProvider, ContextFull, FixedFill, Refused
+from ._window import RunWindow
 
 CONTEXT_LENGTH = "contextLength"  # ProviderError.kind of "the request is too long"
-
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "CompactionFailed", "Compactor", "FixedTooLarge", "NoRoom"]
-
-
-class Summarizer(Protocol):
-    def complete(
-        self,
-        context: m.Context,
-        tools: Sequence[ToolSchema],
-        *,
-        on_event: None = None,
-        stream: bool | None = None,
-    ) -> Completion: ...
 
 
 @dataclass(frozen=True)
@@ -68,8 +51,7 @@ def compaction_line(c: Compacted) -> str:
 
 
 def compaction_status(state: SessionState) -> str | None:
-    """`%agent status`'s line: how many checkpoints, and the latest in the timeline's
-    words, with its cost."""
+    """`%agent status`'s line: how many checkpoints, the latest in the timeline's words."""
     rows = compactions(state)
     if not rows:
         return None
@@ -85,16 +67,23 @@ class CompactionFailed(TinyAgentError):
 
 @dataclass(frozen=True)
 class AttemptLabel:
-    """What a compaction's stepAttempt says about the model (the run's own values)."""
+    """What each stepAttempt of a run says about the model (its compactions' too)."""
 
     provider: str
     model: str
     configuration_digest: str
 
-
-class FixedTooLarge(NoRoom):
-    """The system prompt and the tool schemas alone pass the threshold: no summary of
-    the conversation can make room (a small window, many tools)."""
+    def attempt(self, operation_id: str, step: int, attempt: int) -> NewFact:
+        """A new stepAttempt (its id reserved: the attempt's id)."""
+        record = f.StepAttempt(
+            operationId=operation_id,
+            step=step,
+            attempt=attempt,
+            provider=self.provider,
+            model=self.model,
+            configurationDigest=self.configuration_digest,
+        )
+        return f.NewFact(record, new_id())
 
 
 class Compactor:
@@ -103,7 +92,7 @@ class Compactor:
     def __init__(
         self,
         store: SessionStore,
-        provider: Summarizer,
+        provider: ChatProvider,
         label: AttemptLabel,
         *,
         window: RunWindow,
@@ -115,12 +104,9 @@ class Compactor:
         on_compaction: Callable[[Compacted], None],
         clean: Callable[[str], str],
     ) -> None:
-        """`request_bytes`: the size of the request the run would send now (messages and
-        tool schemas); `fixed_bytes`: the part of it no compaction changes (the system
-        prompt and the tool schemas); `ledger_tokens`: `last_input_tokens` of the session
-        now (the projection follows it, so no attempt pays for a copy of the whole
-        session); `clean`: what makes a text safe to keep and send (the run's secrets
-        redacted)."""
+        """`request_bytes`: the size of the request the run would send now; `fixed_bytes`:
+        the part no compaction changes (system prompt, tool schemas); `ledger_tokens`:
+        `last_input_tokens` of the session now; `clean`: the run's secret filter."""
         self._on_compaction = on_compaction
         self._clean = clean
         self._store = store
@@ -134,13 +120,12 @@ class Compactor:
         self._ledger_tokens = ledger_tokens
 
     def context_tokens(self) -> int:
-        """The ledger's count of the last request where there is one, or the estimate of
-        the next one, whichever is larger (tool results since then are not in the former)."""
+        """The larger of the last request's count and the next one's estimate (tool
+        results since are not in the former)."""
         estimate = self.window.estimate(self._request_bytes())
         return max(estimate, self._ledger_tokens() or 0)
 
     def limit(self) -> int:
-        """Tokens of context past which a run compacts (compact_threshold of the window)."""
         return int(self._threshold * self.window.tokens)
 
     def needed(self) -> bool:
@@ -150,26 +135,24 @@ class Compactor:
         return Budget(self.window.tokens, self._keep_tail_tokens)
 
     def check(self) -> None:
-        """Raises NoRoom when there is nothing to compact (nothing committed)."""
+        """NoRoom when there is nothing to compact."""
         choose_cut(self._store.load(), self.budget(), self.window.estimate)
 
     def make_room(
         self, operation_id: str, step: int, attempt: int, *, refused: Refused | None
     ) -> ContextFull | None:
-        """Before an attempt: compact when the context passed its threshold, or when the
-        server refused the request as too long (`refused`). Why the run cannot go on, else
-        None."""
+        """Compact when the context passed its threshold, or the server refused the request
+        as too long (`refused`). Why the run cannot go on, else None."""
         self.window.record_listing()
         if refused is None and not self.needed():
             return None
         try:
             self.run(operation_id, step, attempt)
-        except FixedTooLarge as exc:
-            return self.too_long(str(exc), fixed=True, refused=refused) if refused else None
         except NoRoom as exc:
             if refused is None:
                 return None  # past the threshold is not yet too long: the request may fit
-            return self.too_long(str(exc), refused=refused)
+            fixed = isinstance(exc.reason, FixedFill)
+            return self.too_long(str(exc), fixed=fixed, refused=refused)
         except CompactionFailed as exc:
             return self.too_long(str(exc), refused=refused)
         return None
@@ -177,14 +160,10 @@ class Compactor:
     def too_long(
         self, cause: str, *, fixed: bool = False, refused: Refused | None = None
     ) -> ContextFull:
-        """Why a run stops that does not fit the window: `fixed`, what every request
-        carries leaves no room; else not even after compacting."""
         what: Literal["fixed", "conversation"] = "fixed" if fixed else "conversation"
         return ContextFull(what, self.window.tokens, self.window.origin, cause, refused)
 
     def refused(self, request: int | None, window: int | None) -> Refused:
-        """The figures of a refusal: the request's tokens as the server counted them (or
-        as estimated when it did not say), what every request carries, its window."""
         fixed = self.window.estimate(self._fixed_bytes)
         if request is None:
             request = self.window.estimate(self._request_bytes())
@@ -193,13 +172,13 @@ class Compactor:
     def run(
         self, operation_id: str, step: int, attempt: int, instructions: str | None = None
     ) -> Compacted:
-        """One compaction. Raises NoRoom before committing anything, and CompactionFailed
-        after committing the attempt's failure."""
+        """One compaction. NoRoom before committing anything; CompactionFailed after
+        committing the attempt's failure."""
         fixed = self.window.estimate(self._fixed_bytes)
         if fixed >= self.limit():  # checked first: it would be a summarization paid for nothing
             freeable = max(0, self.context_tokens() - fixed)
             limit, window = self.limit(), self.window.tokens
-            raise FixedTooLarge(FixedFill(fixed, limit, self._threshold, window, freeable))
+            raise NoRoom(FixedFill(fixed, limit, self._threshold, window, freeable))
         tokens_before = self.context_tokens()
         state = self._store.load()
         budget = self.budget()
@@ -247,27 +226,14 @@ class Compactor:
     def _ask(
         self, messages: list[m.Message], operation_id: str, step: int, attempt: int
     ) -> tuple[str, Completion]:
-        """The summarization attempt (and, after a stream that ended empty, one more
-        without streaming, whose answer says why)."""
+        """The summarization attempt (and one more without streaming after an empty
+        stream)."""
         stream: bool | None = None
         while True:
-            attempt_id = new_id()
-            label = self._label
-            self._store.commit(
-                [
-                    f.NewFact(
-                        f.StepAttempt(
-                            operationId=operation_id,
-                            step=step,
-                            attempt=attempt,
-                            provider=label.provider,
-                            model=label.model,
-                            configurationDigest=label.configuration_digest,
-                        ),
-                        attempt_id,
-                    )
-                ]
-            )
+            started = self._label.attempt(operation_id, step, attempt)
+            attempt_id = started.id
+            assert attempt_id is not None
+            self._store.commit([started])
             try:
                 context = m.Context.of(messages)
                 if stream is None:
@@ -288,12 +254,11 @@ class Compactor:
     def _tokens_after(self, summary: str, cut: Cut) -> int:
         """The context `summary` leaves: the system prompt, tools, summary and tail."""
         summary_bytes = sum(m.size(x) + 1 for x in summary_messages(summary))
-        summary_bytes += m.size(continued())
+        summary_bytes += m.size(CONTINUED_MESSAGE)
         return self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
 
     def _too_large(self, summary: str, after: int) -> str | None:
-        """Why `summary` would not make room (None when it does): the context it leaves
-        (`after`) must be under the threshold."""
+        """Why `summary`, leaving `after` tokens, would not make room; None if it does."""
         if after < self.limit():
             return None
         return (
@@ -302,14 +267,8 @@ class Compactor:
             f"{self.window.describe()}), so it was not kept"
         )
 
-    def _fail(self, attempt_id: str, error: ProviderError, extra: Sequence[NewFact] = ()) -> None:
-        failed = f.attempt_failed(
-            attempt_id,
-            kind=error.kind,
-            message=self._clean(error.message),
-            retryable=error.retryable,
-            status=error.status,
+    def _fail(self, attempt_id: str, error: ProviderError, extra: list[NewFact]) -> None:
+        self._store.commit(
+            [*attempt_failure(attempt_id, error, self._clean(error.message)), *extra]
         )
-        # With the usage the server reported before the answer failed: it was billed.
-        self._store.commit([failed, *attempt_usage(attempt_id, error.usage), *extra])
-        self.window.learned_from(list(extra))
+        self.window.learned_from(extra)

@@ -1,28 +1,17 @@
 """The active context: what the model is sent, projected from entries as they commit.
 
 Each entry becomes a provider-neutral message (`provider.messages`) once, when it is
-committed, and is handed to the caches providers keep of the history (the
-OpenAI-compatible provider's keeps it encoded in memory maps), then let go: the
-projection itself keeps of it only its size and where it starts, so the cost of a step
-does not grow with the length of the history, and a kernel that restarts rebuilds the
-same projection from the file the same way.
+committed, and is handed to the caches providers keep of the history, then let go: the
+projection keeps only its size and where it starts, so a step's cost does not grow with
+the history, and a new kernel rebuilds the same projection from the file.
 
-Four things are not entries but still reach the model:
-- the system prompt, first;
-- a checkpoint's summary, as the assistant's note after a user message of ours
-  (`_summary.py` says why);
-- a kernel notice (docs/spec.md §9) is its own user message only where no user entry
-  follows it (a resume's); a run's reaches the model in its prompt's user turn, a
-  paragraph before it, so the context never holds two user turns in a row;
-- a tool call that never got a `toolStarted` (the kernel died, or the user interrupted,
-  before it began) is answered with a synthetic tool message saying it never ran — true
-  by construction, since intent is written before effect — because providers refuse a
-  conversation with an unanswered tool call;
-- between a prompt that got no answer (its run ended first) and the next prompt, an
-  assistant message of ours saying so, as chat templates refuse two user turns in a row.
-
-And one kind of entry does not reach it: the results of a replayed run's calls (docs/spec.md
-§12), which ran again what the conversation already holds.
+Not entries, but sent: the system prompt; a checkpoint's summary (`_turns.py`); a kernel
+notice (docs/spec.md §9), its own user message only where no user entry follows it, else
+a paragraph before the prompt in one user turn; a synthetic "not run" result for a tool
+call that never started (true by construction: intent is written before effect;
+providers refuse an unanswered call); and, between a prompt that got no answer and the
+next, an assistant note of ours (chat templates refuse two user turns in a row). Not
+sent: the results of a replayed run's calls (docs/spec.md §12).
 """
 
 from __future__ import annotations
@@ -46,12 +35,13 @@ from ..session import (
     UserEntry,
 )
 from ._ledger import LastRequest
-from ._summary import continued, summary_messages
 from ._turns import (
+    CONTINUED_MESSAGE,
     NO_ANSWER_MESSAGE,
     Projected,
     in_replay,
     project,
+    summary_messages,
     synthetic_result,
     user_content,
 )
@@ -61,9 +51,8 @@ Makers = dict[Hashable, Callable[[], m.HistoryCache]]
 
 
 class _Log:
-    """The history as the projection keeps it: not its messages (each cache holds them,
-    in its provider's form) but how many there are and their bytes as a request carries
-    them (`messages.size`, each with its comma)."""
+    """The history's message count and bytes as a request carries them (each with its
+    comma); the messages themselves are in the caches, each in its provider's form."""
 
     __slots__ = ("bytes", "caches", "count")
 
@@ -73,7 +62,7 @@ class _Log:
         self.bytes = 0
 
     def append(self, message: m.Message) -> tuple[int, int]:
-        """Add `message` and hand it to every cache; its index and where it starts."""
+        """Hand `message` to every cache; its index and where it starts."""
         start = self.count, self.bytes
         encoded = m.canonical(message)
         self.count += 1
@@ -83,8 +72,7 @@ class _Log:
         return start
 
     def drop(self, count: int, size: int) -> None:
-        """Forget the first `count` messages, of `size` bytes (a checkpoint's cut), in
-        every cache too."""
+        """Forget the first `count` messages, of `size` bytes (a checkpoint's cut)."""
         self.count -= count
         self.bytes -= size
         for cache in self.caches.values():
@@ -96,39 +84,32 @@ class ContextProjection:
     the contexts it hands out (`context()`)."""
 
     def __init__(self, system_prompt: str | None, makers: Makers | None = None) -> None:
-        """A projection of the entries it is given (`extend`, `apply`). It keeps their
-        messages too (`MessageList`), unless `makers` says which caches to keep instead:
-        it has no session to read them again from for a cache asked for later."""
+        """A projection of the entries it is given (`extend`, `apply`); it keeps their
+        messages (`MessageList`) unless `makers` names other caches."""
         self._system: list[m.Message] = []
         self._system_bytes = 0
         self.set_system_prompt(system_prompt)
-        # How to make each cache the history keeps (a provider asked for it).
         self._makers: Makers = {m.MESSAGES: m.MessageList} if makers is None else dict(makers)
         self._log = _Log(self._makers)
         # Each projected entry's id, and where its message starts, two numbers per entry in
-        # one `array`: its index, and its bytes before it shifted left with bit 0 set for
-        # a user message. Kept only to cut at a compaction. (One buffer: a second one
-        # growing beside it as the build runs left holes in the heap that stayed resident,
-        # ~0.8x what the context sends in
-        # `test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends`.)
+        # one `array` (to cut at a compaction): its index, and its bytes before it shifted
+        # left, bit 0 set for a user message. One buffer: a second one growing beside it
+        # left heap holes that stayed resident (test_agent_context_memory.py).
         self._entry_ids: list[str] = []
         self._starts = array("q")
         self._unanswered: dict[str, None] = {}  # tool call ids of the last assistant entry
         self._ends_with_user = False  # the last projected message is a user message
-        # The latest checkpoint's summary messages (none before one), whether its cut is
-        # the checkpoint's (a later one may re-summarize the summary alone), and whether
-        # the first message after them is a user message (None: nothing follows yet).
+        # The latest checkpoint's summary messages and cut, and whether the first message
+        # after them is a user message (None: nothing follows yet).
         self._summary: list[m.Message] = []
         self._summary_bytes = 0
         self._cut: str | None = None
         self._opens_with_user: bool | None = None
         self._ledger = LastRequest()
-        # A kernel notice whose message waits for the next entry: a user entry takes it
-        # into its own turn; anything else (or a request) sends it alone.
+        # A kernel notice waiting for the next entry: a user entry takes it into its turn.
         self._notice: tuple[str, str] | None = None
-        # Set while the projection is deferred (`following`): how to read the session.
+        # How to read the session: while deferred (`following`), and for a later cache.
         self._load: Callable[[], SessionState] | None = None
-        # How to read it again, for a cache asked for after the build.
         self._reload: Callable[[], SessionState] | None = None
         self._through_seq = 0  # facts up to here are in the projection already
         # The replays seen committing, and their intents: their results stay out.
@@ -137,7 +118,7 @@ class ContextProjection:
 
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
-        """The projection of `state`; it keeps its messages too, as the constructor's does."""
+        """The projection of `state`, keeping its messages."""
         return cls._from_state(state, system_prompt, {m.MESSAGES: m.MessageList})
 
     @classmethod
@@ -162,11 +143,10 @@ class ContextProjection:
     def following(
         cls, load: Callable[[], SessionState], system_prompt: str | None
     ) -> ContextProjection:
-        """A projection of the session `load()` reads, built from it when first read (the
-        next model request), not now: settling what a dead kernel left open does not
-        need the context, and building it decodes the whole history.
-        Subscribe its `apply` to the store: facts committed before the build are skipped
-        (the build reads them from the session), later ones are projected as they commit."""
+        """A projection of the session `load()` reads, built at its first read (the next
+        model request): recovering a dead kernel's work does not need it, and building
+        decodes the whole history. Subscribe its `apply` to the store: facts the build
+        reads from the session are skipped, later ones projected as they commit."""
         projection = cls(system_prompt, {})  # it reads its messages again from `load`
         projection._load = projection._reload = load
         return projection
@@ -190,9 +170,8 @@ class ContextProjection:
         self._through_seq, self._load = built._through_seq, None
 
     def cache(self, key: Hashable, make: Callable[[], C]) -> C:
-        """`History.cache`: a cache asked for before the build is built into; one asked
-        for after it is filled from the messages kept (`from_state`), else by building
-        the whole projection again from the session (once per key and kernel)."""
+        """`History.cache`: one asked for before the build is built into; after it, filled
+        from the messages kept, else by a rebuild from the session (once per key)."""
         found = self._log.caches.get(key)
         if found is None:
             self._makers[key] = make
@@ -211,16 +190,15 @@ class ContextProjection:
         return cast("C", found)
 
     def keep(self, key: Hashable, make: Callable[[], m.HistoryCache]) -> None:
-        """Keep the cache `make` makes under `key`, as a provider that will be sent this
-        context does (`messages.history_cache`): asked before the first read, the build
-        goes straight into it."""
+        """Keep `make`'s cache under `key` (a provider's: `messages.history_cache`); asked
+        before the first read, the build goes straight into it."""
         if self._load is not None:
             self._makers[key] = make
         else:
             self.cache(key, make)
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
-        """The first message of every request (not an entry: it may change between runs)."""
+        # Not an entry: it may change between runs.
         self._system = [m.System(system_prompt)] if system_prompt else []
         self._system_bytes = sum(m.size(message) + 1 for message in self._system)
 
@@ -245,14 +223,14 @@ class ContextProjection:
         )
 
     def last_input_tokens(self) -> int | None:
-        """`last_input_tokens(state)` of the followed store, without a copy."""
+        """`_ledger.last_input_tokens` of the followed store, without a copy."""
         self._built()
         return self._ledger.tokens
 
     def last_request(self) -> tuple[int, int] | None:
-        """The newest answered request of this context as (the server's count of its input
-        tokens, the bytes of its messages), when this process sent it and the server
-        counted it; None after a checkpoint (that context is gone)."""
+        """(input tokens the server counted, bytes of its messages) of this context's newest
+        answered request, when this process sent it and it was counted; None after a
+        checkpoint."""
         self._built()
         ledger = self._ledger
         if ledger.tokens is None or ledger.bytes is None:
@@ -260,8 +238,7 @@ class ContextProjection:
         return ledger.tokens, ledger.bytes
 
     def size(self) -> int:
-        """Bytes of the messages as a request carries them (each with its comma),
-        estimated as `messages.size` counts them."""
+        """Bytes of the messages as a request carries them (each with its comma)."""
         head, tail = self._around()
         fixed = self._system_bytes + self._summary_bytes
         extra = sum(
@@ -281,8 +258,7 @@ class ContextProjection:
             self._send_alone(notice)
             self._notice = (entry_id, body.message.content)
         elif isinstance(body, UserEntry) and notice is not None:
-            # One user turn, the notice a paragraph before the prompt; both entries start
-            # where it does (a cut never falls between them: docs/spec.md §3).
+            # One user turn; both entries start where it does (no cut between them, §3).
             turn = m.User(m.with_notice(notice[1], user_content(body)))
             self._append(notice[0], (turn, (), ()))
             self._entry_ids.append(entry_id)
@@ -341,10 +317,9 @@ class ContextProjection:
         self._opens_with_user = None
         self._entry_ids, self._starts = keep_ids, array("q")
         if keep_ids:
-            # The messages from the first kept entry on are the ones a rebuild from the
-            # kept entries would make: the cut is clean (docs/session-format.md §4 rule 12), so the
-            # first kept entry answers no call before it, and a never-started call's
-            # synthetic answer before it stays out. `_unanswered` is the kept entries'.
+            # What a rebuild from the kept entries would make: the cut is clean
+            # (docs/session-format.md §4 rule 12), so the first kept entry answers no call
+            # before it. `_unanswered` is the kept entries'.
             index, start = keep_starts[0], keep_starts[1] >> 1 << 1
             self._opens_with_user = bool(keep_starts[1] & 1)
             self._log.drop(index, start >> 1)
@@ -358,9 +333,8 @@ class ContextProjection:
             self._log.drop(self._log.count, self._log.bytes)
 
     def context(self) -> m.Context:
-        """What the next request sends: the system prompt and a checkpoint's summary, the
-        history (this projection), then answers for never-started tool calls and a
-        kernel notice waiting for its prompt."""
+        """What the next request sends: system prompt and summary, the history, then
+        answers for never-started calls and a kernel notice waiting for its prompt."""
         return _ProjectedContext(self, self._around)
 
     def _around(self) -> tuple[list[m.Message], list[m.Message]]:
@@ -376,7 +350,7 @@ class ContextProjection:
         if opens_with_user is None:  # nothing after the summary but, maybe, a notice
             opens_with_user = bool(notice)
         if summary and not opens_with_user:
-            summary = [*summary, continued()]
+            summary = [*summary, CONTINUED_MESSAGE]
         return [*self._system, *summary], [*pending, *notice]
 
     def unanswered_tool_calls(self) -> list[str]:
@@ -385,8 +359,8 @@ class ContextProjection:
 
 
 class _ProjectedContext(m.Context):
-    """A projection's context: its head and tail as they are when first read (after the
-    history, which builds a deferred projection, was asked for its cache)."""
+    """A projection's context: its head and tail read when first asked (after the
+    provider asked the history for its cache, which builds a deferred projection)."""
 
     def __init__(
         self,

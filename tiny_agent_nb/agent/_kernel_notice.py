@@ -1,24 +1,18 @@
-"""The kernel notice: the piece of the context that tells the model, once, that the
-conversation goes on in another kernel than the one that wrote it (docs/spec.md §9).
-
-The model believes what its `python` calls defined still exists; after a restart it does
-not, and neither do the user's variables. The notice is a `kernelNotice` entry, committed
-with the start of the first run (or resume) after the change, so the file holds exactly
-what the model was told and a later kernel rebuilds the same context from it. Whether
-one is due is read from the `kernelOpened` records: the latest one has none yet, there is
-a conversation before it, and the entries just before it were written by another
-process (or by a writer that recorded no kernel). Two restarts with no run between them
-make one notice: the one the latest kernel gives at its first run.
+"""The kernel notice (docs/spec.md §9): tells the model, once, that the conversation goes
+on in another kernel, where what its `python` calls defined and the user's variables are
+gone. It is a `kernelNotice` entry committed with the first run (or resume) after the
+change, so the file holds what the model was told. It is due when the latest
+`kernelOpened` has none yet, a conversation came before it, and another process wrote
+the entries just before it. Two restarts with no run between make one notice.
 
 The names come from the code of earlier `python` calls as their intents recorded it,
-parsed with `ast`, never run: module-level assignments, `def`s, classes, imports, `for`
-and `with` targets, walrus targets, `match` captures, minus what `del` removed.
+parsed with `ast`, never run: what binds a name at module level, minus what `del` removed.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from ..provider import messages as m
@@ -32,8 +26,7 @@ PYTHON_TOOL = "python"
 
 
 def due_kernel_notice(store: SessionStore) -> NewFact | None:
-    """The notice the next run must start with, or None. Whether one is due is read from
-    the kernel records alone; the session is read only when one is."""
+    """The notice the next run must start with, or None (the session is read only then)."""
     if _told_about(store.kernels()) is None:
         return None
     return kernel_notice(store.load())
@@ -51,10 +44,7 @@ def kernel_notice(state: SessionState) -> NewFact | None:
 
 
 def _told_about(kernels: list[Kernel]) -> Kernel | None:
-    """The kernel a notice is due about: the latest, when it has none yet, a conversation
-    came before it, and whoever wrote the entries just before it (the latest kernel
-    record with an entry after it; none: a writer that recorded no kernel) is another
-    process."""
+    """The kernel a notice is due about, if any (the module says when)."""
     if not kernels:
         return None  # a writer that records no kernel: nothing to compare
     current = kernels[-1]
@@ -69,8 +59,7 @@ def _told_about(kernels: list[Kernel]) -> Kernel | None:
 
 
 def notice_text(kernel: Kernel, names: list[str], restored: Sequence[str] = ()) -> str:
-    """The notice; `restored`: the names replayed runs defined again in the new process
-    (docs/spec.md §12), which are not gone."""
+    """The notice; `restored`: names replayed runs defined again (docs/spec.md §12)."""
     text = (
         f"{m.KERNEL_NOTICE_START} The notebook's kernel restarted: this conversation goes on in "
         f"a new Python process, started {when(kernel.started_at)}. Gone with the old one: "
@@ -94,8 +83,7 @@ def _listed(names: Sequence[str]) -> str:
 
 
 def _replayed_codes(state: SessionState, current: Kernel) -> list[str]:
-    """The code of the `python` calls replayed runs ran again, and completed, since the
-    current kernel opened the session, oldest first."""
+    """The code replayed runs ran again, and completed, in the current kernel."""
     intents = islice(state.tool_intents.values(), current.intents_before, None)
     return _newest(
         [
@@ -109,9 +97,8 @@ def _replayed_codes(state: SessionState, current: Kernel) -> list[str]:
 
 
 def _python_codes(state: SessionState, start: int, current: Kernel) -> list[str]:
-    """The code of the `python` calls recorded from the `start`-th intent up to the
-    current kernel, oldest first; only the newest CODE_CHARS of it. A call the user
-    denied never ran."""
+    """The code of the `python` calls from the `start`-th intent up to the current kernel
+    (a denied call never ran)."""
     intents = islice(state.tool_intents.values(), start, current.intents_before)
     codes = [
         code
@@ -145,88 +132,35 @@ def defined_names(codes: Iterable[str]) -> list[str]:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # code that never compiled defined nothing
-        _block(tree.body, names)
+        _bind(tree, names)
     return list(names)
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-
-
-def _block(body: Iterable[ast.stmt], names: dict[str, None]) -> None:
-    for node in body:
-        _statement(node, names)
-
-
-def _statement(node: ast.stmt, names: dict[str, None]) -> None:
+def _bind(node: ast.AST, names: dict[str, None]) -> None:
+    """Add the names `node` binds in the module's scope to `names`, in order."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         names[node.name] = None
         return  # what its body binds is its own
-    for expression in _walrus_targets(node):
-        names[expression] = None
+    if isinstance(node, ast.Lambda):
+        return
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         for alias in node.names:
             if alias.name != "*":  # what * brings is not in the code
                 names[alias.asname or alias.name.split(".")[0]] = None
-    elif isinstance(node, ast.Assign):
-        for target in node.targets:
-            _target(target, names)
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        if not isinstance(node, ast.AnnAssign) or node.value is not None:
-            _target(node.target, names)  # `x: int` alone binds nothing
-    elif isinstance(node, (ast.For, ast.AsyncFor)):
-        _target(node.target, names)
-        _block(node.body, names)
-        _block(node.orelse, names)
-    elif isinstance(node, (ast.With, ast.AsyncWith)):
-        for item in node.items:
-            if item.optional_vars is not None:
-                _target(item.optional_vars, names)
-        _block(node.body, names)
-    elif isinstance(node, (ast.If, ast.While)):
-        _block(node.body, names)
-        _block(node.orelse, names)
-    elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-        _block(node.body, names)  # type: ignore[attr-defined]
-        for handler in node.handlers:  # type: ignore[attr-defined]
-            _block(handler.body, names)  # (`except E as e` deletes e after the block)
-        _block(node.orelse, names)  # type: ignore[attr-defined]
-        _block(node.finalbody, names)  # type: ignore[attr-defined]
-    elif isinstance(node, ast.Match):
-        for case in node.cases:
-            for pattern in ast.walk(case.pattern):
-                if isinstance(pattern, (ast.MatchAs, ast.MatchStar)) and pattern.name:
-                    names[pattern.name] = None
-                elif isinstance(pattern, ast.MatchMapping) and pattern.rest:
-                    names[pattern.rest] = None
-            _block(case.body, names)
-    elif isinstance(node, ast.Delete):
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                names.pop(target.id, None)
-
-
-def _target(node: ast.expr, names: dict[str, None]) -> None:
-    """The names an assignment target binds (an attribute or an item binds none)."""
-    if isinstance(node, ast.Name):
+        return
+    if isinstance(node, ast.AnnAssign) and node.value is None:
+        return  # `x: int` alone binds nothing
+    if isinstance(node, ast.comprehension):
+        children: list[ast.AST] = [node.iter, *node.ifs]  # its target is the comprehension's
+    else:
+        children = list(ast.iter_child_nodes(node))
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         names[node.id] = None
-    elif isinstance(node, (ast.Tuple, ast.List)):
-        for element in node.elts:
-            _target(element, names)
-    elif isinstance(node, ast.Starred):
-        _target(node.value, names)
-
-
-def _walrus_targets(node: ast.stmt) -> Iterator[str]:
-    """`(x := ...)` anywhere in the statement's own expressions (a comprehension's walrus
-    binds in the module too), not inside a nested def, class or lambda, nor in nested
-    statements (their own turn comes)."""
-    stack: list[ast.AST] = [
-        child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt)
-    ]
-    while stack:
-        child = stack.pop()
-        if isinstance(child, _SCOPES):
-            continue
-        if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
-            yield child.target.id
-        stack.extend(c for c in ast.iter_child_nodes(child) if not isinstance(c, ast.stmt))
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Del):
+        names.pop(node.id, None)
+    elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        names[node.name] = None
+    elif isinstance(node, ast.MatchMapping) and node.rest:
+        names[node.rest] = None
+    for child in children:
+        _bind(child, names)

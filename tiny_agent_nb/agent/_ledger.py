@@ -34,20 +34,15 @@ def last_input_tokens(state: SessionState) -> int | None:
 
 # perf: register row "ledger-follow" (docs/benchmarks.md)
 class LastRequest:
-    """`last_input_tokens` kept from the facts as they commit: O(1) per fact, where asking
-    the state takes a copy of the whole session's state before every attempt.
-
-    It relies on what the reducer enforces: one operation open at a time and one pending
-    attempt per operation, so attempts settle in the order they start (the newest settled
-    is the last one settled), and usage names an attempt at most once.
-    """
+    """`last_input_tokens` kept from the facts as they commit, O(1) per fact. It relies
+    on the reducer's one pending attempt at a time: attempts settle in the order they
+    start, and usage names an attempt at most once."""
 
     __slots__ = ("_pending", "_pending_bytes", "_pending_tokens", "_settled", "bytes", "tokens")
 
     def __init__(self) -> None:
         self.tokens: int | None = None
-        # The bytes of the projection's messages when that attempt was about to be sent
-        # (None when it was not sent by this process: built from a state).
+        # The projection's bytes when that attempt was sent (None: not by this process).
         self.bytes: int | None = None
         self._pending_bytes: int | None = None
         self._settled: str | None = None  # newest settled attempt, if an assistant settled it

@@ -1,6 +1,6 @@
 """The agent loop: the imperative shell that talks to the model, runs tools and commits.
 
-Order of commits for one run (each line one transaction, each before its effect):
+Commits of one run (each line one transaction, each before its effect):
 
     [user entry, runStarted]
     stepAttempt                      -> HTTP request (one physical request)
@@ -10,13 +10,9 @@ Order of commits for one run (each line one transaction, each before its effect)
     ... next stepAttempt ...
     operationFinished
 
-Before each stepAttempt the run may first compact (its own stepAttempt and one
-[compaction entry, usage] transaction; see _compaction.py).
-
-Every end of an operation goes through one door, `OperationGuard.end` (_operation.py):
-KeyboardInterrupt anywhere after the operation's start ends it `aborted` and is raised
-again; any other exception ends it `failed`, so the next one can start. A step's attempts
-are `ModelStep`'s (_model_step.py), tool results `ToolStep`'s (_tool_step.py).
+Before a stepAttempt the run may first compact (_compaction.py). Every end goes through
+one door, `OperationGuard.end` (_operation.py); a step's attempts are `ModelStep`'s, tool
+calls `ToolStep`'s.
 """
 
 from __future__ import annotations
@@ -40,14 +36,14 @@ from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
 from ..words import clean_unicode
 from ._budget import budget_reached, chain_spend
-from ._compaction import AttemptLabel, CompactionFailed, Compactor, NoRoom
+from ._compaction import AttemptLabel, CompactionFailed, Compactor
 from ._context import ContextProjection
 from ._kernel_notice import due_kernel_notice
 from ._model_step import ModelStep
 from ._operation import OperationGuard
 from ._planner import plan_recovery, resumable_operation
-from ._reasons import StepsReached
 from ._replay import Replayed, replay_run
+from ._summarize import NoRoom
 from ._tool_step import AskFn, ToolStep
 from ._types import (
     AgentError,
@@ -56,6 +52,7 @@ from ._types import (
     LoopObserver,
     RecoveryReport,
     RunResult,
+    StepsReached,
 )
 from ._window import RunWindow
 
@@ -84,14 +81,10 @@ class AgentLoop:
         projection: ContextProjection | None = None,
         stopped_by: Callable[[], str | None] | None = None,
     ) -> None:
-        """`projection`: a context projection the caller keeps following this store across
-        loops (a notebook does, so a cell does not re-encode the whole history); without
-        one the loop follows the store until `close()` with one built from the file at
-        its first request (`recover()` makes none, so it never builds it).
-
-        `stopped_by`: asked when a KeyboardInterrupt stops a run, what sent it when that
-        was not the user (a kernel restart: the notebook knows), as the abort's reason;
-        None: the user."""
+        """`projection`: one the caller keeps following the store across loops (a notebook
+        does); without one the loop follows the store until `close()` with one built at
+        its first request. `stopped_by`: asked when a KeyboardInterrupt stops a run, what
+        sent it when not the user (a kernel restart), as the abort's reason."""
         self._store = store
         self._tools = tools
         self._config = config
@@ -110,7 +103,7 @@ class AgentLoop:
         self._tool_step = ToolStep(store, tools, context, config.approval, ask)
         self._environment = self._tool_step.environment
         self._operations = OperationGuard(
-            store, self._tool_step.clean, stopped_by, closing=self._observer.on_closing
+            store, self._tool_step.clean, stopped_by, self._observer.on_closing
         )
         servers = {"mcpServers": list(config.mcp_servers)} if config.mcp_servers else {}
         digest = sha256_digest(
@@ -125,7 +118,7 @@ class AgentLoop:
             }
         )
         self._label = label = AttemptLabel(asked.provider, asked.model, digest)
-        self._unsubscribe: Callable[[], None] = _nothing
+        self._unsubscribe: Callable[[], None] = lambda: None
         if projection is None:
             projection = ContextProjection.following(store.load, config.system_prompt)
             self._unsubscribe = store.subscribe(projection.apply)
@@ -184,8 +177,7 @@ class AgentLoop:
         before it and kept with it in its user entry (docs/spec.md §6), secrets redacted;
         `cell_id`: the notebook cell it runs in, when known (docs/spec.md §12)."""
         self._require_idle()
-        # Kept and sent as every other text is: a prompt filled from a variable (an error
-        # message, a config dict) may hold the key. Said here, where it is redacted.
+        # A prompt filled from a variable may hold the key: redacted, and said, here.
         prompt, given = self._tool_step.clean(prompt), clean_unicode(prompt)
         if prompt != given:
             self._observer.on_notice(PROMPT_REDACTED)
@@ -201,9 +193,8 @@ class AgentLoop:
         return self._drive(start, operation_id, self._steps)
 
     def resume(self) -> RunResult:
-        """Continue the latest run if it was interrupted, aborted, or stopped by its
-        budget or max_steps (`resumable_operation`). The budget and the step limit are
-        this loop's: a budget still reached stops the resume before any request."""
+        """Continue the latest run if `resumable_operation` allows, under this loop's
+        budget and step limit."""
         self.recover()
         state = self._store.load()
         target = resumable_operation(state)
@@ -217,9 +208,8 @@ class AgentLoop:
         started = f.resume_started(operation_id, target.id, self._options)
         answer = _final_answer(state)
         if answer is not None:
-            # Killed after the final answer was saved but before the run was marked
-            # finished: the answer is complete, asking the model again would only make
-            # it continue its own last message.
+            # Killed between the final answer and the run's end: asking again would only
+            # make the model continue its own last message.
             detail = "the interrupted run had already given its final answer"
             return self._operations.run(
                 [started],
@@ -229,12 +219,9 @@ class AgentLoop:
         return self._drive([started, *self._kernel_notice()], operation_id, self._steps)
 
     def recover(self) -> RecoveryReport | None:
-        """Settle what a dead process left open (docs/spec.md §2.1). Idempotent.
-
-        Ctrl-C during a replay settles it and the reads not replayed yet as interrupted,
-        finishes the operation as interrupted, then re-raises. A commit the session file
-        refuses raises AgentError; the file is left as it was, and the next recovery
-        (the next load of the session) settles it."""
+        """Settle what a dead process left open (docs/spec.md §2.1). Idempotent. Ctrl-C
+        during a replay settles the reads left as interrupted, then re-raises; a commit
+        the file refuses raises AgentError, and the next load settles it."""
         state = self._store.load()
         plan = plan_recovery(state, self._tool_identities(), self._environment)
         if plan is None:
@@ -251,8 +238,7 @@ class AgentLoop:
             pending = [i for i in plan.replay if state.tool_intents[i.id].status == "pending"]
             return plan.closing_transaction(cancelled=pending)
 
-        # Each replay is bounded by its tool's time limit; a file with many pending reads
-        # (a crafted one, shared with its notebook) must not hold the load for their sum.
+        # A crafted file with many pending reads must not hold the load for their sum.
         deadline = self._clock() + RECOVERY_REPLAY_BUDGET
         skipped: list[ToolIntent] = []
         try:
@@ -279,8 +265,7 @@ class AgentLoop:
     def replay(
         self, run_id: str, calls: Sequence[ToolIntent], *, cell_id: str | None = None
     ) -> Replayed:
-        """Replay the completed run `run_id` whose chain made `calls` (docs/spec.md §12):
-        no model request; its `python` calls run again in this kernel (`_replay.py`)."""
+        """Replay the completed run `run_id` whose chain made `calls` (`_replay.py`)."""
         self._require_idle()
         return replay_run(
             self._store,
@@ -293,8 +278,8 @@ class AgentLoop:
         )
 
     def compact(self, instructions: str | None = None) -> RunResult:
-        """`%agent compact`: an operation of its own that only compacts. Raises AgentError,
-        committing nothing, when there is nothing to compact."""
+        """`%agent compact`: an operation that only compacts. AgentError, nothing
+        committed, when there is nothing to compact."""
         self._require_idle()
         try:
             self._compactor.check()
@@ -319,11 +304,9 @@ class AgentLoop:
     def _drive(
         self, start: list[NewFact], operation_id: str, body: Callable[[str], RunResult]
     ) -> RunResult:
-        """Start the operation (`start`, its first write) and run `body` to its end."""
-
         def run(operation_id: str) -> RunResult:
-            # Before the context is first read (its size, before the first request): a
-            # projection not built yet is built straight into the provider's cache.
+            # Before the context is first read: a deferred projection is then built
+            # straight into the provider's cache.
             self._projection.keep(*self._history_cache)
             return body(operation_id)
 
@@ -347,8 +330,7 @@ class AgentLoop:
                 )
             for index, call in enumerate(calls):
                 # Before each call: a tool that reports its own cost (an MCP tool calling
-                # a model) has it counted before the next one runs. The calls of one
-                # answer run one after another, so each sees the spend of those before it.
+                # a model) has it counted before the next one runs.
                 over = self._model.over_budget(operation_id, not_run=len(calls) - index)
                 if over is not None:
                     return self._operations.end(operation_id, "budgetLimit", reason=over)
@@ -366,14 +348,13 @@ class AgentLoop:
         }
 
     def _may_outlive_kernel(self, intent: ToolIntent) -> bool:
-        """Whether the tool of a call the dead kernel left in flight starts processes this
-        product cannot promise ended with it (the tool as this kernel has it)."""
+        """Whether a call the dead kernel left in flight may have started processes that
+        outlive it (as this kernel's tool says)."""
         tool = self._tools.get(intent.tool.name)
         return tool is not None and tool.source == intent.tool.source and tool.may_outlive_kernel
 
     def _refuse_spent_budget(self) -> None:
-        """A compaction after a stopped run spends that run's budget (its spend counts
-        with the run's, `run_chain`): none is started once the budget is reached."""
+        """A compaction after a stopped run spends that run's budget (`run_chain`)."""
         budget, state = self._config.budget, self._store.load()
         stopped = resumable_operation(state)
         if budget is None or isinstance(stopped, str):
@@ -391,12 +372,8 @@ class AgentLoop:
             )
 
 
-def _nothing() -> None:
-    pass
-
-
 def _final_answer(state: SessionState) -> str | None:
-    """The content of the last entry when it is an assistant answer with no tool calls."""
+    """The last entry's content when it is an answer with no tool calls."""
     last_entry = state.entries.last()
     if last_entry is None:
         return None

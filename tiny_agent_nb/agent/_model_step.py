@@ -1,17 +1,13 @@
-"""One model step of a run: stepAttempts until one settles, then the run's end.
+"""One model step of a run: stepAttempts (each one physical request, committed before
+it is sent) until one settles, or the run's end.
 
-A step is one or more attempts (each one physical request, each committed as a
-`stepAttempt` before it is sent). A retryable failure becomes a new attempt after a
-backoff; a stream that ended with no event is asked again at once without streaming (the
-answer then says why); a context-length failure records the window the server's words
-state (`_window`), compacts and retries once per step (an answer whose token count
-suggests the server cut the prompt is kept, and said once per run as a notice: a count
-alone is no evidence of a window, docs/spec.md §8); anything else ends the run `failed`;
-a failure keeps the usage the server reported before it. The run's budget is checked
-before each attempt (before and after a compaction it makes first, and before a
-backoff), and by the loop before each tool call; the note about unknown costs it may
-give is said once per run and kept in the run's detail by the door every end goes
-through (`OperationGuard.end`).
+A retryable failure becomes a new attempt after a backoff; a stream that ended with no
+event is asked again at once without streaming; a context-length failure records the
+window the server states (`_window`), compacts and retries once per step; anything else
+ends the run `failed`. An answer whose token count suggests the server cut the prompt is
+kept and said once per run (a count alone is no evidence of a window, docs/spec.md §8).
+The budget is checked before each attempt, before and after a compaction, and before a
+backoff; the loop checks it before each tool call.
 """
 
 from __future__ import annotations
@@ -20,18 +16,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..provider import Completion, ProviderError, backoff_delay
-from ..session import NewFact, SessionStore, new_id
+from ..session import NewFact, SessionStore
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import Spending, budget_reached, unknown_cost_note
 from ._compaction import CONTEXT_LENGTH, AttemptLabel, Compactor
 from ._context import ContextProjection
 from ._operation import OperationGuard
-from ._planner import attempt_usage
-from ._reasons import BudgetReached
+from ._planner import attempt_failure, attempt_usage
 from ._tool_step import ToolStep
-from ._types import ChatProvider, LoopConfig, LoopObserver, RunResult
+from ._types import BudgetReached, ChatProvider, LoopConfig, LoopObserver, RunResult
 from ._window import Measure, largest_count, truncated
+
+MAX_ATTEMPTS = 5  # physical requests per step, the first one included
 
 
 class ModelStep:
@@ -51,9 +48,8 @@ class ModelStep:
         tool_step: ToolStep,
         observer: LoopObserver,
         sleep: Callable[[float], None],
-        tool_bytes: int = 0,
+        tool_bytes: int,  # the size of the tool schemas every request carries
     ) -> None:
-        """`tool_bytes`: the size of the tool schemas every request carries."""
         self._store = store
         self._operations = operations  # the door the step's ends go through
         self._tool_bytes = tool_bytes
@@ -77,39 +73,23 @@ class ModelStep:
         self._spending.close()
 
     def run(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
-        """Attempts of one step until one settles; retryable failures become new attempts.
-
-        Returns the settled attempt's id and completion, or the RunResult of a run this
-        step ended (budget, compaction or provider failure), already committed."""
+        """The settled attempt's id and completion, or the (committed) end of the run."""
         too_long = False  # a contextLength failure compacts and retries once per step
         unstreamed: bool | None = None  # False: ask this attempt without streaming
         window = self._compactor.window
-        for attempt in range(1, self._config.max_attempts + 1):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
             ended = self._before_request(operation_id, step, attempt)
             if ended is not None:
                 return ended
             previous = self._last_request()
             window.calibrate(previous)
-            attempt_id = new_id()
-            self._store.commit(
-                [
-                    *self._system_prompt_record(operation_id),
-                    f.NewFact(
-                        f.StepAttempt(
-                            operationId=operation_id,
-                            step=step,
-                            attempt=attempt,
-                            provider=self._label.provider,
-                            model=self._label.model,
-                            configurationDigest=self._label.configuration_digest,
-                        ),
-                        attempt_id,
-                    ),
-                ]
-            )
+            started = self._label.attempt(operation_id, step, attempt)
+            attempt_id = started.id
+            assert attempt_id is not None
+            self._store.commit([*self._system_prompt_record(operation_id), started])
             self._told = self._config.system_prompt
             sent = self._projection.size() + self._tool_bytes
-            last = attempt == self._config.max_attempts
+            last = attempt == MAX_ATTEMPTS
             try:
                 completion = self._ask(unstreamed)
                 _check_call_ids(completion)
@@ -117,18 +97,8 @@ class ModelStep:
             except ProviderError as error:
                 # The provider hides its own secrets; a server may echo the others too.
                 error.message = self._tool_step.clean(error.message)
-                # With the usage the server reported before the answer failed: it was
-                # billed, and the budget checked before the retry must see it.
-                failed = [
-                    f.attempt_failed(
-                        attempt_id,
-                        kind=error.kind,
-                        message=error.message,
-                        retryable=error.retryable,
-                        status=error.status,
-                    ),
-                    *attempt_usage(attempt_id, error.usage),
-                ]
+                # Its usage counts for the budget checked before the retry.
+                failed = attempt_failure(attempt_id, error, error.message)
                 if error.empty_stream and unstreamed is None and not last:
                     unstreamed = False  # once per step, at once: the next request differs
                     self._store.commit(failed)
@@ -173,11 +143,10 @@ class ModelStep:
             completion = replace(completion, message=message)
             self._store.commit(_settle(attempt_id, completion))
             return attempt_id, completion
-        raise AssertionError("unreachable: max_attempts >= 1")
+        raise AssertionError("unreachable: MAX_ATTEMPTS >= 1")
 
     def _system_prompt_record(self, operation_id: str) -> list[NewFact]:
-        """The systemPrompt record to commit with the next stepAttempt, if the prompt it
-        sends is not the one the file recorded last."""
+        """The systemPrompt record to commit with the next stepAttempt, if it changed."""
         if self._told is _UNREAD:
             self._told = self._store.system_prompt()
         prompt = self._config.system_prompt
@@ -201,9 +170,8 @@ class ModelStep:
     def _cut_notice(
         self, operation_id: str, completion: Completion, sent: int, previous: Measure | None
     ) -> None:
-        """Say once per run when the server's count of the request suggests it read only
-        part of it (docs/spec.md §8). The answer is kept and nothing is recorded: the same
-        counts come from a server that counts only what its cache did not hold."""
+        """Say once per run when the server's count suggests it read only part of the
+        request (docs/spec.md §8); nothing is recorded (`_window.largest_count`)."""
         usage = completion.usage
         if self._cut_said == operation_id or usage is None:
             return
@@ -221,9 +189,8 @@ class ModelStep:
         )
 
     def _learning(self, error: ProviderError, attempt_id: str, sent: int) -> list[NewFact]:
-        """What a server's refusal tells, to commit with its failure: the window its words
-        state (said once, as a notice); the request's tokens it counted calibrate the
-        estimate."""
+        """The window a refusal states, to commit with its failure (and said); the tokens
+        it counted calibrate the estimate."""
         window = self._compactor.window
         if error.prompt_tokens is not None:
             window.calibrate(Measure(error.prompt_tokens, sent))
@@ -236,23 +203,20 @@ class ModelStep:
         return learned
 
     def over_budget(self, operation_id: str, *, not_run: int = 0) -> BudgetReached | None:
-        """Why a budgetLimit stop, when the run's spend is at or past its budget, else
-        None. Checked before every request that may be billed (each model attempt, a
-        compaction's request) and before each tool call (docs/spec.md §4); `not_run`:
-        the tool calls of the answer that the stop leaves unrun."""
+        """Why a budgetLimit stop, when the run's spend is at or past its budget
+        (docs/spec.md §4); `not_run`: the calls of the answer the stop leaves unrun."""
         budget = self._config.budget
         if budget is None:
             return None
         spend = self._spending.of(operation_id)
         if spend.unknown and self._operations.note is None:
-            self._operations.note = unknown_cost_note(spend, budget)
+            self._operations.note = unknown_cost_note(budget)
             self._observer.on_notice(self._operations.note)
         return budget_reached(spend, budget, not_run=not_run)
 
     def _before_request(self, operation_id: str, step: int, attempt: int) -> RunResult | None:
-        """The budget, then the room the request needs, then the budget again (a
-        compaction just made was a billed request of its own): the run's end, committed,
-        when one of them stops it; None to go on and send the attempt."""
+        """The budget, the room the request needs, then the budget again (a compaction is
+        billed): the run's committed end when one stops it, else None."""
         over = self.over_budget(operation_id)
         if over is None:
             stopped = self._compactor.make_room(operation_id, step, attempt, refused=None)
@@ -268,10 +232,9 @@ _UNREAD = object()
 
 
 def _check_call_ids(completion: Completion) -> None:
-    """A protocol error when two tool calls of one answer share an id: each result names
-    its call by id (docs/session-format.md §4, rule 6), so neither could be answered. Guessing which
-    call is which (or that one is a repeat of the other) could run an effect twice. The
-    answer was billed all the same: its usage goes with the failure (docs/spec.md §4)."""
+    """A protocol error when two tool calls of one answer share an id: a result names its
+    call by id (docs/session-format.md §4, rule 6), and guessing could run an effect twice.
+    The answer was billed all the same: its usage goes with the failure."""
     seen: set[str] = set()
     for call in completion.message.toolCalls:
         if call.id in seen:

@@ -1,19 +1,12 @@
 """How the loop opens an operation and ends it: every end goes through one door (`end`).
 
-`run` commits an operation's start, its first write (a file that refuses it is the
-caller's error, nothing recorded), then runs its body, which ends the operation through
-`end` (completed, failed, stepLimit, budgetLimit: of a run, a resume or a compaction).
-When the body raises instead, from the first write on, `run` ends it through the same
-door: KeyboardInterrupt commits `abort_settlement` with an `aborted` end and is raised
-again; any other exception (a provider or tool registry bug, a commit the store refused,
-a display that failed) commits `failure_settlement` with a `failed` end, so the next
-run can start. When even that closing commit fails, the error says so rather than let
-the second error hide the first.
-
-The door tells the observer `on_closing` before it commits (the last moment a stop
-changes how the operation ends), and keeps the run's note on unknown costs in the end's
-detail. An interrupt that lands once the end is committed (SIGINT held over the commit is
-raised at its end) changes nothing: the run returns as the file says it ended.
+`run` commits an operation's start (a file that refuses it is the caller's error), then
+runs its body, which ends the operation through `end`. When the body raises instead,
+`run` ends it through the same door: KeyboardInterrupt commits `abort_settlement` with an
+`aborted` end and is raised again; any other exception commits `failure_settlement` with
+a `failed` end, so the next run can start. When even that commit fails, the error says
+so rather than let the second error hide the first. An interrupt that lands once the end
+is committed changes nothing: the run returns as the file says it ended.
 """
 
 from __future__ import annotations
@@ -33,8 +26,7 @@ from ..session import (
 from ..session import facts as f
 from ..tools import truncate
 from ._planner import abort_settlement, failure_settlement
-from ._reasons import StopReason
-from ._types import AgentError, RunResult
+from ._types import AgentError, RunResult, StopReason
 
 log = logging.getLogger("tiny_agent_nb.agent")
 MAX_DETAIL = 1000  # characters of an error message kept as a failed run's detail
@@ -49,26 +41,22 @@ class OperationGuard:
         store: SessionStore,
         clean: Callable[[str], str],
         stopped_by: Callable[[], str | None] | None,
-        closing: Callable[[], None] | None = None,
+        closing: Callable[[], None],
     ) -> None:
-        """`clean`: what a text the file keeps goes through (secrets redacted);
-        `stopped_by`: the loop's (`AgentLoop`), what sent a KeyboardInterrupt when that
-        was not the user; `closing`: the observer's `on_closing`, called before every end
-        is committed."""
+        """`clean`: redacts what the file keeps; `stopped_by`: `AgentLoop`'s; `closing`:
+        the observer's `on_closing`, called before every end is committed."""
         self._store = store
         self._clean = clean
         self._stopped_by = stopped_by
         self._closing = closing
-        # The note on unknown costs the running operation gave (_budget.py): said once,
-        # kept in its end's detail.
+        # The running operation's note on unknown costs (_budget.py), kept in its end.
         self.note: str | None = None
         self._ending: RunResult | None = None  # the end `end` commits (or has committed)
 
     def run(
         self, start: list[NewFact], operation_id: str, body: Callable[[str], RunResult]
     ) -> RunResult:
-        """Commit `start`, then `body(operation_id)`, which ends the operation by `end`;
-        ended by this guard if it raises instead (see the module)."""
+        """Commit `start`, then `body(operation_id)`, which ends the operation by `end`."""
         self.note = self._ending = None
         what = f"closing operation {operation_id}"
         starting = True
@@ -108,20 +96,17 @@ class OperationGuard:
         reason: StopReason | None = None,
         stoppable: bool = True,
     ) -> RunResult:
-        """The door every end of an operation goes through: `operationFinished`, with
-        `settled` (what happened last: a failed attempt, what an abort settles) in its
-        transaction; its detail the reason's statement when it stopped at a limit
-        (`reason`), secrets redacted, then the run's note. `on_closing` first: a stop it
-        raises (a Stop press taken before) ends the run aborted instead, `settled`
-        committed before that end; unless the end is already a stop's or an error's
-        (`stoppable` False: this guard's own)."""
+        """The door every end goes through: `operationFinished`, with `settled` (a failed
+        attempt, what an abort settles) in its transaction; its detail `reason`'s
+        statement if given, then the run's note. `on_closing` first: a stop it raises (a
+        Stop press taken before) ends the run aborted instead, unless this end is already
+        an abort's or a failure's (`stoppable` False)."""
         if reason is not None:
             detail = self._clean(reason.statement())
         if self.note is not None:
             detail = f"{detail}; {self.note}" if detail else self.note
         try:
-            if self._closing is not None:
-                self._closing()
+            self._closing()
         except KeyboardInterrupt:
             if stoppable:  # a stop taken before this moment: the run ends aborted instead
                 if settled:
@@ -152,9 +137,8 @@ class OperationGuard:
         settlement: Callable[[SessionState, str, str], list[NewFact] | None],
         detail: str,
     ) -> bool:
-        """End the operation `outcome` from inside an except block, what was in flight
-        settled; False when it is not open (never started, or its end committed). If even
-        that fails, say so rather than let the second error hide the first."""
+        """End the operation `outcome` from an except block, what was in flight settled;
+        False when it is not open (never started, or its end committed)."""
         try:
             settled = settlement(self._store.load(), operation_id, detail)
             if settled is None:
@@ -165,8 +149,8 @@ class OperationGuard:
         return True
 
     def _interrupted_by(self) -> str:
-        """The abort's reason; the user's when `stopped_by` names nothing else, or when a
-        second Ctrl-C cuts its question short (the abort must still be recorded)."""
+        """The abort's reason: the user's unless `stopped_by` names another (a second
+        Ctrl-C cutting the question short leaves the user's: the abort must be recorded)."""
         try:
             reason = self._stopped_by() if self._stopped_by is not None else None
         except KeyboardInterrupt:
@@ -174,19 +158,15 @@ class OperationGuard:
         return reason or USER_INTERRUPT
 
     def start(self, facts: list[NewFact]) -> None:
-        """Commit an operation's start. Before it nothing is open to record a failure in:
-        a file that refuses it (a full disk, a failed sync in power mode, a writer that
-        closed itself after a failed cut, a path that names another file now) is this
-        call's error, nothing recorded."""
+        """Commit an operation's start: before it nothing is open to record a failure in,
+        so a file that refuses it (full disk, failed sync, moved) is this call's error."""
         try:
             self._store.commit(facts)
         except (SessionWriteError, SessionClosedError, SessionReplacedError) as exc:
             raise AgentError(f"the operation could not start: {exc}") from exc
 
     def close(self, what: str, transaction: Callable[[], list[NewFact]]) -> None:
-        """Commit the transaction that settles what a dead process left open (recovery,
-        interrupted), from inside an except block: if even that fails, say so rather than
-        let the second error hide the first."""
+        """Commit what settles a dead process's open operation, from an except block."""
         try:
             facts = transaction()
             if facts:

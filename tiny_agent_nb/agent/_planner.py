@@ -1,20 +1,15 @@
 """The planner (docs/spec.md §2): a pure function from what the file says to what to do next.
 
 `load()` only reconstructs; this module decides, and the loop executes and commits:
-- a `safeRead` intent without result whose replayKey, recomputed for the current tool
-  identity and workspace, equals the recorded one → replay it (`outcome: replayed`),
-  under the tool's own limits; one that times out, fails or is interrupted by the user
-  gets an `interrupted` result instead;
-- any other intent without result → one synthetic `interrupted` result: the effect may
-  have happened, the result is unknown, it is never re-run;
+- a `safeRead` intent without result whose replayKey, recomputed now, equals the
+  recorded one → replay it; one that times out, fails or is interrupted gets an
+  `interrupted` result instead;
+- any other intent without result → a synthetic `interrupted` result, never re-run;
 - an attempt without settled entry → `attemptFailed{kind: interrupted}`;
-- the open operation → `operationFinished{outcome: interrupted}`; but a `compaction`
-  operation whose compaction entry was committed did all it was for, and finishes
-  `completed` (the context already uses its checkpoint; nothing is asked again).
-The same rules for intents and attempts, with `aborted`, serve an interrupt (Ctrl-C)
-inside a running operation (`abort_settlement`), and with `failed` an unexpected error
-inside one (`failure_settlement`); the loop commits them with the operation's end
-(`OperationGuard.end`).
+- the open operation → `operationFinished{outcome: interrupted}`, but `completed` for a
+  `compaction` whose entry was committed (it did all it was for).
+The same rules serve Ctrl-C inside a run (`abort_settlement`) and an unexpected error
+inside one (`failure_settlement`), committed with the operation's end.
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ from ..session import (
 from ..session import facts as f
 
 if TYPE_CHECKING:
-    from ..provider import UsageReport
+    from ..provider import ProviderError, UsageReport
 
 INTERRUPTED_RESULT = (
     "Interrupted: the process stopped after this tool started. Its effect may or may not "
@@ -81,9 +76,8 @@ class Recovery:
     def closing_transaction(
         self, cancelled: Sequence[ToolIntent] = (), skipped: Sequence[ToolIntent] = ()
     ) -> list[NewFact]:
-        """Everything but the replays, committed as one transaction after them;
-        `cancelled`: replays the user interrupted (Ctrl-C), `skipped`: replays recovery
-        had no time left for; both settled here too."""
+        """Everything but the replays, one transaction after them; `cancelled`: replays
+        the user interrupted, `skipped`: replays recovery had no time left for."""
         return [
             *(intent_result(i, INTERRUPTED_RESULT, "interrupted") for i in self.interrupt),
             *(intent_result(i, REPLAY_CANCELLED_RESULT, "interrupted") for i in cancelled),
@@ -143,8 +137,8 @@ def plan_recovery(
 
 
 def abort_settlement(state: SessionState, operation_id: str, reason: str) -> list[NewFact] | None:
-    """Ctrl-C inside a run: `abortRequested` and everything in flight resolved, committed
-    with the operation's `aborted` end; None when the operation is not open."""
+    """Ctrl-C inside a run: `abortRequested` and everything in flight settled; None when
+    the operation is not open."""
     settled = _settle_in_flight(state, operation_id, "aborted", reason, ABORTED_RESULT)
     return (
         None
@@ -154,8 +148,7 @@ def abort_settlement(state: SessionState, operation_id: str, reason: str) -> lis
 
 
 def failure_settlement(state: SessionState, operation_id: str, reason: str) -> list[NewFact] | None:
-    """An unexpected error inside a run (a bug, a refused commit, a failing display): the
-    same settling as an abort, committed with the operation's `failed` end."""
+    """An unexpected error inside a run: the same settling as an abort's."""
     return _settle_in_flight(state, operation_id, "interrupted", reason, FAILED_RESULT)
 
 
@@ -166,8 +159,8 @@ def _settle_in_flight(
     reason: str,
     result: str,
 ) -> list[NewFact] | None:
-    """The open operation's pending attempts failed and pending intents interrupted;
-    None when the operation is not open (nothing to settle)."""
+    """The operation's pending attempts failed and intents interrupted; None when it is
+    not open."""
     op = state.operations.get(operation_id)
     if op is None or op.status != "open":
         return None
@@ -196,15 +189,14 @@ RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit", "stepLimit"})
 
 def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     """The operation `%agent resume` continues: the latest run (or resume), if it ended
-    in one of RESUMABLE's ways. Compaction operations are passed over: they continue no
-    prompt, and compacting between a stopped run and its resume is allowed. So are replayed
-    runs (docs/spec.md §12): they add nothing to the conversation a resume continues."""
+    in one of RESUMABLE's ways. Compactions and replayed runs (docs/spec.md §12) are
+    passed over: they continue no prompt."""
     return resumable_run(list(state.operations.values()))
 
 
 def resumable_run(operations: Sequence[Operation]) -> Operation | ResumeBlocker:
-    """`resumable_operation` of a session's operations in file order (an open one is the
-    last: at most one is open at a time), for a caller that holds no copy of its state."""
+    """`resumable_operation` of a session's operations in file order, for a caller that
+    holds no copy of its state."""
     if operations and operations[-1].status == "open":
         return "open"
     latest = next(
@@ -218,27 +210,19 @@ def resumable_run(operations: Sequence[Operation]) -> Operation | ResumeBlocker:
     return "completed"
 
 
-def intent_result(
-    intent: ToolIntent,
-    content: str,
-    outcome: Literal["interrupted", "replayed"],
-    *,
-    is_error: bool | None = None,
-) -> NewFact:
-    """The result entry answering a recorded intent (a synthetic or a replayed one)."""
+def intent_result(intent: ToolIntent, content: str, outcome: Literal["interrupted"]) -> NewFact:
+    """The synthetic result entry answering a recorded intent."""
     return f.tool_result(
         tool_started_id=intent.id,
         result_entry_id=intent.result_entry_id,
         tool_call_id=intent.tool_call_id,
         content=content,
         outcome=outcome,
-        is_error=is_error,
     )
 
 
 def attempt_usage(attempt_id: str, report: UsageReport | None) -> list[NewFact]:
-    """The usage fact of a settled attempt (an answer or a compaction's summary); none
-    when the server reported nothing: unknown, not zero."""
+    """The usage fact of an attempt; none when the server reported nothing (unknown)."""
     if report is None:
         return []
     return [
@@ -251,3 +235,16 @@ def attempt_usage(attempt_id: str, report: UsageReport | None) -> list[NewFact]:
             cost=report.cost,
         )
     ]
+
+
+def attempt_failure(attempt_id: str, error: ProviderError, message: str) -> list[NewFact]:
+    """An attempt's `attemptFailed` (its message as it may be kept), with the usage the
+    server reported before the answer failed: it was billed."""
+    failed = f.attempt_failed(
+        attempt_id,
+        kind=error.kind,
+        message=message,
+        retryable=error.retryable,
+        status=error.status,
+    )
+    return [failed, *attempt_usage(attempt_id, error.usage)]

@@ -1,12 +1,8 @@
 """A replayed run (docs/spec.md §12): a cell's completed run shown again from the session,
 with no model request, its `python` calls run again in this kernel so that the names
-they defined exist again. Nothing else of it runs again: `bash`, file writes and MCP
-calls changed the world, which is left as it is; a proposed cell is not proposed again.
-
-Each call run again is an effect like any other: its `toolStarted` (the replay's
-operation, the original call's attempt and id) is committed before the code runs, then
-its result. The calls go in their run's order and stop at the first that fails. Under
-`approve="ask"` one question shows all the code; a no answers each call `denied`.
+they defined exist again; nothing else runs again (`bash`, writes and MCP calls changed
+the world). Each call is an effect like any other: intent, then result, in order, up to
+the first that fails. Under `approve="ask"` one question shows all the code.
 """
 
 from __future__ import annotations
@@ -19,23 +15,21 @@ from ..session import SessionStore, ToolIntent, ToolOutcome, new_id
 from ..session import facts as f
 from ._kernel_notice import PYTHON_TOOL
 from ._operation import OperationGuard
-from ._tool_step import ToolObserver, ToolStep
-from ._types import RunResult
+from ._tool_step import ToolStep
+from ._types import LoopObserver, RunResult
 
 
 @dataclass(frozen=True)
 class Replayed:
-    """What a replayed run did: its operation's end, and each call it ran again (or that
-    was denied) with the outcome of that run."""
+    """A replayed run's end, and each call it ran again (or denied) with its outcome."""
 
     result: RunResult
     reruns: tuple[tuple[ToolIntent, ToolOutcome], ...]
 
 
 def reruns_of(calls: Sequence[ToolIntent]) -> list[ToolIntent]:
-    """The calls of a run a replay runs again: its built-in `python` calls that completed,
-    whose code was kept as it ran (a call with a secret redacted from it would run
-    other code)."""
+    """The calls a replay runs again: built-in `python` calls that completed, whose code
+    was kept as it ran (one with a secret redacted would run other code)."""
     return [
         i
         for i in calls
@@ -51,7 +45,7 @@ def replay_run(
     store: SessionStore,
     operations: OperationGuard,
     tool_step: ToolStep,
-    observer: ToolObserver,
+    observer: LoopObserver,
     *,
     run_id: str,
     calls: Sequence[ToolIntent],

@@ -1,13 +1,10 @@
 """What a compaction summarizes (docs/spec.md §3): the cut, and the summarization request.
 
-The cut (`throughEntryId`) is the newest entry, after the previous cut, such that every
+The cut (`throughEntryId`) is the newest entry after the previous cut such that every
 tool call at or before it has its result at or before it, with at least the tail to keep
-after it, verbatim (the model keeps the exact text of what it just did). The tail is
-bounded by the window: never more than TAIL_SHARE of it, so a compaction always leaves
-room, whatever `keep_tail_tokens` says. A summary that grew past its share (one written
-before these bounds, or steered long) is summarized again on its own, at the same cut.
-
-Sizes are estimates of the bytes as the model is sent them (`RunWindow.estimate`).
+after it, verbatim. The tail is never more than TAIL_SHARE of the window, so a compaction
+always leaves room. A summary that grew past its share is summarized again on its own,
+at the same cut. Sizes are estimates of the bytes as sent (`RunWindow.estimate`).
 """
 
 from __future__ import annotations
@@ -26,8 +23,8 @@ from ..session import (
     ToolResultEntry,
     UserEntry,
 )
-from ._reasons import NoCleanCut, NoRoomReason
 from ._turns import entry_message, in_replay, user_content
+from ._types import NoCleanCut, NoRoomReason
 
 TAIL_SHARE = 0.25  # of the window: the most the verbatim tail keeps
 SUMMARY_SHARE = 0.15  # of the window: a summary's size (asked for; a larger one is re-sent cut)
@@ -52,8 +49,7 @@ Tokens = Callable[[int], int]  # tokens of a byte count
 
 
 class NoRoom(TinyAgentError):
-    """No compaction can make room in the context window: `reason` says why, with its
-    figures (its statement is the message; each surface says what to do next)."""
+    """No compaction can make room in the context window: `reason` says why."""
 
     def __init__(self, reason: NoRoomReason) -> None:
         super().__init__(reason.statement())
@@ -143,20 +139,13 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
         tail += sizes[index]
     if found is not None:
         return Cut(candidates[found], tuple(candidates[: found + 1]), previous_summary, tail)
-    if (
-        previous_summary is not None
-        and previous_cut is not None
-        and _oversized(previous_summary, budget, tokens)
-    ):
+    summary_bytes = len((previous_summary or "").encode())
+    if previous_cut is not None and tokens(summary_bytes) > budget.summary:
         # Nothing new to summarize, but the summary itself is too large: summarize it
         # again on its own, at the same cut (a cut never moves backwards;
         # docs/session-format.md §4, rule 12).
         return Cut(previous_cut, (), previous_summary, sum(sizes))
     raise NoRoom(NoCleanCut(budget.tail, TAIL_SHARE, budget.window, tokens(tail)))
-
-
-def _oversized(summary: str, budget: Budget, tokens: Tokens) -> bool:
-    return tokens(len(summary.encode())) > budget.summary
 
 
 def summarization_request(
@@ -166,9 +155,8 @@ def summarization_request(
     budget: Budget,
     chars_per_token: float,
 ) -> list[m.Message]:
-    """The request's messages: a transcript in one user message, so it is a valid
-    conversation whatever the cut region holds (tool calls need no schemas here). It is
-    bounded by the window: the previous summary to its share, the transcript to its."""
+    """A transcript in one user message, so it is a valid conversation whatever the cut
+    holds (no tool schemas needed), bounded by shares of the window."""
     limit_chars = int(budget.window * TRANSCRIPT_SHARE * chars_per_token)
     per_entry = max(200, min(ENTRY_CHARS, limit_chars // max(1, len(cut.entries))))
     summary_chars = int(budget.summary * chars_per_token)

@@ -1,17 +1,11 @@
 """One tool call of a run, and the replay of a recorded read after a crash.
 
-Every result that carries untrusted text (what a tool returned, run or replayed; a
-refusal quoting the model's call) is built by `ToolStep._result`, which makes it safe to
-keep: valid Unicode, the configured secrets redacted (`clean_text`). The file, the
-model and the screen are given what it returns, never the raw output. (The other
-results are the planner's fixed texts.)
-
-A call's arguments are kept and shown with the secrets redacted too (`clean_message`,
-the intent, the approval question, the tool line), but the tool gets them as the model
-sent them: a redaction changes what is written and shown, never what a tool does
-(docs/spec.md §5). A call whose recorded arguments differ from those it ran with
-cannot be run again from the file, so its intent says `never` whatever its tool's
-replay policy.
+Every result carrying untrusted text is built by `ToolStep._result`, which makes it safe
+to keep (valid Unicode, secrets redacted: `clean_text`); the file, model and screen get
+that, never the raw output. A call's arguments are kept and shown redacted too, but the
+tool gets them as the model sent them: a redaction changes what is written, never what a
+tool does (docs/spec.md §5). A call whose recorded arguments differ from those it ran
+with cannot be run again from the file: its intent says `never`.
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -47,18 +41,11 @@ from ..tools import (
     clean_text,
 )
 from ._planner import REPLAY_FAILED_RESULT, REPLAY_TIMED_OUT_RESULT, intent_result
+from ._types import LoopObserver
 
 AskFn = Callable[[str, Mapping[str, Any]], bool]
 
 log = logging.getLogger("tiny_agent_nb.agent")
-
-
-class ToolObserver(Protocol):
-    """What a tool step tells the UI (LoopObserver fits)."""
-
-    def on_tool_ready(self, call: ToolCall) -> None: ...
-    def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None: ...
-    def on_tool_end(self, call: ToolCall, output: ToolOutput, outcome: str) -> None: ...
 
 
 class ToolStep:
@@ -81,15 +68,13 @@ class ToolStep:
         self._sent: dict[str, dict[str, Any]] = {}
 
     def clean(self, text: str) -> str:
-        """`text` as it may be kept: what `_result` does to a tool's output."""
+        """`text` as it may be kept."""
         return clean_text(text, self._context.secrets)
 
     def clean_message(self, message: AssistantMessage) -> AssistantMessage:
-        """The model's answer as it may be kept: every configured secret redacted from its
-        text, reasoning and refusal and from its calls' names and arguments, before it is
-        committed. A model that read the key (bash can read the kernel's environment)
-        would otherwise put it in the file. The calls' arguments as sent are kept aside
-        for `run`: the tools get those."""
+        """The model's answer with every secret redacted before it is committed (a model
+        that read the key would put it in the file); the arguments as sent are kept aside
+        for `run`."""
         self._sent = {}
         secrets = hidden_secrets(self._context.secrets)
         if not secrets:
@@ -121,55 +106,44 @@ class ToolStep:
 
     # ------------------------------------------------------------------ a run's call
     def run(
-        self, operation_id: str, attempt_id: str, call: ToolCall, observer: ToolObserver
+        self, operation_id: str, attempt_id: str, call: ToolCall, observer: LoopObserver
     ) -> None:
         tool = self._tools.get(call.name)
+        arguments: Mapping[str, Any] = call.arguments
+        refusal: str | None = None
+        outcome: Literal["completed", "error", "denied"] = "error"
         if tool is None:
             known = ", ".join(self._tools.names) or "none"
-            message = f"Unknown tool {call.name!r}. Available tools: {known}."
-            self._refuse(operation_id, attempt_id, call, message, observer)
-            return
-        if call.invalidArguments is not None:
-            message = (
+            refusal = f"Unknown tool {call.name!r}. Available tools: {known}."
+        elif call.invalidArguments is not None:
+            refusal = (
                 f"The arguments of this {call.name} call are not a JSON object this session can "
                 f"keep (an object nested at most {MAX_JSON_DEPTH} levels deep, finite numbers), "
                 f"so it did not run. Received: {call.invalidArguments[:500]}"
             )
-            self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
+        else:
+            try:
+                arguments = tool.effective_arguments(self._sent.pop(call.id, call.arguments))
+            except ToolArgumentError as exc:
+                refusal = f"{exc}. The tool did not run."
+            else:
+                recorded = redact_json(arguments, self._context.secrets)
+                if tool.asks_approval and not self.approved(tool.name, recorded):
+                    refusal = f"The user did not allow this {tool.name} call; it did not run."
+                    outcome = "denied"
+        if refusal is not None:  # intent and result in one transaction: it provably did not run
+            intent = self._intent(operation_id, attempt_id, call, arguments, tool)
+            result, output = self._result(intent, ToolOutput(refusal, True), outcome)
+            self._store.commit([intent, result])
+            observer.on_tool_end(call, output, outcome)
             return
-        try:
-            arguments = tool.effective_arguments(self._sent.pop(call.id, call.arguments))
-        except ToolArgumentError as exc:
-            message = f"{exc}. The tool did not run."
-            self._refuse(operation_id, attempt_id, call, message, observer, tool=tool)
-            return
-        recorded = redact_json(arguments, self._context.secrets)
-        if tool.asks_approval and not self.approved(tool.name, recorded):
-            message = f"The user did not allow this {tool.name} call; it did not run."
-            self._refuse(
-                operation_id,
-                attempt_id,
-                call,
-                message,
-                observer,
-                tool=tool,
-                arguments=arguments,
-                outcome="denied",
-            )
-            return
+        assert tool is not None
         observer.on_tool_ready(call)  # a stop here leaves no intent behind
-        intent = self._intent(
-            operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=tool.identity,
-            arguments=arguments,
-            tool=tool,
-        )
+        intent = self._intent(operation_id, attempt_id, call, arguments, tool)
         self._store.commit([intent])
         observer.on_tool_start(call, recorded)
         output = self._execute(tool, arguments)
-        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
+        outcome = "error" if output.is_error else "completed"
         result, output = self._result(intent, output, outcome)
         # One transaction: a crash cannot keep the result without the usage it reported,
         # nor the usage of a call whose result was lost (that one is settled interrupted).
@@ -185,11 +159,10 @@ class ToolStep:
         return self._ask(tool, arguments)
 
     def rerun(
-        self, operation_id: str, intent: ToolIntent, observer: ToolObserver, *, allowed: bool
+        self, operation_id: str, intent: ToolIntent, observer: LoopObserver, *, allowed: bool
     ) -> ToolOutcome:
-        """Run a call of a recorded run again for a replayed run (docs/spec.md §12): its
-        intent under the replay's operation, committed before it runs, then its result;
-        when not `allowed`, intent and `denied` result in one transaction."""
+        """Run a recorded call again for a replayed run (docs/spec.md §12); when not
+        `allowed`, intent and `denied` result in one transaction."""
         tool = self._tools.get(intent.tool.name)
         if tool is None:  # the caller built the registry with it: a bug
             raise LookupError(f"no tool {intent.tool.name!r} to run again")
@@ -221,44 +194,11 @@ class ToolStep:
         observer.on_tool_end(call, output, outcome)
         return outcome
 
-    def _refuse(
-        self,
-        operation_id: str,
-        attempt_id: str,
-        call: ToolCall,
-        message: str,
-        observer: ToolObserver,
-        *,
-        tool: Tool | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        outcome: Literal["error", "denied"] = "error",
-    ) -> None:
-        """Intent and result in one transaction: the tool provably did not run."""
-        identity = (
-            tool.identity
-            if tool
-            else ToolIdentity(name=call.name, version="unknown", source="builtin")
-        )
-        arguments = dict(arguments or call.arguments)
-        intent = self._intent(
-            operation_id,
-            attempt_id=attempt_id,
-            call=call,
-            identity=identity,
-            arguments=arguments,
-            tool=tool,
-        )
-        result, output = self._result(intent, ToolOutput(message, True), outcome)
-        self._store.commit([intent, result])
-        observer.on_tool_end(call, output, outcome)
-
     def _intent(
         self,
         operation_id: str,
-        *,
         attempt_id: str,
         call: ToolCall,
-        identity: ToolIdentity,
         arguments: Mapping[str, Any],
         tool: Tool | None,
     ) -> NewFact:
@@ -266,11 +206,12 @@ class ToolStep:
         the call the file describes, and is never replayed."""
         recorded = redact_json(dict(arguments), self._context.secrets)
         policy = tool.replay_policy if tool and recorded == arguments else "never"
+        unknown = ToolIdentity(name=call.name, version="unknown", source="builtin")
         return f.tool_started(
             operation_id,
             attempt_id,
             call.id,
-            tool=identity,
+            tool=tool.identity if tool else unknown,
             arguments=recorded,
             replay_policy=policy,
             environment_identity=self.environment,
@@ -278,10 +219,8 @@ class ToolStep:
 
     # ------------------------------------------------------------------ after a crash
     def replay(self, intent: ToolIntent) -> bool:
-        """Run a recorded safeRead intent again and commit its result: True when it is
-        `replayed`, False when it fell back to an `interrupted` result (its tool failed,
-        hit its time limit, or the result could not be kept). KeyboardInterrupt passes:
-        the caller settles the intent."""
+        """Run a recorded safeRead intent again and commit its result: False when it fell
+        back to `interrupted`. KeyboardInterrupt passes: the caller settles the intent."""
         try:
             tool = self._tools.get(intent.tool.name)
             if tool is None:  # can_replay checked the identity: a registry bug
@@ -306,8 +245,7 @@ class ToolStep:
     def _result(
         self, intent: NewFact | ToolIntent, output: ToolOutput, outcome: ToolOutcome
     ) -> tuple[NewFact, ToolOutput]:
-        """The result entry answering `intent` (about to be committed, or recorded), and
-        the output as it was kept."""
+        """The result entry answering `intent`, and the output as it was kept."""
         output = replace(output, content=self.clean(output.content))
         if isinstance(intent, ToolIntent):
             started_id, entry_id, call_id = intent.id, intent.result_entry_id, intent.tool_call_id
@@ -333,10 +271,8 @@ class ToolStep:
 
 
 def _usage_facts(intent: NewFact, usage: ToolUsage | None) -> list[NewFact]:
-    """The `usage` fact of a call whose tool reported usage about itself, bound to its
-    toolStarted; none when it reported nothing (unknown, not zero). A report the file
-    cannot hold (a negative count, a cost that is not a finite number >= 0) is dropped
-    with a warning: what a tool says about itself is not to fail the run it served."""
+    """The `usage` fact a tool reported about itself; none when it reported nothing. A
+    report the file cannot hold is dropped with a warning: it is not to fail the run."""
     if usage is None:
         return []
     assert intent.id is not None

@@ -1,7 +1,13 @@
-"""Entries as the messages the model is sent (docs/spec.md §3, items 3 and 5), in no
-provider's wire format (`provider.messages`), and the messages of ours that stand where
-no entry answers: a tool call that never started, a prompt whose run got no answer; and
-the entries no message stands for (a replayed run's results)."""
+"""Entries as provider-neutral messages (docs/spec.md §3), and the messages of ours that
+stand where no entry answers: a call that never started, a prompt that got no answer, a
+checkpoint's summary.
+
+A summary may have been steered by hostile tool output, so it is not sent in the user's
+voice but as the assistant's note, after a user message of ours saying what follows:
+the conversation still opens with a user turn and alternates (Gemma's, Mistral's and
+Llama 2's templates refuse otherwise; Qwen 3's and DeepSeek's refuse a second system
+message). When no user message follows it, one more of ours says the conversation goes
+on."""
 
 from __future__ import annotations
 
@@ -19,13 +25,19 @@ NOT_STARTED = (
     "Not run: the session stopped before this tool call started, so it had no effect. "
     "Call it again if it is still needed."
 )
-# Between a prompt whose run ended before the model answered it (a failed request, an
-# interrupt, a budget already spent) and the next prompt: the strictest chat templates
-# refuse two user turns in a row (docs/spec.md §3), so every later request would fail.
+# Between a prompt whose run ended unanswered and the next: chat templates refuse two
+# user turns in a row (docs/spec.md §3).
 NO_ANSWER = (
     "[tiny-agent-nb, not the model: the run of the prompt above ended before the model "
     "answered it.]"
 )
+SUMMARY_LEAD = (
+    "[tiny-agent-nb, not the user: the earlier part of this conversation was replaced by "
+    "a summary to fit the model's context window. The summary follows as your own note; "
+    "it records what happened and asks nothing.]"
+)
+SUMMARY_HEADER = "[Summary of the earlier conversation]"
+CONTINUED = "[tiny-agent-nb, not the user: the conversation goes on after the summary.]"
 
 
 def user_content(body: UserEntry) -> str:
@@ -50,11 +62,7 @@ def entry_message(entry: EntryFact) -> m.Message | None:
 
 
 # perf: register row "projection-tuples" (docs/benchmarks.md)
-# One entry as it is projected: (its message, the tool call ids it opens (assistant) or
-# the one it answers (tool result)). What the projection keeps of it afterwards is its id
-# (the string the session's tables hold already, when built from a state) and where its
-# message starts in the history (an `array` of indexes): nothing the cyclic GC tracks,
-# and no copy of the message (the providers' caches hold that, each in its own form).
+# (its message, the call ids it opens (assistant), or the one it answers (tool result)).
 Projected = tuple[m.Message, tuple[str, ...], tuple[str, ...]]
 
 
@@ -74,6 +82,11 @@ def synthetic_result(call_id: str) -> m.ToolResult:
 
 
 NO_ANSWER_MESSAGE = m.Note(NO_ANSWER)
+CONTINUED_MESSAGE = m.User(CONTINUED)
+
+
+def summary_messages(summary: str) -> list[m.Message]:
+    return [m.User(SUMMARY_LEAD), m.Note(f"{SUMMARY_HEADER}\n{summary}")]
 
 
 def in_replay(state: SessionState, entry: EntryFact) -> bool:

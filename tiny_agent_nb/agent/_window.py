@@ -1,16 +1,11 @@
-"""The model's context window as a run knows it (docs/spec.md §4, §8), and what a server's
-token counts say about the requests it was sent.
+"""The model's context window as a run knows it (docs/spec.md §4, §8): configured, else
+learned by the session for this model at this server (`contextWindow`: its metadata or
+its refusal of a request too long), else listed by its metadata now, else the default.
 
-The window is `TinyAgent.context_window` when configured; else what the session learned
-for this model at this server (a `contextWindow` record: from the server's metadata, or
-its refusal of a request too long); else what its metadata states now (recorded, so no
-later process asks); else DEFAULT_CONTEXT_WINDOW.
-
-Sizes are estimated from bytes. The server's own count of the previous request, against
-the bytes that request held, calibrates the estimate (a tokenizer that makes 3 bytes a
-token would otherwise overflow a window the 4-byte rule says is 25% free), and suggests
-a server that read far fewer tokens than it was sent (Ollama cuts an over-long prompt
-without an error): only suggests, for a server that counts only what its cache did not
+Sizes are estimated from bytes, calibrated by the server's count of the previous request
+(a tokenizer that makes 3 bytes a token would overflow a window the 4-byte rule says is
+25% free). A count far below the bytes suggests a server that cut the prompt (Ollama does
+without an error); only suggests, since a server that counts only what its cache did not
 hold gives the same counts, so a count is never taken for a window.
 """
 
@@ -46,7 +41,7 @@ WindowOrigin = WindowSource | str  # a record's source, or "configured" / "defau
 
 @dataclass(frozen=True)
 class Measure:
-    """A request as the server counted it: its input tokens, and the bytes of its messages."""
+    """A request's input tokens as the server counted them, and the bytes of its messages."""
 
     tokens: int
     bytes: int
@@ -59,8 +54,7 @@ def plausible(tokens: int | None) -> int | None:
 def truncated(sent: Measure, previous: Measure | None) -> bool:
     """Whether the server's count of `sent` suggests it read only part of it: fewer than one
     token per 16 bytes, or grown by less than that since `previous` (the last request of
-    the same context). Only a count that could be a window is judged (a server reporting
-    a handful of tokens for everything says nothing about its window)."""
+    the same context). Only a count that could be a window is judged."""
     if plausible(sent.tokens) is None:
         return False
     if sent.tokens * TRUNCATED_BYTES_PER_TOKEN < sent.bytes:
@@ -75,11 +69,9 @@ def truncated(sent: Measure, previous: Measure | None) -> bool:
 def largest_count(state: SessionState, model: str) -> int:
     """The most input tokens a server counted for one request of `model` in the session.
 
-    A server that cuts a prompt reads its whole window, so it never counts fewer tokens
-    for a cut prompt than it read of any request before: a count below this one is no
-    cut. It is a server that counts only what its cache did not already hold (Ollama
-    0.30 did: ollama/ollama#16414, #16428), whose counts shrink as the conversation it
-    caches grows."""
+    A server that cuts a prompt reads its whole window: a count below this one is no cut
+    but a server that counts only what its cache did not hold (Ollama 0.30 did:
+    ollama/ollama#16414, #16428)."""
     usage = state.usage
     counts = (
         found.inputTokens
@@ -91,9 +83,7 @@ def largest_count(state: SessionState, model: str) -> int:
 
 class RunWindow:
     """The window of one loop's model at its server, and the calibration of its estimates.
-
-    `key`: (the base URL with its credentials masked, the model); None for a model that
-    has no server (the offline demo), which learns nothing."""
+    `key`: (base URL, credentials masked; model); None (the offline demo) learns nothing."""
 
     def __init__(
         self,
@@ -122,7 +112,6 @@ class RunWindow:
 
     @property
     def origin(self) -> WindowOrigin:
-        """Where `tokens` comes from: configured, a record's source, or default."""
         if self.configured:
             return "configured"
         if self.learned is not None:
@@ -130,12 +119,10 @@ class RunWindow:
         return "listing" if self._listed else "default"
 
     def describe(self) -> str:
-        """`N tokens` and where that number comes from, for a run's detail."""
         return f"{self.tokens} tokens, {describe_origin(self.origin)}"
 
     def record_listing(self) -> None:
-        """Commit the window the server's metadata stated, once: a later process then
-        knows it without asking."""
+        """Commit the window the server's metadata stated, once: no later process asks."""
         if self.key is None or self.learned is not None or not self._listed:
             return
         base_url, model = self.key
@@ -147,9 +134,8 @@ class RunWindow:
         self.learned_from(listing)
 
     def learning(self, tokens: int | None, attempt_id: str) -> list[NewFact]:
-        """The record of the window a server's refusal stated (none when it stated nothing
-        believable, or the session knows it already): committed by the caller with the
-        attempt's failure, then `learned_from` it."""
+        """The record of the window a server's refusal stated, if believable and new: the
+        caller commits it with the attempt's failure, then calls `learned_from`."""
         tokens = plausible(tokens)
         if self.key is None or tokens is None:
             return []
@@ -166,16 +152,14 @@ class RunWindow:
             self.learned = self._store.learned_window(*self.key)
 
     def calibrate(self, measure: Measure | None) -> None:
-        """Take the tokens per byte of a request the server counted (a plausible count),
-        when it is more than the estimate uses: the estimate errs on the large side (the
-        loop is made for one cell; the next one calibrates afresh)."""
+        """Take the tokens per byte of a request the server counted, when more than the
+        estimate uses: it errs on the large side (each loop calibrates afresh)."""
         if measure is None or measure.bytes <= 0 or plausible(measure.tokens) is None:
             return
         ratio = min(MAX_TOKENS_PER_BYTE, measure.tokens / measure.bytes)
         self.tokens_per_byte = max(self.tokens_per_byte, ratio)
 
     def estimate(self, byte_count: int) -> int:
-        """Tokens of `byte_count` bytes of a request, as calibrated."""
         return int(byte_count * self.tokens_per_byte + 0.999)
 
 
