@@ -66,6 +66,15 @@ def approval_text(
     return "\n".join(out), shortened
 
 
+def deny_unshowable(tool: str, length: int) -> Choice:
+    print(
+        f"{cell_text(tool)} was not allowed: its arguments are {length} characters long, too "
+        "long to show here in full, and only what is shown can be approved.",
+        flush=True,
+    )
+    return "deny"
+
+
 def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str], str]) -> Choice:
     """Show the call, then ask `read` (the kernel's `input`): `y`/`yes` allows it, `a`/`all`
     allows every call of `tool` for the rest of the session, anything else denies it."""
@@ -75,12 +84,7 @@ def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str
     while True:
         text, shortened = approval_text(tool, arguments, whole=whole, viewable=viewable)
         if len(text) > SHOWABLE:
-            print(
-                f"{name} was not allowed: its arguments are {len(text)} characters "
-                "long, too long to show here in full, and only what is shown can be approved.",
-                flush=True,
-            )
-            return "deny"
+            return deny_unshowable(tool, len(text))
         print(text, flush=True)
         shortened = shortened and viewable
         choices = "y/N/v/a" if shortened else "y/N/a"

@@ -7,7 +7,7 @@ click (or Enter or Space on a focused button), `{"key": k}` for a key of `keymap
 kernel maps a key to its choice (`keymap`, the one table), so a key's message is
 answered like a click, on whichever shell the comm's messages are handled.
 
-Focus: with `take_focus`, the first button takes it once the output is on the page, unless
+Focus: the first button takes it once the output is on the page, unless
 the user is typing (a cell's editor or a field that holds text has it): the widget never
 takes keys meant for code. After a press it gives the focus back to what had it.
 While it has the focus, the notebook's own one-letter commands (`a` inserts a cell,
@@ -94,7 +94,7 @@ export default {
     let frame = 0;
     const appear = () => {
       if (!box.isConnected) { frame = requestAnimationFrame(appear); return; }
-      if (model.get("take_focus") && buttons.length && !typing()) {
+      if (buttons.length && !typing()) {
         previous = document.activeElement;
         buttons[0].focus();
       }
@@ -138,15 +138,12 @@ class KeyedButtons(anywidget.AnyWidget):
     text = traitlets.Unicode("").tag(sync=True)
     buttons = traitlets.List(traitlets.Dict()).tag(sync=True)
     keymap = traitlets.Dict().tag(sync=True)  # key: choice (`keys`: ipywidgets' own)
-    take_focus = traitlets.Bool(True).tag(sync=True)  # (`focus()`: ipywidgets' own)
 
     def __init__(
         self,
         text: str,
         buttons: Sequence[Button],
         on_press: Callable[[str], None],
-        *,
-        take_focus: bool = True,
     ) -> None:
         super().__init__(
             text=text,
@@ -155,7 +152,6 @@ class KeyedButtons(anywidget.AnyWidget):
                 for b in buttons
             ],
             keymap={key: b.choice for b in buttons for key in b.keys},
-            take_focus=take_focus,
         )
         self._choices = frozenset(b.choice for b in buttons)
         self._on_press = on_press

@@ -3,7 +3,6 @@ _controls.py): a click runs `%agent resume` on the main shell once it is free.""
 
 from __future__ import annotations
 
-import html
 import threading
 from collections.abc import Callable
 
@@ -41,11 +40,9 @@ class ResumeOffer:
         )
         self._button.on_click(lambda _: self._click())
         kept = f": {options}" if options else ""
-        waiting = Record(
+        waiting = Record.of(
             f"↻ `%agent resume` continues this run{kept} (the Resume button shown here "
-            "needs the kernel that showed it)",
-            f"↻ <code>%agent resume</code> continues this run{html.escape(kept)} (the Resume "
-            "button shown here needs the kernel that showed it)",
+            "needs the kernel that showed it)"
         )
         self.control = Control(w.HBox([self._button]), waiting, publish)
 
@@ -62,21 +59,11 @@ class ResumeOffer:
     def _run(self) -> None:
         if self.control.settled:  # a run started before the kernel got to this one
             return
-        self.control.settle(
-            Record(
-                "↻ resumed by you (as `%agent resume`)",
-                "↻ resumed by you (as <code>%agent resume</code>)",
-            )
-        )
+        self.control.settle(Record.of("↻ resumed by you (as `%agent resume`)"))
         self._resume()
 
     def withdraw(self) -> None:
         """A later run started (or the session changed, or the extension was unloaded):
         the button would no longer resume what it was shown under."""
         first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
-        self.control.settle(
-            Record(
-                f"{first}`%agent resume` continues the latest stopped run",
-                f"{first}<code>%agent resume</code> continues the latest stopped run",
-            )
-        )
+        self.control.settle(Record.of(f"{first}`%agent resume` continues the latest stopped run"))
