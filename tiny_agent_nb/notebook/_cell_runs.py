@@ -6,10 +6,17 @@ Stop button and asks with buttons, and a run that stopped before its answer gets
 Resume button; elsewhere (terminal IPython, nbclient) it asks with `input()` as it
 always did, and `%agent resume` is said in text. Either way an answer "every call of this
 tool for the rest of this session" is kept by the runtime for its session (`allowing`).
+
+Which stop a KeyboardInterrupt was (`ShutdownWatch`): jupyter_client ends a kernel (a
+restart too) by interrupting it (SIGINT, as Ctrl-C) and then sending `shutdown_request`,
+which ipykernel answers by setting the shell's `exit_now`. So a run stopped by an
+interrupt waits briefly (`SHUTDOWN_GRACE`) for that request before it records its abort:
+both are sent back to back, so the wait costs a restart nothing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,11 +30,10 @@ from ..tools import ToolOutput
 from ._advice import resume_words
 from ._approval import Choice, ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
-from ._controls import RunControls, controls_available
+from ._controls import Control, Record, RunControls, controls_available
 from ._display import CellDisplay
 from ._loops import AskFn
-from ._resume_offer import ResumeOffer
-from ._shutdown import STOP_BUTTON
+from ._timeline_view import Publish, ipython_publish
 
 Go = Callable[[LoopObserver, AskFn], RunResult]
 Choose = Callable[[str, Mapping[str, Any]], Choice]
@@ -197,3 +203,137 @@ class TickingObserver(LoopObserver):
     def on_compaction(self, compacted: Compacted) -> None:
         self._tick()
         self._inner.on_compaction(compacted)
+
+
+# An abort's reasons (`abortRequested.reason`) other than the user's Ctrl-C, as every
+# surface says them: the cell, the timeline, `%agent status`, `tiny-agent-nb`.
+# An abort's reasons (`abortRequested.reason`) other than Ctrl-C, as every surface says them.
+STOP_BUTTON = "stopped with the Stop button"
+RESTARTED = "stopped by a kernel restart"
+SHUT_DOWN = "stopped by a kernel shutdown"
+# Seconds a run stopped by a KeyboardInterrupt waits for a shutdown request to follow.
+SHUTDOWN_GRACE = 0.5
+
+
+class ShutdownWatch:
+    """Follows one shell's `exit_now`; `stopped_by()` is `AgentLoop`'s question."""
+
+    def __init__(self, shell: Any, *, grace: float = SHUTDOWN_GRACE) -> None:
+        self._shell = shell
+        self._grace = grace
+        self._asked = threading.Event()
+        self._reason = SHUT_DOWN
+        # Only a kernel has a control channel to be shut down from; a terminal's
+        # `exit_now` (the user typed exit) is never set while a cell runs.
+        self.active = getattr(shell, "kernel", None) is not None
+        if self.active:
+            shell.observe(self._on_exit_now, names="exit_now")
+
+    def close(self) -> None:
+        if self.active:
+            self._shell.unobserve(self._on_exit_now, names="exit_now")
+            self.active = False
+
+    def _on_exit_now(self, change: dict[str, Any]) -> None:
+        """On ipykernel's control thread, inside its answer to `shutdown_request`."""
+        if not change["new"]:
+            return
+        self._reason = RESTARTED if _restarting(self._shell) else SHUT_DOWN
+        self._asked.set()
+
+    def stopped_by(self) -> str | None:
+        """After a KeyboardInterrupt: why the kernel is going away, when it is."""
+        if self.active and self._asked.wait(self._grace):
+            return self._reason
+        return None
+
+    @property
+    def asked(self) -> bool:
+        """A shutdown or restart was asked for (no wait)."""
+        return self._asked.is_set()
+
+
+def _restarting(shell: Any) -> bool:
+    """Whether the control message being answered asks for a restart (its `restart`)."""
+    try:
+        request = shell.kernel.get_parent("control")
+        return bool(request["content"]["restart"])
+    except (AttributeError, KeyError, TypeError):
+        return False
+
+
+def interrupted_line(*, shutting_down: bool, stop_button: bool = False) -> str:
+    """What a cell stopped by a KeyboardInterrupt says last."""
+    if stop_button:  # the reason as recorded, as a sentence
+        return (
+            f"■ {STOP_BUTTON[0].upper()}{STOP_BUTTON[1:]}. The abort is recorded; "
+            "`%agent resume` continues the run."
+        )
+    if shutting_down:
+        return (
+            "■ Stopped: the kernel is shutting down. The abort is recorded; in the next "
+            "kernel, `%agent resume` continues the run."
+        )
+    return "■ Interrupted. The abort is recorded; `%agent resume` continues the run."
+
+
+# ---------------------------------------------------------------- the Resume button
+
+
+class ResumeOffer:
+    """A Resume button under a run that stopped before its answer. A click runs what
+    `%agent resume` runs (`resume`), on the main thread once it is free, its output under
+    this cell's; the kernel never runs it on the thread that handled the click."""
+
+    def __init__(
+        self,
+        resume: Callable[[], None],
+        schedule: Callable[[Callable[[], None]], None],
+        *,
+        options: str | None = None,
+        publish: Publish = ipython_publish,
+    ) -> None:
+        """`options`: the words of the options the resume keeps (`resume_words`), shown
+        beside the button, so the click continues the run as it is seen to."""
+        import ipywidgets as w  # noqa: PLC0415
+
+        self._resume = resume
+        self._schedule = schedule
+        self._lock = threading.Lock()
+        self._clicked = False
+        self._button = w.Button(
+            description="Resume",
+            icon="play",
+            button_style="primary",
+            tooltip="Continue this run, as `%agent resume` does"
+            + (f": {options}" if options else ""),
+        )
+        self._button.on_click(lambda _: self._click())
+        kept = f": {options}" if options else ""
+        waiting = Record.of(
+            f"↻ `%agent resume` continues this run{kept} (the Resume button shown here "
+            "needs the kernel that showed it)"
+        )
+        self.control = Control(w.HBox([self._button]), waiting, publish)
+
+    def _click(self) -> None:
+        with self._lock:
+            if self._clicked or self.control.settled:
+                return
+            self._clicked = True
+        # Said at once, from whichever thread handles the click: the kernel may be busy.
+        self._button.disabled = True
+        self._button.description = "Resume: waiting for the kernel"
+        self._schedule(self._run)
+
+    def _run(self) -> None:
+        if self.control.settled:  # a run started before the kernel got to this one
+            return
+        self.control.settle(Record.of("↻ resumed by you (as `%agent resume`)"))
+        self._resume()
+
+    def withdraw(self) -> None:
+        """A later run started (or the session changed, or the extension was unloaded):
+        the button would no longer resume what it was shown under."""
+        first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
+        self.control.settle(Record.of(f"{first}`%agent resume` continues the latest stopped run"))

@@ -23,18 +23,27 @@ Every text this display publishes or prints went through the notebook's secrets:
 streamed answer through a `StreamRedactor` (an update never shows the first half of a
 key whose second half has not arrived), each closed paragraph, tool line, retry line and
 note through `redact`. What the saved notebook keeps is what the session file keeps.
+
+A proposed cell (`cell_proposer`) reaches the notebook as IPython's `set_next_input`: a
+payload on the running execution's reply, which JupyterLab, Notebook 7 and VS Code insert
+as a new cell below the agent cell (a terminal: the next prompt). IPython keeps one per
+execution, so a second proposal in one agent cell is refused. A run the Resume button
+started has no reply to carry one (`has_reply`): its code is shown in the output instead.
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import re
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from IPython.display import display
 
 from ..agent import Compacted, LoopObserver, compaction_line
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta, Waiting
@@ -43,8 +52,9 @@ from ..render import NO_MATHS, cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
 from ..timeline import outcome_note
-from ..tools import ToolOutput, truncate
+from ..tools import ToolError, ToolOutput, truncate
 from ..words import printable, short_arguments, whole_sentences
+from ._comm_pump import has_reply
 from ._timeline_view import Publish, ipython_publish, trailing_render
 
 UPDATE_INTERVAL = 0.1
@@ -295,3 +305,58 @@ def _cut(line: str) -> str:
 
 def _new_id() -> str:
     return f"tan-answer-{uuid.uuid4().hex}"
+
+
+SECOND_PROPOSAL = (
+    "a cell was already proposed during this agent cell, and the notebook shows only one "
+    "per cell run; this one was not proposed. Put all the code in that one cell, or tell "
+    "the user what to run."
+)
+INSERTED = "as a new cell below the agent cell"
+SHOWN = (
+    "as code shown in the run's output for the user to copy, not as a new cell: a run "
+    "resumed with the Resume button has no cell run of its own for the notebook to insert "
+    "one after"
+)
+SHOWN_HEADING = (
+    "▸ Proposed code, **not inserted as a cell** (a run resumed with the Resume button has "
+    "no cell run of its own to insert one after): copy it into a cell to run it."
+)
+
+
+def cell_proposer(shell: Any, secrets: Callable[[], tuple[str, ...]]) -> Callable[[str], str]:
+    """`propose_cell` for the tools: the code as the next input, below the running cell,
+    or shown where there is no reply to carry it. Returns where it went (`INSERTED`,
+    `SHOWN`). `secrets`: what the shown code is redacted of, as every output is."""
+
+    def propose(code: str) -> str:
+        if not has_reply():
+            display(
+                answer_bundle(f"{SHOWN_HEADING}\n\n{fenced(redact(code, secrets()))}"), raw=True
+            )
+            return SHOWN
+        if proposed_already(shell):
+            raise ToolError(SECOND_PROPOSAL)
+        shell.set_next_input(code, replace=False)
+        return INSERTED
+
+    return propose
+
+
+def fenced(code: str) -> str:
+    """`code` as one fenced markdown block: the fence is longer than any run of backticks
+    in it, so no line of the code can close it."""
+    longest = max((len(run) for run in re.findall("`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}python\n{code}\n{fence}"
+
+
+def proposed_already(shell: Any) -> bool:
+    """Whether this execution holds a next input already (ours or the user's code's)."""
+    payloads = getattr(shell, "payload_manager", None)
+    if payloads is not None:
+        return any(
+            isinstance(p, dict) and p.get("source") == "set_next_input"
+            for p in payloads.read_payload()
+        )
+    return bool(getattr(shell, "rl_next_input", None))  # a terminal's next prompt

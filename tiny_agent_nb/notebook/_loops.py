@@ -26,8 +26,7 @@ from ._config import TinyAgent
 from ._mcp import KernelServers
 from ._offline import DEMO_ADVICE
 from ._opening import NotebookError
-from ._provider import KernelProvider
-from ._session_model import SessionModel
+from ._provider import KernelProvider, SessionModel
 
 AskFn = Callable[[str, object], bool]
 # The cell's note before the kernel asks the server's metadata for the window.

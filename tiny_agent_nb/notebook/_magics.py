@@ -20,7 +20,7 @@ from ..render import cell_text
 from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
 from ._advice import outcome_line, stated
-from ._cell_runs import CellRuns
+from ._cell_runs import CellRuns, ShutdownWatch, interrupted_line
 from ._commands import (
     OPTIONS,
     RUN_OPTIONS,
@@ -37,14 +37,11 @@ from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
-from ._report import OpenReport
+from ._report import OpenReport, forget_window, status_text, summary_text
 from ._rerun import CellReplays
 from ._runtime import NotebookRuntime
-from ._shutdown import ShutdownWatch, interrupted_line
-from ._status import status_text
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
-from ._window_report import forget_window, summary_text
 
 log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -31,28 +31,29 @@ from ..session import (
     ToolIntent,
 )
 from ._advice import refusal_line
-from ._archive import INTERRUPTED_NEW_NOTE, claim_for_archive, keep_as_archive
 from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
-from ._kernel import record_kernel
 from ._loops import AskFn, LoopBuilder
 from ._mcp import KernelServers
 from ._opening import (
+    INTERRUPTED_NEW_NOTE,
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
     NotebookError,
+    claim_for_archive,
     closed_note,
+    keep_as_archive,
     moved_note,
     open_store,
     read_only_label,
     read_unlocked,
+    record_kernel,
     same_file,
 )
 from ._paths import SessionLocation
-from ._provider import KernelProvider
+from ._provider import KernelProvider, SessionModel
 from ._report import OpenReport
-from ._session_model import SessionModel
 from ._user_cells import UserCells
 
 _R = TypeVar("_R")
@@ -244,7 +245,7 @@ class NotebookRuntime:
 
     def new(self) -> tuple[Path, OpenReport]:
         """`%agent new`: keep the current file under its archive name and open a fresh one
-        where it was (`_archive`: why an interrupt waits until the switch is whole)."""
+        where it was (`_opening`: why an interrupt waits until the switch is whole)."""
         self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
         held = self.store or claim_for_archive(location)  # a long read: interruptible
