@@ -33,7 +33,7 @@ from ._comm_pump import CommPump, later_in_this_cell
 from ._controls import Control, Record, RunControls, controls_available
 from ._display import CellDisplay
 from ._loops import AskFn
-from ._timeline_view import Publish, ipython_publish
+from ._timeline_view import ipython_publish
 
 Go = Callable[[LoopObserver, AskFn], RunResult]
 Choose = Callable[[str, Mapping[str, Any]], Choice]
@@ -46,27 +46,26 @@ class CellRuns:
         *,
         rich: bool,
         stopped_run: Callable[[], Operation | None],
-        interrupted: Callable[[bool], str],
         allowed: set[str],
     ) -> None:
         """`stopped_run`: the run `%agent resume` would continue now, if any (the
-        engine's rule, asked, not copied); `interrupted`: what a run stopped by a
-        KeyboardInterrupt says last, given whether the Stop button sent it (a kernel
-        shutting down says so); `allowed`: the tools the user allowed for the rest of
-        the session (the runtime's, kept by `allowing`)."""
+        engine's rule, asked, not copied); `allowed`: the tools the user allowed for the
+        rest of the session (the runtime's, kept by `allowing`)."""
         self._shell = shell
-        self._interrupted = interrupted
         self._rich = rich
         self._stopped_run = stopped_run
         self._allowed = allowed
+        self.shutdown = ShutdownWatch(shell)
         self.offers: list[ResumeOffer] = []  # Resume buttons still live
         self._controls: RunControls | None = None  # the running run's
 
     def stopped_by(self) -> str | None:
-        """The running run's Stop button, when it was pressed: the abort's reason
-        (`AgentLoop`'s `stopped_by`)."""
+        """`AgentLoop`'s `stopped_by`: who stopped the running run, its Stop button (known
+        at once) or a kernel restart or shutdown (waited for); None: the user's interrupt."""
         controls = self._controls
-        return STOP_BUTTON if controls is not None and controls.stopped else None
+        if controls is not None and controls.stopped:
+            return STOP_BUTTON
+        return self.shutdown.stopped_by()
 
     def controls(self) -> bool:
         """Buttons instead of `input()`: asked per cell, since it depends on the frontend
@@ -94,7 +93,8 @@ class CellRuns:
             aborted = self._stopped_run()
             if aborted is not None and aborted.status == "aborted":
                 view.stopped(aborted.aborted_reason)  # the calls it cut off, as recorded
-            print(self._interrupted(controls is not None and controls.stopped))
+            stop_button = controls is not None and controls.stopped
+            print(interrupted_line(shutting_down=self.shutdown.asked, stop_button=stop_button))
             self.offer_resume(resume)
             return None
         finally:
@@ -218,9 +218,8 @@ SHUTDOWN_GRACE = 0.5
 class ShutdownWatch:
     """Follows one shell's `exit_now`; `stopped_by()` is `AgentLoop`'s question."""
 
-    def __init__(self, shell: Any, *, grace: float = SHUTDOWN_GRACE) -> None:
+    def __init__(self, shell: Any) -> None:
         self._shell = shell
-        self._grace = grace
         self._asked = threading.Event()
         self._reason = SHUT_DOWN
         # Only a kernel has a control channel to be shut down from; a terminal's
@@ -243,7 +242,7 @@ class ShutdownWatch:
 
     def stopped_by(self) -> str | None:
         """After a KeyboardInterrupt: why the kernel is going away, when it is."""
-        if self.active and self._asked.wait(self._grace):
+        if self.active and self._asked.wait(SHUTDOWN_GRACE):
             return self._reason
         return None
 
@@ -291,7 +290,6 @@ class ResumeOffer:
         schedule: Callable[[Callable[[], None]], None],
         *,
         options: str | None = None,
-        publish: Publish = ipython_publish,
     ) -> None:
         """`options`: the words of the options the resume keeps (`resume_words`), shown
         beside the button, so the click continues the run as it is seen to."""
@@ -314,7 +312,7 @@ class ResumeOffer:
             f"↻ `%agent resume` continues this run{kept} (the Resume button shown here "
             "needs the kernel that showed it)"
         )
-        self.control = Control(w.HBox([self._button]), waiting, publish)
+        self.control = Control(w.HBox([self._button]), waiting, ipython_publish)
 
     def _click(self) -> None:
         with self._lock:

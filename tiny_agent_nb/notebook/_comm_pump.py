@@ -228,10 +228,10 @@ def _make_subshell(kernel: Any, making: _Making) -> None:
         making.done.wait(SUBSHELL_START_TIMEOUT)
 
 
-def wait_for(event: threading.Event, pump: CommPump | None, *, interval: float = 0.05) -> None:
-    """Wait until `event` is set, handling comm messages meanwhile. KeyboardInterrupt
-    (Ctrl-C, the notebook's interrupt) ends the wait, as it ends any wait."""
-    while not event.wait(interval if pump is not None else None):
+def wait_for(event: threading.Event, pump: CommPump | None) -> None:
+    """Wait until `event` is set, handling comm messages meanwhile (every 50 ms).
+    KeyboardInterrupt (Ctrl-C, the notebook's interrupt) ends the wait, as it ends any."""
+    while not event.wait(0.05 if pump is not None else None):
         if pump is not None:
             pump.pump()
 

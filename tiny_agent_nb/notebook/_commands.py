@@ -241,6 +241,8 @@ def _shell_words(rest: list[str], name: str) -> list[str]:
 def run_options(args: Any) -> dict[str, Any]:
     """What `%%agent` and `%agent resume` take from their options, checked: a bad one is a
     UsageError before anything is committed. `--tools ""` is no tools, not the default."""
+    if args.demo and args.model is not None:
+        raise UsageError("--demo and --model name two models: use one")
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     if args.budget is not None and not 0 < args.budget < float("inf"):

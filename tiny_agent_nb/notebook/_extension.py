@@ -58,7 +58,7 @@ def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("pre_run_cell", magics.replays.note_cell)
     shell.events.unregister("post_run_cell", magics.refresh_views)
     shell.events.unregister("post_run_cell", magics.record_cell)
-    magics.shutdown.close()
+    magics.runs.shutdown.close()
     magics.runs.withdraw_offers()
     atexit.unregister(magics.runtime.shutdown)
     try:

@@ -20,7 +20,7 @@ from ..render import cell_text
 from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
 from ._advice import outcome_line, stated
-from ._cell_runs import CellRuns, ShutdownWatch, interrupted_line
+from ._cell_runs import CellRuns
 from ._commands import (
     OPTIONS,
     RUN_OPTIONS,
@@ -67,17 +67,15 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.runtime = runtime
         self.views: list[TimelineView] = []
-        # A kernel restart or shutdown from the menu interrupts a running cell first:
-        # the run's abort says which it was, not "interrupted by the user".
-        self.shutdown = ShutdownWatch(shell)
-        runtime.stopped_by = self._stopped_by
         self.runs = CellRuns(
             shell,
             rich=self._rich(),
             stopped_run=runtime.stopped_run,
-            interrupted=self._interrupted,
             allowed=runtime.allowed_tools,
         )
+        # A kernel restart or shutdown from the menu interrupts a running cell first:
+        # the run's abort says which it was, not "interrupted by the user".
+        runtime.stopped_by = self.runs.stopped_by
         self.replays = CellReplays(runtime, self.runs, self._resume_clicked)
 
     @magic_arguments()
@@ -130,8 +128,6 @@ class AgentMagics(Magics):
             raise UsageError("%%agent needs a prompt in the cell body")
         options = run_options(args)
         view = self._view()
-        if args.demo and args.model is not None:
-            raise UsageError("--demo and --model name two models: use one")
         # Before anything that needs a model: a cell run again shows its run (docs/spec.md §12).
         if not args.rerun and self.replays.replay(prompt, options, demo=args.demo, view=view):
             return
@@ -169,14 +165,6 @@ class AgentMagics(Magics):
 
     def _view(self) -> CellDisplay:
         return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
-
-    def _interrupted(self, stop_button: bool) -> str:
-        return interrupted_line(shutting_down=self.shutdown.asked, stop_button=stop_button)
-
-    def _stopped_by(self) -> str | None:
-        """Who stopped the running run: its Stop button (known at once), or a kernel
-        restart or shutdown (waited for); None: the user's interrupt."""
-        return self.runs.stopped_by() or self.shutdown.stopped_by()
 
     def _say_model(self, model: str | None, demo: bool) -> None:
         """The demo model's label (once per cell: its answer does not repeat it), and a
@@ -239,8 +227,6 @@ class AgentMagics(Magics):
         print(cell_text(text, keep_lines=True))
 
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
-        if demo and options["model"] is not None:
-            raise UsageError("--demo and --model name two models: use one")
         self._ready(options["model"], demo, "%agent resume")
         options, demo = continuing(options, demo, self._stopped_options())
         self._say_model(options["model"], demo)

@@ -156,11 +156,7 @@ class KernelServers:
     def _status_lines(
         self, status: ServerStatus, described: str | None, *, said: bool
     ) -> list[str]:
-        head = f"{status.name} — {status.state}"
-        if described:
-            head += f" ({described})"
-        else:
-            head += f" ({status.transport})"
+        head = f"{status.name} — {status.state} ({described or status.transport})"
         if status.version:
             head += f", version {status.version}"
         lines = [self._line(head)]
