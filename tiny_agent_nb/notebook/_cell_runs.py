@@ -1,17 +1,15 @@
 """A run driven from a cell (`%%agent`, `%agent resume`, a Resume button): what it shows
 while it runs, how it asks before a tool that changes things, and what it leaves.
 
-In a Jupyter frontend a person answers (`_controls.controls_available`), the run has a
-Stop button and asks with buttons, and a run that stopped before its answer gets a
-Resume button; elsewhere (terminal IPython, nbclient) it asks with `input()` as it
-always did, and `%agent resume` is said in text. Either way an answer "every call of this
-tool for the rest of this session" is kept by the runtime for its session (`allowing`).
+Where a person answers in a Jupyter frontend (`controls_available`) the run has a Stop
+button, asks with buttons, and gets a Resume button when it stopped before its answer;
+elsewhere (a terminal, nbclient) it asks with `input()` and says `%agent resume` in text.
 
 Which stop a KeyboardInterrupt was (`ShutdownWatch`): jupyter_client ends a kernel (a
-restart too) by interrupting it (SIGINT, as Ctrl-C) and then sending `shutdown_request`,
-which ipykernel answers by setting the shell's `exit_now`. So a run stopped by an
-interrupt waits briefly (`SHUTDOWN_GRACE`) for that request before it records its abort:
-both are sent back to back, so the wait costs a restart nothing.
+restart too) by interrupting it and then sending `shutdown_request`, which ipykernel
+answers by setting the shell's `exit_now`. So a stopped run waits briefly
+(`SHUTDOWN_GRACE`) for that request before it records its abort: both are sent back to
+back, so the wait costs a restart nothing.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -259,8 +260,6 @@ def later_in_this_cell(shell: Any) -> Callable[[Callable[[], None]], None] | Non
 
 
 def _as_cell(kernel: Any, cell: tuple[Any, Any], work: Callable[[], None]) -> None:
-    import sys  # noqa: PLC0415
-
     saved = (kernel._parent_ident["shell"], kernel.get_parent("shell"))
     kernel.set_parent(*cell, channel="shell")
     # What ipykernel does around a cell (pre_handler_hook): between cells it ignores SIGINT.
@@ -278,7 +277,9 @@ def _as_cell(kernel: Any, cell: tuple[Any, Any], work: Callable[[], None]) -> No
         # The kernel reads the payload into the next execute_reply: left here, a cell
         # proposed (or code's `set_next_input`) would land below the next, unrelated
         # cell, and the next agent cell's own proposal would be refused as a second one.
-        _drop_payload(kernel)
+        payloads = getattr(getattr(kernel, "shell", None), "payload_manager", None)
+        if payloads is not None:
+            payloads.clear_payload()
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
@@ -291,12 +292,6 @@ def has_reply() -> bool:
     """Whether what runs now will have an execute_reply of its own to carry a payload:
     a cell does; work `later_in_this_cell` scheduled (a Resume button's run) does not."""
     return not _WITHOUT_REPLY.get()
-
-
-def _drop_payload(kernel: Any) -> None:
-    payloads = getattr(getattr(kernel, "shell", None), "payload_manager", None)
-    if payloads is not None:
-        payloads.clear_payload()
 
 
 def _status(kernel: Any, state: str, parent: Any) -> None:

@@ -105,14 +105,10 @@ def controls_available(shell: Any) -> bool:
     if type(shell).__name__ != "ZMQInteractiveShell" or kernel is None:
         return False
     try:
-        allowed = bool(kernel.get_parent("shell").get("content", {}).get("allow_stdin"))
-    except Exception:
-        return False
-    if not allowed:
-        return False
-    try:
+        if not kernel.get_parent("shell").get("content", {}).get("allow_stdin"):
+            return False
         import ipywidgets  # noqa: F401, PLC0415
-    except ImportError:
+    except Exception:  # no parent message, or no ipywidgets
         return False
     return True
 

@@ -1,34 +1,26 @@
 """What a `%%agent` cell shows while it runs: streamed text, tool lines, final markdown.
 
-In a Jupyter kernel the answer is one display that updates in place (markdown made
-safe by `safe_markdown`, with the answer itself as text/plain); in a terminal the text
-is printed as it arrives.
+In a Jupyter kernel the answer is one display updated in place (markdown made safe by
+`safe_markdown`, the answer itself as text/plain); in a terminal the text is printed as it
+arrives. Text that came inside the update interval before a pause (the model thinking) is
+drawn by one trailing render from a timer thread, not only when the next piece arrives.
 
-The stream is read on the kernel's thread, which then waits on the socket: text that came
-inside the update interval before a pause (the model thinking, a slow provider) is drawn
-by one trailing render from a timer thread, as the timeline does, not only when the next
-piece arrives.
+Until the answer begins, the cell counts the seconds it waits, in one display (a slow
+local model once showed a Stop button alone for 50 s). The count is drawn on the main
+thread, when the provider tells of each second of silence (`Waiting`), not by a thread of
+its own: a publish from another thread can wait up to 10 s on ipykernel's flush, and a
+counting thread would have to be ordered against the answer and stopped on every way a
+request ends. On the main thread no tick can come after the answer.
 
-Until the model's answer begins, the cell says it waits and counts the seconds, in one
-display updated in place (a slow local model once showed a Stop button alone for 50 s).
-The count is drawn on the kernel's main thread, when the provider tells of each second
-of silence (`Waiting`, between two slices of the read that waits), not by a thread of its
-own: a publish from another thread can wait on ipykernel's flush of the streams (up to
-10 s), and a counting thread would have to be ordered against the answer that takes its
-display over, stopped and joined on every way a request ends (answer, error, Ctrl-C,
-Stop, deadline, kernel shutdown). On the main thread every draw is in the order the run
-makes it: no tick can come after the answer, nothing is left counting when the run ends.
+Every text shown went through the notebook's secrets: the streamed answer through a
+`StreamRedactor` (never the first half of a key whose second half has not arrived), each
+paragraph, tool line and note through `redact`: the saved notebook keeps what the file keeps.
 
-Every text this display publishes or prints went through the notebook's secrets: the
-streamed answer through a `StreamRedactor` (an update never shows the first half of a
-key whose second half has not arrived), each closed paragraph, tool line, retry line and
-note through `redact`. What the saved notebook keeps is what the session file keeps.
-
-A proposed cell (`cell_proposer`) reaches the notebook as IPython's `set_next_input`: a
-payload on the running execution's reply, which JupyterLab, Notebook 7 and VS Code insert
-as a new cell below the agent cell (a terminal: the next prompt). IPython keeps one per
-execution, so a second proposal in one agent cell is refused. A run the Resume button
-started has no reply to carry one (`has_reply`): its code is shown in the output instead.
+A proposed cell (`cell_proposer`) is IPython's `set_next_input`: a payload on the running
+execution's reply, which JupyterLab, Notebook 7 and VS Code insert as a cell below (a
+terminal: the next prompt). IPython keeps one per execution, so a second proposal in one
+agent cell is refused. A run the Resume button started has no reply (`has_reply`): its
+code is shown in the output instead.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """Buttons that take the keyboard focus when they appear and answer to keys, as a
 dialog's do (an anywidget: ipywidgets has no way to focus a button).
 
-The widget draws `text` and `buttons`, each label with its key underlined as a dialog
-shows its accelerators, and sends what the user did on its comm: `{"choice": c}` for a
-click (or Enter or Space on a focused button), `{"key": k}` for a key of `keymap`. The
-kernel maps a key to its choice (`keymap`, the one table), so a key's message is
-answered like a click, on whichever shell the comm's messages are handled.
+The widget sends `{"choice": c}` for a click (or Enter or Space on a focused button) and
+`{"key": k}` for a key of `keymap`; the kernel maps a key to its choice (`keymap`, the one
+table), so a key is answered like a click, on whichever shell handles the comm.
 
-Focus: the first button takes it once the output is on the page, unless
-the user is typing (a cell's editor or a field that holds text has it): the widget never
-takes keys meant for code. After a press it gives the focus back to what had it.
-While it has the focus, the notebook's own one-letter commands (`a` inserts a cell,
-`x` cuts one) do not reach the notebook; keys with Ctrl, Alt or Meta, and Tab, do.
+The first button takes the focus once shown, unless the user is typing (a cell's editor or
+a field holding text): the widget never takes keys meant for code. After a press it gives
+the focus back. While it has it, the notebook's one-letter commands (`a` inserts a cell)
+do not reach the notebook; keys with Ctrl, Alt or Meta, and Tab, do.
 
 Everything shown is set as text (`textContent`): a call's arguments never become markup.
 """

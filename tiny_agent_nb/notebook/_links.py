@@ -1,24 +1,14 @@
-"""The link from a notebook to its session, kept in the notebook's own outputs, so that a
-renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §10).
+"""The link from a notebook to its session (docs/spec.md §10): a display no frontend
+renders (the session's id and file name), left in the outputs of `%load_ext` and `%%agent`
+cells of a notebook found through `JPY_SESSION_NAME`, saved and copied with the notebook.
 
-JupyterLab renames a notebook while its kernel runs: that kernel goes on writing the file
-it opened. A restart (Jupyter gives the new process the new name in `JPY_SESSION_NAME`)
-or a new kernel looks for the file named after the notebook, which is not there. So
-every `%load_ext` and `%%agent` cell of a notebook found through `JPY_SESSION_NAME`
-leaves, in its output, a display that no frontend renders: the session's id and file
-name. It is saved with the notebook, and copied with it.
+A renamed notebook's kernel goes on writing the file it opened, but a restart or a new
+kernel looks for the file named after the notebook. When that file is missing, the newest
+link leads to the session it had: the file is renamed after the notebook when no other
+notebook owns it and no kernel writes it; otherwise the notebook is a copy and gets a fork.
 
-When the notebook's own session file is missing, its newest link leads to the session
-it had, beside it (or in the kernel's directory, which a moved notebook's kernel keeps
-until it is started afresh), if that file still holds the session the link names:
-- the file belongs to no other notebook (its name's notebook is gone, and no notebook
-  still there opened it with `%agent session`) and no other kernel writes it: the
-  notebook was renamed or moved, and the file is renamed after it;
-- otherwise the notebook is a copy (duplicated, or saved as): it gets a fork of the
-  session, and the file stays the other notebook's, never written by two kernels.
-
-The notebook is untrusted input: a link is only followed to a file of the session's
-name form, in one of those two directories, holding the session the link names.
+The notebook is untrusted input: a link is only followed to a file of the session's name
+form, beside the notebook or in the kernel's directory, holding the session it names.
 """
 
 from __future__ import annotations

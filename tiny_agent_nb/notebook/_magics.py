@@ -94,8 +94,6 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         try:
             args = parse_argstring(self.agent, line)
-        except UsageError:
-            raise
         except SystemExit:  # argparse's exit on a bad choice
             raise UsageError(f"bad arguments: {line!r}; see %agent help") from None
         except ValueError as exc:  # the splitter's "No closing quotation"

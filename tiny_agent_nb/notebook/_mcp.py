@@ -1,12 +1,10 @@
-"""The kernel's MCP servers (docs/spec.md §5): one `McpServers` for the configuration
+"""The kernel's MCP servers (docs/spec.md §5), for the configuration
 `TinyAgent.mcp_servers` holds now.
 
-Servers start when something first needs them (a `%%agent` run or `%agent resume`
-building its tools, `%agent mcp`), never when a session is loaded: a recovery needs no
-server, since an MCP intent is never re-run. They stop when the session is closed
-(`%agent new`, `%agent session`, `%unload_ext`, the kernel's exit) and when their
-configuration changes. Every line this module returns is meant for a cell: secrets
-redacted, control characters made visible (`render.cell_text`).
+Servers start when something first needs them (a run building its tools, `%agent mcp`),
+never when a session is loaded (a recovery never re-runs an MCP intent). They stop with
+the session and when their configuration changes. Every line returned is for a cell:
+secrets redacted, control characters made visible.
 """
 
 from __future__ import annotations

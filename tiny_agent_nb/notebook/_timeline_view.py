@@ -1,14 +1,9 @@
 """`%agent timeline`: runs → attempts → tool intents → usage, as one display updated in place.
 
-The display is plain rich output (HTML from `timeline_html`, text from `timeline_text`)
-with a display id, re-rendered (throttled) as the session's facts commit. What a saved
-notebook holds is therefore always the latest timeline, readable after reopening with
-no kernel, in JupyterLab, VS Code, nbviewer or a text export: no widget model to lose.
-
-A view belongs to the session it was opened on. When this kernel switches or closes
-that session (`%agent new`, `%agent session PATH`, unload), the view draws its last
-state once more, saying it is closed, and stops following; a new `%agent timeline`
-follows the current session.
+Plain rich output (HTML and text) with a display id, re-rendered (throttled) as facts
+commit: a saved notebook holds the latest timeline, readable with no kernel in any
+frontend or export (no widget model to lose). A view follows the session it was opened
+on; when this kernel switches or closes it, the view draws its last state as closed.
 """
 
 from __future__ import annotations
