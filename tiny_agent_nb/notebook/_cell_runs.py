@@ -203,8 +203,6 @@ class TickingObserver(LoopObserver):
         self._inner.on_compaction(compacted)
 
 
-# An abort's reasons (`abortRequested.reason`) other than the user's Ctrl-C, as every
-# surface says them: the cell, the timeline, `%agent status`, `tiny-agent-nb`.
 # An abort's reasons (`abortRequested.reason`) other than Ctrl-C, as every surface says them.
 STOP_BUTTON = "stopped with the Stop button"
 RESTARTED = "stopped by a kernel restart"

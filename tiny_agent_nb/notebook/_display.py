@@ -197,15 +197,15 @@ class CellDisplay(LoopObserver):
         self.say(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt")
 
     def on_notice(self, text: str) -> None:
-        self._end_text()
+        self.finish(None)  # a line of ours ends the paragraph
         self.say(f"Note: {text}")
 
     def on_compaction(self, compacted: Compacted) -> None:
-        self._end_text()
+        self.finish(None)  # a line of ours ends the paragraph
         self.say(f"⇊ {compaction_line(compacted)}")
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        self._end_text()
+        self.finish(None)  # a line of ours ends the paragraph
         self._running[call.id] = call.name
         self.say(f"→ {call.name} {short_arguments(dict(arguments))}")
 
@@ -248,27 +248,11 @@ class CellDisplay(LoopObserver):
                 f"{MARKS['interrupted']} {name} interrupted — {outcome_note('interrupted', reason)}"
             )
 
-    def _end_text(self) -> None:
-        """A tool line closes the current paragraph of streamed text: its last update is
-        the whole paragraph, redacted as the session file keeps it."""
-        with self._lock:
-            display_id = self._close_paragraph()
-            text = self._text.final()
-            if text and display_id is not None and self._rich:
-                self._publish(answer_bundle(text), display_id=display_id, update=True)
-            elif text and not self._rich:
-                self._print_more(text)
-                print(flush=True)
-            self._new_paragraph()
-
-    def _new_paragraph(self) -> None:
-        self._text = StreamRedactor(self._secrets)
-        self._printed = ""
-
     def finish(self, final: str | None) -> None:
-        """Render the final answer as markdown (once, complete). `final` is the answer as
-        committed (a secret the model repeated is redacted there), so it replaces the
-        streamed text: the saved notebook keeps what the file keeps."""
+        """End the paragraph streaming now: its last update is the whole paragraph, or
+        `final`, the answer as committed (a secret the model repeated is redacted there),
+        which replaces it: the saved notebook keeps what the file keeps. A line of the
+        cell's own (a tool line, a note) ends the paragraph with `final` None."""
         with self._lock:
             display_id = self._close_paragraph()
             streamed = self._text.final()
@@ -287,7 +271,8 @@ class CellDisplay(LoopObserver):
                 self._publish(answer_bundle(final), display_id=_new_id(), update=False)
             self._end_count()  # an answer with no text, an error, a stop: no count is left
             self._answering = False
-            self._new_paragraph()
+            self._text = StreamRedactor(self._secrets)
+            self._printed = ""
 
 
 def _cut(line: str) -> str:

@@ -192,9 +192,8 @@ def moved_note(path: Path, moved: str) -> str:
     )
 
 
-# What a kernel id may look like in the file: Jupyter's are UUIDs, VS Code's similar.
 # --------------------------------------------------------------- this kernel, recorded
-# Jupyter's kernel ids are UUIDs, VS Code's similar.
+# What a kernel id may look like in the file: Jupyter's are UUIDs, VS Code's similar.
 _KERNEL_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 _IMPORTED_AT = time.time_ns() // 1_000_000
 
