@@ -106,25 +106,14 @@ export default {
 @dataclass(frozen=True)
 class Button:
     """One button: `choice` is what a press answers; `keys` answer it too; `mark`: the
-    index in `label` of the letter underlined (by default the first key letter that
-    starts a word, else the first anywhere); `style`: ipywidgets' button_style."""
+    index in `label` of the letter underlined (-1: none); `style`: ipywidgets'
+    button_style."""
 
     choice: str
     label: str
     keys: tuple[str, ...] = ()
     style: str = ""
-    mark: int | None = None
-
-    def marked(self) -> int:
-        """The index of the letter underlined in the label; -1: none."""
-        if self.mark is not None:
-            return self.mark
-        letter = next((k.lower() for k in self.keys if len(k) == 1), None)
-        if letter is None:
-            return -1
-        label = self.label.lower()
-        starts = [i for i, c in enumerate(label) if c == letter and (i == 0 or label[i - 1] == " ")]
-        return starts[0] if starts else label.find(letter)
+    mark: int = 0
 
 
 class KeyedButtons(anywidget.AnyWidget):
@@ -145,7 +134,7 @@ class KeyedButtons(anywidget.AnyWidget):
         super().__init__(
             text=text,
             buttons=[
-                {"choice": b.choice, "label": b.label, "mark": b.marked(), "style": b.style}
+                {"choice": b.choice, "label": b.label, "mark": b.mark, "style": b.style}
                 for b in buttons
             ],
             keymap={key: b.choice for b in buttons for key in b.keys},
