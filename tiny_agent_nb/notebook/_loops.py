@@ -24,9 +24,8 @@ from ..session import Approval, RunOptions, SessionStore
 from ..tools import ToolContext
 from ._config import TinyAgent
 from ._mcp import KernelServers
-from ._offline import DEMO_ADVICE
 from ._opening import NotebookError
-from ._provider import KernelProvider, SessionModel
+from ._provider import DEMO_ADVICE, KernelProvider, SessionModel
 
 AskFn = Callable[[str, object], bool]
 # The cell's note before the kernel asks the server's metadata for the window.

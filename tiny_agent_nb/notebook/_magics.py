@@ -33,10 +33,10 @@ from ._commands import (
 from ._display import CellDisplay
 from ._links import link_bundle, links_here
 from ._loops import AskFn, continuing
-from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
+from ._provider import DEMO_CELL_LABEL
 from ._report import OpenReport, forget_window, status_text, summary_text
 from ._rerun import CellReplays
 from ._runtime import NotebookRuntime

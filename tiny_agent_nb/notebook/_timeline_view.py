@@ -19,7 +19,7 @@ from IPython.display import display, update_display
 
 from ..render import superseded_rule, timeline_html, timeline_text
 from ..session import Fact, RecordFact, SessionState
-from ..timeline import Timeline, build_timeline
+from ..timeline import build_timeline
 from ._opening import NotebookError
 
 REFRESH_INTERVAL = 0.25  # s between renders while facts stream in; perf: row "timeline-refresh"
@@ -92,10 +92,6 @@ class TimelineView:
         self._timeline = build_timeline(state)
         self.closed = False
         self._unwatch = source.watch(self.on_commit) if live else None
-
-    @property
-    def timeline(self) -> Timeline:
-        return self._timeline
 
     def show(self) -> None:
         self._publish(self.bundle(), display_id=self._display_id, update=False)
