@@ -1,13 +1,11 @@
 """What `--approve ask` shows before a tool that changes things runs.
 
-The user approves exactly what will run: every argument in full, with its control
-characters made visible (`render.cell_text`), so a `\\r`, an ANSI escape, a bidi override
-or a zero-width character cannot hide part of a command. Only text a tool writes as data
-(a file's new content) may be too long to read at a prompt: it is shown as its size, head
-and tail, and answering `v` shows all of it and asks again.
-
-Each question has three answers: allow this call, allow every call of this tool for the
-rest of this session (in this kernel: `_cell_runs.allowing` keeps them), or deny.
+The user approves exactly what will run: every argument in full, its control characters
+made visible (`render.cell_text`), so a `\\r`, an ANSI escape, a bidi override or a
+zero-width character cannot hide part of a command. Only data a tool writes (a file's new
+content) may be shortened to its size, head and tail; answering `v` shows all of it.
+The answers: allow this call, allow every call of this tool for the rest of this session
+(in this kernel: `_cell_runs.allowing` keeps them), or deny.
 """
 
 from __future__ import annotations
