@@ -25,12 +25,12 @@ from ..provider import ProviderError, StreamEvent
 from ..render import cell_text
 from ..session import Operation, ToolCall
 from ..tools import ToolOutput
-from ._advice import resume_words
 from ._approval import Choice, ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
 from ._controls import Control, Record, RunControls, controls_available
 from ._display import CellDisplay
 from ._loops import AskFn
+from ._report import resume_words
 from ._timeline_view import ipython_publish
 
 Go = Callable[[LoopObserver, AskFn], RunResult]

@@ -19,7 +19,6 @@ from ..agent import LoopObserver, RunResult
 from ..render import cell_text
 from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
-from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
 from ._commands import (
     OPTIONS,
@@ -37,7 +36,7 @@ from ._opening import NotebookError
 from ._paths import resolve_session_path
 from ._prompt import PromptError, fill_prompt
 from ._provider import DEMO_CELL_LABEL
-from ._report import OpenReport, forget_window, status_text, summary_text
+from ._report import OpenReport, forget_window, outcome_line, stated, status_text, summary_text
 from ._rerun import CellReplays
 from ._runtime import NotebookRuntime
 from ._timeline_view import TimelineView, superseding_bundle

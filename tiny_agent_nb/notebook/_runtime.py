@@ -28,7 +28,6 @@ from ..session import (
     SessionStore,
     ToolIntent,
 )
-from ._advice import refusal_line
 from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
@@ -51,7 +50,7 @@ from ._opening import (
 )
 from ._paths import SessionLocation
 from ._provider import KernelProvider, SessionModel
-from ._report import OpenReport
+from ._report import OpenReport, refusal_line
 from ._user_cells import UserCells
 
 _R = TypeVar("_R")
