@@ -24,8 +24,10 @@ from ._commands import (
     OPTIONS,
     RUN_OPTIONS,
     SUBCOMMANDS,
+    PromptError,
     check_command,
     command_help,
+    fill_prompt,
     magic_help,
     run_options,
 )
@@ -34,7 +36,6 @@ from ._links import link_bundle, links_here
 from ._loops import AskFn, continuing
 from ._opening import NotebookError
 from ._paths import resolve_session_path
-from ._prompt import PromptError, fill_prompt
 from ._provider import DEMO_CELL_LABEL
 from ._report import OpenReport, forget_window, outcome_line, stated, status_text, summary_text
 from ._rerun import CellReplays

@@ -31,8 +31,7 @@ from ..session import (
 from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
-from ._loops import AskFn, LoopBuilder
-from ._mcp import KernelServers
+from ._loops import AskFn, KernelServers, LoopBuilder
 from ._opening import (
     INTERRUPTED_NEW_NOTE,
     INTERRUPTED_RECOVERY_NOTE,
