@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
 from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, _loops
-from tiny_agent_nb.notebook._paths import SessionLocation
+from tiny_agent_nb.notebook._links import SessionLocation
 from tiny_agent_nb.provider import Completion, ProviderConfig, StreamEvent, messages
 from tiny_agent_nb.session import AssistantMessage, HeaderInit, SessionStore, ToolCall
 from tiny_agent_nb.tools import (

@@ -11,10 +11,9 @@ from typing import Any
 
 from ._config import TinyAgent
 from ._display import cell_proposer
-from ._links import follow_notebook
+from ._links import follow_notebook, resolve_session_path
 from ._magics import AgentMagics
 from ._opening import NotebookError
-from ._paths import resolve_session_path
 from ._provider import demo_note_after
 from ._runtime import NotebookRuntime
 

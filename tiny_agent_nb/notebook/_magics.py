@@ -32,10 +32,9 @@ from ._commands import (
     run_options,
 )
 from ._display import CellDisplay
-from ._links import link_bundle, links_here
+from ._links import link_bundle, links_here, resolve_session_path
 from ._loops import AskFn, continuing
 from ._opening import NotebookError
-from ._paths import resolve_session_path
 from ._provider import DEMO_CELL_LABEL
 from ._report import OpenReport, forget_window, outcome_line, stated, status_text, summary_text
 from ._rerun import CellReplays

@@ -36,7 +36,7 @@ from ..session import (
     load_session,
 )
 from ..session import facts as f
-from ._paths import SessionLocation, next_archive_path, not_a_file
+from ._links import SessionLocation, next_archive_path, not_a_file
 
 
 class NotebookError(TinyAgentError):
@@ -49,10 +49,6 @@ class SessionInUseError(NotebookError):
     def __init__(self, message: str, holder_pid: int | None) -> None:
         super().__init__(message)
         self.holder_pid = holder_pid
-
-
-def same_file(a: Path, b: Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def refuse_non_file(location: SessionLocation) -> None:

@@ -42,7 +42,7 @@ from ..timeline import (
     session_models,
 )
 from ..words import money, short_arguments, shorten, usd
-from ._paths import SessionLocation
+from ._links import SessionLocation
 from ._provider import KernelProvider
 
 if TYPE_CHECKING:  # the runtime reports through this module

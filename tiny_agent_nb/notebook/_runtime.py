@@ -31,6 +31,7 @@ from ..session import (
 from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
+from ._links import SessionLocation, same_file
 from ._loops import AskFn, KernelServers, LoopBuilder
 from ._opening import (
     INTERRUPTED_NEW_NOTE,
@@ -45,9 +46,7 @@ from ._opening import (
     read_only_label,
     read_unlocked,
     record_kernel,
-    same_file,
 )
-from ._paths import SessionLocation
 from ._provider import KernelProvider, SessionModel
 from ._report import OpenReport, refusal_line
 from ._user_cells import UserCells
