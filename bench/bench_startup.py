@@ -58,7 +58,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 NOTEBOOK = "analysis.ipynb"
-SESSION = "analysis.agent.jsonl"  # notebook/_paths.py: session_file_for
+SESSION = "analysis.agent.jsonl"  # notebook/_links.py: session_file_for
 PRISTINE = "left-open.jsonl"  # the session as the dead kernel left it
 STEPS_PER_RUN = 10
 TARGET_MS = {10_000: 300.0, 100_000: 1000.0}  # docs/benchmarks.md, "Start-up"

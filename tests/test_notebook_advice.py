@@ -14,7 +14,7 @@ from tiny_agent_nb.agent import (
     StepsReached,
     StopReason,
 )
-from tiny_agent_nb.notebook._advice import outcome_line, refusal_line, stated
+from tiny_agent_nb.notebook._report import outcome_line, refusal_line, stated
 from tiny_agent_nb.session import OperationOutcome
 
 

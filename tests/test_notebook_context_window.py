@@ -13,7 +13,7 @@ from test_notebook_kernel import assert_clean
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent, resolve_session_path
 from tiny_agent_nb.notebook._loops import ASKING, WINDOW_ASK_INTERRUPTED
-from tiny_agent_nb.notebook._window_report import window_line
+from tiny_agent_nb.notebook._report import window_line
 from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f

@@ -13,9 +13,14 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.notebook._kernel import record_kernel
-from tiny_agent_nb.notebook._links import LINK_MIME, follow_notebook, newest_link
-from tiny_agent_nb.notebook._paths import SessionLocation, session_file_for
+from tiny_agent_nb.notebook._links import (
+    LINK_MIME,
+    SessionLocation,
+    follow_notebook,
+    newest_link,
+    session_file_for,
+)
+from tiny_agent_nb.notebook._opening import record_kernel
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionStore,

@@ -15,8 +15,8 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from tiny_agent_nb._guard import ADOPTS
+from tiny_agent_nb.notebook._commands import fill_prompt
 from tiny_agent_nb.notebook._loops import ASKING
-from tiny_agent_nb.notebook._prompt import fill_prompt
 from tiny_agent_nb.notebook._timeline_view import TimelineView
 from tiny_agent_nb.session import HeaderInit, SessionStore, ToolIdentity, load_session, new_id
 from tiny_agent_nb.session import facts as f

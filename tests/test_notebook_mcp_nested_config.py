@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tiny_agent_nb.notebook import TinyAgent
-from tiny_agent_nb.notebook._mcp import KernelServers
+from tiny_agent_nb.notebook._loops import KernelServers
 
 
 def test_a_deeply_nested_mcp_servers_value_is_one_line_and_breaks_nothing_else(

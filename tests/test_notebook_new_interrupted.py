@@ -20,7 +20,7 @@ import pytest
 
 import tiny_agent_nb
 from tiny_agent_nb.notebook._config import TinyAgent
-from tiny_agent_nb.notebook._paths import SessionLocation
+from tiny_agent_nb.notebook._links import SessionLocation
 from tiny_agent_nb.notebook._runtime import NotebookRuntime
 from tiny_agent_nb.session import load_session
 

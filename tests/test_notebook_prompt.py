@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.notebook._prompt import PromptError, fill_prompt
+from tiny_agent_nb.notebook._commands import PromptError, fill_prompt
 
 NAMESPACE: dict[str, Any] = {
     "x": 3,

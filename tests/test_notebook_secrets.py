@@ -10,7 +10,7 @@ import pytest
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent
-from tiny_agent_nb.notebook._paths import SessionLocation
+from tiny_agent_nb.notebook._links import SessionLocation
 
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 

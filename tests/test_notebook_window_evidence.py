@@ -15,7 +15,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from test_agent_window import NOTES, harness, scripted_model, window_server
 
 from tiny_agent_nb.agent import ContextFull
-from tiny_agent_nb.notebook._advice import CONFIGURED_TOO_LARGE, next_step
+from tiny_agent_nb.notebook._report import CONFIGURED_TOO_LARGE, next_step
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from tiny_agent_nb.session import facts as f
 

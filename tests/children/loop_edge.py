@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tiny_agent_nb.agent import AgentLoop, LoopConfig, LoopObserver
-from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, _mcp
-from tiny_agent_nb.notebook._paths import SessionLocation
+from tiny_agent_nb.notebook import NotebookError, NotebookRuntime, TinyAgent, _loops
+from tiny_agent_nb.notebook._links import SessionLocation
 from tiny_agent_nb.provider import Completion, ProviderConfig, StreamEvent, messages
 from tiny_agent_nb.session import AssistantMessage, HeaderInit, SessionStore, ToolCall
 from tiny_agent_nb.tools import (
@@ -182,7 +182,7 @@ def main() -> None:
     tools = with_waiting_read()
     if mode == "notebook-recover":
         # The notebook's own loading, with the read that waits among its tools.
-        _mcp.builtin_registry = with_waiting_read  # the tools a run may call (KernelServers)
+        _loops.builtin_registry = with_waiting_read  # the tools a run may call (KernelServers)
         config = TinyAgent(workspace=str(workspace), tools=list(tools.names))
         agent = NotebookRuntime(config, {})
         print(agent.open(SessionLocation(session, "explicit")).text(), flush=True)

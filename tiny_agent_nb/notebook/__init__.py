@@ -2,8 +2,8 @@
 
 from ._config import TinyAgent
 from ._extension import load, unload
+from ._links import resolve_session_path
 from ._opening import NotebookError
-from ._paths import resolve_session_path
 from ._runtime import NotebookRuntime
 
 __all__ = [

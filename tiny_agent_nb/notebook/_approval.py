@@ -1,13 +1,11 @@
 """What `--approve ask` shows before a tool that changes things runs.
 
-The user approves exactly what will run: every argument in full, with its control
-characters made visible (`render.cell_text`), so a `\\r`, an ANSI escape, a bidi override
-or a zero-width character cannot hide part of a command. Only text a tool writes as data
-(a file's new content) may be too long to read at a prompt: it is shown as its size, head
-and tail, and answering `v` shows all of it and asks again.
-
-Each question has three answers: allow this call, allow every call of this tool for the
-rest of this session (in this kernel: `_cell_runs.allowing` keeps them), or deny.
+The user approves exactly what will run: every argument in full, its control characters
+made visible (`render.cell_text`), so a `\\r`, an ANSI escape, a bidi override or a
+zero-width character cannot hide part of a command. Only data a tool writes (a file's new
+content) may be shortened to its size, head and tail; answering `v` shows all of it.
+The answers: allow this call, allow every call of this tool for the rest of this session
+(in this kernel: `_cell_runs.allowing` keeps them), or deny.
 """
 
 from __future__ import annotations
@@ -66,6 +64,15 @@ def approval_text(
     return "\n".join(out), shortened
 
 
+def deny_unshowable(tool: str, length: int) -> Choice:
+    print(
+        f"{cell_text(tool)} was not allowed: its arguments are {length} characters long, too "
+        "long to show here in full, and only what is shown can be approved.",
+        flush=True,
+    )
+    return "deny"
+
+
 def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str], str]) -> Choice:
     """Show the call, then ask `read` (the kernel's `input`): `y`/`yes` allows it, `a`/`all`
     allows every call of `tool` for the rest of the session, anything else denies it."""
@@ -75,12 +82,7 @@ def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str
     while True:
         text, shortened = approval_text(tool, arguments, whole=whole, viewable=viewable)
         if len(text) > SHOWABLE:
-            print(
-                f"{name} was not allowed: its arguments are {len(text)} characters "
-                "long, too long to show here in full, and only what is shown can be approved.",
-                flush=True,
-            )
-            return "deny"
+            return deny_unshowable(tool, len(text))
         print(text, flush=True)
         shortened = shortened and viewable
         choices = "y/N/v/a" if shortened else "y/N/a"

@@ -1,15 +1,20 @@
 """A run driven from a cell (`%%agent`, `%agent resume`, a Resume button): what it shows
 while it runs, how it asks before a tool that changes things, and what it leaves.
 
-In a Jupyter frontend a person answers (`_controls.controls_available`), the run has a
-Stop button and asks with buttons, and a run that stopped before its answer gets a
-Resume button; elsewhere (terminal IPython, nbclient) it asks with `input()` as it
-always did, and `%agent resume` is said in text. Either way an answer "every call of this
-tool for the rest of this session" is kept by the runtime for its session (`allowing`).
+Where a person answers in a Jupyter frontend (`controls_available`) the run has a Stop
+button, asks with buttons, and gets a Resume button when it stopped before its answer;
+elsewhere (a terminal, nbclient) it asks with `input()` and says `%agent resume` in text.
+
+Which stop a KeyboardInterrupt was (`ShutdownWatch`): jupyter_client ends a kernel (a
+restart too) by interrupting it and then sending `shutdown_request`, which ipykernel
+answers by setting the shell's `exit_now`. So a stopped run waits briefly
+(`SHUTDOWN_GRACE`) for that request before it records its abort: both are sent back to
+back, so the wait costs a restart nothing.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,14 +25,13 @@ from ..provider import ProviderError, StreamEvent
 from ..render import cell_text
 from ..session import Operation, ToolCall
 from ..tools import ToolOutput
-from ._advice import resume_words
 from ._approval import Choice, ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
-from ._controls import RunControls, controls_available
+from ._controls import Control, Record, RunControls, controls_available
 from ._display import CellDisplay
 from ._loops import AskFn
-from ._resume_offer import ResumeOffer
-from ._shutdown import STOP_BUTTON
+from ._report import resume_words
+from ._timeline_view import ipython_publish
 
 Go = Callable[[LoopObserver, AskFn], RunResult]
 Choose = Callable[[str, Mapping[str, Any]], Choice]
@@ -40,27 +44,26 @@ class CellRuns:
         *,
         rich: bool,
         stopped_run: Callable[[], Operation | None],
-        interrupted: Callable[[bool], str],
         allowed: set[str],
     ) -> None:
         """`stopped_run`: the run `%agent resume` would continue now, if any (the
-        engine's rule, asked, not copied); `interrupted`: what a run stopped by a
-        KeyboardInterrupt says last, given whether the Stop button sent it (a kernel
-        shutting down says so); `allowed`: the tools the user allowed for the rest of
-        the session (the runtime's, kept by `allowing`)."""
+        engine's rule, asked, not copied); `allowed`: the tools the user allowed for the
+        rest of the session (the runtime's, kept by `allowing`)."""
         self._shell = shell
-        self._interrupted = interrupted
         self._rich = rich
         self._stopped_run = stopped_run
         self._allowed = allowed
+        self.shutdown = ShutdownWatch(shell)
         self.offers: list[ResumeOffer] = []  # Resume buttons still live
         self._controls: RunControls | None = None  # the running run's
 
     def stopped_by(self) -> str | None:
-        """The running run's Stop button, when it was pressed: the abort's reason
-        (`AgentLoop`'s `stopped_by`)."""
+        """`AgentLoop`'s `stopped_by`: who stopped the running run, its Stop button (known
+        at once) or a kernel restart or shutdown (waited for); None: the user's interrupt."""
         controls = self._controls
-        return STOP_BUTTON if controls is not None and controls.stopped else None
+        if controls is not None and controls.stopped:
+            return STOP_BUTTON
+        return self.shutdown.stopped_by()
 
     def controls(self) -> bool:
         """Buttons instead of `input()`: asked per cell, since it depends on the frontend
@@ -88,7 +91,8 @@ class CellRuns:
             aborted = self._stopped_run()
             if aborted is not None and aborted.status == "aborted":
                 view.stopped(aborted.aborted_reason)  # the calls it cut off, as recorded
-            print(self._interrupted(controls is not None and controls.stopped))
+            stop_button = controls is not None and controls.stopped
+            print(interrupted_line(shutting_down=self.shutdown.asked, stop_button=stop_button))
             self.offer_resume(resume)
             return None
         finally:
@@ -197,3 +201,133 @@ class TickingObserver(LoopObserver):
     def on_compaction(self, compacted: Compacted) -> None:
         self._tick()
         self._inner.on_compaction(compacted)
+
+
+# An abort's reasons (`abortRequested.reason`) other than Ctrl-C, as every surface says them.
+STOP_BUTTON = "stopped with the Stop button"
+RESTARTED = "stopped by a kernel restart"
+SHUT_DOWN = "stopped by a kernel shutdown"
+# Seconds a run stopped by a KeyboardInterrupt waits for a shutdown request to follow.
+SHUTDOWN_GRACE = 0.5
+
+
+class ShutdownWatch:
+    """Follows one shell's `exit_now`; `stopped_by()` is `AgentLoop`'s question."""
+
+    def __init__(self, shell: Any) -> None:
+        self._shell = shell
+        self._asked = threading.Event()
+        self._reason = SHUT_DOWN
+        # Only a kernel has a control channel to be shut down from; a terminal's
+        # `exit_now` (the user typed exit) is never set while a cell runs.
+        self.active = getattr(shell, "kernel", None) is not None
+        if self.active:
+            shell.observe(self._on_exit_now, names="exit_now")
+
+    def close(self) -> None:
+        if self.active:
+            self._shell.unobserve(self._on_exit_now, names="exit_now")
+            self.active = False
+
+    def _on_exit_now(self, change: dict[str, Any]) -> None:
+        """On ipykernel's control thread, inside its answer to `shutdown_request`."""
+        if not change["new"]:
+            return
+        self._reason = RESTARTED if _restarting(self._shell) else SHUT_DOWN
+        self._asked.set()
+
+    def stopped_by(self) -> str | None:
+        """After a KeyboardInterrupt: why the kernel is going away, when it is."""
+        if self.active and self._asked.wait(SHUTDOWN_GRACE):
+            return self._reason
+        return None
+
+    @property
+    def asked(self) -> bool:
+        """A shutdown or restart was asked for (no wait)."""
+        return self._asked.is_set()
+
+
+def _restarting(shell: Any) -> bool:
+    """Whether the control message being answered asks for a restart (its `restart`)."""
+    try:
+        request = shell.kernel.get_parent("control")
+        return bool(request["content"]["restart"])
+    except (AttributeError, KeyError, TypeError):
+        return False
+
+
+def interrupted_line(*, shutting_down: bool, stop_button: bool = False) -> str:
+    """What a cell stopped by a KeyboardInterrupt says last."""
+    if stop_button:  # the reason as recorded, as a sentence
+        return (
+            f"■ {STOP_BUTTON[0].upper()}{STOP_BUTTON[1:]}. The abort is recorded; "
+            "`%agent resume` continues the run."
+        )
+    if shutting_down:
+        return (
+            "■ Stopped: the kernel is shutting down. The abort is recorded; in the next "
+            "kernel, `%agent resume` continues the run."
+        )
+    return "■ Interrupted. The abort is recorded; `%agent resume` continues the run."
+
+
+# ---------------------------------------------------------------- the Resume button
+
+
+class ResumeOffer:
+    """A Resume button under a run that stopped before its answer. A click runs what
+    `%agent resume` runs (`resume`), on the main thread once it is free, its output under
+    this cell's; the kernel never runs it on the thread that handled the click."""
+
+    def __init__(
+        self,
+        resume: Callable[[], None],
+        schedule: Callable[[Callable[[], None]], None],
+        *,
+        options: str | None = None,
+    ) -> None:
+        """`options`: the words of the options the resume keeps (`resume_words`), shown
+        beside the button, so the click continues the run as it is seen to."""
+        import ipywidgets as w  # noqa: PLC0415
+
+        self._resume = resume
+        self._schedule = schedule
+        self._lock = threading.Lock()
+        self._clicked = False
+        self._button = w.Button(
+            description="Resume",
+            icon="play",
+            button_style="primary",
+            tooltip="Continue this run, as `%agent resume` does"
+            + (f": {options}" if options else ""),
+        )
+        self._button.on_click(lambda _: self._click())
+        kept = f": {options}" if options else ""
+        waiting = Record.of(
+            f"↻ `%agent resume` continues this run{kept} (the Resume button shown here "
+            "needs the kernel that showed it)"
+        )
+        self.control = Control(w.HBox([self._button]), waiting, ipython_publish)
+
+    def _click(self) -> None:
+        with self._lock:
+            if self._clicked or self.control.settled:
+                return
+            self._clicked = True
+        # Said at once, from whichever thread handles the click: the kernel may be busy.
+        self._button.disabled = True
+        self._button.description = "Resume: waiting for the kernel"
+        self._schedule(self._run)
+
+    def _run(self) -> None:
+        if self.control.settled:  # a run started before the kernel got to this one
+            return
+        self.control.settle(Record.of("↻ resumed by you (as `%agent resume`)"))
+        self._resume()
+
+    def withdraw(self) -> None:
+        """A later run started (or the session changed, or the extension was unloaded):
+        the button would no longer resume what it was shown under."""
+        first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
+        self.control.settle(Record.of(f"{first}`%agent resume` continues the latest stopped run"))

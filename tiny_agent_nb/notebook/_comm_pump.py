@@ -1,39 +1,29 @@
 """Widget clicks answered while a `%%agent` cell runs.
 
-A kernel runs a cell on its main thread, and in ipykernel the main thread also reads the
-frontend's messages: while a cell runs, a button's click (a `comm_msg`) waits in a
-queue until the cell ends. The run's buttons must be answered *during* the run, by two
-routes, whichever the kernel offers:
+ipykernel's main thread both runs the cell and reads the frontend's messages, so a
+button's click (a `comm_msg`) would wait until the cell ends. Two routes answer it during
+the run, whichever the kernel offers:
 
-- **The controls' subshell** (ipykernel 7.4+, whose kernels have subshells and let a
-  comm say which shell handles its messages): the kernel makes one subshell of its own
-  for the run's controls, and every control's comm sends its messages there, whatever
-  shell the frontend addressed. A click is handled on that subshell's thread at any
-  moment: while the model is thinking, while a tool runs, while an MCP server answers.
-  The frontend's choice cannot be relied on: JupyterLab 4.4+ sends a widget's messages
-  on a comm subshell of its own, but only once the kernel has answered its request to
-  create one, so a button clicked as soon as it shows sends its click to the busy main
-  shell; and ipykernel 7.4 would otherwise send a comm's messages to the shell that last
-  *published* on it, which for a widget made by a cell is the busy main shell too.
-- **The pump** (ipykernel 6 and 7 before 7.4): while the cell waits for an answer, at
-  each event of a run it tells the display about, and before each tool call's intent is
-  committed, `pump()` reads what the frontend sent to the main shell, as jupyter-ui-poll
-  does: comm messages are handled at once; every other message (a cell queued below, a
-  completion request) is handed to the kernel's own handler exactly as the kernel would
-  have, so it runs after this cell, in the order it came. The shell's stream stays the
-  only reader of its socket (`ZMQStream.flush`), so no message is stranded. On this route
-  a Stop pressed while the model is thinking is taken within a second (the provider tells
-  the run of each second its server sends nothing: `Waiting`), and one pressed while a
-  tool runs when the tool returns.
+- **The controls' subshell** (ipykernel 7.4+): the kernel makes one subshell for the run's
+  controls and every control's comm has its messages handled there, whatever shell the
+  frontend addressed (JupyterLab sends a click to the busy main shell until its own comm
+  subshell exists; ipykernel 7.4 replies on the shell that last published on the comm,
+  the main shell for a widget a cell made). A click is then taken at any moment.
+- **The pump** (ipykernel 6, and 7 before 7.4): at each event of a run and while the cell
+  waits for an answer, `pump()` reads what the frontend sent to the main shell, as
+  jupyter-ui-poll does: comm messages are handled at once; any other message (a cell
+  queued below) goes to the kernel's own handler, queued behind this cell, in order. The
+  shell's stream stays the only reader of its socket, so no message is stranded.
 
-Neither needs the main thread to be free, and neither changes how an interrupt reaches
-it: SIGINT still raises KeyboardInterrupt on the main thread wherever it waits.
+Neither changes how an interrupt reaches the main thread: SIGINT still raises
+KeyboardInterrupt there wherever it waits.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -185,16 +175,20 @@ def controls_subshell(kernel: Any) -> str | None:
     (ipykernel before 7.4), or it could not make one: the pump's route."""
     if kernel is None or not getattr(kernel, "_supports_kernel_subshells", False):
         return None
-    if not hasattr(_comm_class(), "_reply_subshell_for"):
+    try:
+        from ipykernel.comm.comm import BaseComm  # noqa: PLC0415
+    except ImportError:
+        return None
+    if not hasattr(BaseComm, "_reply_subshell_for"):
         return None
     with _SUBSHELL_LOCK:
         making = _CONTROLS_SUBSHELLS.get(kernel)
-        if making is not None and not making.done.is_set():
-            return None  # still being made after its timeout: the pump's route meanwhile
-        if making is not None and not making.made:
-            return None  # failed once: this kernel has the pump's route
-        if making is not None and _exists(kernel, making.made[0]):
-            return making.made[0]
+        if making is not None:
+            # Still being made after its timeout, or failed once: the pump's route.
+            if not (making.done.is_set() and making.made):
+                return None
+            if _exists(kernel, making.made[0]):
+                return making.made[0]
         making = _Making()
         _CONTROLS_SUBSHELLS[kernel] = making
         _make_subshell(kernel, making)
@@ -206,14 +200,6 @@ def _exists(kernel: Any, subshell: str) -> bool:
         return subshell in kernel.shell_channel_thread.manager.list_subshell()
     except Exception:
         return False
-
-
-def _comm_class() -> Any:
-    try:
-        from ipykernel.comm.comm import BaseComm  # noqa: PLC0415
-    except ImportError:
-        return object
-    return BaseComm
 
 
 def _make_subshell(kernel: Any, making: _Making) -> None:
@@ -243,10 +229,10 @@ def _make_subshell(kernel: Any, making: _Making) -> None:
         making.done.wait(SUBSHELL_START_TIMEOUT)
 
 
-def wait_for(event: threading.Event, pump: CommPump | None, *, interval: float = 0.05) -> None:
-    """Wait until `event` is set, handling comm messages meanwhile. KeyboardInterrupt
-    (Ctrl-C, the notebook's interrupt) ends the wait, as it ends any wait."""
-    while not event.wait(interval if pump is not None else None):
+def wait_for(event: threading.Event, pump: CommPump | None) -> None:
+    """Wait until `event` is set, handling comm messages meanwhile (every 50 ms).
+    KeyboardInterrupt (Ctrl-C, the notebook's interrupt) ends the wait, as it ends any."""
+    while not event.wait(0.05 if pump is not None else None):
         if pump is not None:
             pump.pump()
 
@@ -274,8 +260,6 @@ def later_in_this_cell(shell: Any) -> Callable[[Callable[[], None]], None] | Non
 
 
 def _as_cell(kernel: Any, cell: tuple[Any, Any], work: Callable[[], None]) -> None:
-    import sys  # noqa: PLC0415
-
     saved = (kernel._parent_ident["shell"], kernel.get_parent("shell"))
     kernel.set_parent(*cell, channel="shell")
     # What ipykernel does around a cell (pre_handler_hook): between cells it ignores SIGINT.
@@ -293,7 +277,9 @@ def _as_cell(kernel: Any, cell: tuple[Any, Any], work: Callable[[], None]) -> No
         # The kernel reads the payload into the next execute_reply: left here, a cell
         # proposed (or code's `set_next_input`) would land below the next, unrelated
         # cell, and the next agent cell's own proposal would be refused as a second one.
-        _drop_payload(kernel)
+        payloads = getattr(getattr(kernel, "shell", None), "payload_manager", None)
+        if payloads is not None:
+            payloads.clear_payload()
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
@@ -306,12 +292,6 @@ def has_reply() -> bool:
     """Whether what runs now will have an execute_reply of its own to carry a payload:
     a cell does; work `later_in_this_cell` scheduled (a Resume button's run) does not."""
     return not _WITHOUT_REPLY.get()
-
-
-def _drop_payload(kernel: Any) -> None:
-    payloads = getattr(getattr(kernel, "shell", None), "payload_manager", None)
-    if payloads is not None:
-        payloads.clear_payload()
 
 
 def _status(kernel: Any, state: str, parent: Any) -> None:

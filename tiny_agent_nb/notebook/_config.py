@@ -254,10 +254,8 @@ class TinyAgent(Configurable):
 
     @default("api_key")
     def _default_api_key(self) -> Secret | None:
-        for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"):
-            if os.environ.get(name, "").strip():
-                return Secret(os.environ[name].strip())
-        return None
+        name = _key_variable()
+        return Secret(os.environ[name].strip()) if name is not None else None
 
     @default("demo")
     def _default_demo(self) -> bool:
@@ -323,10 +321,15 @@ class TinyAgent(Configurable):
 
     def api_key_source(self) -> str:
         """Where the key was (or would be) found, for error messages: never the key."""
-        for name in ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY"):
-            if os.environ.get(name, "").strip():
-                return name
-        return "TINY_AGENT_API_KEY or OPENROUTER_API_KEY (or %config TinyAgent.api_key)"
+        return _key_variable() or (
+            "TINY_AGENT_API_KEY or OPENROUTER_API_KEY (or %config TinyAgent.api_key)"
+        )
+
+
+def _key_variable() -> str | None:
+    """The environment variable the API key is taken from, if one holds it."""
+    names = ("TINY_AGENT_API_KEY", "OPENROUTER_API_KEY")
+    return next((name for name in names if os.environ.get(name, "").strip()), None)
 
 
 def is_openrouter(base_url: str) -> bool:

@@ -1,20 +1,13 @@
 """A run's controls in a Jupyter frontend: Stop and Resume (ipywidgets), and the approval
-question, whose buttons take the keyboard focus and answer to keys (_keyed_buttons.py).
+question (_keyed_buttons.py).
 
-Each control is shown as two outputs: a *record* (HTML and text: what the notebook
-keeps) and the widget. A widget lives only as long as the kernel that made it: saved and
-reopened, a widget output shows "Error displaying widget: model not found". So every
-control ends as its record: when it is answered, when its run ends, or, for a Resume
-button, when a later run starts or it is clicked; the widget's output is then emptied.
-Should the kernel die first, the stylesheet hides the dead widget and shows the record
-in its place (CSS `:has`, in JupyterLab and Notebook 7; a viewer that drops styles shows
-the record and an empty output). A `<style>` in an output applies to the whole page, so
-only the first control of a cell, its Stop button, carries it (a Resume button, which
-may stand alone, too): the saved notebook holds one copy per cell, not one per output.
-
-Untrusted text (a call's arguments, a tool's name) is escaped here like everywhere else:
-`render.cell_text` for text, then `html.escape` for a record's HTML; the question's
-widget sets what it shows as text.
+Each control is two outputs: a *record* (HTML and text: what the notebook keeps) and the
+widget. A widget lives only as long as its kernel (reopened, it shows "Error displaying
+widget: model not found"), so every control ends as its record (answered, its run ended,
+or, for Resume, a later run started or it was clicked) and its widget output is emptied.
+Should the kernel die first, the stylesheet (CSS `:has`) hides the dead widget and shows
+the record. A `<style>` applies to the whole page, so only a cell's first control (its
+Stop button, or a Resume button that may stand alone) carries it.
 """
 
 from __future__ import annotations
@@ -23,6 +16,7 @@ import contextlib
 import html
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -34,7 +28,7 @@ from typing import Any
 
 from ..render import cell_text
 from ..words import short_arguments
-from ._approval import SHOWABLE, Choice, approval_text
+from ._approval import SHOWABLE, Choice, approval_text, deny_unshowable
 from ._comm_pump import (
     CommPump,
     handle_on_controls_subshell,
@@ -76,6 +70,11 @@ class Record:
     html: str
 
     @classmethod
+    def of(cls, text: str) -> Record:
+        """A record of our own words, its `code spans` as HTML's."""
+        return cls(text, re.sub("`([^`]+)`", r"<code>\1</code>", html.escape(text)))
+
+    @classmethod
     def line(cls, mark: str, tool: str, arguments: Mapping[str, Any], answer: str) -> Record:
         """`✓ bash command="rm -rf build" — allowed by you`, both parts escaped."""
         summary = cell_text(short_arguments(dict(arguments)))
@@ -106,14 +105,10 @@ def controls_available(shell: Any) -> bool:
     if type(shell).__name__ != "ZMQInteractiveShell" or kernel is None:
         return False
     try:
-        allowed = bool(kernel.get_parent("shell").get("content", {}).get("allow_stdin"))
-    except Exception:
-        return False
-    if not allowed:
-        return False
-    try:
+        if not kernel.get_parent("shell").get("content", {}).get("allow_stdin"):
+            return False
         import ipywidgets  # noqa: F401, PLC0415
-    except ImportError:
+    except Exception:  # no parent message, or no ipywidgets
         return False
     return True
 
@@ -132,7 +127,9 @@ class Control:
         self.widget = widget
         self.settled = False
         widget.add_class("tan-control")
-        handle_on_controls_subshell(_comms(widget))  # clicks taken at once, sent anywhere
+        comms = (getattr(model, "comm", None) for model in _models(widget))
+        # Clicks taken at once, wherever the frontend sends them.
+        handle_on_controls_subshell([comm for comm in comms if comm is not None])
         publish(waiting.bundle("waiting", self._style), display_id=self._record_id, update=False)
         # The view as the widget draws it, with no text of its own: the record is the text.
         bundle = widget._repr_mimebundle_()
@@ -149,33 +146,18 @@ class Control:
         self._publish(bundle, display_id=self._record_id, update=True)
         self._publish(spent(""), display_id=self._widget_id, update=True)
         try:
-            _close(self.widget)
+            for model in _models(self.widget):
+                model.close()
         except Exception:
             log.debug("closing a control's widgets failed", exc_info=True)
 
 
-def _comms(widget: Any) -> list[Any]:
-    found, todo = [], [widget]
-    while todo:
-        w = todo.pop()
-        found.append(getattr(w, "comm", None))
-        todo.extend(getattr(w, "children", ()))
-        for name in ("layout", "style"):
-            if getattr(w, name, None) is not None:
-                found.append(getattr(getattr(w, name), "comm", None))
-    return [c for c in found if c is not None]
-
-
-def _close(widget: Any) -> None:
-    """The widget, its children and their layout and style models: none is left open in
-    the kernel or the frontend once the control is settled."""
-    for child in getattr(widget, "children", ()):
-        _close(child)
-    for name in ("layout", "style"):
-        part = getattr(widget, name, None)
-        if part is not None:
-            part.close()
-    widget.close()
+def _models(widget: Any) -> list[Any]:
+    """The widget, its children and their layout and style models, innermost first: a
+    settled control closes every one of them, in the kernel and the frontend."""
+    found = [model for child in getattr(widget, "children", ()) for model in _models(child)]
+    parts = (getattr(widget, name, None) for name in ("layout", "style"))
+    return [*found, *(part for part in parts if part is not None), widget]
 
 
 class RunControls:
@@ -217,10 +199,8 @@ class RunControls:
         )
         button.on_click(lambda _: self._stop_pressed())
         self._stop_button = button
-        waiting = Record(
-            "(a Stop button was here while the run ran; `%agent status` tells how it ended)",
-            "(a Stop button was here while the run ran; <code>%agent status</code> tells how "
-            "it ended)",
+        waiting = Record.of(
+            "(a Stop button was here while the run ran; `%agent status` tells how it ended)"
         )
         with interrupt_held():
             self._running = True
@@ -315,12 +295,7 @@ class RunControls:
         and the run)."""
         text, _ = approval_text(tool, arguments, whole=True)
         if len(text) > SHOWABLE:
-            print(
-                f"{cell_text(tool)} was not allowed: its arguments are {len(text)} characters "
-                "long, too long to show here in full, and only what is shown can be approved.",
-                flush=True,
-            )
-            return "deny"
+            return deny_unshowable(tool, len(text))
         answer = Answer()
         control: Control | None = None
         try:
@@ -346,15 +321,14 @@ class RunControls:
                     )
             raise
         choice = answer.choice or "deny"
-        if choice == "always":
-            said = f"allowed by you, with every {cell_text(tool)} call for the rest of this session"
-            record = Record.line("✓", tool, arguments, said)
-        elif choice == "allow":
-            record = Record.line("✓", tool, arguments, "allowed by you")
-        else:
-            record = Record.line("⊘", tool, arguments, "denied by you")
+        said = {
+            "allow": "allowed by you",
+            "always": f"allowed by you, with every {cell_text(tool)} call for the rest of this "
+            "session",
+            "deny": "denied by you",
+        }[choice]
         with interrupt_held():
-            control.settle(record)
+            control.settle(Record.line("⊘" if choice == "deny" else "✓", tool, arguments, said))
         return choice
 
 

@@ -1,40 +1,41 @@
 """What a `%%agent` cell shows while it runs: streamed text, tool lines, final markdown.
 
-In a Jupyter kernel the answer is one display that updates in place (markdown made
-safe by `safe_markdown`, with the answer itself as text/plain); in a terminal the text
-is printed as it arrives.
+In a Jupyter kernel the answer is one display updated in place (markdown made safe by
+`safe_markdown`, the answer itself as text/plain); in a terminal the text is printed as it
+arrives. Text that came inside the update interval before a pause (the model thinking) is
+drawn by one trailing render from a timer thread, not only when the next piece arrives.
 
-The stream is read on the kernel's thread, which then waits on the socket: text that came
-inside the update interval before a pause (the model thinking, a slow provider) is drawn
-by one trailing render from a timer thread, as the timeline does, not only when the next
-piece arrives.
+Until the answer begins, the cell counts the seconds it waits, in one display (a slow
+local model once showed a Stop button alone for 50 s). The count is drawn on the main
+thread, when the provider tells of each second of silence (`Waiting`), not by a thread of
+its own: a publish from another thread can wait up to 10 s on ipykernel's flush, and a
+counting thread would have to be ordered against the answer and stopped on every way a
+request ends. On the main thread no tick can come after the answer.
 
-Until the model's answer begins, the cell says it waits and counts the seconds, in one
-display updated in place (a slow local model once showed a Stop button alone for 50 s).
-The count is drawn on the kernel's main thread, when the provider tells of each second
-of silence (`Waiting`, between two slices of the read that waits), not by a thread of its
-own: a publish from another thread can wait on ipykernel's flush of the streams (up to
-10 s), and a counting thread would have to be ordered against the answer that takes its
-display over, stopped and joined on every way a request ends (answer, error, Ctrl-C,
-Stop, deadline, kernel shutdown). On the main thread every draw is in the order the run
-makes it: no tick can come after the answer, nothing is left counting when the run ends.
+Every text shown went through the notebook's secrets: the streamed answer through a
+`StreamRedactor` (never the first half of a key whose second half has not arrived), each
+paragraph, tool line and note through `redact`: the saved notebook keeps what the file keeps.
 
-Every text this display publishes or prints went through the notebook's secrets: the
-streamed answer through a `StreamRedactor` (an update never shows the first half of a
-key whose second half has not arrived), each closed paragraph, tool line, retry line and
-note through `redact`. What the saved notebook keeps is what the session file keeps.
+A proposed cell (`cell_proposer`) is IPython's `set_next_input`: a payload on the running
+execution's reply, which JupyterLab, Notebook 7 and VS Code insert as a cell below (a
+terminal: the next prompt). IPython keeps one per execution, so a second proposal in one
+agent cell is refused. A run the Resume button started has no reply (`has_reply`): its
+code is shown in the output instead.
 """
 
 from __future__ import annotations
 
 import html
 import logging
+import re
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from IPython.display import display
 
 from ..agent import Compacted, LoopObserver, compaction_line
 from ..provider import ProviderError, ReasoningDelta, StreamEvent, TextDelta, Waiting
@@ -43,8 +44,9 @@ from ..render import NO_MATHS, cell_text
 from ..safe_markdown import safe_markdown
 from ..session import ToolCall
 from ..timeline import outcome_note
-from ..tools import ToolOutput, truncate
+from ..tools import ToolError, ToolOutput, truncate
 from ..words import printable, short_arguments, whole_sentences
+from ._comm_pump import has_reply
 from ._timeline_view import Publish, ipython_publish, trailing_render
 
 UPDATE_INTERVAL = 0.1
@@ -195,15 +197,15 @@ class CellDisplay(LoopObserver):
         self.say(f"↺ {error.message} — retrying in {delay:.0f}s as a new attempt")
 
     def on_notice(self, text: str) -> None:
-        self._end_text()
+        self.finish(None)  # a line of ours ends the paragraph
         self.say(f"Note: {text}")
 
     def on_compaction(self, compacted: Compacted) -> None:
-        self._end_text()
+        self.finish(None)  # a line of ours ends the paragraph
         self.say(f"⇊ {compaction_line(compacted)}")
 
     def on_tool_start(self, call: ToolCall, arguments: Mapping[str, Any]) -> None:
-        self._end_text()
+        self.finish(None)  # a line of ours ends the paragraph
         self._running[call.id] = call.name
         self.say(f"→ {call.name} {short_arguments(dict(arguments))}")
 
@@ -246,27 +248,11 @@ class CellDisplay(LoopObserver):
                 f"{MARKS['interrupted']} {name} interrupted — {outcome_note('interrupted', reason)}"
             )
 
-    def _end_text(self) -> None:
-        """A tool line closes the current paragraph of streamed text: its last update is
-        the whole paragraph, redacted as the session file keeps it."""
-        with self._lock:
-            display_id = self._close_paragraph()
-            text = self._text.final()
-            if text and display_id is not None and self._rich:
-                self._publish(answer_bundle(text), display_id=display_id, update=True)
-            elif text and not self._rich:
-                self._print_more(text)
-                print(flush=True)
-            self._new_paragraph()
-
-    def _new_paragraph(self) -> None:
-        self._text = StreamRedactor(self._secrets)
-        self._printed = ""
-
     def finish(self, final: str | None) -> None:
-        """Render the final answer as markdown (once, complete). `final` is the answer as
-        committed (a secret the model repeated is redacted there), so it replaces the
-        streamed text: the saved notebook keeps what the file keeps."""
+        """End the paragraph streaming now: its last update is the whole paragraph, or
+        `final`, the answer as committed (a secret the model repeated is redacted there),
+        which replaces it: the saved notebook keeps what the file keeps. A line of the
+        cell's own (a tool line, a note) ends the paragraph with `final` None."""
         with self._lock:
             display_id = self._close_paragraph()
             streamed = self._text.final()
@@ -285,7 +271,8 @@ class CellDisplay(LoopObserver):
                 self._publish(answer_bundle(final), display_id=_new_id(), update=False)
             self._end_count()  # an answer with no text, an error, a stop: no count is left
             self._answering = False
-            self._new_paragraph()
+            self._text = StreamRedactor(self._secrets)
+            self._printed = ""
 
 
 def _cut(line: str) -> str:
@@ -295,3 +282,58 @@ def _cut(line: str) -> str:
 
 def _new_id() -> str:
     return f"tan-answer-{uuid.uuid4().hex}"
+
+
+SECOND_PROPOSAL = (
+    "a cell was already proposed during this agent cell, and the notebook shows only one "
+    "per cell run; this one was not proposed. Put all the code in that one cell, or tell "
+    "the user what to run."
+)
+INSERTED = "as a new cell below the agent cell"
+SHOWN = (
+    "as code shown in the run's output for the user to copy, not as a new cell: a run "
+    "resumed with the Resume button has no cell run of its own for the notebook to insert "
+    "one after"
+)
+SHOWN_HEADING = (
+    "▸ Proposed code, **not inserted as a cell** (a run resumed with the Resume button has "
+    "no cell run of its own to insert one after): copy it into a cell to run it."
+)
+
+
+def cell_proposer(shell: Any, secrets: Callable[[], tuple[str, ...]]) -> Callable[[str], str]:
+    """`propose_cell` for the tools: the code as the next input, below the running cell,
+    or shown where there is no reply to carry it. Returns where it went (`INSERTED`,
+    `SHOWN`). `secrets`: what the shown code is redacted of, as every output is."""
+
+    def propose(code: str) -> str:
+        if not has_reply():
+            display(
+                answer_bundle(f"{SHOWN_HEADING}\n\n{fenced(redact(code, secrets()))}"), raw=True
+            )
+            return SHOWN
+        if proposed_already(shell):
+            raise ToolError(SECOND_PROPOSAL)
+        shell.set_next_input(code, replace=False)
+        return INSERTED
+
+    return propose
+
+
+def fenced(code: str) -> str:
+    """`code` as one fenced markdown block: the fence is longer than any run of backticks
+    in it, so no line of the code can close it."""
+    longest = max((len(run) for run in re.findall("`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}python\n{code}\n{fence}"
+
+
+def proposed_already(shell: Any) -> bool:
+    """Whether this execution holds a next input already (ours or the user's code's)."""
+    payloads = getattr(shell, "payload_manager", None)
+    if payloads is not None:
+        return any(
+            isinstance(p, dict) and p.get("source") == "set_next_input"
+            for p in payloads.read_payload()
+        )
+    return bool(getattr(shell, "rl_next_input", None))  # a terminal's next prompt

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ._config import TinyAgent
-from ._links import follow_notebook
+from ._display import cell_proposer
+from ._links import follow_notebook, resolve_session_path
 from ._magics import AgentMagics
-from ._offline import demo_note_after
 from ._opening import NotebookError
-from ._paths import resolve_session_path
-from ._proposal import cell_proposer
+from ._provider import demo_note_after
 from ._runtime import NotebookRuntime
 
 
@@ -58,7 +57,7 @@ def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("pre_run_cell", magics.replays.note_cell)
     shell.events.unregister("post_run_cell", magics.refresh_views)
     shell.events.unregister("post_run_cell", magics.record_cell)
-    magics.shutdown.close()
+    magics.runs.shutdown.close()
     magics.runs.withdraw_offers()
     atexit.unregister(magics.runtime.shutdown)
     try:

@@ -1,12 +1,8 @@
 """What follows a kernel's open session commit by commit: its displays and the context
-the model is sent.
-
-Both subscribe to the store, and both must let go of it when the kernel switches or
-closes its session, or a display would keep drawing a file the kernel left and the
-next run would be sent the old file's conversation. `NotebookRuntime` decides which store
-is current; this module owns who hears about its commits, and what each does when
-hearing fails. Displays follow "the current session" through the kernel, never a
-store, so `%agent new`/`session` keep them; the context is built per store.
+the model is sent. Both must let go of a store the kernel switches away from, or a display
+would keep drawing a file the kernel left and the next run would be sent its conversation.
+Displays follow "the current session" (so `%agent new`/`session` keep them); the context
+is built per store.
 """
 
 from __future__ import annotations
@@ -32,7 +28,6 @@ class SessionFollowers:
         self._context: ContextProjection | None = None
         self._unfollow_context: Callable[[], None] | None = None
 
-    # ------------------------------------------------------------------ the store
     def follow(self, store: SessionStore) -> None:
         """Tell the displays of `store`'s commits from now on, and that it is current."""
         self._unfollow_store = store.subscribe(self.tell)
@@ -45,7 +40,6 @@ class SessionFollowers:
             self._unfollow_store()
             self._unfollow_store = None
 
-    # ------------------------------------------------------------------ displays
     def watch(self, watcher: Watcher) -> Callable[[], None]:
         """Call `watcher(facts)` after each commit to the current session, whichever
         it is, and `watcher(())` when this kernel switches or closes its session.
@@ -70,7 +64,6 @@ class SessionFollowers:
                 # it was told about: the facts are durable already.
                 log.exception("timeline display %r failed", watcher)
 
-    # ------------------------------------------------------------------ the context
     def context(self, store: SessionStore) -> ContextProjection:
         """What the model is sent, followed for `store` (the open session) across cells."""
         if self._context is None:

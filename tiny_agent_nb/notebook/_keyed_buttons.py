@@ -1,17 +1,14 @@
 """Buttons that take the keyboard focus when they appear and answer to keys, as a
 dialog's do (an anywidget: ipywidgets has no way to focus a button).
 
-The widget draws `text` and `buttons`, each label with its key underlined as a dialog
-shows its accelerators, and sends what the user did on its comm: `{"choice": c}` for a
-click (or Enter or Space on a focused button), `{"key": k}` for a key of `keymap`. The
-kernel maps a key to its choice (`keymap`, the one table), so a key's message is
-answered like a click, on whichever shell the comm's messages are handled.
+The widget sends `{"choice": c}` for a click (or Enter or Space on a focused button) and
+`{"key": k}` for a key of `keymap`; the kernel maps a key to its choice (`keymap`, the one
+table), so a key is answered like a click, on whichever shell handles the comm.
 
-Focus: with `take_focus`, the first button takes it once the output is on the page, unless
-the user is typing (a cell's editor or a field that holds text has it): the widget never
-takes keys meant for code. After a press it gives the focus back to what had it.
-While it has the focus, the notebook's own one-letter commands (`a` inserts a cell,
-`x` cuts one) do not reach the notebook; keys with Ctrl, Alt or Meta, and Tab, do.
+The first button takes the focus once shown, unless the user is typing (a cell's editor or
+a field holding text): the widget never takes keys meant for code. After a press it gives
+the focus back. While it has it, the notebook's one-letter commands (`a` inserts a cell)
+do not reach the notebook; keys with Ctrl, Alt or Meta, and Tab, do.
 
 Everything shown is set as text (`textContent`): a call's arguments never become markup.
 """
@@ -94,7 +91,7 @@ export default {
     let frame = 0;
     const appear = () => {
       if (!box.isConnected) { frame = requestAnimationFrame(appear); return; }
-      if (model.get("take_focus") && buttons.length && !typing()) {
+      if (buttons.length && !typing()) {
         previous = document.activeElement;
         buttons[0].focus();
       }
@@ -109,25 +106,14 @@ export default {
 @dataclass(frozen=True)
 class Button:
     """One button: `choice` is what a press answers; `keys` answer it too; `mark`: the
-    index in `label` of the letter underlined (by default the first key letter that
-    starts a word, else the first anywhere); `style`: ipywidgets' button_style."""
+    index in `label` of the letter underlined (-1: none); `style`: ipywidgets'
+    button_style."""
 
     choice: str
     label: str
     keys: tuple[str, ...] = ()
     style: str = ""
-    mark: int | None = None
-
-    def marked(self) -> int:
-        """The index of the letter underlined in the label; -1: none."""
-        if self.mark is not None:
-            return self.mark
-        letter = next((k.lower() for k in self.keys if len(k) == 1), None)
-        if letter is None:
-            return -1
-        label = self.label.lower()
-        starts = [i for i, c in enumerate(label) if c == letter and (i == 0 or label[i - 1] == " ")]
-        return starts[0] if starts else label.find(letter)
+    mark: int = 0
 
 
 class KeyedButtons(anywidget.AnyWidget):
@@ -138,24 +124,20 @@ class KeyedButtons(anywidget.AnyWidget):
     text = traitlets.Unicode("").tag(sync=True)
     buttons = traitlets.List(traitlets.Dict()).tag(sync=True)
     keymap = traitlets.Dict().tag(sync=True)  # key: choice (`keys`: ipywidgets' own)
-    take_focus = traitlets.Bool(True).tag(sync=True)  # (`focus()`: ipywidgets' own)
 
     def __init__(
         self,
         text: str,
         buttons: Sequence[Button],
         on_press: Callable[[str], None],
-        *,
-        take_focus: bool = True,
     ) -> None:
         super().__init__(
             text=text,
             buttons=[
-                {"choice": b.choice, "label": b.label, "mark": b.marked(), "style": b.style}
+                {"choice": b.choice, "label": b.label, "mark": b.mark, "style": b.style}
                 for b in buttons
             ],
             keymap={key: b.choice for b in buttons for key in b.keys},
-            take_focus=take_focus,
         )
         self._choices = frozenset(b.choice for b in buttons)
         self._on_press = on_press

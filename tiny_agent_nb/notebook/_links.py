@@ -1,24 +1,21 @@
-"""The link from a notebook to its session, kept in the notebook's own outputs, so that a
-renamed, moved or duplicated notebook keeps its conversation (docs/spec.md §10).
+"""Which session file belongs to this notebook, and the link that keeps it when the
+notebook is renamed, moved or duplicated.
 
-JupyterLab renames a notebook while its kernel runs: that kernel goes on writing the file
-it opened. A restart (Jupyter gives the new process the new name in `JPY_SESSION_NAME`)
-or a new kernel looks for the file named after the notebook, which is not there. So
-every `%load_ext` and `%%agent` cell of a notebook found through `JPY_SESSION_NAME`
-leaves, in its output, a display that no frontend renders: the session's id and file
-name. It is saved with the notebook, and copied with it.
+The file (README, "In a notebook"): explicit (`%agent session PATH` /
+`TinyAgent.session_path`) → Jupyter's `JPY_SESSION_NAME` → VS Code's `__vsc_ipynb_file__`
+→ `./agent-session.jsonl`; a notebook `analysis.ipynb` gets `analysis.agent.jsonl`.
 
-When the notebook's own session file is missing, its newest link leads to the session
-it had, beside it (or in the kernel's directory, which a moved notebook's kernel keeps
-until it is started afresh), if that file still holds the session the link names:
-- the file belongs to no other notebook (its name's notebook is gone, and no notebook
-  still there opened it with `%agent session`) and no other kernel writes it: the
-  notebook was renamed or moved, and the file is renamed after it;
-- otherwise the notebook is a copy (duplicated, or saved as): it gets a fork of the
-  session, and the file stays the other notebook's, never written by two kernels.
+The link from a notebook to its session (docs/spec.md §10): a display no frontend
+renders (the session's id and file name), left in the outputs of `%load_ext` and `%%agent`
+cells of a notebook found through `JPY_SESSION_NAME`, saved and copied with the notebook.
 
-The notebook is untrusted input: a link is only followed to a file of the session's
-name form, in one of those two directories, holding the session the link names.
+A renamed notebook's kernel goes on writing the file it opened, but a restart or a new
+kernel looks for the file named after the notebook. When that file is missing, the newest
+link leads to the session it had: the file is renamed after the notebook when no other
+notebook owns it and no kernel writes it; otherwise the notebook is a copy and gets a fork.
+
+The notebook is untrusted input: a link is only followed to a file of the session's name
+form, beside the notebook or in the kernel's directory, holding the session it names.
 """
 
 from __future__ import annotations
@@ -27,6 +24,8 @@ import json
 import os
 import re
 import shlex
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,6 @@ from ..session import (
     fork_session,
     read_header,
 )
-from ._opening import same_file
-from ._paths import SessionLocation, session_file_for
 
 LINK_MIME = "application/vnd.tiny-agent-nb.session+json"
 SUFFIX = ".agent.jsonl"
@@ -249,3 +246,96 @@ def _unclaimed_hint(target: Path, cwd: Path) -> str | None:
         f"to no notebook: `%agent session {_shown(target.with_name(names[0]), cwd)}` "
         f"continues {'it' if len(names) == 1 else 'the first'}."
     )
+
+
+FALLBACK = "agent-session.jsonl"
+
+
+@dataclass(frozen=True)
+class SessionLocation:
+    path: Path
+    source: str  # explicit | JPY_SESSION_NAME | __vsc_ipynb_file__ | default
+    # The user wrote the path with a trailing slash, or ending in `.` or `..`: they named
+    # a directory, which `Path` would silently turn into a file of that name.
+    names_directory: bool = False
+    # The notebook the session belongs to, when the path came from its name.
+    notebook: Path | None = None
+
+
+# ---------------------------------------------------------------- the session file
+
+
+def same_file(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def session_file_for(notebook: Path) -> Path:
+    return notebook.with_name(f"{notebook.stem}.agent.jsonl")
+
+
+def _notebook_path(value: str, cwd: Path) -> Path | None:
+    if not value.endswith(".ipynb"):
+        return None  # a console or an opaque session id, not a notebook
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return path
+    # Some servers give the path relative to their root, not to the kernel; the kernel
+    # runs in the notebook's directory, so the name is what locates it.
+    return cwd / path.name
+
+
+def resolve_session_path(
+    *,
+    explicit: str | None,
+    environ: Mapping[str, str],
+    user_ns: Mapping[str, Any],
+    cwd: Path,
+) -> SessionLocation:
+    jpy = _notebook_path(environ.get("JPY_SESSION_NAME", ""), cwd)
+    vsc_name = user_ns.get("__vsc_ipynb_file__")
+    # VS Code's own, a plain str: a user's object that rebinds the name runs no code.
+    vsc = _notebook_path(vsc_name, cwd) if type(vsc_name) is str else None
+    if explicit:
+        # The notebook too, though the path is not its name: the file records which
+        # notebook opened it (its kernelOpened), which a link to it then respects.
+        path = (cwd / Path(explicit).expanduser()).absolute()
+        return SessionLocation(
+            path, "explicit", names_directory=names_a_directory(explicit), notebook=jpy or vsc
+        )
+    if jpy is not None:
+        return SessionLocation(session_file_for(jpy), "JPY_SESSION_NAME", notebook=jpy)
+    if vsc is not None:
+        return SessionLocation(session_file_for(vsc), "__vsc_ipynb_file__", notebook=vsc)
+    return SessionLocation(cwd / FALLBACK, "default")
+
+
+def names_a_directory(path: str) -> bool:
+    """`dir/`, `dir/.` and `dir/..` name a directory whether or not one is there:
+    `Path` drops a trailing slash and a last `.`, which would leave a file named `dir`."""
+    return path.rsplit(os.sep, 1)[-1] in ("", os.curdir, os.pardir)
+
+
+def next_archive_path(path: Path) -> Path:
+    """`analysis.agent.jsonl` → the first free `analysis.agent.<n>.jsonl` (n from 1)."""
+    stem = path.name.removesuffix(".jsonl")
+    n = 1
+    while (candidate := path.with_name(f"{stem}.{n}.jsonl")).exists():
+        n += 1
+    return candidate
+
+
+def not_a_file(path: Path) -> str | None:
+    """What `path` is when it exists but cannot hold a session (`a directory`, ...)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # missing (it will be created) or unreadable (opening says why)
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"

@@ -19,32 +19,28 @@ from ..agent import LoopObserver, RunResult
 from ..render import cell_text
 from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
-from ._advice import outcome_line, stated
 from ._cell_runs import CellRuns
 from ._commands import (
     OPTIONS,
     RUN_OPTIONS,
     SUBCOMMANDS,
+    PromptError,
     check_command,
     command_help,
+    fill_prompt,
     magic_help,
     run_options,
 )
 from ._display import CellDisplay
-from ._links import link_bundle, links_here
+from ._links import link_bundle, links_here, resolve_session_path
 from ._loops import AskFn, continuing
-from ._offline import DEMO_CELL_LABEL
 from ._opening import NotebookError
-from ._paths import resolve_session_path
-from ._prompt import PromptError, fill_prompt
-from ._report import OpenReport
+from ._provider import DEMO_CELL_LABEL
+from ._report import OpenReport, forget_window, outcome_line, stated, status_text, summary_text
 from ._rerun import CellReplays
 from ._runtime import NotebookRuntime
-from ._shutdown import ShutdownWatch, interrupted_line
-from ._status import status_text
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
-from ._window_report import forget_window, summary_text
 
 log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -70,17 +66,15 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.runtime = runtime
         self.views: list[TimelineView] = []
-        # A kernel restart or shutdown from the menu interrupts a running cell first:
-        # the run's abort says which it was, not "interrupted by the user".
-        self.shutdown = ShutdownWatch(shell)
-        runtime.stopped_by = self._stopped_by
         self.runs = CellRuns(
             shell,
             rich=self._rich(),
             stopped_run=runtime.stopped_run,
-            interrupted=self._interrupted,
             allowed=runtime.allowed_tools,
         )
+        # A kernel restart or shutdown from the menu interrupts a running cell first:
+        # the run's abort says which it was, not "interrupted by the user".
+        runtime.stopped_by = self.runs.stopped_by
         self.replays = CellReplays(runtime, self.runs, self._resume_clicked)
 
     @magic_arguments()
@@ -99,8 +93,6 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         try:
             args = parse_argstring(self.agent, line)
-        except UsageError:
-            raise
         except SystemExit:  # argparse's exit on a bad choice
             raise UsageError(f"bad arguments: {line!r}; see %agent help") from None
         except ValueError as exc:  # the splitter's "No closing quotation"
@@ -133,8 +125,6 @@ class AgentMagics(Magics):
             raise UsageError("%%agent needs a prompt in the cell body")
         options = run_options(args)
         view = self._view()
-        if args.demo and args.model is not None:
-            raise UsageError("--demo and --model name two models: use one")
         # Before anything that needs a model: a cell run again shows its run (docs/spec.md §12).
         if not args.rerun and self.replays.replay(prompt, options, demo=args.demo, view=view):
             return
@@ -172,14 +162,6 @@ class AgentMagics(Magics):
 
     def _view(self) -> CellDisplay:
         return CellDisplay(rich=self._rich(), secrets=self.runtime.config.secrets())
-
-    def _interrupted(self, stop_button: bool) -> str:
-        return interrupted_line(shutting_down=self.shutdown.asked, stop_button=stop_button)
-
-    def _stopped_by(self) -> str | None:
-        """Who stopped the running run: its Stop button (known at once), or a kernel
-        restart or shutdown (waited for); None: the user's interrupt."""
-        return self.runs.stopped_by() or self.shutdown.stopped_by()
 
     def _say_model(self, model: str | None, demo: bool) -> None:
         """The demo model's label (once per cell: its answer does not repeat it), and a
@@ -242,8 +224,6 @@ class AgentMagics(Magics):
         print(cell_text(text, keep_lines=True))
 
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
-        if demo and options["model"] is not None:
-            raise UsageError("--demo and --model name two models: use one")
         self._ready(options["model"], demo, "%agent resume")
         options, demo = continuing(options, demo, self._stopped_options())
         self._say_model(options["model"], demo)

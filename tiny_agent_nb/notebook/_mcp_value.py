@@ -2,13 +2,10 @@
 
 The value is the `{"mcpServers": {...}}` JSON other MCP clients use, or a path to a file
 holding it. Its secrets (header values, the env values `mcp.ServerConfig.secrets` counts,
-URL credentials, credential flags' values) are sent to the servers and shown
-nowhere: `%config TinyAgent`, reprs and error messages get the form `shown_value` makes,
-where each of them is `****`. An env value that is no secret (`TZ`) is shown.
-
-This reads the JSON loosely on purpose: a value the configuration parser refuses (a
-server with neither command nor url, a wrong type) must still be shown without its
-secrets, and its secrets must still be redacted from what tools return.
+URL credentials, credential flags' values) go to the servers only: `%config TinyAgent`,
+reprs and errors show each as `****` (an env value that is no secret, `TZ`, is shown).
+The JSON is read loosely on purpose: a value the parser refuses must still be shown
+without its secrets, and they must still be redacted from what tools return.
 """
 
 from __future__ import annotations

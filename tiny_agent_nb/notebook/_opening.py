@@ -3,29 +3,40 @@ said in one line that names what was kept and what to do next.
 
 The store refuses (locked, damaged, not a session, not a regular file); here each
 refusal becomes a `NotebookError`, or a `SessionInUseError` when another process writes
-the file (a kernel may still read it then).
+the file (a kernel may still read it then). Also what an open writes first (this
+kernel's `kernelOpened`, docs/spec.md §9) and `%agent new`'s keeping of the file under its
+archive name.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import socket
+import sys
+import time
+from functools import cache
 from pathlib import Path
 
 from .._exceptions import TinyAgentError
+from ..agent import AgentError
 from ..provider import Completion
 from ..render import cell_text
 from ..session import (
     Durability,
     HeaderInit,
+    NewFact,
     NotASessionError,
     SessionCorruptError,
+    SessionError,
     SessionLockedError,
     SessionState,
     SessionStore,
     load_session,
 )
-from ._paths import SessionLocation, not_a_file
+from ..session import facts as f
+from ._links import SessionLocation, next_archive_path, not_a_file
 
 
 class NotebookError(TinyAgentError):
@@ -38,10 +49,6 @@ class SessionInUseError(NotebookError):
     def __init__(self, message: str, holder_pid: int | None) -> None:
         super().__init__(message)
         self.holder_pid = holder_pid
-
-
-def same_file(a: Path, b: Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def refuse_non_file(location: SessionLocation) -> None:
@@ -179,3 +186,133 @@ def moved_note(path: Path, moved: str) -> str:
         "kernel stopped writing to it; nothing was written there or anywhere else since. "
         f"`%agent session {again}` opens what is there now."
     )
+
+
+# --------------------------------------------------------------- this kernel, recorded
+# What a kernel id may look like in the file: Jupyter's are UUIDs, VS Code's similar.
+_KERNEL_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+_IMPORTED_AT = time.time_ns() // 1_000_000
+
+
+def record_kernel(store: SessionStore, notebook: Path | None) -> None:
+    """This kernel opened `store`'s session for writing; first, for what recovery settles
+    next is this kernel's doing. A refused write is an AgentError that says what to do."""
+    try:
+        store.commit([kernel_record(notebook)])
+    except SessionError as exc:
+        name = cell_text(store.path.name)
+        raise AgentError(
+            f"opening {name} could not be recorded in it ({type(exc).__name__}: "
+            f"{cell_text(str(exc))}). Nothing was changed: if the disk is full, free space "
+            f"first, then `%agent session {cell_text(shlex.quote(str(store.path)))}` "
+            "opens it again."
+        ) from exc
+
+
+def kernel_record(notebook: Path | None) -> NewFact:
+    pid, host, started_at = process_identity()
+    return f.NewFact(
+        f.KernelOpened(
+            pid=pid,
+            host=host,
+            startedAt=started_at,
+            kernelId=jupyter_kernel_id(),
+            notebook=notebook.name if notebook is not None else None,
+        )
+    )
+
+
+@cache
+def process_identity() -> tuple[int, str, int]:
+    """(pid, host, epoch ms the process started), read once: two records by the same
+    process must say the same, since that is how a later run tells "the same kernel
+    reopened the session" (its variables are all there) from "another kernel"."""
+    return os.getpid(), socket.gethostname(), _process_start() or _IMPORTED_AT
+
+
+def _process_start() -> int | None:
+    """When this process started, from Linux's /proc (boot time + the process's start
+    in clock ticks); None elsewhere, where the time this module was imported stands in."""
+    try:
+        stat = Path("/proc/self/stat").read_text(encoding="ascii")
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        boot = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text(encoding="ascii").splitlines()
+            if line.startswith("btime ")
+        )
+        hertz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot * 1000 + ticks * 1000 // hertz
+
+
+def jupyter_kernel_id() -> str | None:
+    """The kernel id in the name of this kernel's connection file (`kernel-<id>.json`),
+    as Jupyter servers and VS Code name it; None outside a kernel."""
+    if "ipykernel" not in sys.modules:  # a terminal IPython: importing it would cost ~0.3 s
+        return None
+    try:
+        from ipykernel.connect import get_connection_file  # noqa: PLC0415
+
+        name = Path(get_connection_file()).name
+    except Exception:  # not running in a kernel
+        return None
+    if not (name.startswith("kernel-") and name.endswith(".json")):
+        return None
+    stem = name.removeprefix("kernel-").removesuffix(".json")
+    return stem if _KERNEL_ID.fullmatch(stem) else None
+
+
+# --------------------------------------------------------------- `%agent new`
+# The file is renamed only while this kernel holds its lock: a kernel refused the file must
+# not move it from under its writer. From the rename until the new file is open an
+# interrupt waits (`NotebookRuntime.new`): stopped between, this kernel would write the kept
+# file, or hold no session where the notebook's is.
+INTERRUPTED_NEW_NOTE = (
+    "The interrupt came while the conversation was being switched: the switch was finished "
+    "first, so the kept conversation and the new one are both whole."
+)
+
+
+def claim_for_archive(location: SessionLocation) -> SessionStore | None:
+    """Take the writer's lock on the file before `%agent new` moves it (None: there is
+    no file, or a damaged session, which is moved without it: no writer can hold a file
+    the store refuses to read). A file that is no session at all (the user's notes, a
+    notebook) is not ours to move: the open that refused it said it was left untouched."""
+    path = location.path
+    if not (path.exists() or path.is_symlink()):
+        return None
+    refuse_non_file(location)
+    try:
+        return SessionStore.open(path)
+    except SessionCorruptError:
+        return None
+    except (SessionLockedError, NotASessionError, OSError) as exc:
+        raise store_error(path, exc) from None
+    except KeyboardInterrupt:  # a read as long as a first open's (see NotebookRuntime.open)
+        raise NotebookError(
+            f"tiny-agent-nb: reading {cell_text(path.name)} before keeping it was "
+            "interrupted; nothing was moved. `%agent new` tries again."
+        ) from None
+
+
+def keep_as_archive(held: SessionStore | None, path: Path, *, current: SessionStore | None) -> Path:
+    """Rename the file at `path` (`held`, its lock held) to its archive name, and close
+    `held` unless it is the kernel's `current` store (closed with its session)."""
+    archived = next_archive_path(path)
+    try:
+        if held is not None:
+            held.move(archived)
+        elif path.exists() or path.is_symlink():
+            path.rename(archived)  # a damaged session: no writer can hold it
+    except (OSError, SessionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise NotebookError(
+            f"tiny-agent-nb: could not keep {cell_text(path.name)} as "
+            f"{cell_text(archived.name)} ({cell_text(reason)}); nothing was changed."
+        ) from None
+    finally:
+        if held is not None and held is not current:
+            held.close()
+    return archived

@@ -1,18 +1,9 @@
 """An `%%agent` cell run again (docs/spec.md §12): when its prompt and options are those of
-the latest run recorded for the same cell, the cell shows that run from the session
-instead of asking the model again, so Restart & Run All reproduces a notebook.
-
-- The run's chain (the run and its resumes) ended `completed`: a *replayed run*. Its
-  answer and its tool lines are shown, its completed `python` calls run again in this
-  kernel (the names they defined exist again), nothing else runs again, nothing is sent.
-- It ended stopped (interrupted, aborted, at its budget or step limit): the cell says how,
-  and offers the Resume control when that run is the one `%agent resume` continues;
-  nothing is sent.
-- It failed, or nothing matches: the cell asks the model, as a new run.
-
-The cell is the notebook's cell id, which ipykernel passes with each execution
-(`pre_run_cell`'s `info.cell_id`). Where a frontend sends none (IPython in a terminal),
-nothing tells one cell from another typed with the same words, so every run asks.
+the latest run recorded for the same cell (its notebook cell id, `pre_run_cell`'s
+`info.cell_id`), the cell shows that run instead of asking the model, so Restart & Run All
+reproduces a notebook. A completed chain is *replayed* (its `python` calls run again,
+nothing is sent); a stopped one says how it ended and offers Resume; a failed one, or no
+match, asks the model. Without cell ids (a terminal) every run asks.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""One kernel's runtime: its session file, store, provider and loop.
-
-This is the engine the magics drive (`AgentMagics.runtime`, its provider factory `.provider`);
-it knows nothing of IPython. Every user-facing failure becomes one readable `NotebookError`.
-"""
+"""One kernel's runtime: its session file, store, provider and loops. The engine the
+magics drive; it knows nothing of IPython. Every failure a user meets is one
+`NotebookError`."""
 
 from __future__ import annotations
 
@@ -30,29 +28,27 @@ from ..session import (
     SessionStore,
     ToolIntent,
 )
-from ._advice import refusal_line
-from ._archive import INTERRUPTED_NEW_NOTE, claim_for_archive, keep_as_archive
 from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
-from ._kernel import record_kernel
-from ._loops import AskFn, LoopBuilder
-from ._mcp import KernelServers
+from ._links import SessionLocation, same_file
+from ._loops import AskFn, KernelServers, LoopBuilder
 from ._opening import (
+    INTERRUPTED_NEW_NOTE,
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
     NotebookError,
+    claim_for_archive,
     closed_note,
+    keep_as_archive,
     moved_note,
     open_store,
     read_only_label,
     read_unlocked,
-    same_file,
+    record_kernel,
 )
-from ._paths import SessionLocation
-from ._provider import KernelProvider
-from ._report import OpenReport
-from ._session_model import SessionModel
+from ._provider import KernelProvider, SessionModel
+from ._report import OpenReport, refusal_line
 from ._user_cells import UserCells
 
 _R = TypeVar("_R")
@@ -73,31 +69,20 @@ class NotebookRuntime:
         self.namespace = namespace
         self.hidden_variables = hidden_variables if hidden_variables is not None else {}
         self.propose_cell = propose_cell
-        # The cells the user ran since the previous prompt (recorded by the magics from
-        # IPython's post_run_cell), sent with the next one.
-        self.user_cells = UserCells()
+        self.user_cells = UserCells()  # the cells run since the previous prompt
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
         self.open_error: str | None = None
         # Set while another process writes the chosen file: this kernel only reads it.
         self.read_only: str | None = None
-        # The tools the user allowed for the rest of this session ("Allow bash for the
-        # rest of this session"): this kernel's, for the file it has open; another file
-        # or another kernel asks again (docs/spec.md §13). Emptied, never replaced.
+        # "Allow bash for the rest of this session": this kernel's, for the file it has
+        # open; another file or kernel asks again (docs/spec.md §13). Emptied, never replaced.
         self.allowed_tools: set[str] = set()
-        # The displays and the model's context, moved from store to store with the session.
         self._followers = SessionFollowers()
-        # The way to the model: its HTTP client and the windows its servers list, kept
-        # for the open session (`close()` ends them), and the refusal of a run that
-        # cannot succeed.
         self.provider = KernelProvider(config)
-        # The kernel's MCP servers: started by the first run that needs them, stopped
-        # with the session (`close()`) or when their configuration changes.
-        self.mcp = KernelServers(config)
-        # The model the session's runs used, so that a run never swaps it silently.
+        self.mcp = KernelServers(config)  # started by the first run that needs them
         self.session_model = SessionModel(config, self.provider)
         self._followers.watch(self.session_model.observe)
-        # How a run's loop is made from the configuration and a cell's options.
         self.loops = LoopBuilder(
             config,
             namespace,
@@ -107,8 +92,8 @@ class NotebookRuntime:
             mcp=self.mcp,
             session_model=self.session_model,
         )
-        # Asked when a KeyboardInterrupt stops a run: what sent it, if not the user (the
-        # glue knows a kernel restart; `AgentLoop`'s `stopped_by`).
+        # `AgentLoop`'s question when a KeyboardInterrupt stops a run: what sent it, if
+        # not the user (the glue knows the Stop button and a kernel restart).
         self.stopped_by: Callable[[], str | None] | None = None
 
     # ------------------------------------------------------------------ session file
@@ -179,7 +164,7 @@ class NotebookRuntime:
             cwd=str(Path.cwd()),
             provider=asked.provider,
             model=asked.model,
-            environment_identity=str(self.workspace()),
+            environment_identity=str(self.loops.workspace()),
         )
         durability: Durability = "power" if self.config.durability == "power" else "process"
         return open_store(location, init, durability)
@@ -191,6 +176,7 @@ class NotebookRuntime:
         return self._loop(provider=NO_MODEL, with_mcp=False).recover()
 
     def close(self) -> None:
+        """Stop the MCP servers, end the HTTP client, close and release the file."""
         self._followers.unfollow()
         self.mcp.close()
         self.provider.close()
@@ -223,9 +209,7 @@ class NotebookRuntime:
 
     # ------------------------------------------------------------------ displays
     def watch(self, watcher: Watcher) -> Callable[[], None]:
-        """Call `watcher(facts)` after each commit to the current session, whichever
-        it is, and `watcher(())` when this kernel switches or closes its session.
-        Returns unwatch."""
+        """`SessionFollowers.watch`: the displays follow the current session."""
         return self._followers.watch(watcher)
 
     def read_state(self) -> tuple[SessionState, str | None]:
@@ -244,7 +228,7 @@ class NotebookRuntime:
 
     def new(self) -> tuple[Path, OpenReport]:
         """`%agent new`: keep the current file under its archive name and open a fresh one
-        where it was (`_archive`: why an interrupt waits until the switch is whole)."""
+        where it was (`_opening`: why an interrupt waits until the switch is whole)."""
         self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
         held = self.store or claim_for_archive(location)  # a long read: interruptible
@@ -387,9 +371,6 @@ class NotebookRuntime:
             self._drop_closed_store()
             return NotebookError(self.open_error or message)
         return NotebookError(message)
-
-    def workspace(self) -> Path:
-        return self.loops.workspace()
 
     def _loop(self, **options: Any) -> AgentLoop:
         """A loop over the open session (`LoopBuilder.build` takes `run`'s options)."""

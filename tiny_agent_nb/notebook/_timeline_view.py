@@ -1,14 +1,9 @@
 """`%agent timeline`: runs → attempts → tool intents → usage, as one display updated in place.
 
-The display is plain rich output (HTML from `timeline_html`, text from `timeline_text`)
-with a display id, re-rendered (throttled) as the session's facts commit. What a saved
-notebook holds is therefore always the latest timeline, readable after reopening with
-no kernel, in JupyterLab, VS Code, nbviewer or a text export: no widget model to lose.
-
-A view belongs to the session it was opened on. When this kernel switches or closes
-that session (`%agent new`, `%agent session PATH`, unload), the view draws its last
-state once more, saying it is closed, and stops following; a new `%agent timeline`
-follows the current session.
+Plain rich output (HTML and text) with a display id, re-rendered (throttled) as facts
+commit: a saved notebook holds the latest timeline, readable with no kernel in any
+frontend or export (no widget model to lose). A view follows the session it was opened
+on; when this kernel switches or closes it, the view draws its last state as closed.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from IPython.display import display, update_display
 
 from ..render import superseded_rule, timeline_html, timeline_text
 from ..session import Fact, RecordFact, SessionState
-from ..timeline import Timeline, build_timeline
+from ..timeline import build_timeline
 from ._opening import NotebookError
 
 REFRESH_INTERVAL = 0.25  # s between renders while facts stream in; perf: row "timeline-refresh"
@@ -97,10 +92,6 @@ class TimelineView:
         self._timeline = build_timeline(state)
         self.closed = False
         self._unwatch = source.watch(self.on_commit) if live else None
-
-    @property
-    def timeline(self) -> Timeline:
-        return self._timeline
 
     def show(self) -> None:
         self._publish(self.bundle(), display_id=self._display_id, update=False)

@@ -1,14 +1,11 @@
 """The user's cells as context: what the user ran since the previous agent cell.
 
-IPython's `post_run_cell` event gives each executed cell's code (as typed: its history
-entry) and the exception it raised, before it ran (a syntax error) or while it ran. The
-kernel keeps the newest few as `CellRecord`s, each bounded when it is recorded (a cell
-of a million characters is not kept whole), and a prompt takes them as one text
-(`UserCells.digest`) within the character budget `TinyAgent.user_cells_chars`: the
-newest cells first, older ones left out and counted. That text becomes part of the
-prompt's user entry (`userCells`, docs/spec.md §6), so the file holds what the model
-was sent and a new kernel sends the same. Code and messages are untrusted text: terminal
-escapes are removed, other control characters written as escapes, secrets redacted.
+IPython's `post_run_cell` gives each cell's code and the exception it raised. The kernel
+keeps the newest few as `CellRecord`s, each bounded when recorded, and a prompt takes them
+as one text (`UserCells.digest`) within `TinyAgent.user_cells_chars`, newest first, older
+ones left out and counted. The text is part of the prompt's user entry (`userCells`,
+docs/spec.md §6), so the file holds what the model was sent. Code and messages are
+untrusted: terminal escapes removed, other controls escaped, secrets redacted.
 """
 
 from __future__ import annotations
