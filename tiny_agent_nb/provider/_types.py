@@ -59,6 +59,12 @@ class ProviderConfig:
         """The base URL as it may be shown or stored: no trailing slash, credentials masked."""
         return redact_url(self.base_url.rstrip("/"))
 
+    @property
+    def window_key(self) -> tuple[str, str]:
+        """What a learned context window is kept under (docs/spec.md §8): the server (its
+        credentials masked) and the model."""
+        return (self.redacted_base_url, self.model)
+
     def sampling(self) -> dict[str, Any]:
         params = {
             "temperature": self.temperature,
