@@ -1,6 +1,5 @@
 """The model's context window: what a server says when a request does not fit it (and
-the numbers its words give), the window its metadata reports, and an estimate of a
-request's tokens.
+the numbers its words give), and the window its metadata reports.
 
 No HTTP client here (`_client` asks the server); nothing imports httpx.
 """
@@ -11,13 +10,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..session import MAX_WINDOW, MIN_WINDOW
 from ._types import ProviderError
-
-if TYPE_CHECKING:
-    from ._wire import Encoded
 
 # How each server words "the request does not fit the context window" (status 400 unless
 # said otherwise), and where the words come from:
@@ -167,15 +162,6 @@ def _window_of(match: re.Match[str]) -> int | None:
 
 def _count_of(match: re.Match[str]) -> int | None:
     return _count(int(match.group(1).replace(",", "")))
-
-
-def estimate_tokens(messages: Sequence[Encoded]) -> int:
-    """An estimate of the tokens `messages` (encoded wire messages) take: one per 4 bytes.
-
-    Only an estimate, for servers that report no usage: English prose runs about 4 bytes
-    per token, code and JSON fewer, CJK text more (3 bytes per character, about one
-    token each), so it can be off by a factor of 2 either way."""
-    return (sum(len(message) for message in messages) + 3) // 4
 
 
 # Where each server states the window of the model it serves:
