@@ -26,7 +26,6 @@ from ..redaction import redact, redact_url, url_secrets
 from ._answer import EventSink, read_answer
 from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
 from ._deadline import bind_deadlines, within
-from ._encoded import CACHE_KEY, EncodedHistory, encoded
 from ._errors import (
     attempt_timed_out,
     status_error,
@@ -36,11 +35,10 @@ from ._errors import (
 )
 from ._messages import Context
 from ._normalize import CompletionAssembler
-from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, Waiting
 from ._urls import redact_httpx_logs, request_target
 from ._window import METADATA_SECONDS, window_in_listing, window_in_props, window_in_ps
-from ._wire import Encoded
+from ._wire import CACHE_KEY, Encoded, EncodedHistory, encoded, request_parts
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema

@@ -18,13 +18,16 @@ scrubs each message once more before raising (a server may echo a secret).
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Mapping
+from datetime import timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 
 from ..words import shorten
-from ._retry import parse_retry_after
 from ._text import MESSAGE_LIMIT, encoded, get_path
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
@@ -33,6 +36,41 @@ from ._window import context_too_long, is_context_length
 ERROR_TEXT_LIMIT = 4096
 # as the OpenAI SDK retries: timeouts, conflicts, rate limits, every 5xx (529: overloaded)
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def backoff_delay(
+    attempt: int, retry_after: float | None, *, base: float = 1.0, cap: float = 30.0
+) -> float:
+    """Seconds to wait after attempt number `attempt` (1 = the first) failed.
+
+    The server's `retry_after` wins when it gave one (it knows when it will accept us
+    again); otherwise the wait doubles per attempt: base, 2*base, 4*base, ... Never more
+    than `cap`, so a notebook cell never hangs for minutes on one step, never negative.
+    """
+    if retry_after is not None and math.isfinite(retry_after):
+        delay = retry_after
+    else:
+        delay = base * 2.0 ** min(max(attempt, 1) - 1, 64)
+    return min(max(delay, 0.0), cap)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """`Retry-After` as seconds from `now`: delta-seconds ("7", "1.5") or an HTTP date.
+    None when absent or unreadable; a date in the past is 0."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000": RFC 9110 dates are GMT anyway
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 def retry_after_of(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
