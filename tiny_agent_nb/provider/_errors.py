@@ -17,7 +17,6 @@ scrubs each message once more before raising (a server may echo a secret).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping
@@ -28,7 +27,7 @@ from typing import Any
 import httpx
 
 from ..words import shorten
-from ._text import MESSAGE_LIMIT, encoded, get_path
+from ._text import MESSAGE_LIMIT, encoded, get_path, parsed
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
 
@@ -133,22 +132,8 @@ def error_in_body(body: Mapping[str, Any]) -> ProviderError:
     )
 
 
-def _parsed(body: bytes) -> object:
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):  # nesting deeper than the decoder goes: not JSON
-        return None
-
-
-def _too_long(body: bytes) -> bool:
-    parsed = _parsed(body)
-    if isinstance(parsed, Mapping):
-        return is_context_length(parsed.get("error", parsed), server_message(parsed))
-    return is_context_length(None, body.decode("utf-8", errors="replace"))
-
-
-def _quoted(body: bytes, content_type: str) -> str:
-    message = server_message(_parsed(body))
+def _quoted(value: object, body: bytes, content_type: str) -> str:
+    message = server_message(value)
     if message:
         return message
     text = body.decode("utf-8", errors="replace").strip()
@@ -164,12 +149,11 @@ def status_error(
     status: int,
     headers: Mapping[str, str],
     body: bytes,
-    *,
-    now: float | None = None,
 ) -> ProviderError:
-    said = _quoted(body, headers.get("content-type", ""))
+    value = parsed(body)
+    said = _quoted(value, body, headers.get("content-type", ""))
     where = config.redacted_base_url
-    retry_after = retry_after_of(headers, now=now)
+    retry_after = retry_after_of(headers)
 
     def fail(message: str, *, retryable: bool = False) -> ProviderError:
         return ProviderError(
@@ -204,11 +188,13 @@ def status_error(
         )
     # 500 too: a server may fail a prompt that does not fit as an internal error, and
     # retrying it would fail the same way every time.
-    if status in (400, 413, 422, 500) and _too_long(body):
-        parsed = _parsed(body)
-        error = parsed.get("error", parsed) if isinstance(parsed, Mapping) else None
-        full = body[:ERROR_TEXT_LIMIT].decode("utf-8", errors="replace")
-        return context_too_long(said, status, error, full=full)
+    if status in (400, 413, 422, 500):
+        error, text = None, body.decode("utf-8", errors="replace")
+        if isinstance(value, Mapping):
+            error, text = value.get("error", value), server_message(value) or ""
+        if is_context_length(error, text):
+            full = body[:ERROR_TEXT_LIMIT].decode("utf-8", errors="replace")
+            return context_too_long(said, status, error, full=full)
     if status == 429:
         wait = f"after {retry_after:g}s" if retry_after is not None else "after a pause"
         return fail(f"Rate limited (HTTP 429: {said}); retry {wait}.", retryable=True)

@@ -5,9 +5,10 @@ or a CRLF pair may be split across two chunks. `SSEDecoder.feed` keeps the unfin
 line and returns only complete events; `SSEDecoder.flush` is called once at end of stream.
 
 Liberal where servers differ: `data:` with or without the space, LF / CRLF / CR line
-ends, comment lines (OpenRouter's `: OPENROUTER PROCESSING` keep-alives), `event:` and
-`id:` fields, a byte-order mark, and a last event whose blank line never came (the
-connection closed right after it) is still delivered by `flush`.
+ends, comment lines (OpenRouter's `: OPENROUTER PROCESSING` keep-alives), `event:`
+fields, a byte-order mark, and a last event whose blank line never came (the connection
+closed right after it) is still delivered by `flush`. `id:` and `retry:` are ignored: a
+chat completion is never resumed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ DONE = "[DONE]"
 class SSEEvent:
     data: str
     event: str | None = None  # the `event:` field; None means the default "message"
-    id: str | None = None
 
     @property
     def is_done(self) -> bool:
@@ -38,8 +38,6 @@ class SSEDecoder:
         self._started = False
         self._data: list[str] = []
         self._event: str | None = None
-        self._id: str | None = None
-        self.comments = 0  # keep-alive comments seen (useful when debugging a silent server)
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         self._buffer += chunk
@@ -87,7 +85,6 @@ class SSEDecoder:
             self._dispatch(events)
             return
         if line.startswith(":"):
-            self.comments += 1
             return
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
@@ -96,12 +93,10 @@ class SSEDecoder:
             self._data.append(value)
         elif name == "event":
             self._event = value or None
-        elif name == "id" and "\0" not in value:
-            self._id = value
-        # `retry:` and unknown fields are ignored, as the spec says
+        # `id:`, `retry:` and unknown fields are ignored
 
     def _dispatch(self, events: list[SSEEvent]) -> None:
         if self._data:
-            events.append(SSEEvent("\n".join(self._data), self._event, self._id))
+            events.append(SSEEvent("\n".join(self._data), self._event))
         self._data = []
         self._event = None

@@ -98,3 +98,11 @@ def get_path(obj: object, *path: str) -> object:
             return None
         obj = obj.get(key)
     return obj
+
+
+def parsed(raw: bytes) -> object:
+    """A body's JSON value; None when it is not JSON (or nests deeper than the decoder)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
