@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiny_agent_nb.provider._sse import SSEDecoder, SSEEvent
+from tiny_agent_nb.provider._answer import SSEDecoder, SSEEvent
 
 SAMPLE = (
     "\ufeff: OPENROUTER PROCESSING\n"
