@@ -8,7 +8,7 @@
       protocol  an answer that is not a chat completion (HTML, broken JSON, no choice),
                 or one larger than max_response_bytes
       contextLength  the conversation does not fit the model's context window (each
-                server's wording: `_window`); never retried as is
+                server's wording: `_window`); never retried as is: the loop compacts first
 
 Every message says what happened and what to do next. None of them may contain the API
 key or the credentials of the base URL: they quote `redacted_base_url`, and the client
@@ -22,14 +22,15 @@ import time
 from collections.abc import Mapping
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from ..words import shorten
 from ._text import MESSAGE_LIMIT, encoded, get_path, parsed
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
+
+if TYPE_CHECKING:  # loaded with the first real request: the offline demo never loads it
+    import httpx
 
 # bytes of an error body searched for the window's numbers (the quote is shorter)
 ERROR_TEXT_LIMIT = 4096
@@ -215,6 +216,8 @@ def status_error(
 
 
 def transport_error(config: ProviderConfig, exc: httpx.HTTPError) -> ProviderError:
+    import httpx  # noqa: PLC0415 (loaded already: it raised `exc`)
+
     where = config.redacted_base_url
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
         return ProviderError(
