@@ -48,7 +48,7 @@ from _report import Row, now, print_rows, print_spreads, revision, settle, sprea
 
 from tiny_agent_nb.agent import ContextProjection
 from tiny_agent_nb.provider import ProviderConfig, encoded
-from tiny_agent_nb.provider._request import request_parts
+from tiny_agent_nb.provider._wire import request_parts
 from tiny_agent_nb.session import (
     HeaderInit,
     NewFact,

@@ -17,7 +17,6 @@ from tiny_agent_nb.provider import (
     TextDelta,
     ToolCallStarted,
     UsageReport,
-    wire,
 )
 from tiny_agent_nb.tools import ToolSchema
 
@@ -271,7 +270,16 @@ def test_request_body_shape(server: OpenAIServer) -> None:
     assert with_tools == {
         "model": "test/model",
         "messages": [{"role": "user", "content": "Fix the failing test."}],
-        "tools": [wire.tool_definition(READ)],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "read_file",
+                    "description": "Read a file.",
+                    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+                },
+            }
+        ],
         "stream": True,
         "stream_options": {"include_usage": True},
         "temperature": 0.2,

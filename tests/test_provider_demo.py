@@ -12,7 +12,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
-from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, encoded, wire
+from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, encoded
 from tiny_agent_nb.provider import messages as m
 from tiny_agent_nb.session import ToolCall
 from tiny_agent_nb.tools import ToolSchema, builtin_registry
@@ -206,8 +206,7 @@ def test_its_prompt_count_covers_the_tool_schemas_as_a_server_counts_them() -> N
     schemas = builtin_registry().schemas()
     messages = enc({"role": "system", "content": "s" * 1200}, {"role": "user", "content": PROMPT})
     answer = DemoProvider().complete(messages, schemas)
-    tool_bytes = len(wire.encode({"tools": [wire.tool_definition(s) for s in schemas]}))
-    sent = sum(len(part) for part in encoded(messages)) + tool_bytes
+    sent = sum(len(part) for part in encoded(messages)) + m.tools_size(schemas)
     assert answer.usage is not None
     assert answer.usage.input_tokens == sent // 4
 

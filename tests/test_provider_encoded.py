@@ -9,7 +9,7 @@ import pytest
 
 from tiny_agent_nb.agent import ContextProjection
 from tiny_agent_nb.provider import encoded, wire
-from tiny_agent_nb.provider._encoded import SEALED_RUN
+from tiny_agent_nb.provider._wire import SEALED_RUN
 from tiny_agent_nb.session import SessionStore
 
 from helpers.scenario import complete_run

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tiny_agent_nb.provider import backoff_delay
-from tiny_agent_nb.provider._errors import retry_after_of
-from tiny_agent_nb.provider._retry import parse_retry_after
+from tiny_agent_nb.provider._errors import parse_retry_after, retry_after_of
 
 NOW = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
 

@@ -14,7 +14,7 @@ an invalid request gets a 400 and does not consume a reply.
 
 `OpenAIServer(context_limit=N)` answers 400 with OpenAI's "maximum context length" body
 (vLLM words it the same way) to a valid request whose estimated tokens (its messages'
-bytes / 4, as `estimate_tokens`) pass N, without consuming a reply. How it counts and
+bytes / 4, rounded up) pass N, without consuming a reply. How it counts and
 how it overflows can be set as each real server does: `token_bytes=B` counts the
 messages and tools at B bytes a token (a tokenizer denser than the client's estimate);
 `overflow` is "refuse" (the 400 above), "refuse-bare" (a 400 that states no number),

@@ -129,8 +129,7 @@ class AgentLoop:
         self._history_cache = m.history_cache(provider)
         tool_bytes = m.tools_size(self._schemas)
         system = m.size(m.System(config.system_prompt)) if config.system_prompt else 0
-        base_url = asked.redacted_base_url  # the server the window is learned for
-        key = (base_url, asked.model) if base_url else None
+        key = asked.window_key if asked.redacted_base_url else None
         self._compactor = Compactor(
             store,
             provider,

@@ -175,8 +175,7 @@ class LoopBuilder:
             # Unset, and not learned by this session yet, the window is the one the
             # server's metadata states for this model (asked once per kernel, said in the
             # cell; the loop records it). A recovery's loop (a provider given) asks none.
-            base_url = provider_config.redacted_base_url
-            if not window and store.learned_window(base_url, provider_config.model) is None:
+            if not window and store.learned_window(*provider_config.window_key) is None:
                 say = observer.on_notice if observer is not None else None
                 try:
                     listed = self.provider.context_window(

@@ -73,7 +73,7 @@ class KernelProvider:
         for the offline demo model, or when no provider can be made. `asking` is called
         just before the server is asked."""
         config = self.provider_config(model)
-        where = (config.redacted_base_url, config.model)
+        where = config.window_key
         if (self.config.demo_mode() and model is None) or where in self._windows:
             return self._windows.get(where)
         try:

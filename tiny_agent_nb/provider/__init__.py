@@ -5,7 +5,7 @@
 
 The agent hands a provider provider-neutral messages (`messages.Context`); each provider
 encodes them in its own wire format (this one: `wire`, with the history kept encoded in
-its cache, `_encoded.py`). One `complete` is one HTTP request (one stepAttempt);
+its cache). One `complete` is one HTTP request (one stepAttempt);
 failures raise `ProviderError` whose `retryable`/`retry_after` feed `backoff_delay` in
 the agent loop.
 """
@@ -16,8 +16,7 @@ from . import _messages as messages
 from . import _wire as wire
 from ._body import ACCEPT_ENCODING, BodyDecoder, UnsupportedEncoding
 from ._demo import DEMO_LABEL, DEMO_MODEL, DEMO_PROVIDER, DemoProvider
-from ._encoded import encoded
-from ._retry import backoff_delay
+from ._errors import backoff_delay
 from ._types import (
     ATTEMPT_TIMEOUT,
     MAX_RESPONSE_BYTES,
@@ -34,6 +33,7 @@ from ._types import (
     Waiting,
 )
 from ._window import METADATA_SECONDS
+from ._wire import encoded
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
     from ._client import Provider, http_client

@@ -15,6 +15,7 @@ import re
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, cast
@@ -26,7 +27,6 @@ from ..redaction import redact, redact_url, url_secrets
 from ._answer import EventSink, read_answer
 from ._body import ACCEPT_ENCODING, UnsupportedEncoding, decoded
 from ._deadline import bind_deadlines, within
-from ._encoded import CACHE_KEY, EncodedHistory, encoded
 from ._errors import (
     attempt_timed_out,
     status_error,
@@ -36,11 +36,10 @@ from ._errors import (
 )
 from ._messages import Context
 from ._normalize import CompletionAssembler
-from ._request import request_parts
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, Waiting
 from ._urls import redact_httpx_logs, request_target
 from ._window import METADATA_SECONDS, window_in_listing, window_in_props, window_in_ps
-from ._wire import Encoded
+from ._wire import CACHE_KEY, Encoded, EncodedHistory, encoded, request_parts
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -165,20 +164,11 @@ class Provider:
         `ProviderError` (see `_errors`) for anything else. `stream` overrides the
         configuration's for this one request (after an empty stream)."""
         config = self._config if stream is None else replace(self._config, stream=stream)
-        messages = encoded(context)
-        body = request_parts(config, messages, tools)
-        size = sum(len(part) for part in body)
-        log.debug(
-            "POST %s: %d message runs, %d tools, %d bytes, stream=%s",
-            self._shown_url,
-            len(messages),
-            len(tools),
-            size,
-            config.stream,
-        )
+        body = request_parts(config, encoded(context), tools)
+        log.debug("POST %s: %d tools, stream=%s", self._shown_url, len(tools), config.stream)
         assembler = CompletionAssembler()
         try:
-            completion = self._post(body, size, on_event, assembler)
+            completion = self._post(body, on_event, assembler)
         except ProviderError as exc:
             self._scrub(exc)
             # Usage the answer reported before it failed was billed: it goes with the error.
@@ -216,42 +206,61 @@ class Provider:
     def _scrubbed(self, text: str) -> str:
         return redact(text, self._secrets)
 
-    def _post(
+    @contextmanager
+    def _exchange(
         self,
-        body: list[Encoded],
-        size: int,
-        on_event: EventSink | None,
-        assembler: CompletionAssembler,
+        method: str,
+        base: str,
+        endpoint: str,
+        deadline: float,
+        timeout: httpx.Timeout,
+        *,
+        body: list[Encoded] | None = None,
+        waiting: Callable[[], None] | None = None,
+    ) -> Iterator[tuple[httpx.Response, Iterator[bytes]]]:
+        """One request to `endpoint` under `base`, and its body's chunks: decoded, and
+        bounded by `max_response_bytes` and `deadline`. Raises httpx's errors."""
+        headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING}
+        if body is not None:
+            # perf: register row "body-pieces" (docs/benchmarks.md). An explicit
+            # Content-Length makes httpx send the pieces as one plain body (not chunked),
+            # without joining a history of megabytes into a new buffer per step.
+            headers["content-type"] = "application/json"
+            headers["content-length"] = str(sum(len(part) for part in body))
+        headers.update(self._headers)
+        url, basic = request_target(base, endpoint)
+        if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
+            headers["authorization"] = basic
+        # httpx types its pieces as bytes, but writes any bytes-like one: the context's
+        # views of its memory maps (`Encoded`) go out as they are, uncopied.
+        content = None if body is None else cast("Iterator[bytes]", iter(body))
+        with (
+            within(lambda: deadline - self._clock(), waiting),
+            self._client.stream(
+                method, url, content=content, headers=headers, timeout=timeout
+            ) as response,
+        ):
+            raw = decoded(response.iter_raw(), response.headers.get("content-encoding", ""))
+            yield response, self._metered(raw, deadline)
+
+    def _post(
+        self, body: list[Encoded], on_event: EventSink | None, assembler: CompletionAssembler
     ) -> Completion:
-        # perf: register row "body-pieces" (docs/benchmarks.md).
-        # An explicit Content-Length makes httpx send the pieces as one plain body (not
-        # chunked), without joining a history of megabytes into a new buffer per step.
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json",
-            "accept-encoding": ACCEPT_ENCODING,
-            "content-length": str(size),
-            **self._headers,
-        }
         sent = self._clock()
         deadline = sent + self._config.attempt_timeout
         # Whoever follows the events hears of each silence of the server (`Waiting`).
         waiting = None if on_event is None else lambda: on_event(Waiting(self._clock() - sent))
+        base = self._config.base_url
         try:
-            url, basic = request_target(self._config.base_url)
-            if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
-                headers["authorization"] = basic
-            # httpx types its pieces as bytes, but writes any bytes-like one: the context's
-            # views of its memory maps (`Encoded`) go out as they are, uncopied.
-            content = cast("Iterator[bytes]", iter(body))
-            with (
-                within(lambda: deadline - self._clock(), waiting),
-                self._client.stream(
-                    "POST", url, content=content, headers=headers, timeout=self._timeout
-                ) as response,
-            ):
-                encoding = response.headers.get("content-encoding", "")
-                chunks = self._metered(decoded(response.iter_raw(), encoding), deadline)
+            with self._exchange(
+                "POST",
+                base,
+                "/chat/completions",
+                deadline,
+                self._timeout,
+                body=body,
+                waiting=waiting,
+            ) as (response, chunks):
                 if not response.is_success:
                     raw = _read_limited(chunks, ERROR_BODY_LIMIT)
                     raise status_error(self._config, response.status_code, response.headers, raw)
@@ -305,23 +314,15 @@ class Provider:
         if left <= 0:
             log.debug("GET %s: not asked, no time left for the metadata", endpoint)
             return b""
-        headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING}
-        headers.update(self._headers)
         base = self._config.base_url
         if beside:
             head, _, query = base.partition("?")
             base = head.rstrip("/").removesuffix("/v1") + (f"?{query}" if query else "")
         try:
-            url, basic = request_target(base, endpoint)
-            if basic is not None:
-                headers["authorization"] = basic
-            timeout = httpx.Timeout(left)
-            with (
-                within(lambda: deadline - self._clock()),
-                self._client.stream("GET", url, headers=headers, timeout=timeout) as got,
+            with self._exchange("GET", base, endpoint, deadline, httpx.Timeout(left)) as (
+                got,
+                chunks,
             ):
-                encoding = got.headers.get("content-encoding", "")
-                chunks = self._metered(decoded(got.iter_raw(), encoding), deadline)
                 if not got.is_success:
                     # Read (bounded) all the same: an unread answer costs the connection,
                     # which the cells' requests reuse.

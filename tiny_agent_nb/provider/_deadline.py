@@ -119,11 +119,5 @@ class _Backend(httpcore.NetworkBackend):
             self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
         )
 
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
-        timeout = _clamped(timeout, httpcore.ConnectTimeout)
-        return _Stream(self._backend.connect_unix_socket(path, timeout, socket_options))
-
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)

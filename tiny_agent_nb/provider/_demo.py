@@ -81,36 +81,29 @@ class DemoProvider:
         sent = sum(size(m) for m in conversation)
         sent += tools_size(tools) if tools else 0
         has_bash = any(t.name == "bash" for t in tools)
+        text: str | None = None
+        calls: tuple[ToolCall, ...] = ()
         if len(results) < len(commands) and has_bash:
-            call = ToolCall(
-                id=f"demo_{len(results) + 1}_{secrets.token_hex(3)}",
-                name="bash",
-                arguments={"command": commands[len(results)]},
-            )
+            command = commands[len(results)]
+            call_id = f"demo_{len(results) + 1}_{secrets.token_hex(3)}"
+            calls = (ToolCall(id=call_id, name="bash", arguments={"command": command}),)
             if on_event is not None:
-                on_event(ToolCallStarted(index=0, id=call.id, name=call.name))
-            message = AssistantMessage(
-                role="assistant",
-                content=None,
-                reasoning=None,
-                refusal=None,
-                toolCalls=(call,),
-                finishReason="tool_calls",
-            )
-            return Completion(message, UsageReport(sent // 4, 20, 0, 0, 0.0), DEMO_MODEL)
-        text = self._answer(commands, since, has_bash)
-        if on_event is not None:
-            for start in range(0, len(text), self._chunk):
-                on_event(TextDelta(text[start : start + self._chunk]))
+                on_event(ToolCallStarted(index=0, id=call_id, name="bash"))
+        else:
+            text = self._answer(commands, since, has_bash)
+            if on_event is not None:
+                for start in range(0, len(text), self._chunk):
+                    on_event(TextDelta(text[start : start + self._chunk]))
         message = AssistantMessage(
             role="assistant",
             content=text,
             reasoning=None,
             refusal=None,
-            toolCalls=(),
-            finishReason="stop",
+            toolCalls=calls,
+            finishReason="tool_calls" if calls else "stop",
         )
-        return Completion(message, UsageReport(sent // 4, len(text) // 4, 0, 0, 0.0), DEMO_MODEL)
+        output = len(text) // 4 if text is not None else 20
+        return Completion(message, UsageReport(sent // 4, output, 0, 0, 0.0), DEMO_MODEL)
 
     def _answer(self, commands: list[str], since: list[Message], has_bash: bool) -> str:
         if not commands:

@@ -8,7 +8,7 @@
       protocol  an answer that is not a chat completion (HTML, broken JSON, no choice),
                 or one larger than max_response_bytes
       contextLength  the conversation does not fit the model's context window (each
-                server's wording: `_window`); never retried as is
+                server's wording: `_window`); never retried as is: the loop compacts first
 
 Every message says what happened and what to do next. None of them may contain the API
 key or the credentials of the base URL: they quote `redacted_base_url`, and the client
@@ -17,22 +17,60 @@ scrubs each message once more before raising (a server may echo a secret).
 
 from __future__ import annotations
 
-import json
+import math
+import time
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
+from datetime import timezone
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
 
 from ..words import shorten
-from ._retry import parse_retry_after
-from ._text import MESSAGE_LIMIT, encoded, get_path
+from ._text import MESSAGE_LIMIT, encoded, get_path, parsed
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
+
+if TYPE_CHECKING:  # loaded with the first real request: the offline demo never loads it
+    import httpx
 
 # bytes of an error body searched for the window's numbers (the quote is shorter)
 ERROR_TEXT_LIMIT = 4096
 # as the OpenAI SDK retries: timeouts, conflicts, rate limits, every 5xx (529: overloaded)
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def backoff_delay(
+    attempt: int, retry_after: float | None, *, base: float = 1.0, cap: float = 30.0
+) -> float:
+    """Seconds to wait after attempt number `attempt` (1 = the first) failed.
+
+    The server's `retry_after` wins when it gave one (it knows when it will accept us
+    again); otherwise the wait doubles per attempt: base, 2*base, 4*base, ... Never more
+    than `cap`, so a notebook cell never hangs for minutes on one step, never negative.
+    """
+    if retry_after is not None and math.isfinite(retry_after):
+        delay = retry_after
+    else:
+        delay = base * 2.0 ** min(max(attempt, 1) - 1, 64)
+    return min(max(delay, 0.0), cap)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """`Retry-After` as seconds from `now`: delta-seconds ("7", "1.5") or an HTTP date.
+    None when absent or unreadable; a date in the past is 0."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000": RFC 9110 dates are GMT anyway
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 def retry_after_of(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -95,22 +133,8 @@ def error_in_body(body: Mapping[str, Any]) -> ProviderError:
     )
 
 
-def _parsed(body: bytes) -> object:
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):  # nesting deeper than the decoder goes: not JSON
-        return None
-
-
-def _too_long(body: bytes) -> bool:
-    parsed = _parsed(body)
-    if isinstance(parsed, Mapping):
-        return is_context_length(parsed.get("error", parsed), server_message(parsed))
-    return is_context_length(None, body.decode("utf-8", errors="replace"))
-
-
-def _quoted(body: bytes, content_type: str) -> str:
-    message = server_message(_parsed(body))
+def _quoted(value: object, body: bytes, content_type: str) -> str:
+    message = server_message(value)
     if message:
         return message
     text = body.decode("utf-8", errors="replace").strip()
@@ -126,12 +150,11 @@ def status_error(
     status: int,
     headers: Mapping[str, str],
     body: bytes,
-    *,
-    now: float | None = None,
 ) -> ProviderError:
-    said = _quoted(body, headers.get("content-type", ""))
+    value = parsed(body)
+    said = _quoted(value, body, headers.get("content-type", ""))
     where = config.redacted_base_url
-    retry_after = retry_after_of(headers, now=now)
+    retry_after = retry_after_of(headers)
 
     def fail(message: str, *, retryable: bool = False) -> ProviderError:
         return ProviderError(
@@ -166,11 +189,13 @@ def status_error(
         )
     # 500 too: a server may fail a prompt that does not fit as an internal error, and
     # retrying it would fail the same way every time.
-    if status in (400, 413, 422, 500) and _too_long(body):
-        parsed = _parsed(body)
-        error = parsed.get("error", parsed) if isinstance(parsed, Mapping) else None
-        full = body[:ERROR_TEXT_LIMIT].decode("utf-8", errors="replace")
-        return context_too_long(said, status, error, full=full)
+    if status in (400, 413, 422, 500):
+        error, text = None, body.decode("utf-8", errors="replace")
+        if isinstance(value, Mapping):
+            error, text = value.get("error", value), server_message(value) or ""
+        if is_context_length(error, text):
+            full = body[:ERROR_TEXT_LIMIT].decode("utf-8", errors="replace")
+            return context_too_long(said, status, error, full=full)
     if status == 429:
         wait = f"after {retry_after:g}s" if retry_after is not None else "after a pause"
         return fail(f"Rate limited (HTTP 429: {said}); retry {wait}.", retryable=True)
@@ -191,6 +216,8 @@ def status_error(
 
 
 def transport_error(config: ProviderConfig, exc: httpx.HTTPError) -> ProviderError:
+    import httpx  # noqa: PLC0415 (loaded already: it raised `exc`)
+
     where = config.redacted_base_url
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
         return ProviderError(

@@ -8,15 +8,12 @@ checkpoint's summary, or the note that a prompt got no answer). A provider that 
 such thing as a note sends it as an assistant turn.
 
 A context is three parts (`Context`): a short head (system prompt, a checkpoint's
-summary), the history (`History`: the long, append-only part, as long as the session),
-and a short tail (answers for tool calls that never started, a kernel notice waiting for
-its prompt). The history keeps no message itself: it feeds each one, as it is appended,
-to the caches kept of it (`HistoryCache`). A provider that reads the messages one by one
-iterates the context (a `MessageList` is kept); one that keeps the history encoded
-between requests declares its cache (`HISTORY_CACHE`, read by `history_cache`: the
-OpenAI-compatible provider keeps it in memory maps, so a step never re-encodes it). The
-agent loop keeps the provider's cache from a run's start, so a history built then is
-built straight into it.
+summary), the history (`History`: the long, append-only part) and a short tail (answers
+for tool calls that never started, a kernel notice waiting for its prompt). The history
+feeds each message, as it is appended, to the caches kept of it (`HistoryCache`): a
+provider that iterates the context reads a `MessageList`; the OpenAI-compatible one
+declares its own (`HISTORY_CACHE`: the history encoded once, `_wire`), which the agent
+loop keeps from a run's start so the history is built straight into it.
 
 Sizes (`size`) are estimates, counted on each message's canonical JSON (`canonical`: its
 role, content and tool calls in the common chat shape); a server's own token count
@@ -188,7 +185,8 @@ class Context:
         history: History | None = None,
         tail: Sequence[Message] = (),
     ) -> None:
-        self._head, self._history, self._tail = tuple(head), history, tuple(tail)
+        self._head, self._tail = tuple(head), tuple(tail)
+        self.history = history
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> Context:
@@ -198,10 +196,6 @@ class Context:
     @property
     def head(self) -> Sequence[Message]:
         return self._head
-
-    @property
-    def history(self) -> History | None:
-        return self._history
 
     @property
     def tail(self) -> Sequence[Message]:

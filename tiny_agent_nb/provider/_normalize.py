@@ -1,7 +1,5 @@
-"""Wire chat-completions responses -> the canonical `AssistantMessage` + `UsageReport`.
-
-Servers that call themselves OpenAI-compatible differ in the details, so this module is
-liberal in what it accepts:
+"""Wire chat-completions responses -> the canonical `AssistantMessage` + `UsageReport`,
+liberal where servers that call themselves OpenAI-compatible differ:
 
 - reasoning arrives as `reasoning` (OpenRouter, newer vLLM) or `reasoning_content`
   (DeepSeek, vLLM, llama.cpp); a delta carrying both is counted once;
@@ -12,11 +10,9 @@ liberal in what it accepts:
   list in the final usage chunk, `finish_reason` in a chunk of its own;
 - usage without any numbers, or no usage at all, is `None` (unknown), never zero.
 
-Arguments that are not a usable JSON object never raise (see `_text.parse_arguments`),
-and every text the model chose is made valid UTF-8, so the assistant entry can always be
-written.
-An `error` object inside a 200 response (OpenRouter reports upstream failures that way,
-even mid-stream) raises `ProviderError` (`_errors.error_in_body`).
+Unusable arguments never raise (`_text.parse_arguments`) and every text the model chose
+is made valid UTF-8, so the assistant entry can always be written. An `error` object in
+a 200 response (OpenRouter's upstream failures, even mid-stream) raises `ProviderError`.
 """
 
 from __future__ import annotations
@@ -204,21 +200,17 @@ class CompletionAssembler:
     _calls: list[_CallBuilder] = field(default_factory=list)
     _by_index: dict[int, _CallBuilder] = field(default_factory=dict)
     _last_call: _CallBuilder | None = None
-    _usage: UsageReport | None = None
+    # The usage reported so far (kept when the answer then fails: it was billed).
+    usage: UsageReport | None = None
     _model: str | None = None
     _response_id: str | None = None
     finish_reason: str | None = None
     saw_choice: bool = False
 
-    @property
-    def usage(self) -> UsageReport | None:
-        """The usage reported so far (kept when the answer then fails: it was billed)."""
-        return self._usage
-
     def add_chunk(self, chunk: Mapping[str, Any]) -> list[StreamEvent]:
         usage = usage_from_wire(chunk.get("usage"))
         if usage is not None:  # some servers repeat (growing) usage in every chunk
-            self._usage = usage  # before the error check: an error chunk may carry it too
+            self.usage = usage  # before the error check: an error chunk may carry it too
         if chunk.get("error") is not None:
             raise error_in_body(chunk)
         model, response_id = chunk.get("model"), chunk.get("id")
@@ -339,7 +331,7 @@ class CompletionAssembler:
             toolCalls=calls,
             finishReason=self.finish_reason,
         )
-        return Completion(message, self._usage, self._model, self._response_id)
+        return Completion(message, self.usage, self._model, self._response_id)
 
 
 def _joined(pieces: list[str]) -> str | None:

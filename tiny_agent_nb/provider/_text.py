@@ -62,17 +62,11 @@ def _kept(text: str) -> str:
 
 
 def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
-    """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept."""
-    if isinstance(raw, Mapping):  # a server that sends the object itself
-        kept = _clean_value(dict(raw)) if json_depth(raw) <= MAX_JSON_DEPTH else None
-        if kept is None or json_value_problem(kept) is not None:
-            return {}, _kept(clean_unicode(encoded(raw)))
-        return kept, None
+    """`(arguments, invalidArguments)`: a JSON object, or `{}` and the raw text kept. A
+    server that sends the object itself is read as its JSON text."""
     if raw is None:
         return {}, None
-    if not isinstance(raw, str):
-        raw = encoded(raw)
-    text = clean_unicode(raw)
+    text = clean_unicode(raw if isinstance(raw, str) else encoded(raw))
     if not text.strip():
         return {}, None
     try:
@@ -98,3 +92,11 @@ def get_path(obj: object, *path: str) -> object:
             return None
         obj = obj.get(key)
     return obj
+
+
+def parsed(raw: bytes) -> object:
+    """A body's JSON value; None when it is not JSON (or nests deeper than the decoder)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None

@@ -59,6 +59,12 @@ class ProviderConfig:
         """The base URL as it may be shown or stored: no trailing slash, credentials masked."""
         return redact_url(self.base_url.rstrip("/"))
 
+    @property
+    def window_key(self) -> tuple[str, str]:
+        """What a learned context window is kept under (docs/spec.md §8): the server (its
+        credentials masked) and the model."""
+        return (self.redacted_base_url, self.model)
+
     def sampling(self) -> dict[str, Any]:
         params = {
             "temperature": self.temperature,
@@ -133,11 +139,7 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallStarted | Waiting
 
 # ---------------------------------------------------------------- errors
 
-# http: an error status, or an `error` object inside a 200 answer; timeout: no connection
-# or no byte in time; network: refused / reset / closed mid-answer; protocol: an answer
-# that is not a chat completion (HTML, broken JSON, no choice); contextLength: the server
-# said the conversation does not fit the model's context window (never retried as is: the
-# loop compacts first). See `_errors`.
+# What each kind means is drawn in `_errors`' docstring.
 ErrorKind = Literal["http", "timeout", "network", "protocol", "contextLength"]
 
 

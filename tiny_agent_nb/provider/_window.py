@@ -1,59 +1,33 @@
 """The model's context window: what a server says when a request does not fit it (and
-the numbers its words give), the window its metadata reports, and an estimate of a
-request's tokens.
+the numbers its words give), and the window its metadata reports.
 
 No HTTP client here (`_client` asks the server); nothing imports httpx.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from ..session import MAX_WINDOW, MIN_WINDOW
+from ._text import get_path, parsed
 from ._types import ProviderError
 
-if TYPE_CHECKING:
-    from ._wire import Encoded
-
-# How each server words "the request does not fit the context window" (status 400 unless
-# said otherwise), and where the words come from:
-#   OpenAI     {"error": {"message": "This model's maximum context length is 8192 tokens.
-#              However, your messages resulted in 8227 tokens. ...", "type":
-#              "invalid_request_error", "param": "messages", "code":
-#              "context_length_exceeded"}}  (crewAIInc/crewAI-examples#121,
-#              ChatGPTNextWeb/NextChat#2358; older: "..., however you requested 4231 tokens
-#              (3975 in your prompt; 256 for the completion)", hwchase17/chat-your-data#10)
-#   vLLM       "This model's maximum context length is 4096 tokens. However, you requested
-#              4120 tokens (3120 in the messages, 1000 in the completion). ..." (vllm
-#              vllm/entrypoints/openai/serving_engine.py, `_validate_input`), or "... and
-#              your request has 2778 input tokens (8000 > 4096 - 2778)" (max_tokens too large)
-#   llama.cpp  {"error": {"code": 400, "message": "request (4476 tokens) exceeds the
-#              available context size (4096 tokens), try increasing it", "type":
-#              "exceed_context_size_error", "n_prompt_tokens": 4476, "n_ctx": 4096}}
-#              (ggml-org/llama.cpp tools/server/server-context.cpp sends it with
-#              ERROR_TYPE_EXCEED_CONTEXT_SIZE, server-common.cpp `format_error_response`
-#              maps that to 400 "exceed_context_size_error", server-task.cpp adds the two
-#              counts); an input it cannot split: "input (N tokens) is larger than the max
-#              context size (M tokens)"
-#   llama-cpp-python  the library raises "Requested tokens (1203) exceed context window of
-#              1024" (llama_cpp/llama.py); its server rewrites that into 400 "This model's
-#              maximum context length is 1024 tokens. However, you requested 1520 tokens
-#              (1203 in the messages, 317 in the completion). ..." (llama_cpp/server/
-#              errors.py, `context_length_exceeded`), except in a stream, which has already
-#              answered 200: the stream then ends with no event at all (`empty_stream`)
-#   Ollama     cuts an over-long prompt silently (runner/ollamarunner/runner.go
-#              `NewSequence` keeps num_keep tokens and the newest, logging "truncating
-#              input prompt"; ollama/ollama#9452, #10368): caught by its usage instead
-#              (agent/_window.py); where it refuses it says "the input length exceeds the
-#              context length" or "input exceeds context length", without a number
-#   OpenRouter passes the upstream message on with code 400, sometimes inside a 200 body:
-#              "This endpoint's maximum context length is 131072 tokens. However, you
-#              requested about 141607 tokens (...). Please reduce the length of either one,
-#              or use the "middle-out" transform ..."  (Aider-AI/aider#3721)
+# How each server words "the request does not fit the context window" (400 unless said):
+#   OpenAI, vLLM, llama-cpp-python's server, OpenRouter (passing the upstream's on, at
+#     times inside a 200 body): "This model's maximum context length is 8192 tokens.
+#     However, your messages resulted in 8227 tokens" / "you requested 4120 tokens (3120
+#     in the messages, 1000 in the completion)" / "your request has 2778 input tokens";
+#     OpenAI's code "context_length_exceeded" (vllm serving_engine.py `_validate_input`,
+#     llama_cpp/server/errors.py, Aider-AI/aider#3721)
+#   llama.cpp  "request (4476 tokens) exceeds the available context size (4096 tokens)",
+#     type "exceed_context_size_error" with `n_prompt_tokens` and `n_ctx` members; "input
+#     (N tokens) is larger than the max context size (M tokens)" (tools/server)
+#   llama-cpp-python the library's "Requested tokens (1203) exceed context window of
+#     1024"; in a stream, already answered 200, it ends with no event (`empty_stream`)
+#   Ollama cuts an over-long prompt silently (ollama/ollama#9452), caught by its usage
+#     (agent/_window.py); where it refuses: "input exceeds context length", no number
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
 _CONTEXT_WORDS = re.compile(
     r"maximum context length|context[ _]length[ _]exceeded"
@@ -83,7 +57,7 @@ def context_too_long(
     the answer's error object, whose llama.cpp fields are read; `full`: its whole text,
     when `said` is cut short)."""
     where = f"HTTP {status}" if status is not None else "in its answer"
-    numbers = context_numbers(error, full if full is not None else said)
+    window, prompt_tokens = context_numbers(error, full if full is not None else said)
     return ProviderError(
         # What happened only: the loop compacts and retries, and a surface that shows the
         # failure says what to do next (the kind, contextLength, is the reason).
@@ -92,8 +66,8 @@ def context_too_long(
         kind="contextLength",
         retryable=False,
         status=status,
-        window=numbers.window,
-        prompt_tokens=numbers.prompt_tokens,
+        window=window,
+        prompt_tokens=prompt_tokens,
     )
 
 
@@ -118,34 +92,22 @@ _PROMPT_WORDS = (
 )
 
 
-@dataclass(frozen=True)
-class ContextNumbers:
-    """What a "too long" answer says in numbers: the window, and the input tokens of the
-    refused request as the server counted them. None: not said."""
-
-    window: int | None = None
-    prompt_tokens: int | None = None
-
-
-def context_numbers(error: object, said: str | None) -> ContextNumbers:
-    """The window and the request's input tokens a "too long" answer states: llama.cpp's
-    `n_ctx` and `n_prompt_tokens` members, else the first number each wording gives."""
+def context_numbers(error: object, said: str | None) -> tuple[int | None, int | None]:
+    """The window and the refused request's input tokens (as the server counted them) a
+    "too long" answer states, None where it does not: llama.cpp's `n_ctx` and
+    `n_prompt_tokens` members, else the first number each wording gives."""
     window = prompt = None
     if isinstance(error, Mapping):
         window = plausible_window(error.get("n_ctx"))
         prompt = _count(error.get("n_prompt_tokens"))
     text = said or ""
     if window is None:
-        window = next(
-            (w for p in _WINDOW_WORDS if (m := p.search(text)) and (w := _window_of(m))),
-            None,
-        )
+        found = (plausible_window(_number(p.search(text))) for p in _WINDOW_WORDS)
+        window = next((w for w in found if w is not None), None)
     if prompt is None:
-        prompt = next(
-            (n for p in _PROMPT_WORDS if (m := p.search(text)) and (n := _count_of(m))),
-            None,
-        )
-    return ContextNumbers(window, prompt)
+        counted = (_count(_number(p.search(text))) for p in _PROMPT_WORDS)
+        prompt = next((n for n in counted if n is not None), None)
+    return window, prompt
 
 
 def plausible_window(value: object) -> int | None:
@@ -161,34 +123,16 @@ def _count(value: object) -> int | None:
     return None
 
 
-def _window_of(match: re.Match[str]) -> int | None:
-    return plausible_window(int(match.group(1).replace(",", "")))
-
-
-def _count_of(match: re.Match[str]) -> int | None:
-    return _count(int(match.group(1).replace(",", "")))
-
-
-def estimate_tokens(messages: Sequence[Encoded]) -> int:
-    """An estimate of the tokens `messages` (encoded wire messages) take: one per 4 bytes.
-
-    Only an estimate, for servers that report no usage: English prose runs about 4 bytes
-    per token, code and JSON fewer, CJK text more (3 bytes per character, about one
-    token each), so it can be off by a factor of 2 either way."""
-    return (sum(len(message) for message in messages) + 3) // 4
+def _number(match: re.Match[str] | None) -> int | None:
+    return None if match is None else int(match.group(1).replace(",", ""))
 
 
 # Where each server states the window of the model it serves:
-#   OpenRouter  `GET /models`: `context_length`   (openrouter.ai/docs, API reference: models)
-#   vLLM        `GET /models`: `max_model_len`    (vllm entrypoints/openai ModelCard)
-#   llama.cpp   `GET /props` (beside /v1): `default_generation_settings.n_ctx`, the window
-#               it serves (tools/server README, "GET /props"); its `GET /models` has only
-#               `meta.n_ctx_train`, the window the model was trained with, which
-#               `--ctx-size` may make smaller: asked when /props says nothing
-#   Ollama      `GET /api/ps` (beside /v1): `models[].context_length` of a loaded model
-#               (api/types.go `ProcessModelResponse`; the num_ctx it runs with); its
-#               /v1/models has none
-#   llama-cpp-python  none (`/v1/models` lists ids only): its refusal says it
+#   OpenRouter `GET /models` `context_length`; vLLM the same, `max_model_len`
+#   llama.cpp  `GET /props` (beside /v1) `default_generation_settings.n_ctx`, the window
+#     it serves; its /models has only `meta.n_ctx_train` (trained; --ctx-size may be less)
+#   Ollama     `GET /api/ps` (beside /v1) `models[].context_length` of a loaded model
+#   llama-cpp-python none (its refusal says it)
 _LISTED: tuple[tuple[str, ...], ...] = (("context_length",), ("max_model_len",))
 # Seconds the answers of all three may take together: a window is only a hint, asked
 # before the first request of a kernel, and a cell must not wait long for it.
@@ -196,25 +140,24 @@ METADATA_SECONDS = 5.0
 TRAINED = ("meta", "n_ctx_train")
 
 
-@dataclass(frozen=True)
-class Listed:
+class Listed(NamedTuple):
     """A window a listing gives, and whether it is the served one or only the trained one."""
 
     window: int
-    trained: bool = False
+    trained: bool
 
 
 def window_in_listing(raw: bytes, model: str) -> Listed | None:
     """The context window of `model` in a `GET /models` answer, or None when the answer
     is not a listing, does not list the model, or gives no plausible window for it."""
-    data = _member(_parsed(raw), "data")
+    data = get_path(parsed(raw), "data")
     if not isinstance(data, list):
         return None
     for entry in data:
         if not isinstance(entry, Mapping) or entry.get("id") != model:
             continue
         for path in (*_LISTED, TRAINED):
-            window = plausible_window(_path(entry, path))
+            window = plausible_window(get_path(entry, *path))
             if window is not None:
                 return Listed(window, trained=path == TRAINED)
         return None
@@ -223,31 +166,13 @@ def window_in_listing(raw: bytes, model: str) -> Listed | None:
 
 def window_in_props(raw: bytes) -> int | None:
     """llama.cpp's `GET /props`: the window its slots serve."""
-    settings = _member(_parsed(raw), "default_generation_settings")
-    return plausible_window(_member(settings, "n_ctx"))
+    return plausible_window(get_path(parsed(raw), "default_generation_settings", "n_ctx"))
 
 
 def window_in_ps(raw: bytes, model: str) -> int | None:
     """Ollama's `GET /api/ps`: the window of `model` when it is loaded (else None)."""
-    models = _member(_parsed(raw), "models")
+    models = get_path(parsed(raw), "models")
     for entry in models if isinstance(models, list) else ():
         if isinstance(entry, Mapping) and model in (entry.get("name"), entry.get("model")):
             return plausible_window(entry.get("context_length"))
     return None
-
-
-def _parsed(raw: bytes) -> object:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _member(value: object, key: str) -> object:
-    return value.get(key) if isinstance(value, Mapping) else None
-
-
-def _path(value: object, path: Sequence[str]) -> object:
-    for key in path:
-        value = _member(value, key)
-    return value
