@@ -12,14 +12,14 @@ import concurrent.futures
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ..redaction import redact
 from ._config import McpConfig
 from ._names import model_tool_name
-from ._server import ServerSession, State
+from ._server import ServerRefused, ServerSession, State
 from ._thread import LoopThread, wait_done, wait_event
-from ._tool import McpTool, checking_validator
+from ._tool import McpTool
 
 __all__ = ["McpServers", "ServerStatus"]
 
@@ -221,13 +221,6 @@ class McpServers:
 
     def _offer(self) -> list[str]:
         """Rebuild the offered tools from every running server; lines for refused ones."""
-        # jsonschema (a dependency of the SDK) ships no type stubs.
-        from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]  # noqa: PLC0415
-        from jsonschema.validators import (  # type: ignore[import-untyped]  # noqa: PLC0415
-            Draft202012Validator,
-            validator_for,
-        )
-
         assert self._thread is not None
         lines: list[str] = []
         taken: dict[str, str] = {}
@@ -246,27 +239,20 @@ class McpServers:
                         f"{taken[name]}. Rename a server in the configuration to offer both."
                     )
                     continue
-                schema = dict(tool.input_schema)
                 try:
-                    cls: Any = validator_for(schema, default=Draft202012Validator)
-                    cls.check_schema(schema)
-                except SchemaError as exc:
-                    lines.append(
-                        f"{where} is not offered: the server's input schema for it is "
-                        f"invalid ({exc.message[:200]})."
+                    tools.append(
+                        McpTool(
+                            name=name,
+                            server=server,
+                            tool=tool,
+                            loop=self._thread,
+                            call_timeout=self._call_timeout,
+                        )
                     )
+                except ServerRefused as exc:
+                    lines.append(f"{where} is not offered: {exc}.")
                     continue
                 taken[name] = f"{server.config.name}'s tool {tool.name!r}"
-                tools.append(
-                    McpTool(
-                        name=name,
-                        server=server,
-                        tool=tool,
-                        validator=checking_validator(schema, cls),
-                        loop=self._thread,
-                        call_timeout=self._call_timeout,
-                    )
-                )
         self._tools = tools
         return [redact(line, self._config.secrets()) for line in lines]
 
