@@ -19,7 +19,6 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._exceptions import TinyAgentError
-from .._guard import guard_argv
 from ..redaction import redact, redact_url
 from ..tools import clean_text
 from ._config import ServerConfig
@@ -27,7 +26,6 @@ from ._config import ServerConfig
 if TYPE_CHECKING:
     import mcp_types
     from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters
 
     from ._stdio import StderrTail
 
@@ -43,23 +41,6 @@ class ServerRefused(TinyAgentError):
 
 
 MAX_PAGES = 1000  # of tools/list: ten thousand tools and more, at the usual page sizes
-
-
-def _stdio_parameters(server: ServerConfig) -> StdioServerParameters:
-    """How a stdio server is spawned: the one place to wrap its command."""
-    from mcp.client.stdio import StdioServerParameters  # noqa: PLC0415
-
-    assert server.command is not None
-    # Under the guard: the server (and all it started) dies with the kernel, even a
-    # SIGKILLed one, which can run no cleanup of its own.
-    command, args = guard_argv(server.command, server.args)
-    return StdioServerParameters(
-        command=command,
-        args=args,
-        env=dict(server.env) or None,
-        cwd=server.cwd,
-        encoding_error_handler="replace",
-    )
 
 
 class ServerSession:
@@ -149,10 +130,6 @@ class ServerSession:
                 failure = self._lost or self._refused or self._describe(exc)
         finally:
             self._session = None
-            if self._stderr is not None:
-                # Shutdown killed the process; its last words are in the pipe now.
-                self._stderr.close_writer()
-                await asyncio.to_thread(self._stderr.wait, 1.0)
             if failure is None and self._stop.is_set():
                 self.state, self.detail = "stopped", None
             else:
@@ -192,18 +169,14 @@ class ServerSession:
             from ._stdio import StderrTail, bounded_stdio_client  # noqa: PLC0415
 
             self._stderr = StderrTail()
-            try:
-                streams = await stack.enter_async_context(
-                    bounded_stdio_client(
-                        _stdio_parameters(self.config),
-                        self._stderr.writer,
-                        limit=self.max_message_bytes,
-                        on_refused=self._note_refused,
-                    )
+            return await stack.enter_async_context(
+                bounded_stdio_client(
+                    self.config,
+                    self._stderr,
+                    limit=self.max_message_bytes,
+                    on_refused=self._note_refused,
                 )
-            finally:
-                self._stderr.close_writer()
-            return streams
+            )
         import httpx2  # noqa: PLC0415
         from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
