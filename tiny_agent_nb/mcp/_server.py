@@ -58,8 +58,8 @@ class ServerSession:
         self.ended = threading.Event()  # set when the lifetime task is over
         self.ended.set()
         self._session: ClientSession | None = None
-        self._stop: asyncio.Event | None = None
-        self._closed: asyncio.Event | None = None
+        # (Re)made by prepare(): a stop asked before the task first runs must count.
+        self._stop, self._closed = asyncio.Event(), asyncio.Event()
         self._stderr: StderrTail | None = None
         self._http_status: int | None = None  # the last HTTP error status seen
         self._lost: str | None = None  # why a call found the connection gone
@@ -73,8 +73,7 @@ class ServerSession:
         self.ready.clear()
         self.ended.clear()
         self._lost, self._http_status, self._refused = None, None, None
-        # Made here, not in the task: a stop asked before the task first runs must count.
-        # (asyncio events bind to a loop only when first waited on.)
+        # Made here, not in the task (asyncio events bind to a loop when first waited on).
         self._stop, self._closed = asyncio.Event(), asyncio.Event()
 
     def abandon(self) -> None:
@@ -86,8 +85,7 @@ class ServerSession:
 
     def request_stop(self) -> None:
         """Called on the loop thread (call_soon): the lifetime task exits its contexts."""
-        if self._stop is not None:
-            self._stop.set()
+        self._stop.set()
 
     # ------------------------------------------------------------ on the loop thread
 
@@ -95,7 +93,6 @@ class ServerSession:
         """The lifetime task: start, serve until told to stop or the connection ends."""
         import anyio  # noqa: PLC0415
 
-        assert self._stop is not None and self._closed is not None
         failure: str | None = None
         try:
             async with self._connected() as session:
@@ -149,7 +146,6 @@ class ServerSession:
             # ending is how a stdio server's death is seen while no call is running.
             relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
             closed = self._closed
-            assert closed is not None
 
             async def relay() -> None:
                 async with relay_send:
@@ -208,12 +204,10 @@ class ServerSession:
         would ever answer it) or a stop was asked for (Ctrl-C during the start)."""
         import anyio  # noqa: PLC0415
 
-        closed, stop = self._closed, self._stop
-        assert closed is not None and stop is not None
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:
-                await _first(closed.wait(), stop.wait())
+                await _first(self._closed.wait(), self._stop.wait())
                 group.cancel_scope.cancel()
 
             group.start_soon(watch)
@@ -260,7 +254,7 @@ class ServerSession:
                 return await session.call_tool(name, arguments)
             except Exception as exc:
                 refused, self._refused = self._refused, None
-                if _connection_lost(exc) and self._closed is not None:
+                if _connection_lost(exc):
                     # Over HTTP nothing else tells that the server went away: the lifetime
                     # task ends the session, and the next start() connects afresh.
                     self._lost = refused or f"the connection was lost ({self._describe(exc)})"
@@ -269,8 +263,7 @@ class ServerSession:
                     self.state, self.detail = "failed", self._redacted(self._lost)
                 if refused is not None:  # the transport's reason, not the SDK's stand-in
                     raise RuntimeError(self._redacted(refused)) from None
-                closed = self._closed is not None and self._closed.is_set()
-                if closed or self.state != "running":
+                if self._closed.is_set() or self.state != "running":
                     raise NotRunningError(self.not_running()) from None
                 raise RuntimeError(self._redacted(self._describe(exc))) from None
         finally:
