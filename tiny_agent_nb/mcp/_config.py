@@ -57,11 +57,8 @@ class ServerConfig:
     def __repr__(self) -> str:
         # The dataclass repr would show a URL's password; env and header *names* are
         # harmless and help, their values are not shown.
-        where = f"command={self.command!r}, args={self.shown_args()!r}" if self.command else ""
-        if self.url is not None:
-            where = f"url={redact_url(self.url)!r}"
         return (
-            f"ServerConfig(name={self.name!r}, {where}, env={sorted(self.env)!r}, "
+            f"ServerConfig(name={self.name!r}, {self.describe()!r}, env={sorted(self.env)!r}, "
             f"headers={sorted(self.headers)!r})"
         )
 

@@ -12,6 +12,7 @@ tiny_agent_nb.mcp` stays cheap and works without the SDK.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator
@@ -57,6 +58,10 @@ class ServerSession:
         self.ready = threading.Event()  # set when a start ended: running or failed
         self.ended = threading.Event()  # set when the lifetime task is over
         self.ended.set()
+        # Kept by McpServers on the kernel's thread: the lifetime task, and why the last
+        # start failed (None when it did not).
+        self.lifetime: concurrent.futures.Future[None] | None = None
+        self.start_failed: str | None = None
         self._session: ClientSession | None = None
         # (Re)made by prepare(): a stop asked before the task first runs must count.
         self._stop, self._closed = asyncio.Event(), asyncio.Event()

@@ -8,7 +8,6 @@ Every wait on the kernel's thread is bounded, so no server can hang the kernel.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
 from dataclasses import dataclass
@@ -67,13 +66,7 @@ class McpServers:
             ServerSession(server, max_message_bytes=max_message_bytes) for server in config.servers
         ]
         self._thread: LoopThread | None = None
-        self._lifetimes: dict[str, concurrent.futures.Future[None]] = {}
         self._tools: list[McpTool] = []
-        # Servers whose last start failed, and why. A run does not try them again: each
-        # try can cost start_timeout, and a cell a minute late every time is worse than
-        # a line saying so (`start(retry=True)` tries again; `failed_to_start` names them,
-        # for a surface to say how its user asks for that).
-        self._start_failed: dict[str, str] = {}
         self._log_filter = _RedactingFilter(config.secrets())
         # start() and close() one at a time: two starts at once would each spawn every
         # server, and the process one of them lost track of outlived close().
@@ -95,10 +88,13 @@ class McpServers:
         if not self._config:
             return []
         not_running = [s for s in self._servers if s.state != "running"]
-        starting = [s for s in not_running if retry or s.config.name not in self._start_failed]
-        failed = self._start_failed
+        # A run does not try a server whose last start failed again: each try can cost
+        # start_timeout, and a cell a minute late every time is worse than a line saying
+        # so (`start(retry=True)` tries again; `failed_to_start` names them, for a
+        # surface to say how its user asks for that).
+        starting = [s for s in not_running if retry or s.start_failed is None]
         skipped = [
-            f"MCP server {s.config.name} did not start earlier ({failed[s.config.name]}); "
+            f"MCP server {s.config.name} did not start earlier ({s.start_failed}); "
             "its tools are not offered."
             for s in not_running
             if s not in starting
@@ -124,7 +120,7 @@ class McpServers:
             # parent thread that lives on). A start stops at its next await instead.
             self._stop(submitted, cancel=False)
             for server in submitted:
-                lifetime = self._lifetimes.get(server.config.name)
+                lifetime = server.lifetime
                 if server.state == "starting" and (lifetime is None or lifetime.done()):
                     server.abandon()  # prepared, but its task never ran to say so
             raise
@@ -141,28 +137,26 @@ class McpServers:
             wait_event(server.ended, _SHUTDOWN_BOUND)
             submitted.append(server)  # before prepare(): an interrupt after it undoes it
             server.prepare()
-            self._lifetimes[server.config.name] = thread.submit(server.live(self._start_timeout))
+            server.lifetime = thread.submit(server.live(self._start_timeout))
         for server in starting:
             wait_event(server.ready, self._start_timeout + _SHUTDOWN_BOUND)
         lines = []
         for server in starting:
             if not server.ready.is_set():  # the bound above ran out: the loop is stuck
                 self._stop([server], cancel=True)
+            server.start_failed = None
             if server.state != "running":
-                why = server.detail or "no answer"
-                self._start_failed[server.config.name] = why
+                server.start_failed = server.detail or "no answer"
                 lines.append(
                     f"MCP server {server.config.name} ({server.config.describe()}) did not "
-                    f"start: {why}. Its tools are not offered."
+                    f"start: {server.start_failed}. Its tools are not offered."
                 )
-            else:
-                self._start_failed.pop(server.config.name, None)
         return lines + self._offer()
 
     def failed_to_start(self) -> list[str]:
         """The servers whose last start failed, which only `start(retry=True)` tries again."""
         with self._lock:
-            return [s.config.name for s in self._servers if s.config.name in self._start_failed]
+            return [s.config.name for s in self._servers if s.start_failed is not None]
 
     def tools(self) -> list[McpTool]:
         """Every tool of every running server, in configuration order."""
@@ -195,7 +189,6 @@ class McpServers:
             self._stop(self._servers, cancel=False)
             self._thread.stop(timeout=3.0)
             self._thread = None
-        self._lifetimes.clear()
         self._tools = []
         for server in self._servers:
             if server.state in ("starting", "running"):
@@ -212,7 +205,7 @@ class McpServers:
             return
         for server in servers:
             thread.call_soon(server.request_stop)
-        live = [self._lifetimes[s.config.name] for s in servers if s.config.name in self._lifetimes]
+        live = [s.lifetime for s in servers if s.lifetime is not None]
         if cancel or not wait_done(live, _SHUTDOWN_BOUND):
             for future in live:
                 future.cancel()
