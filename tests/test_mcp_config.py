@@ -13,7 +13,7 @@ import pytest
 
 from tiny_agent_nb.mcp import McpConfig, McpConfigError, parse_config
 from tiny_agent_nb.mcp._config import ServerConfig
-from tiny_agent_nb.mcp._names import model_tool_name
+from tiny_agent_nb.mcp._servers import model_tool_name
 
 SECRET = "sentinel-env-value-4242"
 HEADER = "Bearer sentinel-header-4242"

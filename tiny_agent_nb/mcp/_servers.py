@@ -8,14 +8,15 @@ Every wait on the kernel's thread is bounded, so no server can hang the kernel.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import threading
 from dataclasses import dataclass
 from typing import Literal
 
 from ..redaction import redact
 from ._config import McpConfig
-from ._names import model_tool_name
 from ._server import ServerRefused, ServerSession, State
 from ._thread import LoopThread, wait_done, wait_event
 from ._tool import McpTool
@@ -82,48 +83,45 @@ class McpServers:
         `retry=False` a server whose last start failed is not tried again (one line says
         so); a server that ran and died since is started again either way."""
         with self._lock:
-            return self._start(retry)
-
-    def _start(self, retry: bool) -> list[str]:
-        if not self._config:
-            return []
-        not_running = [s for s in self._servers if s.state != "running"]
-        # A run does not try a server whose last start failed again: each try can cost
-        # start_timeout, and a cell a minute late every time is worse than a line saying
-        # so (`start(retry=True)` tries again; `failed_to_start` names them, for a
-        # surface to say how its user asks for that).
-        starting = [s for s in not_running if retry or s.start_failed is None]
-        skipped = [
-            f"MCP server {s.config.name} did not start earlier ({s.start_failed}); "
-            "its tools are not offered."
-            for s in not_running
-            if s not in starting
-        ]
-        if not starting:
-            return skipped
-        try:
-            _import_sdk()
-        except ImportError:  # not installed, or installed without what it needs
-            return [SDK_MISSING]
-        if self._thread is None or not self._thread.alive():
-            self._thread = LoopThread()
-        self._log_filter.install()
-        submitted: list[ServerSession] = []
-        try:
-            # Everything from the first submission on is one interruptible whole: a Ctrl-C
-            # between two submissions (or while the tools are offered) must not leave a
-            # server started behind a start that raised.
-            return skipped + self._submit_and_wait(starting, submitted)
-        except KeyboardInterrupt:
-            # Asked to stop, not cancelled: a cancellation that lands while the SDK is
-            # still spawning the process loses the process (and the guard waits for a
-            # parent thread that lives on). A start stops at its next await instead.
-            self._stop(submitted, cancel=False)
-            for server in submitted:
-                lifetime = server.lifetime
-                if server.state == "starting" and (lifetime is None or lifetime.done()):
-                    server.abandon()  # prepared, but its task never ran to say so
-            raise
+            if not self._config:
+                return []
+            not_running = [s for s in self._servers if s.state != "running"]
+            # A run does not try a server whose last start failed again: each try can cost
+            # start_timeout, and a cell a minute late every time is worse than a line saying
+            # so (`start(retry=True)` tries again; `failed_to_start` names them, for a
+            # surface to say how its user asks for that).
+            starting = [s for s in not_running if retry or s.start_failed is None]
+            skipped = [
+                f"MCP server {s.config.name} did not start earlier ({s.start_failed}); "
+                "its tools are not offered."
+                for s in not_running
+                if s not in starting
+            ]
+            if not starting:
+                return skipped
+            try:
+                _import_sdk()
+            except ImportError:  # not installed, or installed without what it needs
+                return [SDK_MISSING]
+            if self._thread is None or not self._thread.alive():
+                self._thread = LoopThread()
+            self._log_filter.install()
+            submitted: list[ServerSession] = []
+            try:
+                # Everything from the first submission on is one interruptible whole: a Ctrl-C
+                # between two submissions (or while the tools are offered) must not leave a
+                # server started behind a start that raised.
+                return skipped + self._submit_and_wait(starting, submitted)
+            except KeyboardInterrupt:
+                # Asked to stop, not cancelled: a cancellation that lands while the SDK is
+                # still spawning the process loses the process (and the guard waits for a
+                # parent thread that lives on). A start stops at its next await instead.
+                self._stop(submitted, cancel=False)
+                for server in submitted:
+                    lifetime = server.lifetime
+                    if server.state == "starting" and (lifetime is None or lifetime.done()):
+                        server.abandon()  # prepared, but its task never ran to say so
+                raise
 
     def _submit_and_wait(
         self, starting: list[ServerSession], submitted: list[ServerSession]
@@ -182,18 +180,15 @@ class McpServers:
     def close(self) -> None:
         """Stop every server (stdio processes gone) and end the thread; idempotent, bounded."""
         with self._lock:
-            self._close()
-
-    def _close(self) -> None:
-        if self._thread is not None:
-            self._stop(self._servers, cancel=False)
-            self._thread.stop(timeout=3.0)
-            self._thread = None
-        self._tools = []
-        for server in self._servers:
-            if server.state in ("starting", "running"):
-                server.state = "stopped"
-        self._log_filter.remove()
+            if self._thread is not None:
+                self._stop(self._servers, cancel=False)
+                self._thread.stop(timeout=3.0)
+                self._thread = None
+            self._tools = []
+            for server in self._servers:
+                if server.state in ("starting", "running"):
+                    server.state = "stopped"
+            self._log_filter.remove()
 
     # ------------------------------------------------------------------ internals
 
@@ -314,3 +309,20 @@ class _RedactingFilter(logging.Filter):
             text = logging.Formatter().formatException(record.exc_info)
             record.exc_text = redact(text, self._secrets)
         return True
+
+
+MAX_NAME = 64  # OpenAI's (and most providers') limit on a function name
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_HASH = 8  # hex digits of the full name's digest kept when a name is shortened
+
+
+def model_tool_name(server: str, tool: str) -> str:
+    """`<server>__<tool>` with every character outside `[A-Za-z0-9_-]` made `_`; a name
+    over 64 characters keeps a prefix and a short hash of the full name, so two long
+    names that share a prefix stay distinct."""
+    full = f"{server}__{tool}"
+    name = _UNSAFE.sub("_", full)
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(full.encode("utf-8")).hexdigest()[:_HASH]
+        name = f"{name[: MAX_NAME - _HASH - 1]}-{digest}"
+    return name
