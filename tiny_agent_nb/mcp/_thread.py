@@ -58,14 +58,6 @@ class LoopThread:
         self._thread.join(timeout)
 
 
-def wait(future: concurrent.futures.Future[T], timeout: float) -> T:
-    """The future's result; TimeoutError after `timeout` seconds, the future left running
-    (the caller decides to cancel it)."""
-    if not wait_done([future], timeout):
-        raise TimeoutError
-    return future.result()
-
-
 def wait_done(futures: list[concurrent.futures.Future[Any]], timeout: float) -> bool:
     """Wait until every future is done or `timeout` passed; True when all are done."""
     deadline = time.monotonic() + timeout

@@ -33,7 +33,7 @@ from ..tools import (
 )
 from ._result import result_text, result_usage
 from ._server import NotRunningError, ServerRefused, ServerSession
-from ._thread import LoopThread, wait, wait_event
+from ._thread import LoopThread, wait_done, wait_event
 
 if TYPE_CHECKING:
     import mcp_types
@@ -133,16 +133,16 @@ class McpTool(Tool):
         except RuntimeError:  # the loop is closed: the servers were closed
             return ToolOutput(self._server.not_running(), is_error=True)
         try:
-            result = wait(future, self._call_timeout)
-        except TimeoutError:
-            self._abandon(future, done)
-            return ToolOutput(
-                f"MCP server {server} did not answer {self.remote_name} within "
-                f"{self._call_timeout:g} s; the call was cancelled, and whether it had an "
-                "effect is unknown",
-                is_error=True,
-                timed_out=True,
-            )
+            if not wait_done([future], self._call_timeout):
+                self._abandon(future, done)
+                return ToolOutput(
+                    f"MCP server {server} did not answer {self.remote_name} within "
+                    f"{self._call_timeout:g} s; the call was cancelled, and whether it had "
+                    "an effect is unknown",
+                    is_error=True,
+                    timed_out=True,
+                )
+            result = future.result()
         except KeyboardInterrupt:
             self._abandon(future, done)
             raise
