@@ -13,7 +13,7 @@ import pytest
 
 from tiny_agent_nb.mcp import McpConfig, McpConfigError, parse_config
 from tiny_agent_nb.mcp._config import ServerConfig
-from tiny_agent_nb.mcp._names import model_tool_name
+from tiny_agent_nb.mcp._servers import model_tool_name
 
 SECRET = "sentinel-env-value-4242"
 HEADER = "Bearer sentinel-header-4242"
@@ -186,6 +186,25 @@ def test_importing_the_package_imports_neither_the_sdk_nor_httpx2() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_tools_validator_leaves_rfc3987_syntax_unimported_and_iri_checks_registered() -> None:
+    """Its import builds a grammar (seconds of a kernel's first tool listing) for a format
+    checker no MCP validation uses; jsonschema still registers its `iri` check, which
+    imports it when first used. In a process of its own: this one keeps it out (conftest)."""
+    code = (
+        "import importlib.util, sys\n"
+        "if importlib.util.find_spec('rfc3987_syntax') is None: sys.exit(print('absent'))\n"
+        "from tiny_agent_nb.mcp._tool import checking_validator\n"
+        "v = checking_validator({'properties': {'a': {'type': 'string', 'format': 'iri'}}})\n"
+        "from jsonschema import FormatChecker\n"
+        "print(len(list(v.iter_errors({'a': 1}))), 'rfc3987_syntax' in sys.modules, "
+        "'iri' in FormatChecker.checkers)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    if out.stdout.strip() == "absent":
+        pytest.skip("rfc3987-syntax is not installed")
+    assert out.stdout.split() == ["1", "False", "True"]
 
 
 DB_PASSWORD = "S3cret-Passw0rd-77"

@@ -9,13 +9,7 @@
 No subcommand ever writes FILE: they read it through `load_session` (or, for `salvage`,
 the same parse and apply steps), which takes no lock and never writes, so it is safe to
 point them at a file a running kernel is appending to, or at a damaged file you want to
-keep exactly as it is. `salvage` writes only the new file NEW; `demo` writes only in its
-own directory. `--help` says both (`_parser.WRITES`), and lists the exit codes
-(`_parser.EXIT_CODES`).
-
-Exit 141: the reader of the output went away before it was all written (`... | head`):
-the command stops quietly, with the status a shell reports for a process killed by
-SIGPIPE, as `cat` or `grep` would.
+keep exactly as it is. `--help` says so and lists the exit codes (`_parser`).
 """
 
 from __future__ import annotations
@@ -32,10 +26,9 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tiny-agent-nb` script and `python -m tiny_agent_nb`."""
     args = _parser.build_parser().parse_args(argv)
-    command: _common.Command = _parser.COMMANDS[args.command]
     try:
         try:
-            code = command.run(args)
+            code = _parser.COMMANDS[args.command].run(args)
         except _Failed as failed:  # raised by any command: one way to report it
             code = _report_failure(failed, as_json=getattr(args, "json", False))
         # Flushed here, not at exit, so a reader that went away shows up below.
@@ -46,11 +39,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _output_closed() -> int:
-    """The reader of stdout went away (`| head`): stop without a traceback.
-
-    Not 0, because the output was cut short (a script with `set -o pipefail` should know);
-    141 = 128 + SIGPIPE, what the shell reports for `cat` or `grep` in the same place.
-    """
+    """The reader of stdout went away (`| head`): stop quietly with 141 (128 + SIGPIPE),
+    as `cat` or `grep` would; not 0, since the output was cut short (`set -o pipefail`)."""
     try:
         # What is still buffered would fail again when the interpreter flushes it at exit
         # ("Exception ignored ... BrokenPipeError"): send it to /dev/null instead.

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .._exceptions import TinyAgentError
@@ -27,25 +23,6 @@ EXIT_NOT_A_SESSION = 4
 EXIT_WRITE_FAILED = 5
 EXIT_OUTPUT_CLOSED = 141  # 128 + SIGPIPE: stdout's reader went away (`| head`)
 
-OPEN_OPERATION = "open — the kernel stopped during this run"
-PENDING_NEVER = "effect may have happened; not re-run"
-# A pending safeRead intent is replayed on resume when its replayKey still matches the
-# workspace (docs/spec.md §2.1); saying "not re-run" would be wrong for it.
-PENDING_SAFE_READ = "read-only; replayed on resume if the workspace is unchanged"
-ARGUMENTS_WIDTH = 100
-
-
-# ---------------------------------------------------------------- subcommand registry
-
-
-@dataclass(frozen=True)
-class Command:
-    """One subcommand: its help line, how it adds its arguments, and what it runs."""
-
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
 
 class _Failed(TinyAgentError):
     """A read failed in a way the user can meet; carries the exit code and messages."""
@@ -59,7 +36,7 @@ class _Failed(TinyAgentError):
 
 def _report_failure(failed: _Failed, *, as_json: bool) -> int:
     """The message on stderr (and with --json, {"error": ...} on stdout); the exit code."""
-    _print_err(failed.message)
+    print(failed.message, file=sys.stderr)
     if as_json:
         _print_json({"error": failed.error})
     return failed.code
@@ -117,17 +94,6 @@ def _corrupt_error(exc: SessionCorruptError) -> dict[str, Any]:
     return {"type": "SessionCorruptError", "path": exc.path, "line": exc.line, "reason": exc.reason}
 
 
-# ---------------------------------------------------------------- formatting
-
-
-def _iso_time(epoch_ms: int) -> str:
-    try:
-        moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=epoch_ms)
-    except OverflowError:
-        return f"{epoch_ms} (epoch ms, out of range)"
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _print_json(value: dict[str, Any]) -> None:
     # json.dumps escapes only the C0 controls: a C1 CSI (U+009B), DEL, a bidi override or
     # a default-ignorable character from the file would reach the terminal raw. Each is
@@ -143,7 +109,3 @@ def _print_json(value: dict[str, Any]) -> None:
 def _json_escape(c: str) -> str:
     """`c` as JSON's \\u escape (a surrogate pair past the BMP, as JSON spells those)."""
     return json.dumps(c, ensure_ascii=True)[1:-1]
-
-
-def _print_err(message: str) -> None:
-    print(message, file=sys.stderr)

@@ -6,26 +6,23 @@ import argparse
 import json
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 
 from ..render import KERNEL_TOLD
 from ..session import SessionState, ToolIntent
 from ..timeline import call_outcome, cost_text, intent_label, run_text, runs_text, session_models
 from ..words import printable
-from ._common import (
-    ARGUMENTS_WIDTH,
-    EXIT_OK,
-    OPEN_OPERATION,
-    PENDING_NEVER,
-    PENDING_SAFE_READ,
-    _iso_time,
-    _print_json,
-    _read,
-)
+from ._common import EXIT_OK, _print_json, _read
 
-# ---------------------------------------------------------------- inspect
+OPEN_OPERATION = "open — the kernel stopped during this run"
+PENDING_NEVER = "effect may have happened; not re-run"
+# A pending safeRead intent is replayed on resume when its replayKey still matches the
+# workspace (docs/spec.md §2.1); saying "not re-run" would be wrong for it.
+PENDING_SAFE_READ = "read-only; replayed on resume if the workspace is unchanged"
+ARGUMENTS_WIDTH = 100
 
 
-def _configure_inspect(parser: argparse.ArgumentParser) -> None:
+def configure_inspect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a session file (*.jsonl)")
     parser.add_argument(
         "--json",
@@ -42,9 +39,6 @@ def run_inspect(args: argparse.Namespace) -> int:
     else:
         print("\n".join(render_report(state)))
     return EXIT_OK
-
-
-# ---------------------------------------------------------------- the report
 
 
 def render_report(state: SessionState) -> list[str]:
@@ -149,3 +143,11 @@ def _torn_tail_lines(state: SessionState) -> Iterator[str]:
             f"torn tail    {n} {noun} after the last complete line (a write cut short by a "
             "crash); ignored, a writer will cut them on open"
         )
+
+
+def _iso_time(epoch_ms: int) -> str:
+    try:
+        moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=epoch_ms)
+    except OverflowError:
+        return f"{epoch_ms} (epoch ms, out of range)"
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from .._version import __version__
-from ._common import Command
-from ._demo import _configure_demo, run_demo
-from ._inspect import _configure_inspect, run_inspect
-from ._salvage import _configure_salvage, run_salvage
-from ._timeline import _configure_timeline, run_timeline
-from ._usage import _configure_usage, run_usage
+from ._inspect import configure_inspect, run_inspect
+from ._salvage import configure_salvage, run_salvage
+from ._timeline import configure_timeline, run_timeline
+from ._usage import configure_usage, run_usage
 
 WRITES = (
     "Look at tiny-agent-nb session files (JSONL) outside Jupyter. No command modifies a "
@@ -30,6 +31,13 @@ exit codes:
   5    salvage could not write NEW (disk full, directory not writable);
        FILE is untouched and no partial NEW is left
   141  the output's reader went away (`... | head`)"""
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,32 +61,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where the notebook runs and its session file is kept (default: a new temp dir)",
+    )
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    # Imported here: the other subcommands must not need a Jupyter kernel client.
+    from ..demo import main as demo_main  # noqa: PLC0415
+
+    return demo_main(args.dir)
+
+
 COMMANDS: dict[str, Command] = {
     "demo": Command(
         help="run the crash-and-resume example notebook headless: a kernel killed mid-tool, "
         "then resumed; prints the timeline",
         configure=_configure_demo,
-        run=run_demo,
+        run=_run_demo,
     ),
     "inspect": Command(
         help="summarize a session file: runs, attempts, tool calls, usage, damage",
-        configure=_configure_inspect,
+        configure=configure_inspect,
         run=run_inspect,
     ),
     "timeline": Command(
         help="the notebook's timeline as a table: runs, attempts, tool calls, usage",
-        configure=_configure_timeline,
+        configure=configure_timeline,
         run=run_timeline,
     ),
     "usage": Command(
         help="tokens and cost per run, and the totals (unknown cost is never shown as 0)",
-        configure=_configure_usage,
+        configure=configure_usage,
         run=run_usage,
     ),
     "salvage": Command(
         help="copy the longest loadable prefix of a damaged session into the new file NEW "
         "(FILE is only read)",
-        configure=_configure_salvage,
+        configure=configure_salvage,
         run=run_salvage,
     ),
 }

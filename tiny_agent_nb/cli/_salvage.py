@@ -33,10 +33,8 @@ from ._common import (
     _unreadable,
 )
 
-# ---------------------------------------------------------------- salvage
 
-
-def _configure_salvage(parser: argparse.ArgumentParser) -> None:
+def configure_salvage(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file", metavar="FILE", help="a (damaged) session file; it is only read, never changed"
     )

@@ -9,18 +9,12 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from pydantic.alias_generators import to_camel
+
 from ..render import timeline_text
 from ..timeline import PAGE_SIZE, ROWS_PER_RUN, Timeline, build_timeline
 from ..words import printable
-from ._common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    _Failed,
-    _print_json,
-    _read,
-)
-
-# ---------------------------------------------------------------- timeline
+from ._common import EXIT_OK, EXIT_USAGE, _Failed, _print_json, _read
 
 
 def _page_number(text: str) -> int:
@@ -33,7 +27,7 @@ def _page_number(text: str) -> int:
     return page
 
 
-def _configure_timeline(parser: argparse.ArgumentParser) -> None:
+def configure_timeline(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a session file (*.jsonl)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
@@ -82,15 +76,10 @@ def timeline_json(t: Timeline) -> dict[str, Any]:
 
 def _camel_keys(value: Any) -> Any:
     if isinstance(value, dict):
-        return {_camel(str(k)): _camel_keys(v) for k, v in value.items()}
+        return {to_camel(str(k)): _camel_keys(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_camel_keys(v) for v in value]
     return value
-
-
-def _camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(part.capitalize() for part in rest)
 
 
 def _use_color(stream: TextIO) -> bool:

@@ -5,17 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..session import (
-    SessionState,
-    UsageTotals,
-)
+from ..session import SessionState, UsageTotals
 from ..timeline import RunUsage, session_cost, usage_by_run, usage_lines
 from ._common import EXIT_OK, _print_json, _read
 
-# ---------------------------------------------------------------- usage
 
-
-def _configure_usage(parser: argparse.ArgumentParser) -> None:
+def configure_usage(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a session file (*.jsonl)")
     parser.add_argument(
         "--json", action="store_true", help='print {"usage": ...} instead of a table'

@@ -15,7 +15,6 @@ secrets: redacting them would mangle what the model and the user read.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -58,11 +57,8 @@ class ServerConfig:
     def __repr__(self) -> str:
         # The dataclass repr would show a URL's password; env and header *names* are
         # harmless and help, their values are not shown.
-        where = f"command={self.command!r}, args={self.shown_args()!r}" if self.command else ""
-        if self.url is not None:
-            where = f"url={redact_url(self.url)!r}"
         return (
-            f"ServerConfig(name={self.name!r}, {where}, env={sorted(self.env)!r}, "
+            f"ServerConfig(name={self.name!r}, {self.describe()!r}, env={sorted(self.env)!r}, "
             f"headers={sorted(self.headers)!r})"
         )
 
@@ -120,18 +116,15 @@ class McpConfig:
         return bool(self.servers)
 
     def digest_material(self) -> list[dict[str, Any]]:
-        """`ServerConfig.digest_material` of each server, in order: no secret."""
         return [server.digest_material() for server in self.servers]
 
 
 def parse_config(value: str | Mapping[str, Any] | None) -> McpConfig:
     """`value` is the mapping `{"mcpServers": {...}}`, JSON text of it, or the path of a
     JSON file holding it (`~` expanded); None or "" is no server."""
-    if value is None:
+    if value is None or (isinstance(value, str) and not value.strip()):
         return McpConfig()
     if isinstance(value, str):
-        if not value.strip():
-            return McpConfig()
         value = _load_text(value)
     if not isinstance(value, Mapping):
         raise McpConfigError("the MCP configuration must be a JSON object with 'mcpServers'")
@@ -146,9 +139,8 @@ def parse_config(value: str | Mapping[str, Any] | None) -> McpConfig:
             raise McpConfigError("an MCP server name must be a non-empty string")
         if not isinstance(entry, Mapping):
             raise McpConfigError(f"MCP server {name!r}: must be an object")
-        if entry.get("disabled") is True:
-            continue  # other clients' switch for a server kept in the file but not used
-        parsed.append(_marked(_server(name, entry), entry.get("secretEnv")))
+        if entry.get("disabled") is not True:  # other clients' switch: kept but not used
+            parsed.append(_server(name, entry))
     return McpConfig(tuple(parsed))
 
 
@@ -158,21 +150,20 @@ def is_json_text(value: str) -> bool:
 
 
 def _load_text(text: str) -> Any:
-    if is_json_text(text):
-        return _parse(text, "the MCP configuration")
-    path = Path(text.strip()).expanduser()
-    try:
-        raw = read_config_file(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise McpConfigError(
-            f"cannot read the MCP configuration file {str(path)!r}: {reason}; "
-            'set it to a JSON file holding {"mcpServers": ...}, or to that JSON text'
-        ) from None
-    return _parse(raw, f"the MCP configuration file {str(path)!r}")
-
-
-def _parse(text: str, what: str) -> Any:
+    what = "the MCP configuration"
+    if not is_json_text(text):
+        path = Path(text.strip()).expanduser()
+        what = f"the MCP configuration file {str(path)!r}"
+        try:
+            text = read_config_file(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = (
+                exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            )
+            raise McpConfigError(
+                f"cannot read {what}: {reason}; "
+                'set it to a JSON file holding {"mcpServers": ...}, or to that JSON text'
+            ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -181,10 +172,11 @@ def _parse(text: str, what: str) -> Any:
             f"{what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
     except RecursionError:
-        raise McpConfigError(_TOO_DEEP.format(what=what)) from None
+        raise McpConfigError(
+            f"{what} is nested too deeply to read; an mcpServers object is a few levels deep"
+        ) from None
 
 
-_TOO_DEEP = "{what} is nested too deeply to read; an mcpServers object is a few levels deep"
 MAX_FILE_SIZE = 4 * 1024 * 1024  # a configuration is a few KB; this bounds a wrong path
 
 
@@ -194,8 +186,7 @@ def read_config_file(path: Path) -> str:
     # O_NONBLOCK: opening a FIFO for reading blocks until a writer opens it.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         data = f.read(MAX_FILE_SIZE + 1)
     if len(data) > MAX_FILE_SIZE:
@@ -204,46 +195,36 @@ def read_config_file(path: Path) -> str:
 
 
 def _server(name: str, entry: Mapping[str, Any]) -> ServerConfig:
+    def refused(what: str) -> McpConfigError:
+        return McpConfigError(f"MCP server {name!r}: {what}")
+
     command, url = entry.get("command"), entry.get("url")
     if command is None and url is None:
-        raise McpConfigError(f"MCP server {name!r}: needs 'command' (stdio) or 'url' (HTTP)")
+        raise refused("needs 'command' (stdio) or 'url' (HTTP)")
     if command is not None and url is not None:
-        raise McpConfigError(f"MCP server {name!r}: has both 'command' and 'url'; keep one")
+        raise refused("has both 'command' and 'url'; keep one")
     if command is not None:
         if not isinstance(command, str) or not command:
-            raise McpConfigError(f"MCP server {name!r}: 'command' must be a non-empty string")
+            raise refused("'command' must be a non-empty string")
         for key in ("url", "headers"):
             if entry.get(key):
-                raise McpConfigError(f"MCP server {name!r}: '{key}' is for HTTP servers")
-        return ServerConfig(
-            name=name,
-            command=command,
-            args=_strings(name, "args", entry.get("args", [])),
-            env=_string_map(name, "env", entry.get("env", {})),
-            cwd=_optional_string(name, "cwd", entry.get("cwd")),
-        )
+                raise refused(f"'{key}' is for HTTP servers")
+        cwd = entry.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise refused("'cwd' must be a string")
+        env = _string_map(name, "env", entry.get("env"))
+        secret_env = _strings(name, "secretEnv", entry.get("secretEnv", []))
+        unknown = [n for n in secret_env if n not in env]
+        if unknown:
+            raise refused(f"'secretEnv' names {unknown[0]!r}, which its 'env' does not set")
+        args = _strings(name, "args", entry.get("args", []))
+        return ServerConfig(name, command, args, env, cwd, secret_env=secret_env)
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise McpConfigError(f"MCP server {name!r}: 'url' must be an http:// or https:// URL")
-    for key in ("args", "env", "cwd"):
+        raise refused("'url' must be an http:// or https:// URL")
+    for key in ("args", "env", "cwd", "secretEnv"):
         if entry.get(key):
-            raise McpConfigError(f"MCP server {name!r}: '{key}' is for stdio servers")
-    return ServerConfig(
-        name=name, url=url, headers=_string_map(name, "headers", entry.get("headers", {}))
-    )
-
-
-def _marked(server: ServerConfig, names: Any) -> ServerConfig:
-    """`server` with the env variables its `"secretEnv"` list names marked secret."""
-    if names is None:
-        return server
-    marked = _strings(server.name, "secretEnv", names)
-    unknown = [n for n in marked if n not in server.env]
-    if unknown:
-        raise McpConfigError(
-            f"MCP server {server.name!r}: 'secretEnv' names {unknown[0]!r}, which its "
-            "'env' does not set"
-        )
-    return dataclasses.replace(server, secret_env=marked)
+            raise refused(f"'{key}' is for stdio servers")
+    return ServerConfig(name, url=url, headers=_string_map(name, "headers", entry.get("headers")))
 
 
 def _strings(name: str, key: str, value: Any) -> tuple[str, ...]:
@@ -264,11 +245,3 @@ def _string_map(name: str, key: str, value: Any) -> dict[str, str]:
                 f"MCP server {name!r}: '{key}' entry {str(k)!r} must have a string value"
             )
     return dict(value)
-
-
-def _optional_string(name: str, key: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise McpConfigError(f"MCP server {name!r}: '{key}' must be a string")
-    return value

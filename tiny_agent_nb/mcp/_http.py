@@ -3,14 +3,11 @@ decoded in bounded pieces, and a message past the server's limit (decoded) is re
 
 The SDK reads a JSON answer whole (`response.aread()`), and httpx2 inflates a gzip body
 as it comes: a 0.5 MB gzip body of a tools/call result grew the kernel to 2.6 GB. Here a
-response hook takes over the body before anyone reads it: it is inflated by the
-provider's `BodyDecoder` (PIECE bytes at a time, gzip and deflate only, which is all
-the client asks for) and counted as it grows. An answer that passes the limit ends in
-`RefusedAnswer`, which the SDK turns into an error for the request it answered (so the
-call is an error result and the server goes on); `ServerSession` says why. So does a body
-in an encoding not asked for, or one that does not decode. An event
-stream (`text/event-stream`) is not counted whole, since it may stay open for the
-session: the SDK bounds each of its events (1 MB).
+response hook takes over the body before anyone reads it: the provider's `BodyDecoder`
+inflates it a piece at a time (gzip and deflate only, all the client asks for) and it is
+counted as it grows. An answer past the limit, in an encoding not asked for, or that does
+not decode ends in `RefusedAnswer`, which the SDK turns into an error for the request it
+answered (the call is an error result and the server goes on); `on_refused` says why.
 
 Imported only when an HTTP server starts, with httpx2 (the SDK's HTTP client).
 """
@@ -46,7 +43,7 @@ def bounded_client(
 
     async def bound(response: httpx2.Response) -> None:
         await on_status(response)
-        _bound(response, limit, on_refused)
+        response.stream = _Decoded(response, limit, on_refused)
 
     own = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
     return httpx2.AsyncClient(
@@ -56,36 +53,26 @@ def bounded_client(
     )
 
 
-def _bound(response: httpx2.Response, limit: int, on_refused: Callable[[str], None]) -> None:
-    encoding = response.headers.get("content-encoding", "")
-    decoder: BodyDecoder | str
-    try:
-        decoder = BodyDecoder(encoding)
-    except UnsupportedEncoding as exc:  # refused when read, where the SDK can answer it
-        decoder = f"its answer came in an encoding this client does not read ({exc})"
-    content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-    stream = response.stream
-    assert isinstance(stream, httpx2.AsyncByteStream)
-    # The body is decoded here: httpx2 must not decode it again.
-    response.headers.pop("content-encoding", None)
-    response.headers.pop("content-length", None)
-    counted = None if content_type == "text/event-stream" else limit
-    response.stream = _Decoded(stream, decoder, counted, on_refused)
-
-
 class _Decoded(httpx2.AsyncByteStream):
     def __init__(
-        self,
-        raw: httpx2.AsyncByteStream,
-        decoder: BodyDecoder | str,  # a string: why the body cannot be read
-        limit: int | None,
-        on_refused: Callable[[str], None],
+        self, response: httpx2.Response, limit: int, on_refused: Callable[[str], None]
     ) -> None:
-        self._raw = raw
-        self._decoder = decoder
-        self._limit = limit
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        self._raw = response.stream
         self._on_refused = on_refused
         self._size = 0
+        # An event stream may stay open for the session: the SDK bounds each of its
+        # events (1 MB) instead.
+        content_type = response.headers.get("content-type", "").partition(";")[0]
+        self._limit = None if content_type.strip().lower() == "text/event-stream" else limit
+        self._decoder: BodyDecoder | str  # a string: why the body cannot be read
+        try:
+            self._decoder = BodyDecoder(response.headers.get("content-encoding", ""))
+        except UnsupportedEncoding as exc:  # refused when read, where the SDK can answer it
+            self._decoder = f"its answer came in an encoding this client does not read ({exc})"
+        # The body is decoded here: httpx2 must not decode it again.
+        response.headers.pop("content-encoding", None)
+        response.headers.pop("content-length", None)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         decoder = self._decoder

@@ -65,24 +65,19 @@ def _size(data: str) -> str:
 def _carried(structured: Any, texts: list[str]) -> bool:
     """Whether a text block already says what the structured content says: its JSON, or
     the value of the SDK's `{"result": value}` wrapping of a plain return value."""
-    wrapped = (
-        structured["result"]
-        if isinstance(structured, Mapping) and set(structured) == {"result"}
-        else _NOTHING
-    )
+    said = [structured]
+    if isinstance(structured, Mapping) and set(structured) == {"result"}:
+        said.append(structured["result"])
     for text in texts:
-        if wrapped is not _NOTHING and text == wrapped:
+        if text in said:
             return True
         try:
-            value = json.loads(text)
+            if json.loads(text) in said:
+                return True
         except ValueError:
             continue
-        if value == structured or (wrapped is not _NOTHING and value == wrapped):
-            return True
     return False
 
-
-_NOTHING = object()
 
 # The largest count or cost a report may claim: an exact JSON number everywhere (what the
 # file also bounds its times by). A server's 1e308 would otherwise make every total it is

@@ -12,6 +12,7 @@ tiny_agent_nb.mcp` stays cheap and works without the SDK.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator
@@ -19,7 +20,6 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._exceptions import TinyAgentError
-from .._guard import guard_argv
 from ..redaction import redact, redact_url
 from ..tools import clean_text
 from ._config import ServerConfig
@@ -27,7 +27,6 @@ from ._config import ServerConfig
 if TYPE_CHECKING:
     import mcp_types
     from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters
 
     from ._stdio import StderrTail
 
@@ -45,23 +44,6 @@ class ServerRefused(TinyAgentError):
 MAX_PAGES = 1000  # of tools/list: ten thousand tools and more, at the usual page sizes
 
 
-def _stdio_parameters(server: ServerConfig) -> StdioServerParameters:
-    """How a stdio server is spawned: the one place to wrap its command."""
-    from mcp.client.stdio import StdioServerParameters  # noqa: PLC0415
-
-    assert server.command is not None
-    # Under the guard: the server (and all it started) dies with the kernel, even a
-    # SIGKILLed one, which can run no cleanup of its own.
-    command, args = guard_argv(server.command, server.args)
-    return StdioServerParameters(
-        command=command,
-        args=args,
-        env=dict(server.env) or None,
-        cwd=server.cwd,
-        encoding_error_handler="replace",
-    )
-
-
 class ServerSession:
     """One configured server: its state, tools and session. Mutated only on the loop
     thread; read (state, version, tools, detail) from the kernel's."""
@@ -76,9 +58,13 @@ class ServerSession:
         self.ready = threading.Event()  # set when a start ended: running or failed
         self.ended = threading.Event()  # set when the lifetime task is over
         self.ended.set()
+        # Kept by McpServers on the kernel's thread: the lifetime task, and why the last
+        # start failed (None when it did not).
+        self.lifetime: concurrent.futures.Future[None] | None = None
+        self.start_failed: str | None = None
         self._session: ClientSession | None = None
-        self._stop: asyncio.Event | None = None
-        self._closed: asyncio.Event | None = None
+        # (Re)made by prepare(): a stop asked before the task first runs must count.
+        self._stop, self._closed = asyncio.Event(), asyncio.Event()
         self._stderr: StderrTail | None = None
         self._http_status: int | None = None  # the last HTTP error status seen
         self._lost: str | None = None  # why a call found the connection gone
@@ -92,8 +78,7 @@ class ServerSession:
         self.ready.clear()
         self.ended.clear()
         self._lost, self._http_status, self._refused = None, None, None
-        # Made here, not in the task: a stop asked before the task first runs must count.
-        # (asyncio events bind to a loop only when first waited on.)
+        # Made here, not in the task (asyncio events bind to a loop when first waited on).
         self._stop, self._closed = asyncio.Event(), asyncio.Event()
 
     def abandon(self) -> None:
@@ -105,8 +90,7 @@ class ServerSession:
 
     def request_stop(self) -> None:
         """Called on the loop thread (call_soon): the lifetime task exits its contexts."""
-        if self._stop is not None:
-            self._stop.set()
+        self._stop.set()
 
     # ------------------------------------------------------------ on the loop thread
 
@@ -114,7 +98,6 @@ class ServerSession:
         """The lifetime task: start, serve until told to stop or the connection ends."""
         import anyio  # noqa: PLC0415
 
-        assert self._stop is not None and self._closed is not None
         failure: str | None = None
         try:
             async with self._connected() as session:
@@ -149,10 +132,6 @@ class ServerSession:
                 failure = self._lost or self._refused or self._describe(exc)
         finally:
             self._session = None
-            if self._stderr is not None:
-                # Shutdown killed the process; its last words are in the pipe now.
-                self._stderr.close_writer()
-                await asyncio.to_thread(self._stderr.wait, 1.0)
             if failure is None and self._stop.is_set():
                 self.state, self.detail = "stopped", None
             else:
@@ -172,7 +151,6 @@ class ServerSession:
             # ending is how a stdio server's death is seen while no call is running.
             relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
             closed = self._closed
-            assert closed is not None
 
             async def relay() -> None:
                 async with relay_send:
@@ -192,18 +170,14 @@ class ServerSession:
             from ._stdio import StderrTail, bounded_stdio_client  # noqa: PLC0415
 
             self._stderr = StderrTail()
-            try:
-                streams = await stack.enter_async_context(
-                    bounded_stdio_client(
-                        _stdio_parameters(self.config),
-                        self._stderr.writer,
-                        limit=self.max_message_bytes,
-                        on_refused=self._note_refused,
-                    )
+            return await stack.enter_async_context(
+                bounded_stdio_client(
+                    self.config,
+                    self._stderr,
+                    limit=self.max_message_bytes,
+                    on_refused=self._note_refused,
                 )
-            finally:
-                self._stderr.close_writer()
-            return streams
+            )
         import httpx2  # noqa: PLC0415
         from mcp.client.streamable_http import streamable_http_client  # noqa: PLC0415
 
@@ -235,12 +209,10 @@ class ServerSession:
         would ever answer it) or a stop was asked for (Ctrl-C during the start)."""
         import anyio  # noqa: PLC0415
 
-        closed, stop = self._closed, self._stop
-        assert closed is not None and stop is not None
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:
-                await _first(closed.wait(), stop.wait())
+                await _first(self._closed.wait(), self._stop.wait())
                 group.cancel_scope.cancel()
 
             group.start_soon(watch)
@@ -287,7 +259,7 @@ class ServerSession:
                 return await session.call_tool(name, arguments)
             except Exception as exc:
                 refused, self._refused = self._refused, None
-                if _connection_lost(exc) and self._closed is not None:
+                if _connection_lost(exc):
                     # Over HTTP nothing else tells that the server went away: the lifetime
                     # task ends the session, and the next start() connects afresh.
                     self._lost = refused or f"the connection was lost ({self._describe(exc)})"
@@ -296,8 +268,7 @@ class ServerSession:
                     self.state, self.detail = "failed", self._redacted(self._lost)
                 if refused is not None:  # the transport's reason, not the SDK's stand-in
                     raise RuntimeError(self._redacted(refused)) from None
-                closed = self._closed is not None and self._closed.is_set()
-                if closed or self.state != "running":
+                if self._closed.is_set() or self.state != "running":
                     raise NotRunningError(self.not_running()) from None
                 raise RuntimeError(self._redacted(self._describe(exc))) from None
         finally:

@@ -8,18 +8,18 @@ Every wait on the kernel's thread is bounded, so no server can hang the kernel.
 
 from __future__ import annotations
 
-import concurrent.futures
+import hashlib
 import logging
+import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ..redaction import redact
 from ._config import McpConfig
-from ._names import model_tool_name
-from ._server import ServerSession, State
+from ._server import ServerRefused, ServerSession, State
 from ._thread import LoopThread, wait_done, wait_event
-from ._tool import McpTool, checking_validator
+from ._tool import McpTool
 
 __all__ = ["McpServers", "ServerStatus"]
 
@@ -67,13 +67,7 @@ class McpServers:
             ServerSession(server, max_message_bytes=max_message_bytes) for server in config.servers
         ]
         self._thread: LoopThread | None = None
-        self._lifetimes: dict[str, concurrent.futures.Future[None]] = {}
         self._tools: list[McpTool] = []
-        # Servers whose last start failed, and why. A run does not try them again: each
-        # try can cost start_timeout, and a cell a minute late every time is worse than
-        # a line saying so (`start(retry=True)` tries again; `failed_to_start` names them,
-        # for a surface to say how its user asks for that).
-        self._start_failed: dict[str, str] = {}
         self._log_filter = _RedactingFilter(config.secrets())
         # start() and close() one at a time: two starts at once would each spawn every
         # server, and the process one of them lost track of outlived close().
@@ -89,45 +83,45 @@ class McpServers:
         `retry=False` a server whose last start failed is not tried again (one line says
         so); a server that ran and died since is started again either way."""
         with self._lock:
-            return self._start(retry)
-
-    def _start(self, retry: bool) -> list[str]:
-        if not self._config:
-            return []
-        not_running = [s for s in self._servers if s.state != "running"]
-        starting = [s for s in not_running if retry or s.config.name not in self._start_failed]
-        failed = self._start_failed
-        skipped = [
-            f"MCP server {s.config.name} did not start earlier ({failed[s.config.name]}); "
-            "its tools are not offered."
-            for s in not_running
-            if s not in starting
-        ]
-        if not starting:
-            return skipped
-        try:
-            _import_sdk()
-        except ImportError:  # not installed, or installed without what it needs
-            return [SDK_MISSING]
-        if self._thread is None or not self._thread.alive():
-            self._thread = LoopThread()
-        self._log_filter.install()
-        submitted: list[ServerSession] = []
-        try:
-            # Everything from the first submission on is one interruptible whole: a Ctrl-C
-            # between two submissions (or while the tools are offered) must not leave a
-            # server started behind a start that raised.
-            return skipped + self._submit_and_wait(starting, submitted)
-        except KeyboardInterrupt:
-            # Asked to stop, not cancelled: a cancellation that lands while the SDK is
-            # still spawning the process loses the process (and the guard waits for a
-            # parent thread that lives on). A start stops at its next await instead.
-            self._stop(submitted, cancel=False)
-            for server in submitted:
-                lifetime = self._lifetimes.get(server.config.name)
-                if server.state == "starting" and (lifetime is None or lifetime.done()):
-                    server.abandon()  # prepared, but its task never ran to say so
-            raise
+            if not self._config:
+                return []
+            not_running = [s for s in self._servers if s.state != "running"]
+            # A run does not try a server whose last start failed again: each try can cost
+            # start_timeout, and a cell a minute late every time is worse than a line saying
+            # so (`start(retry=True)` tries again; `failed_to_start` names them, for a
+            # surface to say how its user asks for that).
+            starting = [s for s in not_running if retry or s.start_failed is None]
+            skipped = [
+                f"MCP server {s.config.name} did not start earlier ({s.start_failed}); "
+                "its tools are not offered."
+                for s in not_running
+                if s not in starting
+            ]
+            if not starting:
+                return skipped
+            try:
+                _import_sdk()
+            except ImportError:  # not installed, or installed without what it needs
+                return [SDK_MISSING]
+            if self._thread is None or not self._thread.alive():
+                self._thread = LoopThread()
+            self._log_filter.install()
+            submitted: list[ServerSession] = []
+            try:
+                # Everything from the first submission on is one interruptible whole: a Ctrl-C
+                # between two submissions (or while the tools are offered) must not leave a
+                # server started behind a start that raised.
+                return skipped + self._submit_and_wait(starting, submitted)
+            except KeyboardInterrupt:
+                # Asked to stop, not cancelled: a cancellation that lands while the SDK is
+                # still spawning the process loses the process (and the guard waits for a
+                # parent thread that lives on). A start stops at its next await instead.
+                self._stop(submitted, cancel=False)
+                for server in submitted:
+                    lifetime = server.lifetime
+                    if server.state == "starting" and (lifetime is None or lifetime.done()):
+                        server.abandon()  # prepared, but its task never ran to say so
+                raise
 
     def _submit_and_wait(
         self, starting: list[ServerSession], submitted: list[ServerSession]
@@ -141,28 +135,26 @@ class McpServers:
             wait_event(server.ended, _SHUTDOWN_BOUND)
             submitted.append(server)  # before prepare(): an interrupt after it undoes it
             server.prepare()
-            self._lifetimes[server.config.name] = thread.submit(server.live(self._start_timeout))
+            server.lifetime = thread.submit(server.live(self._start_timeout))
         for server in starting:
             wait_event(server.ready, self._start_timeout + _SHUTDOWN_BOUND)
         lines = []
         for server in starting:
             if not server.ready.is_set():  # the bound above ran out: the loop is stuck
                 self._stop([server], cancel=True)
+            server.start_failed = None
             if server.state != "running":
-                why = server.detail or "no answer"
-                self._start_failed[server.config.name] = why
+                server.start_failed = server.detail or "no answer"
                 lines.append(
                     f"MCP server {server.config.name} ({server.config.describe()}) did not "
-                    f"start: {why}. Its tools are not offered."
+                    f"start: {server.start_failed}. Its tools are not offered."
                 )
-            else:
-                self._start_failed.pop(server.config.name, None)
         return lines + self._offer()
 
     def failed_to_start(self) -> list[str]:
         """The servers whose last start failed, which only `start(retry=True)` tries again."""
         with self._lock:
-            return [s.config.name for s in self._servers if s.config.name in self._start_failed]
+            return [s.config.name for s in self._servers if s.start_failed is not None]
 
     def tools(self) -> list[McpTool]:
         """Every tool of every running server, in configuration order."""
@@ -188,19 +180,15 @@ class McpServers:
     def close(self) -> None:
         """Stop every server (stdio processes gone) and end the thread; idempotent, bounded."""
         with self._lock:
-            self._close()
-
-    def _close(self) -> None:
-        if self._thread is not None:
-            self._stop(self._servers, cancel=False)
-            self._thread.stop(timeout=3.0)
-            self._thread = None
-        self._lifetimes.clear()
-        self._tools = []
-        for server in self._servers:
-            if server.state in ("starting", "running"):
-                server.state = "stopped"
-        self._log_filter.remove()
+            if self._thread is not None:
+                self._stop(self._servers, cancel=False)
+                self._thread.stop(timeout=3.0)
+                self._thread = None
+            self._tools = []
+            for server in self._servers:
+                if server.state in ("starting", "running"):
+                    server.state = "stopped"
+            self._log_filter.remove()
 
     # ------------------------------------------------------------------ internals
 
@@ -212,7 +200,7 @@ class McpServers:
             return
         for server in servers:
             thread.call_soon(server.request_stop)
-        live = [self._lifetimes[s.config.name] for s in servers if s.config.name in self._lifetimes]
+        live = [s.lifetime for s in servers if s.lifetime is not None]
         if cancel or not wait_done(live, _SHUTDOWN_BOUND):
             for future in live:
                 future.cancel()
@@ -221,13 +209,6 @@ class McpServers:
 
     def _offer(self) -> list[str]:
         """Rebuild the offered tools from every running server; lines for refused ones."""
-        # jsonschema (a dependency of the SDK) ships no type stubs.
-        from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]  # noqa: PLC0415
-        from jsonschema.validators import (  # type: ignore[import-untyped]  # noqa: PLC0415
-            Draft202012Validator,
-            validator_for,
-        )
-
         assert self._thread is not None
         lines: list[str] = []
         taken: dict[str, str] = {}
@@ -246,27 +227,20 @@ class McpServers:
                         f"{taken[name]}. Rename a server in the configuration to offer both."
                     )
                     continue
-                schema = dict(tool.input_schema)
                 try:
-                    cls: Any = validator_for(schema, default=Draft202012Validator)
-                    cls.check_schema(schema)
-                except SchemaError as exc:
-                    lines.append(
-                        f"{where} is not offered: the server's input schema for it is "
-                        f"invalid ({exc.message[:200]})."
+                    tools.append(
+                        McpTool(
+                            name=name,
+                            server=server,
+                            tool=tool,
+                            loop=self._thread,
+                            call_timeout=self._call_timeout,
+                        )
                     )
+                except ServerRefused as exc:
+                    lines.append(f"{where} is not offered: {exc}.")
                     continue
                 taken[name] = f"{server.config.name}'s tool {tool.name!r}"
-                tools.append(
-                    McpTool(
-                        name=name,
-                        server=server,
-                        tool=tool,
-                        validator=checking_validator(schema, cls),
-                        loop=self._thread,
-                        call_timeout=self._call_timeout,
-                    )
-                )
         self._tools = tools
         return [redact(line, self._config.secrets()) for line in lines]
 
@@ -335,3 +309,20 @@ class _RedactingFilter(logging.Filter):
             text = logging.Formatter().formatException(record.exc_info)
             record.exc_text = redact(text, self._secrets)
         return True
+
+
+MAX_NAME = 64  # OpenAI's (and most providers') limit on a function name
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_HASH = 8  # hex digits of the full name's digest kept when a name is shortened
+
+
+def model_tool_name(server: str, tool: str) -> str:
+    """`<server>__<tool>` with every character outside `[A-Za-z0-9_-]` made `_`; a name
+    over 64 characters keeps a prefix and a short hash of the full name, so two long
+    names that share a prefix stay distinct."""
+    full = f"{server}__{tool}"
+    name = _UNSAFE.sub("_", full)
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(full.encode("utf-8")).hexdigest()[:_HASH]
+        name = f"{name[: MAX_NAME - _HASH - 1]}-{digest}"
+    return name

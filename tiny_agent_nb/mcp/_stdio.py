@@ -1,5 +1,5 @@
-"""A stdio server's transport, with every line it writes bounded; and its stderr, of which
-the last 4 KB are kept for the line that says why it failed.
+"""A stdio server's transport, with every line it writes bounded; and the last 4 KB of its
+stderr, for the line that says why it failed.
 
 The SDK's `stdio_client` gathers a line until its newline, however long: a server that
 writes gigabytes without one grows the kernel as long as it writes. This is the same
@@ -11,18 +11,17 @@ session sees the server gone, the call waiting on it is an error result at once,
 the next run starts the server again. What the server writes after it is read and
 dropped until the server is stopped, so it is never blocked on a full pipe.
 
-POSIX only: on Windows the SDK's own `stdio_client` runs the server (unbounded lines).
-Imported only when a stdio server starts, with the SDK.
+POSIX only: on Windows the SDK's own `stdio_client` runs the server (unbounded lines, its
+stderr to the kernel process's own). Imported only when a stdio server starts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -31,79 +30,57 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment, std
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from .._guard import guard_argv
+from ._config import ServerConfig
+
 STDERR_TAIL = 4096  # bytes of a stdio server's stderr kept for the "failed" line
 # The SDK's shutdown timings (mcp.client.stdio): the grace for the server to exit once
 # its stdin is closed, then between SIGTERM and SIGKILL of its group.
 EXIT_GRACE = 2.0
 KILL_GRACE = 2.0
 FLUSH_GRACE = 0.5  # for the writer to send what the session handed it
+STDERR_GRACE = 1.0  # for the server's last words once it is stopped
 
 
 class StderrTail:
-    """A stdio server's stderr: a pipe read by a thread, its last 4 KB kept in memory.
-
-    Never the kernel's own stderr (in Jupyter `sys.stderr` is no file, and a server's
-    noise does not belong in the cell) and never a file on disk (it may echo secrets).
-    """
+    """The end of what a stdio server wrote to its stderr: kept in memory, never in the
+    kernel's own stderr (a server's noise does not belong in the cell) nor on disk (it
+    may echo secrets)."""
 
     def __init__(self) -> None:
-        read_fd, write_fd = os.pipe()
-        self.writer = os.fdopen(write_fd, "w")
-        self._tail = b""
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        threading.Thread(
-            target=self._read, args=(read_fd,), name="MCP server stderr", daemon=True
-        ).start()
-
-    def _read(self, fd: int) -> None:
-        try:
-            while chunk := os.read(fd, 4096):
-                with self._lock:
-                    self._tail = (self._tail + chunk)[-STDERR_TAIL:]
-        finally:
-            os.close(fd)
-            self._done.set()
-
-    def close_writer(self) -> None:
-        """Our copy of the pipe's write end: the server holds its own."""
-        with contextlib.suppress(OSError):
-            self.writer.close()
-
-    def wait(self, timeout: float) -> None:
-        """Until the server (and whatever inherited its stderr) closed it, or `timeout`."""
-        self._done.wait(timeout)
+        self.data = b""
 
     def last_line(self) -> str:
-        with self._lock:
-            text = self._tail.decode("utf-8", errors="replace")
+        text = self.data.decode("utf-8", errors="replace")
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         return lines[-1][:300] if lines else ""
 
 
 @contextlib.asynccontextmanager
 async def bounded_stdio_client(
-    server: StdioServerParameters,
-    errlog: TextIO,
-    *,
-    limit: int,
-    on_refused: Callable[[str], None],
+    server: ServerConfig, stderr: StderrTail, *, limit: int, on_refused: Callable[[str], None]
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) of a running `server`, as `stdio_client` yields."""
+    """(read stream, write stream) of the running `server`, as `stdio_client` yields."""
+    assert server.command is not None
+    # Under the guard: the server (and all it started) dies with the kernel, even a
+    # SIGKILLed one, which can run no cleanup of its own.
+    command, args = guard_argv(server.command, server.args)
+    env = dict(server.env) or None
     if sys.platform == "win32":  # pragma: no cover (the guard is POSIX too)
-        async with stdio_client(server, errlog=errlog) as streams:
+        parameters = StdioServerParameters(command=command, args=args, env=env, cwd=server.cwd)
+        async with stdio_client(parameters, errlog=sys.__stderr__) as streams:
             yield streams
         return
     process = await anyio.open_process(
-        [server.command, *server.args],
-        env=get_default_environment() | (server.env or {}),
-        stderr=errlog,
+        [command, *args],
+        env=get_default_environment() | (env or {}),
+        stderr=subprocess.PIPE,
         cwd=server.cwd,
         start_new_session=True,  # its group is ended with it
     )
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    writer_done = anyio.Event()
+    writer_done, stderr_done = anyio.Event(), anyio.Event()
 
     async def read_lines() -> None:
         assert process.stdout is not None
@@ -117,7 +94,7 @@ async def bounded_stdio_client(
                     seen = len(buffer)
                     buffer += chunk
                     while (end := buffer.find(b"\n", seen)) >= 0:
-                        line = buffer[:end].decode("utf-8", errors=server.encoding_error_handler)
+                        line = buffer[:end].decode("utf-8", errors="replace")
                         del buffer[: end + 1]
                         seen = 0
                         try:
@@ -147,9 +124,17 @@ async def bounded_stdio_client(
         finally:
             writer_done.set()
 
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async for chunk in process.stderr:
+                stderr.data = (stderr.data + chunk)[-STDERR_TAIL:]
+        stderr_done.set()
+
     async with anyio.create_task_group() as group:
         group.start_soon(read_lines)
         group.start_soon(write_lines)
+        group.start_soon(read_stderr)
         try:
             yield read_stream, write_stream
         finally:
@@ -161,6 +146,9 @@ async def bounded_stdio_client(
                 with anyio.move_on_after(FLUSH_GRACE):
                     await writer_done.wait()
                 await _stop(process)
+                # Whatever inherited its stderr may hold it open: bounded too.
+                with anyio.move_on_after(STDERR_GRACE):
+                    await stderr_done.wait()
             group.cancel_scope.cancel()
 
 

@@ -1,9 +1,6 @@
-"""The one event-loop thread that owns every MCP session.
-
-The SDK is async and the kernel is not: sessions live on an asyncio loop in a daemon
-thread, and the kernel's thread submits coroutines to it and waits on their futures.
-Waits happen in short slices so that Ctrl-C (a KeyboardInterrupt raised in the kernel's
-thread) is felt at once, whatever the platform does with a long lock wait.
+"""The one event-loop thread that owns every MCP session: the SDK is async, the kernel
+is not. The kernel's thread waits in short slices so that Ctrl-C (a KeyboardInterrupt
+raised in it) is felt at once, whatever the platform does with a long lock wait.
 """
 
 from __future__ import annotations
@@ -22,18 +19,13 @@ _SLICE = 0.1  # seconds between looks at Ctrl-C while waiting
 
 
 class LoopThread:
-    """An asyncio loop running in a daemon thread until `stop`."""
+    """An asyncio loop running in a daemon thread until `stop`. Daemon: a kernel exiting
+    without close() must not wait on it; the servers die with the kernel (the guard)."""
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
-        # Daemon: a kernel exiting without close() must not wait on it; the servers'
-        # processes are then the guard's business (they die with the kernel).
         self._thread = threading.Thread(target=self._run, name="tiny-agent-nb MCP", daemon=True)
         self._thread.start()
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
 
     def alive(self) -> bool:
         return self._thread.is_alive() and not self._loop.is_closed()
@@ -60,32 +52,21 @@ class LoopThread:
 
     def stop(self, timeout: float) -> None:
         """Stop the loop; the thread ends within about `timeout` seconds."""
-        if not self._loop.is_closed():
-            # RuntimeError: closed between the check and the call.
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._loop.stop)
+        # RuntimeError: the loop closed between the check and the call.
+        with contextlib.suppress(RuntimeError):
+            self.call_soon(self._loop.stop)
         self._thread.join(timeout)
-
-
-def wait(future: concurrent.futures.Future[T], timeout: float) -> T:
-    """The future's result; TimeoutError after `timeout` seconds (the future is left
-    running: the caller decides to cancel it). KeyboardInterrupt passes through."""
-    if not wait_done([future], timeout):
-        raise TimeoutError
-    return future.result()
 
 
 def wait_done(futures: list[concurrent.futures.Future[Any]], timeout: float) -> bool:
     """Wait until every future is done or `timeout` passed; True when all are done."""
     deadline = time.monotonic() + timeout
-    while True:
+    while pending := [f for f in futures if not f.done()]:
         left = deadline - time.monotonic()
-        pending = [f for f in futures if not f.done()]
-        if not pending:
-            return True
         if left <= 0:
             return False
         concurrent.futures.wait(pending, timeout=min(left, _SLICE))
+    return True
 
 
 def wait_event(event: threading.Event, timeout: float) -> bool:

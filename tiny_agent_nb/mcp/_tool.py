@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import importlib
+import importlib.util
+import sys
 import threading
+import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,8 +32,8 @@ from ..tools import (
     truncate,
 )
 from ._result import result_text, result_usage
-from ._server import NotRunningError, ServerSession
-from ._thread import LoopThread, wait, wait_event
+from ._server import NotRunningError, ServerRefused, ServerSession
+from ._thread import LoopThread, wait_done, wait_event
 
 if TYPE_CHECKING:
     import mcp_types
@@ -58,10 +62,10 @@ class McpTool(Tool):
         name: str,
         server: ServerSession,
         tool: mcp_types.Tool,
-        validator: Validator,
         loop: LoopThread,
         call_timeout: float,
     ) -> None:
+        """ServerRefused when the server's input schema for the tool is invalid."""
         # Per instance, where a built-in tool has class attributes: the names come from
         # the server at runtime.
         self.name = name  # type: ignore[misc]
@@ -72,7 +76,7 @@ class McpTool(Tool):
         self._kept_name = server.kept(tool.name)  # what the file says
         self._server = server
         self._input_schema = dict(tool.input_schema)
-        self._validator = validator
+        self._validator = checking_validator(self._input_schema)
         self._loop = loop
         self._call_timeout = call_timeout
         self._secrets = server.config.secrets()
@@ -129,16 +133,16 @@ class McpTool(Tool):
         except RuntimeError:  # the loop is closed: the servers were closed
             return ToolOutput(self._server.not_running(), is_error=True)
         try:
-            result = wait(future, self._call_timeout)
-        except TimeoutError:
-            self._abandon(future, done)
-            return ToolOutput(
-                f"MCP server {server} did not answer {self.remote_name} within "
-                f"{self._call_timeout:g} s; the call was cancelled, and whether it had an "
-                "effect is unknown",
-                is_error=True,
-                timed_out=True,
-            )
+            if not wait_done([future], self._call_timeout):
+                self._abandon(future, done)
+                return ToolOutput(
+                    f"MCP server {server} did not answer {self.remote_name} within "
+                    f"{self._call_timeout:g} s; the call was cancelled, and whether it had "
+                    "an effect is unknown",
+                    is_error=True,
+                    timed_out=True,
+                )
+            result = future.result()
         except KeyboardInterrupt:
             self._abandon(future, done)
             raise
@@ -165,8 +169,9 @@ class McpTool(Tool):
         wait_event(done, CANCEL_GRACE)
 
 
-def checking_validator(schema: dict[str, Any], cls: Any) -> Validator:
-    """The validator the model's arguments are checked with before the intent is committed.
+def checking_validator(schema: dict[str, Any]) -> Validator:
+    """The validator the model's arguments are checked with before the intent is committed;
+    ServerRefused when `schema` is no valid JSON Schema.
 
     It never fetches: a `$ref` to a URL would make the kernel request whatever address a
     server names (jsonschema's default still retrieves remote references); an empty
@@ -175,14 +180,53 @@ def checking_validator(schema: dict[str, Any], cls: Any) -> Validator:
     pattern like `^(a+)+$` and a 40-character argument would hold the kernel's thread for
     hours where Ctrl-C cannot reach it. The server checks its own patterns on the call.
     """
+    _import_jsonschema()
+    # jsonschema (a dependency of the SDK) ships no type stubs.
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]  # noqa: PLC0415
+    from jsonschema.validators import (  # type: ignore[import-untyped]  # noqa: PLC0415
+        Draft202012Validator,
+        validator_for,
+    )
     from referencing import Registry  # noqa: PLC0415
 
+    cls: Any = validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        raise ServerRefused(
+            f"the server's input schema for it is invalid ({exc.message[:200]})"
+        ) from None
     return _without_regexes(cls)(schema, registry=Registry())
+
+
+def _import_jsonschema() -> None:
+    """Import jsonschema with rfc3987-syntax's import put off to its first IRI format check.
+
+    jsonschema imports rfc3987-syntax (where installed, as Jupyter installs it) for its
+    format checker, and that import builds a grammar: ~2 s of a kernel's first tool
+    listing, for a checker no MCP validation uses. Only the name jsonschema takes from it
+    stands in until then; the module itself is imported as usual by whoever asks for it.
+    """
+    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules:
+        return
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        return
+    stand_in = types.ModuleType("rfc3987_syntax")
+
+    def is_valid_syntax(*args: Any, **kwargs: Any) -> Any:
+        return importlib.import_module("rfc3987_syntax").is_valid_syntax(*args, **kwargs)
+
+    stand_in.is_valid_syntax = is_valid_syntax  # type: ignore[attr-defined]
+    sys.modules["rfc3987_syntax"] = stand_in
+    try:
+        import jsonschema  # type: ignore[import-untyped]  # noqa: F401, PLC0415
+    finally:
+        del sys.modules["rfc3987_syntax"]
 
 
 @functools.cache
 def _without_regexes(cls: Any) -> Any:
-    from jsonschema.validators import extend  # type: ignore[import-untyped]  # noqa: PLC0415
+    from jsonschema.validators import extend  # noqa: PLC0415
 
     additional = cls.VALIDATORS.get("additionalProperties")
 
