@@ -188,7 +188,7 @@ def window_line(model: KernelProvider, state: SessionState) -> str:
     if model.config.demo_mode():
         return "the offline demo model has no context window"
     config = model.provider_config()
-    learned = state.context_windows.get((config.redacted_base_url, config.model))
+    learned = state.context_windows.get(config.window_key)
     said = ""
     if learned is not None:
         said = f"{learned.tokens} tokens, {describe_origin(learned.source)}"
@@ -209,7 +209,7 @@ def forget_window(model: KernelProvider, store: SessionStore) -> str:
     if model.config.demo_mode():
         return "The offline demo model has no context window: nothing to forget."
     config = model.provider_config()
-    key = (config.redacted_base_url, config.model)
+    key = config.window_key
     where = f"{cell_text(config.model)} at {cell_text(config.redacted_base_url)}"
     learned = store.learned_window(*key)
     if learned is None:
