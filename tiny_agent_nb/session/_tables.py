@@ -1,5 +1,10 @@
 """The lookup tables a session file is reduced into, and their records.
 
+A record keeps what its payload model (`_records`) says, derived from it: each field of a
+record named as a field of its payload (in snake_case) is copied from it by `Tables.row`,
+so a record declares only which of the payload's facts it keeps (and their types) and
+the state the reducer adds (status, counters, times).
+
 The tables are plain dicts of small immutable records (NamedTuples: `_replace` costs a
 quarter of `dataclasses.replace`, and this is the commit path). The reducer replaces a
 record when its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
@@ -9,14 +14,18 @@ old record back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+import re
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from .._exceptions import TinyAgentError
 from ._lines import Lines
-from ._model_base import MAX_REPORTED
 from ._models import ToolOutcome, Usage
 from ._records import (
+    MAX_REPORTED,
     AttemptError,
     OperationKind,
     OperationOutcome,
@@ -202,15 +211,7 @@ class UsageTotals:
             self.priced += 1
 
     def copy(self) -> UsageTotals:
-        return UsageTotals(
-            self.input_tokens,
-            self.output_tokens,
-            self.reasoning_tokens,
-            self.cached_input_tokens,
-            self.cost,
-            self.priced,
-            self.unpriced,
-        )
+        return replace(self)
 
     @property
     def known_cost(self) -> float | None:
@@ -285,6 +286,20 @@ def usage_of(row: UsageRow) -> Usage:
     return usage
 
 
+# The records `Tables.row` builds from a payload.
+R = TypeVar("R", Operation, Attempt, ToolIntent, Kernel, LearnedWindow)
+# Values the records repeat (a provider's name, a tool's identity), kept once (`share`).
+_SHARED = frozenset({"provider", "model", "configuration_digest", "tool", "environment_identity"})
+
+
+@functools.cache
+def _copied(fields: tuple[str, ...], payload: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(record field, payload field) of each payload field whose snake_case name is one
+    of a record's `fields`."""
+    pairs = ((re.sub("([A-Z])", r"_\1", name).lower(), name) for name in payload.model_fields)
+    return tuple((mine, theirs) for mine, theirs in pairs if mine in fields)
+
+
 class Savepoint(NamedTuple):
     last_seq: int
     open_operation_id: str | None
@@ -343,6 +358,18 @@ class Tables:
         time)."""
         return self.shared.setdefault(value, value)  # type: ignore[no-any-return]
 
+    def row(self, record: type[R], payload: BaseModel, **own: Any) -> R:
+        """A `record` of `payload`: the fields it shares with the payload copied from it
+        (values the records repeat `share`d), but those given as `own`. A row names
+        another by the id object that row keeps (`operation_id=op.id`): a copy of it per
+        row would be a second string per id, for the life of the kernel."""
+        values = dict(own)
+        for mine, theirs in _copied(record._fields, type(payload)):
+            if mine not in values:
+                value = getattr(payload, theirs)
+                values[mine] = self.share(value) if mine in _SHARED else value
+        return record(**values)
+
     # perf: register row "undo-log" (docs/benchmarks.md)
     def put(self, table: dict[K, V], key: K, value: V) -> None:
         undo = self.undo
@@ -359,6 +386,16 @@ class Tables:
             totals = self.totals.copy()
             totals.add(usage)
             self.totals = totals
+
+    def copy(self) -> Tables:
+        """A copy for a reader to keep: each table copied (its records are immutable)."""
+        lines, totals = self.lines.copy(), self.totals.copy()
+        copied = replace(self, lines=lines, totals=totals, undo=None, shared={})
+        for name in (f.name for f in fields(self) if f.name != "shared"):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                setattr(copied, name, value.copy())
+        return copied
 
     def begin(self) -> Savepoint:
         self.undo = []
