@@ -70,9 +70,8 @@ from ._tables import (
     LearnedWindow,
     Operation,
     ToolIntent,
-    UsageTotals,
-    usage_in_range,
 )
+from ._usage import UsageTotals, usage_in_range
 
 __all__ = [
     "MAX_JSON_DEPTH",

@@ -56,8 +56,8 @@ from ._tables import (
     LearnedWindow,
     Tables,
     Violation,
-    usage_row,
 )
+from ._usage import usage_row
 
 
 def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list[Fact]:

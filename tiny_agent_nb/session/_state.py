@@ -7,7 +7,7 @@ of the kernel, and a second copy of its text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -26,11 +26,8 @@ from ._tables import (
     Operation,
     Tables,
     ToolIntent,
-    UsageRow,
-    UsageTotals,
-    row_in_range,
-    usage_of,
 )
+from ._usage import UsageRow, UsageTotals, row_in_range, usage_of
 
 
 class SessionState:
@@ -143,7 +140,10 @@ class SessionState:
     def facts(self) -> list[Fact]:
         """Every committed fact, decoded from the transaction lines: O(history), for tools
         and tests; the views above are what a running notebook reads."""
-        return facts_of(self._tables.lines)
+        facts: list[Fact] = []
+        for line in self._tables.lines:
+            facts.extend(parse_transaction(line))
+        return facts
 
     @property
     def entries(self) -> EntryView:
@@ -276,13 +276,6 @@ class SessionState:
             f"<SessionState {self.path!r} lastSeq={self.last_seq} "
             f"transactions={self.transaction_count} operations={len(self.operations)}>"
         )
-
-
-def facts_of(lines: Iterable[bytes]) -> list[Fact]:
-    facts: list[Fact] = []
-    for line in lines:
-        facts.extend(parse_transaction(line))
-    return facts
 
 
 class EntryView(Mapping[str, EntryFact]):

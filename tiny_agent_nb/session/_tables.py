@@ -1,21 +1,17 @@
 """The lookup tables a session file is reduced into, and their records.
 
-A record keeps what its payload model (`_records`) says, derived from it: each field of a
-record named as a field of its payload (in snake_case) is copied from it by `Tables.row`,
-so a record declares only which of the payload's facts it keeps (and their types) and
-the state the reducer adds (status, counters, times).
-
-The tables are plain dicts of small immutable records (NamedTuples: `_replace` costs a
-quarter of `dataclasses.replace`, and this is the commit path). The reducer replaces a
-record when its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
-copy, a copy never changes under its reader, and undoing a write is putting the
-old record back.
+A record's fields named as its payload model's (in snake_case) are copied from it
+(`Tables.row`): a record declares which of the payload's fields it keeps, and the state
+the reducer adds (status, counters, times). Records are immutable NamedTuples, replaced
+when their status changes, so a copy of the tables is shallow and never changes under
+its reader, and undoing a write is putting the old record back.
 """
 
 from __future__ import annotations
 
-import functools
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -25,7 +21,6 @@ from .._exceptions import TinyAgentError
 from ._lines import Lines
 from ._models import ToolOutcome, Usage
 from ._records import (
-    MAX_REPORTED,
     AttemptError,
     OperationKind,
     OperationOutcome,
@@ -34,6 +29,7 @@ from ._records import (
     ToolIdentity,
     WindowSource,
 )
+from ._usage import UsageRow, UsageTotals
 
 OperationStatus = Literal["open"] | OperationOutcome
 AttemptStatus = Literal["pending", "settled", "failed"]
@@ -45,11 +41,6 @@ EntryType = Literal["user", "assistant", "toolResult", "compaction", "kernelNoti
 # atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
 # does).
 EntrySlot = tuple[int, int, EntryType]
-# perf: register row "usage-rows" (docs/benchmarks.md)
-# A usage fact's body as a tuple of atoms (which the cyclic GC stops tracking), not a
-# pydantic Usage (three tracked objects): attemptId, toolStartedId, inputTokens,
-# outputTokens, reasoningTokens, cachedInputTokens, cost. `usage_of` makes the Usage back.
-UsageRow = tuple[str | None, str | None, int, int, int, int, float | None]
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
@@ -187,103 +178,7 @@ class LearnedWindow(NamedTuple):
     fact_id: str
 
 
-@dataclass(slots=True)
-class UsageTotals:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_input_tokens: int = 0
-    cost: float = 0.0
-    priced: int = 0  # usage facts that reported a cost
-    unpriced: int = 0  # usage facts whose cost is unknown (null)
-
-    def add(self, u: Usage) -> None:
-        if not usage_in_range(u):
-            return  # no usage, as far as any sum is concerned (docs/spec.md §4)
-        self.input_tokens += u.inputTokens
-        self.output_tokens += u.outputTokens
-        self.reasoning_tokens += u.reasoningTokens
-        self.cached_input_tokens += u.cachedInputTokens
-        if u.cost is None:
-            self.unpriced += 1
-        else:
-            self.cost += u.cost
-            self.priced += 1
-
-    def copy(self) -> UsageTotals:
-        return replace(self)
-
-    @property
-    def known_cost(self) -> float | None:
-        """Sum of reported costs; None when usage exists but no provider reported a cost."""
-        if self.priced:
-            return round(self.cost, 12)
-        return None if self.unpriced else 0
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-            "reasoningTokens": self.reasoning_tokens,
-            "cachedInputTokens": self.cached_input_tokens,
-            "cost": self.known_cost,
-        }
-
-
 _MISSING: Any = object()
-USAGE_FIELDS = (
-    "attemptId",
-    "toolStartedId",
-    "inputTokens",
-    "outputTokens",
-    "reasoningTokens",
-    "cachedInputTokens",
-    "cost",
-)
-# The fields a usage line holds: its one target, the counts and the cost (maybe null).
-_FIELDS_SET = (frozenset(USAGE_FIELDS[1:]), frozenset(USAGE_FIELDS[:1] + USAGE_FIELDS[2:]))
-_new_usage = Usage.__new__
-_set = object.__setattr__
-# What `usage_of` leaves out of `model_construct` must not exist for Usage.
-assert not Usage.__pydantic_post_init__ and not Usage.__private_attributes__
-assert tuple(Usage.model_fields) == USAGE_FIELDS
-
-
-def usage_in_range(u: Usage) -> bool:
-    """Whether every count and the cost of `u` is at most MAX_REPORTED: a usage fact past
-    it is kept in the file but read as no usage (docs/spec.md §4)."""
-    counts = (u.inputTokens, u.outputTokens, u.reasoningTokens, u.cachedInputTokens)
-    return max(counts) <= MAX_REPORTED and (u.cost is None or u.cost <= MAX_REPORTED)
-
-
-def row_in_range(row: UsageRow) -> bool:
-    """`usage_in_range` of a usage row, without making its Usage."""
-    _, _, i, o, r, c, cost = row
-    m = MAX_REPORTED
-    return i <= m and o <= m and r <= m and c <= m and (cost is None or cost <= m)
-
-
-def usage_row(u: Usage) -> UsageRow:
-    return (
-        u.attemptId,
-        u.toolStartedId,
-        u.inputTokens,
-        u.outputTokens,
-        u.reasoningTokens,
-        u.cachedInputTokens,
-        u.cost,
-    )
-
-
-def usage_of(row: UsageRow) -> Usage:
-    """The Usage of a row made from a validated one: what `model_construct` makes (its
-    fields, the fields its line held, no extra, no private) without its Python loop."""
-    usage = _new_usage(Usage)
-    _set(usage, "__dict__", dict(zip(USAGE_FIELDS, row, strict=True)))
-    _set(usage, "__pydantic_fields_set__", set(_FIELDS_SET[row[0] is not None]))
-    _set(usage, "__pydantic_extra__", None)
-    _set(usage, "__pydantic_private__", None)
-    return usage
 
 
 # The records `Tables.row` builds from a payload.
@@ -292,12 +187,43 @@ R = TypeVar("R", Operation, Attempt, ToolIntent, Kernel, LearnedWindow)
 _SHARED = frozenset({"provider", "model", "configuration_digest", "tool", "environment_identity"})
 
 
-@functools.cache
 def _copied(fields: tuple[str, ...], payload: type[BaseModel]) -> tuple[tuple[str, str], ...]:
     """(record field, payload field) of each payload field whose snake_case name is one
     of a record's `fields`."""
     pairs = ((re.sub("([A-Z])", r"_\1", name).lower(), name) for name in payload.model_fields)
     return tuple((mine, theirs) for mine, theirs in pairs if mine in fields)
+
+
+# perf: how `Tables.row` makes one record type from one payload type, given the same own
+# fields, is worked out once: the payload's values in one C call (attrgetter), put in the
+# record's order by another (itemgetter). A getattr and a keyword per field made each
+# record three times as slow to build as a hand-written constructor.
+_Make = Callable[["Tables", BaseModel, tuple[Any, ...]], Any]
+_MAKERS: dict[tuple[Any, ...], _Make] = {}
+
+
+def _maker(record: type[Any], payload: type[BaseModel], own: tuple[str, ...]) -> _Make:
+    pairs = [(mine, theirs) for mine, theirs in _copied(record._fields, payload) if mine not in own]
+    assert len(pairs) > 1  # attrgetter of one name gives its value, not a tuple
+    values_of = operator.attrgetter(*(theirs for _, theirs in pairs))
+    taken = [mine for mine, _ in pairs]
+    shared = [i for i, name in enumerate(taken) if name in _SHARED]
+    defaults: tuple[Any, ...] = tuple(record._field_defaults.values())
+    # A field's value: the payload's, else the one given, else its default.
+    names = [*taken, *own, *record._field_defaults]
+    in_order = operator.itemgetter(*(names.index(name) for name in record._fields))
+
+    def make(tables: Tables, body: BaseModel, given: tuple[Any, ...]) -> Any:
+        values: Any = values_of(body)
+        if shared:
+            values = list(values)
+            for i in shared:
+                values[i] = tables.share(values[i])
+        return tuple.__new__(record, in_order((*values, *given, *defaults)))
+
+    key = (record, payload, *own)
+    _MAKERS[key] = make
+    return make
 
 
 class Savepoint(NamedTuple):
@@ -363,12 +289,10 @@ class Tables:
         (values the records repeat `share`d), but those given as `own`. A row names
         another by the id object that row keeps (`operation_id=op.id`): a copy of it per
         row would be a second string per id, for the life of the kernel."""
-        values = dict(own)
-        for mine, theirs in _copied(record._fields, type(payload)):
-            if mine not in values:
-                value = getattr(payload, theirs)
-                values[mine] = self.share(value) if mine in _SHARED else value
-        return record(**values)
+        key = (record, type(payload), *own)
+        make = _MAKERS.get(key) or _maker(record, type(payload), tuple(own))
+        row: R = make(self, payload, tuple(own.values()))
+        return row
 
     # perf: register row "undo-log" (docs/benchmarks.md)
     def put(self, table: dict[K, V], key: K, value: V) -> None:
