@@ -194,10 +194,10 @@ def _copied(fields: tuple[str, ...], payload: type[BaseModel]) -> tuple[tuple[st
     return tuple((mine, theirs) for mine, theirs in pairs if mine in fields)
 
 
-# perf: how `Tables.row` makes one record type from one payload type, given the same own
+# perf: register row "record-maker" (docs/benchmarks.md)
+# How `Tables.row` makes one record type from one payload type, given the same own
 # fields, is worked out once: the payload's values in one C call (attrgetter), put in the
-# record's order by another (itemgetter). A getattr and a keyword per field made each
-# record three times as slow to build as a hand-written constructor.
+# record's order by another (itemgetter).
 _Make = Callable[["Tables", BaseModel, tuple[Any, ...]], Any]
 _MAKERS: dict[tuple[Any, ...], _Make] = {}
 
