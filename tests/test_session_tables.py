@@ -1,4 +1,4 @@
-"""The tables' records take their payload's fields by name (`Tables.row`)."""
+"""The records `Tables.row` makes take their payload's fields by name."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ from tiny_agent_nb.session._records import (
     ContextWindow,
     KernelOpened,
     OperationStarted,
-    StepAttempt,
-    ToolStarted,
 )
 from tiny_agent_nb.session._tables import (
-    Attempt,
     Kernel,
     LearnedWindow,
     Operation,
-    ToolIntent,
     _copied,
 )
 
@@ -28,26 +24,6 @@ TAKEN = [
         Operation,
         OperationStarted,
         {"input_entry_id", "resumes_operation_id", "options", "cell_id", "replays_operation_id"},
-    ),
-    (
-        Attempt,
-        StepAttempt,
-        {"operation_id", "step", "attempt", "provider", "model", "configuration_digest"},
-    ),
-    (
-        ToolIntent,
-        ToolStarted,
-        {
-            "operation_id",
-            "attempt_id",
-            "tool_call_id",
-            "tool",
-            "arguments",
-            "replay_policy",
-            "environment_identity",
-            "result_entry_id",
-            "replay_key",
-        },
     ),
     (Kernel, KernelOpened, {"pid", "host", "started_at", "kernel_id", "notebook"}),
     (LearnedWindow, ContextWindow, {"tokens", "source"}),

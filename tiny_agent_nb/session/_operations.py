@@ -117,7 +117,16 @@ def apply_step_attempt(t: Tables, fact: RecordFact, body: StepAttempt) -> None:
     t.put(
         t.attempts,
         fact.id,
-        t.row(Attempt, body, id=fact.id, operation_id=op.id, started_at=fact.at),
+        Attempt(
+            id=fact.id,
+            operation_id=op.id,
+            step=body.step,
+            attempt=body.attempt,
+            provider=t.share(body.provider),
+            model=t.share(body.model),
+            configuration_digest=t.share(body.configurationDigest),
+            started_at=fact.at,
+        ),
     )
     t.put(t.operations, op.id, op.counted(attempts=1))  # from none (checked above)
 
@@ -166,7 +175,18 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
     t.put(
         t.intents,
         fact.id,
-        t.row(ToolIntent, body, id=fact.id, operation_id=op.id, attempt_id=attempt.id),
+        ToolIntent(
+            id=fact.id,
+            operation_id=op.id,
+            attempt_id=attempt.id,
+            tool_call_id=body.toolCallId,
+            tool=t.share(body.tool),
+            arguments=body.arguments,
+            replay_policy=body.replayPolicy,
+            environment_identity=t.share(body.environmentIdentity),
+            replay_key=body.replayKey,
+            result_entry_id=body.resultEntryId,
+        ),
     )
     # A replay's call is unanswered until its result (its result counts it answered).
     t.put(t.operations, op.id, op.counted(intents=1, unanswered=int(replay)))
