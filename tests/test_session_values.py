@@ -26,7 +26,7 @@ from tiny_agent_nb.session import (
     load_session,
 )
 from tiny_agent_nb.session import facts as f
-from tiny_agent_nb.session._model_base import MAX_EPOCH_MS
+from tiny_agent_nb.session._records import MAX_EPOCH_MS
 from tiny_agent_nb.timeline import build_timeline
 
 from helpers.scenario import READ_FILE, Run

@@ -30,7 +30,6 @@ from ._facts import NewFact
 from ._files import fsync_dir, read_session_file
 from ._fork import fork_session, read_header
 from ._ids import new_id
-from ._model_base import MAX_REPORTED, MAX_WINDOW, MIN_WINDOW
 from ._models import (
     AssistantEntry,
     AssistantMessage,
@@ -48,6 +47,9 @@ from ._models import (
 from ._opening import Durability, HeaderInit
 from ._reader import load_session, load_session_bytes
 from ._records import (
+    MAX_REPORTED,
+    MAX_WINDOW,
+    MIN_WINDOW,
     Approval,
     AttemptFailed,
     OperationOutcome,
@@ -68,9 +70,8 @@ from ._tables import (
     LearnedWindow,
     Operation,
     ToolIntent,
-    UsageTotals,
-    usage_in_range,
 )
+from ._usage import UsageTotals, usage_in_range
 
 __all__ = [
     "MAX_JSON_DEPTH",

@@ -10,10 +10,9 @@ from typing import Any
 
 from ._records import ToolIdentity
 
-# The deepest nesting of arrays and objects a fact may hold (arguments the model chose
-# included). One limit, checked on commit and on load, so the store never writes a line
-# its own reader refuses; a producer (the provider's tool-call parser) checks it first
-# and turns an over-deep value into an error the model sees.
+# The deepest nesting of arrays and objects a fact may hold, checked on commit and on load
+# (the store never writes a line its own reader refuses); the provider's tool-call parser
+# checks it first and turns an over-deep value into an error the model sees.
 MAX_JSON_DEPTH = 64
 
 
@@ -42,16 +41,10 @@ _INT_LIMIT = 10**640
 
 
 def json_value_problem(value: Any) -> str | None:
-    """Why `value` is no JSON value a session may hold, or None when it is one.
-
-    A free-form value (tool arguments the model chose) must come back from the file as it
-    went in: objects with string keys, arrays (lists), strings of Unicode scalar values
-    (no lone surrogates), finite numbers, integers of at most 640 digits, true, false and
-    null, nested at most MAX_JSON_DEPTH deep. Anything else would be written changed (a
-    tuple or set as an array, NaN as null, a lone surrogate as U+FFFD), not written at
-    all, or written but refused by the reader. Iterative, so no value can exhaust the
-    stack, and a cycle stops at the depth limit.
-    """
+    """Why `value` is no JSON value a session may hold (docs/session-format.md §3.4), or
+    None when it is one: anything else would be written changed (a tuple as an array, NaN
+    as null, a lone surrogate as U+FFFD), or refused by the reader. Iterative, so no value
+    can exhaust the stack, and a cycle stops at the depth limit."""
     if not isinstance(value, dict | list):
         return _scalar_problem(value)
     # perf: register row "ascii-fast-path" (docs/benchmarks.md).

@@ -1,12 +1,9 @@
-"""Session files at the OS level: open (regular files only, found out without blocking),
-read, write; and the two kinds of file a store writes through (a descriptor, or bytes in
-memory for tests and tools that need no disk: LevelDB's StringDest, pi-mono's inMemory()).
+"""Session files at the OS level: open, read, write; and the two kinds of file a store
+writes through (a descriptor, or bytes in memory: LevelDB's StringDest).
 
-A path given to the store or a reader may name anything: a FIFO (opening it for reading
-waits for a writer, forever), a device (`/dev/zero` never ends; `/dev/null` swallows every
-commit), a directory. Each is opened with O_NONBLOCK, identified with fstat on the
-descriptor (no race with a rename between a stat and the open), and refused with
-NotASessionError unless it is a regular file.
+A path may name anything: a FIFO (opening it for reading waits forever), a device
+(`/dev/zero` never ends), a directory. Each is opened with O_NONBLOCK, identified with
+fstat on the descriptor (no race with a rename), and refused unless a regular file.
 """
 
 from __future__ import annotations
@@ -35,8 +32,8 @@ def _not_regular(path: str | Path, mode: int) -> NotASessionError:
 
 
 def open_regular(path: str | Path, flags: int, mode: int = 0o644) -> int:
-    """os.open(path, flags) for a regular file; anything else raises NotASessionError
-    (and is left as it was: the descriptor is closed before anything is read or written)."""
+    """os.open(path, flags) for a regular file; anything else raises NotASessionError,
+    closed before anything is read or written."""
     try:
         fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except IsADirectoryError:  # O_RDWR on a directory fails before fstat could say so
@@ -54,8 +51,7 @@ def open_regular(path: str | Path, flags: int, mode: int = 0o644) -> int:
 
 
 def read_fd(fd: int) -> bytes:
-    """The file's bytes up to its size when asked (a writer may be appending meanwhile:
-    what it adds later is not read, and a line it has half written is a torn tail)."""
+    """The file's bytes up to its size now (a writer may be appending meanwhile)."""
     size = os.fstat(fd).st_size
     chunks: list[bytes] = []
     offset = 0
@@ -69,8 +65,7 @@ def read_fd(fd: int) -> bytes:
 
 
 def read_session_file(path: str | Path) -> bytes:
-    """The bytes of the regular file at `path` (NotASessionError for anything else;
-    OSError when it cannot be opened)."""
+    """The bytes of the regular file at `path` (NotASessionError for anything else)."""
     fd = open_regular(path, os.O_RDONLY)
     try:
         return read_fd(fd)
@@ -109,10 +104,8 @@ class StoreFile(Protocol):
 
 
 class DescriptorFile:
-    """A regular file opened O_APPEND (and flock-ed) by the store; closing it releases the lock.
-
-    `path` is where the store opened it, made absolute then (a kernel's working directory
-    changes): `moved()` tells whether that path still names this very file."""
+    """A regular file opened O_APPEND and flock-ed by the store (closing it releases the
+    lock); `path` is absolute (a kernel's working directory changes)."""
 
     def __init__(self, fd: int, path: str | Path) -> None:
         self.fd = fd
@@ -123,8 +116,7 @@ class DescriptorFile:
 
     def moved(self) -> str | None:
         """None while `path` names this file; else what happened to it, in words (docs/
-        session-format.md §6.4): a `git checkout`, a sync client or an editor renames another file
-        over it, and from then on this descriptor writes where nobody reads."""
+        session-format.md §6.4: a `git checkout` or an editor renames a file over it)."""
         try:
             st = self.path.stat()
         except (FileNotFoundError, NotADirectoryError):
@@ -143,9 +135,8 @@ class DescriptorFile:
         return read_fd(self.fd)
 
     def reader(self, name: str) -> tuple[Source, int]:
-        """A read-only descriptor of this very file (its own open file description, so
-        holding it keeps no lock) for a state to read its lines back from, and the
-        file's size now."""
+        """A read-only descriptor of this very file (its own open file description: it
+        holds no lock) for a state to read its lines back from, and the file's size."""
         try:
             fd = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:  # no /proc: the path, if it still names this file

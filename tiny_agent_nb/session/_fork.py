@@ -1,14 +1,8 @@
-"""Which session a file holds, from its header alone; and a fork: a new session file
-holding another session's conversation under a new id (docs/spec.md §10). A notebook
-that was renamed, moved or duplicated finds the session it links to by its id; a
-duplicate gets a fork, so that it never writes to the file of the notebook it was copied
-from.
-
-The new file is the source's header with a new `id` and `createdAt`, then the source's
-transaction lines as they were validated by a full read (a torn tail is left behind).
-It is written under a private name and linked into place only when complete, so a
-process killed while forking leaves no half copy under the session's name, and a file
-already there is never replaced.
+"""Which session a file holds, from its header alone; and a fork: another session's
+conversation under a new id (docs/spec.md §10), so a duplicated notebook never writes to
+the file of the one it was copied from. The fork is written under a private name and
+linked into place when complete: a process killed while forking leaves no half copy,
+and a file already there is never replaced.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ._exceptions import InvalidTransactionError, NotASessionError, SessionCorruptError
-from ._model_base import FORMAT_VERSION
 from ._models import FACT_ADAPTER, FACT_LIST_ADAPTER, HEADER_ADAPTER, Fact, Header
+from ._records import FORMAT_VERSION
 
 # pydantic's words for a line that is not JSON, e.g. "Invalid JSON: expected ident at
 # line 1 column 2": the position is inside the one line it parsed, never the file's line.

@@ -1,14 +1,8 @@
-"""The transaction lines of a session state: where each lies in the file, read back on use.
+"""The transaction lines of a session state: where each lies in the file, read back on
+use and checked against the block digests the read took (docs/session-format.md §8.1).
+Lines this process commits stay in memory as written: small beside a long history.
 
 # perf: register row "lines-on-disk" (docs/benchmarks.md)
-History's content stays in the session file, where it already is (docs/session-format.md §8.1):
-a state keeps, per line it read, where the line ends, and the SHA-256 of each BLOCK of
-the file's bytes up to the last of them, which the read's scan took as it validated them.
-Reading a line back is a `pread` from the state's own read-only descriptor, and its
-bytes must match those digests: a file truncated or rewritten after
-the load raises SessionCorruptError naming the line, and never hands out bytes nobody
-validated. Lines this process commits stay in memory (`more`) as written: they are what a
-writer adds in one kernel, small beside a long history.
 """
 
 from __future__ import annotations
@@ -16,7 +10,6 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
-from operator import add, methodcaller, not_, sub
 
 from . import _source
 from ._exceptions import SessionCorruptError
@@ -24,13 +17,11 @@ from ._source import BLOCK, BLOCK_DIGEST_SIZE, Source, block_digests
 
 # A read of one covered line reads (and checks) READ_AHEAD bytes of blocks at once.
 READ_AHEAD = 1 << 20
-_ends_line = methodcaller("endswith", b"\n")
 
 
 class Lines:
-    """The transaction lines: those read from the file (`ends`, checked by `blocks`, read
-    back from `source`), then those committed by this process (bytes, LF included,
-    `more`)."""
+    """The lines read from the file (`ends`, checked by `blocks`, read back from
+    `source`), then those committed by this process (`more`, LF included)."""
 
     __slots__ = (
         "__weakref__",
@@ -60,8 +51,7 @@ class Lines:
         self._cache = (0, b"")  # the covered bytes last read and checked, and where
 
     def close(self) -> None:
-        """Let go of the source: its descriptor closes once no other lines hold it, or
-        when the last of them is freed (these lines no longer keep it alive). Reading
+        """Let go of the source (its descriptor closes with its last holder); reading
         these lines back is refused from here on."""
         source = self._source
         source.release(self)
@@ -74,14 +64,12 @@ class Lines:
 
     # -- what the load adds ----------------------------------------------------------
     def add_scanned(self, line: bytes) -> None:
-        """The next line of a full read (validated by the caller): checked by the block
-        digests its scan takes (`cover`)."""
+        """The next line of a full read, validated by the caller."""
         ends = self._ends
         ends.append(ends[-1] + len(line) + 1)
 
     def cover(self, blocks: bytes) -> None:
-        """The lines read so far are checked by `blocks`, the SHA-256 of each BLOCK of the
-        file's bytes up to their end, as a full read's scan took them (`Scan.blocks`)."""
+        """The lines read so far are checked by `blocks` (`Scan.blocks`)."""
         assert not self._more
         self._covered = len(self._ends) - 1
         self._blocks = blocks
@@ -174,17 +162,8 @@ class Lines:
         lines._more = list(self._more)
         return lines
 
-    def sizes(self) -> list[int]:
-        """Each line's size in the file, its LF included."""
-        ends = self._ends
-        inside = list(map(sub, ends[1:], ends[:-1]))
-        more = self._more
-        # A line read from the file has no LF; one committed holds it.
-        return inside + list(map(add, map(len, more), map(not_, map(_ends_line, more))))
-
     def pieces(self) -> Iterator[bytes]:
-        """The lines' bytes as the file holds them, every LF included (each read back
-        checked)."""
+        """The lines' bytes as the file holds them, every LF included."""
         for line in self:
             yield line
             if line[-1:] != b"\n":

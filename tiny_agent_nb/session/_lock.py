@@ -6,15 +6,22 @@ lock is dropped when *any* descriptor of the file is closed by the process, whic
 read-only `load_session()` of the same file would do. The kernel releases a flock when its
 holder dies, so a lock left by a `kill -9`ed kernel is free again at once.
 
-Inside the one writer, `FifoLock` serves its commits in the order they arrived.
+Inside the one writer, `FifoLock` serves its commits in the order they arrived, and
+`sigint_deferred` keeps a notebook interrupt from landing inside one: Jupyter's
+"interrupt kernel" raises KeyboardInterrupt at any bytecode of the main thread, which
+could fall between the write and the in-memory merge, or inside the FIFO lock's
+bookkeeping (leaving every later commit waiting forever).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import threading
 from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
 
 from ._exceptions import SessionLockedError
 
@@ -101,3 +108,38 @@ class FifoLock:
             self._abandoned.discard(self._serving)
             self._serving += 1
         self._cond.notify_all()
+
+
+class sigint_deferred:
+    """Hold SIGINT back on the main thread; deliver it to the previous handler on exit."""
+
+    def __init__(self) -> None:
+        self._active = threading.get_ident() == _MAIN_THREAD_ID
+        self._previous: Any = None
+        self._received: list[FrameType | None] = []
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self._received.append(frame)
+
+    def __enter__(self) -> None:
+        if self._active:  # Python runs signal handlers on the main thread only
+            self._previous = signal.signal(signal.SIGINT, self._hold)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._active:
+            return
+        previous = self._previous
+        signal.signal(signal.SIGINT, previous)
+        if self._received:
+            if callable(previous):
+                previous(signal.SIGINT, self._received[0])
+            elif previous == signal.SIG_DFL:
+                os.kill(os.getpid(), signal.SIGINT)
+
+
+_MAIN_THREAD_ID = threading.main_thread().ident

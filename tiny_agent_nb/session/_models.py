@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union, get_
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, model_validator
 
-from ._model_base import Count, EpochMs, Id, JsonObject, StrictModel, optional
-from ._records import RecordBody
+from ._records import Count, EpochMs, Id, JsonObject, RecordBody, StrictModel, optional
 
 # ---------------------------------------------------------------- header
 

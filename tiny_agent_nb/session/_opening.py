@@ -39,9 +39,9 @@ def check_durability(durability: str) -> None:
 
 @contextmanager
 def claimed_file(path: Path, create: bool) -> Iterator[tuple[DescriptorFile, str, bool]]:
-    """The file at `path` claimed in this process and locked for writing, with its key in
-    the in-process registry and whether it was made now; an exception in the block lets
-    go of all three (the caller's store takes them on otherwise)."""
+    """The file at `path` claimed in this process and locked for writing, its key in the
+    in-process registry, and whether it was made now; an exception in the block lets go
+    of them."""
     key = os.path.realpath(path)
     claim_in_process(key, path)
     try:
@@ -75,11 +75,10 @@ def move_claimed(file: DescriptorFile, key: str, target: Path) -> str:
 
 
 def remove_snapshot_cache(path: Path) -> None:
-    """Remove the snapshot cache an earlier version wrote beside the session, and the
-    drafts of one its writer left when killed (docs/session-format.md §8): nothing reads them. The
-    cache goes only when it is a regular file that begins as one (never a symbolic link
-    or a file of the user's); the writer holds the session's lock, so no draft is
-    anyone's. Never raises."""
+    """Remove the snapshot cache an earlier version wrote beside the session, and its
+    drafts (docs/session-format.md §8): only a regular file that begins as one, never a
+    symbolic link or a file of the user's. The writer holds the session's lock, so no
+    draft is anyone's. Never raises."""
     cache = path.with_name(f"{path.name}.snapshot")
     draft = re.compile(rf"\.{re.escape(cache.name)}\.[0-9a-f]{{12}}\.tmp")
     stale = []
@@ -121,7 +120,7 @@ def open_state(
     sync_dir: bool,
 ) -> tuple[SessionState, bool]:
     """The state of the file the writer just opened and locked, and whether it was
-    created. The state reads its lines back from its own descriptor (`file.reader`)."""
+    created."""
     source, size = file.reader(str(path))
     try:
         state = reduce_source(path, source, size)
@@ -170,4 +169,4 @@ def _write_header(
     file.append(line)
     if durability == "power":
         file.sync()
-    return SessionState(str(path), header, header_line=line[:-1])
+    return SessionState(str(path), header)

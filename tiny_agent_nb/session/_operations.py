@@ -11,9 +11,15 @@ an operation ends with none pending.
 from __future__ import annotations
 
 from ._canonical import json_value_problem, replay_key
-from ._models import RecordFact
-from ._records import OperationFinished, OperationStarted, StepAttempt, ToolStarted
-from ._tables import Attempt, Operation, Tables, ToolIntent, Violation
+from ._models import EntryFact, KernelNotice, RecordFact
+from ._records import (
+    KernelOpened,
+    OperationFinished,
+    OperationStarted,
+    StepAttempt,
+    ToolStarted,
+)
+from ._tables import Attempt, Kernel, Operation, Tables, ToolIntent, Violation
 
 
 def open_operation(t: Tables, op_id: str, what: str) -> Operation:
@@ -85,16 +91,13 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
     t.put(
         t.operations,
         body.operationId,
-        Operation(
+        t.row(
+            Operation,
+            body,
             id=body.operationId,
             kind=body.operationKind,
             status="open",
-            input_entry_id=body.inputEntryId,
-            resumes_operation_id=body.resumesOperationId,
             started_at=fact.at,
-            options=body.options,
-            cell_id=body.cellId,
-            replays_operation_id=body.replaysOperationId,
         ),
     )
     t.open_operation_id = body.operationId
@@ -200,3 +203,46 @@ def apply_operation_finished(t: Tables, body: OperationFinished) -> None:
         )
     t.put(t.operations, op.id, op._replace(status=body.outcome, detail=body.detail))
     t.open_operation_id = None
+
+
+# A `kernelOpened` record refers to nothing and may come at any point, even while a run is
+# open (the previous kernel died inside it). A `kernelNotice` entry names the latest
+# `kernelOpened`, at most once, and never lands between a tool call and its result (a
+# provider refuses a user message there). docs/spec.md §9.
+
+
+def apply_kernel_opened(t: Tables, fact: RecordFact, body: KernelOpened) -> None:
+    t.put(
+        t.kernels,
+        fact.id,
+        t.row(
+            Kernel,
+            body,
+            id=fact.id,
+            opened_at=fact.at,
+            entries_before=len(t.entries),
+            intents_before=len(t.intents),
+            operations_before=len(t.operations),
+        ),
+    )
+
+
+def apply_kernel_notice(t: Tables, fact: EntryFact, body: KernelNotice) -> None:
+    named = body.kernelOpenedId
+    kernel = t.kernels.get(named)
+    if kernel is None:
+        raise Violation(f"kernelNotice names {named}, which is no kernelOpened record")
+    latest = next(reversed(t.kernels))
+    if named != latest:
+        raise Violation(
+            f"kernelNotice names kernelOpened {named}, not the latest kernel ({latest})"
+        )
+    if kernel.notice_id is not None:
+        raise Violation(f"kernelOpened {named} already has its notice {kernel.notice_id}")
+    op_id = t.open_operation_id
+    if op_id is not None and t.operations[op_id].unanswered_tool_calls:
+        raise Violation(
+            f"kernelNotice while operation {op_id} has a tool call without a result "
+            "(nothing may come between a tool call and its result)"
+        )
+    t.put(t.kernels, named, kernel._replace(notice_id=fact.id))

@@ -1,19 +1,17 @@
 """The one reader loop: bytes -> SessionState, for a load and for salvage alike.
 
-As LevelDB's `log::Reader` does with its `Reporter`, the loop reads every complete line
-after the header, applies it, and hands a damaged one to a reporter instead of deciding
-itself what damage means: `load_session` raises SessionCorruptError, `salvage` keeps the
-prefix before it. Either way the damaged line ends the read -- a line is never skipped --
-and the bytes after the last LF are a torn tail, never a transaction. The file is read a
-chunk at a time (`_source.CHUNK`): the state keeps where each line is and a digest of it,
-not its bytes (docs/session-format.md §8.1).
+As LevelDB's `log::Reader` does with its `Reporter`, the loop hands a damaged line to a
+reporter: `load_session` raises SessionCorruptError, `salvage` keeps the prefix before
+it. Either way the damaged line ends the read (a line is never skipped), and the bytes
+after the last LF are a torn tail, never a transaction.
 """
 
 from __future__ import annotations
 
-import logging
+import gc
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,14 +25,11 @@ from ._framing import (
     parse_header,
     parse_transaction,
 )
-from ._gc import gc_paused
 from ._lines import Lines
 from ._reducer import apply_transaction
-from ._source import BLOCK, Source
+from ._source import BLOCK, Scan, Source
 from ._state import SessionState
 from ._tables import Tables, Violation
-
-log = logging.getLogger("tiny_agent_nb.session")
 
 
 class Damage(NamedTuple):
@@ -49,11 +44,23 @@ class Damage(NamedTuple):
 Reporter = Callable[[Damage], None]
 
 
-def load_session(path: str | Path) -> SessionState:
-    """Read-only load: takes no lock, never writes, ignores a torn tail.
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC off while a file is reduced: each line makes a dozen pydantic objects
+    that die young, and nothing made here forms a cycle worth collecting mid-load."""
+    # perf: register row "gc-load" (docs/benchmarks.md)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
-    Only a regular file is read (a FIFO or a device is refused without blocking). The
-    state keeps the descriptor it read through, to read lines back (docs/session-format.md §8.1)."""
+
+def load_session(path: str | Path) -> SessionState:
+    """Read-only load: takes no lock, never writes, ignores a torn tail. The state keeps
+    the descriptor it read through, to read lines back (docs/session-format.md §8.1)."""
     fd = open_regular(path, os.O_RDONLY)
     source = Source(str(path), fd=fd)  # owns fd from here on
     return reduce_source(path, source, os.fstat(fd).st_size)
@@ -65,25 +72,18 @@ def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
     return reduce_source(name, Source(name, data=data), len(data))
 
 
-def reduce_source(path: str | Path, source: Source, size: int) -> SessionState:
-    """The file's first `size` bytes reduced into a SessionState; damage is
-    SessionCorruptError."""
+def reduce_source(
+    path: str | Path, source: Source, size: int, reporter: Reporter | None = None
+) -> SessionState:
+    """The file's first `size` bytes reduced into a SessionState, up to the first damaged
+    line, which is given to `reporter` (by default, raised as SessionCorruptError). A
+    missing or invalid header raises whatever the reporter: there is nothing to read."""
 
     def corrupt(damage: Damage) -> None:
         raise SessionCorruptError(path, damage.line, damage.reason)
 
     with gc_paused():
-        return _read(path, source, size, corrupt)
-
-
-def read_session(path: str | Path, data: bytes, reporter: Reporter) -> SessionState:
-    """Every whole line of `data` up to the first damaged one (given to `reporter`).
-
-    A missing or invalid header raises NotASessionError / SessionCorruptError (line 1)
-    whatever the reporter: without a header there is nothing to read.
-    """
-    with gc_paused():
-        return _read(path, Source(str(path), data=data), len(data), reporter)
+        return _read(path, source, size, reporter or corrupt)
 
 
 def _read(path: str | Path, source: Source, size: int, reporter: Reporter) -> SessionState:
@@ -106,13 +106,12 @@ def _read(path: str | Path, source: Source, size: int, reporter: Reporter) -> Se
         else:  # a foreign file with no line end (one line of JSON, a note)
             reason = f"its {torn} bytes hold no complete line and do not begin a session header"
         raise NotASessionError(path, reason)
-    header_line = head[:header_end]
-    header = parse_header(path, header_line)
+    header = parse_header(path, head[:header_end])
     start = header_end + 1
     # Every line: the scan takes the block digests that check them (docs/session-format.md
     # §8.1), from the header's bytes on.
     tables = Tables(lines=Lines(source, start))
-    scan = source.scan(start, size, prefix=head[:start])
+    scan = Scan(source, start, size, head[:start])
     del head, chunks
     lines = tables.lines
     for lineno, line in enumerate(scan, start=2):
@@ -129,10 +128,8 @@ def _read(path: str | Path, source: Source, size: int, reporter: Reporter) -> Se
         lines.cover(scan.blocks(lines.end()))
         # The state of the lines before it; its torn tail is not counted: the file does
         # not load as it is.
-        state = SessionState(str(path), header, tables, header_line=header_line)
+        state = SessionState(str(path), header, tables)
         reporter(Damage(lineno, lines.end(), len(line), reason))
         return state
     lines.cover(scan.blocks(lines.end()))
-    return SessionState(
-        str(path), header, tables, header_line=header_line, torn_tail_bytes=len(scan.tail)
-    )
+    return SessionState(str(path), header, tables, torn_tail_bytes=len(scan.tail))

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._kernels import apply_kernel_notice, apply_kernel_opened
+from pydantic import ValidationError
+
+from ._exceptions import InvalidTransactionError
+from ._facts import NewFact
+from ._framing import describe_validation_error
+from ._ids import is_uuid7, new_id
 from ._models import (
     AssistantEntry,
     CompactionEntry,
@@ -25,6 +30,8 @@ from ._models import (
     UserEntry,
 )
 from ._operations import (
+    apply_kernel_notice,
+    apply_kernel_opened,
     apply_operation_finished,
     apply_operation_started,
     apply_step_attempt,
@@ -49,8 +56,32 @@ from ._tables import (
     LearnedWindow,
     Tables,
     Violation,
-    usage_row,
 )
+from ._usage import usage_row
+
+
+def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list[Fact]:
+    """The facts of one commit, each given its seq, id and `at`, checked against every
+    rule (docs/session-format.md §4) and applied to `tables` in order (the caller rolls them back
+    if the line is not written). InvalidTransactionError names the fact that broke one."""
+    built: list[Fact] = []
+    for index, new in enumerate(facts):
+        fact_id = new.id if new.id is not None else new_id()
+        try:
+            # The envelope model checks a reserved id's UUIDv7 pattern; nothing else
+            # in it can be wrong (seq, at and the validated payload come from here).
+            fact = new.build(seq=tables.last_seq + 1, fact_id=fact_id, at=at)
+        except ValidationError as exc:
+            reason = describe_validation_error(exc)
+            if not is_uuid7(fact_id):
+                reason = f"id {fact_id!r} is not a UUIDv7"
+            raise InvalidTransactionError(reason, index=index) from None
+        try:
+            apply_fact(tables, fact, index)
+        except Violation as exc:
+            raise InvalidTransactionError(str(exc), index=index) from None
+        built.append(fact)
+    return built
 
 
 def apply_transaction(tables: Tables, facts: Sequence[Fact]) -> None:
@@ -204,7 +235,7 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
         # Learned between runs too (a listing): it names no run, only what told it.
         if body.attemptId is not None and body.attemptId not in t.attempts:
             raise Violation(f"contextWindow names unknown stepAttempt {body.attemptId}")
-        window = LearnedWindow(body.tokens, body.source, fact.id)
+        window = t.row(LearnedWindow, body, fact_id=fact.id)
         t.put(t.windows, (body.baseUrl, body.model), window)
     elif isinstance(body, KernelOpened):
         apply_kernel_opened(t, fact, body)

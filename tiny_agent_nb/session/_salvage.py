@@ -1,14 +1,6 @@
-"""Salvage: the longest prefix of a damaged session file that loads, and what it leaves.
-
-A reader never skips a damaged complete line (docs/session-format.md §5), so one bad line makes the
-whole file unloadable. `salvage` finds the longest prefix of whole lines that reduces
-without error -- with the very reader loop of `load_session` (`_reader.read_session`),
-given a reporter that keeps the damage instead of raising it, so the prefix is exactly
-what a load would have accepted -- and says precisely what stays behind: the first bad
-line and why, the complete lines after it, and the torn tail.
-
-It is pure: bytes in, a result out. Writing the prefix anywhere is the caller's business
-(`tiny-agent-nb salvage` writes a new file; the damaged original is never touched).
+"""Salvage (docs/session-format.md §5): the longest prefix of whole lines that loads,
+found by the very reader loop of `load_session` (so it is exactly what a load accepts),
+and what stays behind. Pure: bytes in, a result out; the caller writes the prefix.
 """
 
 from __future__ import annotations
@@ -17,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._framing import split_complete
-from ._reader import Damage, read_session
+from ._reader import Damage, reduce_source
+from ._source import Source
 
 
 @dataclass(frozen=True)
@@ -65,7 +58,7 @@ def salvage(data: bytes, path: str | Path) -> SalvageResult:
     `path` only names the file in errors and in the result.
     """
     found: list[Damage] = []
-    read_session(path, data, found.append)
+    reduce_source(path, Source(str(path), data=data), len(data), found.append)
     complete, torn = split_complete(data)
     if not found:
         kept_end = len(complete) + 1  # every complete line, the header included

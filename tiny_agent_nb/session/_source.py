@@ -1,10 +1,6 @@
-"""A session file's bytes as a reader reads them: a chunk at a time, its blocks hashed.
-
-`Source` is where a state's lines are read back from (its own descriptor of the file, or
-bytes in memory); `Scan` is a full read's one pass over the lines, which takes the
-SHA-256 of each BLOCK of the file (`block_digests`), the digests a state keeps to check
-the lines it reads back (docs/session-format.md §8.1).
-"""
+"""A session file's bytes as a reader reads them: a chunk at a time, its blocks hashed
+(docs/session-format.md §8.1). `Source` is where a state's lines are read back from;
+`Scan` is a full read's one pass over the lines."""
 
 from __future__ import annotations
 
@@ -35,15 +31,10 @@ def block_digests(data: bytes | bytearray | memoryview) -> bytes:
 
 class Source:
     """Where a state's lines are read back from: its own read-only descriptor of the file
-    it loaded, or bytes already in memory.
-
-    A descriptor names the inode, not the path: a state outlives its writer's `close()`,
-    and a file deleted or renamed over after the load is still read from the very inode
-    whose bytes were validated (docs/session-format.md §8.1). Each state's lines hold the source
-    (`hold`); the descriptor is closed when the last holder lets go (`release`: a
-    state's `close()`, a store's), or, for holders never closed, when the source itself
-    is freed (a finalizer, as a file object's). A closed source refuses every read: its
-    descriptor's number may name another file by then."""
+    it loaded (the inode whose bytes were validated, whatever the path names since), or
+    bytes in memory. The descriptor closes when the last holder lets go (`release`), or
+    when the source is freed. A closed source refuses every read: its descriptor's number
+    may name another file by then."""
 
     __slots__ = ("__weakref__", "_close", "_data", "_fd", "_holders", "path")
 
@@ -71,7 +62,6 @@ class Source:
         return self._fd == _CLOSED
 
     def close(self) -> None:
-        """Closed whoever holds it: for a source no state took."""
         self._holders.clear()
         self._fd, self._data = _CLOSED, b""
         if self._close is not None:
@@ -83,8 +73,7 @@ class Source:
         )
 
     def held_bytes(self) -> bytes | None:
-        """All the bytes of a source held in memory; None for a descriptor's (ValueError
-        once closed)."""
+        """The bytes of a source held in memory; None for a descriptor's."""
         if self._fd == _CLOSED:
             raise self._closed()
         return self._data if self._fd < 0 else None
@@ -107,14 +96,9 @@ class Source:
             offset, size = offset + len(part), size - len(part)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def scan(self, start: int, end: int, prefix: bytes | None = None) -> Scan:
-        """A pass over the complete lines of the bytes from `start` to `end` (`Scan`)."""
-        return Scan(self, start, end, prefix)
-
     def chunks(self, start: int, end: int, first: int = 0) -> Iterator[bytes]:
-        """The bytes from `start` to `end`, CHUNK at a time (fewer at the file's end),
-        the first piece `first` bytes if given: a reader that wants the header line
-        alone reads no more than that first."""
+        """The bytes from `start` to `end`, CHUNK at a time, the first piece `first` bytes
+        if given (a reader that wants the header line alone reads no more)."""
         size = first or CHUNK
         while start < end:
             chunk = self.read(start, min(size, end - start))
@@ -126,26 +110,18 @@ class Source:
 
 
 class Scan:
-    """A pass over the complete lines of a source's bytes from `start` to `end` (LF
-    excluded), as a full read makes it; once it has run to the end, the bytes after the
-    last LF are `tail`.
+    """A pass over the complete lines (LF excluded) of a source's bytes from `start` to
+    `end`; once run to the end, the bytes after the last LF are `tail`.
 
     # perf: register row "scan-map" (docs/benchmarks.md)
-    The file is read CHUNK at a time into one anonymous memory map, reused (a longer
-    line grows it), and each line is copied out of it: no large block passes through
-    the C allocator. A `bytes` chunk per read, freed, raised glibc's mmap threshold to
-    its size, and every later temporary of that size or less (the next chunks, the
-    lines split out of them) then landed in the heap, among the tables' records:
-    the holes they left stayed resident.
+    The file is read CHUNK at a time into one anonymous memory map, reused, and each line
+    is copied out of it: a `bytes` chunk per read, freed, raised glibc's mmap threshold
+    to its size, and the later temporaries then left holes among the tables' records.
 
     # perf: register row "scan-blocks" (docs/benchmarks.md)
-    Given `prefix` (the file's bytes before `start`, already read), it also takes the
-    SHA-256 of each BLOCK of the file's bytes from the first, each in one call from the
-    map (which keeps the bytes of the block begun: a chunk's lines at a time):
-    `blocks(upto)` gives those of the bytes up to `upto`, the end of a line it handed
-    out, and they check the lines up to there (docs/session-format.md §8.1), in place of a digest
-    per line. No hash object outlives its block: one kept across the reduce's allocations
-    pins a pymalloc arena."""
+    Given `prefix` (the file's bytes before `start`), it also takes the SHA-256 of each
+    BLOCK of the file from the map: `blocks(upto)` gives those up to the end of a line it
+    handed out. No hash object outlives its block (one kept pins a pymalloc arena)."""
 
     __slots__ = ("_base", "_buffer", "_digests", "_end", "_hashed", "_source", "_start", "tail")
 

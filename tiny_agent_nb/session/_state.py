@@ -1,9 +1,8 @@
 """SessionState: what a session file says, reduced into lookup tables (`_tables`).
 
-History itself stays as the transaction lines' bytes. Entries are found through an
-`EntrySlot` (line, position, type) and decoded when read: a kept pydantic fact is ~10
-objects the cyclic GC rescans for the life of the kernel and a second copy of its text;
-bytes and tuples of atoms are neither.
+History stays in the transaction lines. Entries are found through an `EntrySlot` and
+decoded when read: a kept pydantic fact is ~10 objects the cyclic GC rescans for the life
+of the kernel, and a second copy of its text.
 """
 
 from __future__ import annotations
@@ -12,30 +11,28 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from ._commit import build_transaction
 from ._facts import NewFact
 from ._framing import encode_transaction, parse_transaction
-from ._model_base import MAX_WINDOW, MIN_WINDOW
-from ._models import Fact, Header, RecordFact, Usage
-from ._records import SystemPrompt
+from ._lines import Lines
+from ._models import EntryFact, Fact, Header, RecordFact, Usage
+from ._records import MAX_WINDOW, MIN_WINDOW, SystemPrompt
+from ._reducer import build_transaction
 from ._tables import (
     Attempt,
+    EntrySlot,
+    EntryType,
     Kernel,
     LearnedWindow,
     Operation,
     Tables,
     ToolIntent,
-    UsageTotals,
-    usage_of,
 )
-from ._views import EntryView, UsageView, facts_of
+from ._usage import UsageRow, UsageTotals, row_in_range, usage_of
 
 
 class SessionState:
-    """The reduction of a session file, read-only: every view is a property, its mappings
-    are read-only proxies and its totals a copy. Its tables change only through its own
-    methods, which only the session's reader and store call (`append_transaction`: the
-    reducer applies each committed transaction to them)."""
+    """The reduction of a session file, read-only: its mappings are read-only proxies and
+    its totals a copy. Only the session's reader and store change its tables."""
 
     def __init__(
         self,
@@ -43,16 +40,11 @@ class SessionState:
         header: Header,
         tables: Tables | None = None,
         *,
-        header_line: bytes = b"",
         torn_tail_bytes: int = 0,
     ) -> None:
-        """Made once, by the session's reader or store: `tables` reduced from the file's
-        lines, the header line as read, and the bytes after the last complete line when
-        it was read."""
         self._path = path
         self._header = header
         self._tables = tables if tables is not None else Tables()
-        self._header_line = header_line
         self._torn_tail_bytes = torn_tail_bytes
 
     def close(self) -> None:
@@ -63,23 +55,23 @@ class SessionState:
         self._tables.lines.close()
 
     def with_torn_tail(self, torn_tail_bytes: int) -> SessionState:
-        """This state saying another torn tail: 0 once the writer cut it (the store's), or
-        the tail an open cut before the file was read again (the reader's)."""
+        """This state saying another torn tail (0 once the writer cut it)."""
+        return self._with(self._tables, torn_tail_bytes)
+
+    def _with(self, tables: Tables, torn_tail_bytes: int) -> SessionState:
         return SessionState(
             self._path,
             self._header,
-            self._tables,
-            header_line=self._header_line,
+            tables,
             torn_tail_bytes=torn_tail_bytes,
         )
 
     def append_transaction(
         self, facts: Sequence[NewFact], at: int, write: Callable[[list[Fact], bytes], None]
     ) -> list[Fact]:
-        """The store's commit, on its own state (never on one handed out): `facts` built
-        and applied to the tables (`build_transaction`), their line given to `write`, then
-        kept with it. Whatever raises (a refused fact, a failed write, a signal handler's
-        exception) leaves the tables as they were, and is raised."""
+        """The store's commit, on its own state (never one handed out): `facts` built and
+        applied, their line given to `write`, then kept. Whatever raises (a refused fact,
+        a failed write, a signal handler's exception) leaves the tables as they were."""
         tables = self._tables
         savepoint = tables.begin()
         try:
@@ -112,11 +104,6 @@ class SessionState:
     def torn_tail_bytes(self) -> int:
         """Bytes after the last complete line when the file was read (a write cut short)."""
         return self._torn_tail_bytes
-
-    @property
-    def header_line(self) -> bytes:
-        """The header line's bytes as read, LF excluded."""
-        return self._header_line
 
     # -- views -------------------------------------------------------------
     @property
@@ -153,7 +140,10 @@ class SessionState:
     def facts(self) -> list[Fact]:
         """Every committed fact, decoded from the transaction lines: O(history), for tools
         and tests; the views above are what a running notebook reads."""
-        return facts_of(self._tables.lines)
+        facts: list[Fact] = []
+        for line in self._tables.lines:
+            facts.extend(parse_transaction(line))
+        return facts
 
     @property
     def entries(self) -> EntryView:
@@ -235,33 +225,7 @@ class SessionState:
         return by_operation
 
     def copy(self) -> SessionState:
-        t = self._tables
-        tables = Tables(
-            ids=dict(t.ids),
-            entries=dict(t.entries),
-            operations=dict(t.operations),
-            attempts=dict(t.attempts),
-            intents=dict(t.intents),
-            intent_by_call=dict(t.intent_by_call),
-            usage=dict(t.usage),
-            consumed_inputs=dict(t.consumed_inputs),
-            open_call_entries=dict(t.open_call_entries),
-            windows=dict(t.windows),
-            kernels=dict(t.kernels),
-            lines=t.lines.copy(),
-            totals=t.totals.copy(),
-            last_seq=t.last_seq,
-            open_operation_id=t.open_operation_id,
-            last_cut=t.last_cut,
-            system_prompt=t.system_prompt,
-        )
-        return SessionState(
-            self._path,
-            self._header,
-            tables,
-            header_line=self._header_line,
-            torn_tail_bytes=self._torn_tail_bytes,
-        )
+        return self._with(self._tables.copy(), self._torn_tail_bytes)
 
     def summary(self) -> dict[str, Any]:
         """The canonical, language-neutral summary the conformance fixtures compare."""
@@ -312,3 +276,71 @@ class SessionState:
             f"<SessionState {self.path!r} lastSeq={self.last_seq} "
             f"transactions={self.transaction_count} operations={len(self.operations)}>"
         )
+
+
+class EntryView(Mapping[str, EntryFact]):
+    """`SessionState.entries`: a read-only mapping that decodes entries on access.
+
+    Lines were validated when they were committed or loaded, so decoding one cannot fail.
+    """
+
+    __slots__ = ("_lines", "_slots")
+
+    def __init__(self, slots: dict[str, EntrySlot], lines: Lines) -> None:
+        self._slots = slots
+        self._lines = lines
+
+    def __getitem__(self, entry_id: str) -> EntryFact:
+        line, position, _ = self._slots[entry_id]
+        return _as_entry(parse_transaction(self._lines[line])[position])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._slots)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._slots
+
+    def type_of(self, entry_id: str) -> EntryType | None:
+        """The entry's type without decoding it (None: no such entry)."""
+        slot = self._slots.get(entry_id)
+        return None if slot is None else slot[2]
+
+    def last(self) -> EntryFact | None:
+        """The most recent entry (cheap: one line is decoded)."""
+        if not self._slots:
+            return None
+        return self[next(reversed(self._slots))]
+
+
+class UsageView(Mapping[str, Usage]):
+    """`SessionState.usage`: a read-only mapping that makes each Usage when read, and
+    leaves out the rows out of range (`row_in_range`): those read as no usage."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: dict[str, UsageRow]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, target: str) -> Usage:
+        row = self._rows[target]
+        if not row_in_range(row):
+            raise KeyError(target)
+        return usage_of(row)
+
+    def __iter__(self) -> Iterator[str]:
+        return (target for target, row in self._rows.items() if row_in_range(row))
+
+    def __len__(self) -> int:
+        return sum(1 for row in self._rows.values() if row_in_range(row))
+
+    def __contains__(self, target: object) -> bool:
+        row = self._rows.get(target) if isinstance(target, str) else None
+        return row is not None and row_in_range(row)
+
+
+def _as_entry(fact: Fact) -> EntryFact:
+    assert isinstance(fact, EntryFact)  # a slot only ever points at an entry fact
+    return fact

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from ._commit import Subscriber, Subscribers, syncs_at_once
 from ._exceptions import (
     InvalidTransactionError,
     SessionClosedError,
@@ -26,8 +25,8 @@ from ._exceptions import (
 )
 from ._facts import NewFact
 from ._files import DescriptorFile, MemoryFile, StoreFile
-from ._lock import FifoLock, release_in_process
-from ._models import Fact, Header
+from ._lock import FifoLock, release_in_process, sigint_deferred
+from ._models import Fact, Header, RecordFact
 from ._opening import (
     Clock,
     Durability,
@@ -39,7 +38,6 @@ from ._opening import (
     open_state,
 )
 from ._reader import reduce_source
-from ._signals import sigint_deferred
 from ._state import SessionState
 from ._tables import Kernel, LearnedWindow, Operation
 
@@ -48,35 +46,53 @@ T = TypeVar("T")
 log = logging.getLogger("tiny_agent_nb.session")
 
 
+def syncs_at_once(facts: Sequence[Fact]) -> bool:
+    """Whether power mode syncs this transaction before `commit` returns (docs/session-format.md
+    §6.2): when it holds a record that precedes an effect or starts, aborts or ends an
+    operation. Entries, usage and `attemptFailed` record what came of an effect (losing
+    them leaves it pending, as a crash during it would); a `kernelOpened` precedes none
+    (docs/spec.md §9). A record type added later syncs unless it is named here."""
+    for fact in facts:  # a loop, not any() over a generator: this runs on every commit
+        if isinstance(fact, RecordFact) and fact.record.type not in _UNSYNCED_RECORDS:
+            return True
+    return False
+
+
+_UNSYNCED_RECORDS = frozenset({"attemptFailed", "kernelOpened"})
+Subscriber = Callable[[Sequence[Fact]], None]
+
+
 class SessionStore:
     """Open with `SessionStore.open(...)`; `commit`, `load`, `subscribe`, `close`."""
 
     def __init__(
         self,
-        *,
+        file: StoreFile,
         path: Path,
         key: str | None,
-        file: StoreFile,
-        state: SessionState,
-        size: int,
+        create: HeaderInit | None,
+        *,
         durability: Durability,
         clock: Clock,
+        sync_dir: bool = False,
     ) -> None:
+        """Made by `open` and `in_memory`, on the file they opened (and claimed, `key`)."""
+        state, self.created = open_state(
+            file, path, create, durability, clock, on_disk=key is not None, sync_dir=sync_dir
+        )
         self._path = path
         self._key = key  # in the in-process registry of writers (None: in memory)
         self._file: StoreFile | None = file
         self._state = state
-        self._size = size
+        self._size = self._synced_size = file.size()  # power: its size at the last sync
         self._durability = durability
         self._clock = clock
         self._fifo = FifoLock()
-        self._subscribers = Subscribers()
+        self._subscribers: list[Subscriber] = []
         self._stale = False  # memory may lag the file after an interrupted commit
         self._unsynced = False  # power: bytes written since the last sync
-        self._synced_size = size  # power: the file's size at the last sync that succeeded
         self._sync_failed = False  # power: a sync failed since then (see _sync)
         self.repaired_tail_bytes = state.torn_tail_bytes
-        self.created = False
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -88,16 +104,13 @@ class SessionStore:
         *,
         clock: Clock = epoch_ms,
     ) -> SessionStore:
-        """Open `path` as its only writer, repairing a torn tail.
-
-        With `create`, a missing file (or one holding only a torn header) becomes a new
-        session; an existing session is opened as it is.
-        """
+        """Open `path` as its only writer, repairing a torn tail. With `create`, a missing
+        file (or one holding only a torn header) becomes a new session."""
         check_durability(durability)
         path = Path(path)
         with claimed_file(path, create is not None) as (file, key, made):
             sync_dir = made and durability == "power"
-            return cls._open_file(
+            return cls(
                 file, path, key, create, durability=durability, clock=clock, sync_dir=sync_dir
             )
 
@@ -111,40 +124,12 @@ class SessionStore:
         clock: Clock = epoch_ms,
         name: str = "<memory>",
     ) -> SessionStore:
-        """The writer of a session file held in `buffer`, appended to and cut exactly as
-        `open` does a file (the same repair, commit and resync code); no disk, no lock.
-        For properties over many byte images (LevelDB's log tests, pi-mono's inMemory()).
-        `name` stands for the path in errors and in the state."""
+        """The writer of a session file held in `buffer`, with the code `open` runs but no
+        disk and no lock (for properties over many byte images); `name` stands for the
+        path in errors and in the state."""
         check_durability(durability)
         file = MemoryFile(buffer)
-        return cls._open_file(file, Path(name), None, create, durability=durability, clock=clock)
-
-    @classmethod
-    def _open_file(
-        cls,
-        file: StoreFile,
-        path: Path,
-        key: str | None,
-        create: HeaderInit | None,
-        *,
-        durability: Durability,
-        clock: Clock,
-        sync_dir: bool = False,
-    ) -> SessionStore:
-        state, created = open_state(
-            file, path, create, durability, clock, on_disk=key is not None, sync_dir=sync_dir
-        )
-        store = cls(
-            path=path,
-            key=key,
-            file=file,
-            state=state,
-            size=file.size(),
-            durability=durability,
-            clock=clock,
-        )
-        store.created = created
-        return store
+        return cls(file, Path(name), None, create, durability=durability, clock=clock)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -165,11 +150,8 @@ class SessionStore:
 
     # ------------------------------------------------------------------ commit
     def commit(self, facts: Sequence[NewFact]) -> list[Fact]:
-        """Validate, append as one line, then apply. Returns the committed facts.
-
-        Refused transactions raise InvalidTransactionError and leave the file and the
-        state exactly as they were.
-        """
+        """Validate, append as one line, then apply; the committed facts. A refused
+        transaction raises InvalidTransactionError and changes nothing."""
         if self._fifo.owner == threading.get_ident():
             raise SessionError("commit() called from inside a commit (e.g. by a subscriber)")
         with sigint_deferred(), self._fifo:
@@ -196,7 +178,7 @@ class SessionStore:
                 self._stale = True
                 self._resync(file)
                 raise
-            self._subscribers.notify(built)
+            self._notify(built)
             return built
 
     def _resync(self, file: StoreFile) -> None:
@@ -211,7 +193,7 @@ class SessionStore:
         self._state = state
         self._size = size
         self._stale = False
-        self._subscribers.notify(self._state.facts[known:])
+        self._notify(self._state.facts[known:])
 
     def _append(self, file: StoreFile, line: bytes, sync: bool) -> None:
         try:
@@ -275,8 +257,8 @@ class SessionStore:
 
     # ------------------------------------------------------------------ reading
     def _reading(self, view: Callable[[SessionState], T]) -> T:
-        """`view` of the writer's own state, under the commit lock (a subscriber called
-        during our own commit holds it already)."""
+        """`view` of the writer's own state, under the commit lock (which a subscriber
+        called during our own commit holds already)."""
         if self._fifo.owner == threading.get_ident():
             self._require_open()
             return view(self._state)
@@ -288,7 +270,7 @@ class SessionStore:
 
     def load(self) -> SessionState:
         """A copy of the session's state as committed so far (later commits don't change
-        it; `close()` it, or let it be freed, to let go of its descriptor)."""
+        it)."""
         return self._reading(SessionState.copy)
 
     def open_operation(self) -> Operation | None:
@@ -297,18 +279,16 @@ class SessionStore:
         return self._reading(lambda state: state.open_operation)
 
     def system_prompt(self) -> str | None:
-        """The latest recorded system prompt (`SessionState.system_prompt`), without a
-        copy: one line is read back."""
+        """The latest recorded system prompt, without a copy."""
         return self._reading(lambda state: state.system_prompt)
 
     def learned_window(self, base_url: str, model: str) -> LearnedWindow | None:
-        """The context window the session learned for `model` at `base_url` (docs/spec.md
-        §8), if any: as cheap as `open_operation()`, no copy."""
+        """The context window learned for `model` at `base_url` (docs/spec.md §8), if any,
+        without a copy."""
         return self._reading(lambda state: state.context_windows.get((base_url, model)))
 
     def operations(self) -> list[Operation]:
-        """The operations in file order, without a copy of the rest (what `%agent
-        resume` would continue is asked after every stop)."""
+        """The operations in file order, without a copy of the rest."""
         return self._reading(lambda state: list(state.operations.values()))
 
     def kernels(self) -> list[Kernel]:
@@ -317,7 +297,22 @@ class SessionStore:
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback(facts)` after each commit, in commit order. Returns unsubscribe."""
-        return self._subscribers.add(callback)
+        self._subscribers.append(callback)
+
+        def remove() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return remove
+
+    def _notify(self, facts: list[Fact]) -> None:
+        for callback in list(self._subscribers):
+            try:
+                callback(facts)
+            except Exception:
+                # The facts are already durable: a failing observer must not make the
+                # caller believe the commit failed.
+                log.exception("session subscriber %r failed", callback)
 
     def moved(self) -> str | None:
         """None while the store's path names the file it writes; else what happened to

@@ -1,20 +1,24 @@
 """The lookup tables a session file is reduced into, and their records.
 
-The tables are plain dicts of small immutable records (NamedTuples: `_replace` costs a
-quarter of `dataclasses.replace`, and this is the commit path). The reducer replaces a
-record when its status changes instead of mutating it, so `SessionState.copy()` is a cheap shallow
-copy, a copy never changes under its reader, and undoing a write is putting the
-old record back.
+A record's fields named as its payload model's (in snake_case) are copied from it
+(`Tables.row`; by hand for the two made per model request and tool call): a record
+declares which of the payload's fields it keeps, and the state the reducer adds.
+Records are immutable NamedTuples, replaced when their status changes, so a copy of the
+tables is shallow and never changes under its reader, and undoing a write is putting
+the old record back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+import re
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple, TypeVar
+
+from pydantic import BaseModel
 
 from .._exceptions import TinyAgentError
 from ._lines import Lines
-from ._model_base import MAX_REPORTED
 from ._models import ToolOutcome, Usage
 from ._records import (
     AttemptError,
@@ -25,6 +29,7 @@ from ._records import (
     ToolIdentity,
     WindowSource,
 )
+from ._usage import UsageRow, UsageTotals
 
 OperationStatus = Literal["open"] | OperationOutcome
 AttemptStatus = Literal["pending", "settled", "failed"]
@@ -36,11 +41,6 @@ EntryType = Literal["user", "assistant", "toolResult", "compaction", "kernelNoti
 # atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
 # does).
 EntrySlot = tuple[int, int, EntryType]
-# perf: register row "usage-rows" (docs/benchmarks.md)
-# A usage fact's body as a tuple of atoms (which the cyclic GC stops tracking), not a
-# pydantic Usage (three tracked objects): attemptId, toolStartedId, inputTokens,
-# outputTokens, reasoningTokens, cachedInputTokens, cost. `usage_of` makes the Usage back.
-UsageRow = tuple[str | None, str | None, int, int, int, int, float | None]
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
@@ -178,111 +178,22 @@ class LearnedWindow(NamedTuple):
     fact_id: str
 
 
-@dataclass(slots=True)
-class UsageTotals:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_input_tokens: int = 0
-    cost: float = 0.0
-    priced: int = 0  # usage facts that reported a cost
-    unpriced: int = 0  # usage facts whose cost is unknown (null)
-
-    def add(self, u: Usage) -> None:
-        if not usage_in_range(u):
-            return  # no usage, as far as any sum is concerned (docs/spec.md §4)
-        self.input_tokens += u.inputTokens
-        self.output_tokens += u.outputTokens
-        self.reasoning_tokens += u.reasoningTokens
-        self.cached_input_tokens += u.cachedInputTokens
-        if u.cost is None:
-            self.unpriced += 1
-        else:
-            self.cost += u.cost
-            self.priced += 1
-
-    def copy(self) -> UsageTotals:
-        return UsageTotals(
-            self.input_tokens,
-            self.output_tokens,
-            self.reasoning_tokens,
-            self.cached_input_tokens,
-            self.cost,
-            self.priced,
-            self.unpriced,
-        )
-
-    @property
-    def known_cost(self) -> float | None:
-        """Sum of reported costs; None when usage exists but no provider reported a cost."""
-        if self.priced:
-            return round(self.cost, 12)
-        return None if self.unpriced else 0
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-            "reasoningTokens": self.reasoning_tokens,
-            "cachedInputTokens": self.cached_input_tokens,
-            "cost": self.known_cost,
-        }
-
-
 _MISSING: Any = object()
-USAGE_FIELDS = (
-    "attemptId",
-    "toolStartedId",
-    "inputTokens",
-    "outputTokens",
-    "reasoningTokens",
-    "cachedInputTokens",
-    "cost",
-)
-# The fields a usage line holds: its one target, the counts and the cost (maybe null).
-_FIELDS_SET = (frozenset(USAGE_FIELDS[1:]), frozenset(USAGE_FIELDS[:1] + USAGE_FIELDS[2:]))
-_new_usage = Usage.__new__
-_set = object.__setattr__
-# What `usage_of` leaves out of `model_construct` must not exist for Usage.
-assert not Usage.__pydantic_post_init__ and not Usage.__private_attributes__
-assert tuple(Usage.model_fields) == USAGE_FIELDS
 
 
-def usage_in_range(u: Usage) -> bool:
-    """Whether every count and the cost of `u` is at most MAX_REPORTED: a usage fact past
-    it is kept in the file but read as no usage (docs/spec.md §4)."""
-    counts = (u.inputTokens, u.outputTokens, u.reasoningTokens, u.cachedInputTokens)
-    return max(counts) <= MAX_REPORTED and (u.cost is None or u.cost <= MAX_REPORTED)
+# The records `Tables.row` builds from a payload: those made once per run, kernel or
+# learned window. An Attempt and a ToolIntent (one per model request and tool call, on
+# every load) are built field by field: a getattr and a keyword per field made a 10k-fact
+# open ~5% slower.
+R = TypeVar("R", Operation, Kernel, LearnedWindow)
 
 
-def row_in_range(row: UsageRow) -> bool:
-    """`usage_in_range` of a usage row, without making its Usage."""
-    _, _, i, o, r, c, cost = row
-    m = MAX_REPORTED
-    return i <= m and o <= m and r <= m and c <= m and (cost is None or cost <= m)
-
-
-def usage_row(u: Usage) -> UsageRow:
-    return (
-        u.attemptId,
-        u.toolStartedId,
-        u.inputTokens,
-        u.outputTokens,
-        u.reasoningTokens,
-        u.cachedInputTokens,
-        u.cost,
-    )
-
-
-def usage_of(row: UsageRow) -> Usage:
-    """The Usage of a row made from a validated one: what `model_construct` makes (its
-    fields, the fields its line held, no extra, no private) without its Python loop."""
-    usage = _new_usage(Usage)
-    _set(usage, "__dict__", dict(zip(USAGE_FIELDS, row, strict=True)))
-    _set(usage, "__pydantic_fields_set__", set(_FIELDS_SET[row[0] is not None]))
-    _set(usage, "__pydantic_extra__", None)
-    _set(usage, "__pydantic_private__", None)
-    return usage
+@functools.cache
+def _copied(fields: tuple[str, ...], payload: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(record field, payload field) of each payload field whose snake_case name is one
+    of a record's `fields`."""
+    pairs = ((re.sub("([A-Z])", r"_\1", name).lower(), name) for name in payload.model_fields)
+    return tuple((mine, theirs) for mine, theirs in pairs if mine in fields)
 
 
 class Savepoint(NamedTuple):
@@ -343,6 +254,14 @@ class Tables:
         time)."""
         return self.shared.setdefault(value, value)  # type: ignore[no-any-return]
 
+    def row(self, record: type[R], payload: BaseModel, **own: Any) -> R:
+        """A `record` of `payload`: the fields it shares with the payload (by name, in
+        snake_case) copied from it, but those given as `own`."""
+        values = dict(own)
+        for mine, theirs in _copied(record._fields, type(payload)):
+            values.setdefault(mine, getattr(payload, theirs))
+        return record(**values)
+
     # perf: register row "undo-log" (docs/benchmarks.md)
     def put(self, table: dict[K, V], key: K, value: V) -> None:
         undo = self.undo
@@ -359,6 +278,16 @@ class Tables:
             totals = self.totals.copy()
             totals.add(usage)
             self.totals = totals
+
+    def copy(self) -> Tables:
+        """A copy for a reader to keep: each table copied (its records are immutable)."""
+        lines, totals = self.lines.copy(), self.totals.copy()
+        copied = replace(self, lines=lines, totals=totals, undo=None, shared={})
+        for name in (f.name for f in fields(self) if f.name != "shared"):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                setattr(copied, name, value.copy())
+        return copied
 
     def begin(self) -> Savepoint:
         self.undo = []
