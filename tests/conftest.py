@@ -22,6 +22,7 @@ from helpers import tiers
 from helpers.bench_scripts import bench_startup
 from helpers.openai_server import OpenAIServer
 from helpers.pycache_prefix import fill as fill_pycache_prefix
+from helpers.pycache_prefix import kept_prefix as kept_pycache_prefix
 from helpers.scenario import BASH, Run, complete_run
 
 if TYPE_CHECKING:
@@ -284,19 +285,18 @@ def pytest_configure(config: pytest.Config) -> None:
     PYTHONDONTWRITEBYTECODE (this machine does), each compiled the package's modules
     from source again. The run (the controller, before its workers start, so they and
     every process a test starts inherit it) points PYTHONPYCACHEPREFIX at a temporary
-    directory and lets those processes write there: one compile per module per run, and
-    nothing written beside the sources. A prefix the user set is left alone. The
-    directory is filled before any of those processes start (tests/helpers/pycache_prefix.py):
-    with a prefix, Python finds no bytecode anywhere else, not even the standard
-    library's."""
+    directory and lets those processes write there: one compile per module, and nothing
+    written beside the sources. A prefix the user set is left alone. The directory is
+    filled before any of those processes start, and kept for the next run
+    (tests/helpers/pycache_prefix.py): with a prefix, Python finds no bytecode anywhere
+    else, not even the standard library's."""
     tiers.watch()
     if "PYTEST_XDIST_WORKER" in os.environ or "PYTHONPYCACHEPREFIX" in os.environ:
         return
-    # In memory where there is a tmpfs: tens of thousands of small files are made and
-    # removed again, and a disk under the fsyncs of other runs makes that a minute.
-    shm = Path("/dev/shm")
-    cache = tempfile.mkdtemp(prefix="tiny-agent-nb-pycache-", dir=shm if shm.is_dir() else None)
-    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
-    fill_pycache_prefix(Path(cache), config)
-    os.environ["PYTHONPYCACHEPREFIX"] = cache
+    cache = kept_pycache_prefix(config.rootpath)
+    if cache is None:  # no directory to trust from run to run: one for this run
+        cache = Path(tempfile.mkdtemp(prefix="tiny-agent-nb-pycache-"))
+        config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+    fill_pycache_prefix(cache, config)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(cache)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tiny_agent_nb.cli import main
 from tiny_agent_nb.cli._parser import COMMANDS
-from tiny_agent_nb.session import (
-    load_session,
-)
 
 from helpers.cli_helpers import (
     cli,
@@ -73,38 +73,61 @@ def test_directory_is_not_a_session(capsys: pytest.CaptureFixture[str], tmp_path
     assert "is not a tiny-agent-nb session: it is a directory" in err
 
 
-# Each command with one kind, each kind with a command, salvage (which reads through its
-# own path) with the two that would block or never end: a process apiece (~0.4 s of CPU).
+# On the base code `inspect FIFO` waited for a writer forever and `inspect /dev/zero` read
+# until memory ran out: each command with one kind, each kind with a command, salvage (which
+# reads through its own path) with the two that would block or never end, all in one child
+# under a 2 GiB address-space cap and a deadline (a process costs ~0.4 s of CPU; the exit
+# status a process returns is main's, tested as a process below).
 # Every kind with every opener is tested in tests/test_session_paths.py, without a CLI.
-@pytest.mark.parametrize(
-    ("command", "kind"),
-    [
-        ("inspect", "fifo"),
-        ("timeline", "dev-zero"),
-        ("usage", "dev-null"),
-        ("salvage", "fifo"),
-        ("salvage", "dev-zero"),
-    ],
-)
-def test_fifos_and_devices_are_refused_at_once_with_exit_4(
-    tmp_path: Path, command: str, kind: str
-) -> None:
-    if kind == "fifo":
-        target = str(tmp_path / "session.jsonl")
-        os.mkfifo(target)
-        what = "a FIFO (named pipe)"
-    else:
-        target = "/dev/zero" if kind == "dev-zero" else "/dev/null"
-        what = "a character device"
-    out = tmp_path / "copy.jsonl"
-    extra = ["--out", str(out)] if command == "salvage" else []
+REFUSED = [
+    ("inspect", "fifo"),
+    ("timeline", "dev-zero"),
+    ("usage", "dev-null"),
+    ("salvage", "fifo"),
+    ("salvage", "dev-zero"),
+]
+CAPPED_CLI = """
+import contextlib, io, json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from tiny_agent_nb.cli import main
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    print(json.dumps([code, out.getvalue(), err.getvalue()]))
+"""
 
-    result = cli_process(command, target, *extra, "--json", memory_cap=True, timeout=30)
 
-    assert result.returncode == 4, result.stderr[-2000:]
-    assert f"is not a tiny-agent-nb session: it is {what}" in result.stderr
-    assert json.loads(result.stdout)["error"]["type"] == "NotASessionError"
-    assert not out.exists()
+def test_fifos_and_devices_are_refused_at_once_with_exit_4(tmp_path: Path) -> None:
+    cases = []
+    for command, kind in REFUSED:
+        if kind == "fifo":
+            target = str(tmp_path / f"{command}.jsonl")
+            os.mkfifo(target)
+            what = "a FIFO (named pipe)"
+        else:
+            target = "/dev/zero" if kind == "dev-zero" else "/dev/null"
+            what = "a character device"
+        out = tmp_path / f"{command}-{kind}-copy.jsonl"
+        extra = ["--out", str(out)] if command == "salvage" else []
+        cases.append(([command, target, *extra, "--json"], what, out))
+
+    child = subprocess.run(
+        [sys.executable, "-c", CAPPED_CLI, json.dumps([argv for argv, _, _ in cases])],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+    assert child.returncode == 0, child.stderr[-2000:]
+    answers = [json.loads(line) for line in child.stdout.splitlines()]
+    assert len(answers) == len(cases), child.stdout
+    for (argv, what, out), (code, stdout, stderr) in zip(cases, answers, strict=True):
+        assert code == 4, (argv, stderr[-2000:])
+        assert f"is not a tiny-agent-nb session: it is {what}" in stderr, argv
+        assert json.loads(stdout)["error"]["type"] == "NotASessionError", argv
+        assert not out.exists(), argv
 
 
 @pytest.mark.parametrize(
@@ -151,22 +174,10 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert listed == ["demo", "inspect", "timeline", "usage", "salvage"] == list(COMMANDS)
 
 
-def test_process_valid_session_exits_0(completed: Path) -> None:
-    with untouched(completed):
-        result = cli_process("inspect", str(completed), "--json")
-
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"summary": load_session(completed).summary()}
-
-
-def test_process_human_report_exits_0(killed_during_bash: Path) -> None:
-    with untouched(killed_during_bash):
-        result = cli_process("inspect", str(killed_during_bash))
-
-    assert result.returncode == 0, result.stderr
-    assert "open — the kernel stopped during this run" in result.stdout
-
-
+# As a process: the status `python -m tiny_agent_nb` exits with is main's (a failure, and
+# --version from another directory). Every other status is main's, tested in this process:
+# a valid session and the human report (tests/test_cli_inspect.py), an empty, missing or
+# unusable file and bad usage (above).
 def test_process_corrupt_exits_3(completed: Path) -> None:
     replace_line(completed, 5, b"garbage")
 
@@ -176,32 +187,6 @@ def test_process_corrupt_exits_3(completed: Path) -> None:
     assert result.returncode == 3
     assert f"line 5 of {completed} is damaged" in result.stderr
     assert "Traceback" not in result.stderr
-
-
-def test_process_empty_file_exits_4(session_path: Path) -> None:
-    session_path.write_bytes(b"")
-
-    with untouched(session_path):
-        result = cli_process("inspect", str(session_path), "--json")
-
-    assert result.returncode == 4
-    assert json.loads(result.stdout)["error"]["type"] == "NotASessionError"
-    assert "Traceback" not in result.stderr
-
-
-def test_process_missing_file_exits_4(tmp_path: Path) -> None:
-    result = cli_process("inspect", str(tmp_path / "nope.jsonl"))
-
-    assert result.returncode == 4
-    assert "Traceback" not in result.stderr
-    assert not (tmp_path / "nope.jsonl").exists()
-
-
-def test_process_bad_usage_exits_2() -> None:
-    result = cli_process("inspect")
-
-    assert result.returncode == 2
-    assert "usage: tiny-agent-nb" in result.stderr
 
 
 def test_process_runs_from_any_directory(tmp_path: Path) -> None:
@@ -225,19 +210,28 @@ def test_process_runs_from_any_directory(tmp_path: Path) -> None:
     ids=["inspect", "inspect-json", "timeline", "timeline-json", "usage", "usage-json", "salvage"],
 )
 def test_a_reader_that_went_away_stops_the_command_quietly_with_141(
-    tmp_path: Path, completed: Path, argv: list[str]
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    completed: Path,
+    argv: list[str],
 ) -> None:
-    """`tiny-agent-nb inspect FILE | head`: head exits before the output is all written."""
+    """`tiny-agent-nb inspect FILE | head`: head exits before the output is all written.
+
+    In this process, stdout a pipe whose reader is gone; a real process in a real
+    pipeline is tests/test_cli_timeline.py's `head` test."""
     command, *flags = argv
     if flags == ["--out"]:
         flags = ["--out", str(tmp_path / "copy.jsonl")]
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte: EPIPE every time
-    try:
-        result = cli_process(command, str(completed), *flags, stdout=write_end)
-    finally:
-        os.close(write_end)
-    assert (result.returncode, result.stderr) == (141, "")
+    with open(write_end, "w", encoding="utf-8") as closed_pipe:
+        monkeypatch.setattr(sys, "stdout", closed_pipe)
+        code = main([command, str(completed), *flags])
+        monkeypatch.undo()
+        # What is still buffered goes nowhere: closing (as the interpreter does at exit)
+        # raises no BrokenPipeError ("Exception ignored ..." on a process's stderr).
+    assert (code, capsys.readouterr().err) == (141, "")
 
 
 @pytest.mark.parametrize("command", ["timeline", "usage"])

@@ -20,7 +20,6 @@ from helpers.cli_helpers import (
     FIXTURES,
     TORN,
     cli,
-    cli_process,
     corrupt_fixtures,
     not_a_session_fixtures,
     replace_line,
@@ -265,18 +264,6 @@ def test_salvage_into_a_missing_directory_exits_5(
     assert code == 5
     assert f"cannot write {out}" in err
     assert list(work.iterdir()) == []
-
-
-def test_salvage_as_a_process(completed: Path, work: Path) -> None:
-    replace_line(completed, 6, b"[]")
-    out = work / "new.jsonl"
-
-    with untouched(completed):
-        result = cli_process("salvage", str(completed), "--out", str(out))
-
-    assert result.returncode == 0, result.stderr
-    assert "left behind  line 6" in result.stdout
-    assert load_session(out).transaction_count == 4
 
 
 def test_salvage_function_accounts_for_every_byte() -> None:

@@ -3,14 +3,17 @@ escaped, coloured only on a terminal."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tiny_agent_nb.cli import main
 from tiny_agent_nb.session import (
     HeaderInit,
     SessionStore,
@@ -24,7 +27,6 @@ from helpers.cli_helpers import (
     TORN,
     cli,
     cli_on_tty,
-    cli_process,
     start_and_finish,
     tty_env,
     untouched,
@@ -217,12 +219,43 @@ def test_timeline_reports_the_torn_tail(
     assert f"{len(TORN)} torn bytes" in out
 
 
-def test_timeline_colours_only_a_terminal(three_runs: Path) -> None:
-    piped = cli_process("timeline", str(three_runs), env=tty_env())
+class Terminal(io.StringIO):
+    """stdout as a terminal: `isatty()` says so (a real one is cli_on_tty's)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def colour_terminal_env(monkeypatch: pytest.MonkeyPatch, **changes: str) -> None:
+    """This process's environment as tty_env(**changes) makes a child's."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    for key, value in changes.items():
+        monkeypatch.setenv(key, value)
+
+
+def on_terminal(monkeypatch: pytest.MonkeyPatch, *argv: str, **env: str) -> str:
+    """`tiny-agent-nb ARGV` in this process, its stdout a terminal, in tty_env(**env)."""
+    colour_terminal_env(monkeypatch, **env)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert main(list(argv)) == 0
+    monkeypatch.undo()
+    return terminal.getvalue()
+
+
+def test_timeline_colours_only_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, three_runs: Path
+) -> None:
+    """The one real terminal (a pseudo-terminal, in a process): the other colour tests
+    hand the command a stdout that says it is one."""
+    colour_terminal_env(monkeypatch)
+    piped_code, piped, _ = cli(capsys, "timeline", str(three_runs))
+    monkeypatch.undo()
     code, on_tty = cli_on_tty("timeline", str(three_runs), env=tty_env())
 
-    assert piped.returncode == 0, piped.stderr
-    assert "\x1b" not in piped.stdout
+    assert piped_code == 0
+    assert "\x1b" not in piped
     assert code == 0
     assert "\x1b[32mcompleted  \x1b[0m" in on_tty
     assert "\x1b[34mpending    \x1b[0m" in on_tty
@@ -230,26 +263,29 @@ def test_timeline_colours_only_a_terminal(three_runs: Path) -> None:
     plain = on_tty.replace("\r\n", "\n")
     for code_ in ("32", "31", "34", "0"):
         plain = plain.replace(f"\x1b[{code_}m", "")
-    assert plain == piped.stdout
+    assert plain == piped
 
 
 @pytest.mark.parametrize(
     "env", [{"NO_COLOR": "1"}, {"TERM": "dumb"}], ids=["NO_COLOR", "TERM=dumb"]
 )
-def test_timeline_on_a_terminal_without_colour(three_runs: Path, env: dict[str, str]) -> None:
-    code, out = cli_on_tty("timeline", str(three_runs), env=tty_env(**env))
+def test_timeline_on_a_terminal_without_colour(
+    monkeypatch: pytest.MonkeyPatch, three_runs: Path, env: dict[str, str]
+) -> None:
+    out = on_terminal(monkeypatch, "timeline", str(three_runs), **env)
 
-    assert code == 0
     assert "completed" in out
     assert "\x1b" not in out
 
 
-def test_empty_no_color_does_not_disable_colour(three_runs: Path) -> None:
+def test_empty_no_color_does_not_disable_colour(
+    monkeypatch: pytest.MonkeyPatch, three_runs: Path
+) -> None:
     # no-color.org: NO_COLOR counts only when it is set to a non-empty string.
-    code, out = cli_on_tty("timeline", str(three_runs), env=tty_env(NO_COLOR=""))
+    out = on_terminal(monkeypatch, "timeline", str(three_runs), NO_COLOR="")
 
-    assert code == 0
     assert "\x1b[32m" in out
+    assert on_terminal(monkeypatch, "timeline", str(three_runs)) == out
 
 
 def test_timeline_says_which_rows_it_left_out(

@@ -9,7 +9,9 @@ arrow as much as one it loads.
 from __future__ import annotations
 
 import ast
+import functools
 import json
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -56,10 +58,16 @@ def _modules() -> Iterator[tuple[str, Path]]:
         yield ".".join(parts), path
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """`path` parsed, once per test process: three checks here walk every module."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
     """(line, imported module or module.name) for every import of the package's own."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -149,12 +157,14 @@ IPYTHON_FREE = [
 def test_the_ipython_free_layers_import_neither_ipython_nor_an_http_client() -> None:
     # IPython loads with `%load_ext` only; httpx (perf: register row "lazy-imports") with
     # the first real request's Provider: a CLI command or an offline kernel pays neither.
+    # And the tools do not load the provider: tools owns ToolSchema, the provider only
+    # names it (under TYPE_CHECKING). One fresh interpreter for both.
     code = (
         "import importlib, json, sys\n"
         f"for name in {IPYTHON_FREE!r}:\n"
         "    importlib.import_module(name)\n"
         "    heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('IPython', 'httpx'))\n"
-        "    print(json.dumps([name, heavy]))\n"
+        "    print(json.dumps([name, heavy, 'tiny_agent_nb.provider' in sys.modules]))\n"
         "from tiny_agent_nb.provider import Provider\n"
         "print(json.dumps(['Provider', 'httpx' in sys.modules]))\n"
     )
@@ -162,17 +172,10 @@ def test_the_ipython_free_layers_import_neither_ipython_nor_an_http_client() -> 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     lines = [json.loads(line) for line in out.splitlines()]
-    assert lines[:-1] == [[name, []] for name in IPYTHON_FREE]
+    assert [line[:2] for line in lines[:-1]] == [[name, []] for name in IPYTHON_FREE]
+    loaded = {name: provider for name, _, provider in lines[:-1]}
+    assert loaded["tiny_agent_nb.tools"] is False  # imported after session, before provider
     assert lines[-1] == ["Provider", True]  # the lazy name still gives the client
-
-
-def test_the_tools_do_not_load_the_provider() -> None:
-    # tools owns ToolSchema; the provider only names it (under TYPE_CHECKING).
-    code = "import sys, tiny_agent_nb.tools; print('tiny_agent_nb.provider' in sys.modules)"
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert loaded.strip() == "False"
 
 
 TESTS = Path(__file__).resolve().parent
@@ -185,13 +188,33 @@ def _tested_layer(test_file: Path) -> str | None:
     return max(layers, key=len) if layers else None
 
 
+# A statement that imports from the package, wherever it stands (a function, TYPE_CHECKING):
+# only these are parsed, not the 36k lines of tests around them (~1 s of CPU).
+PACKAGE_IMPORT = re.compile(
+    r"^[ \t]*(?:from tiny_agent_nb[\w.]* import (?:\([^)]*\)|.*)|import tiny_agent_nb.*)$",
+    re.MULTILINE,
+)
+
+
+def _package_imports(test_file: Path) -> Iterator[tuple[int, str]]:
+    """(line, imported module or module.name) for every import a test makes of the package."""
+    text = test_file.read_text(encoding="utf-8")
+    for match in PACKAGE_IMPORT.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        for node in ast.walk(ast.parse(match.group().strip())):
+            if isinstance(node, ast.Import):
+                yield from ((line, alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                yield from ((line, f"{node.module}.{alias.name}") for alias in node.names)
+
+
 def test_a_test_imports_private_modules_of_the_layer_it_tests_only() -> None:
     # Everything else a test reaches through public names, as a user would: so the
     # private modules of a layer can move without breaking another layer's tests.
     found = []
     for test_file in sorted(TESTS.glob("test_*.py")):
         layer = _tested_layer(test_file)
-        for line, target in _imports("tests", test_file):
+        for line, target in _package_imports(test_file):
             parts = target.split(".")
             if parts[0] != "tiny_agent_nb" or len(parts) < 3:
                 continue
@@ -246,7 +269,7 @@ def _own_instances(function: ast.FunctionDef | ast.AsyncFunctionDef, cls: str) -
 def private_field_uses(paths: list[Path]) -> list[str]:
     """Each place in `paths` where code outside a class touches an underscore name one of
     their classes defines (`state._tables`, `source._fd`), as `file:line: code`."""
-    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in paths}
+    trees = {path: _tree(path) for path in paths}
     defined: set[str] = set()
     for tree in trees.values():
         for node in ast.walk(tree):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from tiny_agent_nb.cli import main
 from tiny_agent_nb.provider import DEMO_LABEL
 from tiny_agent_nb.session import load_session
 
@@ -119,11 +120,8 @@ def test_a_damaged_session_file_points_to_salvage_and_back(
     assert path.read_bytes() == damaged
 
     # Following the advice works: the salvaged copy opens with the run that was kept.
-    subprocess.run(
-        [sys.executable, "-m", "tiny_agent_nb", "salvage", str(path), "--out", str(salvaged)],
-        check=True,
-        capture_output=True,
-    )
+    # (the command as main() runs it; as a process: tests/test_cli_common.py)
+    assert main(["salvage", str(path), "--out", str(salvaged)]) == 0
     out = run(shell, f"%agent session {salvaged}", capsys)
     assert "runs     1" in run(shell, "%agent status", capsys)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_notebook_controls import PUMP, ROUTES, frontend, no_widget_kept, records, results
+from test_notebook_controls import ROUTES, frontend, no_widget_kept, records, results
 
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
@@ -73,11 +73,12 @@ def test_keys_answer_the_question_as_its_buttons_do(
     no_widget_kept(cell)
 
 
-@pytest.mark.parametrize("route", ["main shell", PUMP])
 def test_the_s_key_stops_the_run_as_the_stop_button_does(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path, route: str
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
-    ui = frontend(start_kernel, route)
+    """On the main shell. A key is heard on every route (the test above), and Stop on
+    each while the question waits (test_notebook_controls)."""
+    ui = frontend(start_kernel, "main shell")
     server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})))
     cell = ui.send("%%agent --approve ask\nTouch the file.")
     answer_with_key(ui, "s")

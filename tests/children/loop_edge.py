@@ -179,10 +179,18 @@ def main() -> None:
                 )
             )
         return
+    if mode == "notebook-recover":
+        _loops.builtin_registry = with_waiting_read  # the tools a run may call (KernelServers)
+    recover(mode, session, workspace)
+
+
+def recover(mode: str, session: Path, workspace: Path) -> None:
+    """`recover` or `notebook-recover` (for the latter, `_loops.builtin_registry` is
+    `with_waiting_read`). tests/test_agent_edges.py calls it in its own process too, for
+    a load that has nothing to replay."""
     tools = with_waiting_read()
     if mode == "notebook-recover":
         # The notebook's own loading, with the read that waits among its tools.
-        _loops.builtin_registry = with_waiting_read  # the tools a run may call (KernelServers)
         config = TinyAgent(workspace=str(workspace), tools=list(tools.names))
         agent = NotebookRuntime(config, {})
         print(agent.open(SessionLocation(session, "explicit")).text(), flush=True)

@@ -2,8 +2,8 @@
 
 `cli` runs `tiny-agent-nb ARGV` in this process (what most tests use: fast, and it checks
 that the FILE it names is left exactly as it was); `cli_process` runs it as a real
-process, for what only a process shows (exit statuses, a closed pipe, a terminal, a
-memory cap, another working directory). `cli_on_tty` is `cli_process` on a terminal.
+process, for what only a process shows (its exit status, another working directory).
+`cli_on_tty` runs it on a terminal.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -28,12 +28,6 @@ from helpers.scenario import Run
 COMMAND = [sys.executable, "-m", "tiny_agent_nb"]
 FIXTURES = Path(__file__).resolve().parents[2] / "schemas" / "session" / "fixtures"
 TORN = b'{"kind":"entry","seq":9,"id":"0190'
-# A 2 GiB address-space cap: on the base code `inspect FIFO` waited for a writer forever
-# and `inspect /dev/zero` read until memory ran out.
-_CAPPED = (
-    "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
-    "sys.argv[0] = 'tiny-agent-nb'; runpy.run_module('tiny_agent_nb', run_name='__main__')"
-)
 
 
 @contextmanager
@@ -67,27 +61,16 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def cli_process(
-    *argv: str,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    stdout: int | IO[Any] | None = None,
-    memory_cap: bool = False,
-    timeout: float = 60,
-) -> subprocess.CompletedProcess[str]:
-    """`python -m tiny_agent_nb ARGV` in a fresh interpreter (stdout and stderr captured
-    unless `stdout` is given). `memory_cap`: under a 2 GiB address-space limit."""
-    command = [sys.executable, "-c", _CAPPED, *argv] if memory_cap else [*COMMAND, *argv]
+def cli_process(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m tiny_agent_nb ARGV` in a fresh interpreter, its output captured."""
     return subprocess.run(
-        command,
-        stdout=subprocess.PIPE if stdout is None else stdout,
-        stderr=subprocess.PIPE,
+        [*COMMAND, *argv],
+        capture_output=True,
         text=True,
         encoding="utf-8",
         check=False,
-        timeout=timeout,
+        timeout=60,
         cwd=cwd,
-        env=env,
     )
 
 

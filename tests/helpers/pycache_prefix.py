@@ -16,28 +16,64 @@ workers start:
 - the test modules are rewritten by pytest's assertion rewriter into it, exactly as a
   worker's import would (pytest's private functions: if they change, `fill` leaves the
   rewriting to the workers, as before).
+
+That is ~5 s of CPU, before any worker starts. So the directory is kept from run to run
+(`kept_prefix`), one per checkout and interpreter, in the temporary directory: a later run
+finds it filled, and what changed since (an edited module, a package installed) is
+compiled by the first process that imports it and written there, as `__pycache__` works.
 """
 
 from __future__ import annotations
 
 import compileall
 import contextlib
+import hashlib
 import os
 import re
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+FILLED = "filled"  # written in the directory once `fill` has filled it
+
+
+def kept_prefix(checkout: Path) -> Path | None:
+    """This checkout's bytecode directory for this interpreter, kept from run to run, or
+    None where it cannot be trusted: the directory holding it must be this user's and
+    writable by no one else, as bytecode in it is run without a question."""
+    # In memory where there is a tmpfs: tens of thousands of small files are made, and a
+    # disk under the fsyncs of other runs makes that a minute.
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() else Path(tempfile.gettempdir())
+    mine = base / f"tiny-agent-nb-pycache-{os.getuid()}"
+    try:
+        mine.mkdir(mode=0o700, exist_ok=True)
+        info = mine.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    key = f"{checkout}\0{sys.executable}\0{sys.version}".encode()
+    prefix = mine / hashlib.sha256(key).hexdigest()[:16]
+    prefix.mkdir(exist_ok=True)
+    return prefix
+
 
 def fill(prefix: Path, config: pytest.Config) -> None:
-    """Fill `prefix` for the processes of this run (the current one included)."""
+    """Fill `prefix` for the processes of this run (the current one included), unless an
+    earlier run did."""
     sys.pycache_prefix = str(prefix)
+    if (prefix / FILLED).exists():
+        return
     _link_installed_bytecode(prefix, config.rootpath)
     for package in (config.rootpath / "tiny_agent_nb", config.rootpath / "tests"):
         # The test modules are rewritten below, not compiled plainly.
         compileall.compile_dir(package, quiet=2, rx=re.compile(r"[/\\]test_[^/\\]*\.py$"))
     _rewrite_test_modules(config)
+    (prefix / FILLED).touch()
 
 
 def _link_installed_bytecode(prefix: Path, checkout: Path) -> None:
