@@ -60,6 +60,10 @@ NOTICE = "[Kernel restarted]"
             ["t", "u", "v"],
         ),
         ("print(w := 5)\n[(k := j) for j in range(3)]", ["w", "k"]),
+        # A value is evaluated before the targets it is bound to, an iterable before the
+        # loop's target: a walrus in either defines its name first.
+        ("x = (y := 1)\nz += (n := 2)", ["y", "x", "n", "z"]),
+        ("for i in (items := []):\n    pass", ["items", "i"]),
         ("f = lambda: (hidden := 1)", ["f"]),
         (
             "match cmd:\n    case [first, *others]:\n        m = 1\n"

@@ -154,6 +154,13 @@ def _bind(node: ast.AST, names: dict[str, None]) -> None:
         children: list[ast.AST] = [node.iter, *node.ifs]  # its target is the comprehension's
     else:
         children = list(ast.iter_child_nodes(node))
+    # A value is evaluated before its targets are bound, an iterable before the loop's.
+    ahead: ast.AST | None = None
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        ahead = node.iter
+    elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+        ahead = node.value
+    children.sort(key=lambda child: child is not ahead)
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         names[node.id] = None
     elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Del):

@@ -4,7 +4,7 @@ and what a run or a recovery returns.
 Why the engine stopped a run is data too: which limit, and its figures. The engine
 states; the surfaces advise. `statement()` names no surface: it is the run's recorded
 detail. `RunResult.reason` (and `NoRoom.reason`) carries the reason itself, from which
-each surface says what to do next in its own words (notebook/_advice.py).
+each surface says what to do next in its own words (notebook/_report.py).
 """
 
 from __future__ import annotations
