@@ -170,7 +170,7 @@ def test_ctrl_c_during_a_replay_at_load_settles_the_run_and_a_second_load_change
     before = session.read_bytes()
     capsys.readouterr()
     if mode == "notebook-recover":
-        monkeypatch.setattr("tiny_agent_nb.notebook._mcp.builtin_registry", with_waiting_read)
+        monkeypatch.setattr("tiny_agent_nb.notebook._loops.builtin_registry", with_waiting_read)
     recover(mode, session, workspace)
     out = capsys.readouterr().out
     assert then in out, out
