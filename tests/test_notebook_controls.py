@@ -21,7 +21,7 @@ import ipykernel
 import pytest
 
 from tiny_agent_nb.agent import resumable_operation
-from tiny_agent_nb.notebook._controls import STYLE
+from tiny_agent_nb.notebook._controls import STYLE, Record
 from tiny_agent_nb.notebook._display import WAITING_WORDS
 from tiny_agent_nb.session import load_session
 
@@ -467,3 +467,11 @@ def test_a_saved_notebook_holds_the_controls_stylesheet_once_per_cell(
         assert len(markup) == 4  # Stop and the approval: each a record and a spent widget
         assert sum(m.count("<style>") for m in markup) == 1, markup
         assert markup[0].startswith(STYLE)  # the first output: what the cell shows first
+
+
+def test_a_record_marks_code_in_its_own_words_only() -> None:
+    # A resume record shows the run's options (a model's name among them, from the
+    # session file): their backticks are text, not code.
+    record = Record.of("`%agent resume` continues this run{kept}", kept=": model a`<b>`c")
+    assert record.text == "`%agent resume` continues this run: model a`<b>`c"
+    assert record.html == ("<code>%agent resume</code> continues this run: model a`&lt;b&gt;`c")

@@ -305,8 +305,9 @@ class ResumeOffer:
         self._button.on_click(lambda _: self._click())
         kept = f": {options}" if options else ""
         waiting = Record.of(
-            f"↻ `%agent resume` continues this run{kept} (the Resume button shown here "
-            "needs the kernel that showed it)"
+            "↻ `%agent resume` continues this run{kept} (the Resume button shown here "
+            "needs the kernel that showed it)",
+            kept=kept,
         )
         self.control = Control(w.HBox([self._button]), waiting, ipython_publish)
 
@@ -330,4 +331,6 @@ class ResumeOffer:
         """A later run started (or the session changed, or the extension was unloaded):
         the button would no longer resume what it was shown under."""
         first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
-        self.control.settle(Record.of(f"{first}`%agent resume` continues the latest stopped run"))
+        self.control.settle(
+            Record.of("{first}`%agent resume` continues the latest stopped run", first=first)
+        )

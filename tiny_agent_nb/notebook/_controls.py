@@ -70,9 +70,12 @@ class Record:
     html: str
 
     @classmethod
-    def of(cls, text: str) -> Record:
-        """A record of our own words, its `code spans` as HTML's."""
-        return cls(text, re.sub("`([^`]+)`", r"<code>\1</code>", html.escape(text)))
+    def of(cls, words: str, **values: str) -> Record:
+        """A record of our own `words`, their `code spans` as HTML's; each `{value}` is
+        put in after the spans are marked, so a value's backticks stay text."""
+        marked = re.sub("`([^`]+)`", r"<code>\1</code>", html.escape(words))
+        escaped = {name: html.escape(value) for name, value in values.items()}
+        return cls(words.format(**values), marked.format(**escaped))
 
     @classmethod
     def line(cls, mark: str, tool: str, arguments: Mapping[str, Any], answer: str) -> Record:
