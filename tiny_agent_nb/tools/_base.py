@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .._exceptions import TinyAgentError
 from ..session import ReplayPolicy, ToolIdentity
 from ._names import printable_path
+from ._notebook import Notebook
 
 DEFAULT_OUTPUT_LIMIT = 30_000  # characters of a result sent back to the model
 
@@ -75,6 +76,8 @@ class ToolContext:
     # where no reply can carry one); returns where it went, as the model is told; raises
     # ToolError when it cannot. None outside a notebook.
     propose_cell: Callable[[str], str] | None = field(default=None, repr=False)
+    # The notebook's cells, to read and (on the user's Accept) change. None outside one.
+    notebook: Notebook | None = field(default=None, repr=False)
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     # The API key and the like: kept out of tools' child processes, and redacted from
     # every result before it is committed.
