@@ -12,7 +12,6 @@ from test_agent_external_tools import Echo
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import LoopConfig
-from tiny_agent_nb.agent._budget import Spend, chain_spend
 from tiny_agent_nb.provider import ProviderConfig
 from tiny_agent_nb.session import load_session
 from tiny_agent_nb.tools import ToolUsage
@@ -391,5 +390,5 @@ def test_usage_past_the_bound_in_the_file_is_no_cost_to_the_budget() -> None:
     spend is not `inf` but unknown (an answered attempt without usage)."""
     state = load_session(FIXTURES / "usage-out-of-range.jsonl")
     first, _, third = state.operations
-    assert chain_spend(state, first) == Spend(0.0, 1, 1)
-    assert chain_spend(state, third) == Spend(2e-05, 0, 1)
+    assert state.spend(first) == (0.0, 1, 1)
+    assert state.spend(third) == (2e-05, 0, 1)

@@ -12,9 +12,8 @@ import pytest
 from test_agent_loop import Harness, workspace
 
 from tiny_agent_nb.agent import ContextProjection
-from tiny_agent_nb.agent._budget import Spending, chain_spend
 from tiny_agent_nb.agent._ledger import last_input_tokens
-from tiny_agent_nb.session import NewFact, SessionStore, load_session
+from tiny_agent_nb.session import NewFact, SessionState, SessionStore, Spend, load_session
 from tiny_agent_nb.session import facts as f
 
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
@@ -91,13 +90,44 @@ def test_the_servers_count_of_the_last_request_triggers_compaction(
     assert h.compactions[0].tokens_before == 3500
 
 
+def _scanned_spend(state: SessionState, operation_id: str) -> Spend:
+    """docs/spec.md §4 read from the whole ledger: the chain (the operation, the runs it
+    resumes, the compactions after any of them), its priced usage summed, and counted
+    apart the settled attempts without usage and the usage without a cost."""
+    chain: list[str] = []
+    current: str | None = operation_id
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = state.operations[current].resumes_operation_id
+    after = None
+    for op in state.operations.values():
+        if op.kind != "compaction":
+            after = op.id
+        elif after in chain:
+            chain.append(op.id)
+    cost, unknown = 0.0, 0
+    for attempt in state.attempts.values():
+        if attempt.operation_id in chain:
+            u = state.usage.get(attempt.id)
+            if u is None:
+                unknown += attempt.status == "settled"
+            elif u.cost is None:
+                unknown += 1
+            else:
+                cost += u.cost
+    for intent in state.tool_intents.values():
+        if intent.operation_id in chain and (u := state.usage.get(intent.id)) is not None:
+            cost, unknown = cost + (u.cost or 0.0), unknown + (u.cost is None)
+    return Spend(round(cost, 12), unknown, len(chain))
+
+
 def test_the_followed_figures_match_the_ledger_after_every_commit(store: SessionStore) -> None:
     """Every shape of ledger the reducer accepts for the two figures: usage in the
     settling transaction, before it and after it; no usage; a null cost; failed attempts
-    with and without usage; tool usage; a compaction; a resume of an interrupted run."""
+    with and without usage; tool usage; a compaction; a resume of an interrupted run; a
+    compaction of its own after it."""
     projection = ContextProjection(None)
     store.subscribe(projection.apply)
-    spending = Spending(store, follow=True)
     checked: list[str] = []
 
     def commit(facts: list[NewFact], operation_id: str) -> None:
@@ -106,7 +136,7 @@ def test_the_followed_figures_match_the_ledger_after_every_commit(store: Session
         assert projection.last_input_tokens() == last_input_tokens(state)
         rebuilt = ContextProjection.from_state(state, None)
         assert rebuilt.last_input_tokens() == last_input_tokens(state)
-        assert spending.of(operation_id) == chain_spend(state, operation_id)
+        assert store.spend(operation_id) == _scanned_spend(state, operation_id)
         checked.append(operation_id)
 
     env = store.header.environmentIdentity
@@ -156,5 +186,21 @@ def test_the_followed_figures_match_the_ledger_after_every_commit(store: Session
     commit(resumed.attempt(), again)
     commit(resumed.answer("Still done", cost=None), again)
     commit([f.NewFact(f.OperationFinished(operationId=again, outcome="completed"))], again)
+
+    compacting = Run(environment=env)  # `%agent compact`: billed to the run before it
+    commit([f.compaction_started(compacting.operation_id)], again)
+    commit(compacting.attempt(), again)
+    entries = list(store.load().entries)
+    commit(
+        [
+            f.NewFact(
+                f.CompactionEntry(
+                    summary="AGAIN", throughEntryId=entries[-1], attemptId=compacting.attempt_id
+                )
+            )
+        ],
+        again,
+    )
+    commit([f.usage(attempt_id=compacting.attempt_id, input_tokens=30, cost=0.5)], again)
     assert len(checked) > 20
-    assert spending.of(again).operations == 2
+    assert store.spend(again).operations == 3

@@ -121,6 +121,7 @@ EXPORTS: dict[str, set[str]] = {
         "ToolIntent",
         "Kernel",
         "UsageTotals",
+        "Spend",
         # ids, digests, values
         "new_id",
         "canonical_json",

@@ -35,7 +35,7 @@ from ..session import (
 from ..session import facts as f
 from ..tools import ToolContext, ToolRegistry
 from ..words import clean_unicode
-from ._budget import budget_reached, chain_spend
+from ._budget import budget_reached
 from ._compaction import AttemptLabel, CompactionFailed, Compactor
 from ._context import ContextProjection
 from ._kernel_notice import due_kernel_notice
@@ -166,7 +166,6 @@ class AgentLoop:
 
     def close(self) -> None:
         self._unsubscribe()
-        self._model.close()
 
     # ------------------------------------------------------------------ entry points
     def run(
@@ -353,12 +352,12 @@ class AgentLoop:
         return tool is not None and tool.source == intent.tool.source and tool.may_outlive_kernel
 
     def _refuse_spent_budget(self) -> None:
-        """A compaction after a stopped run spends that run's budget (`run_chain`)."""
+        """A compaction after a stopped run spends that run's budget (`SessionState.spend`)."""
         budget, state = self._config.budget, self._store.load()
         stopped = resumable_operation(state)
         if budget is None or isinstance(stopped, str):
             return
-        over = budget_reached(chain_spend(state, stopped.id), budget)
+        over = budget_reached(state.spend(stopped.id), budget)
         if over is not None:
             raise AgentError(f"nothing compacted: {over.statement()}", reason=over)
 

@@ -19,7 +19,7 @@ from ..provider import Completion, ProviderError, backoff_delay
 from ..session import NewFact, SessionStore
 from ..session import facts as f
 from ..tools import ToolSchema
-from ._budget import Spending, budget_reached, unknown_cost_note
+from ._budget import budget_reached, unknown_cost_note
 from ._compaction import CONTEXT_LENGTH, AttemptLabel, Compactor
 from ._context import ContextProjection
 from ._operation import OperationGuard
@@ -67,10 +67,6 @@ class ModelStep:
         self._told: str | object | None = _UNREAD
         # The operation whose notice of a count that suggests a cut was said: once per run.
         self._cut_said: str | None = None
-        self._spending = Spending(store, follow=config.budget is not None)
-
-    def close(self) -> None:
-        self._spending.close()
 
     def run(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
         """The settled attempt's id and completion, or the (committed) end of the run."""
@@ -208,7 +204,7 @@ class ModelStep:
         budget = self._config.budget
         if budget is None:
             return None
-        spend = self._spending.of(operation_id)
+        spend = self._store.spend(operation_id)
         if spend.unknown and self._operations.note is None:
             self._operations.note = unknown_cost_note(budget)
             self._observer.on_notice(self._operations.note)

@@ -69,6 +69,7 @@ from ._tables import (
     Kernel,
     LearnedWindow,
     Operation,
+    Spend,
     ToolIntent,
 )
 from ._usage import UsageTotals, usage_in_range
@@ -109,6 +110,7 @@ __all__ = [
     "SessionState",
     "SessionStore",
     "SessionWriteError",
+    "Spend",
     "StepAttempt",
     "ToolCall",
     "ToolIdentity",

@@ -54,10 +54,11 @@ from ._records import (
 from ._tables import (
     EntryType,
     LearnedWindow,
+    Spend,
     Tables,
     Violation,
 )
-from ._usage import usage_row
+from ._usage import row_in_range, usage_in_range, usage_row
 
 
 def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list[Fact]:
@@ -167,6 +168,7 @@ def _apply_compaction(t: Tables, fact: EntryFact, body: CompactionEntry) -> None
         attempt, op = pending_attempt(t, body.attemptId, "compaction")
         t.put(t.attempts, attempt.id, attempt.settled(fact.id, fact.at))  # a summary calls no tool
         t.put(t.operations, op.id, op.counted(attempts=-1))
+        _bill_settled(t, attempt.id, op.id)
     t.last_cut = cut
 
 
@@ -179,6 +181,7 @@ def _apply_assistant(t: Tables, fact: EntryFact, body: AssistantEntry) -> None:
         raise Violation("assistant entry repeats a tool call id")
     t.put(t.attempts, attempt.id, attempt.settled(fact.id, fact.at, calls))
     t.put(t.operations, op.id, op.counted(attempts=-1, unanswered=len(calls)))
+    _bill_settled(t, attempt.id, op.id)
 
 
 def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> None:
@@ -211,6 +214,7 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
     body = fact.record
     if isinstance(body, OperationStarted):
         apply_operation_started(t, fact, body)
+        _open_spend(t, body.operationId, body.operationKind)
     elif isinstance(body, StepAttempt):
         apply_step_attempt(t, fact, body)
     elif isinstance(body, AttemptFailed):
@@ -267,3 +271,39 @@ def _apply_usage(t: Tables, fact: UsageFact) -> None:
         raise Violation(f"operation {op_id} is a replay: it spends nothing, so has no usage")
     t.put(t.usage, target, usage_row(u))
     t.add_usage(u)
+    if usage_in_range(u):  # else no usage (docs/spec.md §4)
+        # A settled attempt was billed as unknown when it settled without usage.
+        settled = u.attemptId is not None and t.attempts[target].status == "settled"
+        _bill(t, op_id, u.cost or 0.0, (u.cost is None) - settled)
+
+
+# ---------------------------------------------------------------- spend
+
+
+def _open_spend(t: Tables, op_id: str, kind: str) -> None:
+    """A run's own spend starts at nothing; a compaction bills the run before it (a
+    compaction spends the budget of the run whose context it shrank)."""
+    if kind == "compaction":
+        for op in reversed(t.operations.values()):
+            if op.kind != "compaction":
+                t.put(t.billed_to, op_id, op.id)
+                _bill(t, op_id, operations=1)
+                return
+    t.put(t.spends, op_id, Spend(0.0, 0, 1))
+
+
+def _bill(t: Tables, op_id: str, cost: float = 0.0, unknown: int = 0, operations: int = 0) -> None:
+    owner = t.billed_to.get(op_id, op_id)
+    spent = t.spends[owner]
+    t.put(
+        t.spends,
+        owner,
+        Spend(spent.cost + cost, spent.unknown + unknown, spent.operations + operations),
+    )
+
+
+def _bill_settled(t: Tables, attempt_id: str, op_id: str) -> None:
+    """An answered request was billed: at a price unknown until its usage says one."""
+    row = t.usage.get(attempt_id)
+    if row is None or not row_in_range(row):
+        _bill(t, op_id, unknown=1)

@@ -24,6 +24,7 @@ from ._tables import (
     Kernel,
     LearnedWindow,
     Operation,
+    Spend,
     Tables,
     ToolIntent,
 )
@@ -119,6 +120,24 @@ class SessionState:
     def open_operation(self) -> Operation | None:
         op_id = self._tables.open_operation_id
         return None if op_id is None else self._tables.operations[op_id]
+
+    def spend(self, operation_id: str) -> Spend:
+        """What the chain of `operation_id` spent (docs/spec.md §4): the operation, the
+        runs it resumes back to the one that accepted the prompt, and the compactions
+        after any of them. Unknown cost is counted apart, never as zero."""
+        t = self._tables
+        cost, unknown, operations = 0.0, 0, 0
+        seen: set[str] = set()
+        current: str | None = operation_id
+        while current is not None and current not in seen:
+            seen.add(current)
+            spent = t.spends.get(current)
+            if spent is not None:
+                cost, unknown = cost + spent.cost, unknown + spent.unknown
+                operations += spent.operations
+            op = t.operations.get(current)
+            current = op.resumes_operation_id if op is not None else None
+        return Spend(round(cost, 12), unknown, operations)
 
     @property
     def system_prompt(self) -> str | None:

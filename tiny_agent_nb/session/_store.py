@@ -39,7 +39,7 @@ from ._opening import (
 )
 from ._reader import reduce_source
 from ._state import SessionState
-from ._tables import Kernel, LearnedWindow, Operation
+from ._tables import Kernel, LearnedWindow, Operation, Spend
 
 T = TypeVar("T")
 
@@ -277,6 +277,10 @@ class SessionStore:
         """The operation still open, if any (cheaper than `load()`: no copy)."""
         # perf: register row "open-operation" (docs/benchmarks.md)
         return self._reading(lambda state: state.open_operation)
+
+    def spend(self, operation_id: str) -> Spend:
+        """`SessionState.spend`, without a copy."""
+        return self._reading(lambda state: state.spend(operation_id))
 
     def system_prompt(self) -> str | None:
         """The latest recorded system prompt, without a copy."""

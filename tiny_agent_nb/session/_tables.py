@@ -141,6 +141,15 @@ assert Attempt._fields[13:] == ("ended_at",)
 assert ToolIntent._fields[10:] == ("status",)
 
 
+class Spend(NamedTuple):
+    """What a run's chain spent (docs/spec.md §4); in the tables, what one run and the
+    compactions after it spent."""
+
+    cost: float  # USD, the sum of reported costs
+    unknown: int  # attempts and tools whose cost is unknown (no usage, or cost null)
+    operations: int  # operations counted (1 for a run never resumed nor compacted)
+
+
 class Violation(TinyAgentError):
     """An invariant a fact breaks; the caller adds where (line or transaction index)."""
 
@@ -229,6 +238,11 @@ class Tables:
     open_call_entries: dict[str, tuple[str, int]] = field(default_factory=dict)
     # (base URL, model) -> the window the session learned for it (docs/spec.md §8).
     windows: dict[tuple[str, str], LearnedWindow] = field(default_factory=dict)
+    # perf: register row "budget-follow" (docs/benchmarks.md)
+    # Each run's spend, the compactions after it included (`billed_to`), kept as facts
+    # apply so a budget check reads a few rows, not the ledger (docs/spec.md §4).
+    spends: dict[str, Spend] = field(default_factory=dict)
+    billed_to: dict[str, str] = field(default_factory=dict)  # compaction -> run before it
     # The kernels that opened the session for writing, in file order (the last one is
     # the latest: a notice may only name it).
     kernels: dict[str, Kernel] = field(default_factory=dict)
