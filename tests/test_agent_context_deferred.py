@@ -6,7 +6,7 @@ For a session of N transactions, every (s, b) with s <= b is tried: the projecti
 when the session holds s transactions (a kernel's start, or `%agent session` switching to
 it), the transactions up to b commit before its first read (a recovery, a user's entry),
 and it is built at b, then follows the rest. Each view it gives (the bytes of the messages
-the OpenAI-compatible provider sends, the unanswered calls, the ledger's input tokens)
+the OpenAI-compatible provider sends, the unanswered calls)
 must equal a rebuild from the file at that point, and the eager projection made at s and
 followed (the old way) must agree too; the bytes must be those of a reference that
 encodes each message as the wire did before the context became provider-neutral.
@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 
 from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
-from tiny_agent_nb.agent._ledger import last_input_tokens
 from tiny_agent_nb.agent._turns import CONTINUED, NO_ANSWER, SUMMARY_HEADER, SUMMARY_LEAD
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent, resolve_session_path
 from tiny_agent_nb.provider import encoded
@@ -56,7 +55,7 @@ VALID = sorted(
     for p in FIXTURES.glob("*.expected.json")
     if "summary" in json.loads(p.read_text())
 )
-View = tuple[bytes, list[str], int | None]
+View = tuple[bytes, list[str]]
 
 
 def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook)
@@ -163,7 +162,7 @@ def _reference(state: SessionState, system: str | None) -> View:
         if isinstance(body, AssistantEntry):
             unanswered = [c.id for c in body.message.toolCalls]
     messages += [_not_started(c) for c in unanswered]
-    return b",".join(messages), unanswered, last_input_tokens(state)
+    return b",".join(messages), unanswered
 
 
 def _replayed(state: SessionState, body: ToolResultEntry) -> bool:
@@ -176,7 +175,6 @@ def _view(projection: ContextProjection) -> View:
     return (
         b",".join(encoded(projection.context())),
         projection.unanswered_tool_calls(),
-        projection.last_input_tokens(),
     )
 
 

@@ -100,13 +100,12 @@ class Compactor:
         keep_tail_tokens: int,
         request_bytes: Callable[[], int],
         fixed_bytes: int,
-        ledger_tokens: Callable[[], int | None],
         on_compaction: Callable[[Compacted], None],
         clean: Callable[[str], str],
     ) -> None:
         """`request_bytes`: the size of the request the run would send now; `fixed_bytes`:
-        the part no compaction changes (system prompt, tool schemas); `ledger_tokens`:
-        `last_input_tokens` of the session now; `clean`: the run's secret filter."""
+        the part no compaction changes (system prompt, tool schemas); `clean`: the run's
+        secret filter."""
         self._on_compaction = on_compaction
         self._clean = clean
         self._store = store
@@ -117,13 +116,12 @@ class Compactor:
         self._keep_tail_tokens = keep_tail_tokens
         self._request_bytes = request_bytes
         self._fixed_bytes = fixed_bytes
-        self._ledger_tokens = ledger_tokens
 
     def context_tokens(self) -> int:
         """The larger of the last request's count and the next one's estimate (tool
         results since are not in the former)."""
         estimate = self.window.estimate(self._request_bytes())
-        return max(estimate, self._ledger_tokens() or 0)
+        return max(estimate, self._store.last_input_tokens() or 0)
 
     def limit(self) -> int:
         return int(self._threshold * self.window.tokens)

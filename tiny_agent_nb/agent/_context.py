@@ -22,6 +22,7 @@ from typing import TypeVar, cast
 
 from ..provider import messages as m
 from ..session import (
+    AssistantEntry,
     CompactionEntry,
     EntryFact,
     Fact,
@@ -34,7 +35,6 @@ from ..session import (
     ToolStarted,
     UserEntry,
 )
-from ._ledger import LastRequest
 from ._turns import (
     CONTINUED_MESSAGE,
     NO_ANSWER_MESSAGE,
@@ -105,7 +105,11 @@ class ContextProjection:
         self._summary_bytes = 0
         self._cut: str | None = None
         self._opens_with_user: bool | None = None
-        self._ledger = LastRequest()
+        # The bytes of the attempt last started (its id), then of the one last answered,
+        # when this projection saw it start: a server's count of that request calibrates
+        # the estimate (`_window.Measure`).
+        self._sending: tuple[str, int] | None = None
+        self._sent: int | None = None
         # A kernel notice waiting for the next entry: a user entry takes it into its turn.
         self._notice: tuple[str, str] | None = None
         # How to read the session: while deferred (`following`), and for a later cache.
@@ -134,7 +138,6 @@ class ContextProjection:
             projection._replays.add(open_op.id)
             intents = state.tool_intents.values()
             projection._replay_intents.update(i.id for i in intents if i.operation_id == open_op.id)
-        projection._ledger = LastRequest.from_state(state)
         projection._through_seq = state.last_seq
         return projection
 
@@ -151,7 +154,7 @@ class ContextProjection:
         projection._load = projection._reload = load
         return projection
 
-    def _built(self, *, keep_ledger: bool = False) -> None:
+    def _built(self) -> None:
         load = self._load
         if load is None:
             return
@@ -160,8 +163,6 @@ class ContextProjection:
         built = ContextProjection._from_state(load(), None, self._makers)
         self._log, self._entry_ids, self._starts = built._log, built._entry_ids, built._starts
         self._unanswered = built._unanswered
-        if not keep_ledger:
-            self._ledger = built._ledger
         self._ends_with_user = built._ends_with_user
         self._summary, self._summary_bytes = built._summary, built._summary_bytes
         self._cut, self._opens_with_user = built._cut, built._opens_with_user
@@ -182,10 +183,9 @@ class ContextProjection:
                     made.append(message, m.canonical(message))
                 self._log.caches[key] = made
             else:
-                deferred = self._load is not None
                 self._load = self._load or self._reload
                 assert self._load is not None, "a projection keeps what it cannot read again"
-                self._built(keep_ledger=not deferred)
+                self._built()
             found = self._log.caches[key]
         return cast("C", found)
 
@@ -206,11 +206,18 @@ class ContextProjection:
         """Store subscriber: project the entries among newly committed facts."""
         if self._load is not None or (facts and facts[-1].seq <= self._through_seq):
             return  # not built yet, or built from a state that holds these facts already
-        starts = any(isinstance(f, RecordFact) and isinstance(f.record, StepAttempt) for f in facts)
-        self._ledger.observe(facts, self.size() if starts else 0)
         for fact in facts:
             record = fact.record if isinstance(fact, RecordFact) else None
-            if isinstance(record, OperationStarted) and record.operationKind == "replay":
+            body = fact.entry if isinstance(fact, EntryFact) else None
+            if isinstance(record, StepAttempt):
+                self._sending = (fact.id, self.size())
+            elif isinstance(body, AssistantEntry | CompactionEntry) and body.attemptId:
+                sending = self._sending
+                # A compaction's request measured a context that is gone.
+                answered = isinstance(body, AssistantEntry)
+                ours = answered and sending is not None and sending[0] == body.attemptId
+                self._sent = sending[1] if ours and sending is not None else None
+            elif isinstance(record, OperationStarted) and record.operationKind == "replay":
                 self._replays.add(record.operationId)
             elif isinstance(record, ToolStarted) and record.operationId in self._replays:
                 self._replay_intents.add(fact.id)
@@ -222,20 +229,11 @@ class ContextProjection:
             and not (isinstance(f.entry, ToolResultEntry) and f.entry.toolStartedId in replayed)
         )
 
-    def last_input_tokens(self) -> int | None:
-        """`_ledger.last_input_tokens` of the followed store, without a copy."""
-        self._built()
-        return self._ledger.tokens
-
-    def last_request(self) -> tuple[int, int] | None:
-        """(input tokens the server counted, bytes of its messages) of this context's newest
-        answered request, when this process sent it and it was counted; None after a
-        checkpoint."""
-        self._built()
-        ledger = self._ledger
-        if ledger.tokens is None or ledger.bytes is None:
-            return None
-        return ledger.tokens, ledger.bytes
+    def sent_bytes(self) -> int | None:
+        """The bytes of the messages of the newest answered request, when this projection
+        saw it start; None after a checkpoint or a request it did not see."""
+        self._built()  # before the next attempt commits: the projection then sees it
+        return self._sent
 
     def size(self) -> int:
         """Bytes of the messages as a request carries them (each with its comma)."""

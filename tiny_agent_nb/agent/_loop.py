@@ -141,7 +141,6 @@ class AgentLoop:
             keep_tail_tokens=config.keep_tail_tokens,
             request_bytes=lambda: self._projection.size() + tool_bytes,
             fixed_bytes=system + tool_bytes,
-            ledger_tokens=projection.last_input_tokens,
             on_compaction=self._observer.on_compaction,
             clean=self._tool_step.clean,
         )

@@ -160,8 +160,12 @@ class ModelStep:
         return self._provider.complete(context, self._schemas, on_event=on_event, stream=stream)
 
     def _last_request(self) -> Measure | None:
-        last = self._projection.last_request()
-        return None if last is None else Measure(last[0], last[1] + self._tool_bytes)
+        """The newest answered request, counted by its server, when this kernel sent it."""
+        sent = self._projection.sent_bytes()
+        tokens = self._store.last_input_tokens()
+        if sent is None or tokens is None:
+            return None
+        return Measure(tokens, sent + self._tool_bytes)
 
     def _cut_notice(
         self, operation_id: str, completion: Completion, sent: int, previous: Measure | None

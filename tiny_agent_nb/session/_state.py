@@ -139,6 +139,21 @@ class SessionState:
             current = op.resumes_operation_id if op is not None else None
         return Spend(round(cost, 12), unknown, operations)
 
+    def last_input_tokens(self) -> int | None:
+        """The server's input token count of the newest settled attempt (docs/spec.md §4),
+        unless a compaction settled it (the context it measured is gone) or it reported
+        no usage. The newest attempts are read, not the ledger: one or two."""
+        t = self._tables
+        for attempt in reversed(t.attempts.values()):
+            if attempt.status != "settled":
+                continue
+            slot = t.entries.get(attempt.entry_id or "")
+            row = t.usage.get(attempt.id)
+            if slot is None or slot[2] != "assistant" or row is None or not row_in_range(row):
+                return None
+            return row[2]  # inputTokens
+        return None
+
     @property
     def system_prompt(self) -> str | None:
         """The content of the latest systemPrompt record (docs/spec.md §7): what the model

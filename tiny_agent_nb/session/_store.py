@@ -282,6 +282,10 @@ class SessionStore:
         """`SessionState.spend`, without a copy."""
         return self._reading(lambda state: state.spend(operation_id))
 
+    def last_input_tokens(self) -> int | None:
+        """`SessionState.last_input_tokens`, without a copy."""
+        return self._reading(SessionState.last_input_tokens)
+
     def system_prompt(self) -> str | None:
         """The latest recorded system prompt, without a copy."""
         return self._reading(lambda state: state.system_prompt)
