@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 from test_agent_loop import Harness, workspace
 
-from tiny_agent_nb.session import NewFact, SessionState, SessionStore, Spend, load_session
+from tiny_agent_nb.session import (
+    InvalidTransactionError,
+    NewFact,
+    SessionState,
+    SessionStore,
+    Spend,
+    load_session,
+    new_id,
+)
 from tiny_agent_nb.session import facts as f
 
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply, usage
@@ -210,3 +218,22 @@ def test_the_kept_figures_match_the_ledger_after_every_commit(store: SessionStor
     commit([f.usage(attempt_id=compacting.attempt_id, input_tokens=30, cost=0.5)], again)
     assert len(checked) > 20
     assert store.spend(again).operations == 3
+
+
+def test_a_refused_commit_leaves_the_spend_as_it_was(store: SessionStore) -> None:
+    """The spend rows are written through `Tables.put`: a transaction refused half-way
+    (its usage applied, a later fact refused) rolls them back with the rest."""
+    run = Run(environment=store.header.environmentIdentity)
+    op = run.operation_id
+    store.commit(run.start("Read"))
+    store.commit(run.attempt())
+    store.commit(run.answer("Done")[:1])  # settled without usage: an unknown cost
+    assert store.spend(op) == (0.0, 1, 1)
+    priced = f.usage(attempt_id=run.attempt_id, input_tokens=10, cost=0.5)
+    with pytest.raises(InvalidTransactionError):
+        store.commit([priced, f.usage(attempt_id=new_id(), input_tokens=1)])
+    assert store.spend(op) == (0.0, 1, 1)
+    assert store.last_input_tokens() is None
+    store.commit([priced])
+    assert store.spend(op) == (0.5, 0, 1)
+    assert store.last_input_tokens() == 10
