@@ -128,14 +128,22 @@ class Kernel:
     """One real IPython kernel process, started in `cwd` with `env`."""
 
     def __init__(
-        self, km: KernelManager, kc: BlockingKernelClient, log: IO[bytes], sockets: Path
+        self,
+        km: KernelManager,
+        kc: BlockingKernelClient,
+        log: IO[bytes],
+        sockets: Path,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
     ) -> None:
         self.km = km
         self.kc = kc
         self._log = log
         self._log_start = 0  # where the current test's part of the log begins (a shared kernel)
         self._sockets = sockets
-        self.restarted = False
+        self.cwd = cwd  # where a restart starts it, and with what environment
+        self.env = env
 
     @classmethod
     def start(cls, *, cwd: Path, env: Mapping[str, str]) -> Kernel:
@@ -171,7 +179,7 @@ class Kernel:
             log_text = Path(log.name).read_text(encoding="utf-8", errors="replace")
             print(f"kernel {name} did not start; it wrote:\n{log_text}", file=sys.stderr)
             raise
-        return cls(km, kc, log, sockets)
+        return cls(km, kc, log, sockets, cwd=cwd, env=env)
 
     @property
     def log_text(self) -> str:
@@ -246,8 +254,7 @@ class Kernel:
     def restart(self) -> None:
         """Restart the kernel as a Jupyter server does: a new process on the same
         connection file (so with the same kernel id), the notebook's environment kept."""
-        self.restarted = True
-        self.km.restart_kernel(now=True)
+        self.km.restart_kernel(now=True, cwd=str(self.cwd), env=dict(self.env))
         self.kc.wait_for_ready(timeout=STARTUP_TIMEOUT)
 
     def sigkill(self, timeout: float = 30.0) -> None:
@@ -407,11 +414,10 @@ class KernelPool:
 
     A kernel start with `%load_ext` is about 1 s of CPU, and the notebook tests start
     hundreds of them: most need a kernel in its first state, not a new process. A kernel
-    is given back only alive and never restarted (a restart would start its first test's
-    environment again), with its extension unloaded; it is shared only by tests of its
-    kind: the same tag, `approve` and `extra` variables, which it started with. Each
-    kernel serves at most `USES` tests, so what unloading leaves behind (a thread, a
-    subshell) stays small."""
+    is given back alive, its extension unloaded; it is shared only by tests of its kind
+    (the same tag, `approve` and `extra` variables, which it started with), and a restart
+    starts it in the environment of the test that has it. Each kernel serves at most
+    `USES` tests, so what unloading leaves behind (a thread, a subshell) stays small."""
 
     USES = 8
     IDLE = 3
@@ -438,25 +444,21 @@ class KernelPool:
             self.idle.remove((kind, kernel))
         self.uses[kernel] += 1
         kernel._log_start = Path(kernel._log.name).stat().st_size
-        variables = {
-            "TINY_AGENT_BASE_URL": options.get("base_url"),
-            "TINY_AGENT_MODEL": options.get("model", "test/model"),
-            "JPY_SESSION_NAME": str(cwd / NOTEBOOK),
-            **extra,
-        }
-        env = {name: value for name, value in variables.items() if value is not None}
-        config = {} if approve is None else {"approve": approve}
-        entered = kernel.collect(
-            kernel.send(
-                _ENTER.format(cwd=str(cwd), scrubbed=SCRUBBED, env=env, config=config), quietly=True
-            )
-        )
+        # The test's environment, also for a restart (its IPython directory the kernel's)
+        home = Path(kernel.env["IPYTHONDIR"]).parent
+        kernel.cwd = cwd
+        kernel.env = kernel_env(home, notebook=cwd / NOTEBOOK, **options)
+        names = (*SCRUBBED, *extra)
+        variables = {name: kernel.env[name] for name in names if name in kernel.env}
+        settings = {} if approve is None else {"approve": approve}
+        enter = _ENTER.format(cwd=str(cwd), scrubbed=SCRUBBED, env=variables, config=settings)
+        entered = kernel.collect(kernel.send(enter, quietly=True))
         assert entered.error is None, entered.error
         return kernel
 
     def give_back(self, kernel: Kernel) -> None:
         """Keep `kernel` for the next test of its kind, if it can serve one."""
-        kept = kernel.is_alive() and not kernel.restarted and self.uses[kernel] < self.USES
+        kept = kernel.is_alive() and self.uses[kernel] < self.USES
         if kept:
             try:
                 left = kernel.collect(
