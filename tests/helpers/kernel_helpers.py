@@ -419,7 +419,7 @@ class KernelPool:
     starts it in the environment of the test that has it. Each kernel serves at most
     `USES` tests, so what unloading leaves behind (a thread, a subshell) stays small."""
 
-    USES = 8
+    USES = 16
     IDLE = 3
 
     def __init__(self, home: Path) -> None:
