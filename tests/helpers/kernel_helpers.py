@@ -433,7 +433,8 @@ class KernelPool:
         approve = options.get("approve", "auto")
         extra: Mapping[str, str] = options.get("extra") or {}
         kind: Kind = (tag, approve, tuple(sorted(extra.items())))
-        found = next((k for idle_kind, k in self.idle if idle_kind == kind), None)
+        alive = (k for idle_kind, k in self.idle if idle_kind == kind and k.is_alive())
+        found = next(alive, None)
         if found is None:
             home = Path(tempfile.mkdtemp(prefix="kernel-", dir=self.home))
             env = kernel_env(home, base_url=None, model=None, extra=extra, approve=approve)
@@ -465,7 +466,7 @@ class KernelPool:
                     kernel.send(_LEAVE.format(home=str(self.home)), quietly=True), 30
                 )
                 kept = left.error is None
-            except (TimeoutError, AssertionError):
+            except (TimeoutError, AssertionError, Empty):  # busy, dead, or no reply
                 kept = False
         if not kept:
             self._retire(kernel)
