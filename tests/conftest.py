@@ -26,6 +26,7 @@ from helpers.pycache_prefix import kept_prefix as kept_pycache_prefix
 from helpers.scenario import BASH, Run, complete_run
 
 if TYPE_CHECKING:
+    from helpers.kernel_helpers import KernelPool
     from helpers.lab import Lab
 
 # jsonschema (the MCP layer, nbformat and the schema tests import it) imports rfc3987-syntax
@@ -179,6 +180,17 @@ def startup_session(_startup_session_built: Path, tmp_path: Path) -> Path:
     built = _startup_session_built
     shutil.copy2(built, tmp_path / built.name)
     return tmp_path / built.name
+
+
+@pytest.fixture(scope="session")
+def kernel_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelPool]:
+    """The idle kernels this test process keeps for `start_kernel(shared=True)`
+    (tests/helpers/kernel_helpers.py), shut down when the run ends."""
+    from helpers.kernel_helpers import KernelPool  # noqa: PLC0415 (kernel tests only)
+
+    pool = KernelPool(tmp_path_factory.mktemp("kernels"))
+    yield pool
+    pool.close()
 
 
 @pytest.fixture(scope="session")

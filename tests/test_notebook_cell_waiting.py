@@ -130,7 +130,7 @@ def test_many_quick_answers_each_take_over_their_count_and_no_count_comes_after(
 ) -> None:
     """A silence of a millisecond is told here, so counts and answers come close: for
     every display, once it shows an answer (or nothing), no count comes after."""
-    ui = frontend(start_kernel, "main shell")
+    ui = frontend(start_kernel, "main shell", shared=False)  # it changes WAIT_EVERY in it
     ui.finish(ui.send("import tiny_agent_nb.provider._deadline as d\nd.WAIT_EVERY = 0.001"))
     drawn: list[tuple[str, str]] = []  # (display id, text) as the frontend gets them
     absorb = ui._absorb

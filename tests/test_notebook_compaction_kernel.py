@@ -48,7 +48,7 @@ def _summarizing(server: OpenAIServer) -> list[RecordedRequest]:
 
 
 def _configured(start_kernel: StartKernel, config: str) -> Kernel:
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     assert_clean(kernel.execute(config))
     return kernel
@@ -90,7 +90,7 @@ def test_kernel_killed_during_an_automatic_compaction_resumes_from_the_same_cont
     state = load_session(session)
     assert _compactions(state) == [] and state.open_operation is not None
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     report = load(second)
     assert "1 run(s)" in report and "interrupted" in report, report
     assert "`%agent resume` continues the interrupted run." in report, report
@@ -116,7 +116,7 @@ def test_kernel_killed_during_an_automatic_compaction_resumes_from_the_same_cont
     second.shutdown()
 
     before = session.read_bytes()
-    third = load(start_kernel())
+    third = load(start_kernel(shared=True))
     assert "stopped during" not in third and "resume" not in third, third
     after = session.read_bytes()  # nothing but the third kernel's record
     assert after.startswith(before)
@@ -140,7 +140,7 @@ def test_kernel_killed_during_agent_compact_keeps_the_context_and_the_next_cell_
     hold.set()
     assert _compactions(load_session(session)) == [] and _context(session) == context
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     report = load(second)
     assert "interrupted" in report, report
     assert _compactions(load_session(session)) == [] and _context(session) == context
@@ -172,7 +172,7 @@ def test_kernel_killed_during_agent_compact_keeps_the_context_and_the_next_cell_
     second.shutdown()
 
     before = session.read_bytes()
-    third = load(start_kernel())
+    third = load(start_kernel(shared=True))
     assert "stopped during" not in third, third
     after = session.read_bytes()  # nothing but the third kernel's record
     assert after.startswith(before)

@@ -39,7 +39,7 @@ def test_the_model_is_told_the_date_and_the_workspace_and_the_file_keeps_it_once
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("one"), text_reply("two"), text_reply("three"))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     assert_clean(kernel.execute("%%agent\nHello."))
     assert_clean(kernel.execute("%%agent\nAgain."))
@@ -72,7 +72,7 @@ def test_the_model_lists_the_users_dataframe_and_proposes_a_cell(
         ),
         text_reply("The sums per region are in the cell below; run it when ready."),
     )
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     setup = (
         "import pandas as pd\n"

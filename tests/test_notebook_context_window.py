@@ -177,7 +177,7 @@ def test_ctrl_c_while_the_window_is_asked_says_nothing_was_recorded(
     was recorded, nor send the user to `%agent resume`."""
     hold = threading.Event()
     server.models_reply = {**error_reply(200, body={"data": []}), "hold": hold}
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     try:
         assert_clean(kernel.execute("%load_ext tiny_agent_nb"))
         run = kernel.send("%%agent\nHello.")
@@ -219,7 +219,7 @@ def test_the_first_cell_says_it_asks_and_no_later_cell_asks_again(
     hold = threading.Event()
     server.models_reply = {**error_reply(200, body={"data": []}), "hold": hold}
     server.responder = lambda body: text_reply("Hello.")
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     try:
         assert_clean(kernel.execute("%load_ext tiny_agent_nb"))
         assert_clean(kernel.execute("%config TinyAgent.request_timeout = 1"))

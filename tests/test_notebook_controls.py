@@ -43,10 +43,15 @@ NO_COMM_ROUTING = (
 )
 
 
-def frontend(start_kernel: StartKernel, route: str, **env_options: object) -> WidgetFrontend:
+def frontend(
+    start_kernel: StartKernel, route: str, *, shared: bool = True, **env_options: object
+) -> WidgetFrontend:
+    """A frontend on a kernel of this test process's pool (`shared`; a pump-only kernel
+    is shared only with other pump-only tests), or on a new one."""
     if route == "comm subshell" and int(ipykernel.__version__.split(".")[0]) < 7:
         pytest.skip("comm subshells came with ipykernel 7")
-    kernel = start_kernel(**env_options)
+    tag = (PUMP if route == PUMP else "widgets") if shared else False
+    kernel = start_kernel(shared=tag, **env_options)
     ui = WidgetFrontend(kernel)
     if route == "comm subshell":
         ui.use_comm_subshell()

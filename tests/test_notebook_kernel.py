@@ -81,7 +81,7 @@ def test_kill_mid_tool_then_recover_and_resume(
     )
     marker, session = workspace / "marker.txt", workspace / SESSION
 
-    first = start_kernel()
+    first = start_kernel(shared=True)
     assert load(first) == f"tiny-agent-nb: new session {SESSION} (beside this notebook).\n"
     run = first.send("%%agent\nRun the slow command.")
     wait_until(lambda: marker.exists() and marker.read_text() == "ran\n", 30, what="marker written")
@@ -98,7 +98,7 @@ def test_kill_mid_tool_then_recover_and_resume(
     assert state.open_operation is not None
     assert [(i.tool.name, i.status) for i in state.tool_intents.values()] == [("bash", "pending")]
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     assert load(second) == (
         f"tiny-agent-nb: session {SESSION} (beside this notebook) — 1 run(s), cost unknown.\n"
         "  The previous kernel stopped during a run; it is now marked interrupted.\n"
@@ -136,12 +136,12 @@ def test_kill_mid_tool_then_recover_and_resume(
 def test_second_kernel_on_the_same_notebook_is_refused(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
-    first = start_kernel()
+    first = start_kernel(shared=True)
     load(first)
     session = workspace / SESSION
     before = session.read_bytes()
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     message = load(second)
     assert message == (
         f"tiny-agent-nb: {SESSION} is in use by process {first.pid}; this kernel will not "
@@ -166,7 +166,7 @@ def test_interrupt_during_model_request_records_the_abort(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("never delivered", hold=True))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
 
     run = kernel.send("%%agent\nTake your time.")
@@ -205,7 +205,7 @@ def test_prompt_variables_come_from_the_user_namespace(
     start_kernel: StartKernel, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("Three facts."))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     assert_clean(kernel.execute("topic = 'durable notebooks'\ncount = 3"))
 
@@ -229,7 +229,7 @@ def test_missing_api_key_for_default_openrouter_is_one_readable_message(
     dead = "http://127.0.0.1:9"
     proxies = {name: dead for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")}
     extra = {**proxies, "NO_PROXY": "", "no_proxy": "", "TINY_AGENT_DEMO": "0"}
-    kernel = start_kernel(base_url=None, extra=extra)
+    kernel = start_kernel(shared=True, base_url=None, extra=extra)
     assert load(kernel) == f"tiny-agent-nb: new session {SESSION} (beside this notebook).\n"
     session = workspace / SESSION
     before = session.read_bytes()
@@ -264,7 +264,7 @@ def test_a_hostile_answer_is_shown_as_text_in_every_update(
         tool_calls_reply(tool_call("call_1", "list_files", {"path": "javascript://%0Aalert(1)"})),
         text_reply(answer),
     )
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     run = kernel.execute("%%agent\nSay something.")
     assert_clean(run)

@@ -76,7 +76,7 @@ def test_a_bash_command_and_all_it_started_die_with_a_sigkilled_kernel(
     first.send("%%agent\nStart the slow jobs.")
     kill_and_wait_for_the_processes(first, workspace / "pids")
 
-    said = report(start_kernel())
+    said = report(start_kernel(shared=True))
     line = next(line for line in said.splitlines() if "⚠ bash" in line)
     assert line.endswith(" interrupted — it may have run; it was not run again.")  # no more
 
@@ -101,7 +101,7 @@ def test_what_python_code_started_dies_with_a_sigkilled_kernel(
     first.send("%%agent\nStart the slow jobs from Python.")
     kill_and_wait_for_the_processes(first, workspace / "pids")
 
-    said = report(start_kernel())
+    said = report(start_kernel(shared=True))
     line = next(line for line in said.splitlines() if "⚠ python" in line)
     assert line.endswith(
         " interrupted — it may have run; it was not run again. "

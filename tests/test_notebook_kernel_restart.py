@@ -44,7 +44,7 @@ def test_the_first_request_after_a_restart_tells_the_model_once_what_is_gone(
         tool_calls_reply(tool_call("call_py", "python", {"code": code})),
         text_reply("Loaded sales and defined mean."),
     )
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     execute(kernel, "%load_ext tiny_agent_nb")
     execute(kernel, "%%agent\nLoad the sales figures.")
     assert execute(kernel, "print(mean(sales))") == "5.333333333333333\n"
@@ -91,7 +91,7 @@ def test_restarts_with_no_run_between_them_give_one_notice(
         tool_calls_reply(tool_call("call_py", "python", {"code": "rows = 12"})),
         text_reply("Counted."),
     )
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     execute(kernel, "%load_ext tiny_agent_nb")
     execute(kernel, "%%agent\nCount the rows.")
     for _ in range(2):  # restarted twice, each time loading the extension and nothing more

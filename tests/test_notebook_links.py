@@ -218,7 +218,7 @@ def test_a_fork_never_replaces_a_file_and_leaves_no_draft(tmp_path: Path) -> Non
 def test_a_kernel_leaves_the_link_in_its_cells_outputs(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     loaded = kernel.execute("%load_ext tiny_agent_nb")
     (link,) = [d[LINK_MIME] for d in loaded.displays if LINK_MIME in d]
     session = workspace / "analysis.agent.jsonl"
@@ -269,7 +269,7 @@ def test_a_notebook_received_with_a_link_to_a_session_another_kernel_opened_gets
     loads. The file is left to the notebook that opened it, its history forked."""
     other = workspace / "other.ipynb"
     other.write_text("{}")
-    first = start_kernel(extra={"JPY_SESSION_NAME": str(other)})
+    first = start_kernel(shared=True, extra={"JPY_SESSION_NAME": str(other)})
     first.execute("%load_ext tiny_agent_nb")
     first.execute("%agent session notes.agent.jsonl")
     first.shutdown()
@@ -278,7 +278,7 @@ def test_a_notebook_received_with_a_link_to_a_session_another_kernel_opened_gets
     before = shared.read_bytes()
     received = _notebook(workspace / "received.ipynb", _link(session, shared.name))
 
-    second = start_kernel(extra={"JPY_SESSION_NAME": str(received)})
+    second = start_kernel(shared=True, extra={"JPY_SESSION_NAME": str(received)})
     loaded = second.execute("%load_ext tiny_agent_nb")
     assert "linked to the session other.ipynb opened" in loaded.stdout, loaded.stdout
     assert shared.read_bytes() == before

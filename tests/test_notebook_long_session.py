@@ -38,7 +38,7 @@ def test_two_hundred_cells_with_large_tool_outputs_stay_within_the_window(
             text_reply(f"Answer {n}."),
         )
     server.enqueue_summaries(*(text_reply(f"SUMMARY {n}") for n in range(CELLS)))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     assert_clean(
         kernel.execute(

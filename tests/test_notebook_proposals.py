@@ -35,7 +35,7 @@ def proposals(ui: WidgetFrontend, cell: Cell) -> list[dict[str, Any]]:
 def test_a_resume_buttons_proposal_is_shown_in_its_output_and_the_next_cells_get_none(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path, next_cell: str
 ) -> None:
-    ui = WidgetFrontend(start_kernel(extra={"TINY_AGENT_API_KEY": SECRET}))
+    ui = WidgetFrontend(start_kernel(shared=True, extra={"TINY_AGENT_API_KEY": SECRET}))
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
     # Two steps: the resume keeps the run's limit, and takes two (its calls, its answer).
     server.enqueue(

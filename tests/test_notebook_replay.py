@@ -85,7 +85,7 @@ def test_run_all_after_a_restart_replays_every_agent_cell_without_asking_the_mod
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     _script(server)
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     first = _run_all(kernel)
     assert len(server.requests) == 6
     assert proposals(first["cell-propose"]) != []
@@ -146,7 +146,7 @@ def test_a_changed_prompt_or_rerun_asks_the_model_again(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("One."), text_reply("Two."), text_reply("Three."))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     clean(run_cell(kernel, "%load_ext tiny_agent_nb", "cell-load"))
     clean(run_cell(kernel, "%%agent\nSay one.", "cell-a"))
     assert REPLAYED in clean(run_cell(kernel, "%%agent\nSay one.", "cell-a"))
@@ -170,7 +170,7 @@ def test_a_stopped_run_is_shown_stopped_and_not_continued(
 ) -> None:
     server.enqueue(tool_calls_reply(tool_call("r1", "read_file", {"path": "notes.txt"})))
     (workspace / "notes.txt").write_text("hi\n")
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     clean(run_cell(kernel, "%load_ext tiny_agent_nb", "cell-load"))
     stopped = clean(run_cell(kernel, "%%agent --max-steps 1\nRead the notes.", "cell-a"))
     assert "stepLimit" in stopped or "step" in stopped
@@ -191,12 +191,12 @@ def test_a_replay_needs_no_model_configured(
         tool_calls_reply(tool_call("p1", "python", {"code": DEFINE})),
         text_reply("Defined."),
     )
-    first = start_kernel()
+    first = start_kernel(shared=True)
     clean(run_cell(first, "%load_ext tiny_agent_nb", "cell-load"))
     clean(run_cell(first, CELLS["cell-define"], "cell-define"))
     first.shutdown()
 
-    bare = start_kernel(base_url=None, model=None)  # no base URL, no key, no model
+    bare = start_kernel(shared=True, base_url=None, model=None)  # no base URL, no key, no model
     clean(run_cell(bare, "%load_ext tiny_agent_nb", "cell-load"))
     out = clean(run_cell(bare, CELLS["cell-define"], "cell-define"))
     assert REPLAYED in out, out
@@ -216,7 +216,7 @@ def test_a_crash_inside_a_replayed_call_leaves_it_interrupted_and_not_run_again(
     )
     server.enqueue(tool_calls_reply(tool_call("p1", "python", {"code": code})), text_reply("Ok."))
     release.write_text("go")
-    first = start_kernel()
+    first = start_kernel(shared=True)
     clean(run_cell(first, "%load_ext tiny_agent_nb", "cell-load"))
     clean(run_cell(first, "%%agent\nWait a little.", "cell-wait"))
     release.unlink()
@@ -230,7 +230,7 @@ def test_a_crash_inside_a_replayed_call_leaves_it_interrupted_and_not_run_again(
     started.unlink()
     release.write_text("go")  # were it run again, it would write `started` and end
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     opened = clean(run_cell(second, "%load_ext tiny_agent_nb", "cell-load"))
     assert "interrupted" in opened
     state = load_session(workspace / SESSION)

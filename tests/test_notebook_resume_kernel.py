@@ -41,7 +41,7 @@ def test_a_budget_stop_resumes_in_the_same_kernel_and_in_a_new_one(
         text_reply("Read the notes twice."),
     )
 
-    first = start_kernel()
+    first = start_kernel(shared=True)
     clean(first.execute("%load_ext tiny_agent_nb"))
     stopped = clean(first.execute("%%agent --budget 0.01\nRead the notes twice"))
     assert "budget $0.01 reached: this run spent $0.012" in stopped
@@ -52,7 +52,7 @@ def test_a_budget_stop_resumes_in_the_same_kernel_and_in_a_new_one(
     assert len(server.requests) == 3
     first.shutdown()
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     opened = clean(second.execute("%load_ext tiny_agent_nb"))
     assert "`%agent resume` continues the run its budget stopped, given a larger `--budget" in (
         opened

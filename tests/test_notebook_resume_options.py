@@ -53,7 +53,7 @@ def _stopped_at_its_approval(
 ) -> tuple[WidgetFrontend, Cell]:
     """`--approve ask --tools bash --budget 0.05`, interrupted while its first bash call
     waits for Allow; the resume's answers queued: two more bash calls, $0.02 each."""
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel(shared=True))
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
     server.enqueue(_touch("c1", "first.txt", 0.02))
     stopped = ui.send(ASK_BASH)

@@ -40,7 +40,7 @@ def execute(kernel: Kernel, code: str) -> str:
 def _killed_mid_tool(start_kernel: StartKernel, workspace: Path, server: OpenAIServer) -> None:
     """A kernel with a real model (the loopback server) dies inside a bash call."""
     server.enqueue(tool_calls_reply(tool_call("call_sleep", "bash", {"command": SLEEPER})))
-    first = start_kernel()
+    first = start_kernel(shared=True)
     execute(first, "%load_ext tiny_agent_nb")
     run = first.send("%%agent\nRun the slow command.")
     marker = workspace / "marker.txt"
@@ -56,7 +56,9 @@ def test_a_new_kernel_without_the_model_does_not_let_the_demo_continue_a_real_se
     _killed_mid_tool(start_kernel, workspace, server)
     session = workspace / SESSION
 
-    second = start_kernel(base_url=None)  # the notebook's %env / %config has not run yet
+    second = start_kernel(
+        shared=True, base_url=None
+    )  # the notebook's %env / %config has not run yet
     loaded = execute(second, "%load_ext tiny_agent_nb")
     assert "This session's runs used test/model (openai-compatible)" in loaded, loaded
     assert "`%config TinyAgent.base_url = '...'`" in loaded and "--demo" in loaded, loaded
@@ -89,12 +91,12 @@ def test_the_user_may_ask_for_the_demo_model_and_another_model_is_said(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("Hello from the real model."))
-    first = start_kernel()
+    first = start_kernel(shared=True)
     execute(first, "%load_ext tiny_agent_nb")
     execute(first, "%%agent\nHello")
     first.shutdown()
 
-    second = start_kernel(base_url=None)
+    second = start_kernel(shared=True, base_url=None)
     execute(second, "%load_ext tiny_agent_nb")
     asked = execute(second, "%%agent --demo\nHello again")
     assert f"[{DEMO_LABEL}]" in asked
@@ -128,7 +130,7 @@ def test_the_model_configured_after_load_ext_is_the_one_the_session_names(
     """Configured the documented way (`%load_ext`, then `%config`), the session file is
     created while the demo model is the configured one: its header names the demo, but the
     status, the timeline and the CLI name the model that answered."""
-    kernel = start_kernel(base_url=None, model=None)
+    kernel = start_kernel(shared=True, base_url=None, model=None)
     execute(kernel, "%load_ext tiny_agent_nb")
     execute(
         kernel,

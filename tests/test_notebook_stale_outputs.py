@@ -26,7 +26,7 @@ TIMELINE = re.compile(r'<div class="tan-timeline" data-session="([^"]+)"([^>]*)>
 def test_a_clean_shutdown_draws_no_display_again(
     start_kernel: StartKernel, server: OpenAIServer
 ) -> None:
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     kernel.execute("%load_ext tiny_agent_nb")
     server.enqueue(text_reply("An answer."))
     kernel.execute("%%agent\nSay something.")
@@ -48,7 +48,7 @@ def test_a_clean_shutdown_draws_no_display_again(
 def test_a_timeline_closed_by_a_session_switch_names_no_session_id(
     start_kernel: StartKernel,
 ) -> None:
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     kernel.execute("%load_ext tiny_agent_nb")
     opened = kernel.execute("%agent timeline")
     found = TIMELINE.search(opened.displays[-1]["text/html"])
@@ -65,7 +65,7 @@ def test_a_timeline_closed_by_a_session_switch_names_no_session_id(
 def test_the_next_kernel_marks_a_timeline_a_dead_kernel_left_open_superseded(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path
 ) -> None:
-    first = start_kernel()
+    first = start_kernel(shared=True)
     first.execute("%load_ext tiny_agent_nb")
     shown = first.execute("%agent timeline")
     display_id = shown.display_messages[-1][1]
@@ -94,7 +94,7 @@ def test_the_next_kernel_marks_a_timeline_a_dead_kernel_left_open_superseded(
     assert drawn_by is not None
     assert '<div class="tan-note tan-superseded" hidden' in last_html  # hidden until marked
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     loaded = second.execute("%load_ext tiny_agent_nb")
     assert "The previous kernel stopped during a run" in loaded.stdout
     session = left.group(1)

@@ -411,7 +411,7 @@ def test_controls_are_heard_after_a_client_deleted_the_controls_subshell(
     """Any client of the kernel may list its subshells and delete them, the controls'
     one too. The next run's clicks are still heard (the kernel makes a new subshell),
     not sent to a subshell that is gone."""
-    ui = frontend(start_kernel, "main shell")
+    ui = frontend(start_kernel, "main shell", shared=False)  # the subshells it lists are its own
     server.enqueue(text_reply("First."))
     ui.finish(ui.send("%%agent\nFirst."))  # the first run's Stop made the subshell
     made = ui.control("list_subshell_request")["subshell_id"]
@@ -461,7 +461,7 @@ def test_a_controls_subshell_that_cannot_be_made_in_time_leaves_the_pump_to_hear
     by the pump; the kernel asks for a subshell once (a slow one made after the wait gave
     up is the one later controls use: no second subshell, no second wait), and the cell
     shows nothing of it."""
-    ui = frontend(start_kernel, "main shell")
+    ui = frontend(start_kernel, "main shell", shared=False)  # a kernel with no subshell yet
     ui.finish(ui.send(SLOW_SUBSHELLS if making == "slow" else FAILING_SUBSHELLS))
     server.enqueue(
         tool_calls_reply(tool_call("c1", "bash", {"command": "touch allowed.txt"})),

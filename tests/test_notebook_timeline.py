@@ -49,7 +49,7 @@ def run_statuses(html: str) -> list[str]:
 def test_timeline_then_a_session_switch_then_a_cell_answers_and_each_timeline_shows_its_session(
     start_kernel: StartKernel, server: OpenAIServer, switch: str
 ) -> None:
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     clean(kernel.execute("%load_ext tiny_agent_nb"))
     server.enqueue(text_reply("First answer."))
     clean(kernel.execute("%%agent\nSay something."))
@@ -94,7 +94,7 @@ def test_timeline_display_is_rich_html_and_text_updated_in_place_not_a_widget(
     start_kernel: StartKernel, server: OpenAIServer
 ) -> None:
     """What a saved notebook keeps is the latest HTML and text: it reads with no kernel."""
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     clean(kernel.execute("%load_ext tiny_agent_nb"))
     shown = timelines(clean(kernel.execute("%agent timeline")))
     _, display_id, _, bundle = shown[0]
@@ -117,14 +117,14 @@ def test_timeline_display_is_rich_html_and_text_updated_in_place_not_a_widget(
 def test_a_second_kernel_reads_the_session_read_only_and_still_may_not_write(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
-    first = start_kernel()
+    first = start_kernel(shared=True)
     clean(first.execute("%load_ext tiny_agent_nb"))
     server.enqueue(text_reply("From the first kernel."))
     clean(first.execute("%%agent\nSay something."))
     session = workspace / SESSION
     before = session.read_bytes()
 
-    second = start_kernel()
+    second = start_kernel(shared=True)
     clean(second.execute("%load_ext tiny_agent_nb"))
     label = f"read-only: process {first.pid} writes this session"
 

@@ -50,7 +50,7 @@ def test_a_prompt_carries_the_cells_and_the_error_since_the_previous_agent_cell(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("json.loads needs double quotes."), text_reply("Nothing new."))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     run(kernel, PARSE)
     failed = kernel.execute(FAILING)
@@ -75,7 +75,7 @@ def test_a_prompt_carries_the_cells_and_the_error_since_the_previous_agent_cell(
     # A new kernel sends the same conversation: the cells are in the file.
     kernel.shutdown()
     server.enqueue(text_reply("Same context."))
-    again = start_kernel()
+    again = start_kernel(shared=True)
     load(again)
     assert_clean(again.execute("%%agent\nAnd now?"))
     resent = server.requests[2].body["messages"]
@@ -89,7 +89,7 @@ def test_secrets_are_redacted_and_a_budget_of_zero_sends_no_cells(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("ok"), text_reply("ok"))
-    kernel = start_kernel(extra={"TINY_AGENT_API_KEY": KEY})
+    kernel = start_kernel(shared=True, extra={"TINY_AGENT_API_KEY": KEY})
     load(kernel)
     run(kernel, f"token = '{KEY}'\nprint('\\x1b[31mred\\x1b[0m')")
     run(kernel, "raise ValueError('\\x1b[1mbold\\x1b[0m ' + token)")
@@ -120,7 +120,7 @@ def test_an_error_whose_message_raises_stays_the_cells_own(
     start_kernel: StartKernel, workspace: Path, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("ok"))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     failed = kernel.execute(SPITEFUL)
     assert failed.error is not None and failed.error["ename"] == "Spiteful"
@@ -134,7 +134,7 @@ def test_the_newest_cells_fit_the_budget_and_the_older_are_counted(
     start_kernel: StartKernel, server: OpenAIServer
 ) -> None:
     server.enqueue(text_reply("ok"))
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     load(kernel)
     run(kernel, "%config TinyAgent.user_cells_chars = 400")
     for n in range(6):

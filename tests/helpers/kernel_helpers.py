@@ -128,12 +128,22 @@ class Kernel:
     """One real IPython kernel process, started in `cwd` with `env`."""
 
     def __init__(
-        self, km: KernelManager, kc: BlockingKernelClient, log: IO[bytes], sockets: Path
+        self,
+        km: KernelManager,
+        kc: BlockingKernelClient,
+        log: IO[bytes],
+        sockets: Path,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
     ) -> None:
         self.km = km
         self.kc = kc
         self._log = log
+        self._log_start = 0  # where the current test's part of the log begins (a shared kernel)
         self._sockets = sockets
+        self.cwd = cwd  # where a restart starts it, and with what environment
+        self.env = env
 
     @classmethod
     def start(cls, *, cwd: Path, env: Mapping[str, str]) -> Kernel:
@@ -169,13 +179,15 @@ class Kernel:
             log_text = Path(log.name).read_text(encoding="utf-8", errors="replace")
             print(f"kernel {name} did not start; it wrote:\n{log_text}", file=sys.stderr)
             raise
-        return cls(km, kc, log, sockets)
+        return cls(km, kc, log, sockets, cwd=cwd, env=env)
 
     @property
     def log_text(self) -> str:
         """What the kernel process itself wrote to stdout/stderr (not cell output)."""
         self._log.flush()
-        return Path(self._log.name).read_text(encoding="utf-8", errors="replace")
+        with Path(self._log.name).open("rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode("utf-8", errors="replace")
 
     @property
     def pid(self) -> int:
@@ -188,9 +200,13 @@ class Kernel:
         return bool(self.km.is_alive())
 
     # ---------------------------------------------------------------- execution
-    def send(self, code: str) -> Execution:
-        """Start executing `code`; `collect` gathers its output."""
-        return Execution(msg_id=self.kc.execute(code, allow_stdin=False, stop_on_error=False))
+    def send(self, code: str, *, quietly: bool = False) -> Execution:
+        """Start executing `code`; `collect` gathers its output. `quietly`: kept out of
+        the history and the cell count, as the test's own cells do not see it."""
+        msg_id = self.kc.execute(
+            code, store_history=not quietly, allow_stdin=False, stop_on_error=False
+        )
+        return Execution(msg_id=msg_id)
 
     def collect(
         self, run: Execution, timeout: float = EXECUTE_TIMEOUT, *, until_dead: bool = False
@@ -238,7 +254,7 @@ class Kernel:
     def restart(self) -> None:
         """Restart the kernel as a Jupyter server does: a new process on the same
         connection file (so with the same kernel id), the notebook's environment kept."""
-        self.km.restart_kernel(now=True)
+        self.km.restart_kernel(now=True, cwd=str(self.cwd), env=dict(self.env))
         self.kc.wait_for_ready(timeout=STARTUP_TIMEOUT)
 
     def sigkill(self, timeout: float = 30.0) -> None:
@@ -333,23 +349,140 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def start_kernel(tmp_path: Path, workspace: Path, server: OpenAIServer) -> Iterator[StartKernel]:
+def start_kernel(
+    tmp_path: Path, workspace: Path, server: OpenAIServer, kernel_pool: KernelPool
+) -> Iterator[StartKernel]:
     """Start kernels on the workspace's analysis.ipynb whose model is the loopback `server`
     (`kernel_env`'s options as keywords); all are shut down afterwards, and any command a
-    killed kernel left running is stopped."""
-    started: list[Kernel] = []
+    killed kernel left running is stopped.
 
-    def start(**env_options: object) -> Kernel:
+    `shared=True` (or a name, for kernels a test changed in a way only tests of that name
+    may share) takes an idle kernel of this test process instead, as a new kernel would
+    be: see `KernelPool`. For a test that needs no process of its own (it does not kill
+    or restart the kernel, nor count its processes)."""
+    started: list[Kernel] = []
+    shared_kernels: list[Kernel] = []
+
+    def start(*, shared: bool | str = False, **env_options: object) -> Kernel:
         options = {"base_url": server.base_url, **env_options}
+        if shared:
+            kernel = kernel_pool.take(str(shared), workspace, options)
+            shared_kernels.append(kernel)
+            return kernel
         env = kernel_env(tmp_path, notebook=workspace / NOTEBOOK, **options)  # type: ignore[arg-type]
         kernel = Kernel.start(cwd=workspace, env=env)
         started.append(kernel)
         return kernel
 
     yield start
+    for kernel in shared_kernels:
+        kernel_pool.give_back(kernel)
     for kernel in started:
         kernel.shutdown()
     stop_commands(stray_commands(workspace))
+
+
+# What a kernel taken from the pool runs first: the state a new kernel would have, in the
+# test's folder, with the test's environment and the `TinyAgent` settings its IPython
+# profile gives (a `%config` is kept there). `reset(new_session=True)` empties the
+# namespace and the history and counts cells from 1 again, as a new kernel does.
+_ENTER = """\
+import os as _os
+_os.chdir({cwd!r})
+for _name in {scrubbed!r}:
+    _os.environ.pop(_name, None)
+_os.environ.update({env!r})
+from traitlets.config import Config as _Config
+get_ipython().config.TinyAgent = _Config({config!r})
+get_ipython().reset(new_session=True)
+"""
+# What it runs when its test is over: the extension unloaded (its session closed, its lock
+# released, its controls withdrawn) and the folder left.
+_LEAVE = """\
+import os as _os
+if "tiny_agent_nb" in get_ipython().extension_manager.loaded:
+    get_ipython().extension_manager.unload_extension("tiny_agent_nb")
+_os.chdir({home!r})
+"""
+
+
+Kind = tuple[str, str | None, tuple[tuple[str, str], ...]]  # tag, approve, extra variables
+
+
+class KernelPool:
+    """Idle kernels of one test process, kept between the tests that share them.
+
+    A kernel start with `%load_ext` is about 1 s of CPU, and the notebook tests start
+    hundreds of them: most need a kernel in its first state, not a new process. A kernel
+    is given back alive, its extension unloaded; it is shared only by tests of its kind
+    (the same tag, `approve` and `extra` variables, which it started with), and a restart
+    starts it in the environment of the test that has it. Each kernel serves at most
+    `USES` tests, so what unloading leaves behind (a thread, a subshell) stays small."""
+
+    USES = 16
+    IDLE = 3
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.idle: list[tuple[Kind, Kernel]] = []
+        self.kind_of: dict[Kernel, Kind] = {}
+        self.uses: dict[Kernel, int] = {}
+
+    def take(self, tag: str, cwd: Path, options: Mapping[str, Any]) -> Kernel:
+        """A kernel in `cwd` with `kernel_env`'s `options`, its extension not loaded."""
+        approve = options.get("approve", "auto")
+        extra: Mapping[str, str] = options.get("extra") or {}
+        kind: Kind = (tag, approve, tuple(sorted(extra.items())))
+        alive = (k for idle_kind, k in self.idle if idle_kind == kind and k.is_alive())
+        found = next(alive, None)
+        if found is None:
+            home = Path(tempfile.mkdtemp(prefix="kernel-", dir=self.home))
+            env = kernel_env(home, base_url=None, model=None, extra=extra, approve=approve)
+            kernel = Kernel.start(cwd=home, env=env)
+            self.kind_of[kernel], self.uses[kernel] = kind, 0
+        else:
+            kernel = found
+            self.idle.remove((kind, kernel))
+        self.uses[kernel] += 1
+        kernel._log_start = Path(kernel._log.name).stat().st_size
+        # The test's environment, also for a restart (its IPython directory the kernel's)
+        home = Path(kernel.env["IPYTHONDIR"]).parent
+        kernel.cwd = cwd
+        kernel.env = kernel_env(home, notebook=cwd / NOTEBOOK, **options)
+        names = (*SCRUBBED, *extra)
+        variables = {name: kernel.env[name] for name in names if name in kernel.env}
+        settings = {} if approve is None else {"approve": approve}
+        enter = _ENTER.format(cwd=str(cwd), scrubbed=SCRUBBED, env=variables, config=settings)
+        entered = kernel.collect(kernel.send(enter, quietly=True))
+        assert entered.error is None, entered.error
+        return kernel
+
+    def give_back(self, kernel: Kernel) -> None:
+        """Keep `kernel` for the next test of its kind, if it can serve one."""
+        kept = kernel.is_alive() and self.uses[kernel] < self.USES
+        if kept:
+            try:
+                left = kernel.collect(
+                    kernel.send(_LEAVE.format(home=str(self.home)), quietly=True), 30
+                )
+                kept = left.error is None
+            except (TimeoutError, AssertionError, Empty):  # busy, dead, or no reply
+                kept = False
+        if not kept:
+            self._retire(kernel)
+            return
+        self.idle.append((self.kind_of[kernel], kernel))
+        if len(self.idle) > self.IDLE:
+            self._retire(self.idle.pop(0)[1])
+
+    def _retire(self, kernel: Kernel) -> None:
+        del self.kind_of[kernel], self.uses[kernel]
+        kernel.shutdown()
+
+    def close(self) -> None:
+        for _, kernel in self.idle:
+            kernel.shutdown()
+        self.idle.clear()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
