@@ -221,6 +221,13 @@ EXPORTS: dict[str, set[str]] = {
         "KEY_VARIABLES",  # TinyAgent.tool_env's default
         "clean_text",
         "truncate",
+        # the notebook as tools see it, which the notebook layer implements
+        "Notebook",
+        "NotebookCell",
+        "NotebookCells",
+        "CellChange",
+        "CellType",
+        "ApplyOutcome",
     },
     "mcp": {
         "McpServers",

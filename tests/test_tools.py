@@ -34,21 +34,23 @@ BUILTINS = (
     "propose_cell",
     "python",
     "read_file",
+    "read_notebook",
     "write_file",
 )
 SAFE_READS = {"grep", "list_files", "read_file"}
-# Asked for under `--approve ask`: what may change something. list_variables reads and
-# propose_cell's cell is itself reviewed, though neither is replayed after a crash.
+# Asked for under `--approve ask`: what may change something. list_variables and
+# read_notebook read and propose_cell's cell is itself reviewed, though none is replayed
+# after a crash.
 ASKED = {"bash", "edit_file", "python", "write_file"}
 
 
 # ---------------------------------------------------------------- registry
 
 
-def test_builtin_registry_has_the_nine_tools() -> None:
+def test_builtin_registry_has_the_ten_tools() -> None:
     registry = builtin_registry()
     assert registry.names == BUILTINS
-    assert len(registry) == 9
+    assert len(registry) == 10
     assert [tool.name for tool in registry] == list(BUILTINS)
     assert "bash" in registry
     assert registry.get("nope") is None
@@ -120,7 +122,7 @@ def test_subset_with_a_pattern_matching_nothing_names_it_and_the_known_tools() -
     assert str(raised.value) == (
         "unknown tool(s): rm_rf; no tool matches 'github__*'; no tool matches 'slack__*'; "
         "known tools: bash, edit_file, grep, list_files, list_variables, propose_cell, python, "
-        "read_file, write_file"
+        "read_file, read_notebook, write_file"
     )
 
 
@@ -161,6 +163,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "python": {"code": "1"},
     "list_variables": {},
     "propose_cell": {"code": "1"},
+    "read_notebook": {},
 }
 
 

@@ -31,7 +31,7 @@ from ..provider import DEMO_MODEL, METADATA_SECONDS, DemoProvider
 from ..redaction import redact
 from ..render import cell_text
 from ..session import Approval, RunOptions, SessionStore
-from ..tools import Tool, ToolContext, ToolRegistry, builtin_registry
+from ..tools import Notebook, Tool, ToolContext, ToolRegistry, builtin_registry
 from ._config import TinyAgent
 from ._opening import NotebookError
 from ._provider import DEMO_ADVICE, KernelProvider, SessionModel
@@ -111,6 +111,7 @@ class LoopBuilder:
         hidden_variables: Mapping[str, object],
         propose_cell: Callable[[str], str] | None,
         *,
+        notebook: Notebook | None = None,
         provider: KernelProvider,
         mcp: KernelServers,
         session_model: SessionModel,
@@ -119,6 +120,7 @@ class LoopBuilder:
         self.namespace = namespace
         self.hidden_variables = hidden_variables
         self.propose_cell = propose_cell
+        self.notebook = notebook
         self.provider = provider
         self.mcp = mcp
         self.session_model = session_model
@@ -213,6 +215,7 @@ class LoopBuilder:
                 namespace=self.namespace,
                 hidden_variables=self.hidden_variables,
                 propose_cell=self.propose_cell,
+                notebook=self.notebook,
                 secrets=self.config.secrets(),
             ),
             config,

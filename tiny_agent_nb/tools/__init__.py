@@ -20,10 +20,24 @@ from ._base import (
 from ._bash import KEY_VARIABLES
 from ._files import ReadFile
 from ._limits import clean_text, truncate
+from ._notebook import (
+    ApplyOutcome,
+    CellChange,
+    CellType,
+    Notebook,
+    NotebookCell,
+    NotebookCells,
+)
 from ._registry import ToolRegistry, builtin_registry
 
 __all__ = [
     "KEY_VARIABLES",
+    "ApplyOutcome",
+    "CellChange",
+    "CellType",
+    "Notebook",
+    "NotebookCell",
+    "NotebookCells",
     "OutsideWorkspaceError",
     "ReadFile",
     "Tool",

@@ -13,6 +13,7 @@ from ._bash import Bash
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile
 from ._propose import ProposeCell
 from ._python import Python
+from ._read_notebook import ReadNotebook
 from ._variables import ListVariables
 
 BUILTIN_TOOLS = (
@@ -25,6 +26,7 @@ BUILTIN_TOOLS = (
     Python,
     ListVariables,
     ProposeCell,
+    ReadNotebook,
 )
 
 
