@@ -95,7 +95,7 @@ class LiveNotebook:
         self._widget: Any = None
         self._opened = 0.0  # when the widget's comm opened (monotonic)
         self._ids = count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # `_wait` holds it around conditions that take it
         self._arrived = threading.Event()  # set on each message from a frontend
         # Frontends that said hello: whether each reaches a notebook model.
         self._frontends: dict[str, bool] = {}
