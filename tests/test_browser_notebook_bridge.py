@@ -8,15 +8,18 @@ refused. Notebook 7 is the same Jupyter server's `/notebooks/` page."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
 from helpers import lab as shared
+from helpers.browser_helpers import JupyterLab, artifacts_dir, in_ci, notebook7_python
 from helpers.lab import STEP_TIMEOUT_MS, write_notebook
-from helpers.openai_server import text_reply, tool_call, tool_calls_reply
+from helpers.openai_server import MODEL, text_reply, tool_call, tool_calls_reply
 from helpers.polling import wait_until
 
 # One JupyterLab at a time on the worker that runs the browser modules.
@@ -37,24 +40,65 @@ CELLS = ["%load_ext tiny_agent_nb", "x = 1", "%%agent\nWhat is in this notebook?
 
 
 @pytest.fixture(scope="module")
-def lab(lab: shared.Lab, browser: Any) -> Iterator[tuple[shared.Lab, Any]]:
-    yield lab, browser
+def servers(lab: shared.Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """The test process's JupyterLab, and a Notebook 7 server started lazily beside it
+    (its kernels use the same model server)."""
+    with ExitStack() as stack:
+
+        def notebook7() -> JupyterLab:
+            python = notebook7_python()
+            if python is None:
+                reason = "Notebook 7 is not installed (pip install notebook>=7)"
+                if in_ci():
+                    pytest.fail(f"{reason}; CI=true, so the browser test must run")
+                pytest.skip(reason)
+            base = tmp_path_factory.mktemp("notebook7")
+            (base / "root").mkdir()
+            env: dict[str, str | None] = {
+                "TINY_AGENT_BASE_URL": lab.server.base_url,
+                "TINY_AGENT_MODEL": MODEL,
+                "TINY_AGENT_API_KEY": None,
+                "OPENROUTER_API_KEY": None,
+                "JPY_SESSION_NAME": None,
+            }
+            server = JupyterLab(
+                base / "root",
+                base / "jupyter",
+                env=env,
+                log_path=artifacts_dir() / "browser-notebook7.log",
+                startup_timeout=STEP_TIMEOUT_MS / 1000,
+                app="notebook",
+                python=python,
+            )
+            return stack.enter_context(server)
+
+        yield Servers(lab, notebook7)
 
 
-def _open(lab: shared.Lab, browser: Any, app: str) -> Any:
-    root = lab.directory(f"bridge-{app}")
+@dataclass
+class Servers:
+    lab: shared.Lab
+    start_notebook7: Callable[[], JupyterLab]
+
+    def get(self, app: str) -> JupyterLab:
+        return self.lab.lab if app == "lab" else self.start_notebook7()
+
+
+def _open(server: JupyterLab, browser: Any, app: str) -> Any:
+    root = server.root / f"bridge-{app}"
+    root.mkdir()
     notebook = write_notebook(root / "bridge.ipynb", CELLS)
-    relative = notebook.relative_to(lab.lab.root).as_posix()
+    relative = notebook.relative_to(server.root).as_posix()
     page = browser.new_page(viewport={"width": 1200, "height": 1400})
     page.set_default_timeout(STEP_TIMEOUT_MS)
     if app == "lab":
-        page.goto(lab.lab.url(f"lab/workspaces/{root.name}/tree/{relative}"))
+        page.goto(server.url(f"lab/workspaces/{root.name}/tree/{relative}"))
     else:
-        page.goto(lab.lab.url(f"notebooks/{relative}"))
+        page.goto(server.url(f"notebooks/{relative}"))
     page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content")
 
     def idle() -> bool:
-        sessions = httpx.get(lab.lab.url("api/sessions"), timeout=5).json()
+        sessions = httpx.get(server.url("api/sessions"), timeout=5).json()
         return isinstance(sessions, list) and any(
             x["path"] == relative
             and x["kernel"]["connections"] >= 1
@@ -82,12 +126,11 @@ def _run(page: Any, n: int) -> None:
     prompt.filter(has_text=re.compile(r"\[\d+\]")).wait_for(state="attached")
 
 
-@pytest.mark.parametrize("app", ["lab"])
+@pytest.mark.parametrize("app", ["lab", "notebook"])
 def test_the_live_notebook_is_read_and_changed_as_the_user_has_it(
-    lab: tuple[shared.Lab, Any], app: str
+    servers: Servers, browser: Any, app: str
 ) -> None:
-    shared_lab, browser = lab
-    page = _open(shared_lab, browser, app)
+    page = _open(servers.get(app), browser, app)
     try:
         _run(page, 0)
         # The user types into cell 1 and neither runs nor saves it.
@@ -96,7 +139,7 @@ def test_the_live_notebook_is_read_and_changed_as_the_user_has_it(
         page.keyboard.type("\n" + TYPED)
         page.keyboard.press("Escape")
 
-        server = shared_lab.server
+        server = servers.lab.server
         sent = len(server.requests)
         server.enqueue(
             tool_calls_reply(tool_call("r1", "read_notebook", {})),
@@ -135,7 +178,7 @@ def test_the_live_notebook_is_read_and_changed_as_the_user_has_it(
         )
         assert _source(page, 1) == f"x = 1\n{TYPED}"
     except BaseException:
-        page.screenshot(path=str(shared.artifacts_dir() / f"bridge-failure-{app}.png"))
+        page.screenshot(path=str(artifacts_dir() / f"bridge-failure-{app}.png"))
         raise
     finally:
         page.close()
