@@ -99,7 +99,8 @@ class LiveNotebook:
         self._arrived = threading.Event()  # set on each message from a frontend
         # Frontends that said hello: whether each reaches a notebook model.
         self._frontends: dict[str, bool] = {}
-        self._replies: dict[int, dict[str, Any]] = {}
+        self._asked = 0  # the request waited for: only its first reply is kept
+        self._reply: dict[str, Any] | None = None
         self._chosen: str | None = None  # the frontend that answered last
 
     def read(self) -> NotebookCells:
@@ -125,12 +126,11 @@ class LiveNotebook:
         when none answers in time (those that did not are forgotten: a closed page)."""
         if not self._contact():
             return None
-        request = next(self._ids)
         with self._lock:
             target = target if self._frontends.get(target or "") else None
-            self._replies.pop(request, None)
-        self._widget.send({**message, "id": request, "frontend": target})
-        reply: dict[str, Any] | None = self._wait(lambda: self._replies.get(request), REPLY_TIMEOUT)
+            self._asked, self._reply = next(self._ids), None
+        self._widget.send({**message, "id": self._asked, "frontend": target})
+        reply: dict[str, Any] | None = self._wait(lambda: self._reply, REPLY_TIMEOUT)
         with self._lock:
             if reply is None:
                 self._frontends.clear()
@@ -184,9 +184,9 @@ class LiveNotebook:
         with self._lock:
             if content.get("op") == "hello":
                 self._frontends[frontend] = reachable
-            elif content.get("op") == "reply" and reachable and isinstance(content.get("id"), int):
+            elif content.get("op") == "reply" and reachable and content.get("id") == self._asked:
                 self._frontends[frontend] = True
-                self._replies.setdefault(content["id"], content)
+                self._reply = self._reply or content
         self._arrived.set()
 
     def _wait(self, done: Callable[[], Any], seconds: float) -> Any:
