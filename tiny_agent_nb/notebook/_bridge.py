@@ -22,6 +22,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from itertools import count
 from pathlib import Path
 from typing import Any, cast
@@ -111,7 +112,11 @@ class LiveNotebook:
         return NotebookCells(cells, live=True, own_cell_id=self._own_cell_id())
 
     def apply(self, change: CellChange) -> ApplyOutcome:
-        reply = self._request({"op": "apply", "change": change.__dict__}, self._chosen)
+        """Call it on the kernel's main thread (the running cell), never from a comm
+        handler: the frontend's answer is handled on that handler's thread. Past
+        REPLY_TIMEOUT it says "unreachable", though a frontend that answers late may
+        have applied it."""
+        reply = self._request({"op": "apply", "change": asdict(change)}, self._chosen)
         outcome = reply and reply.get("outcome")
         return cast(ApplyOutcome, outcome) if outcome in OUTCOMES else "unreachable"
 
