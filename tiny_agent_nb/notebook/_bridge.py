@@ -72,7 +72,8 @@ function apply(shared, change) {
 
 export default {
   initialize({ model }) {
-    const frontend = crypto.randomUUID();
+    // Not crypto.randomUUID: a page served over plain http from another host lacks it.
+    const frontend = Math.random().toString(36).slice(2) + Date.now().toString(36);
     model.send({ op: "hello", frontend, reachable: sharedNotebook(model) !== null });
     model.on("msg:custom", (request) => {
       if (request.frontend && request.frontend !== frontend) return;
