@@ -105,3 +105,31 @@ def test_a_frontend_without_the_notebook_leaves_the_saved_file_and_nothing_appli
     answer(ui, cell, reachable=False)
     assert "LIVE False [('s', 'saved = 1')]" in cell.stdout
     assert "APPLY unreachable" in cell.stdout
+
+
+def test_a_frontend_that_says_hello_and_never_answers_costs_one_bounded_wait(
+    start_kernel: StartKernel, workspace: Path
+) -> None:
+    """A page closed after its hello: the read waits for its answer once, then reads the
+    saved file; the page is forgotten, so the change after it waits for nobody."""
+    saved = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}
+    (workspace / "analysis.ipynb").write_text(json.dumps(saved))
+    ui = WidgetFrontend(start_kernel())
+    ui.finish(ui.send("%load_ext tiny_agent_nb"))
+    cell = ui.send(USE)
+    requests: list[dict[str, Any]] = []
+    while not cell.finished:
+        try:
+            msg = ui.kc.get_iopub_msg(timeout=0.2)
+        except Exception:
+            continue
+        ui._absorb(msg)
+        kind, content = msg["header"]["msg_type"], msg["content"]
+        if kind == "comm_open" and "sharedNotebook" in str(content["data"].get("state", {})):
+            send(ui, content["comm_id"], {"op": "hello", "frontend": "f1", "reachable": True})
+        elif kind == "comm_msg" and content["data"].get("method") == "custom":
+            requests.append(content["data"]["content"])
+    ui.finish(cell)
+    assert "LIVE False []" in cell.stdout
+    assert "APPLY unreachable" in cell.stdout
+    assert [r["op"] for r in requests] == ["read"]
