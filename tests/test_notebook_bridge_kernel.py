@@ -133,3 +133,38 @@ def test_a_frontend_that_says_hello_and_never_answers_costs_one_bounded_wait(
     assert "LIVE False []" in cell.stdout
     assert "APPLY unreachable" in cell.stdout
     assert [r["op"] for r in requests] == ["read"]
+
+
+def test_where_two_notebooks_share_the_kernel_the_one_named_after_its_file_is_read(
+    start_kernel: StartKernel,
+) -> None:
+    """A JupyterLab notebook switched to another's kernel: both pages answer; this
+    kernel's notebook (analysis.ipynb, from JPY_SESSION_NAME) is asked, the other is not."""
+    ui = WidgetFrontend(start_kernel())
+    ui.finish(ui.send("%load_ext tiny_agent_nb"))
+    cell = ui.send(USE)
+    pages = {"f0": ("other.ipynb", [LIVE_CELLS[0]]), "f1": ("work/analysis.ipynb", LIVE_CELLS)}
+    requests: list[dict[str, Any]] = []
+    while not cell.finished:
+        try:
+            msg = ui.kc.get_iopub_msg(timeout=0.2)
+        except Exception:
+            continue
+        ui._absorb(msg)
+        kind, content = msg["header"]["msg_type"], msg["content"]
+        if kind == "comm_open" and "sharedNotebook" in str(content["data"].get("state", {})):
+            for name, (path, _) in pages.items():
+                hello = {"op": "hello", "frontend": name, "path": path, "reachable": True}
+                send(ui, content["comm_id"], hello)
+        elif kind == "comm_msg" and content["data"].get("method") == "custom":
+            request = content["data"]["content"]
+            requests.append(request)
+            for name, (_, cells) in pages.items():
+                if request["frontend"] in (None, name):
+                    reply = {"op": "reply", "id": request["id"], "frontend": name}
+                    reply.update(reachable=True, cells=cells, outcome="applied")
+                    send(ui, content["comm_id"], reply)
+    ui.finish(cell)
+    assert "LIVE True [('a', '# Live'), ('b', 'x = 1  # typed')]" in cell.stdout
+    assert "APPLY applied" in cell.stdout
+    assert [r["frontend"] for r in requests] == ["f1", "f1"]

@@ -74,7 +74,9 @@ export default {
   initialize({ model }) {
     // Not crypto.randomUUID: a page served over plain http from another host lacks it.
     const frontend = Math.random().toString(36).slice(2) + Date.now().toString(36);
-    model.send({ op: "hello", frontend, reachable: sharedNotebook(model) !== null });
+    let path = null;
+    try { path = model.widget_manager.context.path; } catch (error) { /* no context */ }
+    model.send({ op: "hello", frontend, path, reachable: sharedNotebook(model) !== null });
     model.on("msg:custom", (request) => {
       if (request.frontend && request.frontend !== frontend) return;
       const shared = sharedNotebook(model);
@@ -101,12 +103,13 @@ class LiveNotebook:
         self._arrived = threading.Event()  # set on each message from a frontend
         # Frontends that said hello: whether each reaches a notebook model.
         self._frontends: dict[str, bool] = {}
+        self._paths: dict[str, str] = {}  # the notebook each one shows, as the server names it
         self._asked = 0  # the request waited for: only its first reply is kept
         self._reply: dict[str, Any] | None = None
         self._chosen: str | None = None  # the frontend that answered last
 
     def read(self) -> NotebookCells:
-        reply = self._request({"op": "read"}, None)
+        reply = self._request({"op": "read"})
         cells = None if reply is None else _cells(reply.get("cells"))
         if cells is None:
             return self._saved_cells()
@@ -117,7 +120,7 @@ class LiveNotebook:
         handler: the frontend's answer is handled on that handler's thread. Past
         REPLY_TIMEOUT it says "unreachable", though a frontend that answers late may
         have applied it."""
-        reply = self._request({"op": "apply", "change": asdict(change)}, self._chosen)
+        reply = self._request({"op": "apply", "change": asdict(change)}, to_last=True)
         outcome = reply and reply.get("outcome")
         return cast(ApplyOutcome, outcome) if outcome in OUTCOMES else "unreachable"
 
@@ -127,23 +130,43 @@ class LiveNotebook:
             self._widget = None
 
     # ------------------------------------------------------------------ the frontends
-    def _request(self, message: dict[str, Any], target: str | None) -> dict[str, Any] | None:
-        """The first reply of a frontend with a notebook (`target`'s, if given), or None
-        when none answers in time (those that did not are forgotten: a closed page)."""
+    def _request(self, message: dict[str, Any], *, to_last: bool = False) -> dict[str, Any] | None:
+        """The first reply of a frontend with a notebook, or None when none answers in
+        time (those that did not are forgotten: a closed page). Asked: with `to_last`,
+        the frontend that answered last (a change goes where it was read); else one
+        showing this kernel's notebook; else all of them."""
         if not self._contact():
             return None
         with self._lock:
-            target = target if self._frontends.get(target or "") else None
+            last = self._chosen if to_last and self._frontends.get(self._chosen or "") else None
+            target = last or self._ours()
             self._asked, self._reply = next(self._ids), None
         self._widget.send({**message, "id": self._asked, "frontend": target})
         reply: dict[str, Any] | None = self._wait(lambda: self._reply, REPLY_TIMEOUT)
         with self._lock:
             if reply is None:
                 self._frontends.clear()
+                self._paths.clear()
                 self._chosen = None
             else:
                 self._chosen = reply["frontend"]
         return reply
+
+    def _ours(self) -> str | None:
+        """A frontend showing this kernel's notebook by name, where another notebook
+        shares the kernel; None (ask them all) when none does, as after a rename."""
+        saved = self._saved()
+        with self._lock:
+            return next(
+                (
+                    frontend
+                    for frontend, path in self._paths.items()
+                    if saved is not None
+                    and self._frontends.get(frontend)
+                    and path.rsplit("/", 1)[-1] == saved.name
+                ),
+                None,
+            )
 
     def _contact(self) -> bool:
         """Whether a frontend with a notebook said hello: waits for one once, after the
@@ -190,6 +213,8 @@ class LiveNotebook:
         with self._lock:
             if content.get("op") == "hello":
                 self._frontends[frontend] = reachable
+                if isinstance(content.get("path"), str):
+                    self._paths[frontend] = content["path"]
             elif content.get("op") == "reply" and reachable and content.get("id") == self._asked:
                 self._frontends[frontend] = True
                 self._reply = self._reply or content
