@@ -34,6 +34,7 @@ from tiny_agent_nb.tools import (
     ToolRegistry,
     builtin_registry,
 )
+from tiny_agent_nb.tools._cells import CELL_TOOLS
 
 from helpers.openai_server import (
     OpenAIServer,
@@ -110,7 +111,10 @@ class Harness:
                 environment_identity=str(workspace),
             ),
         )
-        tools = builtin_registry()
+        # Not the cell tools, which act on a notebook: the window figures of the tests
+        # built on this harness count the tokens of every schema sent.
+        everything = builtin_registry()
+        tools = everything.subset(n for n in everything.names if n not in CELL_TOOLS)
         if config.pop("interrupting", False):
             extra_tools = (*extra_tools, Interrupting())
         if extra_tools:
