@@ -329,7 +329,8 @@ class RunControls:
                     _question(tool, text, answer, self._stop_pressed, change),
                     record(
                         "○",
-                        "asked for approval, not answered here: the call did not run "
+                        f"asked {'to accept' if change else 'for approval'}, not answered "
+                        f"here: {'nothing was changed' if change else 'the call did not run'} "
                         "(no buttons shown? interrupt the kernel to stop the run)",
                     ),
                     self._publish,
