@@ -34,7 +34,6 @@ from tiny_agent_nb.tools import (
     ToolRegistry,
     builtin_registry,
 )
-from tiny_agent_nb.tools._cells import CELL_TOOLS
 
 from helpers.openai_server import (
     OpenAIServer,
@@ -114,7 +113,8 @@ class Harness:
         # Not the cell tools, which act on a notebook: the window figures of the tests
         # built on this harness count the tokens of every schema sent.
         everything = builtin_registry()
-        tools = everything.subset(n for n in everything.names if n not in CELL_TOOLS)
+        cell_tools = ("edit_cell", "insert_cell", "delete_cell")
+        tools = everything.subset(n for n in everything.names if n not in cell_tools)
         if config.pop("interrupting", False):
             extra_tools = (*extra_tools, Interrupting())
         if extra_tools:
