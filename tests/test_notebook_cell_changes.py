@@ -92,7 +92,9 @@ def test_reject_by_key_changes_nothing_and_a_message_to_another_question_does_no
     cell = ui.send("%%agent\nFix the total.")
     ui.wait_for_button("Accept")
     first = ui.questions()[-1]
-    ui.press_key(first, "r")  # Reject
+    ui._custom(first, {"choice": "always"})  # no such button on a diff: nothing
+    ui.press_key(first, "d")  # Deny's key on other questions: nothing here
+    ui.press_key(first, "r")  # Reject: the first answer
     ui.until(lambda: len(ui.questions()) == 2 and ui.buttons("Accept"), "the second diff")
     second = ui.questions()[-1]
     assert second.state["text"].startswith("new code cell after cell c1\n")
