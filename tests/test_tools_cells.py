@@ -105,6 +105,7 @@ def test_insert_and_delete_are_applied_on_accept() -> None:
         (EDIT, {"cell_id": "c9", "source": "x"}, "the notebook has no cell c9"),
         (INSERT, {"after_cell_id": "c2", "source": " %%agent\nhi"}, "may not start with %%agent"),
         (EDIT, {"cell_id": "c2", "source": "ok\u202e = 1"}, "U+202E at line 1"),
+        (EDIT, {"cell_id": "c2", "source": "x = 1"}, "cell c2 already holds this source"),
         (EDIT, {"cell_id": "c2", "source": "x = 1" + " " * 120 + "; y"}, "wider than the 100"),
     ],
 )

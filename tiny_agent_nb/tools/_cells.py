@@ -89,6 +89,8 @@ class CellTool(BuiltinTool[Any]):
         cells = context.notebook.read()
         cell_id = str(arguments.get("cell_id", arguments.get("after_cell_id")))
         old = _source_of(cells, cell_id, may_be_agent=self.action == "insert")
+        if self.action == "edit" and old == new:
+            raise ToolError(f"cell {cell_id} already holds this source; {NOTHING}")
         if self.action != "insert":
             arguments = {**arguments, "old_source": old}
         diff = cell_diff(self.change(self.parse_arguments(arguments)))
@@ -212,7 +214,7 @@ def cell_diff(change: CellChange) -> str:
         "delete": f"cell {change.cell_id} (deleted)",
     }[change.action]
     hunks = list(difflib.unified_diff(old, new, lineterm="", n=3))[2:]  # not ---/+++
-    return "\n".join([where, *hunks]) if hunks else f"{where}: no change"
+    return "\n".join([where, *hunks])
 
 
 def change_diff(tool: str, arguments: dict[str, Any]) -> str | None:
