@@ -110,7 +110,11 @@ class Harness:
                 environment_identity=str(workspace),
             ),
         )
-        tools = builtin_registry()
+        # Not the cell tools, which act on a notebook: the window figures of the tests
+        # built on this harness count the tokens of every schema sent.
+        everything = builtin_registry()
+        cell_tools = ("edit_cell", "insert_cell", "delete_cell")
+        tools = everything.subset(n for n in everything.names if n not in cell_tools)
         if config.pop("interrupting", False):
             extra_tools = (*extra_tools, Interrupting())
         if extra_tools:

@@ -219,6 +219,7 @@ EXPORTS: dict[str, set[str]] = {
         "ToolArgumentError",
         "OutsideWorkspaceError",
         "KEY_VARIABLES",  # TinyAgent.tool_env's default
+        "change_diff",  # a cell change as the user reviews it
         "clean_text",
         "truncate",
         # the notebook as tools see it, which the notebook layer implements

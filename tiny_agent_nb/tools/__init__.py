@@ -18,6 +18,7 @@ from ._base import (
     ToolUsage,
 )
 from ._bash import KEY_VARIABLES
+from ._cells import change_diff
 from ._files import ReadFile
 from ._limits import clean_text, truncate
 from ._notebook import (
@@ -50,6 +51,7 @@ __all__ = [
     "ToolSchema",
     "ToolUsage",
     "builtin_registry",
+    "change_diff",
     "clean_text",
     "truncate",
 ]

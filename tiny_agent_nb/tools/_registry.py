@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 
 from ._base import Tool, ToolSchema
 from ._bash import Bash
+from ._cells import DeleteCell, EditCell, InsertCell
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile
 from ._propose import ProposeCell
 from ._python import Python
@@ -27,6 +28,9 @@ BUILTIN_TOOLS = (
     ListVariables,
     ProposeCell,
     ReadNotebook,
+    EditCell,
+    InsertCell,
+    DeleteCell,
 )
 
 
