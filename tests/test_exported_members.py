@@ -209,6 +209,7 @@ EXPORTS: dict[str, set[str]] = {
         "Tool",
         "ToolRegistry",
         "builtin_registry",
+        "NOTEBOOK_TOOLS",  # not offered to a run with no notebook (notebook/_loops.py)
         "ReadFile",  # the built-in tool other layers' tests build theirs on
         "ToolContext",
         "ToolArguments",

@@ -31,7 +31,7 @@ from ..provider import DEMO_MODEL, METADATA_SECONDS, DemoProvider
 from ..redaction import redact
 from ..render import cell_text
 from ..session import Approval, RunOptions, SessionStore
-from ..tools import Notebook, Tool, ToolContext, ToolRegistry, builtin_registry
+from ..tools import NOTEBOOK_TOOLS, Notebook, Tool, ToolContext, ToolRegistry, builtin_registry
 from ._config import TinyAgent
 from ._opening import NotebookError
 from ._provider import DEMO_ADVICE, KernelProvider, SessionModel
@@ -187,6 +187,8 @@ class LoopBuilder:
                     raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
         try:
             registry = self.mcp.registry(tools, with_mcp=with_mcp)
+            if self.notebook is None:
+                registry = registry.subset(n for n in registry.names if n not in NOTEBOOK_TOOLS)
         except NotebookError as exc:
             if not chosen.inherited:
                 raise

@@ -29,10 +29,11 @@ from ._notebook import (
     NotebookCell,
     NotebookCells,
 )
-from ._registry import ToolRegistry, builtin_registry
+from ._registry import NOTEBOOK_TOOLS, ToolRegistry, builtin_registry
 
 __all__ = [
     "KEY_VARIABLES",
+    "NOTEBOOK_TOOLS",
     "ApplyOutcome",
     "CellChange",
     "CellType",

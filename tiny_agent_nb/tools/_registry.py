@@ -32,6 +32,9 @@ BUILTIN_TOOLS = (
     InsertCell,
     DeleteCell,
 )
+# The tools that read or change a notebook's cells: not offered where a run has none, as
+# their schemas would cost every request's tokens for nothing.
+NOTEBOOK_TOOLS = tuple(tool.name for tool in (ReadNotebook, EditCell, InsertCell, DeleteCell))
 
 
 def builtin_registry() -> ToolRegistry:
