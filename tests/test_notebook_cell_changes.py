@@ -3,7 +3,8 @@ the run's approval question (asked under `--approve auto` too), Accept applies e
 the change shown, Reject and Stop change nothing, a message to a question that is not the
 diff's does nothing, the saved notebook keeps each diff and its decision as text, and a
 cell run without stdin falls back to a proposed cell. The notebook is held in the kernel
-(tests/helpers/fake_notebook.py), wired in where the bridge's will be (ToolContext)."""
+(tests/helpers/fake_notebook.py), in place of the bridge's (the real one is
+test_browser_notebook_bridge.py's)."""
 
 from __future__ import annotations
 
@@ -23,16 +24,15 @@ HELPERS = Path(__file__).parent
 NOTEBOOK = (
     f"import sys; sys.path.insert(0, {str(HELPERS)!r})\n"
     "from helpers.fake_notebook import FakeNotebook\n"
-    "import functools, tiny_agent_nb.notebook._loops as loops\n"
     "nb = FakeNotebook('%%agent', 'total = price * qty\\u200b', '%%agent\\nold', own='c0')\n"
-    "loops.ToolContext = functools.partial(loops.ToolContext, notebook=nb)"
+    "get_ipython().magics_manager.registry['AgentMagics'].runtime.loops.notebook = nb"
 )
 
 
 def frontend(start_kernel: StartKernel) -> WidgetFrontend:
     ui = WidgetFrontend(start_kernel())
-    ui.finish(ui.send(NOTEBOOK))
     assert "session" in ui.finish(ui.send("%load_ext tiny_agent_nb")).stdout
+    ui.finish(ui.send(NOTEBOOK))
     return ui
 
 
@@ -131,8 +131,8 @@ def test_a_cell_run_without_stdin_proposes_the_new_source_and_tells_the_model(
     """nbclient runs cells with stdin off: no one can accept a diff, so the edit becomes
     the proposed cell below (the execute reply's set_next_input)."""
     kernel = start_kernel()
-    kernel.execute(NOTEBOOK)
     kernel.execute("%load_ext tiny_agent_nb")
+    kernel.execute(NOTEBOOK)
     server.enqueue(
         tool_calls_reply(tool_call("e1", "edit_cell", {"cell_id": "c1", "source": "total = 2"})),
         text_reply("Proposed."),
