@@ -1,9 +1,13 @@
-"""The live notebook as the tools see it (notebook/_bridge.py), in real JupyterLab 4 and
-Notebook 7 (headless Chromium, a real kernel, the loopback model server): read_notebook
-sees a cell the user typed but neither ran nor saved, and marks the running agent cell;
-a change applied from a running cell edits the cell without running it, the notebook's
-undo (`z`) takes it back, and a change made from a source the cell no longer holds is
-refused. Notebook 7 is the same Jupyter server's `/notebooks/` page."""
+"""The agent reads and changes the live notebook (notebook/_bridge.py, tools/_cells.py)
+in real JupyterLab 4 and Notebook 7 (headless Chromium, a real kernel, the loopback model
+server), on one page per app: read_notebook sees a cell the user typed but neither ran nor
+saved, and marks the running agent cell; edit_cell's diff is shown as text with Accept
+focused, Enter accepts, and the cell holds the new source without running; the notebook's
+undo (`z`) takes it back; Esc rejects and nothing changes; a cell the user changed between
+the diff and Accept is refused and the model told; insert_cell and delete_cell are
+applied; the reopened notebook with no kernel shows each diff and its decision (JupyterLab).
+Light and dark screenshots of a diff before and after Accept go to artifacts_dir().
+Notebook 7 is the same Jupyter server's `/notebooks/` page."""
 
 from __future__ import annotations
 
@@ -11,32 +15,34 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from test_browser_control_keys import FOCUSED_JS
 
 from helpers import lab as shared
 from helpers.browser_helpers import JupyterLab, artifacts_dir, in_ci, notebook7_python
-from helpers.lab import STEP_TIMEOUT_MS, write_notebook
+from helpers.lab import STEP_TIMEOUT_MS, _save, _set_theme, write_notebook
 from helpers.openai_server import MODEL, text_reply, tool_call, tool_calls_reply
 from helpers.polling import wait_until
 
 # One JupyterLab at a time on the worker that runs the browser modules.
 pytestmark = pytest.mark.xdist_group("browser")
 
-TYPED = "y = 'typed, not run'"
-EDITED = "x = 42  # edited from the kernel"
-APPLY = f"""\
-from tiny_agent_nb.tools import CellChange
-bridge = get_ipython().magics_manager.registry["AgentMagics"].runtime.loops.notebook
-seen = bridge.read()
-old = next(cell.source for cell in seen.cells if cell.id == "cell-1")
-print("LIVE", seen.live, "OWN", seen.own_cell_id)
-print("FIRST", bridge.apply(CellChange("edit", "cell-1", old, {EDITED!r})))
-print("AGAIN", bridge.apply(CellChange("edit", "cell-1", old, "x = 0")))
-print("GONE", bridge.apply(CellChange("delete", "no-such-cell", "", "")))"""
-CELLS = ["%load_ext tiny_agent_nb", "x = 1", "%%agent\nWhat is in this notebook?", APPLY]
+TYPED = "y = 2"
+# cell-1 holds a character the diff shows escaped; the user adds TYPED to it, unsaved.
+CELLS = [
+    "%load_ext tiny_agent_nb",
+    "x = 1\u200b",
+    "%%agent\nFix the cell.",
+    "%%agent\nTry again.",
+    "%%agent\nOnce more.",
+    "%%agent\nAdd one, drop one.",
+    "old = 1",
+]
+DIFF = "cell cell-1\n@@ -1,2 +1 @@\n-x = 1\\u200b\n-y = 2\n+x = 42"
 
 
 @pytest.fixture(scope="module")
@@ -126,59 +132,189 @@ def _run(page: Any, n: int) -> None:
     prompt.filter(has_text=re.compile(r"\[\d+\]")).wait_for(state="attached")
 
 
+def _button(page: Any, n: int, label: str) -> Any:
+    button = _outputs(page, n).locator(".tan-control button", has_text=re.compile(f"^{label}$"))
+    button.wait_for(state="visible")
+    return button
+
+
+def _outputs(page: Any, n: int) -> Any:
+    return _cell(page, n).locator(".jp-OutputArea")
+
+
+def _start(page: Any, n: int) -> None:
+    """Run cell `n` (Shift+Enter in command mode); returns once the kernel took it."""
+    prompt = _cell(page, n).locator(".jp-InputArea-prompt")
+    prompt.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Shift+Enter")
+    prompt.filter(has_text=re.compile(r"\[(\*|\d+)\]")).wait_for(state="attached")
+
+
+def _edit(call: str, source: str) -> Any:
+    return tool_calls_reply(tool_call(call, "edit_cell", {"cell_id": "cell-1", "source": source}))
+
+
+def _told(server: Any, sent: int, call: str) -> str:
+    """What the model was told of tool call `call`, in the requests since `sent`."""
+    return str(
+        next(
+            m
+            for r in server.requests[sent:]
+            for m in r.body["messages"]
+            if m.get("role") == "tool" and m.get("tool_call_id") == call
+        )["content"]
+    )
+
+
+def _shot(page: Any, app: str, name: str, n: int) -> None:
+    if app == "lab":
+        path = artifacts_dir() / f"{name}.png"
+        _outputs(page, n).screenshot(path=str(path))
+        print(f"screenshot: {path}")
+
+
 @pytest.mark.parametrize("app", ["lab", "notebook"])
 def test_the_live_notebook_is_read_and_changed_as_the_user_has_it(
     servers: Servers, browser: Any, app: str
 ) -> None:
-    page = _open(servers.get(app), browser, app)
+    jupyter = servers.get(app)
+    page = _open(jupyter, browser, app)
     try:
-        _run(page, 0)
-        # The user types into cell 1 and neither runs nor saves it.
-        _cell(page, 1).locator(".cm-content").click()
-        page.keyboard.press("Control+End")
-        page.keyboard.type("\n" + TYPED)
-        page.keyboard.press("Escape")
-
-        server = servers.lab.server
-        sent = len(server.requests)
-        server.enqueue(
-            tool_calls_reply(tool_call("r1", "read_notebook", {})),
-            text_reply("It sets x and y."),
-        )
-        _run(page, 2)
-        page.get_by_text("It sets x and y.").wait_for()
-        result = next(
-            m
-            for r in server.requests[sent:]
-            for m in r.body["messages"]
-            if m.get("role") == "tool" and m.get("tool_call_id") == "r1"
-        )["content"]
-        assert result.startswith("[notebook: 4 cells; live: as the notebook shows them")
-        assert f"cell 2 of 4 · id cell-1 · code · not run\n```python\nx = 1\n{TYPED}\n```" in result
-        assert "cell 3 of 4 · id cell-2 · code · not run · the running agent cell" in result
-
-        prompt = _cell(page, 1).locator(".jp-InputArea-prompt").inner_text()
-        _run(page, 3)
-        output = _cell(page, 3).locator(".jp-OutputArea").inner_text()
-        assert "LIVE True OWN cell-3" in output
-        assert "FIRST applied" in output
-        assert "AGAIN changed" in output  # made from what the cell no longer holds
-        assert "GONE missing" in output
-        assert _source(page, 1) == EDITED
-        assert _cell(page, 1).locator(".jp-InputArea-prompt").inner_text() == prompt  # not run
-
-        # The notebook's undo (command mode `z`) takes the change back.
-        _cell(page, 1).locator(".jp-InputArea-prompt").click()
-        page.keyboard.press("Escape")
-        page.keyboard.press("z")
-        page.wait_for_function(
-            "([n, typed]) => document.querySelectorAll('.jp-Notebook .jp-Cell')[n]"
-            ".querySelector('.cm-content').innerText.includes(typed)",
-            arg=[1, TYPED],
-        )
-        assert _source(page, 1) == f"x = 1\n{TYPED}"
+        _check(page, servers.lab.server, app)
+        if app == "lab":
+            _reopened(page, jupyter)
     except BaseException:
         page.screenshot(path=str(artifacts_dir() / f"bridge-failure-{app}.png"))
         raise
     finally:
         page.close()
+
+
+def _check(page: Any, server: Any, app: str) -> None:
+    _run(page, 0)
+    # The user types into cell 1 and neither runs nor saves it.
+    _cell(page, 1).locator(".cm-content").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\n" + TYPED)
+    page.keyboard.press("Escape")
+    typed = _source(page, 1)
+    prompt = _cell(page, 1).locator(".jp-InputArea-prompt").inner_text()
+
+    # Read, then edit → the diff → Enter accepts: the cell holds it, unexecuted.
+    sent = len(server.requests)
+    server.enqueue(
+        tool_calls_reply(tool_call("r1", "read_notebook", {})),
+        _edit("e1", "x = 42"),
+        text_reply("Changed."),
+    )
+    _start(page, 2)
+    _button(page, 2, "Accept")
+    page.wait_for_function(FOCUSED_JS, arg=[2, "allow"])
+    assert _outputs(page, 2).locator(".tan-control pre").inner_text() == DIFF
+    _shot(page, app, "cell-change-diff-light", 2)
+    page.keyboard.press("Enter")
+    _outputs(page, 2).get_by_text("Changed.").wait_for()
+    _shot(page, app, "cell-change-accepted-light", 2)
+    read = _told(server, sent, "r1")
+    assert read.startswith("[notebook: 7 cells; live: as the notebook shows them")
+    assert "cell 2 of 7 · id cell-1 · code · not run\n```python\nx = 1" in read
+    assert f"{TYPED}\n```\ncell 3 of 7" in read
+    assert "cell 3 of 7 · id cell-2 · code · not run · the running agent cell" in read
+    assert _told(server, sent, "e1").startswith("The user accepted the change. Cell cell-1 now")
+    assert _source(page, 1) == "x = 42"
+    assert _cell(page, 1).locator(".jp-InputArea-prompt").inner_text() == prompt  # not run
+
+    # The notebook's undo (command mode `z`) takes the change back.
+    _cell(page, 1).locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("z")
+    page.wait_for_function(
+        "([n, typed]) => document.querySelectorAll('.jp-Notebook .jp-Cell')[n]"
+        ".querySelector('.cm-content').innerText.includes(typed)",
+        arg=[1, TYPED],
+    )
+    assert _source(page, 1) == typed
+
+    if app == "lab":
+        _set_theme(SimpleNamespace(page=page), "JupyterLab Dark")
+    try:
+        # Esc rejects: nothing changes.
+        sent = len(server.requests)
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("e2", "edit_cell", {"cell_id": "cell-1", "source": "x = 2"})
+            ),
+            text_reply("Left it."),
+        )
+        _start(page, 3)
+        _button(page, 3, "Reject")
+        page.wait_for_function(FOCUSED_JS, arg=[3, "allow"])
+        page.keyboard.press("Escape")
+        _outputs(page, 3).get_by_text("Left it.").wait_for()
+        assert _told(server, sent, "e2").startswith("The user rejected this change")
+        assert _source(page, 1) == typed
+
+        # The user changes the cell between the diff and Accept: refused, the model told.
+        sent = len(server.requests)
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("e3", "edit_cell", {"cell_id": "cell-1", "source": "x = 3"})
+            ),
+            text_reply("It changed."),
+        )
+        _start(page, 4)
+        accept = _button(page, 4, "Accept")
+        _cell(page, 1).locator(".cm-content").click()
+        page.keyboard.press("Control+End")
+        page.keyboard.type("  # mine")
+        page.keyboard.press("Escape")
+        accept.click()
+        _outputs(page, 4).get_by_text("It changed.").wait_for()
+        assert "cell cell-1 changed since the diff was made" in _told(server, sent, "e3")
+        assert _source(page, 1) == f"{typed}  # mine"
+
+        # Insert after the last cell, then delete that cell: each accepted.
+        sent = len(server.requests)
+        server.enqueue(
+            tool_calls_reply(
+                tool_call("i1", "insert_cell", {"after_cell_id": "cell-6", "source": "new = 1"})
+            ),
+            tool_calls_reply(tool_call("d1", "delete_cell", {"cell_id": "cell-6"})),
+            text_reply("Moved."),
+        )
+        _start(page, 5)
+        _button(page, 5, "Accept")
+        page.wait_for_function(FOCUSED_JS, arg=[5, "allow"])
+        _shot(page, app, "cell-change-diff-dark", 5)
+        page.keyboard.press("Enter")
+        accepted = _outputs(page, 5).locator(".tan-control-record", has_text="accepted by you")
+        accepted.first.wait_for()
+        _cell(page, 7).wait_for()
+        _button(page, 5, "Accept")
+        page.wait_for_function(FOCUSED_JS, arg=[5, "allow"])
+        page.keyboard.press("Enter")
+        _outputs(page, 5).get_by_text("Moved.").wait_for()
+        _shot(page, app, "cell-change-accepted-dark", 5)
+        assert _told(server, sent, "i1").startswith("The user accepted the change. A new code")
+        assert _told(server, sent, "d1") == "The user accepted the change. Cell cell-6 was deleted."
+        assert page.locator(".jp-Notebook .jp-Cell").count() == 7
+        assert _source(page, 6) == "new = 1"
+    finally:
+        if app == "lab":
+            _set_theme(SimpleNamespace(page=page), "JupyterLab Light")
+
+
+def _reopened(page: Any, jupyter: JupyterLab) -> None:
+    """Saved, its kernel gone, reloaded: each diff and its decision, as text."""
+    relative = "bridge-lab/bridge.ipynb"
+    _save(page, relative)
+    sessions = httpx.get(jupyter.url("api/sessions"), timeout=5).json()
+    for kernel in [x["kernel"]["id"] for x in sessions if x["path"] == relative]:
+        httpx.delete(jupyter.url(f"api/kernels/{kernel}"), timeout=30)
+    page.reload()
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+    kept = _outputs(page, 2).locator(".tan-control-record", has_text="accepted by you")
+    kept.wait_for(state="visible")
+    assert kept.locator("pre").inner_text() == DIFF
+    assert "edit_cell — rejected by you" in _outputs(page, 3).inner_text()
