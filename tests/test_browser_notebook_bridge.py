@@ -3,11 +3,11 @@ in real JupyterLab 4 and Notebook 7 (headless Chromium, a real kernel, the loopb
 server), on one page per app: read_notebook sees a cell the user typed but neither ran nor
 saved, and marks the running agent cell; edit_cell's diff is shown as text with Accept
 focused, Enter accepts, and the cell holds the new source without running; the notebook's
-undo (`z`) takes it back; Esc rejects and nothing changes; a cell the user changed between
-the diff and Accept is refused and the model told; insert_cell and delete_cell are
-applied; the reopened notebook with no kernel shows each diff and its decision (JupyterLab).
-Light and dark screenshots of a diff before and after Accept go to artifacts_dir().
-Notebook 7 is the same Jupyter server's `/notebooks/` page."""
+undo (`z`) takes it back; Esc rejects and nothing changes; a cell the user changed (or
+deleted) between the diff and Accept is refused and the model told; insert_cell and
+delete_cell are applied; the reopened notebook with no kernel shows each diff and its
+decision (JupyterLab). Light and dark screenshots of a diff before and after Accept go
+to artifacts_dir(). Notebook 7 is the same Jupyter server's `/notebooks/` page."""
 
 from __future__ import annotations
 
@@ -274,13 +274,15 @@ def _check(page: Any, server: Any, app: str) -> None:
         assert "cell cell-1 changed since the diff was made" in _told(server, sent, "e3")
         assert _source(page, 1) == f"{typed}  # mine"
 
-        # Insert after the last cell, then delete that cell: each accepted.
+        # Insert after the last cell, then delete that cell: each accepted. Then a delete
+        # of a cell the user deleted between the diff and Accept: refused as gone.
         sent = len(server.requests)
         server.enqueue(
             tool_calls_reply(
                 tool_call("i1", "insert_cell", {"after_cell_id": "cell-6", "source": "new = 1"})
             ),
             tool_calls_reply(tool_call("d1", "delete_cell", {"cell_id": "cell-6"})),
+            tool_calls_reply(tool_call("d2", "delete_cell", {"cell_id": "cell-1"})),
             text_reply("Moved."),
         )
         _start(page, 5)
@@ -294,12 +296,23 @@ def _check(page: Any, server: Any, app: str) -> None:
         _button(page, 5, "Accept")
         page.wait_for_function(FOCUSED_JS, arg=[5, "allow"])
         page.keyboard.press("Enter")
-        _outputs(page, 5).get_by_text("Moved.").wait_for()
+        accepted.nth(1).wait_for()
         _shot(page, app, "cell-change-accepted-dark", 5)
+        _button(page, 5, "Accept")
+        page.wait_for_function(FOCUSED_JS, arg=[5, "allow"])
+        _cell(page, 1).locator(".jp-InputArea-prompt").click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("d")
+        page.keyboard.press("d")
+        page.wait_for_function(
+            "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 6"
+        )
+        _button(page, 4, "Accept").click()  # the agent cell, one up now
+        _outputs(page, 4).get_by_text("Moved.").wait_for()
         assert _told(server, sent, "i1").startswith("The user accepted the change. A new code")
         assert _told(server, sent, "d1") == "The user accepted the change. Cell cell-6 was deleted."
-        assert page.locator(".jp-Notebook .jp-Cell").count() == 7
-        assert _source(page, 6) == "new = 1"
+        assert "cell cell-1 is gone since the diff was made" in _told(server, sent, "d2")
+        assert _source(page, 5) == "new = 1"
     finally:
         if app == "lab":
             _set_theme(SimpleNamespace(page=page), "JupyterLab Light")
@@ -314,7 +327,7 @@ def _reopened(page: Any, jupyter: JupyterLab) -> None:
         httpx.delete(jupyter.url(f"api/kernels/{kernel}"), timeout=30)
     page.reload()
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
-    kept = _outputs(page, 2).locator(".tan-control-record", has_text="accepted by you")
-    kept.wait_for(state="visible")
+    kept = _outputs(page, 1).locator(".tan-control-record", has_text="accepted by you")
+    kept.wait_for(state="visible")  # the agent cells are one up: the user deleted cell 1
     assert kept.locator("pre").inner_text() == DIFF
-    assert "edit_cell — rejected by you" in _outputs(page, 3).inner_text()
+    assert "edit_cell — rejected by you" in _outputs(page, 2).inner_text()
