@@ -27,6 +27,7 @@ from tiny_agent_nb.session import (
     load_session,
 )
 from tiny_agent_nb.tools import (
+    NOTEBOOK_TOOLS,
     Tool,
     ToolArguments,
     ToolContext,
@@ -110,7 +111,10 @@ class Harness:
                 environment_identity=str(workspace),
             ),
         )
-        tools = builtin_registry()
+        # Not the notebook's tools, which a run with no notebook is not offered: the window
+        # figures of the tests built on this harness count the tokens of every schema sent.
+        everything = builtin_registry()
+        tools = everything.subset(n for n in everything.names if n not in NOTEBOOK_TOOLS)
         if config.pop("interrupting", False):
             extra_tools = (*extra_tools, Interrupting())
         if extra_tools:

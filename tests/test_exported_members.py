@@ -210,6 +210,7 @@ EXPORTS: dict[str, set[str]] = {
         "Tool",
         "ToolRegistry",
         "builtin_registry",
+        "NOTEBOOK_TOOLS",  # not offered to a run with no notebook (notebook/_loops.py)
         "ReadFile",  # the built-in tool other layers' tests build theirs on
         "ToolContext",
         "ToolArguments",
@@ -220,8 +221,16 @@ EXPORTS: dict[str, set[str]] = {
         "ToolArgumentError",
         "OutsideWorkspaceError",
         "KEY_VARIABLES",  # TinyAgent.tool_env's default
+        "change_diff",  # a cell change as the user reviews it
         "clean_text",
         "truncate",
+        # the notebook as tools see it, which the notebook layer implements
+        "Notebook",
+        "NotebookCell",
+        "NotebookCells",
+        "CellChange",
+        "CellType",
+        "ApplyOutcome",
     },
     "mcp": {
         "McpServers",

@@ -27,28 +27,33 @@ from tiny_agent_nb.tools._limits import CappedOutput
 
 BUILTINS = (
     "bash",
+    "delete_cell",
+    "edit_cell",
     "edit_file",
     "grep",
+    "insert_cell",
     "list_files",
     "list_variables",
     "propose_cell",
     "python",
     "read_file",
+    "read_notebook",
     "write_file",
 )
 SAFE_READS = {"grep", "list_files", "read_file"}
-# Asked for under `--approve ask`: what may change something. list_variables reads and
-# propose_cell's cell is itself reviewed, though neither is replayed after a crash.
+# Asked for under `--approve ask`: what may change something. list_variables and
+# read_notebook read, and propose_cell's cell and a cell tool's diff are themselves reviewed
+# (the diff whatever `--approve` says), though none is replayed after a crash.
 ASKED = {"bash", "edit_file", "python", "write_file"}
 
 
 # ---------------------------------------------------------------- registry
 
 
-def test_builtin_registry_has_the_nine_tools() -> None:
+def test_builtin_registry_holds_every_builtin_tool() -> None:
     registry = builtin_registry()
     assert registry.names == BUILTINS
-    assert len(registry) == 9
+    assert len(registry) == len(BUILTINS)
     assert [tool.name for tool in registry] == list(BUILTINS)
     assert "bash" in registry
     assert registry.get("nope") is None
@@ -80,7 +85,7 @@ def test_subset_with_an_unknown_name_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match="unknown tool") as raised:
         builtin_registry().subset(["read_file", "rm_rf"])
     assert "rm_rf" in str(raised.value)
-    assert "known tools: bash, edit_file, grep, list_files" in str(raised.value)
+    assert "known tools: bash, delete_cell, edit_cell, edit_file, grep" in str(raised.value)
 
 
 class Remote(ReadFile):
@@ -119,8 +124,8 @@ def test_subset_with_a_pattern_matching_nothing_names_it_and_the_known_tools() -
         builtin_registry().subset(["github__*", "read_file", "rm_rf", "slack__*"])
     assert str(raised.value) == (
         "unknown tool(s): rm_rf; no tool matches 'github__*'; no tool matches 'slack__*'; "
-        "known tools: bash, edit_file, grep, list_files, list_variables, propose_cell, python, "
-        "read_file, write_file"
+        "known tools: bash, delete_cell, edit_cell, edit_file, grep, insert_cell, list_files, "
+        "list_variables, propose_cell, python, read_file, read_notebook, write_file"
     )
 
 
@@ -161,6 +166,10 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "python": {"code": "1"},
     "list_variables": {},
     "propose_cell": {"code": "1"},
+    "read_notebook": {},
+    "edit_cell": {"cell_id": "c", "source": "1"},
+    "insert_cell": {"after_cell_id": "c", "source": "1"},
+    "delete_cell": {"cell_id": "c"},
 }
 
 

@@ -13,6 +13,7 @@ widget below the fold can still be found). Its kernels run tools without asking
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
@@ -90,8 +91,19 @@ LAB_SETTINGS: dict[str, dict[str, object]] = {
 DISABLED_PLUGINS = ("@jupyterlab/apputils-extension:announcements",)
 
 
+def notebook7_python() -> str | None:
+    """A Python whose Jupyter serves Notebook 7: this one when it has the `notebook`
+    package (the test extra installs it), else `$TINY_AGENT_NOTEBOOK_PYTHON`."""
+    if importlib.util.find_spec("notebook") is not None:
+        return sys.executable
+    return os.environ.get("TINY_AGENT_NOTEBOOK_PYTHON") or None
+
+
 class JupyterLab:
-    """`with JupyterLab(root, home, env={...}) as lab: page.goto(lab.url("lab/tree/x"))`"""
+    """`with JupyterLab(root, home, env={...}) as lab: page.goto(lab.url("lab/tree/x"))`
+
+    `app="notebook"` serves Notebook 7 (`notebooks/x.ipynb`) instead, from `python`; its
+    kernels are still this Python's (a `python3` kernelspec of its own says so)."""
 
     def __init__(
         self,
@@ -101,7 +113,11 @@ class JupyterLab:
         env: Mapping[str, str | None] = (),  # type: ignore[assignment]
         log_path: Path,
         startup_timeout: float = 60.0,
+        app: str = "lab",
+        python: str = sys.executable,
     ) -> None:
+        self.app = app
+        self.python = python
         self.root = root
         self.home = home
         self.extra_env = dict(env)
@@ -179,6 +195,15 @@ class JupyterLab:
         for plugin, values in LAB_SETTINGS.items():
             _write_json(dirs["settings"] / f"{plugin}.jupyterlab-settings", values)
         configure_approval(dirs["ipython"], "auto")
+        if self.python != sys.executable:
+            _write_json(
+                dirs["data"] / "kernels" / "python3" / "kernel.json",
+                {
+                    "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": "Python 3 (ipykernel)",
+                    "language": "python",
+                },
+            )
 
     def _environment(self) -> dict[str, str]:
         dirs = self._dirs()
@@ -190,6 +215,9 @@ class JupyterLab:
             IPYTHONDIR=str(dirs["ipython"]),
             PYTHONUNBUFFERED="1",
         )
+        if self.python != sys.executable:
+            # In a virtualenv Jupyter prefers the env's own `python3` kernelspec to ours.
+            env["JUPYTER_PREFER_ENV_PATH"] = "0"
         for name, value in self.extra_env.items():
             if value is None:
                 env.pop(name, None)
@@ -201,10 +229,11 @@ class JupyterLab:
         dirs = self._dirs()
         if self._log is None:
             self._log = self.log_path.open("ab")
+        app = "JupyterNotebookApp" if self.app == "notebook" else "LabApp"
         command = [
-            sys.executable,
+            self.python,
             "-m",
-            "jupyterlab",
+            "notebook" if self.app == "notebook" else "jupyterlab",
             "--ServerApp.ip=127.0.0.1",
             f"--ServerApp.port={self.port}",
             "--ServerApp.port_retries=0",
@@ -212,12 +241,16 @@ class JupyterLab:
             f"--ServerApp.root_dir={self.root}",
             f"--IdentityProvider.token={self.token}",
             "--ServerApp.password=",
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
-            f"--LabApp.user_settings_dir={dirs['settings']}",
-            f"--LabApp.workspaces_dir={dirs['workspaces']}",
-            "--LabApp.extension_manager=readonly",  # the default asks PyPI for listings
+            f"--{app}.user_settings_dir={dirs['settings']}",
+            f"--{app}.workspaces_dir={dirs['workspaces']}",
         ]
+        if self.app == "lab":
+            command += [
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class="
+                "jupyterlab.handlers.announcements.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly",  # the default asks PyPI for listings
+            ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--ServerApp.allow_root=True")  # CI containers run as root
         self.process = subprocess.Popen(

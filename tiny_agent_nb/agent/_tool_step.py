@@ -35,6 +35,7 @@ from ..tools import (
     Tool,
     ToolArgumentError,
     ToolContext,
+    ToolError,
     ToolOutput,
     ToolRegistry,
     ToolUsage,
@@ -124,8 +125,11 @@ class ToolStep:
         else:
             try:
                 arguments = tool.effective_arguments(self._sent.pop(call.id, call.arguments))
+                arguments = tool.prepare(arguments, self._context)
             except ToolArgumentError as exc:
                 refusal = f"{exc}. The tool did not run."
+            except ToolError as exc:  # what the tool read first refuses it
+                refusal = str(exc)
             else:
                 recorded = redact_json(arguments, self._context.secrets)
                 if tool.asks_approval and not self.approved(tool.name, recorded):
@@ -142,8 +146,8 @@ class ToolStep:
         intent = self._intent(operation_id, attempt_id, call, arguments, tool)
         self._store.commit([intent])
         observer.on_tool_start(call, recorded)
-        output = self._execute(tool, arguments)
-        outcome = "error" if output.is_error else "completed"
+        output = self._execute(tool, arguments, recorded)
+        outcome = "denied" if output.denied else "error" if output.is_error else "completed"
         result, output = self._result(intent, output, outcome)
         # One transaction: a crash cannot keep the result without the usage it reported,
         # nor the usage of a call whose result was lost (that one is settled interrupted).
@@ -187,8 +191,10 @@ class ToolStep:
         observer.on_tool_ready(call)
         self._store.commit([started])
         observer.on_tool_start(call, intent.arguments)
-        output = self._execute(tool, intent.arguments)
-        outcome: Literal["completed", "error"] = "error" if output.is_error else "completed"
+        output = self._execute(tool, intent.arguments, intent.arguments)
+        outcome: ToolOutcome = (
+            "denied" if output.denied else "error" if output.is_error else "completed"
+        )
         result, output = self._result(started, output, outcome)
         self._store.commit([result])
         observer.on_tool_end(call, output, outcome)
@@ -263,9 +269,16 @@ class ToolStep:
         )
         return fact, output
 
-    def _execute(self, tool: Tool, arguments: Mapping[str, Any]) -> ToolOutput:
+    def _execute(
+        self, tool: Tool, arguments: Mapping[str, Any], recorded: Mapping[str, Any]
+    ) -> ToolOutput:
+        """`tool` run; a question it asks (`ToolContext.review`) shows the call as
+        `recorded`, asked whatever the approval mode (a cell change's diff)."""
+        ask, context = self._ask, self._context
+        if ask is not None:
+            context = replace(context, review=lambda: ask(tool.name, recorded))
         try:
-            return tool.run(dict(arguments), self._context)
+            return tool.run(dict(arguments), context)
         except Exception as exc:  # a tool bug is a result the model sees, not a crash
             return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Literal
 
 from ..render import cell_text
+from ..tools import change_diff
 
 # Arguments that are data written to a file, not what runs or where: the only ones that
 # may be shortened (a command, code or path is always shown whole).
@@ -75,7 +76,18 @@ def deny_unshowable(tool: str, length: int) -> Choice:
 
 def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str], str]) -> Choice:
     """Show the call, then ask `read` (the kernel's `input`): `y`/`yes` allows it, `a`/`all`
-    allows every call of `tool` for the rest of the session, anything else denies it."""
+    allows every call of `tool` for the rest of the session, anything else denies it.
+    A cell change is shown as its diff, and only `y` accepts it."""
+    diff = change_diff(tool, dict(arguments))
+    if diff is not None:
+        text = (
+            f"{cell_text(tool)} wants to change the notebook:\n{cell_text(diff, keep_lines=True)}"
+        )
+        if len(text) > SHOWABLE:
+            return deny_unshowable(tool, len(text))
+        print(text, flush=True)
+        answer = read("Accept this change? [y/N] ").strip().lower()
+        return "allow" if answer in ("y", "yes") else "deny"
     viewable = len(approval_text(tool, arguments, whole=True)[0]) <= SHOWABLE
     whole = False
     name = cell_text(tool)

@@ -24,7 +24,7 @@ from ..agent import Compacted, LoopObserver, RunResult
 from ..provider import ProviderError, StreamEvent
 from ..render import cell_text
 from ..session import Operation, ToolCall
-from ..tools import ToolOutput
+from ..tools import ToolError, ToolOutput, change_diff
 from ._approval import Choice, ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
 from ._controls import Control, Record, RunControls, controls_available
@@ -146,6 +146,8 @@ def ask_with_input(tool: str, arguments: Mapping[str, Any]) -> Choice:
     try:
         return ask_approval(tool, arguments, input)
     except (StdinNotImplementedError, EOFError):
+        if change_diff(tool, dict(arguments)) is not None:  # the tool falls back
+            raise ToolError("no one can be asked to accept a diff here") from None
         print(
             f"(no way to ask here: {cell_text(tool)} was not allowed. `%%agent --approve auto`, "
             'or `%config TinyAgent.approve = "auto"` for this kernel, runs such calls '

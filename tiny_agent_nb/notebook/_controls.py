@@ -24,9 +24,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 from ..render import cell_text
+from ..tools import change_diff
 from ..words import short_arguments
 from ._approval import SHOWABLE, Choice, approval_text, deny_unshowable
 from ._comm_pump import (
@@ -86,6 +87,16 @@ class Record:
             f"{mark} {name} {summary} — {answer}",
             f"{mark} <b>{html.escape(name)}</b> <code>{html.escape(summary)}</code>"
             f" — {html.escape(answer)}",
+        )
+
+    @classmethod
+    def diff(cls, mark: str, tool: str, diff: str, answer: str) -> Record:
+        """`✓ edit_cell — accepted by you` above the diff (`cell_text` already), whole."""
+        name = cell_text(tool)
+        return cls(
+            f"{mark} {name} — {answer}\n{diff}",
+            f"{mark} <b>{html.escape(name)}</b> — {html.escape(answer)}"
+            f"<pre>{html.escape(diff)}</pre>",
         )
 
     def bundle(self, state: str, style: str) -> dict[str, str]:
@@ -294,22 +305,32 @@ class RunControls:
     # ------------------------------------------------------------------ approval
     def ask(self, tool: str, arguments: Mapping[str, Any]) -> Choice:
         """The call, whole, with Allow · Allow <tool> for the rest of this session · Deny ·
-        Stop the run, each with its key. Waits for a press (Ctrl-C or Stop end the wait
-        and the run)."""
-        text, _ = approval_text(tool, arguments, whole=True)
+        Stop the run, each with its key; a cell change as its diff, with Accept · Reject ·
+        Stop the run. Waits for a press (Ctrl-C or Stop end the wait and the run)."""
+        diff = change_diff(tool, dict(arguments))
+        change = diff is not None
+        if diff is None:
+            text, _ = approval_text(tool, arguments, whole=True)
+        else:
+            text = cell_text(diff, keep_lines=True)
         if len(text) > SHOWABLE:
             return deny_unshowable(tool, len(text))
+
+        def record(mark: str, answer: str) -> Record:
+            if not change:
+                return Record.line(mark, tool, arguments, answer)
+            return Record.diff(mark, tool, text, answer)
+
         answer = Answer()
         control: Control | None = None
         try:
             with interrupt_held():  # shown whole, or not at all
                 control = Control(
-                    _question(tool, text, answer, self._stop_pressed),
-                    Record.line(
+                    _question(tool, text, answer, self._stop_pressed, change),
+                    record(
                         "○",
-                        tool,
-                        arguments,
-                        "asked for approval, not answered here: the call did not run "
+                        f"asked {'to accept' if change else 'for approval'}, not answered "
+                        f"here: {'nothing was changed' if change else 'the call did not run'} "
                         "(no buttons shown? interrupt the kernel to stop the run)",
                     ),
                     self._publish,
@@ -319,19 +340,17 @@ class RunControls:
         except KeyboardInterrupt:
             if control is not None:
                 with interrupt_held():
-                    control.settle(
-                        Record.line("■", tool, arguments, "not answered: the run was stopped")
-                    )
+                    control.settle(record("■", "not answered: the run was stopped"))
             raise
         choice = answer.choice or "deny"
         said = {
-            "allow": "allowed by you",
+            "allow": "accepted by you" if change else "allowed by you",
             "always": f"allowed by you, with every {cell_text(tool)} call for the rest of this "
             "session",
-            "deny": "denied by you",
+            "deny": "rejected by you" if change else "denied by you",
         }[choice]
         with interrupt_held():
-            control.settle(Record.line("⊘" if choice == "deny" else "✓", tool, arguments, said))
+            control.settle(record("⊘" if choice == "deny" else "✓", said))
         return choice
 
 
@@ -350,8 +369,9 @@ class Answer:
                 self.given.set()
 
 
-def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None]) -> Any:
-    """The question as a dialog asks it: Allow has the focus (Enter), Esc denies."""
+def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None], change: bool) -> Any:
+    """The question as a dialog asks it: Allow (Accept, for a cell change) has the focus
+    (Enter), Esc denies (rejects). A cell change is accepted one at a time."""
     from ._keyed_buttons import Button, KeyedButtons  # noqa: PLC0415
 
     always = f"Allow {cell_text(tool)} for the rest of this session"
@@ -359,14 +379,19 @@ def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None]) ->
         Button("allow", "Allow", ("a",), "success"),
         Button("always", always, ("r",), mark=always.rindex("rest")),
         Button("deny", "Deny", ("d", "Escape"), "danger"),
-        Button("stop", "Stop the run", ("s",), "warning"),
     ]
-    answers: dict[str, Choice] = {"allow": "allow", "always": "always", "deny": "deny"}
+    if change:
+        buttons = [
+            Button("allow", "Accept", ("a",), "success"),
+            Button("deny", "Reject", ("r", "Escape"), "danger"),
+        ]
+    buttons.append(Button("stop", "Stop the run", ("s",), "warning"))
+    answers = {button.choice for button in buttons} - {"stop"}
 
     def press(name: str) -> None:
         if name == "stop":
             stop()
         elif name in answers:
-            answer.give(answers[name])
+            answer.give(cast(Choice, name))
 
     return KeyedButtons(text, buttons, press)

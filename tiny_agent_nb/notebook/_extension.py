@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ._bridge import LiveNotebook
 from ._config import TinyAgent
 from ._display import cell_proposer
 from ._links import follow_notebook, resolve_session_path
@@ -22,11 +23,18 @@ def load(shell: Any) -> AgentMagics:
     config = TinyAgent(parent=shell)
     if config not in shell.configurables:
         shell.configurables.append(config)
+
+    def saved_notebook() -> Path | None:
+        """The notebook's file, as the session was found by it: read when no frontend
+        answers with the live notebook."""
+        return runtime.location.notebook if runtime.location else None
+
     runtime = NotebookRuntime(
         config,
         shell.user_ns,
         hidden_variables=shell.user_ns_hidden,
         propose_cell=cell_proposer(shell, config.secrets),
+        notebook=LiveNotebook(shell, saved_notebook),
     )
     # A kernel that exits without `%unload_ext` closes the session (its HTTP client and
     # its lock) too, leaving its displays as they are.
@@ -59,6 +67,8 @@ def unload(shell: Any, magics: AgentMagics) -> None:
     shell.events.unregister("post_run_cell", magics.record_cell)
     magics.runs.shutdown.close()
     magics.runs.withdraw_offers()
+    if isinstance(magics.runtime.loops.notebook, LiveNotebook):
+        magics.runtime.loops.notebook.close()
     atexit.unregister(magics.runtime.shutdown)
     try:
         magics.runtime.close()

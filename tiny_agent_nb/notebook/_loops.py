@@ -31,7 +31,7 @@ from ..provider import DEMO_MODEL, METADATA_SECONDS, DemoProvider
 from ..redaction import redact
 from ..render import cell_text
 from ..session import Approval, RunOptions, SessionStore
-from ..tools import Tool, ToolContext, ToolRegistry, builtin_registry
+from ..tools import NOTEBOOK_TOOLS, Notebook, Tool, ToolContext, ToolRegistry, builtin_registry
 from ._config import TinyAgent
 from ._opening import NotebookError
 from ._provider import DEMO_ADVICE, KernelProvider, SessionModel
@@ -111,6 +111,7 @@ class LoopBuilder:
         hidden_variables: Mapping[str, object],
         propose_cell: Callable[[str], str] | None,
         *,
+        notebook: Notebook | None = None,
         provider: KernelProvider,
         mcp: KernelServers,
         session_model: SessionModel,
@@ -119,6 +120,7 @@ class LoopBuilder:
         self.namespace = namespace
         self.hidden_variables = hidden_variables
         self.propose_cell = propose_cell
+        self.notebook = notebook
         self.provider = provider
         self.mcp = mcp
         self.session_model = session_model
@@ -185,6 +187,8 @@ class LoopBuilder:
                     raise NotebookError(WINDOW_ASK_INTERRUPTED) from None
         try:
             registry = self.mcp.registry(tools, with_mcp=with_mcp)
+            if self.notebook is None:
+                registry = registry.subset(n for n in registry.names if n not in NOTEBOOK_TOOLS)
         except NotebookError as exc:
             if not chosen.inherited:
                 raise
@@ -213,6 +217,7 @@ class LoopBuilder:
                 namespace=self.namespace,
                 hidden_variables=self.hidden_variables,
                 propose_cell=self.propose_cell,
+                notebook=self.notebook,
                 secrets=self.config.secrets(),
             ),
             config,

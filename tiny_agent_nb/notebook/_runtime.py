@@ -28,6 +28,7 @@ from ..session import (
     SessionStore,
     ToolIntent,
 )
+from ..tools import Notebook
 from ._comm_pump import interrupt_held
 from ._config import TinyAgent
 from ._followers import SessionFollowers, Watcher
@@ -62,9 +63,11 @@ class NotebookRuntime:
         *,
         hidden_variables: Mapping[str, object] | None = None,
         propose_cell: Callable[[str], str] | None = None,
+        notebook: Notebook | None = None,
     ) -> None:
         """`hidden_variables`: what IPython keeps in `namespace` for itself;
-        `propose_cell`: how a proposed cell reaches the notebook (None: there is none)."""
+        `propose_cell`: how a proposed cell reaches the notebook (None: there is none);
+        `notebook`: the notebook the cell tools read and change (None: there is none)."""
         self.config = config
         self.namespace = namespace
         self.hidden_variables = hidden_variables if hidden_variables is not None else {}
@@ -88,6 +91,7 @@ class NotebookRuntime:
             namespace,
             self.hidden_variables,
             propose_cell,
+            notebook=notebook,
             provider=self.provider,
             mcp=self.mcp,
             session_model=self.session_model,

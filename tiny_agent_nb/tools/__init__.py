@@ -18,12 +18,28 @@ from ._base import (
     ToolUsage,
 )
 from ._bash import KEY_VARIABLES
+from ._cells import change_diff
 from ._files import ReadFile
 from ._limits import clean_text, truncate
-from ._registry import ToolRegistry, builtin_registry
+from ._notebook import (
+    ApplyOutcome,
+    CellChange,
+    CellType,
+    Notebook,
+    NotebookCell,
+    NotebookCells,
+)
+from ._registry import NOTEBOOK_TOOLS, ToolRegistry, builtin_registry
 
 __all__ = [
     "KEY_VARIABLES",
+    "NOTEBOOK_TOOLS",
+    "ApplyOutcome",
+    "CellChange",
+    "CellType",
+    "Notebook",
+    "NotebookCell",
+    "NotebookCells",
     "OutsideWorkspaceError",
     "ReadFile",
     "Tool",
@@ -36,6 +52,7 @@ __all__ = [
     "ToolSchema",
     "ToolUsage",
     "builtin_registry",
+    "change_diff",
     "clean_text",
     "truncate",
 ]

@@ -78,6 +78,9 @@ class ToolContext:
     propose_cell: Callable[[str], str] | None = field(default=None, repr=False)
     # The notebook's cells, to read and (on the user's Accept) change. None outside one.
     notebook: Notebook | None = field(default=None, repr=False)
+    # Asks the user about this call, shown as its recorded intent (a cell change as its
+    # diff): True for Accept. The loop sets it for each call where someone can be asked.
+    review: Callable[[], bool] | None = field(default=None, repr=False)
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     # The API key and the like: kept out of tools' child processes, and redacted from
     # every result before it is committed.
@@ -108,6 +111,9 @@ class ToolOutput:
     # that times out is recorded as interrupted, not as replayed (docs/spec.md §2.1).
     timed_out: bool = False
     usage: ToolUsage | None = None
+    # The user refused the call when the tool asked (a cell change rejected): recorded as
+    # `denied`, as a call `--approve ask` did not allow.
+    denied: bool = False
 
     @property
     def ending(self) -> str:
@@ -141,6 +147,12 @@ class Tool(ABC):
         parameters = self.Arguments.model_json_schema()
         parameters.pop("title", None)
         return ToolSchema(self.name, self.version, self.description, parameters)
+
+    def prepare(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        """The effective arguments with what the tool reads before it acts (the source a
+        cell change is made from): recorded in toolStarted, given to `run`. ToolError:
+        the call is refused before its intent; nothing ran."""
+        return arguments
 
     def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments with defaults filled in, as recorded in toolStarted."""

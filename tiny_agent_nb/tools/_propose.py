@@ -54,28 +54,7 @@ class ProposeCell(BuiltinTool[ProposeCellArguments]):
         code = arguments.code.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
         if not code.strip():
             raise ToolError("the cell is empty; nothing was proposed")
-        if len(code) > MAX_PROPOSED_CHARACTERS:
-            raise ToolError(
-                f"the cell has {len(code)} characters, more than the {MAX_PROPOSED_CHARACTERS} "
-                "a user can review; nothing was proposed. Propose a shorter cell."
-            )
-        hidden = hidden_characters(code)
-        if hidden:
-            raise ToolError(
-                "the cell holds characters a reader cannot see as themselves or that change "
-                f"how the code reads ({', '.join(hidden)}); nothing was proposed. Write them "
-                "as escapes in a string (\\u200b) or leave them out."
-            )
-        wide = wide_lines(code)
-        if wide:
-            raise ToolError(
-                f"line(s) {', '.join(wide)} are wider than the {MAX_COLUMNS} columns a "
-                f"notebook cell shows without scrolling (a tab reaches the next multiple of "
-                f"{TAB}, a wide character counts 2): a reader would not see all of it; "
-                "nothing was proposed. Wrap the code: break lines inside brackets, split "
-                'a long string into adjacent literals ("..." "...") in parentheses, or '
-                "read long data from a file."
-            )
+        refuse_unreviewable(code, "nothing was proposed")
         if context.propose_cell is None:
             raise ToolError("there is no notebook to put a cell in; nothing was proposed")
         where = context.propose_cell(code)
@@ -83,6 +62,33 @@ class ProposeCell(BuiltinTool[ProposeCellArguments]):
         return ToolOutput(
             f"Proposed {lines} line(s) of code {where}. It has not run: the user reviews it "
             "and runs it if they choose, so nothing it does has happened yet."
+        )
+
+
+def refuse_unreviewable(code: str, nothing: str) -> None:
+    """ToolError unless a reader sees all of `code` as it is (the one rule for reviewed
+    code: its size, hidden characters, wide lines); `nothing` says what did not happen."""
+    if len(code) > MAX_PROPOSED_CHARACTERS:
+        raise ToolError(
+            f"the cell has {len(code)} characters, more than the {MAX_PROPOSED_CHARACTERS} "
+            f"a user can review; {nothing}. Propose a shorter cell."
+        )
+    hidden = hidden_characters(code)
+    if hidden:
+        raise ToolError(
+            "the cell holds characters a reader cannot see as themselves or that change "
+            f"how the code reads ({', '.join(hidden)}); {nothing}. Write them "
+            "as escapes in a string (\\u200b) or leave them out."
+        )
+    wide = wide_lines(code)
+    if wide:
+        raise ToolError(
+            f"line(s) {', '.join(wide)} are wider than the {MAX_COLUMNS} columns a "
+            f"notebook cell shows without scrolling (a tab reaches the next multiple of "
+            f"{TAB}, a wide character counts 2): a reader would not see all of it; "
+            f"{nothing}. Wrap the code: break lines inside brackets, split "
+            'a long string into adjacent literals ("..." "...") in parentheses, or '
+            "read long data from a file."
         )
 
 

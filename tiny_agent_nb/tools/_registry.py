@@ -10,9 +10,11 @@ from collections.abc import Iterable, Iterator
 
 from ._base import Tool, ToolSchema
 from ._bash import Bash
+from ._cells import DeleteCell, EditCell, InsertCell
 from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile
 from ._propose import ProposeCell
 from ._python import Python
+from ._read_notebook import ReadNotebook
 from ._variables import ListVariables
 
 BUILTIN_TOOLS = (
@@ -25,7 +27,14 @@ BUILTIN_TOOLS = (
     Python,
     ListVariables,
     ProposeCell,
+    ReadNotebook,
+    EditCell,
+    InsertCell,
+    DeleteCell,
 )
+# The tools that read or change a notebook's cells: not offered where a run has none, as
+# their schemas would cost every request's tokens for nothing.
+NOTEBOOK_TOOLS = tuple(tool.name for tool in (ReadNotebook, EditCell, InsertCell, DeleteCell))
 
 
 def builtin_registry() -> ToolRegistry:

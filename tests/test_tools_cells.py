@@ -1,0 +1,180 @@
+"""edit_cell, insert_cell, delete_cell on a notebook held in memory: the cell's source is read
+before the call is recorded, nothing changes without the user's Accept, a cell changed
+since the diff is refused, agent cells are not the model's, and where the notebook cannot
+be changed the new source is proposed as a cell instead, the model told which."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiny_agent_nb.tools import ToolContext, ToolError, builtin_registry, change_diff
+from tiny_agent_nb.tools._cells import MAX_DIFF_CHARACTERS, DeleteCell, EditCell, InsertCell
+
+from helpers.fake_notebook import FakeNotebook
+
+EDIT, INSERT, DELETE = EditCell(), InsertCell(), DeleteCell()
+
+
+def context(
+    notebook: FakeNotebook | None,
+    review: Callable[[], bool] | None = lambda: True,
+    proposed: list[str] | None = None,
+) -> ToolContext:
+    def propose(code: str) -> str:
+        if proposed is None:
+            raise ToolError("no notebook to put a cell in")
+        proposed.append(code)
+        return "below the agent cell"
+
+    return ToolContext(Path("/"), notebook=notebook, review=review, propose_cell=propose)
+
+
+def call(tool: Any, arguments: dict[str, Any], ctx: ToolContext) -> tuple[dict[str, Any], Any]:
+    """As the loop calls it: effective arguments, prepared (recorded), then run."""
+    prepared = tool.prepare(tool.effective_arguments(arguments), ctx)
+    return prepared, tool.run(prepared, ctx)
+
+
+def test_the_three_tools_are_built_in_never_replayed_and_not_asked_by_approve() -> None:
+    registry = builtin_registry()
+    for name in ("edit_cell", "insert_cell", "delete_cell"):
+        tool = registry.get(name)
+        assert tool is not None
+        assert tool.replay_policy == "never"
+        assert not tool.asks_approval  # the diff is asked about whatever --approve says
+        assert "old_source" not in tool.schema().parameters["properties"]
+
+
+def test_an_accepted_edit_is_recorded_with_both_sources_and_applied_unrun() -> None:
+    notebook = FakeNotebook("x = 1", "y = x + 1")
+    recorded, output = call(EDIT, {"cell_id": "c1", "source": "y = x + 2\r\n"}, context(notebook))
+    assert recorded == {"cell_id": "c1", "source": "y = x + 2\n", "old_source": "y = x + 1"}
+    assert not output.is_error, output.content
+    assert notebook.source("c1") == "y = x + 2\n"
+    assert "(it has not run)" in output.content
+
+
+def test_a_rejected_edit_changes_nothing_and_reads_as_denied() -> None:
+    notebook = FakeNotebook("x = 1")
+    _, output = call(EDIT, {"cell_id": "c0", "source": "x = 2"}, context(notebook, lambda: False))
+    assert (output.is_error, output.denied) == (True, True)
+    assert output.content == "The user rejected this change; cell c0 is unchanged."
+    assert notebook.applied == []
+
+
+def test_a_cell_the_user_changed_between_diff_and_accept_is_refused() -> None:
+    notebook = FakeNotebook("x = 1")
+
+    def user_types_then_accepts() -> bool:
+        notebook.cells[0] = notebook.cells[0].__class__("c0", "code", "x = 10", False)
+        return True
+
+    _, output = call(
+        EDIT, {"cell_id": "c0", "source": "x = 2"}, context(notebook, user_types_then_accepts)
+    )
+    assert output.is_error and not output.denied
+    assert output.content.startswith("cell c0 changed since the diff was made; nothing was")
+    assert notebook.source("c0") == "x = 10"
+
+
+def test_insert_and_delete_are_applied_on_accept() -> None:
+    notebook = FakeNotebook("a", "b")
+    recorded, output = call(
+        INSERT,
+        {"after_cell_id": "c0", "source": "# Notes", "cell_type": "markdown"},
+        context(notebook),
+    )
+    assert recorded == {"after_cell_id": "c0", "source": "# Notes", "cell_type": "markdown"}
+    assert "A new markdown cell was inserted after cell c0" in output.content
+    assert [c.source for c in notebook.cells] == ["a", "# Notes", "b"]
+    recorded, output = call(DELETE, {"cell_id": "c1"}, context(notebook))
+    assert recorded == {"cell_id": "c1", "old_source": "b"}
+    assert output.content == "The user accepted the change. Cell c1 was deleted."
+    assert [c.source for c in notebook.cells] == ["a", "# Notes"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "refusal"),
+    [
+        (EDIT, {"cell_id": "c0", "source": "x"}, "cell c0 is the running agent cell"),
+        (DELETE, {"cell_id": "c1"}, "cell c1 is an %%agent cell, the user's"),
+        (EDIT, {"cell_id": "c9", "source": "x"}, "the notebook has no cell c9"),
+        (INSERT, {"after_cell_id": "c2", "source": " %%agent\nhi"}, "may not start with %%agent"),
+        (EDIT, {"cell_id": "c2", "source": "ok\u202e = 1"}, "U+202E at line 1"),
+        (EDIT, {"cell_id": "c2", "source": "x = 1"}, "cell c2 already holds this source"),
+        (EDIT, {"cell_id": "c2", "source": "x = 1" + " " * 120 + "; y"}, "wider than the 100"),
+    ],
+)
+def test_a_change_the_model_may_not_make_is_refused_before_it_is_recorded(
+    tool: Any, arguments: dict[str, Any], refusal: str
+) -> None:
+    notebook = FakeNotebook("%%agent\nhello", "\n%%agent --model m\nagain", "x = 1", own="c0")
+    with pytest.raises(ToolError, match="nothing was changed") as raised:
+        tool.prepare(tool.effective_arguments(arguments), context(notebook))
+    assert refusal in str(raised.value)
+
+
+def test_a_cell_too_long_to_review_is_not_deleted() -> None:
+    notebook = FakeNotebook("x = 1\n" * (MAX_DIFF_CHARACTERS // 4))
+    with pytest.raises(ToolError, match=r"more than the .* a user can review"):
+        DELETE.prepare({"cell_id": "c0"}, context(notebook))
+
+
+def test_a_forged_old_source_from_the_model_is_replaced_by_what_the_cell_holds() -> None:
+    notebook = FakeNotebook("secret = 1")
+    recorded, _ = call(
+        EDIT, {"cell_id": "c0", "source": "x", "old_source": "anything"}, context(notebook)
+    )
+    assert recorded["old_source"] == "secret = 1"
+
+
+@pytest.mark.parametrize("where", ["no notebook", "unreachable", "no one to ask"])
+def test_where_the_notebook_cannot_be_changed_an_edit_is_proposed_as_a_new_cell(
+    where: str,
+) -> None:
+    notebook = None if where == "no notebook" else FakeNotebook("x = 1", reachable=False)
+    proposed: list[str] = []
+    review = None if where == "no one to ask" else lambda: True
+    _, output = call(
+        EDIT, {"cell_id": "c0", "source": "x = 2"}, context(notebook, review, proposed)
+    )
+    assert proposed == ["x = 2"]
+    assert not output.is_error
+    assert output.content.startswith("Cell c0 was not changed: ")
+    assert "proposed as a new cell below the agent cell instead; it has not run" in output.content
+
+
+def test_a_delete_that_cannot_be_applied_tells_the_model_to_ask_the_user() -> None:
+    _, output = call(DELETE, {"cell_id": "c0"}, context(FakeNotebook("x", reachable=False)))
+    assert output.is_error
+    assert "nothing was changed. Ask the user to make the change to cell c0." in output.content
+
+
+def test_a_review_that_cannot_be_asked_falls_back_to_a_proposal() -> None:
+    def no_stdin() -> bool:
+        raise ToolError("no one can be asked to accept a diff here")
+
+    proposed: list[str] = []
+    _, output = call(
+        INSERT,
+        {"after_cell_id": "c0", "source": "y"},
+        context(FakeNotebook("x"), no_stdin, proposed),
+    )
+    assert proposed == ["y"]
+    assert "no one can be asked to accept a diff here" in output.content
+
+
+def test_the_diff_is_a_unified_diff_of_the_recorded_call() -> None:
+    recorded = {"cell_id": "c3", "source": "a\nB\nc", "old_source": "a\nb\nc"}
+    assert change_diff("edit_cell", recorded) == "cell c3\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c"
+    assert change_diff("delete_cell", {"cell_id": "c3", "old_source": "x"}) == (
+        "cell c3 (deleted)\n@@ -1 +0,0 @@\n-x"
+    )
+    assert change_diff("insert_cell", {"after_cell_id": "c3", "source": "y"}) == (
+        "new code cell after cell c3\n@@ -0,0 +1 @@\n+y"
+    )
+    assert change_diff("bash", {"command": "ls"}) is None

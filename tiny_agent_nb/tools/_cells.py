@@ -1,0 +1,226 @@
+"""The cell tools: edit_cell, insert_cell, delete_cell change the user's notebook by cell id,
+each only on the user's Accept of its diff.
+
+A call reads the notebook before its intent (`prepare`), so its toolStarted records the
+cell id with the old and the new source; the diff shown is made from that record, and
+Accept applies exactly that change, only if the cell still holds what the diff was made
+from (`Notebook.apply`). Nothing else answers the question (`ToolContext.review`: the
+run's own approval question, asked whatever `--approve` says; a reply carries only the
+choice), and an edited cell is never run. The running agent cell and any `%%agent` cell
+are not the model's to change. New source follows the one rule for reviewed code
+(`refuse_unreviewable`). Never replayed: they change the user's notebook.
+
+Where no live notebook can be changed (no notebook, no one to ask, or `apply` answers
+"unreachable": VS Code, Colab, nbclient, a terminal), new source is proposed as a cell
+below instead (`propose_cell`), and the result says so.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from ._base import BuiltinTool, ToolArguments, ToolContext, ToolError, ToolOutput
+from ._notebook import CellChange, ChangeAction, NotebookCells
+from ._propose import MAX_PROPOSED_CHARACTERS, refuse_unreviewable
+
+AGENT_MAGIC = "%%agent"
+# Characters of a diff a user is asked to review: a deleted cell is all of its old source.
+MAX_DIFF_CHARACTERS = 2 * MAX_PROPOSED_CHARACTERS
+NOTHING = "nothing was changed"
+SOURCE = "The cell's whole new source (not a patch); it is not run."
+
+
+class EditCellArguments(ToolArguments):
+    cell_id: str = Field(description="The id of the cell to change, as read_notebook gives it.")
+    source: str = Field(description=SOURCE)
+    # Filled in from the notebook before the call is recorded (what the diff is made from).
+    old_source: SkipJsonSchema[str | None] = None
+
+
+class InsertCellArguments(ToolArguments):
+    after_cell_id: str = Field(description="The id of the cell the new one goes after.")
+    source: str = Field(description="The new cell's source; it is not run.")
+    cell_type: Literal["code", "markdown", "raw"] = Field(
+        default="code", description="The new cell's type."
+    )
+
+
+class DeleteCellArguments(ToolArguments):
+    cell_id: str = Field(description="The id of the cell to delete.")
+    old_source: SkipJsonSchema[str | None] = None
+
+
+CellArguments = EditCellArguments | InsertCellArguments | DeleteCellArguments
+
+SHOWN = (
+    "It is shown to the user as a diff to Accept or Reject; nothing changes until Accept. "
+    "The running agent cell and other %%agent cells cannot be changed."
+)
+
+
+class CellTool(BuiltinTool[Any]):
+    """What the three tools share: the read before the intent, the question, the apply."""
+
+    action: ClassVar[ChangeAction]
+
+    @property
+    def asks_approval(self) -> bool:
+        return False  # not by `--approve`: the diff is always asked about (`review`)
+
+    def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Without `old_source`: only `prepare` says what the cell holds, not the model."""
+        effective = super().effective_arguments(arguments)
+        effective.pop("old_source", None)
+        return effective
+
+    def prepare(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        new = normalized(str(arguments.get("source", "")))
+        if self.action != "delete":
+            if new.lstrip().startswith(AGENT_MAGIC):
+                raise ToolError(f"a cell may not start with {AGENT_MAGIC}; {NOTHING}")
+            refuse_unreviewable(new, NOTHING)
+            arguments = {**arguments, "source": new}
+        if context.notebook is None:
+            return arguments  # nothing to read: the change can only be proposed
+        cells = context.notebook.read()
+        cell_id = str(arguments.get("cell_id", arguments.get("after_cell_id")))
+        old = _source_of(cells, cell_id, may_be_agent=self.action == "insert")
+        if self.action == "edit" and old == new:
+            raise ToolError(f"cell {cell_id} already holds this source; {NOTHING}")
+        if self.action != "insert":
+            arguments = {**arguments, "old_source": old}
+        diff = cell_diff(self.change(self.parse_arguments(arguments)))
+        if len(diff) > MAX_DIFF_CHARACTERS:
+            raise ToolError(
+                f"the diff is {len(diff)} characters, more than the {MAX_DIFF_CHARACTERS} a "
+                f"user can review; {NOTHING}. Change less at once."
+            )
+        return arguments
+
+    def change(self, arguments: ToolArguments) -> CellChange:
+        assert isinstance(arguments, CellArguments)
+        if isinstance(arguments, InsertCellArguments):
+            return CellChange(
+                "insert", arguments.after_cell_id, "", arguments.source, arguments.cell_type
+            )
+        new = arguments.source if isinstance(arguments, EditCellArguments) else ""
+        return CellChange(self.action, arguments.cell_id, arguments.old_source or "", new)
+
+    def execute(self, arguments: CellArguments, context: ToolContext) -> ToolOutput:
+        change = self.change(arguments)
+        if context.notebook is None:
+            return self._fallback(change, context, "no notebook could be read from this kernel")
+        if not isinstance(arguments, InsertCellArguments) and arguments.old_source is None:
+            raise ToolError(f"the call was not prepared from the notebook; {NOTHING}")
+        if context.review is None:
+            return self._fallback(change, context, "no one can be asked to accept a diff here")
+        try:
+            accepted = context.review()
+        except ToolError as exc:  # no one could be asked after all (a cell without stdin)
+            return self._fallback(change, context, str(exc))
+        if not accepted:
+            return ToolOutput(
+                f"The user rejected this change; cell {change.cell_id} is unchanged.",
+                is_error=True,
+                denied=True,
+            )
+        outcome = context.notebook.apply(change)
+        if outcome == "unreachable":
+            return self._fallback(change, context, "this frontend's notebook cannot be changed")
+        if outcome != "applied":
+            gone = "is gone" if outcome == "missing" else "changed"
+            raise ToolError(
+                f"cell {change.cell_id} {gone} since the diff was made; {NOTHING}. Read the "
+                "notebook again before another change."
+            )
+        done = {
+            "edit": f"Cell {change.cell_id} now holds the new source (it has not run).",
+            "insert": f"A new {change.cell_type} cell was inserted after cell "
+            f"{change.cell_id} (it has not run).",
+            "delete": f"Cell {change.cell_id} was deleted.",
+        }
+        return ToolOutput(f"The user accepted the change. {done[change.action]}")
+
+    def _fallback(self, change: CellChange, context: ToolContext, why: str) -> ToolOutput:
+        """The new source as a proposed cell below the agent cell, where the notebook
+        cannot be changed in place."""
+        if change.action == "delete" or context.propose_cell is None:
+            raise ToolError(
+                f"{why}; {NOTHING}. Ask the user to make the change to cell {change.cell_id}."
+            )
+        where = context.propose_cell(change.new_source)
+        return ToolOutput(
+            f"Cell {change.cell_id} was not changed: {why}. The new source was proposed as a "
+            f"new cell {where} instead; it has not run. Tell the user what to do with it."
+        )
+
+
+class EditCell(CellTool):
+    name = "edit_cell"
+    action = "edit"
+    description = f"Replace the source of a notebook cell, by its id. {SHOWN}"
+    Arguments = EditCellArguments
+
+
+class InsertCell(CellTool):
+    name = "insert_cell"
+    action = "insert"
+    description = f"Insert a new cell after a notebook cell, by its id. {SHOWN}"
+    Arguments = InsertCellArguments
+
+
+class DeleteCell(CellTool):
+    name = "delete_cell"
+    action = "delete"
+    description = f"Delete a notebook cell, by its id. {SHOWN}"
+    Arguments = DeleteCellArguments
+
+
+CELL_TOOLS = {tool.name: tool for tool in (EditCell, InsertCell, DeleteCell)}
+
+
+def normalized(source: str) -> str:
+    return source.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _source_of(cells: NotebookCells, cell_id: str, *, may_be_agent: bool) -> str:
+    """The cell's source; ToolError when there is no such cell, or it is an agent cell
+    a change may not touch."""
+    for cell in cells.cells:
+        if cell.id != cell_id:
+            continue
+        if may_be_agent:
+            return cell.source
+        if cell.id == cells.own_cell_id:
+            raise ToolError(f"cell {cell_id} is the running agent cell; {NOTHING}")
+        if cell.source.lstrip().startswith(AGENT_MAGIC):
+            raise ToolError(f"cell {cell_id} is an {AGENT_MAGIC} cell, the user's; {NOTHING}")
+        return cell.source
+    raise ToolError(f"the notebook has no cell {cell_id}; {NOTHING}. read_notebook lists them.")
+
+
+def cell_diff(change: CellChange) -> str:
+    """The change as the user reviews it: a unified diff of the cell's lines (raw text:
+    each surface escapes it as it shows it)."""
+    old = change.old_source.split("\n") if change.old_source else []
+    new = change.new_source.split("\n") if change.action != "delete" else []
+    where = {
+        "edit": f"cell {change.cell_id}",
+        "insert": f"new {change.cell_type} cell after cell {change.cell_id}",
+        "delete": f"cell {change.cell_id} (deleted)",
+    }[change.action]
+    hunks = list(difflib.unified_diff(old, new, lineterm="", n=3))[2:]  # not ---/+++
+    return "\n".join([where, *hunks])
+
+
+def change_diff(tool: str, arguments: dict[str, Any]) -> str | None:
+    """The diff of a recorded call of a cell tool (raw text); None for any other call."""
+    kind = CELL_TOOLS.get(tool)
+    if kind is None:
+        return None
+    made = kind()
+    return cell_diff(made.change(made.parse_arguments(arguments)))
