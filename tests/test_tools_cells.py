@@ -6,6 +6,7 @@ be changed the new source is proposed as a cell instead, the model told which.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,34 @@ def test_the_diff_is_a_unified_diff_of_the_recorded_call() -> None:
         "new code cell after cell c3\n@@ -0,0 +1 @@\n+y"
     )
     assert change_diff("bash", {"command": "ls"}) is None
+
+
+KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("source", "refusal"),
+    [
+        # The model reads the key as [redacted] and writes that back: the diff, made from
+        # the redacted record, would show the key's line unchanged while Accept replaced
+        # the key with the text "[redacted]".
+        ('KEY = "[redacted]"\nx = 2', "holds a secret"),
+        # A key the model writes in is shown as [redacted]: the user cannot read it.
+        (f'KEY = "{KEY}"\nx = 2', "the new source holds a secret"),
+    ],
+)
+def test_a_change_whose_diff_would_hide_a_secret_is_refused(source: str, refusal: str) -> None:
+    notebook = FakeNotebook(f'KEY = "{KEY}"\nx = 1')
+    ctx = replace(context(notebook), secrets=(KEY,))
+    with pytest.raises(ToolError, match="nothing was changed") as raised:
+        EDIT.prepare(EDIT.effective_arguments({"cell_id": "c0", "source": source}), ctx)
+    assert refusal in str(raised.value)
+    assert notebook.applied == []
+
+
+def test_a_cell_holding_a_secret_may_lose_the_line_as_the_diff_shows() -> None:
+    notebook = FakeNotebook(f'KEY = "{KEY}"\nx = 1')
+    ctx = replace(context(notebook), secrets=(KEY,))
+    _, output = call(EDIT, {"cell_id": "c0", "source": "x = 2"}, ctx)
+    assert not output.is_error, output.content
+    assert notebook.source("c0") == "x = 2"
