@@ -74,3 +74,29 @@ def test_a_saved_file_that_cannot_be_read_is_a_clear_error(
 def test_with_no_notebook_file_known_reading_says_why() -> None:
     with pytest.raises(ToolError, match="does not know its notebook's file"):
         LiveNotebook(SimpleNamespace(), lambda: None).read()
+
+
+class SilentWidget:
+    """A bridge widget whose frontend took the request and has not answered yet."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, object]] = []
+
+    def send(self, message: dict[str, object]) -> None:
+        self.sent.append(message)
+
+
+def test_an_apply_sent_but_not_answered_may_have_been_applied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The frontend may apply it and answer after the wait: not "unreachable" (which has
+    the cell tool propose the new source as a cell too, and tell the model nothing
+    changed)."""
+    monkeypatch.setattr("tiny_agent_nb.notebook._bridge.REPLY_TIMEOUT", 0.05)
+    live = LiveNotebook(SimpleNamespace(), lambda: None)
+    widget = SilentWidget()
+    live._widget = widget
+    live._frontends["f1"] = True
+    outcome = live.apply(CellChange("edit", "c", "x = 1", "x = 2"))
+    assert [m["op"] for m in widget.sent] == ["apply"]
+    assert outcome == "unanswered"

@@ -210,3 +210,17 @@ def test_a_cell_holding_a_secret_may_lose_the_line_as_the_diff_shows() -> None:
     _, output = call(EDIT, {"cell_id": "c0", "source": "x = 2"}, ctx)
     assert not output.is_error, output.content
     assert notebook.source("c0") == "x = 2"
+
+
+def test_an_apply_the_notebook_did_not_answer_may_have_been_applied() -> None:
+    class Silent(FakeNotebook):
+        def apply(self, change: Any) -> Any:
+            return "unanswered"
+
+    proposed: list[str] = []
+    _, output = call(
+        EDIT, {"cell_id": "c0", "source": "x = 2"}, context(Silent("x = 1"), proposed=proposed)
+    )
+    assert proposed == []  # not a second copy of a change that may be in the cell
+    assert output.is_error
+    assert "may have been applied" in output.content

@@ -109,7 +109,7 @@ class LiveNotebook:
         self._chosen: str | None = None  # the frontend that answered last
 
     def read(self) -> NotebookCells:
-        reply = self._request({"op": "read"})
+        reply = self._request({"op": "read"}) if self._contact() else None
         cells = None if reply is None else _cells(reply.get("cells"))
         if cells is None:
             return self._saved_cells()
@@ -118,10 +118,14 @@ class LiveNotebook:
     def apply(self, change: CellChange) -> ApplyOutcome:
         """Call it on the kernel's main thread (the running cell), never from a comm
         handler: the frontend's answer is handled on that handler's thread. Past
-        REPLY_TIMEOUT it says "unreachable", though a frontend that answers late may
-        have applied it."""
+        REPLY_TIMEOUT it says "unanswered": a frontend that answers late may have
+        applied it."""
+        if not self._contact():
+            return "unreachable"  # nothing was asked
         reply = self._request({"op": "apply", "change": asdict(change)}, to_last=True)
-        outcome = reply and reply.get("outcome")
+        if reply is None:
+            return "unanswered"
+        outcome = reply.get("outcome")
         return cast(ApplyOutcome, outcome) if outcome in OUTCOMES else "unreachable"
 
     def close(self) -> None:
@@ -134,9 +138,7 @@ class LiveNotebook:
         """The first reply of a frontend with a notebook, or None when none answers in
         time (those that did not are forgotten: a closed page). Asked: with `to_last`,
         the frontend that answered last (a change goes where it was read); else one
-        showing this kernel's notebook; else all of them."""
-        if not self._contact():
-            return None
+        showing this kernel's notebook; else all of them. Asked after `_contact`."""
         with self._lock:
             last = self._chosen if to_last and self._frontends.get(self._chosen or "") else None
             target = last or self._ours()

@@ -145,6 +145,11 @@ class CellTool(BuiltinTool[Any]):
         outcome = context.notebook.apply(change)
         if outcome == "unreachable":
             return self._fallback(change, context, "this frontend's notebook cannot be changed")
+        if outcome == "unanswered":  # not proposed too: it may be in the cell already
+            raise ToolError(
+                f"the notebook did not answer in time: the change to cell {change.cell_id} "
+                "may have been applied or not. Read the notebook before another change."
+            )
         if outcome != "applied":
             gone = "is gone" if outcome == "missing" else "changed"
             raise ToolError(
