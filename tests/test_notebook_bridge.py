@@ -59,6 +59,8 @@ def test_without_a_kernel_the_saved_file_is_read_and_nothing_can_be_applied(
         (None, "the saved notebook analysis.ipynb could not be read: No such file"),
         ("{not json", "the saved notebook analysis.ipynb is not a notebook (nbformat 4)"),
         ('{"cells": [{"cell_type": "code", "source": 3}]}', "is not a notebook"),
+        # Nested past the parser's recursion limit: a RecursionError, not a ValueError.
+        pytest.param("[" * 100_000, "is not a notebook", id="nested"),
     ],
 )
 def test_a_saved_file_that_cannot_be_read_is_a_clear_error(

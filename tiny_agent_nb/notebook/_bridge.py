@@ -263,7 +263,7 @@ class LiveNotebook:
             raise ToolError(f"the saved notebook {name} is larger than 64 MB; not read")
         try:
             cells = _cells(_saved_json_cells(json.loads(data)))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON; nested too deep to parse
             cells = None
         if cells is None:
             raise ToolError(f"the saved notebook {name} is not a notebook (nbformat 4)")
