@@ -19,6 +19,7 @@ come through the run's controls' subshell or the comm pump (_comm_pump.py).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,9 @@ GRACE = 0.5
 MAX_NOTEBOOK_BYTES = 64 << 20  # a bigger saved notebook is not read
 CELL_TYPES = ("code", "markdown", "raw")
 OUTCOMES = ("applied", "changed", "missing")
+# nbformat 4.5's cell id: what read_notebook prints beside each cell's fence, so no id
+# from a crafted file or frontend can add lines of its own there.
+CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 ESM = r"""
 function sharedNotebook(model) {
@@ -309,6 +313,7 @@ def _cells(raw: Any) -> tuple[NotebookCell, ...] | None:
         if not (
             isinstance(cell, dict)
             and isinstance(cell.get("id"), str)
+            and CELL_ID.fullmatch(cell["id"])
             and cell.get("cell_type") in CELL_TYPES
             and isinstance(cell.get("source"), str)
         ):
