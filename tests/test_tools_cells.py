@@ -224,3 +224,12 @@ def test_an_apply_the_notebook_did_not_answer_may_have_been_applied() -> None:
     assert proposed == []  # not a second copy of a change that may be in the cell
     assert output.is_error
     assert "may have been applied" in output.content
+
+
+def test_a_diff_too_long_as_shown_is_refused_before_it_is_asked_about() -> None:
+    """Hidden characters in the user's cell are shown as escapes (`\\u200b`, 6 each): a
+    diff short in characters but too long on screen was denied unseen by the question,
+    and the model told the user had rejected it."""
+    notebook = FakeNotebook("\u200b" * (MAX_DIFF_CHARACTERS // 3))
+    with pytest.raises(ToolError, match=r"more than the .* a user can review"):
+        DELETE.prepare({"cell_id": "c0"}, context(notebook))

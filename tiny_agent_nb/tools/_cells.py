@@ -24,6 +24,7 @@ from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
 from ..redaction import REDACTED, redact, redact_json
+from ..words import printable
 from ._base import BuiltinTool, ToolArguments, ToolContext, ToolError, ToolOutput
 from ._notebook import CellChange, ChangeAction, NotebookCells
 from ._propose import MAX_PROPOSED_CHARACTERS, refuse_unreviewable
@@ -108,9 +109,11 @@ class CellTool(BuiltinTool[Any]):
                 f"user reviews could not show what the change does to it; {NOTHING}. Leave "
                 "its lines out of the new source, or ask the user to make the change."
             )
-        if len(diff) > MAX_DIFF_CHARACTERS:
+        # Measured as shown: a hidden character in the user's cell is shown as its escape.
+        length = len(printable(diff, keep_lines=True))
+        if length > MAX_DIFF_CHARACTERS:
             raise ToolError(
-                f"the diff is {len(diff)} characters, more than the {MAX_DIFF_CHARACTERS} a "
+                f"the diff is {length} characters, more than the {MAX_DIFF_CHARACTERS} a "
                 f"user can review; {NOTHING}. Change less at once."
             )
         return arguments
