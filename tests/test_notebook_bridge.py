@@ -5,6 +5,7 @@ is tested in a real JupyterLab and Notebook 7 (test_browser_notebook_bridge.py).
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -111,3 +112,11 @@ def test_an_apply_sent_but_not_answered_may_have_been_applied(
     outcome = live.apply(CellChange("edit", "c", "x = 1", "x = 2"))
     assert [m["op"] for m in widget.sent] == ["apply"]
     assert outcome == "unanswered"
+
+
+def test_a_saved_notebook_that_is_not_a_regular_file_is_not_opened(tmp_path: Path) -> None:
+    """A FIFO (or a symlink to one) would block the read, and the run, for ever."""
+    notebook = tmp_path / "analysis.ipynb"
+    os.mkfifo(notebook)
+    with pytest.raises(ToolError, match="is not a regular file"):
+        LiveNotebook(SimpleNamespace(), lambda: notebook).read()

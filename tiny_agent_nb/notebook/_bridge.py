@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -259,6 +260,8 @@ class LiveNotebook:
             )
         name = cell_text(path.name)
         try:
+            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read for ever
+                raise ToolError(f"the saved notebook {name} is not a regular file; not read")
             with path.open("rb") as file:
                 data = file.read(MAX_NOTEBOOK_BYTES + 1)
         except OSError as exc:
