@@ -23,16 +23,17 @@ HELPERS = Path(__file__).parent
 NOTEBOOK = (
     f"import sys; sys.path.insert(0, {str(HELPERS)!r})\n"
     "from helpers.fake_notebook import FakeNotebook\n"
-    "import functools, tiny_agent_nb.notebook._loops as loops\n"
-    "nb = FakeNotebook('%%agent', 'total = price * qty\\u200b', '%%agent\\nold', own='c0')\n"
-    "loops.ToolContext = functools.partial(loops.ToolContext, notebook=nb)"
+    "nb = FakeNotebook('%%agent', 'total = price * qty\\u200b', '%%agent\\nold', own='c0')"
 )
+# In place of the bridge the extension made (it reads the live notebook or the saved file).
+USE_FAKE = 'get_ipython().magics_manager.registry["AgentMagics"].runtime.loops.notebook = nb'
 
 
 def frontend(start_kernel: StartKernel) -> WidgetFrontend:
     ui = WidgetFrontend(start_kernel())
     ui.finish(ui.send(NOTEBOOK))
     assert "session" in ui.finish(ui.send("%load_ext tiny_agent_nb")).stdout
+    ui.finish(ui.send(USE_FAKE))
     return ui
 
 
@@ -133,6 +134,7 @@ def test_a_cell_run_without_stdin_proposes_the_new_source_and_tells_the_model(
     kernel = start_kernel()
     kernel.execute(NOTEBOOK)
     kernel.execute("%load_ext tiny_agent_nb")
+    kernel.execute(USE_FAKE)
     server.enqueue(
         tool_calls_reply(tool_call("e1", "edit_cell", {"cell_id": "c1", "source": "total = 2"})),
         text_reply("Proposed."),
