@@ -116,3 +116,22 @@ def test_a_run_stopped_while_the_diff_waits_leaves_the_intent_interrupted(
     assert intent.status == "interrupted"
     assert outcome_note(intent.status) == "it may have run; it was not run again"
     assert notebook.applied == []
+
+
+def test_a_read_that_fails_unexpectedly_is_a_result_the_model_sees_not_a_failed_run(
+    server: OpenAIServer, tmp_path: Path
+) -> None:
+    class Broken(FakeNotebook):
+        def read(self) -> Any:
+            raise RuntimeError("the frontend sent something odd")
+
+    server.enqueue(
+        tool_calls_reply(tool_call("e1", "edit_cell", {"cell_id": "c0", "source": "x = 2"})),
+        text_reply("I could not."),
+    )
+    path, outcome = run(server, tmp_path, Broken("x = 1"), lambda tool, _: True)
+    assert outcome == "completed"
+    (intent,) = load_session(path).tool_intents.values()
+    assert intent.status == "error"
+    told = server.requests[1].body["messages"][-1]["content"]
+    assert told == "edit_cell failed: RuntimeError: the frontend sent something odd"

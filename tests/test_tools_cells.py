@@ -6,6 +6,7 @@ be changed the new source is proposed as a cell instead, the model told which.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,57 @@ def test_the_diff_is_a_unified_diff_of_the_recorded_call() -> None:
         "new code cell after cell c3\n@@ -0,0 +1 @@\n+y"
     )
     assert change_diff("bash", {"command": "ls"}) is None
+
+
+KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("source", "refusal"),
+    [
+        # The model reads the key as [redacted] and writes that back: the diff, made from
+        # the redacted record, would show the key's line unchanged while Accept replaced
+        # the key with the text "[redacted]".
+        ('KEY = "[redacted]"\nx = 2', "holds a secret"),
+        # A key the model writes in is shown as [redacted]: the user cannot read it.
+        (f'KEY = "{KEY}"\nx = 2', "the new source holds a secret"),
+    ],
+)
+def test_a_change_whose_diff_would_hide_a_secret_is_refused(source: str, refusal: str) -> None:
+    notebook = FakeNotebook(f'KEY = "{KEY}"\nx = 1')
+    ctx = replace(context(notebook), secrets=(KEY,))
+    with pytest.raises(ToolError, match="nothing was changed") as raised:
+        EDIT.prepare(EDIT.effective_arguments({"cell_id": "c0", "source": source}), ctx)
+    assert refusal in str(raised.value)
+    assert notebook.applied == []
+
+
+def test_a_cell_holding_a_secret_may_lose_the_line_as_the_diff_shows() -> None:
+    notebook = FakeNotebook(f'KEY = "{KEY}"\nx = 1')
+    ctx = replace(context(notebook), secrets=(KEY,))
+    _, output = call(EDIT, {"cell_id": "c0", "source": "x = 2"}, ctx)
+    assert not output.is_error, output.content
+    assert notebook.source("c0") == "x = 2"
+
+
+def test_an_apply_the_notebook_did_not_answer_may_have_been_applied() -> None:
+    class Silent(FakeNotebook):
+        def apply(self, change: Any) -> Any:
+            return "unanswered"
+
+    proposed: list[str] = []
+    _, output = call(
+        EDIT, {"cell_id": "c0", "source": "x = 2"}, context(Silent("x = 1"), proposed=proposed)
+    )
+    assert proposed == []  # not a second copy of a change that may be in the cell
+    assert output.is_error
+    assert "may have been applied" in output.content
+
+
+def test_a_diff_too_long_as_shown_is_refused_before_it_is_asked_about() -> None:
+    """Hidden characters in the user's cell are shown as escapes (`\\u200b`, 6 each): a
+    diff short in characters but too long on screen was denied unseen by the question,
+    and the model told the user had rejected it."""
+    notebook = FakeNotebook("\u200b" * (MAX_DIFF_CHARACTERS // 3))
+    with pytest.raises(ToolError, match=r"more than the .* a user can review"):
+        DELETE.prepare({"cell_id": "c0"}, context(notebook))

@@ -130,6 +130,8 @@ class ToolStep:
                 refusal = f"{exc}. The tool did not run."
             except ToolError as exc:  # what the tool read first refuses it
                 refusal = str(exc)
+            except Exception as exc:  # a bug in what it read first: as `_execute` says it
+                refusal = f"{tool.name} failed: {type(exc).__name__}: {exc}"
             else:
                 recorded = redact_json(arguments, self._context.secrets)
                 if tool.asks_approval and not self.approved(tool.name, recorded):

@@ -19,6 +19,8 @@ come through the run's controls' subshell or the comm pump (_comm_pump.py).
 from __future__ import annotations
 
 import json
+import re
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +41,9 @@ GRACE = 0.5
 MAX_NOTEBOOK_BYTES = 64 << 20  # a bigger saved notebook is not read
 CELL_TYPES = ("code", "markdown", "raw")
 OUTCOMES = ("applied", "changed", "missing")
+# nbformat 4.5's cell id: what read_notebook prints beside each cell's fence, so no id
+# from a crafted file or frontend can add lines of its own there.
+CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 ESM = r"""
 function sharedNotebook(model) {
@@ -109,7 +114,7 @@ class LiveNotebook:
         self._chosen: str | None = None  # the frontend that answered last
 
     def read(self) -> NotebookCells:
-        reply = self._request({"op": "read"})
+        reply = self._request({"op": "read"}) if self._contact() else None
         cells = None if reply is None else _cells(reply.get("cells"))
         if cells is None:
             return self._saved_cells()
@@ -118,10 +123,14 @@ class LiveNotebook:
     def apply(self, change: CellChange) -> ApplyOutcome:
         """Call it on the kernel's main thread (the running cell), never from a comm
         handler: the frontend's answer is handled on that handler's thread. Past
-        REPLY_TIMEOUT it says "unreachable", though a frontend that answers late may
-        have applied it."""
+        REPLY_TIMEOUT it says "unanswered": a frontend that answers late may have
+        applied it."""
+        if not self._contact():
+            return "unreachable"  # nothing was asked
         reply = self._request({"op": "apply", "change": asdict(change)}, to_last=True)
-        outcome = reply and reply.get("outcome")
+        if reply is None:
+            return "unanswered"
+        outcome = reply.get("outcome")
         return cast(ApplyOutcome, outcome) if outcome in OUTCOMES else "unreachable"
 
     def close(self) -> None:
@@ -134,9 +143,7 @@ class LiveNotebook:
         """The first reply of a frontend with a notebook, or None when none answers in
         time (those that did not are forgotten: a closed page). Asked: with `to_last`,
         the frontend that answered last (a change goes where it was read); else one
-        showing this kernel's notebook; else all of them."""
-        if not self._contact():
-            return None
+        showing this kernel's notebook; else all of them. Asked after `_contact`."""
         with self._lock:
             last = self._chosen if to_last and self._frontends.get(self._chosen or "") else None
             target = last or self._ours()
@@ -253,6 +260,8 @@ class LiveNotebook:
             )
         name = cell_text(path.name)
         try:
+            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read for ever
+                raise ToolError(f"the saved notebook {name} is not a regular file; not read")
             with path.open("rb") as file:
                 data = file.read(MAX_NOTEBOOK_BYTES + 1)
         except OSError as exc:
@@ -261,7 +270,7 @@ class LiveNotebook:
             raise ToolError(f"the saved notebook {name} is larger than 64 MB; not read")
         try:
             cells = _cells(_saved_json_cells(json.loads(data)))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON; nested too deep to parse
             cells = None
         if cells is None:
             raise ToolError(f"the saved notebook {name} is not a notebook (nbformat 4)")
@@ -307,6 +316,7 @@ def _cells(raw: Any) -> tuple[NotebookCell, ...] | None:
         if not (
             isinstance(cell, dict)
             and isinstance(cell.get("id"), str)
+            and CELL_ID.fullmatch(cell["id"])
             and cell.get("cell_type") in CELL_TYPES
             and isinstance(cell.get("source"), str)
         ):

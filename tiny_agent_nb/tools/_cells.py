@@ -23,6 +23,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 from pydantic.json_schema import SkipJsonSchema
 
+from ..redaction import REDACTED, redact, redact_json
+from ..words import printable
 from ._base import BuiltinTool, ToolArguments, ToolContext, ToolError, ToolOutput
 from ._notebook import CellChange, ChangeAction, NotebookCells
 from ._propose import MAX_PROPOSED_CHARACTERS, refuse_unreviewable
@@ -79,10 +81,16 @@ class CellTool(BuiltinTool[Any]):
 
     def prepare(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         new = normalized(str(arguments.get("source", "")))
+        secrets = context.secrets
         if self.action != "delete":
             if new.lstrip().startswith(AGENT_MAGIC):
                 raise ToolError(f"a cell may not start with {AGENT_MAGIC}; {NOTHING}")
             refuse_unreviewable(new, NOTHING)
+            # The user reviews the redacted record: a secret in it would read [redacted].
+            if redact(new, secrets) != new:
+                raise ToolError(
+                    f"the new source holds a secret, which the user cannot read; {NOTHING}"
+                )
             arguments = {**arguments, "source": new}
         if context.notebook is None:
             return arguments  # nothing to read: the change can only be proposed
@@ -94,9 +102,18 @@ class CellTool(BuiltinTool[Any]):
         if self.action != "insert":
             arguments = {**arguments, "old_source": old}
         diff = cell_diff(self.change(self.parse_arguments(arguments)))
-        if len(diff) > MAX_DIFF_CHARACTERS:
+        shown = cell_diff(self.change(self.parse_arguments(redact_json(arguments, secrets))))
+        if redact(diff, secrets) != shown:
             raise ToolError(
-                f"the diff is {len(diff)} characters, more than the {MAX_DIFF_CHARACTERS} a "
+                f"cell {cell_id} holds a secret, which you read as {REDACTED}: the diff the "
+                f"user reviews could not show what the change does to it; {NOTHING}. Leave "
+                "its lines out of the new source, or ask the user to make the change."
+            )
+        # Measured as shown: a hidden character in the user's cell is shown as its escape.
+        length = len(printable(diff, keep_lines=True))
+        if length > MAX_DIFF_CHARACTERS:
+            raise ToolError(
+                f"the diff is {length} characters, more than the {MAX_DIFF_CHARACTERS} a "
                 f"user can review; {NOTHING}. Change less at once."
             )
         return arguments
@@ -131,6 +148,11 @@ class CellTool(BuiltinTool[Any]):
         outcome = context.notebook.apply(change)
         if outcome == "unreachable":
             return self._fallback(change, context, "this frontend's notebook cannot be changed")
+        if outcome == "unanswered":  # not proposed too: it may be in the cell already
+            raise ToolError(
+                f"the notebook did not answer in time: the change to cell {change.cell_id} "
+                "may have been applied or not. Read the notebook before another change."
+            )
         if outcome != "applied":
             gone = "is gone" if outcome == "missing" else "changed"
             raise ToolError(

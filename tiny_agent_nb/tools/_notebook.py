@@ -13,8 +13,9 @@ from typing import Literal, Protocol
 CellType = Literal["code", "markdown", "raw"]
 ChangeAction = Literal["edit", "insert", "delete"]
 # How applying a change ended: done; refused because the cell no longer holds what the
-# change was made from (or is gone); or no live notebook could be reached.
-ApplyOutcome = Literal["applied", "changed", "missing", "unreachable"]
+# change was made from (or is gone); no live notebook could be reached (nothing was
+# asked); or it was asked and did not answer in time (it may have applied it).
+ApplyOutcome = Literal["applied", "changed", "missing", "unreachable", "unanswered"]
 
 
 @dataclass(frozen=True)
