@@ -70,7 +70,13 @@ def test_the_intent_is_committed_before_the_diff_and_the_decision_after(
     )
     path, outcome = run(server, tmp_path, notebook, ask, approval)
     assert outcome == "completed"
-    recorded = {"cell_id": "c1", "source": "total = 1", "old_source": "total = price * qty"}
+    recorded = {
+        "cell_id": "c1",
+        "source": "total = 1",
+        "cell_number": 2,
+        "cell_count": 2,
+        "old_source": "total = price * qty",
+    }
     assert seen == [("edit_cell", recorded, ["edit_cell pending"])]
     (intent,) = load_session(path).tool_intents.values()
     assert dict(intent.arguments) == recorded

@@ -42,7 +42,7 @@ CELLS = [
     "%%agent\nAdd one, drop one.",
     "old = 1",
 ]
-DIFF = "cell cell-1\n@@ -1,2 +1 @@\n-x = 1\\u200b\n-y = 2\n+x = 42"
+DIFF = "cell 2 of 7 (id cell-1)\n@@ -1,2 +1 @@\n-x = 1\\u200b\n-y = 2\n+x = 42"
 
 
 @pytest.fixture(scope="module")

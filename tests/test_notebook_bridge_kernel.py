@@ -86,6 +86,7 @@ def test_the_running_cell_reads_and_changes_the_live_notebook(
         "old_source": "x = 1  # typed",
         "new_source": "x = 2",
         "cell_type": "code",
+        "position": None,
     }
 
 

@@ -56,7 +56,7 @@ def test_accept_applies_the_diff_shown_and_the_notebook_keeps_it_as_text(
     cell = ui.send("%%agent\nFix the total.")  # the kernel's approval is auto
     accept = ui.wait_for_button("Accept")
     diff = ui.questions()[-1].state["text"]
-    assert diff == "cell c1\n@@ -1 +1 @@\n-total = price * qty\\u200b\n+total = 2"
+    assert diff == "cell 2 of 3 (id c1)\n@@ -1 +1 @@\n-total = price * qty\\u200b\n+total = 2"
     ui.click(accept)
     ui.finish(cell)
 
@@ -72,7 +72,7 @@ def test_accept_applies_the_diff_shown_and_the_notebook_keeps_it_as_text(
         d["text/html"] for d in cell.outputs() if "tan-control-record" in d.get("text/html", "")
     ]
     assert any(
-        "✓ <b>edit_cell</b> — accepted by you<pre>cell c1\n@@ -1 +1 @@\n"
+        "✓ <b>edit_cell</b> — accepted by you<pre>cell 2 of 3 (id c1)\n@@ -1 +1 @@\n"
         "-total = price * qty\\u200b\n+total = 2</pre>" in html
         for html in kept
     ), kept
@@ -97,7 +97,7 @@ def test_reject_by_key_changes_nothing_and_a_message_to_another_question_does_no
     ui.press_key(first, "r")  # Reject: the first answer
     ui.until(lambda: len(ui.questions()) == 2 and ui.buttons("Accept"), "the second diff")
     second = ui.questions()[-1]
-    assert second.state["text"].startswith("new code cell after cell c1\n")
+    assert second.state["text"].startswith("new code cell after cell 2 of 3 (id c1)\n")
     ui._custom(first, {"choice": "allow"})  # Accept, to the first diff's (closed) question
     ui._custom(second, {"choice": "deny", "cell_id": "c2", "source": "import os"})
     ui.finish(cell)

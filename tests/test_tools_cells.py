@@ -47,13 +47,21 @@ def test_the_three_tools_are_built_in_never_replayed_and_not_asked_by_approve() 
         assert tool is not None
         assert tool.replay_policy == "never"
         assert not tool.asks_approval  # the diff is asked about whatever --approve says
-        assert "old_source" not in tool.schema().parameters["properties"]
+        assert not {"old_source", "cell_number", "cell_count"} & set(
+            tool.schema().parameters["properties"]
+        )
 
 
 def test_an_accepted_edit_is_recorded_with_both_sources_and_applied_unrun() -> None:
     notebook = FakeNotebook("x = 1", "y = x + 1")
     recorded, output = call(EDIT, {"cell_id": "c1", "source": "y = x + 2\r\n"}, context(notebook))
-    assert recorded == {"cell_id": "c1", "source": "y = x + 2\n", "old_source": "y = x + 1"}
+    assert recorded == {
+        "cell_id": "c1",
+        "source": "y = x + 2\n",
+        "cell_number": 2,
+        "cell_count": 2,
+        "old_source": "y = x + 1",
+    }
     assert not output.is_error, output.content
     assert notebook.source("c1") == "y = x + 2\n"
     assert "(it has not run)" in output.content
@@ -89,11 +97,17 @@ def test_insert_and_delete_are_applied_on_accept() -> None:
         {"after_cell_id": "c0", "source": "# Notes", "cell_type": "markdown"},
         context(notebook),
     )
-    assert recorded == {"after_cell_id": "c0", "source": "# Notes", "cell_type": "markdown"}
+    assert recorded == {
+        "after_cell_id": "c0",
+        "source": "# Notes",
+        "cell_type": "markdown",
+        "cell_number": 1,
+        "cell_count": 2,
+    }
     assert "A new markdown cell was inserted after cell c0" in output.content
     assert [c.source for c in notebook.cells] == ["a", "# Notes", "b"]
     recorded, output = call(DELETE, {"cell_id": "c1"}, context(notebook))
-    assert recorded == {"cell_id": "c1", "old_source": "b"}
+    assert recorded == {"cell_id": "c1", "cell_number": 3, "cell_count": 3, "old_source": "b"}
     assert output.content == "The user accepted the change. Cell c1 was deleted."
     assert [c.source for c in notebook.cells] == ["a", "# Notes"]
 
@@ -103,8 +117,13 @@ def test_insert_and_delete_are_applied_on_accept() -> None:
     [
         (EDIT, {"cell_id": "c0", "source": "x"}, "cell c0 is the running agent cell"),
         (DELETE, {"cell_id": "c1"}, "cell c1 is an %%agent cell, the user's"),
+        # IPython runs the agent behind other cell magics too.
+        (EDIT, {"cell_id": "c3", "source": "x"}, "cell c3 is an %%agent cell, the user's"),
+        (DELETE, {"cell_id": "c4"}, "cell c4 is an %%agent cell, the user's"),
         (EDIT, {"cell_id": "c9", "source": "x"}, "the notebook has no cell c9"),
-        (INSERT, {"after_cell_id": "c2", "source": " %%agent\nhi"}, "may not start with %%agent"),
+        (INSERT, {"after_cell_id": "c2", "source": " %%agent\nhi"}, "is an %%agent cell"),
+        (INSERT, {"after_cell_id": "c2", "source": "\n%%time\n %%agent\nhi"}, "is an %%agent"),
+        (EDIT, {"cell_id": "c2", "source": "%%capture out\n%%agent -h\nhi"}, "is an %%agent"),
         (EDIT, {"cell_id": "c2", "source": "ok\u202e = 1"}, "U+202E at line 1"),
         (EDIT, {"cell_id": "c2", "source": "x = 1"}, "cell c2 already holds this source"),
         (EDIT, {"cell_id": "c2", "source": "x = 1" + " " * 120 + "; y"}, "wider than the 100"),
@@ -113,7 +132,14 @@ def test_insert_and_delete_are_applied_on_accept() -> None:
 def test_a_change_the_model_may_not_make_is_refused_before_it_is_recorded(
     tool: Any, arguments: dict[str, Any], refusal: str
 ) -> None:
-    notebook = FakeNotebook("%%agent\nhello", "\n%%agent --model m\nagain", "x = 1", own="c0")
+    notebook = FakeNotebook(
+        "%%agent\nhello",
+        "\n%%agent --model m\nagain",
+        "x = 1",
+        "%%time\n%%agent\nagain",
+        "\n  \n%%capture out\n  %%time\n\n%%agent --demo\nonce more",
+        own="c0",
+    )
     with pytest.raises(ToolError, match="nothing was changed") as raised:
         tool.prepare(tool.effective_arguments(arguments), context(notebook))
     assert refusal in str(raised.value)
@@ -125,12 +151,32 @@ def test_a_cell_too_long_to_review_is_not_deleted() -> None:
         DELETE.prepare({"cell_id": "c0"}, context(notebook))
 
 
-def test_a_forged_old_source_from_the_model_is_replaced_by_what_the_cell_holds() -> None:
-    notebook = FakeNotebook("secret = 1")
-    recorded, _ = call(
-        EDIT, {"cell_id": "c0", "source": "x", "old_source": "anything"}, context(notebook)
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = 1\n%%agent",  # not a magic: the cell runs as Python
+        "%time\n%%agent\nhi",  # a line magic first: IPython does not run this at all
+        "# %%agent",
+    ],
+)
+def test_a_cell_that_is_not_an_agent_cell_may_be_changed(source: str) -> None:
+    notebook = FakeNotebook(source)
+    _, output = call(EDIT, {"cell_id": "c0", "source": "x = 2"}, context(notebook))
+    assert not output.is_error, output.content
+
+
+def test_what_the_model_sends_for_the_cell_it_read_is_replaced_by_what_the_notebook_holds() -> None:
+    notebook = FakeNotebook("a", "secret = 1")
+    forged = {"old_source": "anything", "cell_number": 9, "cell_count": 9}
+    recorded, _ = call(EDIT, {"cell_id": "c1", "source": "x", **forged}, context(notebook))
+    assert (recorded["old_source"], recorded["cell_number"], recorded["cell_count"]) == (
+        "secret = 1",
+        2,
+        2,
     )
-    assert recorded["old_source"] == "secret = 1"
+    # Where no notebook is read, nothing of it is recorded from the model either.
+    recorded, _ = call(EDIT, {"cell_id": "c1", "source": "x", **forged}, context(None, None, []))
+    assert recorded == {"cell_id": "c1", "source": "x"}
 
 
 @pytest.mark.parametrize("where", ["no notebook", "unreachable", "no one to ask"])
@@ -169,16 +215,32 @@ def test_a_review_that_cannot_be_asked_falls_back_to_a_proposal() -> None:
     assert "no one can be asked to accept a diff here" in output.content
 
 
-def test_the_diff_is_a_unified_diff_of_the_recorded_call() -> None:
+def test_the_diff_is_a_unified_diff_of_the_recorded_call_naming_the_cell_by_place() -> None:
+    """The user never sees a cell's id (JupyterLab's are UUIDs): the diff says where the
+    cell is, as read, with the id beside it."""
+    place = {"cell_number": 3, "cell_count": 10}
+    recorded = {"cell_id": "c3", "source": "a\nB\nc", "old_source": "a\nb\nc", **place}
+    assert change_diff("edit_cell", recorded) == (
+        "cell 3 of 10 (id c3)\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c"
+    )
+    assert change_diff("delete_cell", {"cell_id": "c3", "old_source": "x", **place}) == (
+        "cell 3 of 10 (id c3), deleted\n@@ -1 +0,0 @@\n-x"
+    )
+    assert change_diff("insert_cell", {"after_cell_id": "c3", "source": "y", **place}) == (
+        "new code cell after cell 3 of 10 (id c3)\n@@ -0,0 +1 @@\n+y"
+    )
+    assert change_diff("bash", {"command": "ls"}) is None
+
+
+def test_a_call_recorded_without_the_cell_s_place_still_shows_its_diff() -> None:
     recorded = {"cell_id": "c3", "source": "a\nB\nc", "old_source": "a\nb\nc"}
     assert change_diff("edit_cell", recorded) == "cell c3\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c"
     assert change_diff("delete_cell", {"cell_id": "c3", "old_source": "x"}) == (
-        "cell c3 (deleted)\n@@ -1 +0,0 @@\n-x"
+        "cell c3, deleted\n@@ -1 +0,0 @@\n-x"
     )
     assert change_diff("insert_cell", {"after_cell_id": "c3", "source": "y"}) == (
         "new code cell after cell c3\n@@ -0,0 +1 @@\n+y"
     )
-    assert change_diff("bash", {"command": "ls"}) is None
 
 
 KEY = "sk-test-0123456789abcdef"

@@ -6,9 +6,11 @@ cell id with the old and the new source; the diff shown is made from that record
 Accept applies exactly that change, only if the cell still holds what the diff was made
 from (`Notebook.apply`). Nothing else answers the question (`ToolContext.review`: the
 run's own approval question, asked whatever `--approve` says; a reply carries only the
-choice), and an edited cell is never run. The running agent cell and any `%%agent` cell
-are not the model's to change. New source follows the one rule for reviewed code
-(`refuse_unreviewable`). Never replayed: they change the user's notebook.
+choice), and an edited cell is never run. The diff names the cell by its place as read
+("cell 3 of 10"): ids are UUIDs the user never sees. The running agent cell and any agent
+cell (`%%agent`, behind other cell magics too) are not the model's to change. New source
+follows the one rule for reviewed code (`refuse_unreviewable`). Never replayed: they
+change the user's notebook.
 
 Where no live notebook can be changed (no notebook, no one to ask, or `apply` answers
 "unreachable": VS Code, Colab, nbclient, a terminal), new source is proposed as a cell
@@ -18,6 +20,7 @@ below instead (`propose_cell`), and the result says so.
 from __future__ import annotations
 
 import difflib
+import itertools
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -36,14 +39,20 @@ NOTHING = "nothing was changed"
 SOURCE = "The cell's whole new source (not a patch); it is not run."
 
 
-class EditCellArguments(ToolArguments):
+class PreparedArguments(ToolArguments):
+    # Filled in from the notebook before the call is recorded (what the diff is made from):
+    # the cell's 1-based place among the notebook's cells as read, and their number.
+    cell_number: SkipJsonSchema[int | None] = None
+    cell_count: SkipJsonSchema[int | None] = None
+
+
+class EditCellArguments(PreparedArguments):
     cell_id: str = Field(description="The id of the cell to change, as read_notebook gives it.")
     source: str = Field(description=SOURCE)
-    # Filled in from the notebook before the call is recorded (what the diff is made from).
     old_source: SkipJsonSchema[str | None] = None
 
 
-class InsertCellArguments(ToolArguments):
+class InsertCellArguments(PreparedArguments):
     after_cell_id: str = Field(description="The id of the cell the new one goes after.")
     source: str = Field(description="The new cell's source; it is not run.")
     cell_type: Literal["code", "markdown", "raw"] = Field(
@@ -51,12 +60,13 @@ class InsertCellArguments(ToolArguments):
     )
 
 
-class DeleteCellArguments(ToolArguments):
+class DeleteCellArguments(PreparedArguments):
     cell_id: str = Field(description="The id of the cell to delete.")
     old_source: SkipJsonSchema[str | None] = None
 
 
 CellArguments = EditCellArguments | InsertCellArguments | DeleteCellArguments
+PREPARED = ("old_source", "cell_number", "cell_count")
 
 SHOWN = (
     "It is shown to the user as a diff to Accept or Reject; nothing changes until Accept. "
@@ -74,17 +84,19 @@ class CellTool(BuiltinTool[Any]):
         return False  # not by `--approve`: the diff is always asked about (`review`)
 
     def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Without `old_source`: only `prepare` says what the cell holds, not the model."""
+        """Without what `prepare` fills in: only the notebook says what the cell holds and
+        where it is, not the model."""
         effective = super().effective_arguments(arguments)
-        effective.pop("old_source", None)
+        for name in PREPARED:
+            effective.pop(name, None)
         return effective
 
     def prepare(self, arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
         new = normalized(str(arguments.get("source", "")))
         secrets = context.secrets
         if self.action != "delete":
-            if new.lstrip().startswith(AGENT_MAGIC):
-                raise ToolError(f"a cell may not start with {AGENT_MAGIC}; {NOTHING}")
+            if is_agent_cell(new):
+                raise ToolError(f"the new source is an {AGENT_MAGIC} cell, the user's; {NOTHING}")
             refuse_unreviewable(new, NOTHING)
             # The user reviews the redacted record: a secret in it would read [redacted].
             if redact(new, secrets) != new:
@@ -96,9 +108,10 @@ class CellTool(BuiltinTool[Any]):
             return arguments  # nothing to read: the change can only be proposed
         cells = context.notebook.read()
         cell_id = str(arguments.get("cell_id", arguments.get("after_cell_id")))
-        old = _source_of(cells, cell_id, may_be_agent=self.action == "insert")
+        number, old = _source_of(cells, cell_id, may_be_agent=self.action == "insert")
         if self.action == "edit" and old == new:
             raise ToolError(f"cell {cell_id} already holds this source; {NOTHING}")
+        arguments = {**arguments, "cell_number": number, "cell_count": len(cells.cells)}
         if self.action != "insert":
             arguments = {**arguments, "old_source": old}
         diff = cell_diff(self.change(self.parse_arguments(arguments)))
@@ -120,12 +133,15 @@ class CellTool(BuiltinTool[Any]):
 
     def change(self, arguments: ToolArguments) -> CellChange:
         assert isinstance(arguments, CellArguments)
+        position = None  # a call recorded before the place was
+        if arguments.cell_number is not None and arguments.cell_count is not None:
+            position = f"{arguments.cell_number} of {arguments.cell_count}"
         if isinstance(arguments, InsertCellArguments):
-            return CellChange(
-                "insert", arguments.after_cell_id, "", arguments.source, arguments.cell_type
-            )
+            source, kind = arguments.source, arguments.cell_type
+            return CellChange("insert", arguments.after_cell_id, "", source, kind, position)
         new = arguments.source if isinstance(arguments, EditCellArguments) else ""
-        return CellChange(self.action, arguments.cell_id, arguments.old_source or "", new)
+        old = arguments.old_source or ""
+        return CellChange(self.action, arguments.cell_id, old, new, position=position)
 
     def execute(self, arguments: CellArguments, context: ToolContext) -> ToolOutput:
         change = self.change(arguments)
@@ -209,19 +225,28 @@ def normalized(source: str) -> str:
     return source.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _source_of(cells: NotebookCells, cell_id: str, *, may_be_agent: bool) -> str:
-    """The cell's source; ToolError when there is no such cell, or it is an agent cell
-    a change may not touch."""
-    for cell in cells.cells:
+def is_agent_cell(source: str) -> bool:
+    """Whether IPython runs `source` as an agent cell: `%%agent` among the cell magics it
+    opens with (`%%time` then `%%agent ...` runs the agent too). Blank lines and indents
+    are skipped, as IPython skips them before a cell magic, and again in a magic's body."""
+    lines = (line.lstrip() for line in source.split("\n"))
+    magics = itertools.takewhile(lambda line: not line or line.startswith("%%"), lines)
+    return any(line.startswith(AGENT_MAGIC) for line in magics)
+
+
+def _source_of(cells: NotebookCells, cell_id: str, *, may_be_agent: bool) -> tuple[int, str]:
+    """The cell's 1-based place and source; ToolError when there is no such cell, or it is
+    an agent cell a change may not touch."""
+    for number, cell in enumerate(cells.cells, 1):
         if cell.id != cell_id:
             continue
         if may_be_agent:
-            return cell.source
+            return number, cell.source
         if cell.id == cells.own_cell_id:
             raise ToolError(f"cell {cell_id} is the running agent cell; {NOTHING}")
-        if cell.source.lstrip().startswith(AGENT_MAGIC):
+        if is_agent_cell(cell.source):
             raise ToolError(f"cell {cell_id} is an {AGENT_MAGIC} cell, the user's; {NOTHING}")
-        return cell.source
+        return number, cell.source
     raise ToolError(f"the notebook has no cell {cell_id}; {NOTHING}. read_notebook lists them.")
 
 
@@ -230,10 +255,14 @@ def cell_diff(change: CellChange) -> str:
     each surface escapes it as it shows it)."""
     old = change.old_source.split("\n") if change.old_source else []
     new = change.new_source.split("\n") if change.action != "delete" else []
+    # By place as read, with the id: the user never sees an id (JupyterLab's are UUIDs).
+    cell = f"cell {change.cell_id}"
+    if change.position is not None:
+        cell = f"cell {change.position} (id {change.cell_id})"
     where = {
-        "edit": f"cell {change.cell_id}",
-        "insert": f"new {change.cell_type} cell after cell {change.cell_id}",
-        "delete": f"cell {change.cell_id} (deleted)",
+        "edit": cell,
+        "insert": f"new {change.cell_type} cell after {cell}",
+        "delete": f"{cell}, deleted",
     }[change.action]
     hunks = list(difflib.unified_diff(old, new, lineterm="", n=3))[2:]  # not ---/+++
     return "\n".join([where, *hunks])

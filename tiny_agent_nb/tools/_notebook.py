@@ -40,6 +40,7 @@ class CellChange:
     old_source: str  # what the change was made from ("" for an insert)
     new_source: str  # "" for a delete
     cell_type: CellType = "code"  # an inserted cell's type
+    position: str | None = None  # "3 of 10": the cell's place when the change was made
 
 
 class Notebook(Protocol):
