@@ -35,7 +35,7 @@ INTERRUPTED_LINE = "■ Interrupted. The abort is recorded; `%agent resume` cont
 # What a resume keeps of a run started with the configuration's options.
 KEPT_LINE = (
     "↻ `%agent resume` keeps the run's options: runs changes without asking · tools: bash, "
-    "edit_file, grep +6 more · no budget · 25 steps · model test/model\n"
+    "delete_cell, edit_cell +10 more · no budget · 25 steps · model test/model\n"
 )
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers

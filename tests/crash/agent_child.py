@@ -43,9 +43,10 @@ import httpx
 from tiny_agent_nb.agent import AgentError, AgentLoop, LoopConfig, RecoveryReport, RunResult
 from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import HeaderInit, SessionStore
-from tiny_agent_nb.tools import ToolContext, builtin_registry
+from tiny_agent_nb.tools import NOTEBOOK_TOOLS, ToolContext, builtin_registry
 
 MODEL = "test/model"
+BUILTIN_NAMES = builtin_registry().names
 # The process that imported this module: the forkserver, for the children it forks
 # (tests/conftest.py preloads it), else the child itself.
 IMPORTED_IN = os.getpid()
@@ -114,7 +115,8 @@ def drive(args: argparse.Namespace, emit: Emit, ask: Ask) -> dict[str, Any]:
         loop = AgentLoop(
             store,
             provider,
-            builtin_registry(),
+            # the tools a run with no notebook is offered (notebook/_loops.py)
+            builtin_registry().subset(n for n in BUILTIN_NAMES if n not in NOTEBOOK_TOOLS),
             ToolContext(workspace=workspace, namespace={}),
             LoopConfig(
                 provider_config,
