@@ -36,7 +36,8 @@ from ._controls import controls_available
 
 FIRST_CONTACT = 10.0  # s for a frontend's hello after the widget's comm opened
 REPLY_TIMEOUT = 10.0  # s for a frontend that said hello to answer a request
-# s for a frontend with a notebook to say hello after one without (a console) did
+# s for this kernel's notebook to say hello after another frontend (a console, another
+# notebook on the kernel) did, on the first contact
 GRACE = 0.5
 MAX_NOTEBOOK_BYTES = 64 << 20  # a bigger saved notebook is not read
 CELL_TYPES = ("code", "markdown", "raw")
@@ -190,10 +191,12 @@ class LiveNotebook:
         first: list[float] = []
 
         def found() -> bool:
-            if self._reachable():
+            if self._ours() is not None:
                 return True
             if self._frontends and not first:
                 first.append(time.monotonic())
+            # Another notebook sharing the kernel, or a console, said hello first: this
+            # kernel's notebook gets a moment to say its own before they are asked.
             return bool(first) and time.monotonic() - first[0] > GRACE
 
         self._wait(found, FIRST_CONTACT - waited)
