@@ -2,9 +2,10 @@
 
 The projection is built once per kernel, at its first model request, from the whole
 session (`ContextProjection.following`). What it keeps is the messages it sends; what
-the build makes and frees on the way must not stay resident: the messages it keeps lie
-among the blocks its temporaries (every entry decoded and encoded) freed, which the C
-heap keeps resident unless the build gives them back (register row "heap-trim"). Measured in a
+the build makes and frees on the way must not stay resident. It did, twice over: first
+the runs were merged two by two up to the size of the whole context; then, sealed at
+1 MiB, each run was still a block of the C allocator's heap made among the build's
+temporaries (every entry decoded and encoded), whose holes the heap kept. Measured in a
 fresh process (tests/children/context_rss.py): resident memory is the allocator's whole
 history, and a test worker's is not the build's.
 """
@@ -24,8 +25,8 @@ def test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends(
 ) -> None:
     """bench_startup's 10k-fact session (5.8 MB: cells of ten `read_file` steps with
     1 KB results), whose context (2.7 MB) is the one that took the kernel over 1.5x the
-    file: the build added 1.9x what it sends, 1.7x with the messages as `bytes`, and adds
-    ~0.95x now (the heap's free pages given back after the build)."""
+    file: the build added 1.9x what it sends, and adds ~1.15x now (the messages in
+    memory maps, the build's temporaries alone in the heap)."""
     path = startup_session
 
     # The first process may compile modules into the run's empty bytecode prefix
@@ -50,5 +51,5 @@ def test_building_a_10k_fact_sessions_context_keeps_about_what_it_sends(
     assert measured["sent"] > 0.4 * path.stat().st_size
     # The context keeps what it sends; the rest of what the build touched (each entry
     # decoded and encoded once, the state it reads) is freed and reused as it goes.
-    # Without giving the heap's free pages back it was 1.7-1.9x in every process.
+    # Keeping the runs as heap blocks made it 1.9x in every process.
     assert measured["grew"] <= 1.5 * measured["sent"], measured

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from tiny_agent_nb.agent import ContextProjection
+from tiny_agent_nb.provider import Provider
 from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 
 from helpers.bench_scripts import bench_startup
@@ -44,15 +44,25 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
 ) -> None:
     path = tmp_path / "analysis.agent.jsonl"
     _left_open(path)
-    # Every message the context projects is kept here, once.
+    # Every message the context projects reaches the provider's cache here, once.
     projected: list[str] = []
-    append = ContextProjection._append
+    key, make = Provider.HISTORY_CACHE
 
-    def counted(projection: ContextProjection, entry_id: str, made: tuple[object, ...]) -> None:
-        projected.append(type(made[0]).__name__)
-        append(projection, entry_id, made)  # type: ignore[arg-type]
+    class Counted:
+        def __init__(self) -> None:
+            self.inner = make()
 
-    monkeypatch.setattr(ContextProjection, "_append", counted)
+        def append(self, message: object, canonical: bytes) -> None:
+            projected.append(type(message).__name__)
+            self.inner.append(message, canonical)  # type: ignore[arg-type]
+
+        def drop(self, count: int, size: int) -> None:
+            self.inner.drop(count, size)
+
+        def parts(self) -> object:
+            return self.inner.parts()
+
+    monkeypatch.setattr(Provider, "HISTORY_CACHE", (key, Counted))
     out = run(shell, "%load_ext tiny_agent_nb", capsys)
     assert "marked interrupted" in out and "./deploy.sh" in out, out
     assert projected == []  # the recovery did not pay per history entry
@@ -73,7 +83,7 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
     deploy = [m for m in messages if m.get("tool_call_id") == "call_deploy"]
     assert len(deploy) == 1 and deploy[0]["content"].startswith("Interrupted:"), deploy
     assert len(messages) == 1 + RUNS * 4 + 3 + 1  # system, runs, Deploy's three, the turn
-    # Built once, for that request, then followed:
+    # Built once, for that request, straight into the provider's cache, then followed:
     # each message handed to it exactly once (the notice and its prompt as the one turn
     # they make): those the request sent but the system prompt, then the answer.
     entries = load_session(path).entries

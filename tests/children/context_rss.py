@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tiny_agent_nb.agent import ContextProjection
-from tiny_agent_nb.provider import encoded
+from tiny_agent_nb.provider import Provider, encoded, messages
 from tiny_agent_nb.session import SessionStore
 
 
@@ -37,6 +37,9 @@ def main(path: str) -> None:
         gc.collect()
         before = resident()
         context = ContextProjection.following(store.load, None)
+        # As the loop does before a run's first read (agent/_loop.py `_drive`): the
+        # provider's cache is kept first, so the one build goes straight into it.
+        context.keep(*messages.history_cache(Provider))
         sent = sum(map(len, encoded(context.context())))
         gc.collect()
         grew = resident() - before

@@ -16,10 +16,9 @@ sent: the results of a replayed run's calls (docs/spec.md §12).
 
 from __future__ import annotations
 
-import ctypes
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TypeVar, cast
 
 from ..provider import messages as m
 from ..session import (
@@ -47,51 +46,51 @@ from ._turns import (
     user_content,
 )
 
-
-def _trim_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's `malloc_trim`; elsewhere
-    nothing). A build decodes and encodes every entry through temporaries, and the
-    messages it keeps lie among the blocks they freed, which the heap keeps resident:
-    building a 10k-fact context added 1.7x what it sends, 0.95x with this."""
-    # perf: register row "heap-trim" (docs/benchmarks.md)
-    with suppress(AttributeError, OSError, TypeError):  # not glibc: its allocator decides
-        ctypes.CDLL(None).malloc_trim(0)
+C = TypeVar("C", bound=m.HistoryCache)
+Makers = dict[Hashable, Callable[[], m.HistoryCache]]
 
 
 class _Log:
-    """The history's messages as a request carries them: each one's canonical JSON (a
-    note of ours as itself, `messages.Context`), and their bytes, each with its comma."""
+    """The history's message count and bytes as a request carries them (each with its
+    comma); the messages themselves are in the caches, each in its provider's form."""
 
-    __slots__ = ("bytes", "messages")
+    __slots__ = ("bytes", "caches", "count")
 
-    def __init__(self) -> None:
-        self.messages: list[bytes | m.Message] = []
+    def __init__(self, makers: Makers) -> None:
+        self.caches: dict[Hashable, m.HistoryCache] = {key: make() for key, make in makers.items()}
+        self.count = 0
         self.bytes = 0
 
     def append(self, message: m.Message) -> tuple[int, int]:
-        """Keep `message`; its index and where it starts."""
-        start = len(self.messages), self.bytes
+        """Hand `message` to every cache; its index and where it starts."""
+        start = self.count, self.bytes
         encoded = m.canonical(message)
+        self.count += 1
         self.bytes += len(encoded) + 1
-        self.messages.append(message if isinstance(message, m.Note) else encoded)
+        for cache in self.caches.values():
+            cache.append(message, encoded)
         return start
 
     def drop(self, count: int, size: int) -> None:
         """Forget the first `count` messages, of `size` bytes (a checkpoint's cut)."""
-        del self.messages[:count]
+        self.count -= count
         self.bytes -= size
+        for cache in self.caches.values():
+            cache.drop(count, size)
 
 
 class ContextProjection:
     """The active context, maintained one committed fact at a time: the `History` of
     the contexts it hands out (`context()`)."""
 
-    def __init__(self, system_prompt: str | None) -> None:
-        """A projection of the entries it is given (`extend`, `apply`)."""
+    def __init__(self, system_prompt: str | None, makers: Makers | None = None) -> None:
+        """A projection of the entries it is given (`extend`, `apply`); it keeps their
+        messages (`MessageList`) unless `makers` names other caches."""
         self._system: list[m.Message] = []
         self._system_bytes = 0
         self.set_system_prompt(system_prompt)
-        self._log = _Log()
+        self._makers: Makers = {m.MESSAGES: m.MessageList} if makers is None else dict(makers)
+        self._log = _Log(self._makers)
         # Each projected entry's id, and where its message starts, two numbers per entry in
         # one `array` (to cut at a compaction): its index, and its bytes before it shifted
         # left, bit 0 set for a user message. One buffer: a second one growing beside it
@@ -113,8 +112,9 @@ class ContextProjection:
         self._sent: int | None = None
         # A kernel notice waiting for the next entry: a user entry takes it into its turn.
         self._notice: tuple[str, str] | None = None
-        # How to read the session while deferred (`following`).
+        # How to read the session: while deferred (`following`), and for a later cache.
         self._load: Callable[[], SessionState] | None = None
+        self._reload: Callable[[], SessionState] | None = None
         self._through_seq = 0  # facts up to here are in the projection already
         # The replays seen committing, and their intents: their results stay out.
         self._replays: set[str] = set()
@@ -122,8 +122,14 @@ class ContextProjection:
 
     @classmethod
     def from_state(cls, state: SessionState, system_prompt: str | None) -> ContextProjection:
-        """The projection of `state`."""
-        projection = cls(system_prompt)
+        """The projection of `state`, keeping its messages."""
+        return cls._from_state(state, system_prompt, {m.MESSAGES: m.MessageList})
+
+    @classmethod
+    def _from_state(
+        cls, state: SessionState, system_prompt: str | None, makers: Makers
+    ) -> ContextProjection:
+        projection = cls(system_prompt, makers)
         for entry_id, entry in state.entries.items():  # the tables' own id strings
             if not in_replay(state, entry):
                 projection._add(entry, entry_id)
@@ -144,8 +150,8 @@ class ContextProjection:
         model request): recovering a dead kernel's work does not need it, and building
         decodes the whole history. Subscribe its `apply` to the store: facts the build
         reads from the session are skipped, later ones projected as they commit."""
-        projection = cls(system_prompt)
-        projection._load = load
+        projection = cls(system_prompt, {})  # it reads its messages again from `load`
+        projection._load = projection._reload = load
         return projection
 
     def _built(self) -> None:
@@ -154,7 +160,7 @@ class ContextProjection:
             return
         # Built aside and then taken whole: a build that raises leaves the projection
         # deferred, so the next read tries again instead of sending half a history.
-        built = ContextProjection.from_state(load(), None)
+        built = ContextProjection._from_state(load(), None, self._makers)
         self._log, self._entry_ids, self._starts = built._log, built._entry_ids, built._starts
         self._unanswered = built._unanswered
         self._ends_with_user = built._ends_with_user
@@ -163,7 +169,33 @@ class ContextProjection:
         self._notice = built._notice
         self._replays, self._replay_intents = built._replays, built._replay_intents
         self._through_seq, self._load = built._through_seq, None
-        _trim_heap()
+
+    def cache(self, key: Hashable, make: Callable[[], C]) -> C:
+        """`History.cache`: one asked for before the build is built into; after it, filled
+        from the messages kept, else by a rebuild from the session (once per key)."""
+        found = self._log.caches.get(key)
+        if found is None:
+            self._makers[key] = make
+            listed = self._log.caches.get(m.MESSAGES)
+            if self._load is None and isinstance(listed, m.MessageList):
+                made = make()
+                for message in listed.messages:
+                    made.append(message, m.canonical(message))
+                self._log.caches[key] = made
+            else:
+                self._load = self._load or self._reload
+                assert self._load is not None, "a projection keeps what it cannot read again"
+                self._built()
+            found = self._log.caches[key]
+        return cast("C", found)
+
+    def keep(self, key: Hashable, make: Callable[[], m.HistoryCache]) -> None:
+        """Keep `make`'s cache under `key` (a provider's: `messages.history_cache`); asked
+        before the first read, the build goes straight into it."""
+        if self._load is not None:
+            self._makers[key] = make
+        else:
+            self.cache(key, make)
 
     def set_system_prompt(self, system_prompt: str | None) -> None:
         # Not an entry: it may change between runs.
@@ -296,13 +328,12 @@ class ContextProjection:
         else:
             self._unanswered = {}
             self._ends_with_user = False  # the summary, the assistant's note, is last
-            self._log.drop(len(self._log.messages), self._log.bytes)
+            self._log.drop(self._log.count, self._log.bytes)
 
     def context(self) -> m.Context:
         """What the next request sends: system prompt and summary, the history, then
         answers for never-started calls and a kernel notice waiting for its prompt."""
-        head, tail = self._around()  # builds a deferred projection first
-        return m.Context(head, self._log.messages, tail)
+        return _ProjectedContext(self, self._around)
 
     def _around(self) -> tuple[list[m.Message], list[m.Message]]:
         """The head and the tail of the context now."""
@@ -323,3 +354,30 @@ class ContextProjection:
     def unanswered_tool_calls(self) -> list[str]:
         self._built()
         return list(self._unanswered)
+
+
+class _ProjectedContext(m.Context):
+    """A projection's context: its head and tail read when first asked (after the
+    provider asked the history for its cache, which builds a deferred projection)."""
+
+    def __init__(
+        self,
+        projection: ContextProjection,
+        around: Callable[[], tuple[list[m.Message], list[m.Message]]],
+    ) -> None:
+        super().__init__(history=projection)
+        self._read_around = around  # the projection's head and tail now
+        self._around: tuple[list[m.Message], list[m.Message]] | None = None
+
+    def _parts(self) -> tuple[list[m.Message], list[m.Message]]:
+        if self._around is None:
+            self._around = self._read_around()
+        return self._around
+
+    @property
+    def head(self) -> Sequence[m.Message]:
+        return self._parts()[0]
+
+    @property
+    def tail(self) -> Sequence[m.Message]:
+        return self._parts()[1]

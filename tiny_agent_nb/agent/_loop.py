@@ -125,6 +125,8 @@ class AgentLoop:
         else:
             projection.set_system_prompt(config.system_prompt)
         self._projection = projection
+        # Kept from the first request of a run on (not by a loop that only recovers).
+        self._history_cache = m.history_cache(provider)
         tool_bytes = m.tools_size(self._schemas)
         system = m.size(m.System(config.system_prompt)) if config.system_prompt else 0
         key = asked.window_key if asked.redacted_base_url else None
@@ -185,7 +187,7 @@ class AgentLoop:
             f.user_message(prompt, user_cells=cells, id=entry_id),
             f.run_started(operation_id, entry_id, self._options, cell_id=cell_id),
         ]
-        return self._operations.run(start, operation_id, self._steps)
+        return self._drive(start, operation_id, self._steps)
 
     def resume(self) -> RunResult:
         """Continue the latest run if `resumable_operation` allows, under this loop's
@@ -211,7 +213,7 @@ class AgentLoop:
                 operation_id,
                 lambda op: self._operations.end(op, "completed", text=answer, detail=detail),
             )
-        return self._operations.run([started, *self._kernel_notice()], operation_id, self._steps)
+        return self._drive([started, *self._kernel_notice()], operation_id, self._steps)
 
     def recover(self) -> RecoveryReport | None:
         """Settle what a dead process left open (docs/spec.md §2.1). Idempotent. Ctrl-C
@@ -293,9 +295,20 @@ class AgentLoop:
                 return end(operation_id, "failed", detail=self._tool_step.clean(str(exc)))
             return end(operation_id, "completed")
 
-        return self._operations.run([f.compaction_started(operation_id)], operation_id, body)
+        return self._drive([f.compaction_started(operation_id)], operation_id, body)
 
     # ------------------------------------------------------------------ the loop
+    def _drive(
+        self, start: list[NewFact], operation_id: str, body: Callable[[str], RunResult]
+    ) -> RunResult:
+        def run(operation_id: str) -> RunResult:
+            # Before the context is first read: a deferred projection is then built
+            # straight into the provider's cache.
+            self._projection.keep(*self._history_cache)
+            return body(operation_id)
+
+        return self._operations.run(start, operation_id, run)
+
     def _steps(self, operation_id: str) -> RunResult:
         step = 0
         while True:

@@ -4,8 +4,8 @@
         completion = provider.complete(context, tools, on_event=show)
 
 The agent hands a provider provider-neutral messages (`messages.Context`); each provider
-encodes them in its own wire format (this one: `wire`, the history sent as the context
-keeps it). One `complete` is one HTTP request (one stepAttempt);
+encodes them in its own wire format (this one: `wire`, with the history kept encoded in
+its cache). One `complete` is one HTTP request (one stepAttempt);
 failures raise `ProviderError` whose `retryable`/`retry_after` feed `backoff_delay` in
 the agent loop.
 """

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
@@ -39,7 +39,7 @@ from ._normalize import CompletionAssembler
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, Waiting
 from ._urls import redact_httpx_logs, request_target
 from ._window import METADATA_SECONDS, window_in_listing, window_in_props, window_in_ps
-from ._wire import encoded, request_parts
+from ._wire import CACHE_KEY, Encoded, EncodedHistory, encoded, request_parts
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -75,6 +75,9 @@ class Provider:
 
     `client`: an `http_client()` the caller keeps and closes (shared across providers);
     without one the provider makes its own and `close()` closes it."""
+
+    # The cache it keeps of a context's history (`messages.history_cache`).
+    HISTORY_CACHE = (CACHE_KEY, EncodedHistory)
 
     def __init__(
         self,
@@ -212,7 +215,7 @@ class Provider:
         deadline: float,
         timeout: httpx.Timeout,
         *,
-        body: list[bytes] | None = None,
+        body: list[Encoded] | None = None,
         waiting: Callable[[], None] | None = None,
     ) -> Iterator[tuple[httpx.Response, Iterator[bytes]]]:
         """One request to `endpoint` under `base`, and its body's chunks: decoded, and
@@ -228,7 +231,9 @@ class Provider:
         url, basic = request_target(base, endpoint)
         if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
             headers["authorization"] = basic
-        content = None if body is None else iter(body)
+        # httpx types its pieces as bytes, but writes any bytes-like one: the context's
+        # views of its memory maps (`Encoded`) go out as they are, uncopied.
+        content = None if body is None else cast("Iterator[bytes]", iter(body))
         with (
             within(lambda: deadline - self._clock(), waiting),
             self._client.stream(
@@ -239,7 +244,7 @@ class Provider:
             yield response, self._metered(raw, deadline)
 
     def _post(
-        self, body: list[bytes], on_event: EventSink | None, assembler: CompletionAssembler
+        self, body: list[Encoded], on_event: EventSink | None, assembler: CompletionAssembler
     ) -> Completion:
         sent = self._clock()
         deadline = sent + self._config.attempt_timeout

@@ -8,9 +8,12 @@ checkpoint's summary, or the note that a prompt got no answer). A provider that 
 such thing as a note sends it as an assistant turn.
 
 A context is three parts (`Context`): a short head (system prompt, a checkpoint's
-summary), the history (the long part, each message kept as its canonical JSON) and a
-short tail (answers for tool calls that never started, a kernel notice waiting for its
-prompt).
+summary), the history (`History`: the long, append-only part) and a short tail (answers
+for tool calls that never started, a kernel notice waiting for its prompt). The history
+feeds each message, as it is appended, to the caches kept of it (`HistoryCache`): a
+provider that iterates the context reads a `MessageList`; the OpenAI-compatible one
+declares its own (`HISTORY_CACHE`: the history encoded once, `_wire`), which the agent
+loop keeps from a run's start so the history is built straight into it.
 
 Sizes (`size`) are estimates, counted on each message's canonical JSON (`canonical`: its
 role, content and tool calls in the common chat shape); a server's own token count
@@ -20,9 +23,9 @@ calibrates them (agent/_window.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..session import ToolCall
 
@@ -119,22 +122,71 @@ def tools_size(schemas: Sequence[ToolSchema]) -> int:
     return len(json.dumps(shaped, ensure_ascii=False, separators=(",", ":")).encode())
 
 
+class HistoryCache(Protocol):
+    """A provider's own copy of a history, kept in step with it by the history: fed each
+    message as it is appended (with its `canonical` JSON, made already for its size), and
+    told when a checkpoint drops the oldest ones."""
+
+    def append(self, message: Message, canonical: bytes) -> None: ...
+
+    def drop(self, count: int, size: int) -> None:
+        """Forget the first `count` messages held; `size`: their canonical JSON's bytes,
+        each with a comma (where the rest starts in them, comma-joined)."""
+        ...
+
+
+C = TypeVar("C", bound=HistoryCache)
+MESSAGES = "messages"  # the key of the `MessageList` that iterating a context keeps
+
+
+class History(Protocol):
+    """The long part of a context (what a request sends between head and tail)."""
+
+    def cache(self, key: Hashable, make: Callable[[], C]) -> C:
+        """The cache kept under `key`, made and filled with the messages when first
+        asked for, then fed as messages are appended, for as long as the history lives."""
+        ...
+
+
+def history_cache(provider: object) -> tuple[Hashable, Callable[[], HistoryCache]]:
+    """The cache `provider` keeps of a history, as (key, how to make one): what its
+    `HISTORY_CACHE` declares, else the messages themselves (what iterating a context
+    reads). Whoever holds a history for a provider asks it to keep that cache before its
+    first request, so a history not built yet is built straight into it."""
+    declared: tuple[Hashable, Callable[[], HistoryCache]] | None
+    declared = getattr(provider, "HISTORY_CACHE", None)
+    return declared if declared is not None else (MESSAGES, MessageList)
+
+
+class MessageList:
+    """The simplest `HistoryCache`: the messages themselves, in a list (what iterating a
+    context keeps, under MESSAGES)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    def append(self, message: Message, canonical: bytes) -> None:
+        self.messages.append(message)
+
+    def drop(self, count: int, size: int) -> None:
+        del self.messages[:count]
+
+
 class Context:
     """What one request sends: `head`, then the `history`, then `tail`.
 
-    The history (the long part) holds each message as its `canonical` JSON, which is the
-    chat-completions wire's message as it is (a provider of that wire joins the bytes);
-    only our notes are kept as messages, their JSON being an assistant turn's. Iterating
-    a context gives every message as a `Message` (a provider of another wire shape reads
-    those). The agent's context reads its parts when asked (`agent/_context.py`)."""
+    The agent's context reads its head and tail when asked (they depend on a history
+    that is built when first read): a provider that keeps a `HistoryCache` asks for it
+    first (`history_cache`), so a history not built yet is built straight into it."""
 
     def __init__(
         self,
         head: Sequence[Message] = (),
-        history: Sequence[bytes | Message] = (),
+        history: History | None = None,
         tail: Sequence[Message] = (),
     ) -> None:
-        self._head, self._history, self._tail = tuple(head), history, tuple(tail)
+        self._head, self._tail = tuple(head), tuple(tail)
+        self.history = history
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> Context:
@@ -146,39 +198,21 @@ class Context:
         return self._head
 
     @property
-    def history(self) -> Sequence[bytes | Message]:
-        return self._history
-
-    @property
     def tail(self) -> Sequence[Message]:
         return self._tail
 
     def __iter__(self) -> Iterator[Message]:
+        history = self.history
+        cached = None if history is None else history.cache(MESSAGES, MessageList)
         yield from self.head
-        for message in self.history:
-            yield decode(message) if isinstance(message, bytes) else message
+        if cached is not None:
+            yield from cached.messages
         yield from self.tail
 
-
-def decode(encoded: bytes) -> Message:
-    """The message whose `canonical` JSON is `encoded` (an assistant turn's, never a note)."""
-    shaped = json.loads(encoded)
-    role, content = shaped["role"], shaped["content"]
-    if role == "user":
-        return User(content)
-    if role == "tool":
-        return ToolResult(shaped["tool_call_id"], content)
-    if role == "system":
-        return System(content)
-    calls = tuple(
-        ToolCall(
-            id=call["id"],
-            name=call["function"]["name"],
-            arguments=json.loads(call["function"]["arguments"]),
-        )
-        for call in shaped.get("tool_calls", ())
-    )
-    return Assistant(content, calls)
+    def history_cache(self, key: Hashable, make: Callable[[], C]) -> C | None:
+        """The history's cache under `key` (None when the context has no history)."""
+        history = self.history
+        return None if history is None else history.cache(key, make)
 
 
 # The lines that open and close a prompt's user cells (docs/spec.md §6): what the
