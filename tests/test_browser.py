@@ -353,7 +353,9 @@ def _check_live_update(s: LabSession) -> None:
     s.timings["live_completed_seen"] = time.monotonic() - t0
     statuses = view.locator(".tan-run").evaluate_all("rs => rs.map(r => r.dataset.status)")
     assert statuses == ["completed"] * (k + 1)
-    assert "Scripted live answer." in s.notebook_text()
+    # The answer's output may render a moment after the timeline says completed (two
+    # outputs, updated apart): wait for it, as a reader would.
+    page.locator(".jp-Notebook", has_text="Scripted live answer.").wait_for(state="visible")
     s.screenshot("browser-live-completed.png", TIMELINE)
 
 
