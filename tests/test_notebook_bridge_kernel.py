@@ -8,6 +8,7 @@ test_browser_notebook_bridge.py's."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,9 @@ print("LIVE", seen.live, [(c.id, c.source) for c in seen.cells])
 print("APPLY", bridge.apply(CellChange("edit", "b", "x = 1  # typed", "x = 2")))"""
 
 
-def answer(ui: WidgetFrontend, cell: Cell, *, reachable: bool) -> list[dict[str, Any]]:
-    """Play the widget's frontend until `cell` finishes; the kernel's requests."""
-    requests: list[dict[str, Any]] = []
+def bridge_messages(ui: WidgetFrontend, cell: Cell) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Until `cell` finishes: ("open", content) when the bridge's comm opens, then
+    ("request", content) for each of its messages to the frontend."""
     bridge: str | None = None
     while not cell.finished:
         try:
@@ -43,8 +44,19 @@ def answer(ui: WidgetFrontend, cell: Cell, *, reachable: bool) -> list[dict[str,
         kind, content = msg["header"]["msg_type"], msg["content"]
         if kind == "comm_open" and "sharedNotebook" in str(content["data"].get("state", {})):
             bridge = content["comm_id"]
-            send(ui, bridge, {"op": "hello", "frontend": "f1", "reachable": reachable})
+            yield "open", content
         elif kind == "comm_msg" and content["comm_id"] == bridge:
+            yield "request", content
+
+
+def answer(ui: WidgetFrontend, cell: Cell, *, reachable: bool) -> list[dict[str, Any]]:
+    """Play the widget's frontend until `cell` finishes; the kernel's requests."""
+    requests: list[dict[str, Any]] = []
+    for kind, content in bridge_messages(ui, cell):
+        bridge = content["comm_id"]
+        if kind == "open":
+            send(ui, bridge, {"op": "hello", "frontend": "f1", "reachable": reachable})
+        else:
             request = content["data"].get("content", {})
             requests.append(request)
             reply = {"op": "reply", "id": request["id"], "frontend": "f1", "reachable": reachable}
@@ -119,16 +131,10 @@ def test_a_frontend_that_says_hello_and_never_answers_costs_one_bounded_wait(
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
     cell = ui.send(USE)
     requests: list[dict[str, Any]] = []
-    while not cell.finished:
-        try:
-            msg = ui.kc.get_iopub_msg(timeout=0.2)
-        except Exception:
-            continue
-        ui._absorb(msg)
-        kind, content = msg["header"]["msg_type"], msg["content"]
-        if kind == "comm_open" and "sharedNotebook" in str(content["data"].get("state", {})):
+    for kind, content in bridge_messages(ui, cell):
+        if kind == "open":
             send(ui, content["comm_id"], {"op": "hello", "frontend": "f1", "reachable": True})
-        elif kind == "comm_msg" and content["data"].get("method") == "custom":
+        else:
             requests.append(content["data"]["content"])
     ui.finish(cell)
     assert "LIVE False []" in cell.stdout
@@ -146,18 +152,12 @@ def test_where_two_notebooks_share_the_kernel_the_one_named_after_its_file_is_re
     cell = ui.send(USE)
     pages = {"f0": ("other.ipynb", [LIVE_CELLS[0]]), "f1": ("work/analysis.ipynb", LIVE_CELLS)}
     requests: list[dict[str, Any]] = []
-    while not cell.finished:
-        try:
-            msg = ui.kc.get_iopub_msg(timeout=0.2)
-        except Exception:
-            continue
-        ui._absorb(msg)
-        kind, content = msg["header"]["msg_type"], msg["content"]
-        if kind == "comm_open" and "sharedNotebook" in str(content["data"].get("state", {})):
+    for kind, content in bridge_messages(ui, cell):
+        if kind == "open":
             for name, (path, _) in pages.items():
                 hello = {"op": "hello", "frontend": name, "path": path, "reachable": True}
                 send(ui, content["comm_id"], hello)
-        elif kind == "comm_msg" and content["data"].get("method") == "custom":
+        else:
             request = content["data"]["content"]
             requests.append(request)
             for name, (_, cells) in pages.items():
