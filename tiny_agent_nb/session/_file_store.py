@@ -23,8 +23,6 @@ from pathlib import Path
 from ._exceptions import FileStoreError
 from ._files import fsync_dir, read_fd, write_all
 
-DEFAULT_MAX_FILE = 10 << 20  # bytes of one file's content kept (10 MiB)
-DEFAULT_MAX_SESSION = 256 << 20  # bytes of blobs one session keeps (256 MiB)
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 _SESSION_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
 _TEMP = ".tmp-"  # a blob being written; a crash may leave one, never named by a digest
@@ -46,12 +44,17 @@ class FileStore:
     """The blobs of one session. `max_file` and `max_session` bound what `fits` accepts;
     `put` itself stores whatever it is given."""
 
+    # The caps' defaults (TinyAgent.file_history_max_file / _max_session): a source file
+    # and a notebook fit many times over; a data set or a build output is not kept.
+    MAX_FILE = 10 << 20  # bytes of one file's content (10 MiB)
+    MAX_SESSION = 256 << 20  # bytes of all one session's blobs (256 MiB)
+
     def __init__(
         self,
         directory: Path,
         *,
-        max_file: int = DEFAULT_MAX_FILE,
-        max_session: int = DEFAULT_MAX_SESSION,
+        max_file: int = MAX_FILE,
+        max_session: int = MAX_SESSION,
     ) -> None:
         self.directory = directory
         self.max_file = max_file
@@ -64,8 +67,8 @@ class FileStore:
         session_id: str,
         root: Path | None = None,
         *,
-        max_file: int = DEFAULT_MAX_FILE,
-        max_session: int = DEFAULT_MAX_SESSION,
+        max_file: int = MAX_FILE,
+        max_session: int = MAX_SESSION,
     ) -> FileStore:
         """The store of session `session_id` under `root` (default: `state_root()`).
         Nothing is created until the first `put`."""
