@@ -234,3 +234,27 @@ def test_a_model_sent_file_is_dropped_and_the_intent_records_the_disk(
     }
     assert files.get(_digest(b"old\n")) == b"old\n"
     assert (workspace / "a.txt").read_text() == "new\n"
+
+
+def test_a_symlink_inside_the_workspace_is_recorded_as_the_file_it_names(
+    workspace: Path, context: ToolContext
+) -> None:
+    (workspace / "real.txt").write_text("real\n")
+    (workspace / "alias.txt").symlink_to("real.txt")
+    arguments = prepared(context, "write_file", path="alias.txt", content="new\n")
+    assert arguments["file"]["path"] == "real.txt"
+    assert not run(context, "write_file", arguments).is_error
+    assert (workspace / "alias.txt").is_symlink()
+    assert (workspace / "real.txt").read_text() == "new\n"
+
+
+def test_a_file_replaced_by_a_directory_is_not_touched(
+    workspace: Path, context: ToolContext
+) -> None:
+    (workspace / "a.txt").write_text("as read\n")
+    arguments = prepared(context, "write_file", path="a.txt", content="x")
+    (workspace / "a.txt").unlink()
+    (workspace / "a.txt").mkdir()
+    out = run(context, "write_file", arguments)
+    assert out.is_error and "is a directory" in out.content
+    assert (workspace / "a.txt").is_dir()

@@ -123,7 +123,7 @@ class _Writing(BuiltinTool[FileArgumentsT]):
         with open(fd, "r+b") as stream:
             before = None
             if file.before is not None:
-                digest, before = _read(stream, -1)
+                digest, before = _read(stream, -1 if self.reads_before else 0)
                 if digest != file.before:
                     raise ToolError(f"{shown}: {CHANGED}")
             after, said = self.new_content(arguments, before, shown)
