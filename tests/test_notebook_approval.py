@@ -103,3 +103,22 @@ def test_a_tool_allowed_for_the_rest_of_the_session_is_asked_about_no_more_and_o
     assert asked.startswith("Allow bash?")
     assert log.read_text() == "1\n2\n"
     assert "allowed  bash" not in run(shell, "%agent status", capsys)
+
+
+def test_a_write_is_asked_about_with_whether_a_rewind_can_restore_it_not_its_digests(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(
+        tool_calls_reply(tool_call("w1", "write_file", {"path": "notes.txt", "content": "hi\n"})),
+        text_reply("Written."),
+    )
+    monkeypatch.setattr(builtins, "input", lambda prompt="": "y")
+    shown = run(shell, "%%agent\nWrite a note.", capsys)
+    assert (tmp_path / "notes.txt").read_text() == "hi\n"
+    assert "history: kept: a rewind can restore the file" in shown
+    assert "sha256:" not in shown

@@ -12,7 +12,7 @@ import functools
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 PREVIEW = 160  # characters of a prompt, argument summary or result preview
@@ -97,10 +97,26 @@ def cap(text: str, limit: int) -> str:
     )
 
 
-def short_arguments(arguments: dict[str, Any], limit: int = 80) -> str:
+def shown_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments as a person reads them: a writing call's "file" member (digests,
+    docs/spec.md §16) as whether a rewind can put the file back."""
+    change = arguments.get("file")
+    if not isinstance(change, dict):
+        return dict(arguments)
+    shown = {k: v for k, v in arguments.items() if k != "file"}
+    if change.get("kept") is True:
+        shown["history"] = "kept: a rewind can restore the file"
+    else:
+        shown["history"] = f"not kept ({change.get('why') or 'unknown'}): no rewind restores it"
+    return shown
+
+
+def short_arguments(arguments: Mapping[str, Any], limit: int = 80) -> str:
     """`command='ls -la'`-style summary: what a user recognises at a glance."""
     parts = [
-        f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items() if v is not None
+        f"{k}={json.dumps(v, ensure_ascii=False)}"
+        for k, v in arguments.items()
+        if v is not None and k != "file"  # a writing call's digests: no one reads them
     ]
     return shorten(", ".join(parts), limit)
 

@@ -16,6 +16,7 @@ from typing import Literal
 
 from ..render import cell_text
 from ..tools import change_diff
+from ..words import shown_arguments
 
 # Arguments that are data written to a file, not what runs or where: the only ones that
 # may be shortened (a command, code or path is always shown whole).
@@ -39,7 +40,7 @@ def approval_text(
     """The lines shown before asking, and whether a written value was shortened."""
     out = [f"{cell_text(tool)} wants to run with:"]
     shortened = False
-    for key, value in arguments.items():
+    for key, value in shown_arguments(arguments).items():
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         name = cell_text(str(key))
         shown = cell_text(text, keep_lines=True)
