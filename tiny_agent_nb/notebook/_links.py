@@ -315,15 +315,6 @@ def names_a_directory(path: str) -> bool:
     return path.rsplit(os.sep, 1)[-1] in ("", os.curdir, os.pardir)
 
 
-def next_archive_path(path: Path) -> Path:
-    """`analysis.agent.jsonl` → the first free `analysis.agent.<n>.jsonl` (n from 1)."""
-    stem = path.name.removesuffix(".jsonl")
-    n = 1
-    while (candidate := path.with_name(f"{stem}.{n}.jsonl")).exists():
-        n += 1
-    return candidate
-
-
 def not_a_file(path: Path) -> str | None:
     """What `path` is when it exists but cannot hold a session (`a directory`, ...)."""
     try:

@@ -34,9 +34,10 @@ from ..session import (
     SessionState,
     SessionStore,
     load_session,
+    next_archive_path,
 )
 from ..session import facts as f
-from ._links import SessionLocation, next_archive_path, not_a_file
+from ._links import SessionLocation, not_a_file
 
 
 class NotebookError(TinyAgentError):

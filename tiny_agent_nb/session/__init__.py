@@ -17,6 +17,7 @@ from ._canonical import (
     sha256_digest,
 )
 from ._exceptions import (
+    ForkRefusedError,
     InvalidTransactionError,
     NotASessionError,
     SessionClosedError,
@@ -28,7 +29,7 @@ from ._exceptions import (
 )
 from ._facts import NewFact
 from ._files import fsync_dir, read_session_file
-from ._fork import fork_session, read_header
+from ._fork import fork_session, next_archive_path, read_header
 from ._ids import new_id
 from ._models import (
     AssistantEntry,
@@ -88,6 +89,7 @@ __all__ = [
     "Durability",
     "EntryFact",
     "Fact",
+    "ForkRefusedError",
     "HeaderInit",
     "InvalidTransactionError",
     "Kernel",
@@ -131,6 +133,7 @@ __all__ = [
     "load_session",
     "load_session_bytes",
     "new_id",
+    "next_archive_path",
     "read_header",
     "read_session_file",
     "replay_key",
