@@ -20,6 +20,7 @@ form, beside the notebook or in the kernel's directory, holding the session it n
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -313,6 +314,21 @@ def names_a_directory(path: str) -> bool:
     """`dir/`, `dir/.` and `dir/..` name a directory whether or not one is there:
     `Path` drops a trailing slash and a last `.`, which would leave a file named `dir`."""
     return path.rsplit(os.sep, 1)[-1] in ("", os.curdir, os.pardir)
+
+
+def kept_conversations(path: Path) -> list[str]:
+    """The names of the conversations kept beside the session at `path` (`%agent new`'s
+    and `%agent fork`'s, `session.next_archive_path`), oldest first."""
+    stem = path.name.removesuffix(".jsonl")
+    numbered = []
+    try:
+        for kept in path.parent.glob(f"{glob.escape(stem)}.*.jsonl"):
+            number = kept.name[len(stem) + 1 : -len(".jsonl")]
+            if number.isascii() and number.isdigit():
+                numbered.append((int(number), kept.name))
+    except OSError:
+        return []
+    return [name for _, name in sorted(numbered)]
 
 
 def not_a_file(path: Path) -> str | None:

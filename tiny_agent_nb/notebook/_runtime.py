@@ -41,6 +41,7 @@ from ._opening import (
     NotebookError,
     claim_for_archive,
     closed_note,
+    fork_here,
     keep_as_archive,
     moved_note,
     open_store,
@@ -81,6 +82,8 @@ class NotebookRuntime:
         # "Allow bash for the rest of this session": this kernel's, for the file it has
         # open; another file or kernel asks again (docs/spec.md §13). Emptied, never replaced.
         self.allowed_tools: set[str] = set()
+        # What `%agent fork` forked, by the fork's session id: `%agent status` says it.
+        self.forked_from: dict[str, str] = {}
         self._followers = SessionFollowers()
         self.provider = KernelProvider(config)
         self.mcp = KernelServers(config)  # started by the first run that needs them
@@ -246,6 +249,24 @@ class NotebookRuntime:
                 interrupts.clear()  # the switch is whole: nothing is left to stop
         report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
         return archived, report
+
+    def fork(self, through: int | None) -> tuple[Path, OpenReport]:
+        """`%agent fork`: `fork_here`, then the fork opened where the session was; an
+        interrupt waits until the switch is whole, as `new`'s does."""
+        store = self.require_store()
+        location = self._require_location()
+        with interrupt_held() as interrupts:
+            try:
+                kept, fork_id = fork_here(store, location.path, through)
+                notes = self._close_noting()
+                report = self.open(location)
+            finally:
+                interrupted = bool(interrupts)
+                interrupts.clear()
+        report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
+        run = f"run {through}" if through is not None else "its last run"
+        self.forked_from[fork_id] = f"{kept.name}, through {run}"
+        return kept, report
 
     def _drop_closed_store(self) -> bool:
         """Forget a store that closed itself (a write it could not cut back, docs/session-format.md
