@@ -343,6 +343,8 @@ def fork_here(store: SessionStore, path: Path, through: int | None) -> tuple[Pat
         where = ""
         if kept:
             try:
+                if os.path.lexists(path):  # a file that appeared there meanwhile is not ours
+                    raise FileExistsError(17, "File exists", str(path))
                 store.move(path)
             except (SessionError, OSError):
                 where = f" The conversation is kept as {cell_text(kept[0].name)}."
