@@ -235,37 +235,35 @@ class NotebookRuntime:
 
     def new(self) -> tuple[Path, OpenReport]:
         """`%agent new`: keep the current file under its archive name and open a fresh one
-        where it was (`_opening`: why an interrupt waits until the switch is whole)."""
+        where it was."""
         self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
         held = self.store or claim_for_archive(location)  # a long read: interruptible
+        return self._switch(lambda: keep_as_archive(held, location.path, current=self.store))
+
+    def fork(self, through: int | None) -> tuple[Path, OpenReport]:
+        """`%agent fork`: `fork_here`, then the fork opened where the session was."""
+        store = self.require_store()
+        path = self._require_location().path
+        (kept, fork_id), report = self._switch(lambda: fork_here(store, path, through))
+        run = f"run {through}" if through is not None else "its last run"
+        self.forked_from[fork_id] = f"{kept.name}, through {run}"
+        return kept, report
+
+    def _switch(self, move_aside: Callable[[], _R]) -> tuple[_R, OpenReport]:
+        """`move_aside()` (what keeps the current file under another name), then the
+        session's location opened; an interrupt waits until the switch is whole
+        (`_opening`: why)."""
+        location = self._require_location()
         with interrupt_held() as interrupts:
             try:
-                archived = keep_as_archive(held, location.path, current=self.store)
+                kept = move_aside()
                 notes = self._close_noting()
                 report = self.open(location)
             finally:
                 interrupted = bool(interrupts)
                 interrupts.clear()  # the switch is whole: nothing is left to stop
         report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
-        return archived, report
-
-    def fork(self, through: int | None) -> tuple[Path, OpenReport]:
-        """`%agent fork`: `fork_here`, then the fork opened where the session was; an
-        interrupt waits until the switch is whole, as `new`'s does."""
-        store = self.require_store()
-        location = self._require_location()
-        with interrupt_held() as interrupts:
-            try:
-                kept, fork_id = fork_here(store, location.path, through)
-                notes = self._close_noting()
-                report = self.open(location)
-            finally:
-                interrupted = bool(interrupts)
-                interrupts.clear()
-        report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
-        run = f"run {through}" if through is not None else "its last run"
-        self.forked_from[fork_id] = f"{kept.name}, through {run}"
         return kept, report
 
     def _drop_closed_store(self) -> bool:
