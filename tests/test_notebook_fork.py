@@ -76,3 +76,12 @@ def test_the_next_run_writes_the_fork_and_the_original_stays_byte_for_byte(
     status = _clean(kernel.execute("%agent status")).stdout
     assert "forked   from analysis.agent.1.jsonl, through run 1\n" in status, status
     assert "kept     analysis.agent.1.jsonl (`%agent session NAME` opens one)\n" in status
+
+    # Another kernel on the notebook (a restart, a reopened notebook) opens the fork too.
+    _clean(kernel.execute("get_ipython().extension_manager.unload_extension('tiny_agent_nb')"))
+    other = start_kernel(shared=True)
+    loaded = _clean(other.execute("%load_ext tiny_agent_nb")).stdout
+    assert loaded.startswith(
+        "tiny-agent-nb: session analysis.agent.jsonl (beside this notebook) — 2 run(s)"
+    )
+    assert read_header(session).id == fork and _digest(kept) == digest
