@@ -19,7 +19,7 @@ def configure_fork(parser: argparse.ArgumentParser) -> None:
         type=int,
         nargs="?",
         help="the run the fork ends with, numbered as the timeline numbers them (default: "
-        "the last; refused while it has not ended)",
+        "the whole file, refused while a run is open)",
     )
     parser.add_argument(
         "--out",
