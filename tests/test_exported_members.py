@@ -79,6 +79,7 @@ EXPORTS: dict[str, set[str]] = {
         "salvage",
         "SalvageResult",
         "fork_session",
+        "next_archive_path",  # the name of a notebook's other conversations (a fork's too)
         "read_header",
         # the drawn error tree
         "SessionError",
@@ -92,6 +93,7 @@ EXPORTS: dict[str, set[str]] = {
         "FileStoreError",
         # the file history: blobs of files before and after a tool changed them
         "FileStore",
+        "ForkRefusedError",
         # facts and what they hold, as the agent, tools, provider and timeline read them
         "facts",
         "NewFact",

@@ -106,6 +106,9 @@ def test_bad_arguments_are_one_line_usage_errors_that_send_and_print_nothing_els
         "%%agent --approve maybe\nhello": "argument --approve: invalid choice",
         "%%agent\n   ": "%%agent needs a prompt in the cell body",
         "%agent status now": "%agent status takes no argument",
+        "%agent fork x": "%agent fork RUN: a run's number as the timeline shows it, not 'x'",
+        "%agent fork 0": "%agent fork RUN: a run's number as the timeline shows it, not '0'",
+        "%agent fork 1 2": "%agent fork takes one RUN",
     }
     for code, expected in bad.items():
         result = shell.run_cell(code)

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.notebook._links import next_archive_path, resolve_session_path
+from tiny_agent_nb.notebook._links import resolve_session_path
+from tiny_agent_nb.session import next_archive_path
 
 
 @pytest.mark.parametrize(

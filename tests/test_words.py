@@ -44,7 +44,7 @@ def test_the_cli_help_says_what_each_command_writes(capsys: pytest.CaptureFixtur
     words = " ".join(help_text([], capsys).split())
     assert "without modifying them" not in words  # demo and salvage do write
     assert "inspect, timeline and usage only read FILE" in words
-    assert "salvage reads FILE and writes only the new file NEW" in words
+    assert "salvage and fork read FILE and write only the new file NEW" in words
     assert "demo writes only in its own directory" in words
 
 
@@ -55,12 +55,12 @@ def test_the_cli_help_lists_every_exit_code(
     out = help_text(argv, capsys)
     for code in ("0", "2", "3", "4", "5", "141"):
         assert re.search(rf"^  {code} +\S", out, re.MULTILINE), (code, out)
-    assert "5 salvage could not write NEW" in " ".join(out.split())
+    assert "5 salvage or fork could not write NEW" in " ".join(out.split())
 
 
 def test_the_readme_documents_every_exit_code() -> None:
     words = " ".join((ROOT / "README.md").read_text().split())
-    assert "5 `salvage` could not write NEW" in words and "141 the output" in words
+    assert "5 `salvage` or `fork` could not write NEW" in words and "141 the output" in words
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@
     │   ├── SessionWriteError       session: the OS refused a write; cut back, nothing committed
     │   ├── SessionReplacedError    session: the path names another file now; nothing committed
     │   ├── SessionClosedError      session: the store was closed
-    │   └── FileStoreError          session: a file history blob is absent or damaged
+    │   ├── FileStoreError          session: a file history blob is absent or damaged
+    │   └── ForkRefusedError        session: a fork through a run not ended; nothing written
     ├── Violation                   session: a fact breaks an invariant (said as one of the above)
     ├── ToolError                   tools: the tool could not do what was asked (told the model)
     │   ├── ToolArgumentError       tools: the arguments do not fit the tool's schema

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._version import __version__
+from ._fork import configure_fork, run_fork
 from ._inspect import configure_inspect, run_inspect
 from ._salvage import configure_salvage, run_salvage
 from ._timeline import configure_timeline, run_timeline
@@ -16,19 +17,20 @@ from ._usage import configure_usage, run_usage
 
 WRITES = (
     "Look at tiny-agent-nb session files (JSONL) outside Jupyter. No command modifies a "
-    "session file: inspect, timeline and usage only read FILE; salvage reads FILE and "
-    "writes only the new file NEW; demo writes only in its own directory (--dir, else a "
+    "session file: inspect, timeline and usage only read FILE; salvage and fork read FILE "
+    "and write only the new file NEW; demo writes only in its own directory (--dir, else a "
     "new temporary one)."
 )
 EXIT_CODES = """\
 exit codes:
   0    success (salvage: something was salvaged into NEW)
-  2    bad usage (a page that does not exist; salvage's NEW exists or is FILE)
+  2    bad usage (a page or a run that does not exist, or a run that has not
+       ended; NEW exists or is FILE)
   3    FILE is corrupt: a complete line is invalid, the error names it
        (salvage: even the header is invalid, nothing to salvage)
   4    FILE holds no session (empty, torn header, other data, not a regular
        file) or cannot be read (missing, unreadable)
-  5    salvage could not write NEW (disk full, directory not writable);
+  5    salvage or fork could not write NEW (disk full, directory not writable);
        FILE is untouched and no partial NEW is left
   141  the output's reader went away (`... | head`)"""
 
@@ -104,5 +106,11 @@ COMMANDS: dict[str, Command] = {
         "(FILE is only read)",
         configure=configure_salvage,
         run=run_salvage,
+    ),
+    "fork": Command(
+        help="copy the conversation up to and including run RUN into a new session file "
+        "(FILE is only read), to try another way; prints the new file's path",
+        configure=configure_fork,
+        run=run_fork,
     ),
 }

@@ -39,7 +39,7 @@ class Subcommand:
     name: str
     arguments: str
     help: str
-    takes: Literal["nothing", "path", "text", "name"] = "nothing"
+    takes: Literal["nothing", "path", "text", "name", "number"] = "nothing"
     options: tuple[str, ...] = ()
 
     @property
@@ -132,6 +132,15 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         ),
         Subcommand(
             "new", "", "keep this conversation as `NAME.agent.<n>.jsonl` and start a new one"
+        ),
+        Subcommand(
+            "fork",
+            "[RUN]",
+            "go on in a fork of the conversation up to and including run RUN (its number in "
+            "the timeline; default: all of it), to try another way: the fork takes the "
+            "session's name, the whole conversation is kept unchanged as `NAME.agent.<n>.jsonl` "
+            "(`%agent status` lists it); no file in the workspace is changed",
+            takes="number",
         ),
         Subcommand(
             "session",
@@ -229,7 +238,7 @@ def check_command(args: Any) -> tuple[Subcommand, list[str]]:
             raise UsageError(f"%agent {name} takes no {flag} (see %agent {name} --help)")
     if rest and command.takes == "nothing":
         raise UsageError(f"%agent {name} takes no argument")
-    if command.takes in ("path", "name") and rest:
+    if command.takes in ("path", "name", "number") and rest:
         rest = _shell_words(rest, name)
     return command, rest
 

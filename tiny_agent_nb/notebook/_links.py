@@ -20,6 +20,7 @@ form, beside the notebook or in the kernel's directory, holding the session it n
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -315,13 +316,19 @@ def names_a_directory(path: str) -> bool:
     return path.rsplit(os.sep, 1)[-1] in ("", os.curdir, os.pardir)
 
 
-def next_archive_path(path: Path) -> Path:
-    """`analysis.agent.jsonl` → the first free `analysis.agent.<n>.jsonl` (n from 1)."""
+def kept_conversations(path: Path) -> list[str]:
+    """The names of the conversations kept beside the session at `path` (`%agent new`'s
+    and `%agent fork`'s, `session.next_archive_path`), oldest first."""
     stem = path.name.removesuffix(".jsonl")
-    n = 1
-    while (candidate := path.with_name(f"{stem}.{n}.jsonl")).exists():
-        n += 1
-    return candidate
+    numbered = []
+    try:
+        for kept in path.parent.glob(f"{glob.escape(stem)}.*.jsonl"):
+            number = kept.name[len(stem) + 1 : -len(".jsonl")]
+            if number.isascii() and number.isdigit():
+                numbered.append((int(number), kept.name))
+    except OSError:
+        return []
+    return [name for _, name in sorted(numbered)]
 
 
 def not_a_file(path: Path) -> str | None:

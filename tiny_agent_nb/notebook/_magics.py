@@ -282,6 +282,22 @@ class AgentMagics(Magics):
         self.show_report(report)
         self.link()
 
+    def _cmd_fork(self, run: str | None = None) -> None:
+        if run is not None and not (run.isascii() and run.isdigit() and int(run) > 0):
+            raise UsageError(
+                f"%agent fork RUN: a run's number as the timeline shows it, not {run!r}"
+            )
+        through = int(run) if run is not None else None
+        kept, report = self.runtime.fork(through)
+        self.runs.withdraw_offers()  # the kept conversation's: this notebook goes on in the fork
+        print(
+            f"Kept the whole conversation as {cell_text(kept.name)}, unchanged. This notebook "
+            f"goes on in a fork of it through {f'run {through}' if through else 'its last run'}; "
+            "no file in the workspace was changed."
+        )
+        self.show_report(report)
+        self.link()
+
     def _cmd_mcp(self) -> None:
         try:
             lines = self.runtime.mcp.report()

@@ -27,6 +27,7 @@ from ..render import cell_text
 from ..session import (
     Durability,
     FileStore,
+    ForkRefusedError,
     HeaderInit,
     NewFact,
     NotASessionError,
@@ -35,11 +36,13 @@ from ..session import (
     SessionLockedError,
     SessionState,
     SessionStore,
+    fork_session,
     load_session,
+    next_archive_path,
     read_session_file,
 )
 from ..session import facts as f
-from ._links import SessionLocation, next_archive_path, not_a_file
+from ._links import SessionLocation, not_a_file
 
 
 class NotebookError(TinyAgentError):
@@ -327,3 +330,38 @@ def keep_as_archive(held: SessionStore | None, path: Path, *, current: SessionSt
         if held is not None and held is not current:
             held.close()
     return archived
+
+
+# --------------------------------------------------------------- `%agent fork`
+def fork_here(store: SessionStore, path: Path, through: int | None) -> tuple[Path, str]:
+    """`%agent fork`: the conversation of `store` through run `through` (None: all of it)
+    forked under the name `path`; the file it was in kept, byte for byte, under its archive
+    name, `store` still writing it there. The kept file's path and the fork's session id
+    (docs/spec.md §10). The file is moved only once the fork is whole, just before the fork
+    takes its name; should that fail, the file gets its name back."""
+    kept: list[Path] = []
+
+    def move_away() -> None:
+        kept.append(keep_as_archive(store, path, current=store))
+
+    try:
+        header = fork_session(
+            store.path, path, through=through, refuse_open=True, before_publish=move_away
+        )
+    except ForkRefusedError as exc:
+        raise NotebookError(f"tiny-agent-nb: {cell_text(str(exc))}") from None
+    except (SessionError, OSError) as exc:
+        where = ""
+        if kept:
+            try:
+                if os.path.lexists(path):  # a file that appeared there meanwhile is not ours
+                    raise FileExistsError(17, "File exists", str(path))
+                store.move(path)
+            except (SessionError, OSError):
+                where = f" The conversation is kept as {cell_text(kept[0].name)}."
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise NotebookError(
+            f"tiny-agent-nb: no fork was made ({cell_text(reason)}); this kernel still writes "
+            f"the conversation it had.{where}"
+        ) from None
+    return kept[0], header.id

@@ -42,7 +42,7 @@ from ..timeline import (
     session_models,
 )
 from ..words import money, short_arguments, shorten, usd
-from ._links import SessionLocation
+from ._links import SessionLocation, kept_conversations
 from ._provider import KernelProvider
 
 if TYPE_CHECKING:  # the runtime reports through this module
@@ -138,6 +138,14 @@ def status_text(runtime: NotebookRuntime) -> str:
     latest = list(state.operations.values())[-1] if state.operations else None
     path = runtime.session_path()
     out.append(f"session  {cell_text(str(path))}" + (f" ({read_only})" if read_only else ""))
+    forked = runtime.forked_from.get(state.header.id)
+    if forked is not None:
+        out.append(f"forked   from {cell_text(forked)}")
+    kept = kept_conversations(path)
+    if kept:
+        shown = ", ".join(kept[-KEPT_SHOWN:])
+        more = f" and {len(kept) - KEPT_SHOWN} earlier" if len(kept) > KEPT_SHOWN else ""
+        out.append(f"kept     {cell_text(shown)}{more} (`%agent session NAME` opens one)")
     # The model the next run asks, and the ones the runs used when they differ (the
     # header's is only what was configured when the file was created).
     used = session_models(state)
@@ -179,6 +187,7 @@ def status_text(runtime: NotebookRuntime) -> str:
     return "\n".join(out)
 
 
+KEPT_SHOWN = 3  # the newest conversations kept beside the session that status names
 FORGET = "`%agent forget-window` forgets it"
 SUMMARY_SHOWN = 240  # characters of the summary `%agent status` shows
 

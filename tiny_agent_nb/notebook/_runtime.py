@@ -41,6 +41,7 @@ from ._opening import (
     NotebookError,
     claim_for_archive,
     closed_note,
+    fork_here,
     keep_as_archive,
     moved_note,
     open_store,
@@ -81,6 +82,8 @@ class NotebookRuntime:
         # "Allow bash for the rest of this session": this kernel's, for the file it has
         # open; another file or kernel asks again (docs/spec.md §13). Emptied, never replaced.
         self.allowed_tools: set[str] = set()
+        # What `%agent fork` forked, by the fork's session id: `%agent status` says it.
+        self.forked_from: dict[str, str] = {}
         self._followers = SessionFollowers()
         self.provider = KernelProvider(config)
         self.mcp = KernelServers(config)  # started by the first run that needs them
@@ -232,20 +235,36 @@ class NotebookRuntime:
 
     def new(self) -> tuple[Path, OpenReport]:
         """`%agent new`: keep the current file under its archive name and open a fresh one
-        where it was (`_opening`: why an interrupt waits until the switch is whole)."""
+        where it was."""
         self._drop_closed_store()  # a file replaced on disk is not this kernel's to move
         location = self._require_location()
         held = self.store or claim_for_archive(location)  # a long read: interruptible
+        return self._switch(lambda: keep_as_archive(held, location.path, current=self.store))
+
+    def fork(self, through: int | None) -> tuple[Path, OpenReport]:
+        """`%agent fork`: `fork_here`, then the fork opened where the session was."""
+        store = self.require_store()
+        path = self._require_location().path
+        (kept, fork_id), report = self._switch(lambda: fork_here(store, path, through))
+        run = f"run {through}" if through is not None else "its last run"
+        self.forked_from[fork_id] = f"{kept.name}, through {run}"
+        return kept, report
+
+    def _switch(self, move_aside: Callable[[], _R]) -> tuple[_R, OpenReport]:
+        """`move_aside()` (what keeps the current file under another name), then the
+        session's location opened; an interrupt waits until the switch is whole
+        (`_opening`: why)."""
+        location = self._require_location()
         with interrupt_held() as interrupts:
             try:
-                archived = keep_as_archive(held, location.path, current=self.store)
+                kept = move_aside()
                 notes = self._close_noting()
                 report = self.open(location)
             finally:
                 interrupted = bool(interrupts)
                 interrupts.clear()  # the switch is whole: nothing is left to stop
         report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
-        return archived, report
+        return kept, report
 
     def _drop_closed_store(self) -> bool:
         """Forget a store that closed itself (a write it could not cut back, docs/session-format.md

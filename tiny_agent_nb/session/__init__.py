@@ -18,6 +18,7 @@ from ._canonical import (
 )
 from ._exceptions import (
     FileStoreError,
+    ForkRefusedError,
     InvalidTransactionError,
     NotASessionError,
     SessionClosedError,
@@ -30,7 +31,7 @@ from ._exceptions import (
 from ._facts import NewFact
 from ._file_store import FileStore
 from ._files import fsync_dir, read_session_file
-from ._fork import fork_session, read_header
+from ._fork import fork_session, next_archive_path, read_header
 from ._ids import new_id
 from ._models import (
     AssistantEntry,
@@ -92,6 +93,7 @@ __all__ = [
     "Fact",
     "FileStore",
     "FileStoreError",
+    "ForkRefusedError",
     "HeaderInit",
     "InvalidTransactionError",
     "Kernel",
@@ -135,6 +137,7 @@ __all__ = [
     "load_session",
     "load_session_bytes",
     "new_id",
+    "next_archive_path",
     "read_header",
     "read_session_file",
     "replay_key",

@@ -42,6 +42,11 @@ class SessionCorruptError(SessionError):
         )
 
 
+class ForkRefusedError(SessionError):
+    """A fork through an operation the file holds no end of (unknown, or still open);
+    nothing was written. The message says which forks there are."""
+
+
 class SessionLockedError(SessionError):
     def __init__(self, path: str | Path, holder_pid: int | None, *, in_process: bool) -> None:
         self.path = str(path)

@@ -19,6 +19,7 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from ._exceptions import FileStoreError
@@ -181,6 +182,25 @@ class FileStore:
                     removed += 1
         self._size = None
         return removed
+
+    def adopt(self, source: FileStore, lines: Iterable[bytes]) -> int:
+        """Make the blobs of `source` that `lines` (a session's bytes) name this store's
+        too: hard links where the file system allows (a blob is never changed in place),
+        else copies. How many it took."""
+        named = {match.decode() for piece in lines for match in _NAMED.findall(piece)}
+        taken = 0
+        for hex_digest in sorted(named):
+            digest = "sha256:" + hex_digest
+            if not source.has(digest) or self.has(digest):
+                continue
+            self._make_directory()
+            try:
+                os.link(source.directory / hex_digest, self.directory / hex_digest)
+            except OSError:  # another file system, or none with links: copy, checked
+                self.put(source.get(digest))
+            taken += 1
+        self._size = None
+        return taken
 
     def _make_directory(self) -> None:
         """The store's directory, and those above it that are missing, made 0700; the

@@ -1,23 +1,27 @@
 """Which session a file holds, from its header alone; and a fork: another session's
-conversation under a new id (docs/spec.md §10), so a duplicated notebook never writes to
-the file of the one it was copied from. The fork is written under a private name and
-linked into place when complete: a process killed while forking leaves no half copy,
-and a file already there is never replaced.
+conversation, whole or up to the end of one of its runs, under a new id (docs/spec.md
+§10). A duplicated notebook gets one so it never writes to the file of the one it was
+copied from; `%agent fork` and `tiny-agent-nb fork` make one to try another way. The fork
+is written under a private name and linked into place when complete: a process killed
+while forking leaves no half copy, and a file already there is never replaced.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ._exceptions import NotASessionError
+from ._exceptions import ForkRefusedError, NotASessionError
+from ._file_store import FileStore
 from ._files import fsync_dir, open_regular, write_all
 from ._framing import parse_header
 from ._ids import new_id
 from ._models import Header
 from ._opening import Clock, epoch_ms
 from ._reader import load_session
+from ._state import SessionState
 
 _CHUNK = 1 << 20  # bytes written at a time
 _HEADER_BYTES = 1 << 16  # a header line is far shorter (its longest member is a path)
@@ -37,34 +41,102 @@ def read_header(path: str | Path) -> Header:
     return parse_header(path, line)
 
 
-def fork_session(source: str | Path, target: str | Path, *, clock: Clock = epoch_ms) -> Header:
-    """Write `target`, a fork of the session at `source`; its new header. Raises what a
-    load of `source` raises, FileExistsError when `target` exists, OSError when it cannot
-    be written (nothing is left behind then)."""
+def next_archive_path(path: Path) -> Path:
+    """`analysis.agent.jsonl` → the first free `analysis.agent.<n>.jsonl` (n from 1): the
+    name of another conversation of the same notebook (one `%agent new` or `%agent fork`
+    kept, or a fork the command line made)."""
+    stem = path.name.removesuffix(".jsonl")
+    n = 1
+    while os.path.lexists(candidate := path.with_name(f"{stem}.{n}.jsonl")):
+        n += 1
+    return candidate
+
+
+def fork_session(
+    source: str | Path,
+    target: str | Path,
+    *,
+    through: int | None = None,
+    refuse_open: bool = False,
+    before_publish: Callable[[], object] | None = None,
+    clock: Clock = epoch_ms,
+) -> Header:
+    """Write `target`, a fork of the session at `source`; its new header. The fork holds
+    the transaction lines up to and including the one with run `through`'s
+    operationFinished (runs numbered in file order from 1, as the timeline numbers them;
+    None: every line). `refuse_open`: refuse to copy every line while a run is open (a
+    user's fork; a duplicated notebook's copies a run in progress, which the fork's first
+    writer settles). `before_publish` runs once the fork is whole and synced, just before
+    it takes the name `target`. Raises ForkRefusedError (nothing written), what a load of
+    `source` raises, FileExistsError when `target` exists, OSError when it cannot be
+    written (nothing is left behind then)."""
     target = Path(target)
-    state = load_session(source)
-    header = state.header.model_copy(update={"id": new_id(), "createdAt": clock()})
-    draft = target.with_name(f".{target.name}.fork.{secrets.token_hex(6)}.tmp")
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
+    with load_session(source) as state:
+        count = _lines_through(state, through, refuse_open=refuse_open)
+        header = state.header.model_copy(update={"id": new_id(), "createdAt": clock()})
+        draft = target.with_name(f".{target.name}.fork.{secrets.token_hex(6)}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(draft, flags, 0o644)
         try:
-            pending = [header.model_dump_json().encode("utf-8") + b"\n"]
-            size = len(pending[0])
-            for piece in state.transaction_bytes():
-                pending.append(piece)
-                size += len(piece)
-                if size >= _CHUNK:
-                    write_all(fd, b"".join(pending))
-                    pending, size = [], 0
-            write_all(fd, b"".join(pending))
-            os.fsync(fd)
+            _write(fd, header, state.transaction_bytes(count))
+            # Before the fork is published: no fork is ever without the blobs it names,
+            # so a rewind inside it can restore them.
+            FileStore.for_session(header.id).adopt(
+                FileStore.for_session(state.header.id), state.transaction_bytes(count)
+            )
+            if before_publish is not None:
+                before_publish()
+            _publish(draft, target)
+            fsync_dir(target.parent)
         finally:
-            os.close(fd)
-        _publish(draft, target)
-        fsync_dir(target.parent)
-    finally:
-        draft.unlink(missing_ok=True)
+            draft.unlink(missing_ok=True)
     return header
+
+
+def _write(fd: int, header: Header, lines: Iterator[bytes]) -> None:
+    """`header` then `lines` into the new file `fd`, synced; `fd` closed."""
+    try:
+        pending = [header.model_dump_json().encode("utf-8") + b"\n"]
+        size = len(pending[0])
+        for piece in lines:
+            pending.append(piece)
+            size += len(piece)
+            if size >= _CHUNK:
+                write_all(fd, b"".join(pending))
+                pending, size = [], 0
+        write_all(fd, b"".join(pending))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _lines_through(state: SessionState, through: int | None, *, refuse_open: bool) -> int | None:
+    """How many transaction lines a fork through run `through` copies (None: all)."""
+    operations = list(state.operations.values())
+    if through is None:
+        if refuse_open and state.open_operation is not None:
+            raise _still_open(state, operations.index(state.open_operation) + 1)
+        return None
+    if not 1 <= through <= len(operations):
+        held = f"its runs are 1 to {len(operations)}" if operations else "it has no run yet"
+        raise ForkRefusedError(
+            f"{state.path} has no run {through} ({held}, numbered as its timeline numbers "
+            "them); nothing was written."
+        )
+    count = state.lines_through(operations[through - 1].id)
+    if count is None:
+        raise _still_open(state, through)
+    return count
+
+
+def _still_open(state: SessionState, number: int) -> ForkRefusedError:
+    earlier = f"Fork through an earlier run ({number - 1}), or f" if number > 1 else "F"
+    return ForkRefusedError(
+        f"run {number} of {state.path} has not ended (the file holds no operationFinished "
+        f"for it), and a fork ends with a run's end; nothing was written. {earlier}ork once "
+        "it has ended: a kernel running it ends it; one that stopped left it open, and "
+        "opening the session again settles it (interrupted)."
+    )
 
 
 def _publish(draft: Path, target: Path) -> None:

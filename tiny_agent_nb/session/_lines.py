@@ -10,6 +10,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import islice
 
 from . import _source
 from ._exceptions import SessionCorruptError
@@ -162,9 +163,10 @@ class Lines:
         lines._more = list(self._more)
         return lines
 
-    def pieces(self) -> Iterator[bytes]:
-        """The lines' bytes as the file holds them, every LF included."""
-        for line in self:
+    def pieces(self, count: int | None = None) -> Iterator[bytes]:
+        """The first `count` lines' bytes (None: all) as the file holds them, every LF
+        included."""
+        for line in islice(self, count):
             yield line
             if line[-1:] != b"\n":
                 yield b"\n"

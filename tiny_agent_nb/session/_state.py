@@ -15,7 +15,7 @@ from ._facts import NewFact
 from ._framing import encode_transaction, parse_transaction
 from ._lines import Lines
 from ._models import EntryFact, Fact, Header, RecordFact, Usage
-from ._records import MAX_WINDOW, MIN_WINDOW, SystemPrompt
+from ._records import MAX_WINDOW, MIN_WINDOW, OperationFinished, SystemPrompt
 from ._reducer import build_transaction
 from ._tables import (
     Attempt,
@@ -165,10 +165,26 @@ class SessionState:
         assert isinstance(fact, RecordFact) and isinstance(fact.record, SystemPrompt)
         return fact.record.content
 
-    def transaction_bytes(self) -> Iterator[bytes]:
-        """The transaction lines' bytes as the file holds them, every LF included, each
-        read back checked (docs/session-format.md §8.1): what a fork copies."""
-        return self._tables.lines.pieces()
+    def transaction_bytes(self, count: int | None = None) -> Iterator[bytes]:
+        """The first `count` transaction lines' bytes (None: all) as the file holds them,
+        every LF included, each read back checked (docs/session-format.md §8.1): what a
+        fork copies."""
+        return self._tables.lines.pieces(count)
+
+    def lines_through(self, operation_id: str) -> int | None:
+        """How many transaction lines there are up to and including the one holding
+        `operation_id`'s operationFinished (None: it has none): a fork's prefix."""
+        needle = operation_id.encode()
+        for count, line in enumerate(self._tables.lines, start=1):
+            # Only a line naming the operation is decoded: a fork reads the file once.
+            if needle in line and any(
+                isinstance(fact, RecordFact)
+                and isinstance(fact.record, OperationFinished)
+                and fact.record.operationId == operation_id
+                for fact in parse_transaction(line)
+            ):
+                return count
+        return None
 
     @property
     def facts(self) -> list[Fact]:
