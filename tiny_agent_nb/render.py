@@ -197,8 +197,8 @@ def _run_html(run: RunRow) -> str:
 
 
 # The runs a rewind can go back to before: a rewind's own row gets no hint (`%agent rewind
-# --undo` undoes the last one). Where a kernel lives, the timeline's widget turns each
-# hint into a button (notebook/_rewind_control.py); a reopened notebook shows the command.
+# --undo` undoes the last one). While its kernel lives, a Jupyter frontend shows each hint
+# as a button (notebook/_rewind_control.py); a reopened notebook shows the command.
 REWINDABLE = ("run", "resume", "replay", "compaction")
 
 
