@@ -2,8 +2,10 @@
 
 Plain rich output (HTML and text) with a display id, re-rendered (throttled) as facts
 commit: a saved notebook holds the latest timeline, readable with no kernel in any
-frontend or export (no widget model to lose). A view follows the session it was opened
-on; when this kernel switches or closes it, the view draws its last state as closed.
+frontend or export (no widget model to lose). Where a person clicks, that output is the
+record of a control whose widget, shown while the kernel lives, has a Rewind button per run
+(_rewind_control.py). A view follows the session it was opened on; when this kernel
+switches or closes it, the view draws its last state as closed.
 """
 
 from __future__ import annotations
