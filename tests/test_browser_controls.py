@@ -362,7 +362,8 @@ def test_a_kernel_that_dies_during_a_run_leaves_no_dead_widget_and_a_superseded_
         p.idle()
         p.run(1)
         p.idle()
-        timeline = p.outputs(1).locator(".tan-timeline")
+        # The record the notebook keeps: shown once the timeline's widget died with its kernel.
+        timeline = p.outputs(1).locator(".tan-control-record .tan-timeline")
         p.run(2)
         dialog = p.page.locator(".jp-Dialog", has_text="appears to have died")
         dialog.wait_for(state="visible")
@@ -396,7 +397,7 @@ def test_shutting_the_kernel_down_leaves_a_saved_notebook_saved(lab: Lab) -> Non
         p.idle()
         p.run(1)
         p.idle()
-        p.outputs(1).locator(".tan-timeline").wait_for(state="visible")
+        p.outputs(1).locator(".tan-control .tan-timeline").wait_for(state="visible")  # live
         tab = p.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="closing.ipynb")
         _save(p.page, p.relative)
         p.page.locator(

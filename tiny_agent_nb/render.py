@@ -51,6 +51,7 @@ STYLE = """<style>
 .tan-timeline .tan-muted{color:var(--jp-ui-font-color2,inherit)}
 .tan-timeline .tan-kernel{margin:6px 0 2px;padding:1px 6px;border-top:1px dashed
  var(--jp-border-color1,rgba(128,128,128,.5));color:var(--jp-ui-font-color2,inherit)}
+.tan-timeline .tan-rewind{margin-left:6px;font-size:11px;color:var(--jp-ui-font-color2,inherit)}
 .tan-timeline .tan-scripted,.tan-timeline .tan-note{color:#3e2f00;background:#fff3cd;
  padding:2px 6px;border-radius:4px}
 </style>"""
@@ -181,7 +182,7 @@ def _run_html(run: RunRow) -> str:
         f'<details class="tan-run" data-run="{e(run.id)}" data-status="{e(run.status)}" open>'
         f"<summary>{_badge(run.status)} <b>{e(run.kind)}</b> {title} "
         f'<span class="tan-muted">· {_run_usage(run)} · '
-        f"{e(when(run.started_at)) if run.started_at else ''}</span></summary>"
+        f"{e(when(run.started_at)) if run.started_at else ''}</span>{_rewind_hint(run)}</summary>"
     ]
     if run.detail:
         out.append(f'<div class="tan-muted">{e(run.detail)}</div>')
@@ -193,6 +194,18 @@ def _run_html(run: RunRow) -> str:
         out.extend(_tool_html(tool) for tool in tools)
     out.append("</details>")
     return "".join(out)
+
+
+# The runs a rewind can go back to before: a rewind's own row gets no hint (`%agent rewind
+# --undo` undoes the last one). While its kernel lives, a Jupyter frontend shows each hint
+# as a button (notebook/_rewind_control.py); a reopened notebook shows the command.
+REWINDABLE = ("run", "resume", "replay", "compaction")
+
+
+def _rewind_hint(run: RunRow) -> str:
+    if run.kind not in REWINDABLE:
+        return ""
+    return f' <code class="tan-rewind" data-run="{run.number}">↶ %agent rewind {run.number}</code>'
 
 
 def _attempt_html(a: AttemptRow) -> str:

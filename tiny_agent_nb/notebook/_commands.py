@@ -90,7 +90,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             "timeline",
             "",
             "live timeline (runs, attempts, tools, usage), updated in place: HTML that stays "
-            "in the saved notebook, text in a terminal",
+            'in the saved notebook, text in a terminal; in Jupyter, a "Rewind to before this '
+            'run" button on each run (the saved notebook says the command)',
         ),
         Subcommand("usage", "", "tokens and cost, per run and in total"),
         Subcommand(

@@ -150,6 +150,12 @@ class Control:
         view = (bundle[0] if isinstance(bundle, tuple) else bundle)[WIDGET_VIEW]
         publish({WIDGET_VIEW: view, "text/plain": ""}, display_id=self._widget_id, update=False)
 
+    def update(self, record: Record) -> None:
+        """Replace the record the notebook keeps while the widget lives (a timeline's)."""
+        if not self.settled:
+            bundle = record.bundle("waiting", self._style)
+            self._publish(bundle, display_id=self._record_id, update=True)
+
     def settle(self, record: Record | None) -> None:
         """Replace the control by its record (None: by nothing), and let the widget go."""
         if self.settled:

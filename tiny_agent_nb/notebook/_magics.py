@@ -211,7 +211,12 @@ class AgentMagics(Magics):
 
     def _cmd_timeline(self) -> None:
         live = self._rich()
-        view = TimelineView(self.runtime, live=live)
+        rewind = None
+        if live:  # a Rewind button per run, where a person clicks
+            from ._rewind_control import RewindControl  # noqa: PLC0415 (imports anywidget)
+
+            rewind = RewindControl.where_available(self.shell, self.runtime)
+        view = TimelineView(self.runtime, live=live, rewind=rewind)
         view.show()
         if live:  # a terminal would print the whole timeline again on each update
             self.views = [v for v in self.views if not v.closed] + [view]

@@ -102,6 +102,9 @@ class NotebookRuntime:
         # `AgentLoop`'s question when a KeyboardInterrupt stops a run: what sent it, if
         # not the user (the glue knows the Stop button and a kernel restart).
         self.stopped_by: Callable[[], str | None] | None = None
+        # What a timeline's "Rewind to before this run" button calls with the run's
+        # number, on the main thread (None: `rewind_from_control`, as `%agent rewind`).
+        self.on_rewind: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ session file
     def open(self, location: SessionLocation) -> OpenReport:

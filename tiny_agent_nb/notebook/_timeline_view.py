@@ -2,8 +2,10 @@
 
 Plain rich output (HTML and text) with a display id, re-rendered (throttled) as facts
 commit: a saved notebook holds the latest timeline, readable with no kernel in any
-frontend or export (no widget model to lose). A view follows the session it was opened
-on; when this kernel switches or closes it, the view draws its last state as closed.
+frontend or export (no widget model to lose). Where a person clicks, that output is the
+record of a control whose widget, shown while the kernel lives, has a Rewind button per run
+(_rewind_control.py). A view follows the session it was opened on; when this kernel
+switches or closes it, the view draws its last state as closed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.display import display, update_display
 
@@ -21,6 +23,9 @@ from ..render import superseded_rule, timeline_html, timeline_text
 from ..session import Fact, RecordFact, SessionState
 from ..timeline import build_timeline
 from ._opening import NotebookError
+
+if TYPE_CHECKING:
+    from ._rewind_control import RewindControl
 
 REFRESH_INTERVAL = 0.25  # s between renders while facts stream in; perf: row "timeline-refresh"
 
@@ -75,11 +80,14 @@ class TimelineView:
         live: bool,
         publish: Publish = ipython_publish,
         clock: Callable[[], float] = time.monotonic,
+        rewind: RewindControl | None = None,
     ) -> None:
         """`live`: re-render as facts commit (a Jupyter frontend); without it (terminal
         IPython, where an update would print the whole timeline again) the view is
-        drawn once and again only by `refresh`."""
+        drawn once and again only by `refresh`. `rewind`: where given, it draws the
+        timeline, as a record and a widget with a Rewind button per run."""
         self._source = source
+        self._rewind = rewind
         self._publish = publish
         self._clock = clock
         self._display_id = f"tan-timeline-{uuid.uuid4().hex}"
@@ -94,7 +102,16 @@ class TimelineView:
         self._unwatch = source.watch(self.on_commit) if live else None
 
     def show(self) -> None:
-        self._publish(self.bundle(), display_id=self._display_id, update=False)
+        self._draw(update=False)
+
+    def _draw(self, *, update: bool) -> None:
+        bundle = self.bundle()
+        if self._rewind is None:
+            self._publish(bundle, display_id=self._display_id, update=update)
+        elif self.closed:
+            self._rewind.settle(bundle)
+        else:
+            self._rewind.draw(bundle, self._timeline)
         self._last_render = self._clock()
 
     def bundle(self) -> dict[str, str]:
@@ -128,8 +145,7 @@ class TimelineView:
             else:
                 self._timeline, self._note = build_timeline(state), note
                 self._drawn = (state.last_seq, note)
-            self._publish(self.bundle(), display_id=self._display_id, update=True)
-            self._last_render = self._clock()
+            self._draw(update=True)
 
     def _close(self) -> None:
         self.closed = True
