@@ -184,6 +184,22 @@ class SessionState:
         """Entries in commit order; each is decoded from its line when read."""
         return EntryView(self._tables.entries, self._tables.lines)
 
+    def entry_path(self) -> list[str]:
+        """The ids of the entries on the conversation's path, from its start to its head, in
+        file order (docs/spec.md §16): what the model is sent. Without a rewind, all."""
+        return self._tables.entry_path()
+
+    def operation_path(self) -> list[Operation]:
+        """The operations on the conversation's path in file order (docs/spec.md §16):
+        not those a rewind left behind, nor the rewinds."""
+        return self._tables.operation_path()
+
+    @property
+    def rewound(self) -> bool:
+        """Whether a rewind ever moved this conversation's head."""
+        t = self._tables
+        return bool(t.parents) or t.detached
+
     @property
     def operations(self) -> Mapping[str, Operation]:
         return MappingProxyType(self._tables.operations)
@@ -279,6 +295,11 @@ class SessionState:
                 | (
                     {"replaysOperationId": op.replays_operation_id}
                     if op.replays_operation_id is not None
+                    else {}
+                )
+                | (
+                    {"rewindsOperationId": op.rewinds_operation_id}
+                    if op.rewinds_operation_id is not None
                     else {}
                 )
                 for op in t.operations.values()
