@@ -89,6 +89,9 @@ EXPORTS: dict[str, set[str]] = {
         "InvalidTransactionError",
         "SessionWriteError",
         "SessionClosedError",
+        "FileStoreError",
+        # the file history: blobs of files before and after a tool changed them
+        "FileStore",
         # facts and what they hold, as the agent, tools, provider and timeline read them
         "facts",
         "NewFact",

@@ -8,7 +8,8 @@
     │   ├── InvalidTransactionError session: a commit was refused; nothing was written
     │   ├── SessionWriteError       session: the OS refused a write; cut back, nothing committed
     │   ├── SessionReplacedError    session: the path names another file now; nothing committed
-    │   └── SessionClosedError      session: the store was closed
+    │   ├── SessionClosedError      session: the store was closed
+    │   └── FileStoreError          session: a file history blob is absent or damaged
     ├── Violation                   session: a fact breaks an invariant (said as one of the above)
     ├── ToolError                   tools: the tool could not do what was asked (told the model)
     │   ├── ToolArgumentError       tools: the arguments do not fit the tool's schema

@@ -17,6 +17,7 @@ from ._canonical import (
     sha256_digest,
 )
 from ._exceptions import (
+    FileStoreError,
     InvalidTransactionError,
     NotASessionError,
     SessionClosedError,
@@ -27,6 +28,7 @@ from ._exceptions import (
     SessionWriteError,
 )
 from ._facts import NewFact
+from ._file_store import FileStore
 from ._files import fsync_dir, read_session_file
 from ._fork import fork_session, read_header
 from ._ids import new_id
@@ -88,6 +90,8 @@ __all__ = [
     "Durability",
     "EntryFact",
     "Fact",
+    "FileStore",
+    "FileStoreError",
     "HeaderInit",
     "InvalidTransactionError",
     "Kernel",

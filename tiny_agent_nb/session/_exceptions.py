@@ -102,3 +102,7 @@ class SessionReplacedError(SessionError):
             f"{self.path} is no longer the file this writer opened: {reason}. Nothing was "
             "written. Open the path again to go on from the file now there."
         )
+
+
+class FileStoreError(SessionError):
+    """The file store cannot give or keep a blob: absent, damaged, or its directory unusable."""

@@ -1,0 +1,174 @@
+"""The file store: the bytes of workspace files before and after a tool changed them, so a
+rewind can put them back (docs/spec.md, "File history").
+
+Content-addressed: a blob's name is the SHA-256 hex of its bytes, its digest the format's
+Digest (`sha256:<hex>`), so writing the same content twice keeps one copy, and `get`
+verifies what it reads. One directory per session, under the user's state directory
+($XDG_STATE_HOME, else ~/.local/state)/tiny-agent-nb/files/<session id>/, never beside
+the notebook: the blobs may hold what the agent overwrote, and a notebook folder is shared
+or committed. Directories 0700, blobs 0600; a blob is written to a temporary name, fsynced
+and renamed, so it is whole or absent after a crash; nothing is opened through a symlink.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import stat
+from pathlib import Path
+
+from ._exceptions import FileStoreError
+from ._files import fsync_dir, read_fd, write_all
+
+DEFAULT_MAX_FILE = 10 << 20  # bytes of one file's content kept (10 MiB)
+DEFAULT_MAX_SESSION = 256 << 20  # bytes of blobs one session keeps (256 MiB)
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+_SESSION_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
+_TEMP = ".tmp-"  # a blob being written; a crash may leave one, never named by a digest
+
+
+def state_root() -> Path:
+    """Where every session's store lives: $XDG_STATE_HOME/tiny-agent-nb/files."""
+    base = os.environ.get("XDG_STATE_HOME") or ""
+    # The XDG spec: a relative value is invalid and must be ignored.
+    state = Path(base) if Path(base).is_absolute() else Path.home() / ".local" / "state"
+    return state / "tiny-agent-nb" / "files"
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class FileStore:
+    """The blobs of one session. `max_file` and `max_session` bound what `fits` accepts;
+    `put` itself stores whatever it is given."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_file: int = DEFAULT_MAX_FILE,
+        max_session: int = DEFAULT_MAX_SESSION,
+    ) -> None:
+        self.directory = directory
+        self.max_file = max_file
+        self.max_session = max_session
+        self._size: int | None = None  # bytes of blobs stored, counted on first need
+
+    @classmethod
+    def for_session(
+        cls,
+        session_id: str,
+        root: Path | None = None,
+        *,
+        max_file: int = DEFAULT_MAX_FILE,
+        max_session: int = DEFAULT_MAX_SESSION,
+    ) -> FileStore:
+        """The store of session `session_id` under `root` (default: `state_root()`).
+        Nothing is created until the first `put`."""
+        if not _SESSION_ID.fullmatch(session_id):
+            raise FileStoreError(f"{session_id!r} is not a session id a store can be named by")
+        directory = (root or state_root()) / session_id
+        return cls(directory, max_file=max_file, max_session=max_session)
+
+    def has(self, digest: str) -> bool:
+        try:
+            st = os.lstat(self.directory / _hex(digest))
+        except FileNotFoundError:
+            return False
+        return stat.S_ISREG(st.st_mode)
+
+    def get(self, digest: str) -> bytes:
+        """The bytes whose digest is `digest`; FileStoreError if absent or damaged."""
+        path = self.directory / _hex(digest)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise FileStoreError(f"{digest} is not in {self.directory}: {exc.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise FileStoreError(f"{path} is not a regular file")
+            data = read_fd(fd)
+        finally:
+            os.close(fd)
+        if digest_of(data) != digest:
+            raise FileStoreError(f"{path} is damaged: its bytes no longer have digest {digest}")
+        return data
+
+    def put(self, data: bytes) -> str:
+        """Store `data` (durably: fsynced, and its name too) and return its digest."""
+        digest = digest_of(data)
+        name = _hex(digest)
+        self._make_directory()
+        target = self.directory / name
+        with contextlib.suppress(FileNotFoundError):
+            st = os.lstat(target)
+            # A blob of the right size is taken as whole (written by rename); `get` checks it.
+            if stat.S_ISREG(st.st_mode) and st.st_size == len(data):
+                return digest
+            self._size = None  # a damaged blob is replaced: count again
+        temp = self.directory / f"{_TEMP}{secrets.token_hex(8)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temp, flags, 0o600)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            temp.unlink()
+            raise
+        os.close(fd)
+        temp.replace(target)
+        fsync_dir(self.directory)
+        self._size = None if self._size is None else self._size + len(data)
+        return digest
+
+    def fits(self, *blobs: bytes) -> str | None:
+        """None if `blobs` may be kept under the caps; else which cap they pass, in words."""
+        for data in blobs:
+            if len(data) > self.max_file:
+                return f"the file is {len(data)} bytes, past the per-file cap of {self.max_file}"
+        sizes = {digest_of(data): len(data) for data in blobs}
+        new = sum(size for digest, size in sizes.items() if not self.has(digest))
+        if self.size() + new > self.max_session:
+            return f"the session's file history would pass its cap of {self.max_session} bytes"
+        return None
+
+    def size(self) -> int:
+        """Bytes of the blobs stored."""
+        if self._size is None:
+            try:
+                entries = list(os.scandir(self.directory))
+            except FileNotFoundError:
+                entries = []
+            self._size = sum(
+                e.stat(follow_symlinks=False).st_size
+                for e in entries
+                if _DIGEST.fullmatch("sha256:" + e.name) and e.is_file(follow_symlinks=False)
+            )
+        return self._size
+
+    def _make_directory(self) -> None:
+        """The store's directory, and those above it that are missing, made 0700; the
+        session's own directory must not be a symlink."""
+        missing: list[Path] = []
+        path = self.directory
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = path.parent
+        for path in reversed(missing):
+            with contextlib.suppress(FileExistsError):
+                path.mkdir(0o700)
+        st = os.lstat(self.directory)
+        if not stat.S_ISDIR(st.st_mode):
+            raise FileStoreError(f"{self.directory} is not a directory (a symlink?); not used")
+
+
+def _hex(digest: str) -> str:
+    match = _DIGEST.fullmatch(digest)
+    if match is None:
+        raise FileStoreError(f"{digest!r} is not a sha256 digest")
+    return match.group(1)
