@@ -20,7 +20,7 @@ from ._records import (
     StepAttempt,
     ToolStarted,
 )
-from ._tables import Attempt, Kernel, Operation, Tables, ToolIntent, Violation
+from ._tables import Attempt, Kernel, Operation, Restore, Tables, ToolIntent, Violation
 
 
 def open_operation(t: Tables, op_id: str, what: str) -> Operation:
@@ -225,10 +225,12 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
     t.put(t.operations, op.id, op.counted(intents=1, unanswered=int(replay)))
 
 
-def apply_file_restore(t: Tables, body: FileRestore) -> None:
+def apply_file_restore(t: Tables, fact: RecordFact, body: FileRestore) -> None:
     op = open_operation(t, body.operationId, "fileRestore")
     if op.kind != "rewind":
         raise Violation(f"fileRestore names operation {op.id}, which is a {op.kind}, not a rewind")
+    restore = Restore(op.id, body.path, body.from_, body.fromMode, body.to, body.toMode)
+    t.put(t.restores, fact.id, restore)
 
 
 def apply_operation_finished(t: Tables, body: OperationFinished) -> None:

@@ -252,7 +252,7 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
     elif isinstance(body, KernelOpened):
         apply_kernel_opened(t, fact, body)
     elif isinstance(body, FileRestore):
-        apply_file_restore(t, body)
+        apply_file_restore(t, fact, body)
     else:
         assert isinstance(body, OperationFinished)
         apply_operation_finished(t, body)

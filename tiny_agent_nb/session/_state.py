@@ -24,6 +24,7 @@ from ._tables import (
     Kernel,
     LearnedWindow,
     Operation,
+    Restore,
     Spend,
     Tables,
     ToolIntent,
@@ -193,6 +194,11 @@ class SessionState:
         """The operations on the conversation's path in file order (docs/spec.md §16):
         not those a rewind left behind, nor the rewinds."""
         return self._tables.operation_path()
+
+    @property
+    def file_restores(self) -> Mapping[str, Restore]:
+        """The `fileRestore` records by fact id, in file order (docs/spec.md §16)."""
+        return MappingProxyType(self._tables.restores)
 
     @property
     def rewound(self) -> bool:

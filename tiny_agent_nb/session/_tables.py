@@ -148,6 +148,17 @@ assert Attempt._fields[13:] == ("ended_at",)
 assert ToolIntent._fields[10:] == ("status",)
 
 
+class Restore(NamedTuple):
+    """A `fileRestore` record (docs/spec.md §16): few, so kept whole."""
+
+    operation_id: str
+    path: str
+    from_: str | None
+    from_mode: int | None
+    to: str | None
+    to_mode: int | None
+
+
 class Spend(NamedTuple):
     """What a run's chain spent (docs/spec.md §4); in the tables, what one run and the
     compactions after it spent."""
@@ -268,6 +279,7 @@ class Tables:
     # operation the next one follows. Each entry's parent is the one before it in the
     # file, but where a rewind moved the head: those few are kept in `parents` (entry id
     # -> parent, None: the start), so a session without rewinds pays nothing per entry.
+    restores: dict[str, Restore] = field(default_factory=dict)  # by fact id, file order
     head: str | None = None
     head_operation: str | None = None
     detached: bool = False  # a rewind moved the head; the next entry records its parent

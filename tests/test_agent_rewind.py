@@ -1,0 +1,190 @@
+"""A rewind (docs/spec.md §16) against real files and the real loop: the plan, the
+restore, conflicts, --force, --undo, and the conversation the next request sends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tiny_agent_nb.agent import (
+    AgentLoop,
+    LoopConfig,
+    carry_out,
+    operation_numbered,
+    plan_rewind,
+    undo_target,
+)
+from tiny_agent_nb.provider import Provider, ProviderConfig
+from tiny_agent_nb.session import FileStore, SessionStore, ToolIdentity
+from tiny_agent_nb.tools import ToolContext, builtin_registry
+
+from helpers.openai_server import OpenAIServer, text_reply
+from helpers.scenario import BASH, Run
+
+WRITE_FILE = ToolIdentity(name="write_file", version="1", source="builtin")
+PYTHON = ToolIdentity(name="python", version="1", source="builtin")
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> FileStore:
+    return FileStore.for_session("session", tmp_path / "state")
+
+
+def write(
+    store: SessionStore, files: FileStore, root: Path, run: Run, path: str, data: bytes | None
+) -> None:
+    """A write_file call as the file history records it (before the effect), then the
+    effect on disk; `data` None deletes the file (as bash would: not undoable)."""
+    target = root / path
+    before = target.read_bytes() if target.exists() else None
+    mode = target.stat().st_mode & 0o7777 if target.exists() else None
+    call_id = f"c{len(store.load().tool_intents)}"
+    if data is None:
+        arguments: dict[str, Any] = {"command": f"rm {path}"}
+        tool = BASH
+    else:
+        member = {
+            "path": path,
+            "before": None if before is None else files.put(before),
+            "after": files.put(data),
+            "mode": mode,
+            "kept": True,
+        }
+        arguments = {"path": path, "content": "…", "file": member}
+        tool = WRITE_FILE
+    store.commit(run.attempt())
+    store.commit(run.answer(None, [(call_id, tool.name, arguments)]))
+    intent = run.intent(call_id, tool, arguments)
+    store.commit([intent])
+    if data is None:
+        target.unlink()
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    store.commit([Run.result(intent, "done")])
+
+
+def run_writing(
+    store: SessionStore, files: FileStore, root: Path, changes: dict[str, bytes | None]
+) -> Run:
+    run = Run(environment=str(root))
+    store.commit(run.start(f"change {', '.join(changes)}"))
+    for path, data in changes.items():
+        write(store, files, root, run, path, data)
+    store.commit(run.attempt())
+    store.commit(run.answer("Done."))
+    store.commit(run.finish())
+    return run
+
+
+def rewind(
+    store: SessionStore, files: FileStore, root: Path, number: int | None, *, force: bool = False
+) -> str:
+    state = store.load()
+    target = undo_target(state) if number is None else operation_numbered(state, number)
+    plan = plan_rewind(state, target, files, root, force=force, undo=number is None)
+    carry_out(store, plan, files, root)
+    return plan.text()
+
+
+def test_a_rewind_restores_written_created_and_binary_files_byte_exact(
+    store: SessionStore, files: FileStore, tmp_path: Path
+) -> None:
+    root = tmp_path
+    (root / "notes.md").write_bytes(b"first\n")
+    (root / "notes.md").chmod(0o640)
+    (root / "data.bin").write_bytes(bytes(range(256)))
+    run_writing(store, files, root, {"notes.md": b"first\nsecond\n"})
+    run_writing(
+        store,
+        files,
+        root,
+        {"notes.md": b"third\n", "data.bin": b"\x00\xff" * 9, "sub/new.txt": b"new\n"},
+    )
+    text = rewind(store, files, root, 1)
+    assert "notes.md: restore 6 bytes (6 bytes now; +1 -1 lines)" in text
+    assert "sub/new.txt: remove it (4 bytes; it was created after that point)" in text
+    assert "data.bin: restore 256 bytes (binary; 18 bytes now)" in text
+    assert (root / "notes.md").read_bytes() == b"first\n"
+    assert (root / "notes.md").stat().st_mode & 0o7777 == 0o640
+    assert (root / "data.bin").read_bytes() == bytes(range(256))
+    assert not (root / "sub" / "new.txt").exists()
+    # --undo: back to what the rewind found.
+    rewind(store, files, root, None)
+    assert (root / "notes.md").read_bytes() == b"third\n"
+    assert (root / "sub" / "new.txt").read_bytes() == b"new\n"
+    assert (root / "data.bin").read_bytes() == b"\x00\xff" * 9
+
+
+def test_a_file_deleted_by_bash_is_named_and_a_users_edit_is_a_conflict(
+    store: SessionStore, files: FileStore, tmp_path: Path
+) -> None:
+    root = tmp_path
+    run_writing(store, files, root, {"a.txt": b"agent\n", "b.txt": b"agent b\n"})
+    run_writing(store, files, root, {"b.txt": None})
+    (root / "a.txt").write_bytes(b"the user's\n")
+    text = rewind(store, files, root, 1)
+    assert "a.txt: changed since the agent's last change" in text
+    assert "bash: rm b.txt" in text
+    assert (root / "a.txt").read_bytes() == b"the user's\n"  # never clobbered
+    rewind(store, files, root, 1, force=True)
+    assert not (root / "a.txt").exists()  # the agent created it: forced, it goes
+
+
+def test_a_symlink_swapped_in_after_the_write_is_a_conflict_never_followed(
+    store: SessionStore, files: FileStore, tmp_path: Path
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"keep me\n")
+    run_writing(store, files, root, {"link.txt": b"agent\n", "d/x.txt": b"x\n"})
+    (root / "link.txt").unlink()
+    (root / "link.txt").symlink_to(outside)
+    (root / "d" / "x.txt").unlink()
+    (root / "d").rmdir()
+    (root / "d").symlink_to(tmp_path)
+    text = rewind(store, files, root, 1, force=True)
+    assert "link.txt: it became a symbolic link; never written through" in text
+    assert "d/x.txt: a directory on its path became a symlink or a file" in text
+    assert outside.read_bytes() == b"keep me\n"
+    assert (root / "link.txt").is_symlink()
+
+
+def test_the_next_request_after_a_rewind_sends_the_path_only(
+    server: OpenAIServer, store: SessionStore, files: FileStore, tmp_path: Path
+) -> None:
+    config = ProviderConfig(model="test/model", base_url=server.base_url, api_key="sk-test")
+    provider = Provider(config)
+    tools = builtin_registry().subset(["read_file"])
+    loop = AgentLoop(
+        store,
+        provider,
+        tools,
+        ToolContext(workspace=tmp_path, namespace={}),
+        LoopConfig(config, approval="auto", system_prompt="sys"),
+    )
+
+    def sent(index: int) -> list[str]:
+        return [m["content"] for m in server.requests[index].body["messages"][1:]]
+
+    try:
+        for n in (1, 2, 3):
+            server.enqueue(text_reply(f"answer {n}"))
+            loop.run(f"prompt {n}")
+        rewind(store, files, tmp_path, 2)
+        server.enqueue(text_reply("answer 4"))
+        loop.run("prompt 4")
+        assert sent(3) == ["prompt 1", "answer 1", "prompt 4"]
+        rewind(store, files, tmp_path, None)  # --undo: runs 2 and 3 come back
+        server.enqueue(text_reply("answer 5"))
+        loop.run("prompt 5")
+        assert sent(4) == [
+            *("prompt 1", "answer 1", "prompt 2", "answer 2", "prompt 3", "answer 3"),
+            "prompt 5",
+        ]
+    finally:
+        loop.close()
+        provider.close()
