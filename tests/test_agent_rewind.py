@@ -3,6 +3,10 @@ restore, conflicts, --force, --undo, and the conversation the next request sends
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,7 @@ from tiny_agent_nb.agent import (
     AgentLoop,
     LoopConfig,
     carry_out,
+    interrupted_rewind,
     operation_numbered,
     plan_rewind,
     undo_target,
@@ -188,3 +193,52 @@ def test_the_next_request_after_a_rewind_sends_the_path_only(
     finally:
         loop.close()
         provider.close()
+
+
+CHILD = Path(__file__).parent / "children" / "rewind_kill.py"
+
+
+def test_a_rewind_killed_between_a_record_and_its_replace_is_reported_and_finished(
+    session_path: Path, store: SessionStore, files: FileStore, tmp_path: Path
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    run_writing(store, files, root, {"a.txt": b"a1\n", "b.txt": b"b1\n", "c.txt": b"c1\n"})
+    run_writing(store, files, root, {"a.txt": b"a2\n", "b.txt": b"b2\n", "c.txt": b"c2\n"})
+    store.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run(
+        [sys.executable, str(CHILD), str(session_path), str(root), str(tmp_path / "state"), "2"],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    # Every file wholly old or new: a.txt restored, b.txt recorded but not replaced.
+    assert [(root / n).read_bytes() for n in ("a.txt", "b.txt", "c.txt")] == [
+        b"a1\n",
+        b"b2\n",
+        b"c2\n",
+    ]
+    with SessionStore.open(session_path) as again:
+        loop = AgentLoop(
+            again,
+            Provider(ProviderConfig(model="m", base_url="http://127.0.0.1:9", api_key="k")),
+            builtin_registry().subset(["read_file"]),
+            ToolContext(workspace=root, namespace={}),
+            LoopConfig(ProviderConfig(model="m", base_url="http://127.0.0.1:9", api_key="k")),
+        )
+        recovery = loop.recover()
+        loop.close()
+        assert recovery is not None
+        state = again.load()
+        assert state.operations[recovery.operation_id].status == "interrupted"
+        report = interrupted_rewind(state, recovery.operation_id, root)
+        assert report[1:-1] == ["  restored: a.txt", "  not restored: b.txt"]
+        assert report[-1] == "`%agent rewind 2` finishes it (what is restored stays)."
+        rewind(again, files, root, 2)
+    assert [(root / n).read_bytes() for n in ("a.txt", "b.txt", "c.txt")] == [
+        b"a1\n",
+        b"b1\n",
+        b"c1\n",
+    ]

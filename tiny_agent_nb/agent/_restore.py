@@ -226,27 +226,20 @@ def _finished(operation_id: str, outcome: str, detail: str) -> f.NewFact:
     return f.NewFact(f.OperationFinished(operationId=operation_id, outcome=outcome, detail=detail))  # type: ignore[arg-type]
 
 
-def interrupted_rewind(state: SessionState, root: Path) -> str | None:
-    """What the latest operation says when it is a rewind a dead process left (settled
-    `interrupted` at load): per file it recorded, restored or not, from the disk."""
-    operations = list(state.operations.values())
-    if not operations or operations[-1].kind != "rewind" or operations[-1].status != "interrupted":
-        return None
-    op = operations[-1]
-    number = operations.index(state.operations[op.rewinds_operation_id or ""]) + 1
-    lines = [f"A rewind to before operation {number} was interrupted (the process stopped):"]
+def interrupted_rewind(state: SessionState, operation_id: str, root: Path) -> list[str]:
+    """What a rewind a dead process left open did (docs/spec.md §16), once the load
+    settled it: per file it recorded, restored or not, as the disk says now."""
+    operations = list(state.operations)
+    op = state.operations[operation_id]
+    number = operations.index(op.rewinds_operation_id or "") + 1
+    lines = [f"The previous kernel stopped during a rewind to before operation {number}:"]
     for restore in state.file_restores.values():
-        if restore.operation_id != op.id:
-            continue
-        found = look(root, restore.path)
-        digest = None if isinstance(found, str) else digest_of(found.data)
-        if digest == restore.to:
-            lines.append(f"  restored: {restore.path}")
-        elif digest == restore.from_:
-            lines.append(f"  not restored: {restore.path}")
-        else:
-            lines.append(f"  changed since: {restore.path}")
+        if restore.operation_id == operation_id:
+            found = look(root, restore.path)
+            digest = None if isinstance(found, str) else digest_of(found.data)
+            done = {restore.to: "restored", restore.from_: "not restored"}
+            lines.append(f"  {done.get(digest, 'changed since')}: {restore.path}")
     if len(lines) == 1:
-        lines.append("  no file was restored yet")
-    lines.append(f"Run `%agent rewind {number}` again to finish it: what is restored stays.")
-    return "\n".join(lines)
+        lines.append("  it had restored no file yet")
+    lines.append(f"`%agent rewind {number}` finishes it (what is restored stays).")
+    return lines
