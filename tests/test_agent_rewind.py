@@ -21,6 +21,7 @@ from tiny_agent_nb.agent import (
     plan_rewind,
     undo_target,
 )
+from tiny_agent_nb.cli import main
 from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import FileStore, SessionStore, ToolIdentity
 from tiny_agent_nb.tools import ToolContext, builtin_registry
@@ -242,3 +243,34 @@ def test_a_rewind_killed_between_a_record_and_its_replace_is_reported_and_finish
         b"b1\n",
         b"c1\n",
     ]
+
+
+def test_the_command_line_prints_the_plan_and_rewinds_only_with_yes(
+    session_path: Path,
+    store: SessionStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    # The workspace is the session's recorded one (tmp_path); its store is the default.
+    default = FileStore.for_session(store.header.id)
+    run_writing(store, default, tmp_path, {"out.txt": b"one\n"})
+    store.close()
+    assert main(["rewind", str(session_path), "1"]) == 0
+    out = capsys.readouterr().out
+    assert "out.txt: remove it (4 bytes; it was created after that point)" in out
+    assert "Nothing has changed: add --yes to carry it out." in out
+    assert (tmp_path / "out.txt").exists()
+    assert main(["rewind", str(session_path), "1", "--yes"]) == 0
+    assert "restored out.txt" in capsys.readouterr().out
+    assert not (tmp_path / "out.txt").exists()
+    assert main(["rewind", str(session_path), "--undo", "--yes"]) == 0
+    assert (tmp_path / "out.txt").read_bytes() == b"one\n"
+    capsys.readouterr()
+    assert main(["timeline", str(session_path)]) == 0
+    timeline = capsys.readouterr().out
+    assert "rewind ⟲ rewind to before run 1 (files and conversation)" in timeline
+    assert "rewind ⟲ rewind to before run 2 (files and conversation)" in timeline
+    assert main(["rewind", str(session_path), "9"]) == 2
+    assert "there is no operation 9" in capsys.readouterr().err

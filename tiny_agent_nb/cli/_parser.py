@@ -10,15 +10,16 @@ from pathlib import Path
 
 from .._version import __version__
 from ._inspect import configure_inspect, run_inspect
+from ._rewind import configure_rewind, run_rewind
 from ._salvage import configure_salvage, run_salvage
 from ._timeline import configure_timeline, run_timeline
 from ._usage import configure_usage, run_usage
 
 WRITES = (
-    "Look at tiny-agent-nb session files (JSONL) outside Jupyter. No command modifies a "
-    "session file: inspect, timeline and usage only read FILE; salvage reads FILE and "
-    "writes only the new file NEW; demo writes only in its own directory (--dir, else a "
-    "new temporary one)."
+    "Look at tiny-agent-nb session files (JSONL) outside Jupyter. inspect, timeline and "
+    "usage only read FILE; salvage reads FILE and writes only the new file NEW; demo writes "
+    "only in its own directory (--dir, else a new temporary one); rewind only with --yes "
+    "appends to FILE and restores the workspace's files."
 )
 EXIT_CODES = """\
 exit codes:
@@ -104,5 +105,11 @@ COMMANDS: dict[str, Command] = {
         "(FILE is only read)",
         configure=configure_salvage,
         run=run_salvage,
+    ),
+    "rewind": Command(
+        help="show the plan of going back to just before operation K (or --undo the last "
+        "rewind): files restored, conflicts, what cannot be undone; --yes carries it out",
+        configure=configure_rewind,
+        run=run_rewind,
     ),
 }
