@@ -3,6 +3,7 @@ restore, conflicts, --force, --undo, and the conversation the next request sends
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from tiny_agent_nb.agent import (
 from tiny_agent_nb.cli import main
 from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import FileStore, SessionStore, ToolIdentity
+from tiny_agent_nb.session import facts as f
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
 from helpers.openai_server import OpenAIServer, text_reply
@@ -274,3 +276,47 @@ def test_the_command_line_prints_the_plan_and_rewinds_only_with_yes(
     assert "rewind ⟲ rewind to before run 2 (files and conversation)" in timeline
     assert main(["rewind", str(session_path), "9"]) == 2
     assert "there is no operation 9" in capsys.readouterr().err
+
+
+def test_a_rewind_across_a_compaction_sends_the_summary_only_on_its_path(
+    server: OpenAIServer, store: SessionStore, files: FileStore, tmp_path: Path
+) -> None:
+    config = ProviderConfig(model="test/model", base_url=server.base_url, api_key="sk-test")
+    provider = Provider(config)
+    loop = AgentLoop(
+        store,
+        provider,
+        builtin_registry().subset(["read_file"]),
+        ToolContext(workspace=tmp_path, namespace={}),
+        LoopConfig(config, approval="auto", system_prompt="sys"),
+    )
+
+    def sent() -> str:
+        return json.dumps(server.requests[-1].body["messages"])
+
+    def ask(prompt: str) -> None:
+        server.enqueue(text_reply(f"answer to {prompt}"))
+        loop.run(prompt)
+
+    try:
+        for n in (1, 2, 3):
+            ask(f"prompt {n}")
+        state = store.load()
+        run2_last = state.entry_path()[3]  # prompt 1, answer 1, prompt 2, answer 2
+        store.commit([f.NewFact(f.CompactionEntry(summary="SUMMARY", throughEntryId=run2_last))])
+        ask("prompt 4")
+        assert "SUMMARY" in sent() and "prompt 2" not in sent() and "prompt 3" in sent()
+        rewind(store, files, tmp_path, 4)  # before run 4: the compaction stays on the path
+        ask("prompt 5")
+        assert "SUMMARY" in sent() and "prompt 4" not in sent() and "prompt 3" in sent()
+        rewind(store, files, tmp_path, 2)  # before run 2: the compaction is left behind
+        ask("prompt 6")
+        assert "SUMMARY" not in sent() and "prompt 2" not in sent() and "prompt 1" in sent()
+        # A cut before the one left behind: the previous compaction on the path is none.
+        first = store.load().entry_path()[0]
+        store.commit([f.NewFact(f.CompactionEntry(summary="AGAIN", throughEntryId=first))])
+        ask("prompt 7")
+        assert "AGAIN" in sent() and '"prompt 1"' not in sent() and "prompt 6" in sent()
+    finally:
+        loop.close()
+        provider.close()
