@@ -470,7 +470,7 @@ class SessionBuilder:
         return self._start_operation("replay", refs | ({"cellId": cell_id} if cell_id else {}))
 
     def rewind_started(self, rewinds_operation_id: str) -> str:
-        """A rewind (docs/spec.md §16) to just before `rewinds_operation_id`."""
+        """A rewind (docs/spec.md §17) to just before `rewinds_operation_id`."""
         refs = {"inputEntryId": None, "rewindsOperationId": rewinds_operation_id}
         return self._start_operation("rewind", refs)
 
@@ -2107,7 +2107,7 @@ def replay_of_a_resume(s: SessionBuilder) -> None:
     s.commit_corrupt()
 
 
-# --- rewinds (docs/spec.md §16) ----------------------------------------------------------
+# --- rewinds (docs/spec.md §17) ----------------------------------------------------------
 
 NOTES_BEFORE = sha256_tag("draft\n")
 NOTES_AFTER = sha256_tag("draft\nmore\n")

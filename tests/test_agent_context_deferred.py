@@ -120,7 +120,7 @@ def _reference(state: SessionState, system: str | None) -> View:
     kept: list[EntryFact] = []
     summary: str | None = None
     cut: str | None = None
-    for entry in (state.entries[i] for i in state.entry_path()):  # the path (spec §16)
+    for entry in (state.entries[i] for i in state.entry_path()):  # the path (spec §17)
         body = entry.entry
         if isinstance(body, ToolResultEntry) and _replayed(state, body):
             continue  # a replayed run adds nothing to the conversation (spec §3 item 7)
@@ -207,7 +207,7 @@ def assert_every_way_agrees(data: bytes, system: str | None = "be brief") -> int
         eager = ContextProjection.from_state(states[s], system)
         for k in range(s + 1, len(states)):
             if any(_rewinds(fact) for fact in txs[k]):
-                break  # one made from a state has no session to rebuild from (spec §16)
+                break  # one made from a state has no session to rebuild from (spec §17)
             eager.apply(txs[k])
             assert _view(eager) == rebuilt[k], f"eager from {s}, after {k}"
         for b in range(s, len(states)):

@@ -1,4 +1,4 @@
-"""A rewind (docs/spec.md §16) against real files and the real loop: the plan, the
+"""A rewind (docs/spec.md §17) against real files and the real loop: the plan, the
 restore, conflicts, --force, --undo, and the conversation the next request sends."""
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ EXPORTS: dict[str, set[str]] = {
         # why no compaction can make room, with its figures (each surface advises)
         "FixedFill",
         "NoCleanCut",
-        # a rewind (docs/spec.md §16): its plan, and the rewind carried out
+        # a rewind (docs/spec.md §17): its plan, and the rewind carried out
         "RewindPlan",
         "RewindDone",
         "plan_rewind",

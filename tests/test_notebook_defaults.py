@@ -10,6 +10,7 @@ from tiny_agent_nb.agent import DEFAULT_CONTEXT_WINDOW, LoopConfig
 from tiny_agent_nb.mcp import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT
 from tiny_agent_nb.notebook import TinyAgent
 from tiny_agent_nb.provider import ProviderConfig
+from tiny_agent_nb.session import FileStore
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 ROW = re.compile(r"^\| `TinyAgent\.(?P<name>\w+)` \|[^|]*\| (?P<default>[\d.]+)\b[^|]*\|")
@@ -28,6 +29,10 @@ def test_the_traits_default_to_what_the_engine_defaults_to() -> None:
         DEFAULT_CALL_TIMEOUT,
     )
     assert str(DEFAULT_CONTEXT_WINDOW) in TinyAgent.context_window.help
+    assert (traits.file_history_max_file, traits.file_history_max_session) == (
+        FileStore.MAX_FILE,
+        FileStore.MAX_SESSION,
+    )
 
 
 def test_the_readmes_trait_table_says_the_defaults() -> None:

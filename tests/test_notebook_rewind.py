@@ -1,4 +1,4 @@
-"""`%agent rewind K` and `--undo` in a shell (docs/spec.md §16): the plan first, nothing
+"""`%agent rewind K` and `--undo` in a shell (docs/spec.md §17): the plan first, nothing
 changed without `--yes`, then the conversation the next request sends."""
 
 from __future__ import annotations

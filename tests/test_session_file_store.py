@@ -114,3 +114,32 @@ def test_fits_names_the_cap_passed(tmp_path: Path) -> None:
     assert store.fits(b"a" * 10, b"c" * 5) is None  # a blob stored already costs nothing
     assert "cap of 25 bytes" in (store.fits(b"c" * 6) or "")
     assert FileStore.for_session(SESSION, tmp_path).size() == 20  # counted from the disk
+
+
+def test_collect_removes_what_the_session_names_nowhere_once_old(tmp_path: Path) -> None:
+    store = FileStore.for_session(SESSION, tmp_path)
+    named, orphan = store.put(b"named"), store.put(b"orphan")
+    temp = store.directory / ".tmp-0123456789abcdef"  # a put a crash cut off
+    temp.write_bytes(b"half")
+    other = store.directory / "notes.txt"  # not the store's: left alone
+    other.write_bytes(b"x")
+    session = f'{{"arguments":{{"file":{{"before":"{named}"}}}}}}\n'.encode()
+    assert store.collect(session) == 0  # all younger than the grace
+    for path in store.directory.iterdir():
+        os.utime(path, (1, 1))
+    assert store.collect(session) == 2
+    assert store.has(named) and not store.has(orphan)
+    assert sorted(p.name for p in store.directory.iterdir()) == sorted(
+        [named.removeprefix("sha256:"), "notes.txt"]
+    )
+    assert store.size() == len(b"named")
+    assert FileStore.for_session(SESSION, tmp_path / "none").collect(session) == 0
+
+
+def test_putting_a_blob_again_makes_it_young(tmp_path: Path) -> None:
+    store = FileStore.for_session(SESSION, tmp_path)
+    digest = store.put(b"again")
+    blob = store.directory / digest.removeprefix("sha256:")
+    os.utime(blob, (1, 1))
+    store.put(b"again")
+    assert store.collect(b"") == 0 and store.has(digest)

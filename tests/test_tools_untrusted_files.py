@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 # The workspace, the outside directory and `call` are test_tools_files' own.
 from test_tools_files import SECRET, call, context, outside, workspace
 
-from tiny_agent_nb.tools import ToolContext, ToolOutput, _files, _paths, truncate
+from tiny_agent_nb.tools import ToolContext, ToolOutput, _files, _paths, _writing, truncate
 from tiny_agent_nb.tools._files import Grep, ListFiles, ReadFile
 
 __all__ = ["context", "outside", "workspace"]  # fixtures, used by name
@@ -306,8 +306,8 @@ def _swap_after_the_check(
 @pytest.mark.parametrize(
     ("name", "module", "arguments"),
     [
-        ("write_file", _files, {"content": "pwned"}),
-        ("edit_file", _files, {"old_string": "secret", "new_string": "pwned"}),
+        ("write_file", _writing, {"content": "pwned"}),
+        ("edit_file", _writing, {"old_string": "secret", "new_string": "pwned"}),
         ("read_file", _files, {}),
     ],
 )

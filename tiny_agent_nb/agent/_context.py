@@ -12,7 +12,7 @@ call that never started (true by construction: intent is written before effect;
 providers refuse an unanswered call); and, between a prompt that got no answer and the
 next, an assistant note of ours (chat templates refuse two user turns in a row). Not
 sent: the results of a replayed run's calls (docs/spec.md §12), and what a rewind left
-behind (only the path from the head is, docs/spec.md §16).
+behind (only the path from the head is, docs/spec.md §17).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ class ContextProjection:
     ) -> ContextProjection:
         projection = cls(system_prompt, makers)
         entries = state.entries
-        # The path from the head (docs/spec.md §16): the tables' own id strings.
+        # The path from the head (docs/spec.md §17): the tables' own id strings.
         for entry_id in state.entry_path():
             entry = entries[entry_id]
             if not in_replay(state, entry):
@@ -178,7 +178,7 @@ class ContextProjection:
         """`History.cache`: one asked for before the build is built into; after it, filled
         from the messages kept, else by a rebuild from the session (once per key)."""
         if self._load is not None and key in self._makers:
-            self._built()  # a rewind left the caches to be built again (docs/spec.md §16)
+            self._built()  # a rewind left the caches to be built again (docs/spec.md §17)
         found = self._log.caches.get(key)
         if found is None:
             self._makers[key] = make
@@ -217,7 +217,7 @@ class ContextProjection:
             body = fact.entry if isinstance(fact, EntryFact) else None
             rewind = isinstance(record, OperationStarted) and record.operationKind == "rewind"
             if rewind and self._reload is not None:
-                # The head moved back (docs/spec.md §16): rare, so the projection is
+                # The head moved back (docs/spec.md §17): rare, so the projection is
                 # built again from the session at its next read, not undone in place
                 # (one `from_state` made has no session to read: it is for tests).
                 self._load = self._reload

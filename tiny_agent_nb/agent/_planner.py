@@ -189,7 +189,7 @@ RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit", "stepLimit"})
 
 def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
     """The operation `%agent resume` continues: the latest run (or resume) on the
-    conversation's path (docs/spec.md §16: not one a rewind left behind), if it ended in
+    conversation's path (docs/spec.md §17: not one a rewind left behind), if it ended in
     one of RESUMABLE's ways. Compactions and replayed runs (docs/spec.md §12) are passed
     over: they continue no prompt."""
     if state.open_operation is not None:

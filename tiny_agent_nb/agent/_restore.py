@@ -1,4 +1,4 @@
-"""A rewind carried out (docs/spec.md §16), intent before effect: the `rewind` operation
+"""A rewind carried out (docs/spec.md §17), intent before effect: the `rewind` operation
 is committed before any file changes; per file, what is there now goes into the file
 store and a `fileRestore` record is committed, then the file is replaced atomically
 (a temporary file in the same directory, fsynced, renamed over it; the directory
@@ -227,7 +227,7 @@ def _finished(operation_id: str, outcome: str, detail: str) -> f.NewFact:
 
 
 def interrupted_rewind(state: SessionState, operation_id: str, root: Path) -> list[str]:
-    """What a rewind a dead process left open did (docs/spec.md §16), once the load
+    """What a rewind a dead process left open did (docs/spec.md §17), once the load
     settled it: per file it recorded, restored or not, as the disk says now."""
     operations = list(state.operations)
     op = state.operations[operation_id]

@@ -1,4 +1,4 @@
-"""The plan of a rewind (docs/spec.md §16): what going back to just before operation K
+"""The plan of a rewind (docs/spec.md §17): what going back to just before operation K
 would do to the files, the conversation and the notebook, computed from the file alone
 and the disk as it is now, before anything changes.
 

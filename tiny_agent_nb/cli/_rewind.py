@@ -1,4 +1,4 @@
-"""`tiny-agent-nb rewind FILE K [--yes] [--force] [--undo]`: a rewind (docs/spec.md §16)
+"""`tiny-agent-nb rewind FILE K [--yes] [--force] [--undo]`: a rewind (docs/spec.md §17)
 without Jupyter. It prints the plan; only with --yes does it change anything, and then
 it appends to FILE (as its one writer: refused while a kernel has it open) and restores
 the files of the session's workspace."""

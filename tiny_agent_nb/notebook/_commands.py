@@ -72,7 +72,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "answer with the offline demo model (also %agent resume/compact), even in a "
         "session a real model worked on",
     ),
-    # `%agent rewind`'s own (docs/spec.md §16)
+    # `%agent rewind`'s own (docs/spec.md §17)
     "yes": ("--yes", "carry the rewind out without asking (for scripts)"),
     "force": ("--force", "restore the files the user or another process changed too"),
     "undo": ("--undo", "rewind to just before the last rewind: undo it"),

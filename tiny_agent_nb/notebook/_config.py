@@ -41,7 +41,7 @@ from ..provider import (
     READ_TIMEOUT,
 )
 from ..redaction import redact_url, url_secrets
-from ..session import Approval
+from ..session import Approval, FileStore
 from ..tools import KEY_VARIABLES, builtin_registry
 from ._mcp_value import shown_value, value_secrets
 
@@ -146,6 +146,17 @@ class TinyAgent(Configurable):
         help="Characters of the cells you ran since the previous agent cell (each cell's "
         "code and the error it raised) that a %%agent prompt carries, in its user entry; 0 "
         "sends none. The newest cells come first; older ones are left out and counted.",
+    ).tag(config=True)
+    file_history_max_file = Int(
+        FileStore.MAX_FILE,
+        help="Bytes of a file write_file or edit_file changes that its file history keeps "
+        "(before and after, each), so a rewind can restore it; past it the change is made "
+        "and recorded as not restorable.",
+    ).tag(config=True)
+    file_history_max_session = Int(
+        FileStore.MAX_SESSION,
+        help="Bytes of file history one session keeps (under $XDG_STATE_HOME/tiny-agent-nb/"
+        "files/); past it changes are made and recorded as not restorable.",
     ).tag(config=True)
     session_path = Unicode(
         None, allow_none=True, help="Session file; default: beside the notebook (NAME.agent.jsonl)."

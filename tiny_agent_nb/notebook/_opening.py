@@ -10,6 +10,7 @@ archive name.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -25,6 +26,7 @@ from ..provider import Completion
 from ..render import cell_text
 from ..session import (
     Durability,
+    FileStore,
     HeaderInit,
     NewFact,
     NotASessionError,
@@ -34,6 +36,7 @@ from ..session import (
     SessionState,
     SessionStore,
     load_session,
+    read_session_file,
 )
 from ..session import facts as f
 from ._links import SessionLocation, next_archive_path, not_a_file
@@ -156,7 +159,7 @@ def open_store(location: SessionLocation, init: HeaderInit, durability: Durabili
             "directory first, or give a path in one that exists."
         )
     try:
-        return SessionStore.open(path, create=init, durability=durability)
+        store = SessionStore.open(path, create=init, durability=durability)
     except (SessionLockedError, SessionCorruptError, NotASessionError, OSError) as exc:
         raise store_error(path, exc) from None
     except KeyboardInterrupt:
@@ -167,6 +170,14 @@ def open_store(location: SessionLocation, init: HeaderInit, durability: Durabili
             f"tiny-agent-nb: opening {cell_text(path.name)} was interrupted; nothing in it "
             f"was lost. `%agent session {cell_text(shlex.quote(str(path)))}` opens it again."
         ) from None
+    # The file history's blobs nothing in the file names (a crash between a put and its
+    # intent): removed while this kernel holds the lock, before any run puts more. A
+    # failure costs only disk space, never the session.
+    with contextlib.suppress(OSError, SessionError):
+        files = FileStore.for_session(store.header.id)
+        if files.directory.is_dir():
+            files.collect(read_session_file(path))
+    return store
 
 
 def closed_note(name: str) -> str:

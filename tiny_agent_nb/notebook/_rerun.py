@@ -56,7 +56,7 @@ def cell_run(
     these options, or None. `any_model`: this kernel has no model configured and the cell
     names none, so the run's recorded model is the one it would use."""
     # Only runs on the conversation's path: a cell whose run a rewind left behind asks
-    # the model anew (docs/spec.md §16).
+    # the model anew (docs/spec.md §17).
     path = state.operation_path()
     runs = (
         op

@@ -1,4 +1,4 @@
-"""`%agent rewind K` and `%agent rewind --undo` (docs/spec.md §16): the plan first, as
+"""`%agent rewind K` and `%agent rewind --undo` (docs/spec.md §17): the plan first, as
 text; nothing changes until it is confirmed, by `--yes` or a Confirm button (the keyed
 buttons an approval asks with) whose click carries the rewind out on the main shell,
 below this cell, once the kernel is free. A click on a plan the session outgrew (a run

@@ -191,7 +191,7 @@ def replay_started(operation_id: str, replays_operation_id: str, cell_id: str | 
 
 
 def rewind_started(operation_id: str, rewinds_operation_id: str) -> NewFact:
-    """A rewind (docs/spec.md §16): the conversation goes back to just before the
+    """A rewind (docs/spec.md §17): the conversation goes back to just before the
     operation `rewinds_operation_id`, and its `fileRestore` records follow."""
     return NewFact(
         OperationStarted(

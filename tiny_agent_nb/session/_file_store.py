@@ -18,14 +18,17 @@ import os
 import re
 import secrets
 import stat
+import time
 from pathlib import Path
 
 from ._exceptions import FileStoreError
 from ._files import fsync_dir, read_fd, write_all
 
-DEFAULT_MAX_FILE = 10 << 20  # bytes of one file's content kept (10 MiB)
-DEFAULT_MAX_SESSION = 256 << 20  # bytes of blobs one session keeps (256 MiB)
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+_NAMED = re.compile(rb"sha256:([0-9a-f]{64})")
+# Age below which `collect` leaves a blob or temporary file alone: a put whose intent is not
+# committed yet is younger (in another process writing a copy of the file, same id).
+GRACE = 24 * 3600.0
 _SESSION_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
 _TEMP = ".tmp-"  # a blob being written; a crash may leave one, never named by a digest
 
@@ -46,12 +49,17 @@ class FileStore:
     """The blobs of one session. `max_file` and `max_session` bound what `fits` accepts;
     `put` itself stores whatever it is given."""
 
+    # The caps' defaults (TinyAgent.file_history_max_file / _max_session): a source file
+    # and a notebook fit many times over; a data set or a build output is not kept.
+    MAX_FILE = 10 << 20  # bytes of one file's content (10 MiB)
+    MAX_SESSION = 256 << 20  # bytes of all one session's blobs (256 MiB)
+
     def __init__(
         self,
         directory: Path,
         *,
-        max_file: int = DEFAULT_MAX_FILE,
-        max_session: int = DEFAULT_MAX_SESSION,
+        max_file: int = MAX_FILE,
+        max_session: int = MAX_SESSION,
     ) -> None:
         self.directory = directory
         self.max_file = max_file
@@ -64,8 +72,8 @@ class FileStore:
         session_id: str,
         root: Path | None = None,
         *,
-        max_file: int = DEFAULT_MAX_FILE,
-        max_session: int = DEFAULT_MAX_SESSION,
+        max_file: int = MAX_FILE,
+        max_session: int = MAX_SESSION,
     ) -> FileStore:
         """The store of session `session_id` under `root` (default: `state_root()`).
         Nothing is created until the first `put`."""
@@ -108,6 +116,7 @@ class FileStore:
             st = os.lstat(target)
             # A blob of the right size is taken as whole (written by rename); `get` checks it.
             if stat.S_ISREG(st.st_mode) and st.st_size == len(data):
+                os.utime(target, follow_symlinks=False)  # put again: young for `collect`
                 return digest
             self._size = None  # a damaged blob is replaced: count again
         temp = self.directory / f"{_TEMP}{secrets.token_hex(8)}"
@@ -150,6 +159,28 @@ class FileStore:
                 if _DIGEST.fullmatch("sha256:" + e.name) and e.is_file(follow_symlinks=False)
             )
         return self._size
+
+    def collect(self, session: bytes, *, older_than: float = GRACE) -> int:
+        """Remove what nothing names: blobs whose digest occurs nowhere in `session` (the
+        session file's bytes: every record that names a blob is in it), and temporary files
+        a crashed put left, if older than `older_than` seconds. How many were removed."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return 0
+        named = {match.decode() for match in _NAMED.findall(session)}
+        cutoff = time.time() - older_than
+        removed = 0
+        for entry in entries:
+            blob = _DIGEST.fullmatch("sha256:" + entry.name) is not None
+            if (blob and entry.name in named) or not (blob or entry.name.startswith(_TEMP)):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    (self.directory / entry.name).unlink()
+                    removed += 1
+        self._size = None
+        return removed
 
     def _make_directory(self) -> None:
         """The store's directory, and those above it that are missing, made 0700; the

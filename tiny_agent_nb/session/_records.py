@@ -102,7 +102,7 @@ class OperationStarted(StrictModel):
     cellId: CellId | None = optional()
     # The `run` a `replay` replays (docs/spec.md §12); no other kind names one.
     replaysOperationId: Id | None = optional()
-    # The operation a `rewind` goes back to just before (docs/spec.md §16); no other kind
+    # The operation a `rewind` goes back to just before (docs/spec.md §17); no other kind
     # names one.
     rewindsOperationId: Id | None = optional()
 
@@ -260,7 +260,7 @@ class KernelOpened(StrictModel):
 class FileRestore(StrictModel):
     """A rewind is about to replace the file at `path` (workspace-relative): committed
     before the replace, so a kernel killed in between leaves a file the session knows
-    about (docs/spec.md §16). `from`: the content the rewind found there, kept in the
+    about (docs/spec.md §17). `from`: the content the rewind found there, kept in the
     file store first (so a later rewind can bring it back); `to`: what it puts there
     (null: it removes the file); the modes are `st_mode & 0o7777` (null: no file)."""
 

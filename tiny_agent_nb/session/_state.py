@@ -187,17 +187,17 @@ class SessionState:
 
     def entry_path(self) -> list[str]:
         """The ids of the entries on the conversation's path, from its start to its head, in
-        file order (docs/spec.md §16): what the model is sent. Without a rewind, all."""
+        file order (docs/spec.md §17): what the model is sent. Without a rewind, all."""
         return self._tables.entry_path()
 
     def operation_path(self) -> list[Operation]:
-        """The operations on the conversation's path in file order (docs/spec.md §16):
+        """The operations on the conversation's path in file order (docs/spec.md §17):
         not those a rewind left behind, nor the rewinds."""
         return self._tables.operation_path()
 
     @property
     def file_restores(self) -> Mapping[str, Restore]:
-        """The `fileRestore` records by fact id, in file order (docs/spec.md §16)."""
+        """The `fileRestore` records by fact id, in file order (docs/spec.md §17)."""
         return MappingProxyType(self._tables.restores)
 
     @property

@@ -300,7 +300,7 @@ class SessionStore:
         return self._reading(lambda state: list(state.operations.values()))
 
     def operation_path(self) -> list[Operation]:
-        """The operations on the conversation's path (docs/spec.md §16), in file order."""
+        """The operations on the conversation's path (docs/spec.md §17), in file order."""
         return self._reading(lambda state: state.operation_path())
 
     def kernels(self) -> list[Kernel]:

@@ -68,7 +68,7 @@ class Operation(NamedTuple):
     cell_id: str | None = None  # the notebook cell of a run or a replay, when known
     replays_operation_id: str | None = None  # the run a replay replays
     rewinds_operation_id: str | None = None  # the operation a rewind goes back before
-    # Where the conversation stood when it started (docs/spec.md §16): the head entry,
+    # Where the conversation stood when it started (docs/spec.md §17): the head entry,
     # the operation head, and the cut of the last compaction on the path. A rewind to
     # before it puts all three back.
     head_before: str | None = None
@@ -149,7 +149,7 @@ assert ToolIntent._fields[10:] == ("status",)
 
 
 class Restore(NamedTuple):
-    """A `fileRestore` record (docs/spec.md §16): few, so kept whole."""
+    """A `fileRestore` record (docs/spec.md §17): few, so kept whole."""
 
     operation_id: str
     path: str
@@ -275,7 +275,7 @@ class Tables:
     last_cut: tuple[int, int] | None = None
     # (line, position) of the latest systemPrompt record (docs/spec.md §7).
     system_prompt: tuple[int, int] | None = None
-    # The conversation's head (docs/spec.md §16): the entry the next one follows, and the
+    # The conversation's head (docs/spec.md §17): the entry the next one follows, and the
     # operation the next one follows. Each entry's parent is the one before it in the
     # file, but where a rewind moved the head: those few are kept in `parents` (entry id
     # -> parent, None: the start), so a session without rewinds pays nothing per entry.
@@ -360,7 +360,7 @@ class Tables:
         self.head, self.head_operation, self.detached = savepoint.head
 
     def entry_path(self) -> list[str]:
-        """The entry ids from the start to the head, in file order (docs/spec.md §16)."""
+        """The entry ids from the start to the head, in file order (docs/spec.md §17)."""
         if not self.parents and not self.detached:
             return list(self.entries)
         order = list(self.entries)

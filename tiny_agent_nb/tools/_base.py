@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._exceptions import TinyAgentError
-from ..session import ReplayPolicy, ToolIdentity
+from ..session import FileStore, ReplayPolicy, ToolIdentity
 from ._names import printable_path
 from ._notebook import Notebook
 
@@ -85,6 +85,9 @@ class ToolContext:
     # The API key and the like: kept out of tools' child processes, and redacted from
     # every result before it is committed.
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    # Where write_file and edit_file keep the file's bytes before and after (the session's
+    # file history). None: none kept, each such call recorded `kept: false`.
+    file_store: FileStore | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

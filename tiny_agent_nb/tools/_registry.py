@@ -11,11 +11,12 @@ from collections.abc import Iterable, Iterator
 from ._base import Tool, ToolSchema
 from ._bash import Bash
 from ._cells import DeleteCell, EditCell, InsertCell
-from ._files import EditFile, Grep, ListFiles, ReadFile, WriteFile
+from ._files import Grep, ListFiles, ReadFile
 from ._propose import ProposeCell
 from ._python import Python
 from ._read_notebook import ReadNotebook
 from ._variables import ListVariables
+from ._writing import EditFile, WriteFile
 
 BUILTIN_TOOLS = (
     ReadFile,
