@@ -4,8 +4,8 @@
     python rewind_kill.py SESSION ROOT STATE NUMBER
 
 Opens SESSION, plans a rewind to before operation NUMBER over the files in ROOT (the
-file store under STATE), and carries it out; the second file's replace kills the
-process instead.
+file store under STATE; `-`: the session's own), and carries it out; the second file's
+replace kills the process instead.
 """
 
 from __future__ import annotations
@@ -32,9 +32,12 @@ def main() -> None:
         replaced(*args)  # type: ignore[arg-type]
 
     _restore.replace = replace_then_die
-    files = FileStore.for_session("session", Path(state_root))
     with SessionStore.open(session) as store:
         state = store.load()
+        if state_root == "-":
+            files = FileStore.for_session(state.header.id)
+        else:
+            files = FileStore.for_session("session", Path(state_root))
         plan = plan_rewind(state, operation_numbered(state, int(number)), files, Path(root))
         carry_out(store, plan, files, Path(root))
 
