@@ -320,3 +320,35 @@ def test_a_rewind_across_a_compaction_sends_the_summary_only_on_its_path(
     finally:
         loop.close()
         provider.close()
+
+
+def test_the_plan_names_python_definitions_and_what_the_store_did_not_keep(
+    store: SessionStore, files: FileStore, tmp_path: Path
+) -> None:
+    run = Run(environment=str(tmp_path))
+    store.commit(run.start("define and write big"))
+    store.commit(run.attempt())
+    code = "import math\nrate = 0.5\ndef grow(x):\n    return x * rate"
+    big = {"path": "big.csv", "before": None, "after": "sha256:" + "cd" * 32, "mode": None}
+    big |= {"kept": False, "why": "the file is 20000000 bytes, past the per-file cap"}
+    calls = [
+        ("p1", "python", {"code": code}),
+        ("w1", "write_file", {"path": "big.csv", "content": "…", "file": big}),
+    ]
+    store.commit(run.answer(None, calls))
+    for call_id, name, arguments in calls:
+        tool = PYTHON if name == "python" else WRITE_FILE
+        intent = run.intent(call_id, tool, arguments)
+        store.commit([intent, Run.result(intent, "done")])
+    (tmp_path / "big.csv").write_bytes(b"not kept")
+    store.commit(run.attempt())
+    store.commit(run.answer("Done."))
+    store.commit(run.finish())
+    state = store.load()
+    plan = plan_rewind(state, operation_numbered(state, 1), files, tmp_path)
+    text = plan.text()
+    assert "python: import math" in text
+    assert "kernel names python calls defined (they stay): math, rate, grow" in text
+    assert "cannot be restored (1):\n    big.csv: the file is 20000000 bytes" in text
+    carry_out(store, plan, files, tmp_path)
+    assert (tmp_path / "big.csv").read_bytes() == b"not kept"

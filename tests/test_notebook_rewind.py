@@ -61,3 +61,20 @@ def test_rewind_refuses_what_it_cannot_do(
     assert "there is no operation 7" in capsys.readouterr().out
     shell.run_cell("%agent status --yes")
     assert "--yes goes with %agent rewind" in "".join(capsys.readouterr())
+
+
+def test_a_cell_whose_run_was_rewound_asks_the_model_again(
+    shell: InteractiveShell, server: OpenAIServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cell executed again shows its recorded run (docs/spec.md §12), unless a rewind
+    left that run behind: then the model is asked anew."""
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    server.enqueue(text_reply("One."))
+    assert shell.run_cell("%%agent\nSay one.", cell_id="cell-a").error_in_exec is None
+    assert shell.run_cell("%%agent\nSay one.", cell_id="cell-a").error_in_exec is None
+    assert len(server.requests) == 1  # shown again from the session
+    run(shell, "%agent rewind 1 --yes", capsys)
+    server.enqueue(text_reply("One again."))
+    assert shell.run_cell("%%agent\nSay one.", cell_id="cell-a").error_in_exec is None
+    assert len(server.requests) == 2
+    assert "One again." in capsys.readouterr().out

@@ -221,6 +221,7 @@ class ContextProjection:
                 # built again from the session at its next read, not undone in place
                 # (one `from_state` made has no session to read: it is for tests).
                 self._load = self._reload
+                self._sending = self._sent = None  # a measure of a context now gone
                 return
             if isinstance(record, StepAttempt):
                 self._sending = (fact.id, self.size())
