@@ -96,3 +96,14 @@ def test_a_file_restore_names_an_open_rewind(store: SessionStore) -> None:
 def test_a_rewind_names_an_earlier_operation(store: SessionStore) -> None:
     with pytest.raises(InvalidTransactionError, match="is no operation"):
         store.commit([f.rewind_started(new_id(), new_id())])
+
+
+def test_a_request_measured_before_a_rewind_measures_nothing_after_it(
+    store: SessionStore,
+) -> None:
+    runs = [complete_run(store, f"run {n}") for n in (1, 2)]
+    assert store.last_input_tokens() == 100
+    rewind(store, runs[1].operation_id)
+    assert store.last_input_tokens() is None  # that context is gone
+    complete_run(store, "run 3")
+    assert store.last_input_tokens() == 100

@@ -103,6 +103,7 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
             target.cut_before,
         )
         t.detached = True
+        t.rewound_at = len(t.lines)
     else:
         t.head_operation = body.operationId
     t.put(t.ids, body.operationId, "operation")

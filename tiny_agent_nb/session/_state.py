@@ -142,8 +142,8 @@ class SessionState:
 
     def last_input_tokens(self) -> int | None:
         """The server's input token count of the newest settled attempt (docs/spec.md §4),
-        unless a compaction settled it (the context it measured is gone) or it reported
-        no usage. The newest attempts are read, not the ledger: one or two."""
+        unless a compaction settled it or a rewind came after it (the context it measured
+        is gone) or it reported no usage. The newest attempts are read: one or two."""
         t = self._tables
         for attempt in reversed(t.attempts.values()):
             if attempt.status != "settled":
@@ -151,6 +151,8 @@ class SessionState:
             slot = t.entries.get(attempt.entry_id or "")
             row = t.usage.get(attempt.id)
             if slot is None or slot[2] != "assistant" or row is None or not row_in_range(row):
+                return None
+            if slot[0] < t.rewound_at:
                 return None
             return row[2]  # inputTokens
         return None
@@ -199,12 +201,6 @@ class SessionState:
     def file_restores(self) -> Mapping[str, Restore]:
         """The `fileRestore` records by fact id, in file order (docs/spec.md §17)."""
         return MappingProxyType(self._tables.restores)
-
-    @property
-    def rewound(self) -> bool:
-        """Whether a rewind ever moved this conversation's head."""
-        t = self._tables
-        return bool(t.parents) or t.detached
 
     @property
     def operations(self) -> Mapping[str, Operation]:

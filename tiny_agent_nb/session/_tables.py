@@ -229,7 +229,7 @@ class Savepoint(NamedTuple):
     last_cut: tuple[int, int] | None
     system_prompt: tuple[int, int] | None
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
-    head: tuple[str | None, str | None, bool]
+    head: tuple[str | None, str | None, bool, int]
 
 
 @dataclass(slots=True)
@@ -283,6 +283,7 @@ class Tables:
     head: str | None = None
     head_operation: str | None = None
     detached: bool = False  # a rewind moved the head; the next entry records its parent
+    rewound_at: int = -1  # the line of the latest rewind: a request measured before is gone
     parents: dict[str, str | None] = field(default_factory=dict)
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
     # One object per value the records repeat (a provider's name, a tool's identity):
@@ -339,7 +340,7 @@ class Tables:
             self.last_cut,
             self.system_prompt,
             self.totals,
-            (self.head, self.head_operation, self.detached),
+            (self.head, self.head_operation, self.detached, self.rewound_at),
         )
 
     def commit(self) -> None:
@@ -357,7 +358,7 @@ class Tables:
         self.last_cut = savepoint.last_cut
         self.system_prompt = savepoint.system_prompt
         self.totals = savepoint.totals
-        self.head, self.head_operation, self.detached = savepoint.head
+        self.head, self.head_operation, self.detached, self.rewound_at = savepoint.head
 
     def entry_path(self) -> list[str]:
         """The entry ids from the start to the head, in file order (docs/spec.md §17)."""
