@@ -33,6 +33,7 @@ from helpers.scenario import BASH, Run
 
 WRITE_FILE = ToolIdentity(name="write_file", version="1", source="builtin")
 PYTHON = ToolIdentity(name="python", version="1", source="builtin")
+SEARCH = ToolIdentity(name="search_issues", version="1", source="mcp:github")
 
 
 @pytest.fixture
@@ -148,13 +149,17 @@ def test_a_symlink_swapped_in_after_the_write_is_a_conflict_never_followed(
     root.mkdir()
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"keep me\n")
-    run_writing(store, files, root, {"link.txt": b"agent\n", "d/x.txt": b"x\n"})
+    run_writing(store, files, root, {"link.txt": b"agent\n", "d/x.txt": b"x\n", "dir.txt": b"f\n"})
+    (root / "dir.txt").unlink()
     (root / "link.txt").unlink()
     (root / "link.txt").symlink_to(outside)
     (root / "d" / "x.txt").unlink()
     (root / "d").rmdir()
     (root / "d").symlink_to(tmp_path)
+    (root / "dir.txt").mkdir()  # replaced by a directory after the agent created it
     text = rewind(store, files, root, 1, force=True)
+    assert "dir.txt: it became a directory; never written through" in text
+    assert (root / "dir.txt").is_dir()
     assert "link.txt: it became a symbolic link; never written through" in text
     assert "d/x.txt: a directory on its path became a symlink or a file" in text
     assert outside.read_bytes() == b"keep me\n"
@@ -334,11 +339,12 @@ def test_the_plan_names_python_definitions_and_what_the_store_did_not_keep(
     calls = [
         ("p1", "python", {"code": code}),
         ("w1", "write_file", {"path": "big.csv", "content": "…", "file": big}),
+        ("m1", "github__search_issues", {"query": "rewind"}),
     ]
     store.commit(run.answer(None, calls))
+    tools = {"python": PYTHON, "write_file": WRITE_FILE, "github__search_issues": SEARCH}
     for call_id, name, arguments in calls:
-        tool = PYTHON if name == "python" else WRITE_FILE
-        intent = run.intent(call_id, tool, arguments)
+        intent = run.intent(call_id, tools[name], arguments)
         store.commit([intent, Run.result(intent, "done")])
     (tmp_path / "big.csv").write_bytes(b"not kept")
     store.commit(run.attempt())
@@ -348,6 +354,7 @@ def test_the_plan_names_python_definitions_and_what_the_store_did_not_keep(
     plan = plan_rewind(state, operation_numbered(state, 1), files, tmp_path)
     text = plan.text()
     assert "python: import math" in text
+    assert 'mcp:github search_issues: {"query": "rewind"}' in text
     assert "kernel names python calls defined (they stay): math, rate, grow" in text
     assert "cannot be restored (1):\n    big.csv: the file is 20000000 bytes" in text
     carry_out(store, plan, files, tmp_path)
