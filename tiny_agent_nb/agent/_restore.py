@@ -174,9 +174,7 @@ class RewindDone:
         return "\n".join(lines)
 
 
-def carry_out(
-    store: SessionStore, plan: RewindPlan, files: FileStore | None, root: Path
-) -> RewindDone:
+def carry_out(store: SessionStore, plan: RewindPlan, files: FileStore, root: Path) -> RewindDone:
     """Commit the rewind `plan` and restore its files, each checked again just before."""
     operation_id = new_id()
     store.commit([f.rewind_started(operation_id, plan.target.id)])
@@ -186,7 +184,6 @@ def carry_out(
         for step in plan.files:
             if not step.writes:
                 continue
-            assert files is not None  # a plan restores only what the store holds
             data = None if step.target is None else files.get(step.target)
             now = look(root, step.path)
             planned = step.found

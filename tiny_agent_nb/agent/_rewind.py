@@ -106,14 +106,14 @@ def undo_target(state: SessionState) -> Operation:
 def plan_rewind(
     state: SessionState,
     target: Operation,
-    store: FileStore | None,
+    store: FileStore,
     root: Path,
     *,
     force: bool = False,
     undo: bool = False,
 ) -> RewindPlan:
     """The plan of a rewind to just before `target`, the files looked at in `root` now
-    (`store`: the session's file store; None: none, nothing can be restored)."""
+    (`store`: the session's file store)."""
     if state.open_operation is not None:
         raise AgentError(f"operation {state.open_operation.id} is still open")
     operations = list(state.operations.values())
@@ -202,7 +202,7 @@ def _mode(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _file_plan(chain: list[Change], store: FileStore | None, root: Path, force: bool) -> FilePlan:
+def _file_plan(chain: list[Change], store: FileStore, root: Path, force: bool) -> FilePlan:
     first, last = chain[0], chain[-1]
     target, mode = first.before, first.before_mode
     found = look(root, first.path)
@@ -216,7 +216,7 @@ def _file_plan(chain: list[Change], store: FileStore | None, root: Path, force: 
         return FilePlan(first.path, "unchanged", target, mode, found, "already as it was")
     if lost is not None:
         return FilePlan(first.path, "unrestorable", target, mode, found, lost.why or "not kept")
-    if target is not None and (store is None or not store.has(target)):
+    if target is not None and not store.has(target):
         why = "its earlier content is not in the session's file store"
         return FilePlan(first.path, "unrestorable", target, mode, found, why)
     expected = {last.after} if last.finished else {last.before, last.after}
@@ -225,7 +225,7 @@ def _file_plan(chain: list[Change], store: FileStore | None, root: Path, force: 
         if not force:
             return FilePlan(first.path, "conflict", target, mode, found, note)
         note = f"{note}; --force restores it"
-    summary = _summary(found.data, None if target is None or store is None else store.get(target))
+    summary = _summary(found.data, None if target is None else store.get(target))
     if force and digest not in expected:
         summary = f"{summary} ({note})"
     return FilePlan(first.path, "restore", target, mode, found, summary)
