@@ -66,6 +66,11 @@ def test_rewind_restores_the_agents_files_asks_first_and_undoes_after_a_restart(
     assert created.read_bytes() == b"the user's edit\n"  # never clobbered
     assert not gone.exists()  # bash's effect stays, as the plan said
 
+    cancelled = ui.finish(ui.send("%agent rewind 1 --force"))
+    ui.click(ui.wait_for_button("Cancel"))
+    ui.until(lambda: "Cancelled. Nothing has changed yet." in cancelled.text(), "the cancel")
+    assert created.read_bytes() == b"the user's edit\n"
+
     forced = kernel.execute("%agent rewind 1 --yes --force").stdout
     assert "restored new/created.txt" in forced
     assert not created.exists()

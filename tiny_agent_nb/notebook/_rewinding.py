@@ -75,10 +75,8 @@ def confirm_button(shell: Any, run: Callable[[], None]) -> Any | None:
     def press(choice: str) -> None:
         if not pressed.acquire(blocking=False):
             return  # one answer: a second click or key does nothing
-        if choice == "confirm":
-            schedule(run)
-        else:
-            print(f"Rewind cancelled. {UNCONFIRMED}")
+        # On the main shell either way: what it prints goes below this cell.
+        schedule(run if choice == "confirm" else lambda: print(f"Cancelled. {UNCONFIRMED}"))
 
     return KeyedButtons(
         "",
