@@ -113,6 +113,7 @@ class Tool:
 READ_FILE = Tool("read_file", "safeRead")
 GREP = Tool("grep", "safeRead")
 BASH = Tool("bash", "never")
+WRITE_FILE = Tool("write_file", "never")
 PYTHON = Tool("python", "never")
 ISSUE_SEARCH = Tool("search_issues", "never", source="mcp:github")
 WEB_SEARCH = Tool("web_search", "never", source="mcp:exa")
@@ -198,7 +199,7 @@ RECORDS: dict[str, list[str]] = {
     record_type: members.split()
     for record_type, members in {
         "runStarted": "operationId operationKind inputEntryId resumesOperationId"
-        " replaysOperationId options cellId",
+        " replaysOperationId rewindsOperationId options cellId",
         "stepAttempt": "operationId step attempt provider model configurationDigest",
         "attemptFailed": "attemptId error retryable",
         "toolStarted": "operationId attemptId toolCallId tool arguments replayPolicy"
@@ -208,6 +209,7 @@ RECORDS: dict[str, list[str]] = {
         "systemPrompt": "operationId content",
         "contextWindow": "baseUrl model tokens source attemptId",
         "kernelOpened": "pid host startedAt kernelId notebook",
+        "fileRestore": "operationId path from fromMode to toMode",
     }.items()
 }
 
@@ -467,6 +469,11 @@ class SessionBuilder:
         refs: dict[str, Any] = {"inputEntryId": None, "replaysOperationId": replays_operation_id}
         return self._start_operation("replay", refs | ({"cellId": cell_id} if cell_id else {}))
 
+    def rewind_started(self, rewinds_operation_id: str) -> str:
+        """A rewind (docs/spec.md §17) to just before `rewinds_operation_id`."""
+        refs = {"inputEntryId": None, "rewindsOperationId": rewinds_operation_id}
+        return self._start_operation("rewind", refs)
+
     def _start_operation(
         self, kind: str, refs: dict[str, Any], options: dict[str, Any] | None = None
     ) -> str:
@@ -477,7 +484,8 @@ class SessionBuilder:
         self.record("runStarted", operationId=operation_id, operationKind=kind, **refs)
         summary = {"id": operation_id, "kind": kind, "status": "open"}
         # the summary names what the record holds of these (docs/session-format.md §7)
-        summary |= {k: refs[k] for k in ("options", "cellId", "replaysOperationId") if k in refs}
+        named = ("options", "cellId", "replaysOperationId", "rewindsOperationId")
+        summary |= {k: refs[k] for k in named if k in refs}
         self.ledger.operations[operation_id] = summary
         return operation_id
 
@@ -2096,6 +2104,36 @@ def replay_of_a_resume(s: SessionBuilder) -> None:
     s.commit()
     s.finish(resume)
     s.replay_started(resume)
+    s.commit_corrupt()
+
+
+# --- rewinds (docs/spec.md §17) ----------------------------------------------------------
+
+NOTES_BEFORE = sha256_tag("draft\n")
+NOTES_AFTER = sha256_tag("draft\nmore\n")
+
+
+@scenario("a rewind to before the second run: one fileRestore, then the conversation goes on")
+def rewind_with_file_restore(s: SessionBuilder) -> None:
+    s.exchange("Start", "Started.")
+    op = s.start_run("Append to notes")
+    append = call("call_w1", WRITE_FILE, path="notes.md")
+    first = s.model_turn(op, 1, calls=[append])
+    s.run_tool(first, append, "wrote notes.md")
+    s.model_turn(op, 2, "Appended.")
+    s.finish(op)
+    rewind = s.rewind_started(op)
+    s.commit()
+    s.record("fileRestore", rewind, "notes.md", NOTES_AFTER, 0o644, NOTES_BEFORE, 0o644)
+    s.commit()
+    s.finish(rewind)
+    s.exchange("Try again", "Tried.")
+
+
+@scenario("a fileRestore naming a run, not a rewind")
+def file_restore_outside_rewind(s: SessionBuilder) -> None:
+    op = s.start_run("Append to notes")
+    s.record("fileRestore", op, "notes.md", NOTES_AFTER, 0o644, None, None)
     s.commit_corrupt()
 
 

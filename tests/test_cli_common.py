@@ -171,7 +171,19 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     # each command's own row: its name, then its help text (the names alone also occur
     # in the usage line and in other commands' help)
     listed = re.findall(r"^    (\w+)\s{2,}\S", out, re.MULTILINE)
-    assert listed == ["demo", "inspect", "timeline", "usage", "salvage", "fork"] == list(COMMANDS)
+    assert (
+        listed
+        == [
+            "demo",
+            "inspect",
+            "timeline",
+            "usage",
+            "salvage",
+            "fork",
+            "rewind",
+        ]
+        == list(COMMANDS)
+    )
 
 
 # As a process: the status `python -m tiny_agent_nb` exits with is main's (a failure, and

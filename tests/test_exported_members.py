@@ -179,6 +179,14 @@ EXPORTS: dict[str, set[str]] = {
         # why no compaction can make room, with its figures (each surface advises)
         "FixedFill",
         "NoCleanCut",
+        # a rewind (docs/spec.md §17): its plan, and the rewind carried out
+        "RewindPlan",
+        "RewindDone",
+        "plan_rewind",
+        "operation_numbered",
+        "undo_target",
+        "carry_out",
+        "interrupted_rewind",
     },
     "provider": {
         "Provider",

@@ -23,7 +23,14 @@ TAKEN = [
     (
         Operation,
         OperationStarted,
-        {"input_entry_id", "resumes_operation_id", "options", "cell_id", "replays_operation_id"},
+        {
+            "input_entry_id",
+            "resumes_operation_id",
+            "options",
+            "cell_id",
+            "replays_operation_id",
+            "rewinds_operation_id",
+        },
     ),
     (Kernel, KernelOpened, {"pid", "host", "started_at", "kernel_id", "notebook"}),
     (LearnedWindow, ContextWindow, {"tokens", "source"}),

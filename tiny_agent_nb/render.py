@@ -264,6 +264,8 @@ def _title(run: RunRow) -> str:
         return f"continues run {run.resumes}" if run.resumes else "continues an earlier run"
     if run.kind == "replay":  # docs/spec.md §12
         return f"↻ replays run {run.resumes} from the session (no model call)"
+    if run.kind == "rewind":  # docs/spec.md §17
+        return f"⟲ rewind to before run {run.resumes} (files and conversation)"
     return "(no prompt)"
 
 

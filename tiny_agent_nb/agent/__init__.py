@@ -8,6 +8,8 @@ from ._context import ContextProjection
 from ._loop import AgentLoop
 from ._planner import INTERRUPTED_RESULT, plan_recovery, resumable_operation, resumable_run
 from ._replay import Replayed, reruns_of
+from ._restore import RewindDone, carry_out, interrupted_rewind
+from ._rewind import RewindPlan, operation_numbered, plan_rewind, undo_target
 from ._system_prompt import notebook_system_prompt
 from ._turns import NOT_STARTED
 from ._types import (
@@ -51,15 +53,22 @@ __all__ = [
     "NoCleanCut",
     "RecoveryReport",
     "Replayed",
+    "RewindDone",
+    "RewindPlan",
     "RunResult",
     "StepsReached",
     "StopReason",
+    "carry_out",
     "compaction_line",
     "compaction_status",
     "describe_origin",
+    "interrupted_rewind",
     "notebook_system_prompt",
+    "operation_numbered",
     "plan_recovery",
+    "plan_rewind",
     "reruns_of",
     "resumable_operation",
     "resumable_run",
+    "undo_target",
 ]

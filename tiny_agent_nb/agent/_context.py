@@ -11,7 +11,8 @@ a paragraph before the prompt in one user turn; a synthetic "not run" result for
 call that never started (true by construction: intent is written before effect;
 providers refuse an unanswered call); and, between a prompt that got no answer and the
 next, an assistant note of ours (chat templates refuse two user turns in a row). Not
-sent: the results of a replayed run's calls (docs/spec.md §12).
+sent: the results of a replayed run's calls (docs/spec.md §12), and what a rewind left
+behind (only the path from the head is, docs/spec.md §17).
 """
 
 from __future__ import annotations
@@ -130,7 +131,10 @@ class ContextProjection:
         cls, state: SessionState, system_prompt: str | None, makers: Makers
     ) -> ContextProjection:
         projection = cls(system_prompt, makers)
-        for entry_id, entry in state.entries.items():  # the tables' own id strings
+        entries = state.entries
+        # The path from the head (docs/spec.md §17): the tables' own id strings.
+        for entry_id in state.entry_path():
+            entry = entries[entry_id]
             if not in_replay(state, entry):
                 projection._add(entry, entry_id)
         open_op = state.open_operation
@@ -173,6 +177,8 @@ class ContextProjection:
     def cache(self, key: Hashable, make: Callable[[], C]) -> C:
         """`History.cache`: one asked for before the build is built into; after it, filled
         from the messages kept, else by a rebuild from the session (once per key)."""
+        if self._load is not None and key in self._makers:
+            self._built()  # a rewind left the caches to be built again (docs/spec.md §17)
         found = self._log.caches.get(key)
         if found is None:
             self._makers[key] = make
@@ -209,6 +215,14 @@ class ContextProjection:
         for fact in facts:
             record = fact.record if isinstance(fact, RecordFact) else None
             body = fact.entry if isinstance(fact, EntryFact) else None
+            rewind = isinstance(record, OperationStarted) and record.operationKind == "rewind"
+            if rewind and self._reload is not None:
+                # The head moved back (docs/spec.md §17): rare, so the projection is
+                # built again from the session at its next read, not undone in place
+                # (one `from_state` made has no session to read: it is for tests).
+                self._load = self._reload
+                self._sending = self._sent = None  # a measure of a context now gone
+                return
             if isinstance(record, StepAttempt):
                 self._sending = (fact.id, self.size())
             elif isinstance(body, AssistantEntry | CompactionEntry) and body.attemptId:

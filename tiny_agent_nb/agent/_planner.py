@@ -188,15 +188,18 @@ RESUMABLE = frozenset({"interrupted", "aborted", "budgetLimit", "stepLimit"})
 
 
 def resumable_operation(state: SessionState) -> Operation | ResumeBlocker:
-    """The operation `%agent resume` continues: the latest run (or resume), if it ended
-    in one of RESUMABLE's ways. Compactions and replayed runs (docs/spec.md §12) are
-    passed over: they continue no prompt."""
-    return resumable_run(list(state.operations.values()))
+    """The operation `%agent resume` continues: the latest run (or resume) on the
+    conversation's path (docs/spec.md §17: not one a rewind left behind), if it ended in
+    one of RESUMABLE's ways. Compactions and replayed runs (docs/spec.md §12) are passed
+    over: they continue no prompt."""
+    if state.open_operation is not None:
+        return "open"
+    return resumable_run(state.operation_path())
 
 
 def resumable_run(operations: Sequence[Operation]) -> Operation | ResumeBlocker:
-    """`resumable_operation` of a session's operations in file order, for a caller that
-    holds no copy of its state."""
+    """`resumable_operation` of the operations on a session's path in file order, for a
+    caller that holds no copy of its state."""
     if operations and operations[-1].status == "open":
         return "open"
     latest = next(

@@ -86,7 +86,7 @@ class Budget:
 
 def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
     entries = state.entries
-    ids = list(entries)
+    ids = state.entry_path()  # a compaction summarizes the conversation, not a rewound branch
     previous_summary: str | None = None
     previous_cut: str | None = None
     start = 0

@@ -6,12 +6,13 @@
     tiny-agent-nb salvage FILE --out NEW [--json]
     tiny-agent-nb fork FILE [RUN] [--out NEW]
     tiny-agent-nb demo [--dir DIR]
+    tiny-agent-nb rewind FILE K|--undo [--yes] [--force]
 
-No subcommand ever writes FILE: they read it through `load_session` (or, for `salvage`,
-the same parse and apply steps), which takes no lock and never writes, so it is safe to
-point them at a file a running kernel is appending to, or at a damaged file you want to
-keep exactly as it is; `salvage` and `fork` write only their new file. `--help` says so
-and lists the exit codes (`_parser`).
+No subcommand but `rewind --yes` writes FILE: the others read it through `load_session`
+(or, for `salvage`, the same parse and apply steps), which takes no lock and never
+writes, so it is safe to point them at a file a running kernel is appending to, or at a
+damaged file you want to keep exactly as it is; `salvage` and `fork` write only their new
+file. `--help` says so and lists the exit codes (`_parser`).
 """
 
 from __future__ import annotations

@@ -11,15 +11,16 @@ from pathlib import Path
 from .._version import __version__
 from ._fork import configure_fork, run_fork
 from ._inspect import configure_inspect, run_inspect
+from ._rewind import configure_rewind, run_rewind
 from ._salvage import configure_salvage, run_salvage
 from ._timeline import configure_timeline, run_timeline
 from ._usage import configure_usage, run_usage
 
 WRITES = (
-    "Look at tiny-agent-nb session files (JSONL) outside Jupyter. No command modifies a "
-    "session file: inspect, timeline and usage only read FILE; salvage and fork read FILE "
-    "and write only the new file NEW; demo writes only in its own directory (--dir, else a "
-    "new temporary one)."
+    "Look at tiny-agent-nb session files (JSONL) outside Jupyter. inspect, timeline and "
+    "usage only read FILE; salvage and fork read FILE and write only the new file NEW; demo "
+    "writes only in its own directory (--dir, else a new temporary one); rewind only with "
+    "--yes appends to FILE and restores the workspace's files."
 )
 EXIT_CODES = """\
 exit codes:
@@ -112,5 +113,11 @@ COMMANDS: dict[str, Command] = {
         "(FILE is only read), to try another way; prints the new file's path",
         configure=configure_fork,
         run=run_fork,
+    ),
+    "rewind": Command(
+        help="show the plan of going back to just before operation K (or --undo the last "
+        "rewind): files restored, conflicts, what cannot be undone; --yes carries it out",
+        configure=configure_rewind,
+        run=run_rewind,
     ),
 }

@@ -72,6 +72,10 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "answer with the offline demo model (also %agent resume/compact), even in a "
         "session a real model worked on",
     ),
+    # `%agent rewind`'s own (docs/spec.md §17)
+    "yes": ("--yes", "carry the rewind out without asking (for scripts)"),
+    "force": ("--force", "restore the files the user or another process changed too"),
+    "undo": ("--undo", "rewind to just before the last rewind: undo it"),
 }
 # What `%agent resume` takes of `%%agent`'s options (None: the run's, `continuing`).
 RUN_OPTIONS = ("model", "max_steps", "budget", "tools", "approve")
@@ -123,6 +127,19 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             "context window",
             takes="text",
             options=("demo",),
+        ),
+        Subcommand(
+            "rewind",
+            "K | --undo [--yes] [--force]",
+            "go back to just before operation K (its number in the timeline): the files the "
+            "agent wrote or edited since are restored, byte for byte (a file changed since "
+            "by you or another process is left as it is, unless --force), and the next "
+            "`%%agent` continues the conversation from there. Shows the plan first (with "
+            "what cannot be undone: bash, python and MCP calls, cell changes) and changes "
+            "nothing until confirmed. Nothing is deleted from the session: `--undo` goes "
+            "back",
+            takes="text",
+            options=("yes", "force", "undo"),
         ),
         Subcommand(
             "summary",
@@ -236,6 +253,8 @@ def check_command(args: Any) -> tuple[Subcommand, list[str]]:
             flag = OPTIONS[option][0]
             if option == "demo":
                 raise UsageError("--demo goes with %%agent, %agent resume and %agent compact")
+            if option in ("yes", "force", "undo"):
+                raise UsageError(f"{flag} goes with %agent rewind")
             raise UsageError(f"%agent {name} takes no {flag} (see %agent {name} --help)")
     if rest and command.takes == "nothing":
         raise UsageError(f"%agent {name} takes no argument")

@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
-from ..agent import LoopObserver, RunResult
+from ..agent import AgentError, LoopObserver, RunResult
 from ..render import cell_text
 from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
@@ -38,6 +38,7 @@ from ._opening import NotebookError
 from ._provider import DEMO_CELL_LABEL
 from ._report import OpenReport, forget_window, outcome_line, stated, status_text, summary_text
 from ._rerun import CellReplays
+from ._rewinding import UNCONFIRMED, carry, confirm_button, rewind_command
 from ._runtime import NotebookRuntime
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
@@ -86,6 +87,9 @@ class AgentMagics(Magics):
     @argument("--approve", choices=get_args(Approval), help=_option_help("approve"))
     @argument("--demo", action="store_true", help=_option_help("demo"))
     @argument("--rerun", action="store_true", help=_option_help("rerun"))
+    @argument("--yes", action="store_true", help=_option_help("yes"))
+    @argument("--force", action="store_true", help=_option_help("force"))
+    @argument("--undo", action="store_true", help=_option_help("undo"))
     # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
     @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
@@ -108,6 +112,8 @@ class AgentMagics(Magics):
                         f"%%agent takes options only, not {' '.join(args.command)!r}; "
                         "the prompt is the cell body"
                     )
+                if args.yes or args.force or args.undo:
+                    raise UsageError("--yes, --force and --undo go with %agent rewind")
                 self._run(cell, args)
             else:
                 self._command(args)
@@ -191,6 +197,8 @@ class AgentMagics(Magics):
             self._cmd_compact(" ".join(rest) or None, demo=args.demo)
         elif command.name == "resume":
             self._cmd_resume(run_options(args), demo=args.demo)
+        elif command.name == "rewind":
+            self._cmd_rewind(rest, yes=args.yes, force=args.force, undo=args.undo)
         else:
             getattr(self, f"_cmd_{command.name.replace('-', '_')}")(*rest)
 
@@ -279,6 +287,28 @@ class AgentMagics(Magics):
         if result.outcome != "completed":
             said = stated(result)  # the statement, then the notebook's advice
             print(f"Compaction ended: {result.outcome}" + (f" — {said}" if said else ""))
+
+    def _cmd_rewind(self, words: list[str], *, yes: bool, force: bool, undo: bool) -> None:
+        store = self.runtime.require_store()
+        plan, files, root = rewind_command(store, words, yes=yes, force=force, undo=undo)
+        seq = store.load().last_seq
+
+        def run() -> None:
+            self.runs.withdraw_offers()  # a Resume button may name a run rewound
+            try:
+                carry(store, plan, files, root, seq)
+            except AgentError as exc:
+                print(f"tiny-agent-nb: {exc}")
+
+        button = None if yes or not self._rich() else confirm_button(self.shell, run)
+        if yes:
+            run()
+        elif button is not None:
+            display(button)
+        else:
+            flags = " --force" if force else ""
+            again = "--undo" if undo else str(plan.number)
+            print(f"{UNCONFIRMED} `%agent rewind {again} --yes{flags}` carries it out.")
 
     def _cmd_new(self) -> None:
         self.runs.withdraw_offers()

@@ -10,6 +10,7 @@ Tool names and arguments come from the file: each goes through `render.cell_text
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..agent import (
@@ -25,6 +26,7 @@ from ..agent import (
     StopReason,
     compaction_status,
     describe_origin,
+    interrupted_rewind,
     resumable_operation,
 )
 from ..render import cell_text
@@ -75,7 +77,10 @@ class OpenReport:
                 "kernel died (never committed)."
             )
         r = self.recovery
-        if r is not None:
+        if r is not None and s.operations[r.operation_id].kind == "rewind":
+            root = Path(s.header.environmentIdentity)
+            lines.extend(f"  {line}" for line in interrupted_rewind(s, r.operation_id, root))
+        elif r is not None:
             lines.append(
                 "  The previous kernel stopped during a run; it is now marked interrupted."
             )

@@ -55,9 +55,12 @@ def cell_run(
     """The latest `run` of this cell (its id, or none on both sides) with this prompt and
     these options, or None. `any_model`: this kernel has no model configured and the cell
     names none, so the run's recorded model is the one it would use."""
+    # Only runs on the conversation's path: a cell whose run a rewind left behind asks
+    # the model anew (docs/spec.md §17).
+    path = state.operation_path()
     runs = (
         op
-        for op in reversed(list(state.operations.values()))
+        for op in reversed(path)
         if op.kind == "run"
         and op.cell_id == cell_id
         # No cell to tell runs apart: the latest with this prompt.
@@ -69,7 +72,7 @@ def cell_run(
     if not same_options(run.options, options, any_model=any_model):
         return None
     chain = [run]
-    for op in state.operations.values():
+    for op in path:
         if op.kind == "resume" and op.resumes_operation_id == chain[-1].id:
             chain.append(op)
     ids = {op.id for op in chain}

@@ -339,7 +339,9 @@ class NotebookRuntime:
         none: it cannot resume."""
         if self._drop_closed_store() or self.store is None:
             return None
-        stopped = resumable_run(self.store.operations())
+        if self.store.open_operation() is not None:
+            return None
+        stopped = resumable_run(self.store.operation_path())
         return None if isinstance(stopped, str) else stopped
 
     def replay(

@@ -61,6 +61,7 @@ __all__ = [
     "kernel_notice",
     "replay_started",
     "resume_started",
+    "rewind_started",
     "run_started",
     "tool_result",
     "tool_started",
@@ -185,6 +186,19 @@ def replay_started(operation_id: str, replays_operation_id: str, cell_id: str | 
             inputEntryId=None,
             replaysOperationId=replays_operation_id,
             cellId=cell_id,
+        )
+    )
+
+
+def rewind_started(operation_id: str, rewinds_operation_id: str) -> NewFact:
+    """A rewind (docs/spec.md §17): the conversation goes back to just before the
+    operation `rewinds_operation_id`, and its `fileRestore` records follow."""
+    return NewFact(
+        OperationStarted(
+            operationId=operation_id,
+            operationKind="rewind",
+            inputEntryId=None,
+            rewindsOperationId=rewinds_operation_id,
         )
     )
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 from ._canonical import json_value_problem, replay_key
 from ._models import EntryFact, KernelNotice, RecordFact
 from ._records import (
+    FileRestore,
     KernelOpened,
     OperationFinished,
     OperationStarted,
     StepAttempt,
     ToolStarted,
 )
-from ._tables import Attempt, Kernel, Operation, Tables, ToolIntent, Violation
+from ._tables import Attempt, Kernel, Operation, Restore, Tables, ToolIntent, Violation
 
 
 def open_operation(t: Tables, op_id: str, what: str) -> Operation:
@@ -87,6 +88,24 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
         replayed = t.operations.get(body.replaysOperationId)
         if replayed is None or replayed.kind != "run":
             raise Violation(f"replaysOperationId {body.replaysOperationId} is no run")
+    # A run's prompt is committed just before it: rewinding the run takes it back too.
+    head_entry = t.head if body.inputEntryId is None else _parent(t, body.inputEntryId)
+    head = (head_entry, t.head_operation, t.last_cut)
+    if body.rewindsOperationId is not None:
+        # No operation is open here (checked above): any earlier one may be named.
+        target = t.operations.get(body.rewindsOperationId)
+        if target is None:
+            raise Violation(f"rewindsOperationId {body.rewindsOperationId} is no operation")
+        # The conversation goes back to where it stood when the target started.
+        t.head, t.head_operation, t.last_cut = (
+            target.head_before,
+            target.parent,
+            target.cut_before,
+        )
+        t.detached = True
+        t.rewound_at = len(t.lines)
+    else:
+        t.head_operation = body.operationId
     t.put(t.ids, body.operationId, "operation")
     t.put(
         t.operations,
@@ -98,15 +117,30 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
             kind=body.operationKind,
             status="open",
             started_at=fact.at,
+            head_before=head[0],
+            parent=head[1],
+            cut_before=head[2],
         ),
     )
     t.open_operation_id = body.operationId
 
 
+def _parent(t: Tables, entry_id: str) -> str | None:
+    """The entry before `entry_id` on the path: read from the newest (a run's prompt is
+    one of the last)."""
+    if entry_id in t.parents:
+        return t.parents[entry_id]
+    newer = reversed(t.entries)
+    for found in newer:
+        if found == entry_id:
+            return next(newer, None)
+    return None
+
+
 def apply_step_attempt(t: Tables, fact: RecordFact, body: StepAttempt) -> None:
     op = open_operation(t, body.operationId, "stepAttempt")
-    if op.kind == "replay":
-        raise Violation(f"operation {op.id} is a replay: it sends no model request")
+    if op.kind in ("replay", "rewind"):
+        raise Violation(f"operation {op.id} is a {op.kind}: it sends no model request")
     if op.pending_attempts:
         raise Violation(f"operation {op.id} already has a pending stepAttempt")
     if op.unanswered_tool_calls:
@@ -190,6 +224,14 @@ def apply_tool_started(t: Tables, fact: RecordFact, body: ToolStarted) -> None:
     )
     # A replay's call is unanswered until its result (its result counts it answered).
     t.put(t.operations, op.id, op.counted(intents=1, unanswered=int(replay)))
+
+
+def apply_file_restore(t: Tables, fact: RecordFact, body: FileRestore) -> None:
+    op = open_operation(t, body.operationId, "fileRestore")
+    if op.kind != "rewind":
+        raise Violation(f"fileRestore names operation {op.id}, which is a {op.kind}, not a rewind")
+    restore = Restore(op.id, body.path, body.from_, body.fromMode, body.to, body.toMode)
+    t.put(t.restores, fact.id, restore)
 
 
 def apply_operation_finished(t: Tables, body: OperationFinished) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "AbortRequested",
     "AttemptFailed",
     "ContextWindow",
+    "FileRestore",
     "KernelOpened",
     "OperationFinished",
     "OperationStarted",
@@ -62,7 +63,7 @@ __all__ = [
     "ToolStarted",
 ]
 
-OperationKind = Literal["run", "resume", "compaction", "replay"]
+OperationKind = Literal["run", "resume", "compaction", "replay", "rewind"]
 # What happens to a call of a tool that changes things: it runs, is asked first, or not.
 Approval = Literal["auto", "ask", "deny"]
 
@@ -87,7 +88,8 @@ CellId = Annotated[str, Field(min_length=1, max_length=256)]
 # The class is named for what it starts; its type on the line stays `runStarted`, as
 # format version 2 froze it (a file a new kernel writes stays readable to every reader).
 class OperationStarted(StrictModel):
-    """An operation's start: a run, a resume, a compaction or a replay (`operationKind`)."""
+    """An operation's start: a run, a resume, a compaction, a replay or a rewind
+    (`operationKind`)."""
 
     type: Literal["runStarted"] = "runStarted"
     operationId: Id
@@ -100,13 +102,19 @@ class OperationStarted(StrictModel):
     cellId: CellId | None = optional()
     # The `run` a `replay` replays (docs/spec.md §12); no other kind names one.
     replaysOperationId: Id | None = optional()
+    # The operation a `rewind` goes back to just before (docs/spec.md §17); no other kind
+    # names one.
+    rewindsOperationId: Id | None = optional()
 
     @model_validator(mode="after")
     def _kind_matches_references(self) -> OperationStarted:
-        if self.operationKind == "compaction" and self.options is not None:
-            raise ValueError("a 'compaction' has no options (it counts with the run before it)")
-        if (self.operationKind == "replay") != (self.replaysOperationId is not None):
+        kind = self.operationKind
+        if kind in ("compaction", "rewind") and self.options is not None:
+            raise ValueError(f"a '{kind}' has no options (it asks no model)")
+        if (kind == "replay") != (self.replaysOperationId is not None):
             raise ValueError("a 'replay' names its replaysOperationId, and only a replay does")
+        if (kind == "rewind") != (self.rewindsOperationId is not None):
+            raise ValueError("a 'rewind' names its rewindsOperationId, and only a rewind does")
         if self.cellId is not None and self.operationKind not in ("run", "replay"):
             raise ValueError("only a 'run' or a 'replay' names a cellId")
         if self.operationKind == "replay":
@@ -119,7 +127,7 @@ class OperationStarted(StrictModel):
             if self.inputEntryId is not None or self.resumesOperationId is None:
                 raise ValueError("a 'resume' has inputEntryId null and names resumesOperationId")
         elif self.inputEntryId is not None or self.resumesOperationId is not None:
-            raise ValueError("a 'compaction' has inputEntryId null and no resumesOperationId")
+            raise ValueError(f"a '{kind}' has inputEntryId null and no resumesOperationId")
         return self
 
 
@@ -249,6 +257,24 @@ class KernelOpened(StrictModel):
     notebook: str | None
 
 
+class FileRestore(StrictModel):
+    """A rewind is about to replace the file at `path` (workspace-relative): committed
+    before the replace, so a kernel killed in between leaves a file the session knows
+    about (docs/spec.md §17). `from`: the content the rewind found there, kept in the
+    file store first (so a later rewind can bring it back); `to`: what it puts there
+    (null: it removes the file); the modes are `st_mode & 0o7777` (null: no file)."""
+
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
+    type: Literal["fileRestore"] = "fileRestore"
+    operationId: Id
+    path: Annotated[str, Field(min_length=1)]
+    from_: Digest | None = Field(alias="from")
+    fromMode: Annotated[int, Field(ge=0, le=0o7777)] | None
+    to: Digest | None
+    toMode: Annotated[int, Field(ge=0, le=0o7777)] | None
+
+
 # The one list of record payloads: what a record fact may hold, and what a NewFact may commit.
 RecordPayload = (
     OperationStarted
@@ -260,5 +286,6 @@ RecordPayload = (
     | SystemPrompt
     | ContextWindow
     | KernelOpened
+    | FileRestore
 )
 RecordBody = Annotated[RecordPayload, Field(discriminator="type")]

@@ -30,6 +30,7 @@ from ._models import (
     UserEntry,
 )
 from ._operations import (
+    apply_file_restore,
     apply_kernel_notice,
     apply_kernel_opened,
     apply_operation_finished,
@@ -44,6 +45,7 @@ from ._records import (
     AbortRequested,
     AttemptFailed,
     ContextWindow,
+    FileRestore,
     KernelOpened,
     OperationFinished,
     OperationStarted,
@@ -137,6 +139,10 @@ def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
         else:
             assert isinstance(body, UserEntry)
             entry_type = "user"
+    if t.detached:  # the first entry after a rewind: its parent is not the one before it
+        t.put(t.parents, fact.id, t.head)
+        t.detached = False
+    t.head = fact.id
     t.put(t.entries, fact.id, (len(t.lines), position, entry_type))
     op_id = t.open_operation_id
     if op_id is not None:
@@ -151,6 +157,8 @@ def _apply_compaction(t: Tables, fact: EntryFact, body: CompactionEntry) -> None
     if slot is None:
         raise Violation(f"compaction throughEntryId {through} is no earlier entry")
     cut = (slot[0], slot[1])
+    if (t.parents or t.detached) and through not in t.entry_path():
+        raise Violation(f"compaction throughEntryId {through} is not on the conversation's path")
     if t.last_cut is not None and cut < t.last_cut:
         raise Violation(
             f"compaction throughEntryId {through} is before the previous compaction's cut "
@@ -243,6 +251,8 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
         t.put(t.windows, (body.baseUrl, body.model), window)
     elif isinstance(body, KernelOpened):
         apply_kernel_opened(t, fact, body)
+    elif isinstance(body, FileRestore):
+        apply_file_restore(t, fact, body)
     else:
         assert isinstance(body, OperationFinished)
         apply_operation_finished(t, body)

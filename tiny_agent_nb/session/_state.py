@@ -24,6 +24,7 @@ from ._tables import (
     Kernel,
     LearnedWindow,
     Operation,
+    Restore,
     Spend,
     Tables,
     ToolIntent,
@@ -141,8 +142,8 @@ class SessionState:
 
     def last_input_tokens(self) -> int | None:
         """The server's input token count of the newest settled attempt (docs/spec.md §4),
-        unless a compaction settled it (the context it measured is gone) or it reported
-        no usage. The newest attempts are read, not the ledger: one or two."""
+        unless a compaction settled it or a rewind came after it (the context it measured
+        is gone) or it reported no usage. The newest attempts are read: one or two."""
         t = self._tables
         for attempt in reversed(t.attempts.values()):
             if attempt.status != "settled":
@@ -150,6 +151,8 @@ class SessionState:
             slot = t.entries.get(attempt.entry_id or "")
             row = t.usage.get(attempt.id)
             if slot is None or slot[2] != "assistant" or row is None or not row_in_range(row):
+                return None
+            if slot[0] < t.rewound_at:
                 return None
             return row[2]  # inputTokens
         return None
@@ -199,6 +202,21 @@ class SessionState:
     def entries(self) -> EntryView:
         """Entries in commit order; each is decoded from its line when read."""
         return EntryView(self._tables.entries, self._tables.lines)
+
+    def entry_path(self) -> list[str]:
+        """The ids of the entries on the conversation's path, from its start to its head, in
+        file order (docs/spec.md §17): what the model is sent. Without a rewind, all."""
+        return self._tables.entry_path()
+
+    def operation_path(self) -> list[Operation]:
+        """The operations on the conversation's path in file order (docs/spec.md §17):
+        not those a rewind left behind, nor the rewinds."""
+        return self._tables.operation_path()
+
+    @property
+    def file_restores(self) -> Mapping[str, Restore]:
+        """The `fileRestore` records by fact id, in file order (docs/spec.md §17)."""
+        return MappingProxyType(self._tables.restores)
 
     @property
     def operations(self) -> Mapping[str, Operation]:
@@ -295,6 +313,11 @@ class SessionState:
                 | (
                     {"replaysOperationId": op.replays_operation_id}
                     if op.replays_operation_id is not None
+                    else {}
+                )
+                | (
+                    {"rewindsOperationId": op.rewinds_operation_id}
+                    if op.rewinds_operation_id is not None
                     else {}
                 )
                 for op in t.operations.values()

@@ -299,6 +299,10 @@ class SessionStore:
         """The operations in file order, without a copy of the rest."""
         return self._reading(lambda state: list(state.operations.values()))
 
+    def operation_path(self) -> list[Operation]:
+        """The operations on the conversation's path (docs/spec.md §17), in file order."""
+        return self._reading(lambda state: state.operation_path())
+
     def kernels(self) -> list[Kernel]:
         """The kernelOpened records (docs/spec.md §9), without a copy of the rest."""
         return self._reading(lambda state: list(state.kernels.values()))

@@ -67,6 +67,13 @@ class Operation(NamedTuple):
     options: RunOptions | None = None  # as its runStarted recorded them (None: unknown)
     cell_id: str | None = None  # the notebook cell of a run or a replay, when known
     replays_operation_id: str | None = None  # the run a replay replays
+    rewinds_operation_id: str | None = None  # the operation a rewind goes back before
+    # Where the conversation stood when it started (docs/spec.md §17): the head entry,
+    # the operation head, and the cut of the last compaction on the path. A rewind to
+    # before it puts all three back.
+    head_before: str | None = None
+    parent: str | None = None
+    cut_before: tuple[int, int] | None = None
 
     # perf: register row "record-updates" (docs/benchmarks.md)
     def counted(
@@ -141,6 +148,17 @@ assert Attempt._fields[13:] == ("ended_at",)
 assert ToolIntent._fields[10:] == ("status",)
 
 
+class Restore(NamedTuple):
+    """A `fileRestore` record (docs/spec.md §17): few, so kept whole."""
+
+    operation_id: str
+    path: str
+    from_: str | None
+    from_mode: int | None
+    to: str | None
+    to_mode: int | None
+
+
 class Spend(NamedTuple):
     """What a run's chain spent (docs/spec.md §4); in the tables, what one run and the
     compactions after it spent."""
@@ -211,6 +229,7 @@ class Savepoint(NamedTuple):
     last_cut: tuple[int, int] | None
     system_prompt: tuple[int, int] | None
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
+    head: tuple[str | None, str | None, bool, int]
 
 
 @dataclass(slots=True)
@@ -256,6 +275,16 @@ class Tables:
     last_cut: tuple[int, int] | None = None
     # (line, position) of the latest systemPrompt record (docs/spec.md §7).
     system_prompt: tuple[int, int] | None = None
+    # The conversation's head (docs/spec.md §17): the entry the next one follows, and the
+    # operation the next one follows. Each entry's parent is the one before it in the
+    # file, but where a rewind moved the head: those few are kept in `parents` (entry id
+    # -> parent, None: the start), so a session without rewinds pays nothing per entry.
+    restores: dict[str, Restore] = field(default_factory=dict)  # by fact id, file order
+    head: str | None = None
+    head_operation: str | None = None
+    detached: bool = False  # a rewind moved the head; the next entry records its parent
+    rewound_at: int = -1  # the line of the latest rewind: a request measured before is gone
+    parents: dict[str, str | None] = field(default_factory=dict)
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
     # One object per value the records repeat (a provider's name, a tool's identity):
     # a line's parse makes its own copy of each, which a long session would keep by the
@@ -306,7 +335,12 @@ class Tables:
     def begin(self) -> Savepoint:
         self.undo = []
         return Savepoint(
-            self.last_seq, self.open_operation_id, self.last_cut, self.system_prompt, self.totals
+            self.last_seq,
+            self.open_operation_id,
+            self.last_cut,
+            self.system_prompt,
+            self.totals,
+            (self.head, self.head_operation, self.detached, self.rewound_at),
         )
 
     def commit(self) -> None:
@@ -324,3 +358,35 @@ class Tables:
         self.last_cut = savepoint.last_cut
         self.system_prompt = savepoint.system_prompt
         self.totals = savepoint.totals
+        self.head, self.head_operation, self.detached, self.rewound_at = savepoint.head
+
+    def entry_path(self) -> list[str]:
+        """The entry ids from the start to the head, in file order (docs/spec.md §17)."""
+        if not self.parents and not self.detached:
+            return list(self.entries)
+        order = list(self.entries)
+        index = {entry_id: i for i, entry_id in enumerate(order)}
+        path: list[str] = []
+        current = self.head
+        while current is not None:
+            i = index[current]
+            # back through the file until an entry a rewind gave another parent
+            while order[i] not in self.parents and i > 0:
+                path.append(order[i])
+                i -= 1
+            path.append(order[i])
+            current = self.parents.get(order[i])
+        path.reverse()
+        return path
+
+    def operation_path(self) -> list[Operation]:
+        """The operations from the first to the head, in file order: those a rewind left
+        behind, and rewinds themselves, are not on it."""
+        path: list[Operation] = []
+        current = self.head_operation
+        while current is not None:
+            op = self.operations[current]
+            path.append(op)
+            current = op.parent
+        path.reverse()
+        return path

@@ -192,7 +192,12 @@ def build_timeline(
                 id=op.id,
                 number=numbers[op.id],
                 kind=op.kind,
-                resumes=numbers.get(op.resumes_operation_id or op.replays_operation_id or ""),
+                resumes=numbers.get(
+                    op.resumes_operation_id
+                    or op.replays_operation_id
+                    or op.rewinds_operation_id
+                    or ""
+                ),
                 status=op.status,
                 prompt=prompt,
                 started_at=op.started_at,

@@ -110,7 +110,8 @@ class RunRow:
     id: str
     number: int  # 1-based, in file order: "run 3"
     kind: str
-    resumes: int | None  # the number of the run a resume continues, or a replay replays
+    # the number of the run a resume continues, a replay replays, or a rewind goes before
+    resumes: int | None
     status: str
     prompt: str | None  # its first line (`first_line`)
     started_at: int

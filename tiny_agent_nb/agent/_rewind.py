@@ -1,0 +1,287 @@
+"""The plan of a rewind (docs/spec.md §17): what going back to just before operation K
+would do to the files, the conversation and the notebook, computed from the file alone
+and the disk as it is now, before anything changes.
+
+Every change of a file the session recorded at or after K, in file order, is one link of
+that file's history: a `write_file`/`edit_file` call's "file" member and an earlier
+rewind's `fileRestore` alike. Per path, the rewind puts back what the first link found
+(`before`/`from`) if the disk still holds what the last link left (`after`/`to`; for a
+call or a restore that never finished, either side): otherwise someone else changed the
+file, a conflict, which only `--force` overwrites. A path that became a symlink or a
+directory is a conflict even then: a rewind never writes through one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..session import FileStore, Operation, SessionState
+from ..words import first_line, shorten
+from ._kernel_notice import defined_names
+from ._restore import Found, digest_of, look
+from ._types import AgentError
+
+FileAction = Literal["restore", "unchanged", "conflict", "unrestorable"]
+WRITING_TOOLS = ("write_file", "edit_file")  # the calls whose "file" member keeps history
+CELL_TOOLS = ("edit_cell", "insert_cell", "delete_cell")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One recorded change of the file at `path`."""
+
+    path: str
+    before: str | None  # digest the file held before (None: no file)
+    before_mode: int | None
+    after: str | None  # digest it held after (None: removed)
+    finished: bool  # the change is known to have happened (else before or after)
+    kept: bool = True  # both contents are in the file store
+    why: str | None = None  # why not kept
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    path: str
+    action: FileAction
+    target: str | None  # the digest to put back (None: remove the file)
+    mode: int | None  # the mode to put back
+    found: Found | str  # the file as it is on disk now (words: not a file to write)
+    note: str  # one line: the diff summary, or why not
+
+    @property
+    def writes(self) -> bool:
+        return self.action == "restore"
+
+
+@dataclass(frozen=True)
+class RewindPlan:
+    target: Operation  # the rewind goes back to just before it
+    number: int  # its number, as the timeline shows it
+    undo: Operation | None  # the rewind this one undoes, for `--undo`
+    force: bool
+    files: tuple[FilePlan, ...] = ()
+    calls: tuple[str, ...] = ()  # bash, python and MCP calls at or after it
+    defined: tuple[str, ...] = ()  # names python calls defined at or after it
+    cells: tuple[str, ...] = ()  # the cell changes at or after it
+    leaving: int = 0  # runs on the conversation's path that leave it
+
+    def text(self) -> str:
+        return "\n".join(_lines(self))
+
+
+def operation_numbered(state: SessionState, number: int) -> Operation:
+    """Operation `number` as the timeline numbers them (file order, every kind, from 1)."""
+    operations = list(state.operations.values())
+    if not 1 <= number <= len(operations):
+        raise AgentError(
+            f"there is no operation {number}: this session has {len(operations)} "
+            "(see the timeline for their numbers)"
+        )
+    return operations[number - 1]
+
+
+def undo_target(state: SessionState) -> Operation:
+    """What `--undo` rewinds to before: the last rewind, or the first of the interrupted
+    rewinds to the same place that the last one finished (they are one rewind)."""
+    operations = list(state.operations.values())
+    rewinds = [i for i, op in enumerate(operations) if op.kind == "rewind"]
+    if not rewinds:
+        raise AgentError("this session has no rewind to undo")
+    index = rewinds[-1]
+    while (
+        index > 0
+        and operations[index - 1].kind == "rewind"
+        and operations[index - 1].status == "interrupted"
+        and operations[index - 1].rewinds_operation_id == operations[index].rewinds_operation_id
+    ):
+        index -= 1
+    return operations[index]
+
+
+def plan_rewind(
+    state: SessionState,
+    target: Operation,
+    store: FileStore,
+    root: Path,
+    *,
+    force: bool = False,
+    undo: bool = False,
+) -> RewindPlan:
+    """The plan of a rewind to just before `target`, the files looked at in `root` now
+    (`store`: the session's file store)."""
+    if state.open_operation is not None:
+        raise AgentError(f"operation {state.open_operation.id} is still open")
+    operations = list(state.operations.values())
+    start = operations.index(target)
+    since = {op.id for op in operations[start:]}
+    history: dict[str, list[Change]] = {}
+    for change in _changes(state, since):
+        history.setdefault(change.path, []).append(change)
+    files = tuple(_file_plan(chain, store, root, force) for chain in history.values())
+    calls, codes, cells = [], [], []
+    for intent in state.tool_intents.values():
+        if intent.operation_id not in since or intent.status == "denied":
+            continue
+        name, arguments = intent.tool.name, intent.arguments
+        if intent.tool.source != "builtin":
+            calls.append(f"{intent.tool.source} {name}: {shorten(_json(arguments), 120)}")
+        elif name == "bash":
+            calls.append(f"bash: {shorten(str(arguments.get('command', '')), 160)}")
+        elif name == "python":
+            code = str(arguments.get("code", ""))
+            codes.append(code)
+            calls.append(f"python: {first_line(code, 120)}")
+        elif name in CELL_TOOLS:
+            cells.append(f"{name} {arguments.get('cell_id', '?')}")
+    path_ids = {op.id for op in state.operation_path()}
+    return RewindPlan(
+        target=target,
+        number=start + 1,
+        undo=target if undo else None,
+        force=force,
+        files=files,
+        calls=tuple(calls),
+        defined=tuple(defined_names(codes)),
+        cells=tuple(cells),
+        leaving=sum(
+            op.id in path_ids and op.kind in ("run", "resume") for op in operations[start:]
+        ),
+    )
+
+
+def _changes(state: SessionState, since: set[str]) -> Iterator[Change]:
+    """The file changes of the operations `since`, in file order (operations never
+    interleave: one is open at a time, and each one's intents and restores are in order)."""
+    restores = iter(state.file_restores.values())
+    pending = next(restores, None)
+    by_operation: dict[str, list[Change]] = {}
+    while pending is not None:
+        if pending.operation_id in since:
+            finished = state.operations[pending.operation_id].status == "completed"
+            change = Change(pending.path, pending.from_, pending.from_mode, pending.to, finished)
+            by_operation.setdefault(pending.operation_id, []).append(change)
+        pending = next(restores, None)
+    for intent in state.tool_intents.values():
+        if intent.operation_id not in since or intent.tool.source != "builtin":
+            continue
+        if intent.tool.name not in WRITING_TOOLS or intent.status == "denied":
+            continue
+        change = _tool_change(intent.arguments, finished=intent.status == "completed")
+        by_operation.setdefault(intent.operation_id, []).append(change)
+    for op_id in state.operations:
+        yield from by_operation.get(op_id, ())
+
+
+def _tool_change(arguments: dict[str, object], *, finished: bool) -> Change:
+    member = arguments.get("file")
+    path = str(arguments.get("path", "?"))
+    if not isinstance(member, dict):
+        # A call recorded before the file history was kept: its content is unknown.
+        return Change(path, None, None, None, False, False, "no file history was kept")
+    return Change(
+        str(member.get("path", path)),
+        _digest(member.get("before")),
+        _mode(member.get("mode")),
+        _digest(member.get("after")),
+        finished,  # one that did not complete may have written or not
+        member.get("kept") is True,
+        str(member["why"]) if member.get("why") else None,
+    )
+
+
+def _digest(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _mode(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _file_plan(chain: list[Change], store: FileStore, root: Path, force: bool) -> FilePlan:
+    first, last = chain[0], chain[-1]
+    target, mode = first.before, first.before_mode
+    found = look(root, first.path)
+    lost = next((c for c in chain if not c.kept), None)
+    if isinstance(found, str):
+        return FilePlan(
+            first.path, "conflict", target, mode, found, f"{found}; never written through"
+        )
+    digest = digest_of(found.data)
+    if digest == target:
+        return FilePlan(first.path, "unchanged", target, mode, found, "already as it was")
+    if lost is not None:
+        return FilePlan(first.path, "unrestorable", target, mode, found, lost.why or "not kept")
+    if target is not None and not store.has(target):
+        why = "its earlier content is not in the session's file store"
+        return FilePlan(first.path, "unrestorable", target, mode, found, why)
+    expected = {last.after} if last.finished else {last.before, last.after}
+    if digest not in expected:
+        note = "changed since the agent's last change (by you or another process)"
+        if not force:
+            return FilePlan(first.path, "conflict", target, mode, found, note)
+        note = f"{note}; --force restores it"
+    summary = _summary(found.data, None if target is None else store.get(target))
+    if force and digest not in expected:
+        summary = f"{summary} ({note})"
+    return FilePlan(first.path, "restore", target, mode, found, summary)
+
+
+def _summary(now: bytes | None, then: bytes | None) -> str:
+    """A one-line diff summary of putting `then` where `now` is (None: no file)."""
+    if then is None:
+        return f"remove it ({len(now or b'')} bytes; it was created after that point)"
+    if now is None:
+        return f"bring it back ({len(then)} bytes; it was deleted after that point)"
+    try:
+        old, new = now.decode().splitlines(), then.decode().splitlines()
+    except UnicodeDecodeError:
+        return f"restore {len(then)} bytes (binary; {len(now)} bytes now)"
+    added = removed = 0
+    if len(old) + len(new) <= 20_000:  # a diff of large files costs more than it tells
+        for line in difflib.unified_diff(old, new, lineterm="", n=0):
+            if line.startswith(("+++", "---")):
+                continue
+            added += line.startswith("+")
+            removed += line.startswith("-")
+    return f"restore {len(then)} bytes ({len(now)} bytes now; +{added} -{removed} lines)"
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _lines(plan: RewindPlan) -> Iterator[str]:
+    op = plan.target
+    if plan.undo is not None:
+        yield f"Undo rewind {plan.number}: the files and the conversation as it found them."
+    else:
+        yield f"Rewind to just before operation {plan.number} (a {op.kind}):"
+        yield (
+            f"  conversation: back to just before it; {plan.leaving} run(s) leave it "
+            "(they stay in the session file, the timeline and the CLI; --undo brings them back)"
+        )
+    groups: list[tuple[str, FileAction]] = [
+        ("files to restore", "restore"),
+        ("conflicts, left as they are (--force restores them)", "conflict"),
+        ("cannot be restored", "unrestorable"),
+        ("already as they were", "unchanged"),
+    ]
+    for title, action in groups:
+        rows = [f for f in plan.files if f.action == action]
+        if rows:
+            yield f"  {title} ({len(rows)}):"
+            yield from (f"    {row.path}: {row.note}" for row in rows)
+    if not plan.files:
+        yield "  files: no file change was recorded after that point"
+    if plan.calls:
+        yield f"  cannot be undone ({len(plan.calls)} call(s), their effects stay):"
+        yield from (f"    {call}" for call in plan.calls)
+    if plan.defined:
+        yield f"  kernel names python calls defined (they stay): {', '.join(plan.defined)}"
+    if plan.cells:
+        yield f"  notebook cells the agent changed (not restored): {', '.join(plan.cells)}"

@@ -1,0 +1,88 @@
+"""`%agent rewind K` and `%agent rewind --undo` (docs/spec.md §17): the plan first, as
+text; nothing changes until it is confirmed, by `--yes` or a Confirm button (the keyed
+buttons an approval asks with) whose click carries the rewind out on the main shell,
+below this cell, once the kernel is free. A click on a plan the session outgrew (a run
+committed since) changes nothing and says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from ..agent import (
+    AgentError,
+    RewindPlan,
+    carry_out,
+    operation_numbered,
+    plan_rewind,
+    undo_target,
+)
+from ..render import cell_text
+from ..session import FileStore, SessionStore
+from ._comm_pump import later_in_this_cell
+from ._opening import NotebookError
+
+UNCONFIRMED = "Nothing has changed yet."
+
+
+def rewind_command(
+    store: SessionStore, words: list[str], *, yes: bool, force: bool, undo: bool
+) -> tuple[RewindPlan, FileStore, Path]:
+    """The plan `%agent rewind WORDS` asks for, printed; UsageError for bad words."""
+    if undo == bool(words):
+        raise UsageError("%agent rewind takes an operation's number K, or --undo")
+    state = store.load()
+    try:
+        if undo:
+            target = undo_target(state)
+        else:
+            if len(words) != 1 or not words[0].isdigit():
+                raise UsageError(f"%agent rewind K: K is an operation's number, not {words!r}")
+            target = operation_numbered(state, int(words[0]))
+        files = FileStore.for_session(state.header.id)
+        root = Path(state.header.environmentIdentity)
+        plan = plan_rewind(state, target, files, root, force=force, undo=undo)
+    except AgentError as exc:
+        raise NotebookError(f"tiny-agent-nb: cannot rewind: {exc}") from None
+    print(cell_text(plan.text(), keep_lines=True))
+    return plan, files, root
+
+
+def carry(store: SessionStore, plan: RewindPlan, files: FileStore, root: Path, seq: int) -> None:
+    """Carry `plan` out, made when the session's last fact was `seq`, and say what it did."""
+    if store.load().last_seq != seq:
+        print("The session changed since this plan was shown: nothing was done. Ask again.")
+        return
+    done = carry_out(store, plan, files, root)
+    print(cell_text(done.text(), keep_lines=True))
+
+
+def confirm_button(shell: Any, run: Callable[[], None]) -> Any | None:
+    """A Confirm and a Cancel button to show below this cell; Confirm calls `run()` on
+    the main shell once it is free. None where no click can reach the kernel."""
+    from ._keyed_buttons import Button, KeyedButtons  # noqa: PLC0415
+
+    schedule = later_in_this_cell(shell)
+    if schedule is None:
+        return None
+    pressed = threading.Lock()
+
+    def press(choice: str) -> None:
+        if not pressed.acquire(blocking=False):
+            return  # one answer: a second click or key does nothing
+        # On the main shell either way: what it prints goes below this cell.
+        schedule(run if choice == "confirm" else lambda: print(f"Cancelled. {UNCONFIRMED}"))
+
+    return KeyedButtons(
+        "",
+        [
+            Button("confirm", "Confirm the rewind", ("y",), "warning"),
+            Button("cancel", "Cancel", ("n", "Escape")),
+        ],
+        press,
+    )
