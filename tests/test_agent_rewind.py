@@ -280,7 +280,7 @@ def test_the_command_line_prints_the_plan_and_rewinds_only_with_yes(
     assert "rewind ⟲ rewind to before run 1 (files and conversation)" in timeline
     assert "rewind ⟲ rewind to before run 2 (files and conversation)" in timeline
     assert main(["rewind", str(session_path), "9"]) == 2
-    assert "there is no operation 9" in capsys.readouterr().err
+    assert "there is no run 9" in capsys.readouterr().err
 
 
 def test_a_rewind_across_a_compaction_sends_the_summary_only_on_its_path(

@@ -34,7 +34,7 @@ def test_rewind_shows_the_plan_changes_nothing_until_yes_and_undo_goes_back(
     run(shell, "%%agent\nprompt 2", capsys)
     before = Path("analysis.agent.jsonl").read_bytes()
     plan = run(shell, "%agent rewind 2", capsys)
-    assert "Rewind to just before operation 2 (a run):" in plan
+    assert "Rewind to just before run 2 (a run):" in plan
     assert "1 run(s) leave it" in plan
     assert "bash: echo hi > made.txt" in plan
     assert "Nothing has changed yet. `%agent rewind 2 --yes` carries it out." in plan
@@ -58,7 +58,7 @@ def test_rewind_refuses_what_it_cannot_do(
     shell.run_cell("%agent rewind --undo")
     assert "no rewind to undo" in capsys.readouterr().out
     shell.run_cell("%agent rewind 7")
-    assert "there is no operation 7" in capsys.readouterr().out
+    assert "there is no run 7" in capsys.readouterr().out
     shell.run_cell("%agent status --yes")
     assert "--yes goes with %agent rewind" in "".join(capsys.readouterr())
 

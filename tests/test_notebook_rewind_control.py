@@ -6,7 +6,6 @@ that run's number, only for a run on screen and never while a run is open."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import Any
@@ -16,9 +15,7 @@ import pytest
 from tiny_agent_nb.notebook import NotebookError
 from tiny_agent_nb.notebook._rewind_control import (
     RUN_OPEN,
-    UNAVAILABLE,
     RewindControl,
-    rewind_from_control,
 )
 from tiny_agent_nb.notebook._timeline_view import CLOSED_NOTE, TimelineView
 from tiny_agent_nb.render import timeline_html, timeline_text
@@ -163,20 +160,6 @@ def test_a_click_while_a_run_is_open_is_answered_in_the_widget_and_does_nothing(
     ended = dataclasses.replace(t, runs=t.runs[:-1])
     control.draw({"text/plain": "", "text/html": timeline_html(ended)}, ended)
     assert control.widget.said == ""
-
-
-def test_the_default_hook_says_rewind_is_not_available_and_changes_nothing(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(NotebookError, match=re.escape(UNAVAILABLE.format(run=2))):
-        rewind_from_control(None, 2)  # type: ignore[arg-type]
-
-    def refuse(run: int) -> None:
-        rewind_from_control(None, run)  # type: ignore[arg-type]
-
-    control, _ = _control(refuse, _Shown())
-    control._rewind(2)  # as the scheduled click runs it
-    assert capsys.readouterr().out == UNAVAILABLE.format(run=2) + "\n"
 
 
 class _Source:

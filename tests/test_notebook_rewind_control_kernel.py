@@ -10,13 +10,16 @@ from pathlib import Path
 
 from test_notebook_controls import frontend
 
-from tiny_agent_nb.notebook._rewind_control import RUN_OPEN, UNAVAILABLE
+from tiny_agent_nb.notebook._rewind_control import RUN_OPEN
+from tiny_agent_nb.session import load_session
 
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
 from helpers.openai_server import OpenAIServer, text_reply
 from helpers.widget_frontend import WIDGET_VIEW
 
 __all__ = ["start_kernel", "workspace"]  # the fixtures, from kernel_helpers
+
+SESSION = "analysis.agent.jsonl"
 
 
 def test_a_rewind_click_waits_for_the_run_to_end_and_then_reaches_the_hook(
@@ -42,12 +45,24 @@ def test_a_rewind_click_waits_for_the_run_to_end_and_then_reaches_the_hook(
     assert timeline.stdout == ""
     ui.until(lambda: buttons.state.get("said") == "", "the answer gone with the run")
 
-    # The default hook, until `%agent rewind` exists: says so, under the timeline.
+    # By default a click is `%agent rewind 1`: its plan, under the timeline, changing nothing.
     ui._custom(buttons, {"rewind": 1})
-    said = UNAVAILABLE.format(run=1)
-    ui.until(lambda: said in timeline.stdout, "the hook's answer under the timeline's cell")
+    said = "Rewind to just before run 1 (a run):"
+    ui.until(lambda: said in timeline.stdout, "the plan under the timeline's cell")
+    assert [op.kind for op in load_session(workspace / SESSION).operations.values()] == [
+        "run",
+        "run",
+    ]
+    ui.click(ui.wait_for_button("Confirm the rewind"))
+    ui.until(
+        lambda: (
+            [op.kind for op in load_session(workspace / SESSION).operations.values()]
+            == ["run", "run", "rewind"]
+        ),
+        "the rewind, confirmed under the timeline",
+    )
 
     set_hook = "get_ipython().magics_manager.registry['AgentMagics'].runtime.on_rewind = print"
     ui.finish(ui.send(set_hook))
     ui._custom(buttons, {"rewind": 2})
-    ui.until(lambda: timeline.stdout.endswith(f"{said}\n2\n"), "the runtime's hook, given 2")
+    ui.until(lambda: timeline.stdout.endswith("\n2\n"), "the runtime's hook, given 2")

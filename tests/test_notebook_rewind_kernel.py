@@ -115,7 +115,7 @@ def test_a_rewind_killed_mid_way_is_reported_by_the_next_load_and_finished(
     assert [(workspace / n).read_bytes() for n in names] == [b"mine\n", b"agent\n", b"agent\n"]
     kernel = start_kernel()
     report = kernel.execute("%load_ext tiny_agent_nb").stdout
-    assert "The previous kernel stopped during a rewind to before operation 1:" in report
+    assert "The previous kernel stopped during a rewind to before run 1:" in report
     assert "restored: a.txt" in report and "not restored: b.txt" in report
     assert "`%agent rewind 1` finishes it" in report
     assert "c.txt" not in report  # never reached: no record, nothing done

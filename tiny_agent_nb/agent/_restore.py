@@ -229,7 +229,7 @@ def interrupted_rewind(state: SessionState, operation_id: str, root: Path) -> li
     operations = list(state.operations)
     op = state.operations[operation_id]
     number = operations.index(op.rewinds_operation_id or "") + 1
-    lines = [f"The previous kernel stopped during a rewind to before operation {number}:"]
+    lines = [f"The previous kernel stopped during a rewind to before run {number}:"]
     for restore in state.file_restores.values():
         if restore.operation_id == operation_id:
             found = look(root, restore.path)

@@ -79,7 +79,7 @@ def operation_numbered(state: SessionState, number: int) -> Operation:
     operations = list(state.operations.values())
     if not 1 <= number <= len(operations):
         raise AgentError(
-            f"there is no operation {number}: this session has {len(operations)} "
+            f"there is no run {number}: this session has {len(operations)} "
             "(see the timeline for their numbers)"
         )
     return operations[number - 1]
@@ -260,7 +260,7 @@ def _lines(plan: RewindPlan) -> Iterator[str]:
     if plan.undo is not None:
         yield f"Undo rewind {plan.number}: the files and the conversation as it found them."
     else:
-        yield f"Rewind to just before operation {plan.number} (a {op.kind}):"
+        yield f"Rewind to just before run {plan.number} (a {op.kind}):"
         yield (
             f"  conversation: back to just before it; {plan.leaving} run(s) leave it "
             "(they stay in the session file, the timeline and the CLI; --undo brings them back)"

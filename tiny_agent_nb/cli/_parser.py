@@ -115,7 +115,7 @@ COMMANDS: dict[str, Command] = {
         run=run_fork,
     ),
     "rewind": Command(
-        help="show the plan of going back to just before operation K (or --undo the last "
+        help="show the plan of going back to just before run K (or --undo the last "
         "rewind): files restored, conflicts, what cannot be undone; --yes carries it out",
         configure=configure_rewind,
         run=run_rewind,

@@ -25,7 +25,7 @@ from ._common import EXIT_OK, EXIT_USAGE, EXIT_WRITE_FAILED, _Failed, _read
 def configure_rewind(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a session file (*.jsonl)")
     parser.add_argument(
-        "number", metavar="K", nargs="?", type=int, help="the operation, as the timeline numbers it"
+        "number", metavar="K", nargs="?", type=int, help="the run, as the timeline numbers it"
     )
     parser.add_argument("--undo", action="store_true", help="undo the last rewind instead")
     parser.add_argument("--yes", action="store_true", help="carry it out (else: the plan only)")

@@ -131,7 +131,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         Subcommand(
             "rewind",
             "K | --undo [--yes] [--force]",
-            "go back to just before operation K (its number in the timeline): the files the "
+            "go back to just before run K (its number in the timeline): the files the "
             "agent wrote or edited since are restored, byte for byte (a file changed since "
             "by you or another process is left as it is, unless --force), and the next "
             "`%%agent` continues the conversation from there. Shows the plan first (with "

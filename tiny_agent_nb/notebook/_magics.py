@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
-from ..agent import AgentError, LoopObserver, RunResult
+from ..agent import LoopObserver, RunResult
 from ..render import cell_text
 from ..session import Approval, RunOptions
 from ..timeline import compactions, usage_lines
@@ -38,7 +38,7 @@ from ._opening import NotebookError
 from ._provider import DEMO_CELL_LABEL
 from ._report import OpenReport, forget_window, outcome_line, stated, status_text, summary_text
 from ._rerun import CellReplays
-from ._rewinding import UNCONFIRMED, carry, confirm_button, rewind_command
+from ._rewinding import rewind_here
 from ._runtime import NotebookRuntime
 from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
@@ -223,7 +223,11 @@ class AgentMagics(Magics):
         if live:  # a Rewind button per run, where a person clicks
             from ._rewind_control import RewindControl  # noqa: PLC0415 (imports anywidget)
 
-            rewind = RewindControl.where_available(self.shell, self.runtime)
+            rewind = RewindControl.where_available(
+                self.shell,
+                self.runtime,
+                lambda run: self._cmd_rewind([str(run)], yes=False, force=False, undo=False),
+            )
         view = TimelineView(self.runtime, live=live, rewind=rewind)
         view.show()
         if live:  # a terminal would print the whole timeline again on each update
@@ -289,26 +293,16 @@ class AgentMagics(Magics):
             print(f"Compaction ended: {result.outcome}" + (f" — {said}" if said else ""))
 
     def _cmd_rewind(self, words: list[str], *, yes: bool, force: bool, undo: bool) -> None:
-        store = self.runtime.require_store()
-        plan, files, root = rewind_command(store, words, yes=yes, force=force, undo=undo)
-        seq = store.load().last_seq
-
-        def run() -> None:
-            self.runs.withdraw_offers()  # a Resume button may name a run rewound
-            try:
-                carry(store, plan, files, root, seq)
-            except AgentError as exc:
-                print(f"tiny-agent-nb: {exc}")
-
-        button = None if yes or not self._rich() else confirm_button(self.shell, run)
-        if yes:
-            run()
-        elif button is not None:
-            display(button)
-        else:
-            flags = " --force" if force else ""
-            again = "--undo" if undo else str(plan.number)
-            print(f"{UNCONFIRMED} `%agent rewind {again} --yes{flags}` carries it out.")
+        rewind_here(
+            self.shell,
+            self.runtime.require_store(),
+            words,
+            yes=yes,
+            force=force,
+            undo=undo,
+            rich=self._rich(),
+            before=self.runs.withdraw_offers,  # a Resume button may name a run rewound
+        )
 
     def _cmd_new(self) -> None:
         self.runs.withdraw_offers()

@@ -31,10 +31,6 @@ if TYPE_CHECKING:
     from ._runtime import NotebookRuntime
 
 RUN_OPEN = "a run is going on; rewind after it ends"
-UNAVAILABLE = (
-    "rewind is not available in this version: nothing was changed; run {run} and what "
-    "came after it stay as they are"
-)
 
 ESM = r"""
 const STYLE = "width:auto;height:auto;line-height:18px;padding:0 6px;margin-left:6px;"
@@ -86,12 +82,6 @@ export default {
 """
 
 
-def rewind_from_control(runtime: NotebookRuntime, run: int) -> None:
-    """What a timeline's button does by default: `%agent rewind RUN`, with its plan
-    first; until that command exists, it says so and changes nothing."""
-    raise NotebookError(UNAVAILABLE.format(run=run))
-
-
 class RewindButtons(anywidget.AnyWidget):
     """`html` (render.py's timeline) with its rewind hints as buttons; `said` above it."""
 
@@ -121,18 +111,18 @@ class RewindControl:
         self.widget.on_msg(self._received)
 
     @classmethod
-    def where_available(cls, shell: Any, runtime: NotebookRuntime) -> RewindControl | None:
-        """A control where a person clicks (else None: the timeline shows the hints);
-        its hook: the runtime's `on_rewind`, read at each click, else `rewind_from_control`."""
+    def where_available(
+        cls, shell: Any, runtime: NotebookRuntime, rewind: Callable[[int], None]
+    ) -> RewindControl | None:
+        """A control where a person clicks (else None: the timeline shows the hints). A
+        click on run K calls the runtime's `on_rewind(K)`, read at each click, else
+        `rewind(K)` (what `%agent rewind K` does: the plan first)."""
         schedule = later_in_this_cell(shell) if controls_available(shell) else None
         if schedule is None:
             return None
 
         def hook(run: int) -> None:
-            if runtime.on_rewind is not None:
-                runtime.on_rewind(run)
-            else:
-                rewind_from_control(runtime, run)
+            (runtime.on_rewind or rewind)(run)
 
         return cls(hook, schedule)
 

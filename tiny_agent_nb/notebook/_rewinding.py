@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
+from IPython.display import display
 
 from ..agent import (
     AgentError,
@@ -35,14 +36,14 @@ def rewind_command(
 ) -> tuple[RewindPlan, FileStore, Path]:
     """The plan `%agent rewind WORDS` asks for, printed; UsageError for bad words."""
     if undo == bool(words):
-        raise UsageError("%agent rewind takes an operation's number K, or --undo")
+        raise UsageError("%agent rewind takes a run's number K, or --undo")
     state = store.load()
     try:
         if undo:
             target = undo_target(state)
         else:
             if len(words) != 1 or not words[0].isdigit():
-                raise UsageError(f"%agent rewind K: K is an operation's number, not {words!r}")
+                raise UsageError(f"%agent rewind K: K is a run's number, not {words!r}")
             target = operation_numbered(state, int(words[0]))
         files = FileStore.for_session(state.header.id)
         root = Path(state.header.environmentIdentity)
@@ -60,6 +61,41 @@ def carry(store: SessionStore, plan: RewindPlan, files: FileStore, root: Path, s
         return
     done = carry_out(store, plan, files, root)
     print(cell_text(done.text(), keep_lines=True))
+
+
+def rewind_here(
+    shell: Any,
+    store: SessionStore,
+    words: list[str],
+    *,
+    yes: bool,
+    force: bool,
+    undo: bool,
+    rich: bool,
+    before: Callable[[], None],
+) -> None:
+    """`%agent rewind WORDS` (and a timeline's Rewind button): the plan, then a Confirm
+    button where one can be clicked (`rich`), else the command that carries it out.
+    `before` runs just before the rewind is carried out."""
+    plan, files, root = rewind_command(store, words, yes=yes, force=force, undo=undo)
+    seq = store.load().last_seq
+
+    def run() -> None:
+        before()
+        try:
+            carry(store, plan, files, root, seq)
+        except AgentError as exc:
+            print(f"tiny-agent-nb: {exc}")
+
+    button = None if yes or not rich else confirm_button(shell, run)
+    if yes:
+        run()
+    elif button is not None:
+        display(button)  # type: ignore[no-untyped-call]
+    else:
+        flags = " --force" if force else ""
+        again = "--undo" if undo else str(plan.number)
+        print(f"{UNCONFIRMED} `%agent rewind {again} --yes{flags}` carries it out.")
 
 
 def confirm_button(shell: Any, run: Callable[[], None]) -> Any | None:
