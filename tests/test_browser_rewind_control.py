@@ -1,10 +1,11 @@
 """The timeline's "Rewind to before this run" button in real JupyterLab (headless
-Chromium, a real kernel, the loopback model server): after a run, `%agent timeline` shows
-a button on the run's row; a click calls the runtime's `on_rewind` hook (set by the
-notebook, as an embedder may) with the run's number, below the timeline's cell, and the
-run's row does not fold. Saved and reopened with no kernel, the row says the command
-instead, and no dead widget shows. Screenshots of the live control (light and dark) and
-of the reopened notebook go to artifacts_dir(), as test_browser_controls.py's do."""
+Chromium, a real kernel, the loopback model server): after a run that overwrote a file,
+`%agent timeline` shows a button on the run's row; a click shows `%agent rewind 1`'s plan
+below the timeline's cell (the run's row does not fold) and changes nothing; its Confirm
+puts the file back. Saved and reopened with no kernel, the row says the command instead,
+and no dead widget shows. Screenshots of the live control (light and dark), the plan,
+the rewind done and the reopened notebook go to artifacts_dir(), as
+test_browser_controls.py's do."""
 
 from __future__ import annotations
 
@@ -16,18 +17,17 @@ from test_browser_controls import WIDGET_ERRORS, Lab, Page, shown_on_failure
 
 from helpers import lab as shared
 from helpers.lab import _save, _set_theme
-from helpers.openai_server import text_reply
+from helpers.openai_server import text_reply, tool_call, tool_calls_reply
 
 # One JupyterLab at a time on the worker that runs the browser modules.
 pytestmark = pytest.mark.xdist_group("browser")
 
 CELLS = [
     "%load_ext tiny_agent_nb",
-    "get_ipython().magics_manager.registry['AgentMagics'].runtime.on_rewind = (\n"
-    "    lambda run: print(f'rewind-hook {run}'))",
-    "%%agent\nSay hello.",
+    "%%agent --approve auto\nRewrite my note.",
     "%agent timeline",
 ]
+TIMELINE = 2
 BUTTON = "Rewind to before run 1"
 
 
@@ -36,11 +36,19 @@ def test_a_run_row_s_rewind_button_calls_the_hook_and_a_reopened_notebook_says_t
 ) -> None:
     p = Lab(lab.lab, lab.server, browser).open("rewind-control", CELLS)
     with shown_on_failure(p, "rewind-control"):
-        lab.server.enqueue(text_reply("Hello."))
+        note = p.root / "note.txt"
+        note.write_text("mine\n")
+        lab.server.enqueue(
+            tool_calls_reply(
+                tool_call("w1", "write_file", {"path": "note.txt", "content": "the agent's\n"})
+            ),
+            text_reply("Rewritten."),
+        )
         for n in range(len(CELLS)):
             p.run(n)
             p.idle()
-        timeline = p.outputs(3)
+        assert note.read_text() == "the agent's\n"
+        timeline = p.outputs(TIMELINE)
         button = timeline.get_by_role("button", name=BUTTON)
         button.wait_for(state="visible")
         assert button.inner_text() == "↶ Rewind to before this run"
@@ -57,9 +65,17 @@ def test_a_run_row_s_rewind_button_calls_the_hook_and_a_reopened_notebook_says_t
             _set_theme(p, "JupyterLab Light")
 
         button.click()
-        timeline.get_by_text("rewind-hook 1").wait_for(state="visible")
+        timeline.get_by_text("Rewind to just before run 1 (a run):").wait_for(state="visible")
+        assert "note.txt: restore 5 bytes" in timeline.inner_text()
         assert run.get_attribute("open") is not None  # the click did not fold the row
-        p.screenshot("rewind-control-clicked-light.png", timeline)
+        assert note.read_text() == "the agent's\n"  # the plan changes nothing
+        confirm = timeline.get_by_role("button", name="Confirm the rewind")
+        confirm.wait_for(state="visible")
+        p.screenshot("rewind-control-plan-light.png", timeline)
+        confirm.click()
+        timeline.get_by_text("restored note.txt").wait_for(state="visible")
+        assert note.read_text() == "mine\n"
+        p.screenshot("rewind-control-done-light.png", timeline)
         _reopened(p)
     p.page.close()
 
@@ -76,13 +92,13 @@ def _reopened(p: Page) -> None:
         httpx.delete(p.lab.url(f"api/kernels/{kernel}"), timeout=30)
     p.page.reload()
     p.page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
-    hint = p.outputs(3).locator("code.tan-rewind")
+    hint = p.outputs(TIMELINE).locator("code.tan-rewind").first
     hint.wait_for(state="visible")
     assert hint.inner_text() == "↶ %agent rewind 1"
     assert hint.get_attribute("data-run") == "1"
-    assert p.outputs(3).get_by_role("button", name=BUTTON).count() == 0
+    assert p.outputs(TIMELINE).get_by_role("button", name=BUTTON).count() == 0
     text = p.text()
     for problem in WIDGET_ERRORS:
         assert problem not in text, f"{problem!r} is shown in the reopened notebook"
-    assert "rewind-hook 1" in text  # the click's output was saved with the notebook
-    p.screenshot("rewind-control-reopened.png", p.outputs(3))
+    assert "restored note.txt" in text  # the click's output was saved with the notebook
+    p.screenshot("rewind-control-reopened.png", p.outputs(TIMELINE))
