@@ -190,46 +190,6 @@ def test_the_question_shows_a_carriage_return_bash_would_read(
     assert not (workspace / "moved").exists()
 
 
-def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_resume(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
-) -> None:
-    """The main thread is inside the bash tool: only the comm subshell hears the click.
-    The run ends exactly as after "interrupt kernel": the command's process group is
-    stopped, abortRequested, the call interrupted, the run aborted."""
-    ui = frontend(start_kernel, "comm subshell")  # ipykernel 6 hears it after the command
-    server.enqueue(
-        tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"})),
-        text_reply("Finished after resuming."),
-    )
-    cell = ui.send("%%agent\nWait a minute.")
-    stop = ui.wait_for_button("Stop")
-    ui.until((workspace / "started").exists, "the command to start")
-    ui.click(stop)
-    ui.finish(cell)
-
-    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
-    assert len(records(workspace, "abortRequested")) == 1
-    assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
-    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
-    # A Resume button under the stopped run; the Stop button is gone from what is kept.
-    resume = ui.wait_for_button("Resume")
-    assert ui.shown_buttons(cell) == ["Resume"]
-
-    # A click resumes the run as `%agent resume` does, its output under this cell.
-    ui.click(resume)
-    ui.until(lambda: "Finished after resuming." in cell.text(), "the resumed answer")
-    ui.until(lambda: not ui.shown_widgets(cell), "the Resume button to become its record")
-    started = records(workspace, "runStarted")
-    assert [r["operationKind"] for r in started] == ["run", "resume"]
-    assert started[1]["resumesOperationId"] == started[0]["operationId"]
-    assert [r["outcome"] for r in records(workspace, "operationFinished")] == [
-        "aborted",
-        "completed",
-    ]
-    assert "↻ resumed by you (as `%agent resume`)" in cell.text()
-    no_widget_kept(cell)
-
-
 @pytest.mark.parametrize(
     ("how", "route"),
     [
