@@ -436,7 +436,7 @@ def test_the_crash_loops_children_are_forked_with_their_modules_already_imported
     forkserver: ForkServerContext,
 ) -> None:
     """The forkserver imported the children's modules (tests/conftest.py preloads them)
-    before forking: each of the hundreds of SIGKILLed children would import them again."""
+    before forking: each of the SIGKILLed children would import them again."""
     ours, theirs = forkserver.Pipe(duplex=False)
     child = forkserver.Process(target=agent_child.preloaded, args=(theirs,))
     child.start()
