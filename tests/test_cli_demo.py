@@ -1,13 +1,25 @@
-"""The README's main command: `tiny-agent-nb demo`, as a newcomer runs it (no key)."""
+"""The README's main command: `tiny-agent-nb demo`, as a newcomer runs it (no key): it runs
+the shipped crash-and-resume.ipynb headless with the offline demo model, which is that
+notebook's offline run (tests/test_notebooks.py runs it against a loopback server)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_notebooks import (
+    CRASH_COMMAND,
+    DEMO_NOTE,
+    NOWHERE,
+    Executed,
+    check_crash_and_resume,
+    find_cells,
+    outputs_text,
+)
 
 from tiny_agent_nb.session import load_session
 
@@ -25,6 +37,7 @@ def test_demo_kills_a_kernel_mid_tool_and_resumes_with_the_offline_model(tmp_pat
             "TINY_AGENT_MODEL",
         )
     }
+    env.update(NOWHERE)  # offline, it must not reach out: should it try, a closed port
     env["NO_COLOR"] = "1"
     env["IPYTHONDIR"] = str(tmp_path / ".ipython")  # the kernel's history stays in tmp
     env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / ".jupyter-runtime")
@@ -56,3 +69,14 @@ def test_demo_kills_a_kernel_mid_tool_and_resumes_with_the_offline_model(tmp_pat
     ]
     assert "interrupted run" in out and "completed   resume" in out  # the printed timeline
     assert out.count("Agent timeline ·") == 1, out  # the timeline cell's, not again after it
+
+    # The notebook it saved, with its outputs, as the offline run of the shipped notebook.
+    import nbformat  # noqa: PLC0415 (jsonschema's import, for the tests that read notebooks)
+
+    restarts = re.search(r"kernel restarted after cell\(s\) \[([\d, ]*)\]", out)
+    assert restarts is not None, out
+    notebook = nbformat.read(work / "crash-and-resume.ipynb", as_version=4)
+    cells = [int(n) for n in restarts[1].split(",") if n.strip()]
+    resumed = check_crash_and_resume(Executed("crash-and-resume.ipynb", notebook, cells, work))
+    assert DEMO_NOTE in outputs_text(find_cells(notebook, "%load_ext tiny_agent_nb")[0])
+    assert f"`{CRASH_COMMAND}` → **interrupted** — it may have run; it was not run again" in resumed

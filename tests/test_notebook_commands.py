@@ -72,22 +72,3 @@ def test_each_subcommand_says_its_own_help_and_runs_nothing(
     assert "runs     0;" in run(shell, "%agent status", capsys)  # `--help` ran nothing
     # `%agent new --help` did not start a new conversation.
     assert not list(Path.cwd().glob("*.agent.1.jsonl"))
-
-
-def test_an_option_a_subcommand_does_not_take_is_refused(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run(shell, "%load_ext tiny_agent_nb", capsys)
-    for line, said in {
-        "%agent status --budget 1": "%agent status takes no --budget",
-        "%agent new --model x": "%agent new takes no --model",
-        "%agent compact --max-steps 3": "%agent compact takes no --max-steps",
-        "%agent usage --demo": "--demo goes with %%agent, %agent resume and %agent compact",
-        "%agent help nonsense": "unknown command 'nonsense'",
-        "%agent help status usage": "%agent help takes one COMMAND",
-    }.items():
-        result = shell.run_cell(line)
-        assert type(result.error_in_exec).__name__ == "UsageError", line
-        assert said in str(result.error_in_exec), (line, str(result.error_in_exec))
-    # Nothing was done: the session has no second file, no run.
-    assert "runs     0;" in run(shell, "%agent status", capsys)

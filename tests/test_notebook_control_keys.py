@@ -1,8 +1,9 @@
 """The approval question answered with keys, as its widget sends them to a real kernel
 (notebook/_keyed_buttons.py): `a` allows, `d` or Esc denies, `r` allows the tool for
-the rest of this session, `s` stops the run. A key is a `comm_msg` like a click, heard while
-the cell waits on every route (the controls' subshell, a comm subshell, the pump), and
-mapped by the kernel: a key it has no answer for changes nothing.
+the rest of this session, `s` stops the run (tests/test_notebook_controls.py, with the
+other ways to stop while a question waits). A key is a `comm_msg` like a click, heard
+while the cell waits on every route (the controls' subshell, a comm subshell, the pump),
+and mapped by the kernel: a key it has no answer for changes nothing.
 
 Which button has the focus, and which key the browser sends, is
 tests/test_browser_control_keys.py's.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_notebook_controls import ROUTES, frontend, no_widget_kept, records, results
+from test_notebook_controls import ROUTES, frontend, no_widget_kept, results
 
 from helpers.kernel_helpers import StartKernel, start_kernel, workspace
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
@@ -71,22 +72,3 @@ def test_keys_answer_the_question_as_its_buttons_do(
     assert '✓ bash command="touch allowed.txt", timeout=120.0 — allowed by you' in text
     assert "allowed by you, with every bash call for the rest of this session" in text
     no_widget_kept(cell)
-
-
-def test_the_s_key_stops_the_run_as_the_stop_button_does(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
-) -> None:
-    """On the main shell. A key is heard on every route (the test above), and Stop on
-    each while the question waits (test_notebook_controls)."""
-    ui = frontend(start_kernel, "main shell")
-    server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})))
-    cell = ui.send("%%agent --approve ask\nTouch the file.")
-    answer_with_key(ui, "s")
-    ui.finish(cell)
-
-    assert not (workspace / "ran.txt").exists()
-    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
-    assert results(workspace) == []
-    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
-    assert "— not answered: the run was stopped" in cell.text()
-    assert ui.shown_buttons(cell) == ["Resume"]

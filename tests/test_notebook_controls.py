@@ -190,60 +190,32 @@ def test_the_question_shows_a_carriage_return_bash_would_read(
     assert not (workspace / "moved").exists()
 
 
-def test_stop_during_a_command_stops_the_run_as_an_interrupt_does_and_offers_resume(
-    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
-) -> None:
-    """The main thread is inside the bash tool: only the comm subshell hears the click.
-    The run ends exactly as after "interrupt kernel": the command's process group is
-    stopped, abortRequested, the call interrupted, the run aborted."""
-    ui = frontend(start_kernel, "comm subshell")  # ipykernel 6 hears it after the command
-    server.enqueue(
-        tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"})),
-        text_reply("Finished after resuming."),
-    )
-    cell = ui.send("%%agent\nWait a minute.")
-    stop = ui.wait_for_button("Stop")
-    ui.until((workspace / "started").exists, "the command to start")
-    ui.click(stop)
-    ui.finish(cell)
-
-    assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
-    assert len(records(workspace, "abortRequested")) == 1
-    assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
-    assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
-    # A Resume button under the stopped run; the Stop button is gone from what is kept.
-    resume = ui.wait_for_button("Resume")
-    assert ui.shown_buttons(cell) == ["Resume"]
-
-    # A click resumes the run as `%agent resume` does, its output under this cell.
-    ui.click(resume)
-    ui.until(lambda: "Finished after resuming." in cell.text(), "the resumed answer")
-    ui.until(lambda: not ui.shown_widgets(cell), "the Resume button to become its record")
-    started = records(workspace, "runStarted")
-    assert [r["operationKind"] for r in started] == ["run", "resume"]
-    assert started[1]["resumesOperationId"] == started[0]["operationId"]
-    assert [r["outcome"] for r in records(workspace, "operationFinished")] == [
-        "aborted",
-        "completed",
-    ]
-    assert "↻ resumed by you (as `%agent resume`)" in cell.text()
-    no_widget_kept(cell)
-
-
-@pytest.mark.parametrize("route", ["main shell", PUMP])
-@pytest.mark.parametrize("how", ["Stop button", "kernel interrupt"])
+@pytest.mark.parametrize(
+    ("how", "route"),
+    [
+        ("Stop button", PUMP),
+        ("s key", "main shell"),
+        ("kernel interrupt", "main shell"),
+        ("kernel interrupt", PUMP),
+    ],
+)
 def test_stopping_while_a_question_waits_aborts_the_run_and_the_call_never_runs(
     start_kernel: StartKernel, server: OpenAIServer, workspace: Path, how: str, route: str
 ) -> None:
     """While the cell waits for an answer it still hears an interrupt, and the Stop
     button sent to the main shell (on the controls' subshell, or read by the pump, which
-    holds the interrupt until its read is done)."""
+    holds the interrupt until its read is done). The question's `s` key is the Stop
+    button (tests/test_notebook_control_keys.py: a key is heard on every route): on the
+    controls' subshell it stands for the click, which tests/test_notebook_stop.py sends
+    to the main shell while a command runs."""
     ui = frontend(start_kernel, route)
     server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})))
     cell = ui.send("%%agent --approve ask\nTouch the file.")
-    ui.wait_for_button("Allow")
+    question = ui.wait_for_button("Allow").model  # type: ignore[union-attr]
     if how == "Stop button":
         ui.click(ui.wait_for_button("Stop"))
+    elif how == "s key":
+        ui.press_key(question, "s")
     else:
         ui.kernel.interrupt()
     ui.finish(cell)
@@ -252,7 +224,7 @@ def test_stopping_while_a_question_waits_aborts_the_run_and_the_call_never_runs(
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
     assert len(records(workspace, "abortRequested")) == 1
     assert results(workspace) == []  # never started: no intent, nothing to answer
-    said = "Stopped with the Stop button" if how == "Stop button" else "Interrupted"
+    said = "Interrupted" if how == "kernel interrupt" else "Stopped with the Stop button"
     assert f"■ {said}. The abort is recorded" in cell.stdout
     assert "— not answered: the run was stopped" in cell.text(), cell.outputs_by_id
     assert ui.shown_buttons(cell) == ["Resume"]

@@ -109,6 +109,12 @@ def test_bad_arguments_are_one_line_usage_errors_that_send_and_print_nothing_els
         "%agent fork x": "%agent fork RUN: a run's number as the timeline shows it, not 'x'",
         "%agent fork 0": "%agent fork RUN: a run's number as the timeline shows it, not '0'",
         "%agent fork 1 2": "%agent fork takes one RUN",
+        "%agent status --budget 1": "%agent status takes no --budget",
+        "%agent new --model x": "%agent new takes no --model",
+        "%agent compact --max-steps 3": "%agent compact takes no --max-steps",
+        "%agent usage --demo": "--demo goes with %%agent, %agent resume and %agent compact",
+        "%agent help nonsense": "unknown command 'nonsense'",
+        "%agent help status usage": "%agent help takes one COMMAND",
     }
     for code, expected in bad.items():
         result = shell.run_cell(code)
@@ -118,11 +124,17 @@ def test_bad_arguments_are_one_line_usage_errors_that_send_and_print_nothing_els
         assert out.err.startswith(f"UsageError: {expected}"), (code, out.err)
         assert out.err.count("\n") == 1, (code, out.err)
     assert server.requests == []
+    # Nothing was done: no run, and `%agent new --model x` left no second file.
+    assert "runs     0;" in run(shell, "%agent status", capsys)
+    assert not list(Path.cwd().glob("*.agent.1.jsonl"))
 
 
 def test_help_is_the_docstring(shell: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     run(shell, "%load_ext tiny_agent_nb", capsys)
     out = run(shell, "%agent help", capsys)
+    assert out.startswith("%agent [--model MODEL]")  # the usage, not reST markup
+    docstring = shell.magics_manager.magics["cell"]["agent"].__doc__ or ""
+    assert docstring.startswith("%agent [--model MODEL]") and "::" not in docstring
     assert "%%agent [--model M] [--max-steps N] [--tools a,b,srv__*]" in out
     assert "%agent timeline      live timeline (runs" in out
     asked = run(shell, "%%agent?", capsys)  # a kernel's pager payload, printed here

@@ -21,7 +21,7 @@ from typing import Any
 
 import ipykernel.comm.comm as ipykernel_comm
 import pytest
-from test_notebook_controls import SESSION, frontend, records, results
+from test_notebook_controls import SESSION, frontend, no_widget_kept, records, results
 
 from tiny_agent_nb.agent import LoopObserver
 from tiny_agent_nb.notebook._cell_runs import TickingObserver
@@ -155,19 +155,22 @@ def test_stop_while_a_compaction_is_summarized_ends_the_run_and_keeps_the_contex
     unstuck(ui, server)
 
 
-@pytest.mark.skipif(not SUBSHELLS, reason="a subshell for the controls needs ipykernel 7.4")
-def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
+def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_and_resume_continues(
     start_kernel: StartKernel,
     server: OpenAIServer,
     workspace: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The main thread is inside the bash tool, and the click was sent to the main shell:
-    it is taken at once, not after the command's minute. The cell, the timeline and the
-    command line say the stop the same way."""
-    ui = frontend(start_kernel, "main shell")
+    it is taken at once, not after the command's minute (before ipykernel 7.4, with no
+    subshell for the controls, only a comm subshell hears it). The run ends exactly as
+    after "interrupt kernel": the command's process group is stopped, abortRequested, the
+    call interrupted, the run aborted. The cell, the timeline and the command line say
+    the stop the same way, and the Resume button under it continues the run."""
+    ui = frontend(start_kernel, "main shell" if SUBSHELLS else "comm subshell")
     server.enqueue(
-        tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"}))
+        tool_calls_reply(tool_call("c1", "bash", {"command": "touch started; sleep 60"})),
+        text_reply("Finished after resuming."),
     )
     cell = ui.send("%%agent\nWait a minute.")
     stop = ui.wait_for_button("Stop")
@@ -177,11 +180,29 @@ def test_stop_sent_to_the_main_shell_while_a_command_runs_stops_it_at_once(
     ui.finish(cell)
 
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["aborted"]
+    assert len(records(workspace, "abortRequested")) == 1
     # interrupted: stopped in its sleep (run to its end, it would be completed)
     assert [outcome for outcome, _ in results(workspace)] == ["interrupted"]
     assert "■ Stopped with the Stop button. The abort is recorded" in cell.stdout
-    unstuck(ui, server)
     said_the_same_way(workspace, cell.stdout, capsys)
+    # A Resume button under the stopped run; the Stop button is gone from what is kept.
+    resume = ui.wait_for_button("Resume")
+    assert ui.shown_buttons(cell) == ["Resume"]
+
+    # A click resumes the run as `%agent resume` does, its output under this cell.
+    ui.click(resume)
+    ui.until(lambda: "Finished after resuming." in cell.text(), "the resumed answer")
+    ui.until(lambda: not ui.shown_widgets(cell), "the Resume button to become its record")
+    started = records(workspace, "runStarted")
+    assert [r["operationKind"] for r in started] == ["run", "resume"]
+    assert started[1]["resumesOperationId"] == started[0]["operationId"]
+    assert [r["outcome"] for r in records(workspace, "operationFinished")] == [
+        "aborted",
+        "completed",
+    ]
+    assert "↻ resumed by you (as `%agent resume`)" in cell.text()
+    no_widget_kept(cell)
+    unstuck(ui, server)
 
 
 STOPPED = "stopped with the Stop button"

