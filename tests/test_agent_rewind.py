@@ -279,6 +279,9 @@ def test_the_command_line_prints_the_plan_and_rewinds_only_with_yes(
     timeline = capsys.readouterr().out
     assert "rewind ⟲ rewind to before run 1 (files and conversation)" in timeline
     assert "rewind ⟲ rewind to before run 2 (files and conversation)" in timeline
+    rewinds = [line for line in timeline.splitlines() if "⟲ rewind to before" in line]
+    assert len(rewinds) == 2
+    assert all(line.endswith("[no model request]") for line in rewinds), rewinds
     assert main(["rewind", str(session_path), "9"]) == 2
     assert "there is no run 9" in capsys.readouterr().err
 

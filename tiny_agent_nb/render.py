@@ -270,6 +270,8 @@ def _title(run: RunRow) -> str:
 
 
 def _run_usage(run: RunRow) -> str:
+    if run.kind == "rewind":  # restores files; it asks no model anything
+        return "no model request"
     return usage(run.input_tokens, run.output_tokens, run.cost, run.unpriced, run.usage_records)
 
 
