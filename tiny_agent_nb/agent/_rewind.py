@@ -86,8 +86,9 @@ def operation_numbered(state: SessionState, number: int) -> Operation:
 
 
 def undo_target(state: SessionState) -> Operation:
-    """What `--undo` rewinds to before: the last rewind, or the first of the interrupted
-    rewinds to the same place that the last one finished (they are one rewind)."""
+    """What `--undo` rewinds to before: the first of the rewinds in a row to the same
+    place as the last one (interrupted ones it finished, or repeats that found nothing
+    left to do, are one rewind with it: undoing only the last would undo nothing)."""
     operations = list(state.operations.values())
     rewinds = [i for i, op in enumerate(operations) if op.kind == "rewind"]
     if not rewinds:
@@ -96,7 +97,6 @@ def undo_target(state: SessionState) -> Operation:
     while (
         index > 0
         and operations[index - 1].kind == "rewind"
-        and operations[index - 1].status == "interrupted"
         and operations[index - 1].rewinds_operation_id == operations[index].rewinds_operation_id
     ):
         index -= 1
