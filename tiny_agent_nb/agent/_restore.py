@@ -46,7 +46,7 @@ def digest_of(data: bytes | None) -> str | None:
 
 def _parts(relative: str) -> tuple[str, ...] | str:
     parts = PurePosixPath(relative).parts
-    if not parts or parts[0] == "/" or ".." in parts:
+    if not parts or parts[0] == "/" or ".." in parts or "\0" in relative:
         return "not a path inside the workspace"
     return parts
 
@@ -54,7 +54,10 @@ def _parts(relative: str) -> tuple[str, ...] | str:
 def _directory(root: Path, parts: tuple[str, ...], *, make: bool) -> int | str | None:
     """A descriptor of the directory holding the file `parts` names; None when it is
     missing (and not `make`); words when a component is no directory (a symlink?)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:  # the recorded workspace is gone, or was moved
+        return f"the workspace {root} cannot be reached: {exc.strerror}"
     try:
         for part in parts[:-1]:
             try:
@@ -72,7 +75,7 @@ def _directory(root: Path, parts: tuple[str, ...], *, make: bool) -> int | str |
         os.close(fd)
         if exc.errno in (errno.ENOTDIR, errno.ELOOP):
             return "a directory on its path became a symlink or a file"
-        raise
+        return f"it cannot be reached: {exc.strerror}"
     return fd
 
 
@@ -81,13 +84,20 @@ def _read(directory: int, name: str) -> Found | str:
         st = os.stat(name, dir_fd=directory, follow_symlinks=False)
     except FileNotFoundError:
         return Found(None, None)
+    except OSError as exc:  # a name too long, a directory it may not search
+        return f"it cannot be read: {exc.strerror}"
     if stat.S_ISLNK(st.st_mode):
         return "it became a symbolic link"
     if stat.S_ISDIR(st.st_mode):
         return "it became a directory"
     if not stat.S_ISREG(st.st_mode):
         return "it is no regular file now"
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory
+        )
+    except OSError as exc:
+        return f"it cannot be read: {exc.strerror}"
     try:
         chunks = []
         while chunk := os.read(fd, _CHUNK):

@@ -224,6 +224,11 @@ def _file_plan(chain: list[Change], store: FileStore, root: Path, force: bool) -
         note = "changed since the agent's last change (by you or another process)"
         if not force:
             return FilePlan(first.path, "conflict", target, mode, found, note)
+        # What --force replaces goes into the store first (for --undo), under its caps:
+        # content that cannot be kept is never overwritten, forced or not.
+        if found.data is not None and (over := store.fits(found.data)) is not None:
+            note = f"{note}, and its content now cannot be kept ({over}): not overwritten"
+            return FilePlan(first.path, "unrestorable", target, mode, found, note)
         note = f"{note}; --force restores it"
     summary = _summary(found.data, None if target is None else store.get(target))
     if force and digest not in expected:
