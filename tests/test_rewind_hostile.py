@@ -6,6 +6,7 @@ real write_file tool."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 from test_agent_rewind import rewind
 
 from tiny_agent_nb.agent import operation_numbered, plan_rewind
-from tiny_agent_nb.session import FileStore, SessionStore, ToolIdentity
+from tiny_agent_nb.cli import main
+from tiny_agent_nb.session import FileStore, SessionStore, ToolIdentity, fork_session
 from tiny_agent_nb.tools import ToolContext, ToolError, builtin_registry
 
 from helpers.scenario import Run
@@ -185,3 +187,55 @@ def test_a_fifo_a_name_too_long_or_a_missing_workspace_is_said_not_raised(
     root.rename(tmp_path / "moved")
     text = rewind(store, files, root, 1, force=True)
     assert f"fifo: the workspace {root} cannot be reached: No such file or directory" in text
+
+
+def test_digests_of_another_sessions_blobs_are_not_this_sessions(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """A crafted file naming blobs only another session's store holds restores nothing
+    from it: each session reads its own store alone."""
+    root = tmp_path / "work"
+    root.mkdir()
+    other = FileStore.for_session("other", tmp_path / "state")
+    secret = other.put(b"another session's secret\n")
+    files = FileStore.for_session("session", tmp_path / "state")
+    after = files.put(b"x\n")
+    (root / "x.txt").write_bytes(b"x\n")
+    crafted_run(store, root, {"path": "x.txt", "before": secret, "after": after, "kept": True})
+    text = rewind(store, files, root, 1, force=True)
+    assert "x.txt: its earlier content is not in the session's file store" in text
+    assert (root / "x.txt").read_bytes() == b"x\n"
+
+
+def test_a_second_rewind_while_a_kernel_holds_the_session_is_refused(
+    store: SessionStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    files = FileStore.for_session("session", tmp_path / "state")
+    agent_writes(store, files, root, {"a.txt": b"agent\n"})
+    assert main(["rewind", str(store.path), "1", "--yes"]) != 0  # `store` holds the lock
+    assert "Use `%agent rewind` in that kernel." in capsys.readouterr().err
+    assert (root / "a.txt").read_bytes() == b"agent\n"
+    assert [op.kind for op in store.load().operations.values()] == ["run"]
+
+
+def test_a_rewind_inside_a_fork_restores_from_the_blobs_it_adopted(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"mine\n")
+    files = FileStore.for_session(store.load().header.id)
+    agent_writes(store, files, root, {"a.txt": b"agent\n", "new.txt": b"new\n"})
+    store.close()
+    original = store.path.read_bytes()
+    fork = tmp_path / "fork.agent.jsonl"
+    header = fork_session(store.path, fork)
+    shutil.rmtree(files.directory)  # the original's store gone: the fork has its own
+    with SessionStore.open(fork) as forked:
+        rewind(forked, FileStore.for_session(header.id), root, 1)
+    assert (root / "a.txt").read_bytes() == b"mine\n"
+    assert not (root / "new.txt").exists()
+    assert store.path.read_bytes() == original
