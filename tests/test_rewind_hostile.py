@@ -239,3 +239,17 @@ def test_a_rewind_inside_a_fork_restores_from_the_blobs_it_adopted(
     assert (root / "a.txt").read_bytes() == b"mine\n"
     assert not (root / "new.txt").exists()
     assert store.path.read_bytes() == original
+
+
+def test_a_file_whose_name_is_as_long_as_the_file_system_takes_is_restored(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    name = "n" * 250  # its temporary file's name is cut to fit too
+    (root / name).write_bytes(b"mine\n")
+    files = FileStore.for_session("session", tmp_path / "state")
+    agent_writes(store, files, root, {name: b"agent\n"})
+    rewind(store, files, root, 1)
+    assert (root / name).read_bytes() == b"mine\n"
+    assert [p.name for p in root.iterdir()] == [name]

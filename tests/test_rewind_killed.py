@@ -1,8 +1,10 @@
 """A rewind killed with SIGKILL at every step (docs/spec.md §17, "Crash-safe"): before its
-`runStarted` is durable, after it, before and after each `fileRestore` commit, after each
-replace, before and after its `operationFinished`. At each, every file is wholly its old
-or its new content, the next load reports which files are restored and which not, running
-the rewind again finishes it, and `--undo` after that brings back what it found."""
+`runStarted` is durable, after it, before and after each `fileRestore` commit, with each
+replace's temporary file written but not renamed, after each replace, before and after its
+`operationFinished`. At each, every file is wholly its old or its new content, the next
+load reports which files are restored and which not (and removes a temporary file a
+replace left), running the rewind again finishes it, and `--undo` after that brings back
+what it found."""
 
 from __future__ import annotations
 
@@ -64,8 +66,8 @@ def kill_at(step: int, base: Path, header_init: object) -> bool:
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
     disk = {name: (root / name).read_bytes() for name in NAMES}
     assert all(disk[name] in (OLD[name], NEW[name]) for name in NAMES), disk  # wholly one
-    assert not [p for p in root.rglob("*") if ".rewind-" in p.name]  # no temporary left
     store, report = recover(session, root)
+    assert not [p for p in root.rglob("*") if ".rewind-" in p.name]  # no temporary left
     with store:
         if report is None:  # killed before its start was durable, or after its end
             assert set(disk.values()) <= set(OLD.values()) | set(NEW.values())
@@ -94,5 +96,5 @@ def test_a_rewind_killed_at_every_step_is_reported_whole_and_finished(
     step = 0
     while kill_at(step, tmp_path / str(step), header_init):
         step += 1
-    # runStarted (2), three files x (record 2 + replace 1), operationFinished (2)
-    assert step == 13
+    # runStarted (2), three files x (record 2 + rename 1 + replace 1), operationFinished (2)
+    assert step == 16

@@ -6,8 +6,9 @@ Opens SESSION, plans a rewind to before operation NUMBER over the files in ROOT 
 file store under STATE; `-`: the session's own), and carries it out. Without STEP, the
 second file's replace kills the process instead (between its `fileRestore` commit and
 its replace, the moment intent-before-effect is for). With STEP, the process kills
-itself at step STEP of the rewind, counting every point before and after each commit
-and after each replace (0: before the rewind's `runStarted` is durable); a STEP past
+itself at step STEP of the rewind, counting every point before and after each commit,
+before each replace's rename (its temporary file written) and after each replace (0:
+before the rewind's `runStarted` is durable); a STEP past
 the last point lets the rewind finish and exits 0.
 """
 
@@ -34,12 +35,13 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         steps += 1
 
-    def around(call: Callable[..., None], before: bool) -> Callable[..., None]:
-        def stepped(*args: object) -> None:
+    def around(call: Callable[..., None], before: bool, after: bool) -> Callable[..., None]:
+        def stepped(*args: object, **kwargs: object) -> None:
             if before:
                 step()
-            call(*args)
-            step()
+            call(*args, **kwargs)
+            if after:
+                step()
 
         return stepped
 
@@ -53,10 +55,12 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         replaced(*args)  # type: ignore[arg-type]
 
-    _restore.replace = replace_then_die if kill_at is None else around(replaced, False)  # type: ignore[assignment]
+    _restore.replace = replace_then_die if kill_at is None else around(replaced, False, True)  # type: ignore[assignment]
+    if kill_at is not None:
+        os.rename = around(os.rename, True, False)
     with SessionStore.open(session) as store:
         if kill_at is not None:
-            store.commit = around(store.commit, True)  # type: ignore[method-assign]
+            store.commit = around(store.commit, True, True)  # type: ignore[method-assign]
         state = store.load()
         if state_root == "-":
             files = FileStore.for_session(state.header.id)

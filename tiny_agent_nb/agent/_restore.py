@@ -16,6 +16,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import secrets
 import stat
 from dataclasses import dataclass
@@ -121,6 +122,29 @@ def look(root: Path, relative: str) -> Found | str:
         os.close(directory)
 
 
+def _temporary(name: str) -> str:
+    """The start of a temporary file's name beside `name`: cut so that it fits NAME_MAX."""
+    return f".{name[:200]}.rewind-"
+
+
+def _remove_temporaries(root: Path, relative: str) -> None:
+    """Remove what a replace killed before its rename left beside `relative`."""
+    parts = _parts(relative)
+    directory = None if isinstance(parts, str) else _directory(root, parts, make=False)
+    if not isinstance(directory, int):
+        return
+    prefix = _temporary(parts[-1])
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name for entry in entries]
+        for name in names:
+            if name.startswith(prefix) and re.fullmatch("[0-9a-f]{8}", name[len(prefix) :]):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=directory)
+    finally:
+        os.close(directory)
+
+
 class _Conflict(TinyAgentError):
     """The file changed between the plan and its restore; it is left as it is."""
 
@@ -151,7 +175,7 @@ def replace(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=directory)
         else:
-            temp = f".{name}.rewind-{secrets.token_hex(4)}"
+            temp = _temporary(name) + secrets.token_hex(4)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(temp, flags, 0o600, dir_fd=directory)
             try:
@@ -242,6 +266,7 @@ def interrupted_rewind(state: SessionState, operation_id: str, root: Path) -> li
     lines = [f"The previous kernel stopped during a rewind to before run {number}:"]
     for restore in state.file_restores.values():
         if restore.operation_id == operation_id:
+            _remove_temporaries(root, restore.path)
             found = look(root, restore.path)
             digest = None if isinstance(found, str) else digest_of(found.data)
             done = {restore.to: "restored", restore.from_: "not restored"}
