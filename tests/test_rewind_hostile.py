@@ -253,3 +253,25 @@ def test_a_file_whose_name_is_as_long_as_the_file_system_takes_is_restored(
     rewind(store, files, root, 1)
     assert (root / name).read_bytes() == b"mine\n"
     assert [p.name for p in root.iterdir()] == [name]
+
+
+def test_a_damaged_blob_or_a_forged_mode_is_said_in_the_plan_not_raised(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"mine\n")
+    files = FileStore.for_session("session", tmp_path / "state")
+    agent_writes(store, files, root, {"a.txt": b"agent\n"})
+    blob = files.directory / files.put(b"mine\n").removeprefix("sha256:")
+    blob.write_bytes(b"rot\n")  # damaged on disk since
+    after = files.put(b"b\n")
+    (root / "b.txt").write_bytes(b"b\n")
+    before = files.put(b"was\n")
+    member = {"path": "b.txt", "before": before, "after": after, "mode": 1 << 40, "kept": True}
+    crafted_run(store, root, member)
+    text = rewind(store, files, root, 1)
+    assert "a.txt: " in text and "is damaged" in text
+    assert (root / "a.txt").read_bytes() == b"agent\n"
+    assert (root / "b.txt").read_bytes() == b"was\n"  # the forged mode ignored
+    assert (root / "b.txt").stat().st_mode & 0o7777 == 0o644

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..session import FileStore, Operation, SessionState
+from ..session import FileStore, FileStoreError, Operation, SessionState
 from ..words import first_line, shorten
 from ._kernel_notice import defined_names
 from ._restore import Found, digest_of, look
@@ -199,7 +199,10 @@ def _digest(value: object) -> str | None:
 
 
 def _mode(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """Permission bits as recorded (`st_mode & 0o7777`); anything else, forged: none."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o7777:
+        return value
+    return None
 
 
 def _file_plan(chain: list[Change], store: FileStore, root: Path, force: bool) -> FilePlan:
@@ -230,7 +233,10 @@ def _file_plan(chain: list[Change], store: FileStore, root: Path, force: bool) -
             note = f"{note}, and its content now cannot be kept ({over}): not overwritten"
             return FilePlan(first.path, "unrestorable", target, mode, found, note)
         note = f"{note}; --force restores it"
-    summary = _summary(found.data, None if target is None else store.get(target))
+    try:
+        summary = _summary(found.data, None if target is None else store.get(target))
+    except FileStoreError as exc:  # damaged on disk since it was kept
+        return FilePlan(first.path, "unrestorable", target, mode, found, str(exc))
     if force and digest not in expected:
         summary = f"{summary} ({note})"
     return FilePlan(first.path, "restore", target, mode, found, summary)
