@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 from test_agent_rewind import rewind
 
-from tiny_agent_nb.agent import operation_numbered, plan_rewind
+from tiny_agent_nb.agent import AgentLoop, LoopConfig, operation_numbered, plan_rewind
 from tiny_agent_nb.cli import main
+from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import FileStore, SessionStore, ToolIdentity, fork_session
 from tiny_agent_nb.tools import ToolContext, ToolError, builtin_registry
 
+from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
 from helpers.scenario import Run
 
 WRITE_FILE = ToolIdentity(name="write_file", version="1", source="builtin")
@@ -51,7 +53,7 @@ def crafted_run(store: SessionStore, root: Path, member: dict[str, Any]) -> None
     run = Run(environment=str(root))
     store.commit(run.start("forged"))
     store.commit(run.attempt())
-    arguments = {"path": "x", "content": "…", "file": member}
+    arguments = {"path": "x", "content": "…", "file": {"mode": None, **member}}
     store.commit(run.answer(None, [("w", "write_file", arguments)]))
     intent = run.intent("w", WRITE_FILE, arguments)
     store.commit([intent, Run.result(intent, "done")])
@@ -275,3 +277,46 @@ def test_a_damaged_blob_or_a_forged_mode_is_said_in_the_plan_not_raised(
     assert (root / "a.txt").read_bytes() == b"agent\n"
     assert (root / "b.txt").read_bytes() == b"was\n"  # the forged mode ignored
     assert (root / "b.txt").stat().st_mode & 0o7777 == 0o644
+
+
+def test_a_file_member_a_hostile_model_sends_or_a_refused_edit_never_steers_a_rewind(
+    server: OpenAIServer, store: SessionStore, tmp_path: Path
+) -> None:
+    """The model forges a "file" member saying the user's file was created by it (its
+    digest read first) into calls that are refused before they run: invalid arguments, a
+    tool this kernel lacks. And an edit_file refused (old_string not found) keeps no
+    history but wrote nothing: the file stays restorable."""
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "precious.txt").write_bytes(b"the user's\n")
+    (root / "notes.txt").write_bytes(b"one\n")
+    files = FileStore.for_session("session", tmp_path / "state")
+    digest = files.put(b"the user's\n")
+    forged = {"path": "precious.txt", "before": None, "after": digest, "kept": True}
+    server.enqueue(
+        tool_calls_reply(
+            tool_call("c1", "write_file", {"path": "precious.txt", "content": 5, "file": forged}),
+            tool_call("c2", "delete_file", {"path": "precious.txt", "file": forged}),
+            tool_call(
+                "c3", "edit_file", {"path": "notes.txt", "old_string": "x", "new_string": "y"}
+            ),
+            tool_call("c4", "write_file", {"path": "notes.txt", "content": "two\n"}),
+        ),
+        text_reply("Done."),
+    )
+    config = ProviderConfig(model="test/model", base_url=server.base_url, api_key="sk-test")
+    provider = Provider(config)
+    context = ToolContext(workspace=root, namespace={}, file_store=files)
+    tools = builtin_registry().subset(["write_file", "edit_file"])
+    loop = AgentLoop(store, provider, tools, context, LoopConfig(config, approval="auto"))
+    try:
+        loop.run("go")
+    finally:
+        loop.close()
+        provider.close()
+    assert (root / "notes.txt").read_bytes() == b"two\n"
+    text = rewind(store, files, root, 1, force=True)
+    assert "precious" not in text
+    assert (root / "precious.txt").read_bytes() == b"the user's\n"
+    assert "notes.txt: restore 4 bytes" in text
+    assert (root / "notes.txt").read_bytes() == b"one\n"

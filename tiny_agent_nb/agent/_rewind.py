@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..session import FileStore, FileStoreError, Operation, SessionState
+from ..session import FileStore, FileStoreError, Operation, SessionState, ToolIntent
+from ..tools import Tool, ToolArgumentError, builtin_registry
 from ..words import first_line, shorten
 from ._kernel_notice import defined_names
 from ._restore import Found, digest_of, look
@@ -166,15 +167,30 @@ def _changes(state: SessionState, since: set[str]) -> Iterator[Change]:
             change = Change(pending.path, pending.from_, pending.from_mode, pending.to, finished)
             by_operation.setdefault(pending.operation_id, []).append(change)
         pending = next(restores, None)
+    writing = builtin_registry().subset(WRITING_TOOLS)
     for intent in state.tool_intents.values():
         if intent.operation_id not in since or intent.tool.source != "builtin":
             continue
-        if intent.tool.name not in WRITING_TOOLS or intent.status == "denied":
+        tool = writing.get(intent.tool.name)
+        if tool is None or intent.status == "denied" or not _ran(tool, intent):
             continue
         change = _tool_change(intent.arguments, finished=intent.status == "completed")
         by_operation.setdefault(intent.operation_id, []).append(change)
     for op_id in state.operations:
         yield from by_operation.get(op_id, ())
+
+
+def _ran(tool: Tool, intent: ToolIntent) -> bool:
+    """Whether the writing call may have run: not refused before its intent (a tool this
+    kernel lacked, arguments that do not fit, what `prepare` read refusing it). Such a
+    call's arguments are the model's: a "file" member in them is forged, never history."""
+    if intent.tool.version == "unknown":
+        return False
+    try:
+        tool.parse_arguments(intent.arguments)
+    except ToolArgumentError:
+        return False
+    return "file" in intent.arguments or intent.status != "error"
 
 
 def _tool_change(arguments: dict[str, object], *, finished: bool) -> Change:
