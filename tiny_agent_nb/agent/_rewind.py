@@ -87,18 +87,21 @@ def operation_numbered(state: SessionState, number: int) -> Operation:
 
 
 def undo_target(state: SessionState) -> Operation:
-    """What `--undo` rewinds to before: the first of the rewinds in a row to the same
-    place as the last one (interrupted ones it finished, or repeats that found nothing
-    left to do, are one rewind with it: undoing only the last would undo nothing)."""
+    """What `--undo` rewinds to before: the last rewind, or the first of the rewinds to
+    the same place just before it that it finished (interrupted ones) or repeated with
+    nothing left to restore: they are one rewind, and undoing a repeat alone undoes
+    nothing."""
     operations = list(state.operations.values())
     rewinds = [i for i, op in enumerate(operations) if op.kind == "rewind"]
     if not rewinds:
         raise AgentError("this session has no rewind to undo")
+    restoring = {restore.operation_id for restore in state.file_restores.values()}
     index = rewinds[-1]
     while (
         index > 0
-        and operations[index - 1].kind == "rewind"
-        and operations[index - 1].rewinds_operation_id == operations[index].rewinds_operation_id
+        and (previous := operations[index - 1]).kind == "rewind"
+        and previous.rewinds_operation_id == operations[index].rewinds_operation_id
+        and (previous.status == "interrupted" or operations[index].id not in restoring)
     ):
         index -= 1
     return operations[index]
