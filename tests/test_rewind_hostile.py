@@ -320,3 +320,17 @@ def test_a_file_member_a_hostile_model_sends_or_a_refused_edit_never_steers_a_re
     assert (root / "precious.txt").read_bytes() == b"the user's\n"
     assert "notes.txt: restore 4 bytes" in text
     assert (root / "notes.txt").read_bytes() == b"one\n"
+
+
+@pytest.mark.parametrize("name", ["line\nbreak.txt", "esc\x1b[31m.txt", "back\\slash.txt", "é.txt"])
+def test_a_file_whose_name_the_model_is_shown_escaped_is_the_one_restored(
+    store: SessionStore, tmp_path: Path, name: str
+) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / name).write_bytes(b"mine\n")
+    files = FileStore.for_session("session", tmp_path / "state")
+    agent_writes(store, files, root, {name: b"agent\n", f"new {name}": b"new\n"})
+    rewind(store, files, root, 1)
+    assert sorted(p.name for p in root.iterdir()) == [name]
+    assert (root / name).read_bytes() == b"mine\n"

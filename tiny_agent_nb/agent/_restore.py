@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .._exceptions import TinyAgentError
 from ..session import FileStore, SessionState, SessionStore, new_id
 from ..session import facts as f
+from ..tools import unescape_path
 
 if TYPE_CHECKING:
     from ._rewind import RewindPlan
@@ -46,6 +47,9 @@ def digest_of(data: bytes | None) -> str | None:
 
 
 def _parts(relative: str) -> tuple[str, ...] | str:
+    """The names on the way to `relative`: a path as recorded, escaped as the model is
+    shown it (`printable_path`: one line, every name told apart), so unescaped here."""
+    relative = unescape_path(relative)
     parts = PurePosixPath(relative).parts
     if not parts or parts[0] == "/" or ".." in parts or "\0" in relative:
         return "not a path inside the workspace"
