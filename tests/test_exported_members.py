@@ -237,6 +237,7 @@ EXPORTS: dict[str, set[str]] = {
         "change_diff",  # a cell change as the user reviews it
         "clean_text",
         "truncate",
+        "unescape_path",
         # the notebook as tools see it, which the notebook layer implements
         "Notebook",
         "NotebookCell",

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import secrets
 import stat
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .._exceptions import TinyAgentError
 from ..session import FileStore, SessionState, SessionStore, new_id
 from ..session import facts as f
+from ..tools import unescape_path
 
 if TYPE_CHECKING:
     from ._rewind import RewindPlan
@@ -45,8 +47,11 @@ def digest_of(data: bytes | None) -> str | None:
 
 
 def _parts(relative: str) -> tuple[str, ...] | str:
+    """The names on the way to `relative`: a path as recorded, escaped as the model is
+    shown it (`printable_path`: one line, every name told apart), so unescaped here."""
+    relative = unescape_path(relative)
     parts = PurePosixPath(relative).parts
-    if not parts or parts[0] == "/" or ".." in parts:
+    if not parts or parts[0] == "/" or ".." in parts or "\0" in relative:
         return "not a path inside the workspace"
     return parts
 
@@ -54,7 +59,10 @@ def _parts(relative: str) -> tuple[str, ...] | str:
 def _directory(root: Path, parts: tuple[str, ...], *, make: bool) -> int | str | None:
     """A descriptor of the directory holding the file `parts` names; None when it is
     missing (and not `make`); words when a component is no directory (a symlink?)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:  # the recorded workspace is gone, or was moved
+        return f"the workspace {root} cannot be reached: {exc.strerror}"
     try:
         for part in parts[:-1]:
             try:
@@ -72,7 +80,7 @@ def _directory(root: Path, parts: tuple[str, ...], *, make: bool) -> int | str |
         os.close(fd)
         if exc.errno in (errno.ENOTDIR, errno.ELOOP):
             return "a directory on its path became a symlink or a file"
-        raise
+        return f"it cannot be reached: {exc.strerror}"
     return fd
 
 
@@ -81,13 +89,20 @@ def _read(directory: int, name: str) -> Found | str:
         st = os.stat(name, dir_fd=directory, follow_symlinks=False)
     except FileNotFoundError:
         return Found(None, None)
+    except OSError as exc:  # a name too long, a directory it may not search
+        return f"it cannot be read: {exc.strerror}"
     if stat.S_ISLNK(st.st_mode):
         return "it became a symbolic link"
     if stat.S_ISDIR(st.st_mode):
         return "it became a directory"
     if not stat.S_ISREG(st.st_mode):
         return "it is no regular file now"
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory
+        )
+    except OSError as exc:
+        return f"it cannot be read: {exc.strerror}"
     try:
         chunks = []
         while chunk := os.read(fd, _CHUNK):
@@ -107,6 +122,29 @@ def look(root: Path, relative: str) -> Found | str:
         return Found(None, None) if directory is None else directory
     try:
         return _read(directory, parts[-1])
+    finally:
+        os.close(directory)
+
+
+def _temporary(name: str) -> str:
+    """The start of a temporary file's name beside `name`: cut so that it fits NAME_MAX."""
+    return f".{name[:200]}.rewind-"
+
+
+def _remove_temporaries(root: Path, relative: str) -> None:
+    """Remove what a replace killed before its rename left beside `relative`."""
+    parts = _parts(relative)
+    directory = None if isinstance(parts, str) else _directory(root, parts, make=False)
+    if not isinstance(directory, int):
+        return
+    prefix = _temporary(parts[-1])
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name for entry in entries]
+        for name in names:
+            if name.startswith(prefix) and re.fullmatch("[0-9a-f]{8}", name[len(prefix) :]):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=directory)
     finally:
         os.close(directory)
 
@@ -141,7 +179,7 @@ def replace(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=directory)
         else:
-            temp = f".{name}.rewind-{secrets.token_hex(4)}"
+            temp = _temporary(name) + secrets.token_hex(4)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(temp, flags, 0o600, dir_fd=directory)
             try:
@@ -232,6 +270,7 @@ def interrupted_rewind(state: SessionState, operation_id: str, root: Path) -> li
     lines = [f"The previous kernel stopped during a rewind to before run {number}:"]
     for restore in state.file_restores.values():
         if restore.operation_id == operation_id:
+            _remove_temporaries(root, restore.path)
             found = look(root, restore.path)
             digest = None if isinstance(found, str) else digest_of(found.data)
             done = {restore.to: "restored", restore.from_: "not restored"}

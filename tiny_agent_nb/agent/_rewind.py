@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..session import FileStore, Operation, SessionState
+from ..session import FileStore, FileStoreError, Operation, SessionState, ToolIntent
+from ..tools import Tool, ToolArgumentError, builtin_registry
 from ..words import first_line, shorten
 from ._kernel_notice import defined_names
 from ._restore import Found, digest_of, look
@@ -86,18 +87,21 @@ def operation_numbered(state: SessionState, number: int) -> Operation:
 
 
 def undo_target(state: SessionState) -> Operation:
-    """What `--undo` rewinds to before: the last rewind, or the first of the interrupted
-    rewinds to the same place that the last one finished (they are one rewind)."""
+    """What `--undo` rewinds to before: the last rewind, or the first of the rewinds to
+    the same place just before it that it finished (interrupted ones) or repeated with
+    nothing left to restore: they are one rewind, and undoing a repeat alone undoes
+    nothing."""
     operations = list(state.operations.values())
     rewinds = [i for i, op in enumerate(operations) if op.kind == "rewind"]
     if not rewinds:
         raise AgentError("this session has no rewind to undo")
+    restoring = {restore.operation_id for restore in state.file_restores.values()}
     index = rewinds[-1]
     while (
         index > 0
-        and operations[index - 1].kind == "rewind"
-        and operations[index - 1].status == "interrupted"
-        and operations[index - 1].rewinds_operation_id == operations[index].rewinds_operation_id
+        and (previous := operations[index - 1]).kind == "rewind"
+        and previous.rewinds_operation_id == operations[index].rewinds_operation_id
+        and (previous.status == "interrupted" or operations[index].id not in restoring)
     ):
         index -= 1
     return operations[index]
@@ -166,15 +170,30 @@ def _changes(state: SessionState, since: set[str]) -> Iterator[Change]:
             change = Change(pending.path, pending.from_, pending.from_mode, pending.to, finished)
             by_operation.setdefault(pending.operation_id, []).append(change)
         pending = next(restores, None)
+    writing = builtin_registry().subset(WRITING_TOOLS)
     for intent in state.tool_intents.values():
         if intent.operation_id not in since or intent.tool.source != "builtin":
             continue
-        if intent.tool.name not in WRITING_TOOLS or intent.status == "denied":
+        tool = writing.get(intent.tool.name)
+        if tool is None or intent.status == "denied" or not _ran(tool, intent):
             continue
         change = _tool_change(intent.arguments, finished=intent.status == "completed")
         by_operation.setdefault(intent.operation_id, []).append(change)
     for op_id in state.operations:
         yield from by_operation.get(op_id, ())
+
+
+def _ran(tool: Tool, intent: ToolIntent) -> bool:
+    """Whether the writing call may have run: not refused before its intent (a tool this
+    kernel lacked, arguments that do not fit, what `prepare` read refusing it). Such a
+    call's arguments are the model's: a "file" member in them is forged, never history."""
+    if intent.tool.version == "unknown":
+        return False
+    try:
+        tool.parse_arguments(intent.arguments)
+    except ToolArgumentError:
+        return False
+    return "file" in intent.arguments or intent.status != "error"
 
 
 def _tool_change(arguments: dict[str, object], *, finished: bool) -> Change:
@@ -199,7 +218,10 @@ def _digest(value: object) -> str | None:
 
 
 def _mode(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """Permission bits as recorded (`st_mode & 0o7777`); anything else, forged: none."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o7777:
+        return value
+    return None
 
 
 def _file_plan(chain: list[Change], store: FileStore, root: Path, force: bool) -> FilePlan:
@@ -224,8 +246,16 @@ def _file_plan(chain: list[Change], store: FileStore, root: Path, force: bool) -
         note = "changed since the agent's last change (by you or another process)"
         if not force:
             return FilePlan(first.path, "conflict", target, mode, found, note)
+        # What --force replaces goes into the store first (for --undo), under its caps:
+        # content that cannot be kept is never overwritten, forced or not.
+        if found.data is not None and (over := store.fits(found.data)) is not None:
+            note = f"{note}, and its content now cannot be kept ({over}): not overwritten"
+            return FilePlan(first.path, "unrestorable", target, mode, found, note)
         note = f"{note}; --force restores it"
-    summary = _summary(found.data, None if target is None else store.get(target))
+    try:
+        summary = _summary(found.data, None if target is None else store.get(target))
+    except FileStoreError as exc:  # damaged on disk since it was kept
+        return FilePlan(first.path, "unrestorable", target, mode, found, str(exc))
     if force and digest not in expected:
         summary = f"{summary} ({note})"
     return FilePlan(first.path, "restore", target, mode, found, summary)

@@ -165,21 +165,24 @@ class FileStore:
         """Remove what nothing names: blobs whose digest occurs nowhere in `session` (the
         session file's bytes: every record that names a blob is in it), and temporary files
         a crashed put left, if older than `older_than` seconds. How many were removed."""
-        try:
-            entries = list(os.scandir(self.directory))
-        except FileNotFoundError:
+        try:  # never through a symlink: its blob-named files are not this session's
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
             return 0
         named = {match.decode() for match in _NAMED.findall(session)}
         cutoff = time.time() - older_than
         removed = 0
-        for entry in entries:
-            blob = _DIGEST.fullmatch("sha256:" + entry.name) is not None
-            if (blob and entry.name in named) or not (blob or entry.name.startswith(_TEMP)):
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                    (self.directory / entry.name).unlink()
-                    removed += 1
+        try:
+            for entry in list(os.scandir(fd)):
+                blob = _DIGEST.fullmatch("sha256:" + entry.name) is not None
+                if (blob and entry.name in named) or not (blob or entry.name.startswith(_TEMP)):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.name, dir_fd=fd)
+                        removed += 1
+        finally:
+            os.close(fd)
         self._size = None
         return removed
 

@@ -21,6 +21,7 @@ from ._bash import KEY_VARIABLES
 from ._cells import change_diff
 from ._files import ReadFile
 from ._limits import clean_text, truncate
+from ._names import unescape_path
 from ._notebook import (
     ApplyOutcome,
     CellChange,
@@ -55,4 +56,5 @@ __all__ = [
     "change_diff",
     "clean_text",
     "truncate",
+    "unescape_path",
 ]
