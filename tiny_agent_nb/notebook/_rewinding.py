@@ -25,6 +25,7 @@ from ..agent import (
 )
 from ..render import cell_text
 from ..session import FileStore, SessionStore
+from ..tools import Notebook
 from ._comm_pump import later_in_this_cell
 from ._opening import NotebookError
 
@@ -32,7 +33,13 @@ UNCONFIRMED = "Nothing has changed yet."
 
 
 def rewind_command(
-    store: SessionStore, words: list[str], *, yes: bool, force: bool, undo: bool
+    store: SessionStore,
+    words: list[str],
+    *,
+    yes: bool,
+    force: bool,
+    undo: bool,
+    notebook: Notebook | None = None,
 ) -> tuple[RewindPlan, FileStore, Path]:
     """The plan `%agent rewind WORDS` asks for, printed; UsageError for bad words."""
     if undo == bool(words):
@@ -47,19 +54,27 @@ def rewind_command(
             target = operation_numbered(state, int(words[0]))
         files = FileStore.for_session(state.header.id)
         root = Path(state.header.environmentIdentity)
-        plan = plan_rewind(state, target, files, root, force=force, undo=undo)
+        plan = plan_rewind(state, target, files, root, force=force, undo=undo, notebook=notebook)
     except AgentError as exc:
         raise NotebookError(f"tiny-agent-nb: cannot rewind: {exc}") from None
     print(cell_text(plan.text(), keep_lines=True))
     return plan, files, root
 
 
-def carry(store: SessionStore, plan: RewindPlan, files: FileStore, root: Path, seq: int) -> None:
+def carry(
+    store: SessionStore,
+    plan: RewindPlan,
+    files: FileStore,
+    root: Path,
+    seq: int,
+    *,
+    notebook: Notebook | None = None,
+) -> None:
     """Carry `plan` out, made when the session's last fact was `seq`, and say what it did."""
     if store.load().last_seq != seq:
         print("The session changed since this plan was shown: nothing was done. Ask again.")
         return
-    done = carry_out(store, plan, files, root)
+    done = carry_out(store, plan, files, root, notebook)
     print(cell_text(done.text(), keep_lines=True))
 
 
@@ -73,17 +88,21 @@ def rewind_here(
     undo: bool,
     rich: bool,
     before: Callable[[], None],
+    notebook: Notebook | None = None,
 ) -> None:
     """`%agent rewind WORDS` (and a timeline's Rewind button): the plan, then a Confirm
     button where one can be clicked (`rich`), else the command that carries it out.
-    `before` runs just before the rewind is carried out."""
-    plan, files, root = rewind_command(store, words, yes=yes, force=force, undo=undo)
+    `before` runs just before the rewind is carried out; `notebook`: where its cells are
+    restored (on the main shell, as `apply` asks)."""
+    plan, files, root = rewind_command(
+        store, words, yes=yes, force=force, undo=undo, notebook=notebook
+    )
     seq = store.load().last_seq
 
     def run() -> None:
         before()
         try:
-            carry(store, plan, files, root, seq)
+            carry(store, plan, files, root, seq, notebook=notebook)
         except AgentError as exc:
             print(f"tiny-agent-nb: {exc}")
 
