@@ -281,6 +281,7 @@ EXPORTS: dict[str, set[str]] = {
         "outcome_note",
         "replay_note",
         "call_outcome",  # how a call ended, as `inspect` and `%agent status` say it
+        "rewinds_text",
         "runs_text",  # the runs, as `inspect` and `%agent status` say them
         "run_text",
         "ModelName",
