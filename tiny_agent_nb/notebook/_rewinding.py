@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.display import display
 
 from ..agent import (
     AgentError,
@@ -28,6 +27,7 @@ from ..session import FileStore, SessionStore
 from ..tools import Notebook
 from ._comm_pump import later_in_this_cell
 from ._opening import NotebookError
+from ._timeline_view import ipython_publish
 
 UNCONFIRMED = "Nothing has changed yet."
 
@@ -106,34 +106,44 @@ def rewind_here(
         except AgentError as exc:
             print(f"tiny-agent-nb: {exc}")
 
-    button = None if yes or not rich else confirm_button(shell, run)
+    flags = " --force" if force else ""
+    command = f"%agent rewind {'--undo' if undo else plan.number} --yes{flags}"
     if yes:
         run()
-    elif button is not None:
-        display(button)  # type: ignore[no-untyped-call]
-    else:
-        flags = " --force" if force else ""
-        again = "--undo" if undo else str(plan.number)
-        print(f"{UNCONFIRMED} `%agent rewind {again} --yes{flags}` carries it out.")
+    elif not rich or not confirm_button(shell, run, command):
+        print(f"{UNCONFIRMED} `{command}` carries it out.")
 
 
-def confirm_button(shell: Any, run: Callable[[], None]) -> Any | None:
-    """A Confirm and a Cancel button to show below this cell; Confirm calls `run()` on
-    the main shell once it is free. None where no click can reach the kernel."""
+def confirm_button(shell: Any, run: Callable[[], None], command: str) -> bool:
+    """Show a Confirm and a Cancel button below this cell, as a control: the notebook
+    keeps what was asked and, once answered, the answer. Confirm calls `run()` on the main
+    shell once it is free. False where no click can reach the kernel."""
+    from ._controls import Control, Record  # noqa: PLC0415
     from ._keyed_buttons import Button, KeyedButtons  # noqa: PLC0415
 
     schedule = later_in_this_cell(shell)
     if schedule is None:
-        return None
+        return False
     pressed = threading.Lock()
+    shown: list[Control] = []
 
     def press(choice: str) -> None:
         if not pressed.acquire(blocking=False):
             return  # one answer: a second click or key does nothing
-        # On the main shell either way: what it prints goes below this cell.
-        schedule(run if choice == "confirm" else lambda: print(f"Cancelled. {UNCONFIRMED}"))
 
-    return KeyedButtons(
+        def answered() -> None:
+            confirmed = choice == "confirm"
+            words = "✓ rewind confirmed by you" if confirmed else "✗ rewind cancelled by you"
+            shown[0].settle(Record.of(words))
+            if confirmed:
+                run()
+            else:
+                print(f"Cancelled. {UNCONFIRMED}")
+
+        # On the main shell either way: what it shows goes below this cell.
+        schedule(answered)
+
+    buttons = KeyedButtons(
         "",
         [
             Button("confirm", "Confirm the rewind", ("y",), "warning"),
@@ -141,3 +151,10 @@ def confirm_button(shell: Any, run: Callable[[], None]) -> Any | None:
         ],
         press,
     )
+    waiting = Record.of(
+        "○ asked to confirm the rewind, not answered here: nothing was changed "
+        "(`{command}` carries it out)",
+        command=command,
+    )
+    shown.append(Control(buttons, waiting, ipython_publish))
+    return True
