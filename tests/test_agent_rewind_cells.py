@@ -142,4 +142,5 @@ def test_without_a_live_notebook_the_cells_are_listed_to_restore_by_hand(
     text, detail = rewind(path, tmp_path, notebook)
     assert "  cells the agent changed (restore them by hand: no live notebook) (3):" in text
     assert "cell 2 of 4: put back its source before" in text
+    assert "cell 4 of 5: remove the cell the agent inserted (1 line(s): new = 1)" in text
     assert ": restored" not in detail

@@ -113,7 +113,10 @@ def _links(state: SessionState, since: set[str]) -> Iterator[_Link]:
             continue  # rejected, refused, proposed as a new cell instead, or still open
         a = intent.arguments
         old, new = a.get("old_source"), a.get("source")
-        place = f"{a.get('cell_number', '?')} of {a.get('cell_count', '?')}"
+        number, count = a.get("cell_number"), a.get("cell_count")
+        if intent.tool.name == "insert_cell" and isinstance(number, int):
+            number, count = number + 1, (count or 0) + 1  # the new cell's place
+        place = f"{number or '?'} of {count or '?'}"
         if intent.tool.name == "edit_cell":
             link = _Link(
                 str(a.get("cell_id")), _text(old), _text(new), applied, place, "code", None
@@ -122,10 +125,10 @@ def _links(state: SessionState, since: set[str]) -> Iterator[_Link]:
             made = a.get("new_cell_id")
             if not isinstance(made, str):
                 continue  # recorded before inserted cells were given their id: not found
-            kind = a.get("cell_type", "code")
-            link = _Link(made, None, _text(new), applied, f"after {place}", kind, None)
+            kind = _kind(a.get("cell_type"))
+            link = _Link(made, None, _text(new), applied, place, kind, None)
         else:
-            kind, previous = a.get("old_cell_type", "code"), a.get("previous_cell_id")
+            kind, previous = _kind(a.get("old_cell_type")), a.get("previous_cell_id")
             previous = previous if isinstance(previous, str) else None
             link = _Link(str(a.get("cell_id")), _text(old), None, applied, place, kind, previous)
         yield link
@@ -133,6 +136,10 @@ def _links(state: SessionState, since: set[str]) -> Iterator[_Link]:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _kind(value: object) -> CellType:
+    return value if value in ("markdown", "raw") else "code"
 
 
 def _cell_plan(
