@@ -235,6 +235,7 @@ EXPORTS: dict[str, set[str]] = {
         "OutsideWorkspaceError",
         "KEY_VARIABLES",  # TinyAgent.tool_env's default
         "change_diff",  # a cell change as the user reviews it
+        "CELL_CHANGE_APPLIED",  # how a cell change's result begins: a rewind finds those applied
         "clean_text",
         "truncate",
         # the notebook as tools see it, which the notebook layer implements

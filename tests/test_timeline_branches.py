@@ -6,18 +6,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_agent_rewind import files, rewind, run_writing
 
-from tiny_agent_nb.cli._inspect import render_report
 from tiny_agent_nb.render import timeline_html, timeline_text
 from tiny_agent_nb.session import FileStore, SessionStore
 from tiny_agent_nb.timeline import build_timeline, rewinds_text
+
+from helpers.cli_helpers import cli
 
 __all__ = ["files"]  # the fixture, from test_agent_rewind
 
 
 def test_runs_off_the_path_and_a_branch_are_shown(
-    store: SessionStore, files: FileStore, tmp_path: Path
+    store: SessionStore,
+    files: FileStore,
+    tmp_path: Path,
+    session_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = tmp_path / "work"
     root.mkdir()
@@ -37,7 +43,7 @@ def test_runs_off_the_path_and_a_branch_are_shown(
     assert '<span class="tan-muted"> · rewound by run 4</span>' in html
     words = "1 (the last, run 4, went back to before run 2); runs 2, 3 left the conversation"
     assert rewinds_text(state) == words
-    assert f"rewinds      {words}" in render_report(state)
+    assert cli(capsys, "inspect", str(session_path))[1].count(f"rewinds      {words}\n") == 1
 
     rewind(store, files, root, None)  # run 6 undoes run 4: 2 and 3 come back, 5 leaves
     state = store.load()

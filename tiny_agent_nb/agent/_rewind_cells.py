@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..session import SessionState, ToolResultEntry
-from ..tools import CellChange, CellType, Notebook, ToolError
-from ..tools._cells import APPLIED
+from ..tools import CELL_CHANGE_APPLIED, CellChange, CellType, Notebook, ToolError
 from ..words import first_line
 
 CellAction = Literal["restore", "unchanged", "conflict", "by hand"]
@@ -107,7 +106,7 @@ def _links(state: SessionState, since: set[str]) -> Iterator[_Link]:
         applied = (
             result is not None
             and isinstance(result.entry, ToolResultEntry)
-            and result.entry.message.content.startswith(APPLIED)
+            and result.entry.message.content.startswith(CELL_CHANGE_APPLIED)
         )
         if not applied and intent.status != "interrupted":
             continue  # rejected, refused, proposed as a new cell instead, or still open

@@ -37,7 +37,9 @@ AGENT_MAGIC = "%%agent"
 # Characters of a diff a user is asked to review: a deleted cell is all of its old source.
 MAX_DIFF_CHARACTERS = 2 * MAX_PROPOSED_CHARACTERS
 NOTHING = "nothing was changed"
-APPLIED = "The user accepted the change."  # a result that begins so: the change was applied
+CELL_CHANGE_APPLIED = (
+    "The user accepted the change."  # a result that begins so: the change was applied
+)
 SOURCE = "The cell's whole new source (not a patch); it is not run."
 
 
@@ -201,7 +203,7 @@ class CellTool(BuiltinTool[Any]):
             f"{change.cell_id} (it has not run).",
             "delete": f"Cell {change.cell_id} was deleted.",
         }
-        return ToolOutput(f"{APPLIED} {done[change.action]}")
+        return ToolOutput(f"{CELL_CHANGE_APPLIED} {done[change.action]}")
 
     def _fallback(self, change: CellChange, context: ToolContext, why: str) -> ToolOutput:
         """The new source as a proposed cell below the agent cell, where the notebook
