@@ -13,7 +13,9 @@ go to $TMPDIR/tiny-agent-nb-artifacts/ (or $TINY_AGENT_ARTIFACTS), as test_brows
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -385,6 +387,30 @@ def test_a_kernel_that_dies_during_a_run_leaves_no_dead_widget_and_a_superseded_
         for problem in WIDGET_ERRORS:
             assert problem not in text
         p.screenshot("controls-dead-kernel.png", p.page.locator(".jp-NotebookPanel"))
+    p.page.close()
+
+
+ASKING = [
+    "%load_ext tiny_agent_nb\nimport os; open('kernel.pid', 'w').write(str(os.getpid()))",
+    "%%agent --approve ask\nRemove the build directory.",
+]
+
+
+def test_a_question_whose_kernel_died_reads_as_its_record(lab: Lab) -> None:
+    """The kernel dies while an approval question waits: its buttons (an anywidget, shown
+    in an ipywidgets box, which JupyterLab marks disconnected) give way to the record."""
+    p = lab.open("asking", ASKING)
+    with shown_on_failure(p, "asking"):
+        p.run(0)
+        p.idle()
+        lab.server.enqueue(tool_calls_reply(tool_call("c1", "bash", {"command": "rm -rf x"})))
+        p.run(1)
+        _button(p, 1, "Allow")
+        record = p.outputs(1).locator(".tan-control-record", has_text="not answered here")
+        assert not record.is_visible()  # the live question hides it
+        os.kill(int((p.root / "kernel.pid").read_text()), signal.SIGKILL)
+        record.wait_for(state="visible")
+        assert p.outputs(1).locator(".tan-control button").filter(visible=True).count() == 0
     p.page.close()
 
 

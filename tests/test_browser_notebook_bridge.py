@@ -5,9 +5,10 @@ saved, and marks the running agent cell; edit_cell's diff is shown as text with 
 focused, Enter accepts, and the cell holds the new source without running; the notebook's
 undo (`z`) takes it back; Esc rejects and nothing changes; a cell the user changed (or
 deleted) between the diff and Accept is refused and the model told; insert_cell and
-delete_cell are applied; the reopened notebook with no kernel shows each diff and its
-decision (JupyterLab). Light and dark screenshots of a diff before and after Accept go
-to artifacts_dir(). Notebook 7 is the same Jupyter server's `/notebooks/` page."""
+delete_cell are applied, and `%agent rewind` puts them back; the reopened notebook with
+no kernel shows each diff and its decision (JupyterLab). Light and dark screenshots of a
+diff before and after Accept go to artifacts_dir(). Notebook 7 is the same Jupyter
+server's `/notebooks/` page."""
 
 from __future__ import annotations
 
@@ -316,6 +317,22 @@ def _check(page: Any, server: Any, app: str) -> None:
     finally:
         if app == "lab":
             _set_theme(SimpleNamespace(page=page), "JupyterLab Light")
+
+    # `%agent rewind 4` (before the last run) puts its cells back through the live
+    # notebook: cell-6 again after the cell it followed, the inserted cell gone.
+    _cell(page, 5).locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    _cell(page, 6).locator(".cm-content").click()
+    page.keyboard.type("%agent rewind 4 --yes")
+    _start(page, 6)
+    rewound = page.locator(".jp-Notebook .jp-Cell", has_text="%agent rewind 4 --yes")
+    rewound.locator(".jp-OutputArea").get_by_text("(id cell-6): restored").wait_for()
+    output = rewound.locator(".jp-OutputArea").inner_text()
+    assert "cells to restore (2):" in output
+    assert output.count(": restored") == 2, output
+    assert [_source(page, n) for n in (4, 5)] == ["%%agent\nAdd one, drop one.", "old = 1"]
+    assert "new = 1" not in [_source(page, n) for n in range(page.locator(".jp-Cell").count())]
 
 
 def _reopened(page: Any, jupyter: JupyterLab) -> None:

@@ -235,6 +235,7 @@ EXPORTS: dict[str, set[str]] = {
         "OutsideWorkspaceError",
         "KEY_VARIABLES",  # TinyAgent.tool_env's default
         "change_diff",  # a cell change as the user reviews it
+        "CELL_CHANGE_APPLIED",  # how a cell change's result begins: a rewind finds those applied
         "clean_text",
         "truncate",
         "unescape_path",
@@ -282,6 +283,7 @@ EXPORTS: dict[str, set[str]] = {
         "outcome_note",
         "replay_note",
         "call_outcome",  # how a call ended, as `inspect` and `%agent status` say it
+        "rewinds_text",
         "runs_text",  # the runs, as `inspect` and `%agent status` say them
         "run_text",
         "ModelName",

@@ -99,6 +99,7 @@ def test_the_running_cell_reads_and_changes_the_live_notebook(
         "new_source": "x = 2",
         "cell_type": "code",
         "position": None,
+        "new_cell_id": None,
     }
 
 

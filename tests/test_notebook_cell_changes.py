@@ -148,3 +148,24 @@ def test_a_cell_run_without_stdin_proposes_the_new_source_and_tells_the_model(
     assert run.reply is not None
     proposed = [p["text"] for p in run.reply["payload"] if p.get("source") == "set_next_input"]
     assert proposed == ["total = 2"]
+
+
+def test_a_rewind_puts_the_cell_back_through_the_kernel_s_notebook(
+    start_kernel: StartKernel, server: OpenAIServer, workspace: Path
+) -> None:
+    """`%agent rewind 1` plans the cell's restore from the notebook the tools see, and
+    `--yes` applies it there, unless the user changed the cell since."""
+    ui = frontend(start_kernel)
+    server.enqueue(
+        tool_calls_reply(tool_call("e1", "edit_cell", {"cell_id": "c1", "source": "total = 2"})),
+        text_reply("Done."),
+    )
+    cell = ui.send("%%agent\nFix the total.")
+    ui.click(ui.wait_for_button("Accept"))
+    ui.finish(cell)
+    plan = ui.finish(ui.send("%agent rewind 1")).stdout
+    assert "cells to restore (1):\n    cell 2 of 3: put back its source before" in plan
+    assert sources(ui) == "['%%agent', 'total = 2', '%%agent\\nold']"
+    done = ui.finish(ui.send("%agent rewind 1 --yes")).stdout
+    assert "cell 2 of 3 (id c1): restored" in done
+    assert sources(ui) == "['%%agent', 'total = price * qty\\u200b', '%%agent\\nold']"

@@ -59,8 +59,14 @@ def test_rewind_restores_the_agents_files_asks_first_and_undoes_after_a_restart(
     assert "new/created.txt: changed since the agent's last change" in plan
     assert "bash: rm gone.txt" in plan
     assert notes.read_bytes() == b"first\n2\n"  # nothing before the click
+    # A saved notebook says what was asked, as text, while the buttons wait.
+    asked = "○ asked to confirm the rewind, not answered here: nothing was changed"
+    assert f"{asked} (`%agent rewind 1 --yes` carries it out)" in asking.text()
+    assert "object at 0x" not in asking.text()
     ui.click(ui.wait_for_button("Confirm the rewind"))
-    ui.until(lambda: notes.read_bytes() == b"first\n", "the rewind carried out")
+    ui.until(lambda: "✓ rewind confirmed by you" in asking.text(), "the answer kept")
+    ui.until(lambda: "Rewound:" in asking.text(), "the rewind carried out")
+    assert asked not in asking.text()
     assert notes.stat().st_mode & 0o7777 == 0o640
     assert data.read_bytes() == BINARY
     assert created.read_bytes() == b"the user's edit\n"  # never clobbered
@@ -69,6 +75,7 @@ def test_rewind_restores_the_agents_files_asks_first_and_undoes_after_a_restart(
     cancelled = ui.finish(ui.send("%agent rewind 1 --force"))
     ui.click(ui.wait_for_button("Cancel"))
     ui.until(lambda: "Cancelled. Nothing has changed yet." in cancelled.text(), "the cancel")
+    assert "✗ rewind cancelled by you" in cancelled.text()
     assert created.read_bytes() == b"the user's edit\n"
 
     forced = kernel.execute("%agent rewind 1 --yes --force").stdout

@@ -103,11 +103,20 @@ def test_insert_and_delete_are_applied_on_accept() -> None:
         "cell_type": "markdown",
         "cell_number": 1,
         "cell_count": 2,
+        "new_cell_id": notebook.cells[1].id,  # chosen before the intent: a rewind finds it
     }
     assert "A new markdown cell was inserted after cell c0" in output.content
     assert [c.source for c in notebook.cells] == ["a", "# Notes", "b"]
     recorded, output = call(DELETE, {"cell_id": "c1"}, context(notebook))
-    assert recorded == {"cell_id": "c1", "cell_number": 3, "cell_count": 3, "old_source": "b"}
+    # Where a rewind puts it back: after the cell it followed, with its type.
+    assert recorded == {
+        "cell_id": "c1",
+        "cell_number": 3,
+        "cell_count": 3,
+        "old_source": "b",
+        "previous_cell_id": notebook.cells[1].id,
+        "old_cell_type": "code",
+    }
     assert output.content == "The user accepted the change. Cell c1 was deleted."
     assert [c.source for c in notebook.cells] == ["a", "# Notes"]
 

@@ -51,6 +51,7 @@ STYLE = """<style>
 .tan-timeline .tan-muted{color:var(--jp-ui-font-color2,inherit)}
 .tan-timeline .tan-kernel{margin:6px 0 2px;padding:1px 6px;border-top:1px dashed
  var(--jp-border-color1,rgba(128,128,128,.5));color:var(--jp-ui-font-color2,inherit)}
+.tan-timeline .tan-run[data-rewound]>summary{opacity:.6}
 .tan-timeline .tan-rewind{margin-left:6px;font-size:11px;color:var(--jp-ui-font-color2,inherit)}
 .tan-timeline .tan-scripted,.tan-timeline .tan-note{color:#3e2f00;background:#fff3cd;
  padding:2px 6px;border-radius:4px}
@@ -178,9 +179,11 @@ def _kernel_html(k: KernelRow) -> str:
 def _run_html(run: RunRow) -> str:
     e = html.escape
     title = e(_title(run))
+    rewound = f' data-rewound="{run.rewound_by}"' if run.rewound_by is not None else ""
+    branch = f'<span class="tan-muted">{e(_branch(run))}</span>' if _branch(run) else ""
     out = [
-        f'<details class="tan-run" data-run="{e(run.id)}" data-status="{e(run.status)}" open>'
-        f"<summary>{_badge(run.status)} <b>{e(run.kind)}</b> {title} "
+        f'<details class="tan-run" data-run="{e(run.id)}" data-status="{e(run.status)}"'
+        f"{rewound} open><summary>{_badge(run.status)} <b>{e(run.kind)}</b> {title}{branch} "
         f'<span class="tan-muted">· {_run_usage(run)} · '
         f"{e(when(run.started_at)) if run.started_at else ''}</span>{_rewind_hint(run)}</summary>"
     ]
@@ -269,6 +272,17 @@ def _title(run: RunRow) -> str:
     return "(no prompt)"
 
 
+def _branch(run: RunRow) -> str:
+    """Where a run stands in the conversation's tree (docs/spec.md §17): off its path, or
+    the first of a branch after a rewind."""
+    words = ""
+    if run.follows is not None:
+        words += f" · ↳ continues from run {run.follows}" if run.follows else " · ↳ starts anew"
+    if run.rewound_by is not None:
+        words += f" · rewound by run {run.rewound_by}"
+    return words
+
+
 def _run_usage(run: RunRow) -> str:
     if run.kind == "rewind":  # restores files; it asks no model anything
         return "no model request"
@@ -328,7 +342,8 @@ def timeline_text(t: Timeline, *, color: bool = False, note: str | None = None) 
         if run.kernel is not None:
             lines.extend(_kernel_lines(run.kernel))
         lines.append(
-            f"{status(run.status)} {run.kind:<6} {shorten(_title(run), 60)}  [{_run_usage(run)}]"
+            f"{status(run.status)} {run.kind:<6} {shorten(_title(run), 60)}{_branch(run)}"
+            f"  [{_run_usage(run)}]"
         )
         if run.detail:
             lines.append(f"    {shorten(run.detail, 100)}")

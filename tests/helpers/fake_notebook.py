@@ -46,9 +46,8 @@ class FakeNotebook:
         elif change.action == "delete":
             del self.cells[at]
         else:
-            new = NotebookCell(
-                f"c{len(self.applied)}new", change.cell_type, change.new_source, False
-            )
+            made = change.new_cell_id or f"c{len(self.applied)}new"
+            new = NotebookCell(made, change.cell_type, change.new_source, False)
             self.cells.insert(at + 1, new)
         self.applied.append(change)
         return "applied"

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from .._exceptions import TinyAgentError
 from ..session import FileStore, SessionState, SessionStore, new_id
 from ..session import facts as f
-from ..tools import unescape_path
+from ..tools import Notebook, unescape_path
+from ._rewind_cells import restore_cells
 
 if TYPE_CHECKING:
     from ._rewind import RewindPlan
@@ -204,16 +205,25 @@ class RewindDone:
     operation_id: str
     restored: tuple[str, ...]
     left: tuple[str, ...]  # conflicts and what cannot be restored, with why
+    cells: tuple[str, ...] = ()  # each cell restored or left, and why
 
     def text(self) -> str:
         lines = [f"Rewound: {len(self.restored)} file(s) restored."]
         lines += [f"  restored {path}" for path in self.restored]
         lines += [f"  left as it is: {why}" for why in self.left]
+        lines += [f"  {cell}" for cell in self.cells]
         return "\n".join(lines)
 
 
-def carry_out(store: SessionStore, plan: RewindPlan, files: FileStore, root: Path) -> RewindDone:
-    """Commit the rewind `plan` and restore its files, each checked again just before."""
+def carry_out(
+    store: SessionStore,
+    plan: RewindPlan,
+    files: FileStore,
+    root: Path,
+    notebook: Notebook | None = None,
+) -> RewindDone:
+    """Commit the rewind `plan` and restore its files, each checked again just before,
+    then its cells through `notebook` (the cells' words are the operation's detail)."""
     operation_id = new_id()
     store.commit([f.rewind_started(operation_id, plan.target.id)])
     restored: list[str] = []
@@ -245,6 +255,7 @@ def carry_out(store: SessionStore, plan: RewindPlan, files: FileStore, root: Pat
                 left.append(f"{step.path}: {exc}")
                 continue
             restored.append(step.path)
+        cells = tuple(restore_cells(notebook, plan.cells))
     except BaseException as exc:
         outcome = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
         detail = f"stopped after {len(restored)} file(s) restored: {type(exc).__name__}: {exc}"
@@ -253,8 +264,9 @@ def carry_out(store: SessionStore, plan: RewindPlan, files: FileStore, root: Pat
     detail = f"{len(restored)} file(s) restored" + (
         f"; left as they are: {', '.join(left)}" if left else ""
     )
+    detail += "".join(f"; {cell}" for cell in cells)
     store.commit([_finished(operation_id, "completed", detail)])
-    return RewindDone(operation_id, tuple(restored), tuple(left))
+    return RewindDone(operation_id, tuple(restored), tuple(left), cells)
 
 
 def _finished(operation_id: str, outcome: str, detail: str) -> f.NewFact:

@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Literal
 
 from ..session import FileStore, FileStoreError, Operation, SessionState, ToolIntent
-from ..tools import Tool, ToolArgumentError, builtin_registry
+from ..tools import Notebook, Tool, ToolArgumentError, builtin_registry
 from ..words import first_line, shorten
 from ._kernel_notice import defined_names
 from ._restore import Found, digest_of, look
+from ._rewind_cells import CellAction, CellPlan, plan_cells
 from ._types import AgentError
 
 FileAction = Literal["restore", "unchanged", "conflict", "unrestorable"]
 WRITING_TOOLS = ("write_file", "edit_file")  # the calls whose "file" member keeps history
-CELL_TOOLS = ("edit_cell", "insert_cell", "delete_cell")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class RewindPlan:
     files: tuple[FilePlan, ...] = ()
     calls: tuple[str, ...] = ()  # bash, python and MCP calls at or after it
     defined: tuple[str, ...] = ()  # names python calls defined at or after it
-    cells: tuple[str, ...] = ()  # the cell changes at or after it
+    cells: tuple[CellPlan, ...] = ()  # the notebook cells changed at or after it
     leaving: int = 0  # runs on the conversation's path that leave it
 
     def text(self) -> str:
@@ -115,9 +115,10 @@ def plan_rewind(
     *,
     force: bool = False,
     undo: bool = False,
+    notebook: Notebook | None = None,
 ) -> RewindPlan:
     """The plan of a rewind to just before `target`, the files looked at in `root` now
-    (`store`: the session's file store)."""
+    (`store`: the session's file store), the cells in `notebook` where it is live."""
     if state.open_operation is not None:
         raise AgentError(f"operation {state.open_operation.id} is still open")
     operations = list(state.operations.values())
@@ -127,7 +128,7 @@ def plan_rewind(
     for change in _changes(state, since):
         history.setdefault(change.path, []).append(change)
     files = tuple(_file_plan(chain, store, root, force) for chain in history.values())
-    calls, codes, cells = [], [], []
+    calls, codes = [], []
     for intent in state.tool_intents.values():
         if intent.operation_id not in since or intent.status == "denied":
             continue
@@ -140,8 +141,6 @@ def plan_rewind(
             code = str(arguments.get("code", ""))
             codes.append(code)
             calls.append(f"python: {first_line(code, 120)}")
-        elif name in CELL_TOOLS:
-            cells.append(f"{name} {arguments.get('cell_id', '?')}")
     path_ids = {op.id for op in state.operation_path()}
     return RewindPlan(
         target=target,
@@ -151,7 +150,7 @@ def plan_rewind(
         files=files,
         calls=tuple(calls),
         defined=tuple(defined_names(codes)),
-        cells=tuple(cells),
+        cells=plan_cells(state, since, notebook, force),
         leaving=sum(
             op.id in path_ids and op.kind in ("run", "resume") for op in operations[start:]
         ),
@@ -313,5 +312,14 @@ def _lines(plan: RewindPlan) -> Iterator[str]:
         yield from (f"    {call}" for call in plan.calls)
     if plan.defined:
         yield f"  kernel names python calls defined (they stay): {', '.join(plan.defined)}"
-    if plan.cells:
-        yield f"  notebook cells the agent changed (not restored): {', '.join(plan.cells)}"
+    cell_groups: list[tuple[str, CellAction]] = [
+        ("cells to restore", "restore"),
+        ("cell conflicts, left as they are (--force restores those still there)", "conflict"),
+        ("cells the agent changed (restore them by hand: no live notebook)", "by hand"),
+        ("cells already as they were", "unchanged"),
+    ]
+    for title, cell_action in cell_groups:
+        cells = [c for c in plan.cells if c.action == cell_action]
+        if cells:
+            yield f"  {title} ({len(cells)}):"
+            yield from (f"    {cell.line}" for cell in cells)

@@ -10,7 +10,15 @@ from datetime import datetime, timedelta, timezone
 
 from ..render import KERNEL_TOLD
 from ..session import SessionState, ToolIntent
-from ..timeline import call_outcome, cost_text, intent_label, run_text, runs_text, session_models
+from ..timeline import (
+    call_outcome,
+    cost_text,
+    intent_label,
+    rewinds_text,
+    run_text,
+    runs_text,
+    session_models,
+)
 from ..words import printable
 from ._common import EXIT_OK, _print_json, _read
 
@@ -68,6 +76,9 @@ def _header_lines(state: SessionState) -> Iterator[str]:
 def _operation_lines(state: SessionState) -> Iterator[str]:
     operations = list(state.operations.values())
     yield f"runs         {runs_text(state)}"
+    rewinds = rewinds_text(state)
+    if rewinds is not None:
+        yield f"rewinds      {rewinds}"
     for op in operations:
         if op.status == "open":
             yield f"  ! {op.id}  {op.kind:<6}  {OPEN_OPERATION}"

@@ -71,7 +71,9 @@ function apply(shared, change) {
   shared.transact(() => {
     if (change.action === "edit") cell.setSource(change.new_source);
     else if (change.action === "delete") shared.deleteCell(at);
-    else shared.insertCell(at + 1, { cell_type: change.cell_type, source: change.new_source });
+    else shared.insertCell(at + 1, {
+      id: change.new_cell_id, cell_type: change.cell_type, source: change.new_source,
+    });
   });
   return "applied";
 }

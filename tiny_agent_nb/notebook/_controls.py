@@ -129,11 +129,18 @@ def controls_available(shell: Any) -> bool:
 
 class Control:
     """One control on screen: its record output and its widget output. `styled`: its
-    record output carries the stylesheet (the first control of a cell does)."""
+    record output carries the stylesheet (the first control of a cell does). A widget
+    that is no ipywidgets box (an anywidget) is shown in one: JupyterLab marks a box's
+    view disconnected when its kernel dies, which the stylesheet reads, and not an
+    anywidget's own (a dead question would hide its record)."""
 
     def __init__(
         self, widget: Any, waiting: Record, publish: Publish, *, styled: bool = True
     ) -> None:
+        import ipywidgets  # noqa: PLC0415
+
+        if not isinstance(widget, ipywidgets.Box):
+            widget = ipywidgets.VBox([widget])
         self._publish = publish
         self._style = STYLE if styled else ""
         self._record_id = f"tan-control-{uuid.uuid4().hex}"

@@ -302,6 +302,7 @@ class AgentMagics(Magics):
             undo=undo,
             rich=self._rich(),
             before=self.runs.withdraw_offers,  # a Resume button may name a run rewound
+            notebook=self.runtime.loops.notebook,
         )
 
     def _cmd_new(self) -> None:

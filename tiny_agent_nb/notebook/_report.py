@@ -38,6 +38,7 @@ from ..timeline import (
     cost_text,
     intent_label,
     outcome_note,
+    rewinds_text,
     run_text,
     runs_text,
     session_cost,
@@ -164,6 +165,9 @@ def status_text(runtime: NotebookRuntime) -> str:
         )
         out.append(f"         this session's runs used {cell_text(used.described())}")
     out.append(f"runs     {runs_text(state)}; facts {state.last_seq}")
+    rewinds = rewinds_text(state)
+    if rewinds is not None:
+        out.append(f"rewinds  {rewinds}")
     if open_op is not None:
         out.append(f"running  {open_op.id}")
     elif latest is not None:

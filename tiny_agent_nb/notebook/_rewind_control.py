@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anywidget
-import ipywidgets
 import traitlets
 
 from ..render import REWINDABLE
@@ -139,10 +138,7 @@ class RewindControl:
                 self.widget.said = ""
         record = Record(bundle["text/plain"], bundle["text/html"])
         if self._control is None:
-            # In a box: JupyterLab marks a box's view disconnected when its kernel dies
-            # (what the stylesheet reads), and not an anywidget's own.
-            box = ipywidgets.VBox([self.widget])
-            self._control = Control(box, record, self._publish)
+            self._control = Control(self.widget, record, self._publish)
         else:
             self._control.update(record)
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.display import display
 
 from ..agent import (
     AgentError,
@@ -25,14 +24,22 @@ from ..agent import (
 )
 from ..render import cell_text
 from ..session import FileStore, SessionStore
+from ..tools import Notebook
 from ._comm_pump import later_in_this_cell
 from ._opening import NotebookError
+from ._timeline_view import ipython_publish
 
 UNCONFIRMED = "Nothing has changed yet."
 
 
 def rewind_command(
-    store: SessionStore, words: list[str], *, yes: bool, force: bool, undo: bool
+    store: SessionStore,
+    words: list[str],
+    *,
+    yes: bool,
+    force: bool,
+    undo: bool,
+    notebook: Notebook | None = None,
 ) -> tuple[RewindPlan, FileStore, Path]:
     """The plan `%agent rewind WORDS` asks for, printed; UsageError for bad words."""
     if undo == bool(words):
@@ -47,19 +54,27 @@ def rewind_command(
             target = operation_numbered(state, int(words[0]))
         files = FileStore.for_session(state.header.id)
         root = Path(state.header.environmentIdentity)
-        plan = plan_rewind(state, target, files, root, force=force, undo=undo)
+        plan = plan_rewind(state, target, files, root, force=force, undo=undo, notebook=notebook)
     except AgentError as exc:
         raise NotebookError(f"tiny-agent-nb: cannot rewind: {exc}") from None
     print(cell_text(plan.text(), keep_lines=True))
     return plan, files, root
 
 
-def carry(store: SessionStore, plan: RewindPlan, files: FileStore, root: Path, seq: int) -> None:
+def carry(
+    store: SessionStore,
+    plan: RewindPlan,
+    files: FileStore,
+    root: Path,
+    seq: int,
+    *,
+    notebook: Notebook | None = None,
+) -> None:
     """Carry `plan` out, made when the session's last fact was `seq`, and say what it did."""
     if store.load().last_seq != seq:
         print("The session changed since this plan was shown: nothing was done. Ask again.")
         return
-    done = carry_out(store, plan, files, root)
+    done = carry_out(store, plan, files, root, notebook)
     print(cell_text(done.text(), keep_lines=True))
 
 
@@ -73,48 +88,62 @@ def rewind_here(
     undo: bool,
     rich: bool,
     before: Callable[[], None],
+    notebook: Notebook | None = None,
 ) -> None:
     """`%agent rewind WORDS` (and a timeline's Rewind button): the plan, then a Confirm
     button where one can be clicked (`rich`), else the command that carries it out.
-    `before` runs just before the rewind is carried out."""
-    plan, files, root = rewind_command(store, words, yes=yes, force=force, undo=undo)
+    `before` runs just before the rewind is carried out; `notebook`: where its cells are
+    restored (on the main shell, as `apply` asks)."""
+    plan, files, root = rewind_command(
+        store, words, yes=yes, force=force, undo=undo, notebook=notebook
+    )
     seq = store.load().last_seq
 
     def run() -> None:
         before()
         try:
-            carry(store, plan, files, root, seq)
+            carry(store, plan, files, root, seq, notebook=notebook)
         except AgentError as exc:
             print(f"tiny-agent-nb: {exc}")
 
-    button = None if yes or not rich else confirm_button(shell, run)
+    flags = " --force" if force else ""
+    command = f"%agent rewind {'--undo' if undo else plan.number} --yes{flags}"
     if yes:
         run()
-    elif button is not None:
-        display(button)  # type: ignore[no-untyped-call]
-    else:
-        flags = " --force" if force else ""
-        again = "--undo" if undo else str(plan.number)
-        print(f"{UNCONFIRMED} `%agent rewind {again} --yes{flags}` carries it out.")
+    elif not rich or not confirm_button(shell, run, command):
+        print(f"{UNCONFIRMED} `{command}` carries it out.")
 
 
-def confirm_button(shell: Any, run: Callable[[], None]) -> Any | None:
-    """A Confirm and a Cancel button to show below this cell; Confirm calls `run()` on
-    the main shell once it is free. None where no click can reach the kernel."""
+def confirm_button(shell: Any, run: Callable[[], None], command: str) -> bool:
+    """Show a Confirm and a Cancel button below this cell, as a control: the notebook
+    keeps what was asked and, once answered, the answer. Confirm calls `run()` on the main
+    shell once it is free. False where no click can reach the kernel."""
+    from ._controls import Control, Record  # noqa: PLC0415
     from ._keyed_buttons import Button, KeyedButtons  # noqa: PLC0415
 
     schedule = later_in_this_cell(shell)
     if schedule is None:
-        return None
+        return False
     pressed = threading.Lock()
+    shown: list[Control] = []
 
     def press(choice: str) -> None:
         if not pressed.acquire(blocking=False):
             return  # one answer: a second click or key does nothing
-        # On the main shell either way: what it prints goes below this cell.
-        schedule(run if choice == "confirm" else lambda: print(f"Cancelled. {UNCONFIRMED}"))
 
-    return KeyedButtons(
+        def answered() -> None:
+            confirmed = choice == "confirm"
+            words = "✓ rewind confirmed by you" if confirmed else "✗ rewind cancelled by you"
+            shown[0].settle(Record.of(words))
+            if confirmed:
+                run()
+            else:
+                print(f"Cancelled. {UNCONFIRMED}")
+
+        # On the main shell either way: what it shows goes below this cell.
+        schedule(answered)
+
+    buttons = KeyedButtons(
         "",
         [
             Button("confirm", "Confirm the rewind", ("y",), "warning"),
@@ -122,3 +151,10 @@ def confirm_button(shell: Any, run: Callable[[], None]) -> Any | None:
         ],
         press,
     )
+    waiting = Record.of(
+        "○ asked to confirm the rewind, not answered here: nothing was changed "
+        "(`{command}` carries it out)",
+        command=command,
+    )
+    shown.append(Control(buttons, waiting, ipython_publish))
+    return True

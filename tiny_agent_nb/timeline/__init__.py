@@ -19,7 +19,15 @@ from ._rows import (
     session_models,
 )
 from ._usage import RunUsage, cost_text, session_cost, usage_by_run, usage_lines
-from ._words import call_outcome, intent_label, outcome_note, replay_note, run_text, runs_text
+from ._words import (
+    call_outcome,
+    intent_label,
+    outcome_note,
+    replay_note,
+    rewinds_text,
+    run_text,
+    runs_text,
+)
 
 __all__ = [
     "PAGE_SIZE",
@@ -39,6 +47,7 @@ __all__ = [
     "intent_label",
     "outcome_note",
     "replay_note",
+    "rewinds_text",
     "run_text",
     "runs_text",
     "session_cost",

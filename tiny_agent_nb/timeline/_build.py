@@ -3,6 +3,7 @@ within a run only its latest rows, so what a display carries stays bounded."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from ..session import (
 from ..words import cap, compaction_words, first_line, short_arguments, summary_tokens
 from ._rows import AttemptRow, KernelRow, RunRow, Timeline, ToolRow, Totals, session_models
 from ._usage import priced, unreported_attempts
-from ._words import called_name, outcome_note
+from ._words import called_name, outcome_note, rewound_by
 
 PAGE_SIZE = 20  # runs per page
 ROWS_PER_RUN = 60  # attempts (and, separately, tool intents) shown per run
@@ -146,6 +147,12 @@ def build_timeline(
     unreported = unreported_attempts(state)
     notes = {c.attempt_id: c.words for c in compactions(state) if c.attempt_id is not None}
     boundaries, idle_kernel = kernel_boundaries(state)
+    off_path = rewound_by(state)
+    after_rewind = {
+        op.id
+        for before, op in itertools.pairwise(operations)
+        if before.kind == "rewind" and op.kind != "rewind"
+    }
 
     attempts_by_op: dict[str, list[AttemptRow]] = {op.id: [] for op in shown}
     for a in state.attempts.values():
@@ -212,6 +219,8 @@ def build_timeline(
                 output_tokens=ledger.output_tokens,
                 kernel=boundaries.get(numbers[op.id] - 1),
                 usage_records=ledger.priced + ledger.unpriced,
+                rewound_by=off_path.get(op.id),
+                follows=numbers.get(op.parent or "", 0) if op.id in after_rewind else None,
             )
         )
     t = state.totals

@@ -126,6 +126,8 @@ class RunRow:
     output_tokens: int
     kernel: KernelRow | None = None  # a kernel boundary before this run
     usage_records: int = 0  # usage facts of its attempts and tools: 0, none reported
+    rewound_by: int | None = None  # the rewind that took it off the conversation's path
+    follows: int | None = None  # the first run after a rewind: the run it continues (0: none)
 
     def steps(self) -> list[tuple[AttemptRow | None, tuple[ToolRow, ...]]]:
         """Each shown attempt with the tool calls its answer asked for, in file order;

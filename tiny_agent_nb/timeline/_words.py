@@ -70,3 +70,48 @@ def run_text(operation: Operation) -> str:
     reached`)."""
     note = operation.detail or operation.aborted_reason
     return f"{operation.kind} {operation.status}" + (f" — {note}" if note else "")
+
+
+def rewound_by(state: SessionState) -> dict[str, int]:
+    """The operations a rewind took off the conversation's path (docs/spec.md §17), each
+    with the number of the rewind that did (the last one, where an undo brought it back
+    and another rewind took it off again)."""
+    numbers = {op_id: n for n, op_id in enumerate(state.operations, 1)}
+
+    def chain(op_id: str | None) -> set[str]:
+        ids = set()
+        while op_id is not None:
+            ids.add(op_id)
+            op_id = state.operations[op_id].parent
+        return ids
+
+    off: dict[str, int] = {}
+    head: str | None = None
+    for op in state.operations.values():
+        if op.kind != "rewind":
+            head = op.id
+            continue
+        target = state.operations.get(op.rewinds_operation_id or "")
+        before, head = chain(head), target.parent if target is not None else head
+        after = chain(head)
+        off.update(dict.fromkeys(before - after, numbers[op.id]))
+        for back in after:
+            off.pop(back, None)
+    return off
+
+
+def rewinds_text(state: SessionState) -> str | None:
+    """`2 (the last, run 7, went back to before run 3); runs 3, 4 left the conversation`;
+    None for a session never rewound."""
+    numbers = {op_id: n for n, op_id in enumerate(state.operations, 1)}
+    rewinds = [op for op in state.operations.values() if op.kind == "rewind"]
+    if not rewinds:
+        return None
+    last = rewinds[-1]
+    target = numbers.get(last.rewinds_operation_id or "")
+    text = f"{len(rewinds)} (the last, run {numbers[last.id]}, went back to before run {target})"
+    gone = sorted(numbers[op_id] for op_id in rewound_by(state))
+    if gone:
+        runs = ", ".join(map(str, gone))
+        text += f"; run{'s' if len(gone) > 1 else ''} {runs} left the conversation"
+    return text

@@ -18,7 +18,7 @@ from ._base import (
     ToolUsage,
 )
 from ._bash import KEY_VARIABLES
-from ._cells import change_diff
+from ._cells import CELL_CHANGE_APPLIED, change_diff
 from ._files import ReadFile
 from ._limits import clean_text, truncate
 from ._names import unescape_path
@@ -33,6 +33,7 @@ from ._notebook import (
 from ._registry import NOTEBOOK_TOOLS, ToolRegistry, builtin_registry
 
 __all__ = [
+    "CELL_CHANGE_APPLIED",
     "KEY_VARIABLES",
     "NOTEBOOK_TOOLS",
     "ApplyOutcome",

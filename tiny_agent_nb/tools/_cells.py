@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import uuid
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -29,13 +30,16 @@ from pydantic.json_schema import SkipJsonSchema
 from ..redaction import REDACTED, redact, redact_json
 from ..words import printable
 from ._base import BuiltinTool, ToolArguments, ToolContext, ToolError, ToolOutput
-from ._notebook import CellChange, ChangeAction, NotebookCells
+from ._notebook import CellChange, CellType, ChangeAction, NotebookCells
 from ._propose import MAX_PROPOSED_CHARACTERS, refuse_unreviewable
 
 AGENT_MAGIC = "%%agent"
 # Characters of a diff a user is asked to review: a deleted cell is all of its old source.
 MAX_DIFF_CHARACTERS = 2 * MAX_PROPOSED_CHARACTERS
 NOTHING = "nothing was changed"
+CELL_CHANGE_APPLIED = (
+    "The user accepted the change."  # a result that begins so: the change was applied
+)
 SOURCE = "The cell's whole new source (not a patch); it is not run."
 
 
@@ -58,15 +62,27 @@ class InsertCellArguments(PreparedArguments):
     cell_type: Literal["code", "markdown", "raw"] = Field(
         default="code", description="The new cell's type."
     )
+    # The id the new cell is given, chosen before the intent: a rewind finds the cell by it.
+    new_cell_id: SkipJsonSchema[str | None] = None
 
 
 class DeleteCellArguments(PreparedArguments):
     cell_id: str = Field(description="The id of the cell to delete.")
     old_source: SkipJsonSchema[str | None] = None
+    # Where a rewind puts the cell back: the cell it followed (None: it was the first).
+    previous_cell_id: SkipJsonSchema[str | None] = None
+    old_cell_type: SkipJsonSchema[CellType | None] = None
 
 
 CellArguments = EditCellArguments | InsertCellArguments | DeleteCellArguments
-PREPARED = ("old_source", "cell_number", "cell_count")
+PREPARED = (
+    "old_source",
+    "cell_number",
+    "cell_count",
+    "new_cell_id",
+    "previous_cell_id",
+    "old_cell_type",
+)
 
 SHOWN = (
     "It is shown to the user as a diff to Accept or Reject; nothing changes until Accept. "
@@ -112,8 +128,14 @@ class CellTool(BuiltinTool[Any]):
         if self.action == "edit" and old == new:
             raise ToolError(f"cell {cell_id} already holds this source; {NOTHING}")
         arguments = {**arguments, "cell_number": number, "cell_count": len(cells.cells)}
-        if self.action != "insert":
+        if self.action == "insert":
+            arguments = {**arguments, "new_cell_id": str(uuid.uuid4())}
+        else:
             arguments = {**arguments, "old_source": old}
+        if self.action == "delete":
+            previous = cells.cells[number - 2].id if number > 1 else None
+            kind = cells.cells[number - 1].cell_type
+            arguments = {**arguments, "previous_cell_id": previous, "old_cell_type": kind}
         diff = cell_diff(self.change(self.parse_arguments(arguments)))
         shown = cell_diff(self.change(self.parse_arguments(redact_json(arguments, secrets))))
         if redact(diff, secrets) != shown:
@@ -137,8 +159,8 @@ class CellTool(BuiltinTool[Any]):
         if arguments.cell_number is not None and arguments.cell_count is not None:
             position = f"{arguments.cell_number} of {arguments.cell_count}"
         if isinstance(arguments, InsertCellArguments):
-            source, kind = arguments.source, arguments.cell_type
-            return CellChange("insert", arguments.after_cell_id, "", source, kind, position)
+            source, kind, made = arguments.source, arguments.cell_type, arguments.new_cell_id
+            return CellChange("insert", arguments.after_cell_id, "", source, kind, position, made)
         new = arguments.source if isinstance(arguments, EditCellArguments) else ""
         old = arguments.old_source or ""
         return CellChange(self.action, arguments.cell_id, old, new, position=position)
@@ -181,7 +203,7 @@ class CellTool(BuiltinTool[Any]):
             f"{change.cell_id} (it has not run).",
             "delete": f"Cell {change.cell_id} was deleted.",
         }
-        return ToolOutput(f"The user accepted the change. {done[change.action]}")
+        return ToolOutput(f"{CELL_CHANGE_APPLIED} {done[change.action]}")
 
     def _fallback(self, change: CellChange, context: ToolContext, why: str) -> ToolOutput:
         """The new source as a proposed cell below the agent cell, where the notebook

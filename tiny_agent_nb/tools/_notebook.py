@@ -41,6 +41,7 @@ class CellChange:
     new_source: str  # "" for a delete
     cell_type: CellType = "code"  # an inserted cell's type
     position: str | None = None  # "3 of 10": the cell's place when the change was made
+    new_cell_id: str | None = None  # an insert: the new cell's id (None: the notebook's choice)
 
 
 class Notebook(Protocol):
