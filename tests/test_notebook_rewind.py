@@ -78,3 +78,30 @@ def test_a_cell_whose_run_was_rewound_asks_the_model_again(
     assert shell.run_cell("%%agent\nSay one.", cell_id="cell-a").error_in_exec is None
     assert len(server.requests) == 2
     assert "One again." in capsys.readouterr().out
+
+
+def test_a_forced_rewind_keeps_what_it_overwrites_under_the_configured_caps(
+    shell: InteractiveShell,
+    server: OpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(shell, "%load_ext tiny_agent_nb", capsys)
+    note = tmp_path / "note.txt"
+    note.write_text("mine\n")
+    server.enqueue(
+        tool_calls_reply(tool_call("w", "write_file", {"path": "note.txt", "content": "agent\n"})),
+        text_reply("Written."),
+    )
+    run(shell, "%%agent --approve auto\nRewrite my note.", capsys)
+    note.write_text("the user's again\n" * 40)  # 680 bytes: a conflict past a 100-byte cap
+    run(shell, "%config TinyAgent.file_history_max_file = 100", capsys)
+    out = run(shell, "%agent rewind 1 --force --yes", capsys)
+    assert "per-file cap of 100" in out, out
+    assert note.read_text() == "the user's again\n" * 40  # never lost to a rewind
+
+    run(shell, "%config TinyAgent.file_history_max_file = 10000", capsys)
+    run(shell, "%agent rewind --undo --yes", capsys)  # the first rewind restored nothing
+    out = run(shell, "%agent rewind 1 --force --yes", capsys)
+    assert "restored note.txt" in out, out
+    assert note.read_text() == "mine\n"

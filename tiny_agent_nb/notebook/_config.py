@@ -319,6 +319,15 @@ class TinyAgent(Configurable):
             raise ValueError(f"TinyAgent.{proposal['trait'].name} must be positive, not {value!r}")
         return value
 
+    def file_store(self, session_id: str) -> FileStore:
+        """Session `session_id`'s file history, under this configuration's caps: what its
+        runs keep and what a rewind may keep of a file it overwrites."""
+        return FileStore.for_session(
+            session_id,
+            max_file=self.file_history_max_file,
+            max_session=self.file_history_max_session,
+        )
+
     def secrets(self) -> tuple[str, ...]:
         """What tools must never show or pass on: the key (as configured and as found in
         the environment), every credential the base URL carries (`url_secrets`, the

@@ -30,7 +30,7 @@ from ..mcp import McpConfig, McpConfigError, McpServers, ServerStatus, parse_con
 from ..provider import DEMO_MODEL, METADATA_SECONDS, DemoProvider
 from ..redaction import redact
 from ..render import cell_text
-from ..session import Approval, FileStore, RunOptions, SessionStore
+from ..session import Approval, RunOptions, SessionStore
 from ..tools import NOTEBOOK_TOOLS, Notebook, Tool, ToolContext, ToolRegistry, builtin_registry
 from ._config import TinyAgent
 from ._opening import NotebookError
@@ -219,11 +219,7 @@ class LoopBuilder:
                 propose_cell=self.propose_cell,
                 notebook=self.notebook,
                 secrets=self.config.secrets(),
-                file_store=FileStore.for_session(
-                    store.header.id,
-                    max_file=self.config.file_history_max_file,
-                    max_session=self.config.file_history_max_session,
-                ),
+                file_store=self.config.file_store(store.header.id),
             ),
             config,
             ask=ask,

@@ -303,6 +303,7 @@ class AgentMagics(Magics):
             rich=self._rich(),
             before=self.runs.withdraw_offers,  # a Resume button may name a run rewound
             notebook=self.runtime.loops.notebook,
+            file_store=self.runtime.config.file_store,
         )
 
     def _cmd_new(self) -> None:

@@ -40,6 +40,7 @@ def rewind_command(
     force: bool,
     undo: bool,
     notebook: Notebook | None = None,
+    file_store: Callable[[str], FileStore] = FileStore.for_session,
 ) -> tuple[RewindPlan, FileStore, Path]:
     """The plan `%agent rewind WORDS` asks for, printed; UsageError for bad words."""
     if undo == bool(words):
@@ -52,7 +53,7 @@ def rewind_command(
             if len(words) != 1 or not words[0].isdigit():
                 raise UsageError(f"%agent rewind K: K is a run's number, not {words!r}")
             target = operation_numbered(state, int(words[0]))
-        files = FileStore.for_session(state.header.id)
+        files = file_store(state.header.id)
         root = Path(state.header.environmentIdentity)
         plan = plan_rewind(state, target, files, root, force=force, undo=undo, notebook=notebook)
     except AgentError as exc:
@@ -89,13 +90,15 @@ def rewind_here(
     rich: bool,
     before: Callable[[], None],
     notebook: Notebook | None = None,
+    file_store: Callable[[str], FileStore] = FileStore.for_session,
 ) -> None:
     """`%agent rewind WORDS` (and a timeline's Rewind button): the plan, then a Confirm
     button where one can be clicked (`rich`), else the command that carries it out.
     `before` runs just before the rewind is carried out; `notebook`: where its cells are
-    restored (on the main shell, as `apply` asks)."""
+    restored (on the main shell, as `apply` asks); `file_store`: the session's file
+    history under the configured caps (what it keeps of a file it overwrites)."""
     plan, files, root = rewind_command(
-        store, words, yes=yes, force=force, undo=undo, notebook=notebook
+        store, words, yes=yes, force=force, undo=undo, notebook=notebook, file_store=file_store
     )
     seq = store.load().last_seq
 
