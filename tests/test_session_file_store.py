@@ -124,16 +124,23 @@ def test_collect_removes_what_the_session_names_nowhere_once_old(tmp_path: Path)
     other = store.directory / "notes.txt"  # not the store's: left alone
     other.write_bytes(b"x")
     session = f'{{"arguments":{{"file":{{"before":"{named}"}}}}}}\n'.encode()
-    assert store.collect(session) == 0  # all younger than the grace
+    reads: list[bytes] = []
+
+    def read() -> bytes:
+        reads.append(session)
+        return session
+
+    assert store.collect(read) == 0  # all younger than the grace
+    assert reads == []  # so the session file is not read
     for path in store.directory.iterdir():
         os.utime(path, (1, 1))
-    assert store.collect(session) == 2
+    assert store.collect(lambda: session) == 2
     assert store.has(named) and not store.has(orphan)
     assert sorted(p.name for p in store.directory.iterdir()) == sorted(
         [named.removeprefix("sha256:"), "notes.txt"]
     )
     assert store.size() == len(b"named")
-    assert FileStore.for_session(SESSION, tmp_path / "none").collect(session) == 0
+    assert FileStore.for_session(SESSION, tmp_path / "none").collect(lambda: session) == 0
 
 
 def test_putting_a_blob_again_makes_it_young(tmp_path: Path) -> None:
@@ -142,4 +149,4 @@ def test_putting_a_blob_again_makes_it_young(tmp_path: Path) -> None:
     blob = store.directory / digest.removeprefix("sha256:")
     os.utime(blob, (1, 1))
     store.put(b"again")
-    assert store.collect(b"") == 0 and store.has(digest)
+    assert store.collect(lambda: b"") == 0 and store.has(digest)

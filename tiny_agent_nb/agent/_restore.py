@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import secrets
@@ -44,7 +43,7 @@ class Found(NamedTuple):
 
 
 def digest_of(data: bytes | None) -> str | None:
-    return None if data is None else "sha256:" + hashlib.sha256(data).hexdigest()
+    return None if data is None else FileStore.digest(data)
 
 
 def _parts(relative: str) -> tuple[str, ...] | str:

@@ -13,7 +13,6 @@ directory is a conflict even then: a rewind never writes through one.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from ..tools import Notebook, Tool, ToolArgumentError, builtin_registry
 from ..words import first_line, shorten
 from ._kernel_notice import defined_names
 from ._restore import Found, digest_of, look
-from ._rewind_cells import CellAction, CellPlan, plan_cells
+from ._rewind_cells import CellAction, CellPlan, changed_lines, plan_cells
 from ._types import AgentError
 
 FileAction = Literal["restore", "unchanged", "conflict", "unrestorable"]
@@ -270,13 +269,7 @@ def _summary(now: bytes | None, then: bytes | None) -> str:
         old, new = now.decode().splitlines(), then.decode().splitlines()
     except UnicodeDecodeError:
         return f"restore {len(then)} bytes (binary; {len(now)} bytes now)"
-    added = removed = 0
-    if len(old) + len(new) <= 20_000:  # a diff of large files costs more than it tells
-        for line in difflib.unified_diff(old, new, lineterm="", n=0):
-            if line.startswith(("+++", "---")):
-                continue
-            added += line.startswith("+")
-            removed += line.startswith("-")
+    added, removed = changed_lines(old, new)
     return f"restore {len(then)} bytes ({len(now)} bytes now; +{added} -{removed} lines)"
 
 

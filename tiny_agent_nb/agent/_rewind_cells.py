@@ -173,11 +173,17 @@ def _what(now: str | None, then: str | None) -> str:
         return f"remove the cell the agent inserted ({_head(now)})"
     if now is None:
         return f"bring back the cell the agent deleted ({_head(then)})"
-    old, new = now.split("\n"), then.split("\n")
-    diff = list(difflib.unified_diff(old, new, lineterm="", n=0))[2:]
-    added = sum(line.startswith("+") for line in diff)
-    removed = sum(line.startswith("-") for line in diff)
+    added, removed = changed_lines(now.split("\n"), then.split("\n"))
     return f"put back its source before (+{added} -{removed} lines; {_head(then)})"
+
+
+def changed_lines(old: list[str], new: list[str]) -> tuple[int, int]:
+    """Lines added and removed going from `old` to `new` (a rewind's one-line summaries);
+    0, 0 past 20,000 lines, where a diff costs more than it tells."""
+    if len(old) + len(new) > 20_000:
+        return 0, 0
+    diff = list(difflib.unified_diff(old, new, lineterm="", n=0))[2:]  # no ---/+++ header
+    return sum(line.startswith("+") for line in diff), sum(line.startswith("-") for line in diff)
 
 
 def _head(source: str | None) -> str:

@@ -177,9 +177,7 @@ def open_store(location: SessionLocation, init: HeaderInit, durability: Durabili
     # intent): removed while this kernel holds the lock, before any run puts more. A
     # failure costs only disk space, never the session.
     with contextlib.suppress(OSError, SessionError):
-        files = FileStore.for_session(store.header.id)
-        if files.directory.is_dir():
-            files.collect(read_session_file(path))
+        FileStore.for_session(store.header.id).collect(lambda: read_session_file(path))
     return store
 
 

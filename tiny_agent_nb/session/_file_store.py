@@ -19,7 +19,7 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ._exceptions import FileStoreError
@@ -54,6 +54,7 @@ class FileStore:
     # and a notebook fit many times over; a data set or a build output is not kept.
     MAX_FILE = 10 << 20  # bytes of one file's content (10 MiB)
     MAX_SESSION = 256 << 20  # bytes of all one session's blobs (256 MiB)
+    digest = staticmethod(digest_of)  # what a blob of some bytes is named by
 
     def __init__(
         self,
@@ -161,25 +162,30 @@ class FileStore:
             )
         return self._size
 
-    def collect(self, session: bytes, *, older_than: float = GRACE) -> int:
-        """Remove what nothing names: blobs whose digest occurs nowhere in `session` (the
+    def collect(self, session: Callable[[], bytes], *, older_than: float = GRACE) -> int:
+        """Remove what nothing names: blobs whose digest occurs nowhere in `session()` (the
         session file's bytes: every record that names a blob is in it), and temporary files
-        a crashed put left, if older than `older_than` seconds. How many were removed."""
+        a crashed put left, if older than `older_than` seconds. The file is read only when
+        something is that old: an open reads it once already. How many were removed."""
         try:  # never through a symlink: its blob-named files are not this session's
             fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             return 0
-        named = {match.decode() for match in _NAMED.findall(session)}
         cutoff = time.time() - older_than
         removed = 0
         try:
-            for entry in list(os.scandir(fd)):
+            old = []
+            for entry in os.scandir(fd):
                 blob = _DIGEST.fullmatch("sha256:" + entry.name) is not None
-                if (blob and entry.name in named) or not (blob or entry.name.startswith(_TEMP)):
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                        os.unlink(entry.name, dir_fd=fd)
+                if blob or entry.name.startswith(_TEMP):
+                    with contextlib.suppress(FileNotFoundError):
+                        if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                            old.append((entry.name, blob))
+            named = {match.decode() for match in _NAMED.findall(session())} if old else set()
+            for name, blob in old:
+                if not (blob and name in named):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=fd)
                         removed += 1
         finally:
             os.close(fd)

@@ -95,7 +95,7 @@ class _Writing(BuiltinTool[FileArgumentsT]):
         change: dict[str, Any] = {
             "path": shown,
             "before": digest,
-            "after": "sha256:" + hashlib.sha256(after).hexdigest(),
+            "after": FileStore.digest(after),
             "mode": mode,
         }
         why = _keep(store, digest, before, after)
