@@ -35,7 +35,8 @@ def test_fork_of_everything_is_the_whole_conversation(
 ) -> None:
     complete_run(store, "first")
     complete_run(store, "second")
-    store.commit([f.forgotten_window("http://x", "m")])  # a record after the last run
+    forgotten = f.ContextWindow(baseUrl="http://x", model="m", tokens=None, source="forgotten")
+    store.commit([f.NewFact(forgotten)])  # a record after the last run
     out_path = tmp_path / "elsewhere.jsonl"
     code, out, _ = cli(capsys, "fork", str(session_path), "--out", str(out_path))
     assert (code, out) == (0, f"{out_path}\n")

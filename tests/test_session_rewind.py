@@ -16,9 +16,20 @@ from helpers.scenario import complete_run
 DIGEST = "sha256:" + "ab" * 32
 
 
+def rewind_started(rewind_id: str, operation_id: str) -> f.NewFact:
+    return f.NewFact(
+        f.OperationStarted(
+            operationId=rewind_id,
+            operationKind="rewind",
+            inputEntryId=None,
+            rewindsOperationId=operation_id,
+        )
+    )
+
+
 def rewind(store: SessionStore, operation_id: str, *restores: f.FileRestore) -> str:
     rewind_id = new_id()
-    store.commit([f.rewind_started(rewind_id, operation_id)])
+    store.commit([rewind_started(rewind_id, operation_id)])
     for restore in restores:
         store.commit([f.NewFact(restore)])
     store.commit([f.NewFact(f.OperationFinished(operationId=rewind_id, outcome="completed"))])
@@ -72,7 +83,7 @@ def test_a_file_restore_names_an_open_rewind(store: SessionStore) -> None:
     with pytest.raises(InvalidTransactionError, match="already completed"):
         store.commit([f.NewFact(restore)])
     rewind_id = new_id()
-    store.commit([f.rewind_started(rewind_id, run.operation_id)])
+    store.commit([rewind_started(rewind_id, run.operation_id)])
     store.commit([f.NewFact(restore.model_copy(update={"operationId": rewind_id}))])
     line = Path(store.path).read_text().splitlines()[-1]
     assert '"from":"' + DIGEST in line and '"to":null' in line
@@ -95,7 +106,7 @@ def test_a_file_restore_names_an_open_rewind(store: SessionStore) -> None:
 
 def test_a_rewind_names_an_earlier_operation(store: SessionStore) -> None:
     with pytest.raises(InvalidTransactionError, match="is no operation"):
-        store.commit([f.rewind_started(new_id(), new_id())])
+        store.commit([rewind_started(new_id(), new_id())])
 
 
 def test_a_request_measured_before_a_rewind_measures_nothing_after_it(

@@ -68,5 +68,15 @@ def replay_run(
                 return operations.end(operation_id, "failed", detail=detail)
         return operations.end(operation_id, "completed")
 
-    start = [f.replay_started(operation_id, run_id, cell_id)]
+    start = [
+        f.NewFact(
+            f.OperationStarted(
+                operationId=operation_id,
+                operationKind="replay",
+                inputEntryId=None,
+                replaysOperationId=run_id,
+                cellId=cell_id,
+            )
+        )
+    ]
     return Replayed(operations.run(start, operation_id, body), tuple(done))

@@ -224,7 +224,13 @@ def carry_out(
     """Commit the rewind `plan` and restore its files, each checked again just before,
     then its cells through `notebook` (the cells' words are the operation's detail)."""
     operation_id = new_id()
-    store.commit([f.rewind_started(operation_id, plan.target.id)])
+    start = f.OperationStarted(
+        operationId=operation_id,
+        operationKind="rewind",
+        inputEntryId=None,
+        rewindsOperationId=plan.target.id,
+    )
+    store.commit([f.NewFact(start)])
     restored: list[str] = []
     left = [f"{p.path}: {p.note}" for p in plan.files if p.action in ("conflict", "unrestorable")]
     try:

@@ -232,7 +232,8 @@ def forget_window(model: KernelProvider, store: SessionStore) -> str:
     learned = store.learned_window(*key)
     if learned is None:
         return f"This session has learned no context window for {where}: nothing to forget."
-    store.commit([f.forgotten_window(*key)])
+    forgotten = f.ContextWindow(baseUrl=key[0], model=key[1], tokens=None, source="forgotten")
+    store.commit([f.NewFact(forgotten)])
     said = f"{learned.tokens} tokens, {describe_origin(learned.source)}"
     return (
         f"Forgot the context window this session learned for {where} ({said}); the session "

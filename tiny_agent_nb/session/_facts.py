@@ -3,9 +3,12 @@
 A `NewFact` is a payload plus an optional reserved id; `SessionStore.commit` gives it
 its seq, timestamp and (unless reserved) id. A payload model is its own constructor
 (`NewFact(AbortRequested(operationId=..., reason=...))`: the `type` of a record, of a
-compaction and of a kernel notice is its default); the functions here build only what a
-model cannot say by itself: nested messages, an operation's kind, a tool call's reserved
-result id and replay key, defaults.
+compaction and of a kernel notice is its default), and a new kind of fact needs nothing
+here: `NewFact(OperationStarted(operationId=..., operationKind="rewind",
+inputEntryId=None, rewindsOperationId=...))` is a rewind's start. The functions here
+build what a model cannot say by itself (nested messages, a tool call's reserved result
+id and replay key, an error's default), and the starts of the operations most callers
+commit (run, resume, compaction).
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from ._records import (
     AttemptError,
     AttemptErrorKind,
     AttemptFailed,
-    ContextWindow,
     OperationStarted,
     RecordPayload,
     ReplayPolicy,
@@ -57,11 +59,8 @@ __all__ = [
     "assistant_message",
     "attempt_failed",
     "compaction_started",
-    "forgotten_window",
     "kernel_notice",
-    "replay_started",
     "resume_started",
-    "rewind_started",
     "run_started",
     "tool_result",
     "tool_started",
@@ -176,33 +175,6 @@ def run_started(
     )
 
 
-def replay_started(operation_id: str, replays_operation_id: str, cell_id: str | None) -> NewFact:
-    """A replayed run (docs/spec.md §12): the cell's recorded run shown again, its
-    `python` calls run again in this kernel, nothing sent to a model."""
-    return NewFact(
-        OperationStarted(
-            operationId=operation_id,
-            operationKind="replay",
-            inputEntryId=None,
-            replaysOperationId=replays_operation_id,
-            cellId=cell_id,
-        )
-    )
-
-
-def rewind_started(operation_id: str, rewinds_operation_id: str) -> NewFact:
-    """A rewind (docs/spec.md §17): the conversation goes back to just before the
-    operation `rewinds_operation_id`, and its `fileRestore` records follow."""
-    return NewFact(
-        OperationStarted(
-            operationId=operation_id,
-            operationKind="rewind",
-            inputEntryId=None,
-            rewindsOperationId=rewinds_operation_id,
-        )
-    )
-
-
 def resume_started(
     operation_id: str, resumes_operation_id: str, options: RunOptions | None = None
 ) -> NewFact:
@@ -272,12 +244,6 @@ def tool_started(
         replayKey=key,
     )
     return NewFact(body, id if id is not None else new_id())
-
-
-def forgotten_window(base_url: str, model: str) -> NewFact:
-    """The user cleared the window the session learned for `model` at `base_url`: from
-    here on it knows none for the pair, in every process (docs/spec.md §8)."""
-    return NewFact(ContextWindow(baseUrl=base_url, model=model, tokens=None, source="forgotten"))
 
 
 # ---------------------------------------------------------------- usage
