@@ -96,6 +96,66 @@ class IdSource:
         return uuid7(CREATED_AT + self._count, noise)
 
 
+# --- the payloads of format v2, as this oracle writes them -------------------------------
+
+# Every payload a line holds, by name: its members in the order the line holds them.
+# `member=value` is a constant every payload of the row holds (a record's `type`, an
+# entry's, a message's `role`). `payload()` writes a row: a member the call leaves out
+# is absent from the line (the optional ones), one given as None is written null. A new
+# kind of fact is a row here, plus a builder method when a scenario needs what it does
+# to the ledger.
+PAYLOADS: dict[str, list[str]] = {
+    name: members.split()
+    for name, members in {
+        "header": "kind=header version id createdAt cwd provider model environmentIdentity",
+        # records
+        "runStarted": "type=runStarted operationId operationKind inputEntryId"
+        " resumesOperationId replaysOperationId rewindsOperationId options cellId",
+        "stepAttempt": "type=stepAttempt operationId step attempt provider model"
+        " configurationDigest",
+        "attemptFailed": "type=attemptFailed attemptId error retryable",
+        "toolStarted": "type=toolStarted operationId attemptId toolCallId tool arguments"
+        " replayPolicy environmentIdentity resultEntryId replayKey",
+        "abortRequested": "type=abortRequested operationId reason",
+        "operationFinished": "type=operationFinished operationId outcome detail",
+        "systemPrompt": "type=systemPrompt operationId content",
+        "contextWindow": "type=contextWindow baseUrl model tokens source attemptId",
+        "kernelOpened": "type=kernelOpened pid host startedAt kernelId notebook",
+        "fileRestore": "type=fileRestore operationId path from fromMode to toMode",
+        # entries
+        "user": "type=message message userCells",
+        "assistant": "type=message attemptId message",
+        "toolResult": "type=message toolStartedId outcome message",
+        "compaction": "type=compaction summary throughEntryId attemptId tokensBefore tokensAfter",
+        "kernelNotice": "type=kernelNotice kernelOpenedId message",
+        # usage
+        "usage": "attemptId toolStartedId inputTokens outputTokens reasoningTokens"
+        " cachedInputTokens cost",
+        # what the facts hold inside them
+        "userMessage": "role=user content",
+        "assistantMessage": "role=assistant content reasoning refusal toolCalls finishReason",
+        "toolMessage": "role=tool toolCallId content isError",
+        "toolCall": "id name arguments invalidArguments",
+        "tool": "name version source",
+        "error": "kind message status",
+        "options": "approve tools budget maxSteps model",
+    }.items()
+}
+# What an operation's summary repeats of its runStarted, in this order (docs/session-format.md §7).
+OPERATION_SUMMARY = ("options", "cellId", "replaysOperationId", "rewindsOperationId")
+
+
+def payload(name: str, *values: Any, **members: Any) -> dict[str, Any]:
+    """The row `name` of `PAYLOADS`: its constants, then `values` (its first members, in
+    the row's order) and `members` (any of the others, by name)."""
+    row = PAYLOADS[name]
+    constants = dict(member.split("=") for member in row if "=" in member)
+    order = [member for member in row if "=" not in member]
+    members |= dict(zip(order, values, strict=False))
+    assert len(values) <= len(order) and members.keys() <= set(order), name
+    return {**constants, **{member: members[member] for member in order if member in members}}
+
+
 # --- tools, calls, tokens, handles ------------------------------------------------------
 
 
@@ -107,7 +167,7 @@ class Tool:
     version: str = "1"
 
     def identity(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "source": self.source}
+        return payload("tool", self.name, self.version, self.source)
 
 
 READ_FILE = Tool("read_file", "safeRead")
@@ -131,7 +191,7 @@ class ToolCall:
     arguments: dict[str, Any]
 
     def wire(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.tool.name, "arguments": self.arguments}
+        return payload("toolCall", self.id, self.tool.name, self.arguments)
 
 
 def call(call_id: str, tool: Tool, **arguments: Any) -> ToolCall:
@@ -189,31 +249,6 @@ def removed(path: str, *, fact: int = 0) -> Damage:
     return apply
 
 
-# --- the records of format v2, as this oracle writes them ---------------------------------
-
-# Each record type's members in the order its line holds them. A member left out of a
-# `SessionBuilder.record` call is absent from the line (the optional ones); one given as
-# None is written null. A new record type is a row here (and a builder method when a
-# scenario needs what it does to the ledger).
-RECORDS: dict[str, list[str]] = {
-    record_type: members.split()
-    for record_type, members in {
-        "runStarted": "operationId operationKind inputEntryId resumesOperationId"
-        " replaysOperationId rewindsOperationId options cellId",
-        "stepAttempt": "operationId step attempt provider model configurationDigest",
-        "attemptFailed": "attemptId error retryable",
-        "toolStarted": "operationId attemptId toolCallId tool arguments replayPolicy"
-        " environmentIdentity resultEntryId replayKey",
-        "abortRequested": "operationId reason",
-        "operationFinished": "operationId outcome detail",
-        "systemPrompt": "operationId content",
-        "contextWindow": "baseUrl model tokens source attemptId",
-        "kernelOpened": "pid host startedAt kernelId notebook",
-        "fileRestore": "operationId path from fromMode to toMode",
-    }.items()
-}
-
-
 # --- the builder --------------------------------------------------------------------------
 
 
@@ -269,16 +304,16 @@ class SessionBuilder:
     def __init__(self, new_id: Callable[[], str]) -> None:
         self.new_id = new_id
         self.session_id = new_id()
-        self.header: Fact = {
-            "kind": "header",
-            "version": FORMAT_VERSION,
-            "id": self.session_id,
-            "createdAt": CREATED_AT,
-            "cwd": WORKSPACE,
-            "provider": PROVIDER,
-            "model": MODEL,
-            "environmentIdentity": WORKSPACE,
-        }
+        self.header: Fact = payload(
+            "header",
+            FORMAT_VERSION,
+            self.session_id,
+            CREATED_AT,
+            WORKSPACE,
+            PROVIDER,
+            MODEL,
+            environmentIdentity=WORKSPACE,
+        )
         self.lines = [encode_line(self.header)]
         self.tail = b""
         self.seq = 0
@@ -365,7 +400,7 @@ class SessionBuilder:
     # facts
 
     def fact(self, kind: str, body: dict[str, Any], fact_id: str | None = None) -> str:
-        """Stage any fact as-is; the typed methods below build the valid ones."""
+        """Stage any fact as-is; the methods below build the valid ones."""
         self.seq += 1
         fact_id = fact_id or self.new_id()
         at = CREATED_AT + MS_PER_SEQ * self.seq
@@ -374,21 +409,16 @@ class SessionBuilder:
         return fact_id
 
     def record(self, record_type: str, *values: Any, **members: Any) -> str:
-        """Stage a record of a type `RECORDS` names: `values` are its first members, in the
-        table's order; `members` any of the others, by name."""
-        order = RECORDS[record_type]
-        members |= dict(zip(order, values, strict=False))
-        assert len(values) <= len(order) and members.keys() <= set(order), record_type
-        body = {"type": record_type, **{name: members[name] for name in order if name in members}}
-        return self.fact("record", body)
+        """Stage a record of a type `PAYLOADS` names (see `payload`)."""
+        return self.fact("record", payload(record_type, *values, **members))
 
     def _entry(self, body: dict[str, Any], fact_id: str | None = None) -> str:
         entry_id = self.fact("entry", body, fact_id)
         self.ledger.entries.append(entry_id)
         return entry_id
 
-    def user(self, content: str) -> str:
-        return self._entry({"type": "message", "message": {"role": "user", "content": content}})
+    def user(self, content: str, **members: Any) -> str:
+        return self._entry(payload("user", payload("userMessage", content), **members))
 
     def assistant(
         self,
@@ -400,27 +430,18 @@ class SessionBuilder:
         refusal: str | None = None,
         finish_reason: str | None = None,
     ) -> str:
-        message = {
-            "role": "assistant",
-            "content": content,
-            "reasoning": reasoning,
-            "refusal": refusal,
-            "toolCalls": [c.wire() for c in calls],
-            "finishReason": finish_reason or ("tool_calls" if calls else "stop"),
-        }
-        entry_id = self._entry({"type": "message", "attemptId": attempt.id, "message": message})
+        finish_reason = finish_reason or ("tool_calls" if calls else "stop")
+        wire = [c.wire() for c in calls]
+        message = payload("assistantMessage", content, reasoning, refusal, wire, finish_reason)
+        entry_id = self._entry(payload("assistant", attempt.id, message))
         _set_status(self.ledger.attempts, attempt.id, "settled")
         return entry_id
 
     def tool_result(self, intent: Intent, content: str, outcome: str = "completed") -> str:
-        message = {
-            "role": "tool",
-            "toolCallId": intent.call.id,
-            "content": content,
-            "isError": outcome in {"error", "interrupted", "denied"},
-        }
-        body = {"type": "message", "toolStartedId": intent.id, "outcome": outcome}
-        entry_id = self._entry({**body, "message": message}, intent.result_id)
+        is_error = outcome in {"error", "interrupted", "denied"}
+        message = payload("toolMessage", intent.call.id, content, is_error)
+        body = payload("toolResult", intent.id, outcome, message)
+        entry_id = self._entry(body, intent.result_id)
         _set_status(self.ledger.intents, intent.id, outcome)
         return entry_id
 
@@ -438,54 +459,27 @@ class SessionBuilder:
     ) -> str:
         """A checkpoint; with `attempt` (and then tokensBefore, tokensAfter when given) it
         settles that attempt."""
-        body: dict[str, Any] = {
-            "type": "compaction",
-            "summary": summary,
-            "throughEntryId": through_entry_id,
-        }
         if attempt is None:
-            return self._entry(body)
-        body = {**body, "attemptId": attempt.id, "tokensBefore": tokens_before}
-        if tokens_after is not None:
-            body["tokensAfter"] = tokens_after
-        entry_id = self._entry(body)
+            return self._entry(payload("compaction", summary, through_entry_id))
+        after = {} if tokens_after is None else {"tokensAfter": tokens_after}
+        members = (summary, through_entry_id, attempt.id, tokens_before)
+        entry_id = self._entry(payload("compaction", *members, **after))
         _set_status(self.ledger.attempts, attempt.id, "settled")
         return entry_id
 
-    def compaction_started(self) -> str:
-        return self._start_operation("compaction", {"inputEntryId": None})
-
     def run_started(self, input_entry_id: str, options: dict[str, Any] | None = None) -> str:
-        return self._start_operation("run", {"inputEntryId": input_entry_id}, options)
+        given = {} if options is None else {"options": options}
+        return self.operation_started("run", inputEntryId=input_entry_id, **given)
 
-    def resume_started(
-        self, resumes_operation_id: str, options: dict[str, Any] | None = None
-    ) -> str:
-        refs = {"inputEntryId": None, "resumesOperationId": resumes_operation_id}
-        return self._start_operation("resume", refs, options)
-
-    def replay_started(self, replays_operation_id: str, cell_id: str | None = None) -> str:
-        """A replayed run (docs/spec.md §12) of the run `replays_operation_id`."""
-        refs: dict[str, Any] = {"inputEntryId": None, "replaysOperationId": replays_operation_id}
-        return self._start_operation("replay", refs | ({"cellId": cell_id} if cell_id else {}))
-
-    def rewind_started(self, rewinds_operation_id: str) -> str:
-        """A rewind (docs/spec.md §17) to just before `rewinds_operation_id`."""
-        refs = {"inputEntryId": None, "rewindsOperationId": rewinds_operation_id}
-        return self._start_operation("rewind", refs)
-
-    def _start_operation(
-        self, kind: str, refs: dict[str, Any], options: dict[str, Any] | None = None
-    ) -> str:
-        """runStarted; `options` (the run's options, docs/session-format.md §2.3) only when
-        given: files written before the member existed have none."""
+    def operation_started(self, kind: str, **members: Any) -> str:
+        """runStarted of an operation of `kind`; `members` its others (inputEntryId is null
+        unless given; options only when given: files written before the member existed
+        have none)."""
         operation_id = self.new_id()
-        refs = refs if options is None else {**refs, "options": options}
-        self.record("runStarted", operationId=operation_id, operationKind=kind, **refs)
+        members = {"inputEntryId": None} | members
+        self.record("runStarted", operationId=operation_id, operationKind=kind, **members)
         summary = {"id": operation_id, "kind": kind, "status": "open"}
-        # the summary names what the record holds of these (docs/session-format.md §7)
-        named = ("options", "cellId", "replaysOperationId", "rewindsOperationId")
-        summary |= {k: refs[k] for k in named if k in refs}
+        summary |= {k: members[k] for k in OPERATION_SUMMARY if k in members}
         self.ledger.operations[operation_id] = summary
         return operation_id
 
@@ -508,9 +502,7 @@ class SessionBuilder:
         retryable: bool,
         status: int | None = None,
     ) -> str:
-        error: dict[str, Any] = {"kind": kind, "message": message}
-        if status is not None:
-            error["status"] = status
+        error = payload("error", kind, message, **({} if status is None else {"status": status}))
         failed_id = self.record("attemptFailed", attempt.id, error, retryable)
         _set_status(self.ledger.attempts, attempt.id, "failed")
         return failed_id
@@ -522,9 +514,18 @@ class SessionBuilder:
         `operation_id`."""
         tool, arguments = tool_call.tool, dict(tool_call.arguments)
         result_id = self.new_id()
-        members = (operation_id or attempt.operation_id, attempt.id, tool_call.id, tool.identity())
-        members += (arguments, tool.replay_policy, WORKSPACE, result_id)
-        intent_id = self.record("toolStarted", *members, replay_key(tool, arguments, WORKSPACE))
+        intent_id = self.record(
+            "toolStarted",
+            operation_id or attempt.operation_id,
+            attempt.id,
+            tool_call.id,
+            tool.identity(),
+            arguments,
+            tool.replay_policy,
+            WORKSPACE,
+            result_id,
+            replay_key(tool, arguments, WORKSPACE),
+        )
         self.ledger.intents[intent_id] = {
             "id": intent_id,
             "tool": tool.name,
@@ -535,14 +536,15 @@ class SessionBuilder:
 
     def usage(self, target: Attempt | Intent, tokens: Tokens) -> str:
         key = "attemptId" if isinstance(target, Attempt) else "toolStartedId"
-        body = {
-            key: target.id,
-            "inputTokens": tokens.input,
-            "outputTokens": tokens.output,
-            "reasoningTokens": tokens.reasoning,
-            "cachedInputTokens": tokens.cached,
-            "cost": tokens.cost,
-        }
+        body = payload(
+            "usage",
+            **{key: target.id},
+            inputTokens=tokens.input,
+            outputTokens=tokens.output,
+            reasoningTokens=tokens.reasoning,
+            cachedInputTokens=tokens.cached,
+            cost=tokens.cost,
+        )
         usage_id = self.fact("usage", body)
         self.ledger.spent.append(tokens)
         return usage_id
@@ -556,9 +558,9 @@ class SessionBuilder:
         base_url: str = BASE_URL,
         model: str = MODEL,
     ) -> str:
-        summary = {"baseUrl": base_url, "model": model, "tokens": tokens, "source": source}
         told = {} if attempt is None else {"attemptId": attempt.id}
-        window_id = self.record("contextWindow", **summary, **told)
+        window_id = self.record("contextWindow", base_url, model, tokens, source, **told)
+        summary = {"baseUrl": base_url, "model": model, "tokens": tokens, "source": source}
         self.ledger.windows[base_url, model] = summary
         return window_id
 
@@ -568,9 +570,8 @@ class SessionBuilder:
         return self.record("kernelOpened", pid, HOST, started_at, KERNEL_ID, NOTEBOOK)
 
     def kernel_notice(self, kernel_opened_id: str, content: str = KERNEL_NOTICE) -> str:
-        message = {"role": "user", "content": content}
-        body = {"type": "kernelNotice", "kernelOpenedId": kernel_opened_id, "message": message}
-        return self._entry(body)
+        message = payload("userMessage", content)
+        return self._entry(payload("kernelNotice", kernel_opened_id, message))
 
     def abort_requested(self, operation_id: str, reason: str) -> str:
         return self.record("abortRequested", operation_id, reason)
@@ -832,7 +833,7 @@ def resume_after_interrupt(s: SessionBuilder) -> None:
     s.interrupted_result(intent)
     s.operation_finished(op, "interrupted")
     s.commit()
-    resumed = s.resume_started(op)
+    resumed = s.operation_started("resume", resumesOperationId=op)
     s.commit()
     answer = "The migration may have run; I did not rerun it. Check `showmigrations`."
     s.model_turn(resumed, 1, answer, tokens=Tokens(260, 30, cost=0.0002))
@@ -848,7 +849,7 @@ def resume_after_abort(s: SessionBuilder) -> None:
     s.attempt_failed(attempt, "aborted", "stopped by the user", retryable=False)
     s.operation_finished(op, "aborted")
     s.commit()
-    resumed = s.resume_started(op)
+    resumed = s.operation_started("resume", resumesOperationId=op)
     s.commit()
     s.model_turn(resumed, 1, "The design keeps intent before effect.", tokens=Tokens(90, 9))
     s.finish(resumed)
@@ -856,7 +857,7 @@ def resume_after_abort(s: SessionBuilder) -> None:
 
 def run_options(approve: str, tools: list[str], budget: float | None) -> dict[str, Any]:
     """A runStarted's `options` (docs/session-format.md §2.3): what the run offered and allowed."""
-    return {"approve": approve, "tools": tools, "budget": budget, "maxSteps": 25, "model": MODEL}
+    return payload("options", approve, tools, budget, 25, MODEL)
 
 
 ASK_BASH = run_options("ask", ["bash"], 0.05)
@@ -871,7 +872,9 @@ def run_options_resumed(s: SessionBuilder) -> None:
     s.abort_requested(op, "KeyboardInterrupt")
     s.operation_finished(op, "aborted")
     s.commit()
-    resumed = s.resume_started(op, {**ASK_BASH, "approve": "auto"})
+    resumed = s.operation_started(
+        "resume", resumesOperationId=op, options={**ASK_BASH, "approve": "auto"}
+    )
     s.commit()
     s.model_turn(resumed, 1, "Left as it was.", tokens=Tokens(150, 5, cost=0.01))
     s.finish(resumed)
@@ -1039,7 +1042,7 @@ def compaction_operation(s: SessionBuilder) -> None:
     s.exchange("Name three primes", "2, 3, 5.", Tokens(20, 6, cost=0.00001))
     s.exchange("And three more", "7, 11, 13.", Tokens(30, 7, cost=0.00001))
     last_answer = s.ledger.entries[-1]
-    op = s.compaction_started()
+    op = s.operation_started("compaction")
     s.commit()
     summarizer = s.step_attempt(op, 1)
     s.commit()
@@ -1188,7 +1191,7 @@ def compaction_settles_settled_attempt(s: SessionBuilder) -> None:
 @scenario("a compaction settling an attempt that already failed")
 def compaction_settles_failed_attempt(s: SessionBuilder) -> None:
     s.exchange("Hi", "Hello.")
-    op = s.compaction_started()
+    op = s.operation_started("compaction")
     s.commit()
     summarizer = s.step_attempt(op, 1)
     s.commit()
@@ -1460,7 +1463,7 @@ def negative_token_count(s: SessionBuilder) -> None:
 def compaction_negative_tokens_after(s: SessionBuilder) -> None:
     s.exchange("Name three primes", "2, 3, 5.", Tokens(20, 6, cost=0.00001))
     last_answer = s.ledger.entries[-1]
-    op = s.compaction_started()
+    op = s.operation_started("compaction")
     summarizer = s.step_attempt(op, 1)
     s.commit()
     s.compaction("Three primes were named.", last_answer, attempt=summarizer, tokens_before=30)
@@ -1484,7 +1487,7 @@ def run_options_negative_budget(s: SessionBuilder) -> None:
 @scenario("a compaction operation with options: it has none (it counts with the run before it)")
 def compaction_with_options(s: SessionBuilder) -> None:
     s.exchange("Name three primes", "2, 3, 5.", Tokens(20, 6, cost=0.00001))
-    s.compaction_started()
+    s.operation_started("compaction")
     s.commit_corrupt(damaged("record.options", ASK_BASH))
 
 
@@ -1604,7 +1607,7 @@ def forward_reference_in_array(s: SessionBuilder) -> None:
 @scenario("a resume of an operation whose outcome is completed")
 def resume_of_completed_operation(s: SessionBuilder) -> None:
     op = s.exchange("Hi", "Hello.")
-    s.resume_started(op)
+    s.operation_started("resume", resumesOperationId=op)
     s.commit_corrupt()
 
 
@@ -1616,7 +1619,7 @@ def resume_with_input(s: SessionBuilder) -> None:
     s.attempt_failed(attempt, "interrupted", "kernel restarted", retryable=False)
     s.operation_finished(op, "interrupted")
     s.commit()
-    s.resume_started(op)
+    s.operation_started("resume", resumesOperationId=op)
     s.commit_corrupt(damaged("record.inputEntryId", s.ledger.entries[0]))
 
 
@@ -1795,9 +1798,7 @@ USER_CELLS = (
 
 
 def _run_with_cells(s: SessionBuilder, prompt: str, cells: object) -> str:
-    entry = s.user(prompt)
-    s._staged[-1]["entry"]["userCells"] = cells
-    operation_id = s.run_started(entry)
+    operation_id = s.run_started(s.user(prompt, userCells=cells))
     s.commit()
     return operation_id
 
@@ -1915,7 +1916,7 @@ def kernel_restart_after_a_crash(s: SessionBuilder) -> None:
     s.interrupted_result(intent)
     s.operation_finished(op, "interrupted")
     s.commit()
-    resume = s.resume_started(op)
+    resume = s.operation_started("resume", resumesOperationId=op)
     s.kernel_notice(second)
     s.commit()
     s.model_turn(resume, 1, "The deploy may have run; check before running it again.")
@@ -2042,19 +2043,14 @@ def readme_text(fixtures: Sequence[Fixture]) -> str:
 # --- replayed runs (docs/spec.md §12) --------------------------------------------------------
 
 CELL = "9f1c2b7e-5d4a-4e3b-8a6f-1c2d3e4f5a6b"
-OPTIONS = {
-    "approve": "auto",
-    "tools": ["read_file", "bash", "python"],
-    "budget": None,
-    "maxSteps": 20,
-    "model": MODEL,
-}
+OPTIONS = payload("options", "auto", ["read_file", "bash", "python"], None, 20, MODEL)
 
 
 def _cell_run(s: SessionBuilder) -> tuple[str, Attempt, ToolCall]:
     """A notebook cell's completed run that called python, then bash."""
-    refs = {"inputEntryId": s.user("Define primes"), "options": OPTIONS, "cellId": CELL}
-    op = s._start_operation("run", refs)
+    op = s.operation_started(
+        "run", inputEntryId=s.user("Define primes"), options=OPTIONS, cellId=CELL
+    )
     s.commit()
     define = call("call_p1", PYTHON, code="primes = [2, 3, 5]")
     log = call("call_b1", BASH, command="echo primes >> log.txt")
@@ -2069,7 +2065,7 @@ def _cell_run(s: SessionBuilder) -> tuple[str, Attempt, ToolCall]:
 @scenario("a replayed run: the cell's python call run again under the replay, bash not")
 def replayed_run(s: SessionBuilder) -> None:
     op, first, define = _cell_run(s)
-    replay = s.replay_started(op, CELL)
+    replay = s.operation_started("replay", replaysOperationId=op, cellId=CELL)
     s.commit()
     rerun = s.tool_started(first, define, replay)
     s.commit()
@@ -2081,7 +2077,7 @@ def replayed_run(s: SessionBuilder) -> None:
 @scenario("killed while a replayed run's python call ran: the replay is open, its intent pending")
 def killed_during_replay(s: SessionBuilder) -> None:
     op, first, define = _cell_run(s)
-    replay = s.replay_started(op, CELL)
+    replay = s.operation_started("replay", replaysOperationId=op, cellId=CELL)
     s.commit()
     s.tool_started(first, define, replay)
     s.commit()
@@ -2090,7 +2086,7 @@ def killed_during_replay(s: SessionBuilder) -> None:
 @scenario("a stepAttempt in a replayed run, which sends no model request")
 def replay_with_step_attempt(s: SessionBuilder) -> None:
     op, _, _ = _cell_run(s)
-    replay = s.replay_started(op, CELL)
+    replay = s.operation_started("replay", replaysOperationId=op, cellId=CELL)
     s.commit()
     s.step_attempt(replay, 1)
     s.commit_corrupt()
@@ -2100,10 +2096,10 @@ def replay_with_step_attempt(s: SessionBuilder) -> None:
 def replay_of_a_resume(s: SessionBuilder) -> None:
     op = s.start_run("Count")
     s.finish(op, "interrupted")
-    resume = s.resume_started(op)
+    resume = s.operation_started("resume", resumesOperationId=op)
     s.commit()
     s.finish(resume)
-    s.replay_started(resume)
+    s.operation_started("replay", replaysOperationId=resume)
     s.commit_corrupt()
 
 
@@ -2122,7 +2118,7 @@ def rewind_with_file_restore(s: SessionBuilder) -> None:
     s.run_tool(first, append, "wrote notes.md")
     s.model_turn(op, 2, "Appended.")
     s.finish(op)
-    rewind = s.rewind_started(op)
+    rewind = s.operation_started("rewind", rewindsOperationId=op)
     s.commit()
     s.record("fileRestore", rewind, "notes.md", NOTES_AFTER, 0o644, NOTES_BEFORE, 0o644)
     s.commit()

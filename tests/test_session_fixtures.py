@@ -3,6 +3,7 @@ NAME.expected.json says: the summary, or the error type and line."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -63,3 +64,43 @@ def test_fixtures_are_what_the_generator_writes() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _payload_shapes(definitions: list[dict[str, Any]]) -> set[frozenset[str]]:
+    """Each object's members; a member that holds one text (`type`, `role`, the header's
+    `kind`) as `member=text`."""
+    shapes = set()
+    for definition in definitions:
+        members = definition["properties"]
+        shapes.add(
+            frozenset(
+                f"{name}={schema['const']}" if isinstance(schema.get("const"), str) else name
+                for name, schema in members.items()
+            )
+        )
+    return shapes
+
+
+def test_the_generator_writes_every_member_the_schemas_name() -> None:
+    # The generator is the format's oracle and imports nothing of the package; this keeps
+    # its table of payloads and the schemas (made from the models) naming the same members.
+    script = ROOT / "scripts" / "make_session_fixtures.py"
+    spec = importlib.util.spec_from_file_location("make_session_fixtures", script)
+    assert spec is not None and spec.loader is not None
+    oracle = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = oracle  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(oracle)
+    finally:
+        del sys.modules[spec.name]
+    schemas = ROOT / "schemas" / "session"
+    header = json.loads((schemas / "header.schema.json").read_text())
+    definitions = json.loads((schemas / "fact.schema.json").read_text())["$defs"].values()
+    # the fact envelopes (kind, seq, id, at) are written by the builder, not a table row
+    payloads = [d for d in definitions if "properties" in d and "seq" not in d["properties"]]
+    in_schemas = _payload_shapes([header, *payloads])
+    in_generator = {frozenset(row) for row in oracle.PAYLOADS.values()}
+    assert in_generator == in_schemas, (
+        f"only the schemas: {sorted(map(sorted, in_schemas - in_generator))}; "
+        f"only the generator: {sorted(map(sorted, in_generator - in_schemas))}"
+    )
