@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,23 @@ def test_every_line_of_every_valid_fixture_matches_the_schemas() -> None:
 )
 def test_schema_rejects_malformed_transactions(line: str, why: str) -> None:
     assert not _validator("transaction.schema.json").is_valid(json.loads(line)), why
+
+
+def test_the_format_names_every_record_and_its_members() -> None:
+    # docs/session-format.md §2.3 restates the models for a reader in another language:
+    # its table of records names the same types and members as the schema made from them.
+    text = (ROOT / "docs" / "session-format.md").read_text(encoding="utf-8")
+    table = text[text.index("### 2.3 Records") : text.index("### 2.4")]
+    in_docs = {
+        record_type: set(re.findall(r"`(\w+)`", members))
+        for record_type, members in re.findall(
+            r"^\| `(\w+)` \| (`.*?) \| ", table, flags=re.MULTILINE
+        )
+    }
+    fact = json.loads((SCHEMAS / "fact.schema.json").read_text(encoding="utf-8"))
+    records = fact["$defs"]["RecordFact"]["properties"]["record"]["discriminator"]["mapping"]
+    in_schema = {
+        record_type: set(fact["$defs"][ref.rsplit("/", 1)[1]]["properties"]) - {"type"}
+        for record_type, ref in records.items()
+    }
+    assert in_docs == in_schema
