@@ -127,9 +127,6 @@ class KernelNotice(StrictModel):
     message: UserMessage
 
 
-_TYPED_ENTRIES = frozenset({"compaction", "kernelNotice"})
-
-
 def _entry_tag(value: Any) -> str | None:
     if isinstance(value, dict):
         entry_type = value.get("type")
@@ -144,6 +141,10 @@ def _entry_tag(value: Any) -> str | None:
 
 # The one list of entry payloads: what an entry fact may hold, and what a NewFact may commit.
 EntryPayload = UserEntry | AssistantEntry | ToolResultEntry | CompactionEntry | KernelNotice
+# The entries a line tells apart by their `type` alone: the messages share theirs.
+_TYPED_ENTRIES = frozenset(
+    m.tag for m in get_args(EntryPayload) if m.model_fields["type"].default == m.tag
+)
 if TYPE_CHECKING:
     EntryBody = EntryPayload
 else:  # each payload tagged with its `tag`, which `_entry_tag` reads off a line
