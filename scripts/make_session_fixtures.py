@@ -1875,8 +1875,6 @@ def system_prompt_not_text(s: SessionBuilder) -> None:
 
 # --- kernels (docs/spec.md §9) ---------------------------------------------------------------
 
-PYTHON = Tool("python", "never")
-
 
 def _first_kernel_run(s: SessionBuilder) -> None:
     """Kernel 1 opens the new session and runs a python call that defines `primes`."""
