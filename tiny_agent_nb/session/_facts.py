@@ -100,8 +100,6 @@ _ENTRY_PAYLOADS: tuple[type[EntryPayload], ...] = get_args(EntryPayload)
 def user_message(content: str, *, user_cells: str | None = None, id: str | None = None) -> NewFact:
     """A prompt; `user_cells`, the user's cells it is sent with (docs/spec.md §6)."""
     message = UserMessage(role="user", content=content)
-    if user_cells is None:
-        return NewFact(UserEntry(type="message", message=message), id)
     return NewFact(UserEntry(type="message", message=message, userCells=user_cells), id)
 
 
