@@ -68,15 +68,11 @@ def replay_run(
                 return operations.end(operation_id, "failed", detail=detail)
         return operations.end(operation_id, "completed")
 
-    start = [
-        f.NewFact(
-            f.OperationStarted(
-                operationId=operation_id,
-                operationKind="replay",
-                inputEntryId=None,
-                replaysOperationId=run_id,
-                cellId=cell_id,
-            )
-        )
-    ]
-    return Replayed(operations.run(start, operation_id, body), tuple(done))
+    start = f.OperationStarted(
+        operationId=operation_id,
+        operationKind="replay",
+        inputEntryId=None,
+        replaysOperationId=run_id,
+        cellId=cell_id,
+    )
+    return Replayed(operations.run([f.NewFact(start)], operation_id, body), tuple(done))
