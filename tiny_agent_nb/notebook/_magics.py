@@ -6,13 +6,12 @@ import argparse
 import logging
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, get_args
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
 from ..agent import LoopObserver, RunResult
@@ -44,17 +43,8 @@ from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
 
 log = logging.getLogger(__name__)
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
-
-
-def _documented(text: str) -> Callable[[_F], _F]:
-    def document(function: _F) -> _F:
-        function.__doc__ = text
-        return function
-
-    return document
 
 
 def _option_help(option: str) -> str:
@@ -93,7 +83,7 @@ class AgentMagics(Magics):
     # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
     @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
-    @_documented(magic_help())  # read by @magic_arguments, which adds the options
+    @kwds(description=magic_help())  # `%%agent?`: @magic_arguments adds the options
     def agent(self, line: str, cell: str | None = None) -> None:
         try:
             args = parse_argstring(self.agent, line)

@@ -186,7 +186,6 @@ class NotebookRuntime:
         return self._loop(provider=NO_MODEL, with_mcp=False).recover()
 
     def close(self) -> None:
-        """Stop the MCP servers, end the HTTP client, close and release the file."""
         self._followers.unfollow()
         self.mcp.close()
         self.provider.close()
@@ -218,8 +217,7 @@ class NotebookRuntime:
         return []
 
     # ------------------------------------------------------------------ displays
-    def watch(self, watcher: Watcher) -> Callable[[], None]:
-        """`SessionFollowers.watch`: the displays follow the current session."""
+    def watch(self, watcher: Watcher) -> Callable[[], None]:  # displays: TimelineView
         return self._followers.watch(watcher)
 
     def read_state(self) -> tuple[SessionState, str | None]:
@@ -347,9 +345,8 @@ class NotebookRuntime:
     def replay(
         self, run_id: str, calls: Sequence[ToolIntent], *, cell_id: str | None, **options: Any
     ) -> Replayed:
-        """A replayed run of `run_id` (`AgentLoop.replay`): no model is asked or even made,
-        no MCP server started; only its `python` calls run again, under the approval of
-        `options` (`run`'s)."""
+        """`AgentLoop.replay` of `run_id`: no model is made, no MCP server started; only
+        its `python` calls run again, under the approval of `options` (`run`'s)."""
         return self._call(
             lambda loop: loop.replay(run_id, calls, cell_id=cell_id),
             **{**options, "tools": ["python"], "provider": NO_MODEL, "with_mcp": False},
@@ -358,10 +355,7 @@ class NotebookRuntime:
     def resume(
         self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False, **options: Any
     ) -> RunResult:
-        """`%agent resume`: the latest run, continued (`AgentLoop.resume` says which), with
-        `run`'s options and the run's `recorded` ones (`continuing`). A run its budget
-        stopped goes on when its budget is above what its chain spent, and stops again at
-        once, with no request, when it is not."""
+        """`%agent resume`: `run`'s options, and the run's `recorded` ones (`continuing`)."""
         return self._call(AgentLoop.resume, observer=observer, ask=ask, demo=demo, **options)
 
     def compact(
@@ -372,7 +366,7 @@ class NotebookRuntime:
         demo: bool = False,
         **options: Any,
     ) -> RunResult:
-        """`%agent compact`; `options`: as `resume`'s (the stopped run's, `continuing`)."""
+        """`%agent compact`; `options`: as `resume`'s."""
         return self._call(
             lambda loop: loop.compact(instructions),
             observer=observer,
@@ -382,7 +376,7 @@ class NotebookRuntime:
         )
 
     def _call(self, what: Callable[[AgentLoop], _R], **options: Any) -> _R:
-        """`what` of a loop made with `options` (`LoopBuilder.build`'s), closed after."""
+        """`what` of a loop made with `options`, closed after."""
         loop = self._loop(**options)
         try:
             return what(loop)
@@ -400,7 +394,6 @@ class NotebookRuntime:
             return NotebookError(self.open_error or message)
         return NotebookError(message)
 
-    def _loop(self, **options: Any) -> AgentLoop:
-        """A loop over the open session (`LoopBuilder.build` takes `run`'s options)."""
+    def _loop(self, **options: Any) -> AgentLoop:  # `LoopBuilder.build`'s options
         store = self.require_store()
         return self.loops.build(store, self.context(), stopped_by=self.stopped_by, **options)

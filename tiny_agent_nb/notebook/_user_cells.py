@@ -113,9 +113,9 @@ def _block(cell: CellRecord, secrets: tuple[str, ...], room: int | None) -> str 
         where = f" (at {cell.error.where})" if cell.error.where else ""
         error = f"\n→ {cell.error.type}: {cell.error.message}{where}"
     code = cell.code
-    fence = "`" * max(3, _longest_backtick_run(code) + 1)
-    head = f"In [{cell.count}]:\n{fence}python\n"
-    tail = f"\n{fence}{error}"
+    marks = fence(code)
+    head = f"In [{cell.count}]:\n{marks}python\n"
+    tail = f"\n{marks}{error}"
     block = _set_off_markers(clean_text(head + code + tail, secrets))
     if room is None or len(block) <= room:
         return block
@@ -155,8 +155,9 @@ def _letters(line: str) -> str:
 _MARKERS = frozenset(_letters(marker) for marker in (USER_CELLS_START, USER_CELLS_END))
 
 
-def _longest_backtick_run(text: str) -> int:
-    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+def fence(code: str) -> str:
+    """A markdown fence longer than any run of backticks in `code`: no line of it closes it."""
+    return "`" * max(3, max((len(run) for run in re.findall("`+", code)), default=0) + 1)
 
 
 def kept_text(text: str) -> str:
