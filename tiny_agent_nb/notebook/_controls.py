@@ -132,8 +132,7 @@ class Control:
         handle_on_controls_subshell([comm for comm in comms if comm is not None])
         publish(waiting.bundle("waiting", self._style), display_id=self._record_id, update=False)
         # The view as the widget draws it, with no text of its own: the record is the text.
-        bundle = widget._repr_mimebundle_()
-        view = (bundle[0] if isinstance(bundle, tuple) else bundle)[WIDGET_VIEW]
+        view = widget._repr_mimebundle_()[WIDGET_VIEW]
         publish({WIDGET_VIEW: view, "text/plain": ""}, display_id=self._widget_id, update=False)
 
     def update(self, record: Record) -> None:  # a timeline's, while its widget lives

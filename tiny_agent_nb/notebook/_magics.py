@@ -16,7 +16,7 @@ from IPython.display import display, publish_display_data
 
 from ..agent import LoopObserver, RunResult
 from ..render import cell_text
-from ..session import Approval, RunOptions
+from ..session import Approval
 from ..timeline import compactions, usage_lines
 from ._cell_runs import CellRuns
 from ._commands import (
@@ -232,7 +232,7 @@ class AgentMagics(Magics):
 
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
         self._ready(options["model"], demo, "%agent resume")
-        options, demo = continuing(options, demo, self._stopped_options())
+        options, demo = continuing(options, demo, self.runtime.stopped_run())
         self._say_model(options["model"], demo)
         if not self._start_mcp():
             return
@@ -256,14 +256,10 @@ class AgentMagics(Magics):
         except NotebookError as exc:
             print(exc)
 
-    def _stopped_options(self) -> RunOptions | None:
-        stopped = self.runtime.stopped_run()
-        return None if stopped is None else stopped.options
-
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
         self._ready(None, demo, "%agent compact")
         # After a stopped run: its model, and its budget, which the compaction spends.
-        options, demo = continuing({}, demo, self._stopped_options())
+        options, demo = continuing({}, demo, self.runtime.stopped_run())
         view = self._view()
         before = len(compactions(self.runtime.read_state()[0]))
         try:

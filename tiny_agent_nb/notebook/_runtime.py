@@ -39,13 +39,13 @@ from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
     NotebookError,
+    SessionInUseError,
     claim_for_archive,
     closed_note,
     fork_here,
     keep_as_archive,
     moved_note,
     open_store,
-    read_only_label,
     read_unlocked,
     record_kernel,
 )
@@ -70,9 +70,6 @@ class NotebookRuntime:
         `propose_cell`: how a proposed cell reaches the notebook (None: there is none);
         `notebook`: the notebook the cell tools read and change (None: there is none)."""
         self.config = config
-        self.namespace = namespace
-        self.hidden_variables = hidden_variables if hidden_variables is not None else {}
-        self.propose_cell = propose_cell
         self.user_cells = UserCells()  # the cells run since the previous prompt
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
@@ -92,7 +89,7 @@ class NotebookRuntime:
         self.loops = LoopBuilder(
             config,
             namespace,
-            self.hidden_variables,
+            hidden_variables if hidden_variables is not None else {},
             propose_cell,
             notebook=notebook,
             provider=self.provider,
@@ -126,7 +123,7 @@ class NotebookRuntime:
             # there) and why (repeated by the next cell instead of a vaguer error).
             self.location = location
             self.open_error = str(exc)
-            self.read_only = read_only_label(exc)
+            self.read_only = exc.read_only if isinstance(exc, SessionInUseError) else None
             raise
         notes = self._close_noting()  # closed even when its last sync fails: go on
         self.allowed_tools.clear()  # allowed for that session, not for this one
@@ -267,24 +264,18 @@ class NotebookRuntime:
         report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
         return kept, report
 
-    def _drop_closed_store(self) -> bool:
-        """Forget a store that closed itself (a write it could not cut back, docs/session-format.md
-        §6.3) or whose path names another file now (§6.4), so the next cell says why and
-        `%agent session` opens the file again. True when it dropped one."""
+    def _drop_closed_store(self) -> None:
+        """Forget a store that closed itself (a write it could not cut back,
+        docs/session-format.md §6.3) or whose path names another file now (§6.4), so the
+        next cell says why and `%agent session` opens the file again."""
         store = self.store
         if store is None:
-            return False
-        name = cell_text(store.path.name)
-        if store.closed:
+            return
+        moved = None if store.closed else store.moved()
+        if store.closed or moved is not None:
             self._close_noting()
-            self.open_error = closed_note(name)
-            return True
-        moved = store.moved()
-        if moved is None:
-            return False
-        self._close_noting()
-        self.open_error = moved_note(store.path, moved)
-        return True
+            name = cell_text(store.path.name)
+            self.open_error = closed_note(name) if moved is None else moved_note(store.path, moved)
 
     def require_store(self) -> SessionStore:
         self._drop_closed_store()
@@ -335,7 +326,8 @@ class NotebookRuntime:
         """The run `%agent resume` would continue now (the planner's rule), if any; its
         `options` are what the resume keeps. A kernel that only reads the session has
         none: it cannot resume."""
-        if self._drop_closed_store() or self.store is None:
+        self._drop_closed_store()
+        if self.store is None:
             return None
         if self.store.open_operation() is not None:
             return None
