@@ -297,7 +297,6 @@ class AgentMagics(Magics):
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
         self.show_report(report)
-        self.link()
 
     def _cmd_fork(self, run: str | None = None) -> None:
         if run is not None and not (run.isascii() and run.isdigit() and int(run) > 0):
@@ -313,7 +312,6 @@ class AgentMagics(Magics):
             "no file in the workspace was changed."
         )
         self.show_report(report)
-        self.link()
 
     def _cmd_mcp(self) -> None:
         try:
@@ -337,17 +335,17 @@ class AgentMagics(Magics):
         )
         self.runs.withdraw_offers()
         self.show_report(self.runtime.open(location))
-        self.link()
 
     # ------------------------------------------------------------------ helpers
     def show_report(self, report: OpenReport) -> None:
-        """What opening a session did. When it settled a run a stopped kernel left open, a
-        Jupyter frontend also gets the stylesheet that marks that kernel's timelines, left
-        showing the run open, superseded, and a Resume button."""
+        """What opening a session did, and the notebook's link to it. When it settled a run
+        a stopped kernel left open, a Jupyter frontend also gets the stylesheet that marks
+        that kernel's timelines, left showing the run open, superseded, and a Resume button."""
         print(report.text())
         if report.recovery is not None and self._rich():
             display(superseding_bundle(report.state.header.id), raw=True)
         self.runs.offer_resume(self._resume_clicked)
+        self.link()
 
     def _rich(self) -> bool:
         return type(self.shell).__name__ == "ZMQInteractiveShell"

@@ -41,8 +41,8 @@ def rewind_here(
     undo: bool,
     rich: bool,
     before: Callable[[], None],
-    notebook: Notebook | None = None,
-    file_store: Callable[[str], FileStore] = FileStore.for_session,
+    notebook: Notebook | None,
+    file_store: Callable[[str], FileStore],
 ) -> None:
     """`%agent rewind WORDS` (and a timeline's Rewind button): the plan, then a Confirm
     button where one can be clicked (`rich`), else the command that carries it out.

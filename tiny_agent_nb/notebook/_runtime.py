@@ -100,7 +100,7 @@ class NotebookRuntime:
         # not the user (the glue knows the Stop button and a kernel restart).
         self.stopped_by: Callable[[], str | None] | None = None
         # What a timeline's "Rewind to before this run" button calls with the run's
-        # number, on the main thread (None: `rewind_from_control`, as `%agent rewind`).
+        # number, on the main thread (None: `%agent rewind K`); an embedder may set it.
         self.on_rewind: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ session file
