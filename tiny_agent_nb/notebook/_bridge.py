@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from itertools import count
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from ..render import cell_text
 from ..tools import ApplyOutcome, CellChange, CellType, NotebookCell, NotebookCells, ToolError
@@ -40,7 +40,6 @@ REPLY_TIMEOUT = 10.0  # s for a frontend that said hello to answer a request
 # notebook on the kernel) did, on the first contact
 GRACE = 0.5
 MAX_NOTEBOOK_BYTES = 64 << 20  # a bigger saved notebook is not read
-CELL_TYPES = ("code", "markdown", "raw")
 OUTCOMES = ("applied", "changed", "missing")
 # nbformat 4.5's cell id: what read_notebook prints beside each cell's fence, so no id
 # from a crafted file or frontend can add lines of its own there.
@@ -322,7 +321,7 @@ def _cells(raw: Any) -> tuple[NotebookCell, ...] | None:
             isinstance(cell, dict)
             and isinstance(cell.get("id"), str)
             and CELL_ID.fullmatch(cell["id"])
-            and cell.get("cell_type") in CELL_TYPES
+            and cell.get("cell_type") in get_args(CellType)
             and isinstance(cell.get("source"), str)
         ):
             return None

@@ -27,9 +27,9 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -153,17 +153,12 @@ def handle_on_controls_subshell(comms: list[Any]) -> None:
             comm._reply_subshell_for = route
 
 
-@dataclass
-class _Making:
-    """A kernel's controls' subshell: being made (`done` not set), made (`made`), or
-    not made (its making failed or outlived SUBSHELL_START_TIMEOUT: not tried again)."""
-
-    done: threading.Event = field(default_factory=threading.Event)
-    made: list[str] = field(default_factory=list)
-
-
-# Per kernel object, not per id(kernel): a later kernel object may reuse a dead one's id.
-_CONTROLS_SUBSHELLS: weakref.WeakKeyDictionary[Any, _Making] = weakref.WeakKeyDictionary()
+# Each kernel's controls' subshell: being made, made, or not made (its making failed or
+# outlived SUBSHELL_START_TIMEOUT: not tried again). Per kernel object, not per
+# id(kernel): a later kernel object may reuse a dead one's id.
+_CONTROLS_SUBSHELLS: weakref.WeakKeyDictionary[Any, futures.Future[str]] = (
+    weakref.WeakKeyDictionary()
+)
 _SUBSHELL_LOCK = threading.Lock()
 SUBSHELL_START_TIMEOUT = 10.0  # s; the shell channel thread only starts a thread
 
@@ -184,15 +179,19 @@ def controls_subshell(kernel: Any) -> str | None:
     with _SUBSHELL_LOCK:
         making = _CONTROLS_SUBSHELLS.get(kernel)
         if making is not None:
-            # Still being made after its timeout, or failed once: the pump's route.
-            if not (making.done.is_set() and making.made):
+            made = _made(making)
+            if made is None:  # still being made after its timeout, or failed once
                 return None
-            if _exists(kernel, making.made[0]):
-                return making.made[0]
-        making = _Making()
+            if _exists(kernel, made):
+                return made
+        making = futures.Future()
         _CONTROLS_SUBSHELLS[kernel] = making
         _make_subshell(kernel, making)
-        return making.made[0] if making.made else None
+        return _made(making)
+
+
+def _made(making: futures.Future[str]) -> str | None:
+    return making.result() if making.done() and making.exception() is None else None
 
 
 def _exists(kernel: Any, subshell: str) -> bool:
@@ -202,7 +201,7 @@ def _exists(kernel: Any, subshell: str) -> bool:
         return False
 
 
-def _make_subshell(kernel: Any, making: _Making) -> None:
+def _make_subshell(kernel: Any, making: futures.Future[str]) -> None:
     """A new subshell, made where the kernel makes the ones a frontend asks for (on its
     shell channel thread, which owns the subshells' sockets), into `making`. One made
     after the wait gave up is still kept there, for the next control."""
@@ -210,23 +209,22 @@ def _make_subshell(kernel: Any, making: _Making) -> None:
         thread = kernel.shell_channel_thread
         manager = thread.manager
         create = manager._create_subshell
-    except AttributeError:
+    except AttributeError as exc:
         log.debug("this kernel makes no subshells here", exc_info=True)
-        making.done.set()
+        making.set_exception(exc)
         return
 
     def make() -> None:
         try:
-            making.made.append(create())
-        except Exception:
+            making.set_result(create())
+        except Exception as exc:
             log.debug("could not make a subshell for the run's controls", exc_info=True)
-        finally:
-            making.done.set()
+            making.set_exception(exc)
 
     thread.io_loop.add_callback(make)
     # Held: an interrupt here would leave a subshell made for nobody.
     with interrupt_held():
-        making.done.wait(SUBSHELL_START_TIMEOUT)
+        futures.wait([making], SUBSHELL_START_TIMEOUT)
 
 
 def wait_for(event: threading.Event, pump: CommPump | None) -> None:

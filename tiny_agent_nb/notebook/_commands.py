@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import string
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -307,7 +308,6 @@ _FIELD = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[[^\[\]{}`\n]+\])*"
 _PLACE = re.compile(
     rf"(?<![${{])(?:\{{\{{(?P<escaped>{_FIELD})\}}\}}|\{{(?P<field>{_FIELD})\}})(?!\}})"
 )
-_PART = re.compile(r"\.(?P<attr>[A-Za-z_]\w*)|\[(?P<key>[^\]]+)\]")
 _FENCE = re.compile(r"^ {0,3}(?P<mark>`{3,}|~{3,})")
 _SPAN = re.compile(r"(?<!`)(?P<ticks>`+)(?!`).*?(?<!`)(?P=ticks)(?!`)", re.DOTALL)
 
@@ -375,23 +375,13 @@ def _fill_prose(text: str, namespace: Mapping[str, Any]) -> str:
         assert name is not None
         if name.group(0) not in namespace:
             return match.group(0)
-        return str(_lookup(field, name.end(), namespace[name.group(0)]))
-
-    return _PLACE.sub(fill, text)
-
-
-def _lookup(field: str, start: int, value: Any) -> Any:
-    for part in _PART.finditer(field, start):
-        try:
-            if part["attr"] is not None:
-                value = getattr(value, part["attr"])
-            else:
-                key = part["key"]
-                value = value[int(key) if key.isdigit() else key]
+        try:  # `.attr` and `[key]` looked up as `str.format` does
+            value, _ = string.Formatter().get_field(field, (), namespace)
         except Exception as exc:
             raise PromptError(
-                f"{{{field}}} in the prompt: {field[: part.end()]} fails "
-                f"({type(exc).__name__}: {exc}); nothing was sent. Write {{{{{field}}}}} "
-                "to keep the braces as text."
+                f"{{{field}}} in the prompt fails ({type(exc).__name__}: {exc}); nothing was "
+                f"sent. Write {{{{{field}}}}} to keep the braces as text."
             ) from None
-    return value
+        return str(value)
+
+    return _PLACE.sub(fill, text)

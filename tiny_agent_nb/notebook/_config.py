@@ -8,6 +8,7 @@ tracebacks show `Secret('****')`, never the key.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 from urllib.parse import urlsplit
@@ -214,24 +215,21 @@ class TinyAgent(Configurable):
     def _default_model(self) -> str:
         return os.environ.get("TINY_AGENT_MODEL") or DEFAULT_MODEL
 
-    # The base URL with its credentials, when it has any; `base_url` holds its redacted
-    # form, so `%config TinyAgent`, reprs and tracebacks never show them.
+    # The base URL and the MCP configuration as given, secrets included: the traits hold
+    # the forms `%config TinyAgent`, reprs and tracebacks may show (`_hidden`).
     _endpoint: Secret | None = None
+    _mcp_source: Secret | None = None
 
     @default("base_url")
     def _default_base_url(self) -> str:
-        return self._keep_credentials(os.environ.get("TINY_AGENT_BASE_URL") or OPENROUTER_BASE_URL)
+        return self._hide_url(os.environ.get("TINY_AGENT_BASE_URL") or OPENROUTER_BASE_URL)
 
     @validate("base_url")
     def _hide_credentials(self, proposal: Any) -> str:
-        return self._keep_credentials(str(proposal["value"]))
+        return self._hide_url(str(proposal["value"]))
 
-    def _keep_credentials(self, url: str) -> str:
-        shown = redact_url(url)
-        if shown != url:
-            self._endpoint = Secret(url)
-        elif self._endpoint is None or redact_url(self._endpoint.reveal()) != url:
-            self._endpoint = None  # a new URL without credentials (not the shown one set back)
+    def _hide_url(self, url: str) -> str:
+        self._endpoint, shown = _hidden(self._endpoint, url, redact_url)
         return shown
 
     def endpoint(self) -> str:
@@ -239,24 +237,17 @@ class TinyAgent(Configurable):
         shown = self.base_url  # first: computing the default is what keeps its credentials
         return self._endpoint.reveal() if self._endpoint is not None else shown
 
-    # The MCP configuration as given; `mcp_servers` holds the form `shown_value` makes
-    # (every env value, header value and URL credential as ****), for the same reason.
-    _mcp_source: Secret | None = None
-
     @default("mcp_servers")
     def _default_mcp_servers(self) -> str:
-        return self._keep_mcp_source(os.environ.get("TINY_AGENT_MCP_SERVERS", ""))
+        return self._hide_mcp(os.environ.get("TINY_AGENT_MCP_SERVERS", ""))
 
     @validate("mcp_servers")
     def _hide_mcp_secrets(self, proposal: Any) -> str:
-        return self._keep_mcp_source(str(proposal["value"]))
+        return self._hide_mcp(str(proposal["value"]))
 
-    def _keep_mcp_source(self, value: str) -> str:
-        kept = self._mcp_source
-        if kept is not None and value != kept.reveal() and shown_value(kept.reveal()) == value:
-            return value  # the shown form set back: it stands for the configuration kept
-        self._mcp_source = Secret(value)
-        return shown_value(value)
+    def _hide_mcp(self, value: str) -> str:
+        self._mcp_source, shown = _hidden(self._mcp_source, value, shown_value)
+        return shown
 
     def mcp_source(self) -> str:
         """The MCP configuration with its secrets: for starting the servers only."""
@@ -344,6 +335,14 @@ class TinyAgent(Configurable):
         return _key_variable() or (
             "TINY_AGENT_API_KEY or OPENROUTER_API_KEY (or %config TinyAgent.api_key)"
         )
+
+
+def _hidden(kept: Secret | None, value: str, shown: Callable[[str], str]) -> tuple[Secret, str]:
+    """What a trait with secrets keeps and shows for `value`: the shown form of what it
+    keeps, set back (`%config` reading the trait and writing it again), stands for it."""
+    if kept is not None and value != kept.reveal() and shown(kept.reveal()) == value:
+        return kept, value
+    return Secret(value), shown(value)
 
 
 def _key_variable() -> str | None:

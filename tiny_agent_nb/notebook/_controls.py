@@ -72,32 +72,11 @@ class Record:
 
     @classmethod
     def of(cls, words: str, **values: str) -> Record:
-        """A record of our own `words`, their `code spans` as HTML's; each `{value}` is
-        put in after the spans are marked, so a value's backticks stay text."""
+        """Our `words`, their `code spans` as HTML's; the `{values}` are put in after
+        the spans are marked, so a value's backticks stay text."""
         marked = re.sub("`([^`]+)`", r"<code>\1</code>", html.escape(words))
         escaped = {name: html.escape(value) for name, value in values.items()}
         return cls(words.format(**values), marked.format(**escaped))
-
-    @classmethod
-    def line(cls, mark: str, tool: str, arguments: Mapping[str, Any], answer: str) -> Record:
-        """`✓ bash command="rm -rf build" — allowed by you`, both parts escaped."""
-        summary = cell_text(short_arguments(dict(arguments)))
-        name = cell_text(tool)
-        return cls(
-            f"{mark} {name} {summary} — {answer}",
-            f"{mark} <b>{html.escape(name)}</b> <code>{html.escape(summary)}</code>"
-            f" — {html.escape(answer)}",
-        )
-
-    @classmethod
-    def diff(cls, mark: str, tool: str, diff: str, answer: str) -> Record:
-        """`✓ edit_cell — accepted by you` above the diff (`cell_text` already), whole."""
-        name = cell_text(tool)
-        return cls(
-            f"{mark} {name} — {answer}\n{diff}",
-            f"{mark} <b>{html.escape(name)}</b> — {html.escape(answer)}"
-            f"<pre>{html.escape(diff)}</pre>",
-        )
 
     def bundle(self, state: str, style: str) -> dict[str, str]:
         return {
@@ -153,12 +132,10 @@ class Control:
         handle_on_controls_subshell([comm for comm in comms if comm is not None])
         publish(waiting.bundle("waiting", self._style), display_id=self._record_id, update=False)
         # The view as the widget draws it, with no text of its own: the record is the text.
-        bundle = widget._repr_mimebundle_()
-        view = (bundle[0] if isinstance(bundle, tuple) else bundle)[WIDGET_VIEW]
+        view = widget._repr_mimebundle_()[WIDGET_VIEW]
         publish({WIDGET_VIEW: view, "text/plain": ""}, display_id=self._widget_id, update=False)
 
-    def update(self, record: Record) -> None:
-        """Replace the record the notebook keeps while the widget lives (a timeline's)."""
+    def update(self, record: Record) -> None:  # a timeline's, while its widget lives
         if not self.settled:
             bundle = record.bundle("waiting", self._style)
             self._publish(bundle, display_id=self._record_id, update=True)
@@ -180,8 +157,7 @@ class Control:
 
 
 def _models(widget: Any) -> list[Any]:
-    """The widget, its children and their layout and style models, innermost first: a
-    settled control closes every one of them, in the kernel and the frontend."""
+    """The widget, its children and their layout and style models, innermost first."""
     found = [model for child in getattr(widget, "children", ()) for model in _models(child)]
     parts = (getattr(widget, name, None) for name in ("layout", "style"))
     return [*found, *(part for part in parts if part is not None), widget]
@@ -329,10 +305,24 @@ class RunControls:
         if len(text) > SHOWABLE:
             return deny_unshowable(tool, len(text))
 
+        name = cell_text(tool)
+        # `✓ bash command="rm -rf build" — allowed by you`, or a change's answer above its
+        # diff (`cell_text` already), whole.
+        shown = text if change else cell_text(short_arguments(dict(arguments)))
+        markup = (
+            f"<pre>{html.escape(shown)}</pre>" if change else f" <code>{html.escape(shown)}</code>"
+        )
+
         def record(mark: str, answer: str) -> Record:
-            if not change:
-                return Record.line(mark, tool, arguments, answer)
-            return Record.diff(mark, tool, text, answer)
+            if change:
+                return Record(
+                    f"{mark} {name} — {answer}\n{shown}",
+                    f"{mark} <b>{html.escape(name)}</b> — {html.escape(answer)}{markup}",
+                )
+            return Record(
+                f"{mark} {name} {shown} — {answer}",
+                f"{mark} <b>{html.escape(name)}</b>{markup} — {html.escape(answer)}",
+            )
 
         answer = Answer()
         control: Control | None = None
@@ -368,7 +358,7 @@ class RunControls:
 
 
 class Answer:
-    """A click, from whichever thread handles it; the first one counts."""
+    """A click, from whichever thread handles it; the first counts."""
 
     def __init__(self) -> None:
         self.given = threading.Event()
@@ -399,12 +389,11 @@ def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None], ch
             Button("deny", "Reject", ("r", "Escape"), "danger"),
         ]
     buttons.append(Button("stop", "Stop the run", ("s",), "warning"))
-    answers = {button.choice for button in buttons} - {"stop"}
 
-    def press(name: str) -> None:
+    def press(name: str) -> None:  # one of the buttons' choices (KeyedButtons checks)
         if name == "stop":
             stop()
-        elif name in answers:
+        else:
             answer.give(cast(Choice, name))
 
     return KeyedButtons(text, buttons, press)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import html
 import logging
-import re
 import sys
 import threading
 import time
@@ -48,6 +47,7 @@ from ..tools import ToolError, ToolOutput, truncate
 from ..words import printable, short_arguments, whole_sentences
 from ._comm_pump import has_reply
 from ._timeline_view import Publish, ipython_publish, trailing_render
+from ._user_cells import fence
 
 UPDATE_INTERVAL = 0.1
 WHY = 200  # characters of why a tool call failed, on its line in the cell
@@ -308,9 +308,9 @@ def cell_proposer(shell: Any, secrets: Callable[[], tuple[str, ...]]) -> Callabl
 
     def propose(code: str) -> str:
         if not has_reply():
-            display(
-                answer_bundle(f"{SHOWN_HEADING}\n\n{fenced(redact(code, secrets()))}"), raw=True
-            )
+            shown = redact(code, secrets())
+            marks = fence(shown)
+            display(answer_bundle(f"{SHOWN_HEADING}\n\n{marks}python\n{shown}\n{marks}"), raw=True)
             return SHOWN
         if proposed_already(shell):
             raise ToolError(SECOND_PROPOSAL)
@@ -318,14 +318,6 @@ def cell_proposer(shell: Any, secrets: Callable[[], tuple[str, ...]]) -> Callabl
         return INSERTED
 
     return propose
-
-
-def fenced(code: str) -> str:
-    """`code` as one fenced markdown block: the fence is longer than any run of backticks
-    in it, so no line of the code can close it."""
-    longest = max((len(run) for run in re.findall("`+", code)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}python\n{code}\n{fence}"
 
 
 def proposed_already(shell: Any) -> bool:

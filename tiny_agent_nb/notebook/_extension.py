@@ -52,7 +52,6 @@ def load(shell: Any) -> AgentMagics:
         print(moved)
     try:
         magics.show_report(runtime.open(location))
-        magics.link()
     except NotebookError as exc:
         print(exc)
     # Not in a session a real model worked on: its report says how to configure that one.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from ..mcp import McpConfig, McpConfigError, McpServers, ServerStatus, parse_con
 from ..provider import DEMO_MODEL, METADATA_SECONDS, DemoProvider
 from ..redaction import redact
 from ..render import cell_text
-from ..session import Approval, RunOptions, SessionStore
+from ..session import Approval, Operation, RunOptions, SessionStore
 from ..tools import NOTEBOOK_TOOLS, Notebook, Tool, ToolContext, ToolRegistry, builtin_registry
 from ._config import TinyAgent
 from ._opening import NotebookError
@@ -52,13 +52,13 @@ WINDOW_ASK_INTERRUPTED = (
 
 
 def continuing(
-    options: dict[str, Any], demo: bool, recorded: RunOptions | None
+    options: dict[str, Any], demo: bool, stopped: Operation | None
 ) -> tuple[dict[str, Any], bool]:
-    """The options of what continues a run (`%agent resume`, the Resume button, `%agent
-    compact` after a stop), and whether the demo model answers: the options given, the
-    rest as the run recorded them (`recorded`, which `LoopBuilder.build` takes them from;
-    None: a run recorded none, and the configuration's apply), never the configuration's
-    over the run's. The run's model, or the demo model when it was the demo's."""
+    """The options of what continues the `stopped` run (`%agent resume`, the Resume
+    button, `%agent compact` after a stop), and whether the demo model answers: those
+    given, the rest as the run recorded them (`LoopBuilder.build` reads `recorded`), never
+    the configuration's over the run's; the run's model, or the demo when it answered."""
+    recorded = stopped.options if stopped is not None else None
     model = options.get("model")
     if recorded is not None and model is None and not demo:
         demo = recorded.model == DEMO_MODEL
@@ -124,18 +124,9 @@ class LoopBuilder:
         self.provider = provider
         self.mcp = mcp
         self.session_model = session_model
-        self.today = datetime.date.today  # the date the system prompt says
 
     def workspace(self) -> Path:
         return Path(self.config.workspace or Path.cwd()).resolve()
-
-    def _system_prompt(self, tools: Sequence[str]) -> str:
-        return notebook_system_prompt(
-            workspace=str(self.workspace()),
-            tools=tools,
-            today=self.today(),
-            user_cells=self.config.user_cells_chars > 0,
-        )
 
     def build(
         self,
@@ -196,10 +187,16 @@ class LoopBuilder:
                 f"{exc}. The run this continues was offered {cell_text(', '.join(tools or []))}; "
                 "nothing was sent or recorded. `--tools a,b` chooses the tools it is offered."
             ) from None
+        system_prompt = self.config.system_prompt or notebook_system_prompt(
+            workspace=str(self.workspace()),
+            tools=registry.names,
+            today=datetime.date.today(),
+            user_cells=self.config.user_cells_chars > 0,
+        )
         config = LoopConfig(
             provider_config,
             mcp_servers=self.mcp.digest_material(registry),
-            system_prompt=self.config.system_prompt or self._system_prompt(registry.names),
+            system_prompt=system_prompt,
             max_steps=chosen.max_steps,
             budget=chosen.budget,
             approval=chosen.approve,
@@ -290,18 +287,14 @@ class KernelServers:
             lines.append(RETRY_ADVICE)
         return lines
 
-    def tools(self) -> list[Tool]:
-        """The tools of the running servers (starts nothing)."""
-        if self._servers is None or self._made_from != self._key():
-            return []
-        return list(self._servers.tools())
-
     def registry(self, tools: list[str] | None, *, with_mcp: bool) -> ToolRegistry:
         """The tools a loop may call: the cell's `--tools`, else `TinyAgent.tools`; the
         default (all built-ins) also offers every tool of the running MCP servers, a list
         of one's own only the MCP tools it names (`srv__*`: all of one server's)."""
         builtins = builtin_registry()
-        mcp_tools = self.tools() if with_mcp else []
+        # The running servers' (starts none), if started from the current configuration.
+        running = self._servers if self._made_from == self._key() else None
+        mcp_tools = list(running.tools()) if with_mcp and running is not None else []
         wanted = list(self._config.tools if tools is None else tools)  # [] offers none
         if tools is None and set(wanted) == set(builtins.names):
             wanted += [tool.name for tool in mcp_tools]

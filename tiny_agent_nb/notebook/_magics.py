@@ -6,18 +6,17 @@ import argparse
 import logging
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, get_args
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, kwds, magic_arguments, parse_argstring
 from IPython.display import display, publish_display_data
 
 from ..agent import LoopObserver, RunResult
 from ..render import cell_text
-from ..session import Approval, RunOptions
+from ..session import Approval
 from ..timeline import compactions, usage_lines
 from ._cell_runs import CellRuns
 from ._commands import (
@@ -44,17 +43,8 @@ from ._timeline_view import TimelineView, superseding_bundle
 from ._user_cells import cell_record
 
 log = logging.getLogger(__name__)
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 MCP_INTERRUPTED = "■ Interrupted while the MCP servers were starting; nothing was sent or recorded."
-
-
-def _documented(text: str) -> Callable[[_F], _F]:
-    def document(function: _F) -> _F:
-        function.__doc__ = text
-        return function
-
-    return document
 
 
 def _option_help(option: str) -> str:
@@ -93,7 +83,7 @@ class AgentMagics(Magics):
     # `--help` as every command line has it; kept out of the usage, which `%agent help` is.
     @argument("-h", "--help", action="store_true", help=argparse.SUPPRESS)
     @line_cell_magic
-    @_documented(magic_help())  # read by @magic_arguments, which adds the options
+    @kwds(description=magic_help())  # `%%agent?`: @magic_arguments adds the options
     def agent(self, line: str, cell: str | None = None) -> None:
         try:
             args = parse_argstring(self.agent, line)
@@ -242,7 +232,7 @@ class AgentMagics(Magics):
 
     def _cmd_resume(self, options: dict[str, Any], *, demo: bool = False) -> None:
         self._ready(options["model"], demo, "%agent resume")
-        options, demo = continuing(options, demo, self._stopped_options())
+        options, demo = continuing(options, demo, self.runtime.stopped_run())
         self._say_model(options["model"], demo)
         if not self._start_mcp():
             return
@@ -266,14 +256,10 @@ class AgentMagics(Magics):
         except NotebookError as exc:
             print(exc)
 
-    def _stopped_options(self) -> RunOptions | None:
-        stopped = self.runtime.stopped_run()
-        return None if stopped is None else stopped.options
-
     def _cmd_compact(self, instructions: str | None, *, demo: bool = False) -> None:
         self._ready(None, demo, "%agent compact")
         # After a stopped run: its model, and its budget, which the compaction spends.
-        options, demo = continuing({}, demo, self._stopped_options())
+        options, demo = continuing({}, demo, self.runtime.stopped_run())
         view = self._view()
         before = len(compactions(self.runtime.read_state()[0]))
         try:
@@ -311,7 +297,6 @@ class AgentMagics(Magics):
         archived, report = self.runtime.new()
         print(f"Kept the previous conversation as {cell_text(archived.name)}.")
         self.show_report(report)
-        self.link()
 
     def _cmd_fork(self, run: str | None = None) -> None:
         if run is not None and not (run.isascii() and run.isdigit() and int(run) > 0):
@@ -327,7 +312,6 @@ class AgentMagics(Magics):
             "no file in the workspace was changed."
         )
         self.show_report(report)
-        self.link()
 
     def _cmd_mcp(self) -> None:
         try:
@@ -351,17 +335,17 @@ class AgentMagics(Magics):
         )
         self.runs.withdraw_offers()
         self.show_report(self.runtime.open(location))
-        self.link()
 
     # ------------------------------------------------------------------ helpers
     def show_report(self, report: OpenReport) -> None:
-        """What opening a session did. When it settled a run a stopped kernel left open, a
-        Jupyter frontend also gets the stylesheet that marks that kernel's timelines, left
-        showing the run open, superseded, and a Resume button."""
+        """What opening a session did, and the notebook's link to it. When it settled a run
+        a stopped kernel left open, a Jupyter frontend also gets the stylesheet that marks
+        that kernel's timelines, left showing the run open, superseded, and a Resume button."""
         print(report.text())
         if report.recovery is not None and self._rich():
             display(superseding_bundle(report.state.header.id), raw=True)
         self.runs.offer_resume(self._resume_clicked)
+        self.link()
 
     def _rich(self) -> bool:
         return type(self.shell).__name__ == "ZMQInteractiveShell"

@@ -29,7 +29,6 @@ from ..session import (
     FileStore,
     ForkRefusedError,
     HeaderInit,
-    NewFact,
     NotASessionError,
     SessionCorruptError,
     SessionError,
@@ -54,7 +53,8 @@ class SessionInUseError(NotebookError):
 
     def __init__(self, message: str, holder_pid: int | None) -> None:
         super().__init__(message)
-        self.holder_pid = holder_pid
+        who = f"process {holder_pid}" if holder_pid else "another process"
+        self.read_only = f"read-only: {who} writes this session"
 
 
 def refuse_non_file(location: SessionLocation) -> None:
@@ -124,13 +124,6 @@ def read_unlocked(path: Path) -> SessionState:
         return load_session(path)
     except (SessionCorruptError, NotASessionError, OSError) as exc:
         raise store_error(path, exc) from None
-
-
-def read_only_label(exc: NotebookError) -> str | None:
-    if not isinstance(exc, SessionInUseError):
-        return None
-    who = f"process {exc.holder_pid}" if exc.holder_pid else "another process"
-    return f"read-only: {who} writes this session"
 
 
 INTERRUPTED_RECOVERY_NOTE = (
@@ -209,8 +202,16 @@ _IMPORTED_AT = time.time_ns() // 1_000_000
 def record_kernel(store: SessionStore, notebook: Path | None) -> None:
     """This kernel opened `store`'s session for writing; first, for what recovery settles
     next is this kernel's doing. A refused write is an AgentError that says what to do."""
+    pid, host, started_at = process_identity()
+    opened = f.KernelOpened(
+        pid=pid,
+        host=host,
+        startedAt=started_at,
+        kernelId=jupyter_kernel_id(),
+        notebook=notebook.name if notebook is not None else None,
+    )
     try:
-        store.commit([kernel_record(notebook)])
+        store.commit([f.NewFact(opened)])
     except SessionError as exc:
         name = cell_text(store.path.name)
         raise AgentError(
@@ -219,19 +220,6 @@ def record_kernel(store: SessionStore, notebook: Path | None) -> None:
             f"first, then `%agent session {cell_text(shlex.quote(str(store.path)))}` "
             "opens it again."
         ) from exc
-
-
-def kernel_record(notebook: Path | None) -> NewFact:
-    pid, host, started_at = process_identity()
-    return f.NewFact(
-        f.KernelOpened(
-            pid=pid,
-            host=host,
-            startedAt=started_at,
-            kernelId=jupyter_kernel_id(),
-            notebook=notebook.name if notebook is not None else None,
-        )
-    )
 
 
 @cache

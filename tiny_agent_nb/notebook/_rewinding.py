@@ -16,7 +16,6 @@ from IPython.core.error import UsageError
 
 from ..agent import (
     AgentError,
-    RewindPlan,
     carry_out,
     operation_numbered,
     plan_rewind,
@@ -32,17 +31,24 @@ from ._timeline_view import ipython_publish
 UNCONFIRMED = "Nothing has changed yet."
 
 
-def rewind_command(
+def rewind_here(
+    shell: Any,
     store: SessionStore,
     words: list[str],
     *,
     yes: bool,
     force: bool,
     undo: bool,
-    notebook: Notebook | None = None,
-    file_store: Callable[[str], FileStore] = FileStore.for_session,
-) -> tuple[RewindPlan, FileStore, Path]:
-    """The plan `%agent rewind WORDS` asks for, printed; UsageError for bad words."""
+    rich: bool,
+    before: Callable[[], None],
+    notebook: Notebook | None,
+    file_store: Callable[[str], FileStore],
+) -> None:
+    """`%agent rewind WORDS` (and a timeline's Rewind button): the plan, then a Confirm
+    button where one can be clicked (`rich`), else the command that carries it out.
+    `before` runs just before the rewind is carried out; `notebook`: where its cells are
+    restored (on the main shell, as `apply` asks); `file_store`: the session's file
+    history under the configured caps (what it keeps of a file it overwrites)."""
     if undo == bool(words):
         raise UsageError("%agent rewind takes a run's number K, or --undo")
     state = store.load()
@@ -59,55 +65,20 @@ def rewind_command(
     except AgentError as exc:
         raise NotebookError(f"tiny-agent-nb: cannot rewind: {exc}") from None
     print(cell_text(plan.text(), keep_lines=True))
-    return plan, files, root
-
-
-def carry(
-    store: SessionStore,
-    plan: RewindPlan,
-    files: FileStore,
-    root: Path,
-    seq: int,
-    *,
-    notebook: Notebook | None = None,
-) -> None:
-    """Carry `plan` out, made when the session's last fact was `seq`, and say what it did."""
-    if store.load().last_seq != seq:
-        print("The session changed since this plan was shown: nothing was done. Ask again.")
-        return
-    done = carry_out(store, plan, files, root, notebook)
-    print(cell_text(done.text(), keep_lines=True))
-
-
-def rewind_here(
-    shell: Any,
-    store: SessionStore,
-    words: list[str],
-    *,
-    yes: bool,
-    force: bool,
-    undo: bool,
-    rich: bool,
-    before: Callable[[], None],
-    notebook: Notebook | None = None,
-    file_store: Callable[[str], FileStore] = FileStore.for_session,
-) -> None:
-    """`%agent rewind WORDS` (and a timeline's Rewind button): the plan, then a Confirm
-    button where one can be clicked (`rich`), else the command that carries it out.
-    `before` runs just before the rewind is carried out; `notebook`: where its cells are
-    restored (on the main shell, as `apply` asks); `file_store`: the session's file
-    history under the configured caps (what it keeps of a file it overwrites)."""
-    plan, files, root = rewind_command(
-        store, words, yes=yes, force=force, undo=undo, notebook=notebook, file_store=file_store
-    )
-    seq = store.load().last_seq
+    seq = state.last_seq
 
     def run() -> None:
         before()
+        # A plan the session outgrew (a run committed since it was shown) is not carried out.
+        if store.load().last_seq != seq:
+            print("The session changed since this plan was shown: nothing was done. Ask again.")
+            return
         try:
-            carry(store, plan, files, root, seq, notebook=notebook)
+            done = carry_out(store, plan, files, root, notebook)
         except AgentError as exc:
             print(f"tiny-agent-nb: {exc}")
+            return
+        print(cell_text(done.text(), keep_lines=True))
 
     flags = " --force" if force else ""
     command = f"%agent rewind {'--undo' if undo else plan.number} --yes{flags}"

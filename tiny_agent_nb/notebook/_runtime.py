@@ -39,13 +39,13 @@ from ._opening import (
     INTERRUPTED_RECOVERY_NOTE,
     NO_MODEL,
     NotebookError,
+    SessionInUseError,
     claim_for_archive,
     closed_note,
     fork_here,
     keep_as_archive,
     moved_note,
     open_store,
-    read_only_label,
     read_unlocked,
     record_kernel,
 )
@@ -70,9 +70,6 @@ class NotebookRuntime:
         `propose_cell`: how a proposed cell reaches the notebook (None: there is none);
         `notebook`: the notebook the cell tools read and change (None: there is none)."""
         self.config = config
-        self.namespace = namespace
-        self.hidden_variables = hidden_variables if hidden_variables is not None else {}
-        self.propose_cell = propose_cell
         self.user_cells = UserCells()  # the cells run since the previous prompt
         self.store: SessionStore | None = None
         self.location: SessionLocation | None = None
@@ -92,7 +89,7 @@ class NotebookRuntime:
         self.loops = LoopBuilder(
             config,
             namespace,
-            self.hidden_variables,
+            hidden_variables if hidden_variables is not None else {},
             propose_cell,
             notebook=notebook,
             provider=self.provider,
@@ -103,7 +100,7 @@ class NotebookRuntime:
         # not the user (the glue knows the Stop button and a kernel restart).
         self.stopped_by: Callable[[], str | None] | None = None
         # What a timeline's "Rewind to before this run" button calls with the run's
-        # number, on the main thread (None: `rewind_from_control`, as `%agent rewind`).
+        # number, on the main thread (None: `%agent rewind K`); an embedder may set it.
         self.on_rewind: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ session file
@@ -126,7 +123,7 @@ class NotebookRuntime:
             # there) and why (repeated by the next cell instead of a vaguer error).
             self.location = location
             self.open_error = str(exc)
-            self.read_only = read_only_label(exc)
+            self.read_only = exc.read_only if isinstance(exc, SessionInUseError) else None
             raise
         notes = self._close_noting()  # closed even when its last sync fails: go on
         self.allowed_tools.clear()  # allowed for that session, not for this one
@@ -186,7 +183,6 @@ class NotebookRuntime:
         return self._loop(provider=NO_MODEL, with_mcp=False).recover()
 
     def close(self) -> None:
-        """Stop the MCP servers, end the HTTP client, close and release the file."""
         self._followers.unfollow()
         self.mcp.close()
         self.provider.close()
@@ -218,8 +214,7 @@ class NotebookRuntime:
         return []
 
     # ------------------------------------------------------------------ displays
-    def watch(self, watcher: Watcher) -> Callable[[], None]:
-        """`SessionFollowers.watch`: the displays follow the current session."""
+    def watch(self, watcher: Watcher) -> Callable[[], None]:  # displays: TimelineView
         return self._followers.watch(watcher)
 
     def read_state(self) -> tuple[SessionState, str | None]:
@@ -269,24 +264,18 @@ class NotebookRuntime:
         report.notes[:0] = [*notes, *([INTERRUPTED_NEW_NOTE] if interrupted else [])]
         return kept, report
 
-    def _drop_closed_store(self) -> bool:
-        """Forget a store that closed itself (a write it could not cut back, docs/session-format.md
-        §6.3) or whose path names another file now (§6.4), so the next cell says why and
-        `%agent session` opens the file again. True when it dropped one."""
+    def _drop_closed_store(self) -> None:
+        """Forget a store that closed itself (a write it could not cut back,
+        docs/session-format.md §6.3) or whose path names another file now (§6.4), so the
+        next cell says why and `%agent session` opens the file again."""
         store = self.store
         if store is None:
-            return False
-        name = cell_text(store.path.name)
-        if store.closed:
+            return
+        moved = None if store.closed else store.moved()
+        if store.closed or moved is not None:
             self._close_noting()
-            self.open_error = closed_note(name)
-            return True
-        moved = store.moved()
-        if moved is None:
-            return False
-        self._close_noting()
-        self.open_error = moved_note(store.path, moved)
-        return True
+            name = cell_text(store.path.name)
+            self.open_error = closed_note(name) if moved is None else moved_note(store.path, moved)
 
     def require_store(self) -> SessionStore:
         self._drop_closed_store()
@@ -337,7 +326,8 @@ class NotebookRuntime:
         """The run `%agent resume` would continue now (the planner's rule), if any; its
         `options` are what the resume keeps. A kernel that only reads the session has
         none: it cannot resume."""
-        if self._drop_closed_store() or self.store is None:
+        self._drop_closed_store()
+        if self.store is None:
             return None
         if self.store.open_operation() is not None:
             return None
@@ -347,9 +337,8 @@ class NotebookRuntime:
     def replay(
         self, run_id: str, calls: Sequence[ToolIntent], *, cell_id: str | None, **options: Any
     ) -> Replayed:
-        """A replayed run of `run_id` (`AgentLoop.replay`): no model is asked or even made,
-        no MCP server started; only its `python` calls run again, under the approval of
-        `options` (`run`'s)."""
+        """`AgentLoop.replay` of `run_id`: no model is made, no MCP server started; only
+        its `python` calls run again, under the approval of `options` (`run`'s)."""
         return self._call(
             lambda loop: loop.replay(run_id, calls, cell_id=cell_id),
             **{**options, "tools": ["python"], "provider": NO_MODEL, "with_mcp": False},
@@ -358,10 +347,7 @@ class NotebookRuntime:
     def resume(
         self, *, observer: LoopObserver, ask: AskFn | None, demo: bool = False, **options: Any
     ) -> RunResult:
-        """`%agent resume`: the latest run, continued (`AgentLoop.resume` says which), with
-        `run`'s options and the run's `recorded` ones (`continuing`). A run its budget
-        stopped goes on when its budget is above what its chain spent, and stops again at
-        once, with no request, when it is not."""
+        """`%agent resume`: `run`'s options, and the run's `recorded` ones (`continuing`)."""
         return self._call(AgentLoop.resume, observer=observer, ask=ask, demo=demo, **options)
 
     def compact(
@@ -372,7 +358,7 @@ class NotebookRuntime:
         demo: bool = False,
         **options: Any,
     ) -> RunResult:
-        """`%agent compact`; `options`: as `resume`'s (the stopped run's, `continuing`)."""
+        """`%agent compact`; `options`: as `resume`'s."""
         return self._call(
             lambda loop: loop.compact(instructions),
             observer=observer,
@@ -382,7 +368,7 @@ class NotebookRuntime:
         )
 
     def _call(self, what: Callable[[AgentLoop], _R], **options: Any) -> _R:
-        """`what` of a loop made with `options` (`LoopBuilder.build`'s), closed after."""
+        """`what` of a loop made with `options`, closed after."""
         loop = self._loop(**options)
         try:
             return what(loop)
@@ -400,7 +386,6 @@ class NotebookRuntime:
             return NotebookError(self.open_error or message)
         return NotebookError(message)
 
-    def _loop(self, **options: Any) -> AgentLoop:
-        """A loop over the open session (`LoopBuilder.build` takes `run`'s options)."""
+    def _loop(self, **options: Any) -> AgentLoop:  # `LoopBuilder.build`'s options
         store = self.require_store()
         return self.loops.build(store, self.context(), stopped_by=self.stopped_by, **options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import linecache
 import re
+import traceback
 import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -113,9 +114,9 @@ def _block(cell: CellRecord, secrets: tuple[str, ...], room: int | None) -> str 
         where = f" (at {cell.error.where})" if cell.error.where else ""
         error = f"\n→ {cell.error.type}: {cell.error.message}{where}"
     code = cell.code
-    fence = "`" * max(3, _longest_backtick_run(code) + 1)
-    head = f"In [{cell.count}]:\n{fence}python\n"
-    tail = f"\n{fence}{error}"
+    marks = fence(code)
+    head = f"In [{cell.count}]:\n{marks}python\n"
+    tail = f"\n{marks}{error}"
     block = _set_off_markers(clean_text(head + code + tail, secrets))
     if room is None or len(block) <= room:
         return block
@@ -155,8 +156,9 @@ def _letters(line: str) -> str:
 _MARKERS = frozenset(_letters(marker) for marker in (USER_CELLS_START, USER_CELLS_END))
 
 
-def _longest_backtick_run(text: str) -> int:
-    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+def fence(code: str) -> str:
+    """A markdown fence longer than any run of backticks in `code`: no line of it closes it."""
+    return "`" * max(3, max((len(run) for run in re.findall("`+", code)), default=0) + 1)
 
 
 def kept_text(text: str) -> str:
@@ -227,18 +229,12 @@ def cell_error(exc: BaseException, cell_label: Callable[[str], str | None]) -> C
 
 
 def _frame_where(exc: BaseException, cell_label: Callable[[str], str | None]) -> str | None:
-    """`In [4], line 2: <the line>` of the innermost traceback frame in a cell's code."""
+    """Where the innermost traceback frame in a cell's code is (`_at`)."""
     found: str | None = None
-    tb = exc.__traceback__
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        label = cell_label(filename)
+    for frame, number in traceback.walk_tb(exc.__traceback__):
+        label = cell_label(frame.f_code.co_filename)
         if label is not None:
-            line = linecache.getline(filename, tb.tb_lineno).strip()
-            found = f"{label}, line {tb.tb_lineno}" + (
-                f": {truncate(line, MAX_LINE)}" if line else ""
-            )
-        tb = tb.tb_next
+            found = _at(label, number, linecache.getline(frame.f_code.co_filename, number))
     return found
 
 
@@ -246,5 +242,10 @@ def _syntax_where(exc: SyntaxError, cell_label: Callable[[str], str | None]) -> 
     label = cell_label(exc.filename) if exc.filename else None
     if label is None or exc.lineno is None:
         return None
-    line = (exc.text or "").strip()
-    return f"{label}, line {exc.lineno}" + (f": {truncate(line, MAX_LINE)}" if line else "")
+    return _at(label, exc.lineno, exc.text or "")
+
+
+def _at(label: str, number: int, line: str) -> str:
+    """`In [4], line 2: <the line>`."""
+    line = line.strip()
+    return f"{label}, line {number}" + (f": {truncate(line, MAX_LINE)}" if line else "")
