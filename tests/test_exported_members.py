@@ -181,7 +181,6 @@ EXPORTS: dict[str, set[str]] = {
         "NoCleanCut",
         # a rewind (docs/spec.md §17): its plan, and the rewind carried out
         "RewindPlan",
-        "RewindDone",
         "plan_rewind",
         "operation_numbered",
         "undo_target",
