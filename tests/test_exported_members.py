@@ -238,6 +238,7 @@ EXPORTS: dict[str, set[str]] = {
         "clean_text",
         "truncate",
         "unescape_path",
+        "parent_directory",  # a rewind restores files through the walk file tools use
         # the notebook as tools see it, which the notebook layer implements
         "Notebook",
         "NotebookCell",
