@@ -15,6 +15,7 @@ from typing import Any
 
 from ..session import MAX_REPORTED
 from ..tools import ToolUsage
+from ..words import byte_size
 
 __all__ = ["result_text", "result_usage"]
 
@@ -56,11 +57,7 @@ def _size(data: str) -> str:
         size = len(base64.b64decode(data, validate=False))
     except (binascii.Error, ValueError):
         size = len(data) * 3 // 4
-    if size < 1024:
-        return f"{size} B"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
+    return byte_size(size)
 
 
 def _carried(structured: Any, texts: list[str]) -> bool:
