@@ -159,15 +159,12 @@ def plan_rewind(
 def _changes(state: SessionState, since: set[str]) -> Iterator[Change]:
     """The file changes of the operations `since`, in file order (operations never
     interleave: one is open at a time, and each one's intents and restores are in order)."""
-    restores = iter(state.file_restores.values())
-    pending = next(restores, None)
     by_operation: dict[str, list[Change]] = {}
-    while pending is not None:
-        if pending.operation_id in since:
-            finished = state.operations[pending.operation_id].status == "completed"
-            change = Change(pending.path, pending.from_, pending.from_mode, pending.to, finished)
-            by_operation.setdefault(pending.operation_id, []).append(change)
-        pending = next(restores, None)
+    for restore in state.file_restores.values():
+        if restore.operation_id in since:
+            finished = state.operations[restore.operation_id].status == "completed"
+            change = Change(restore.path, restore.from_, restore.from_mode, restore.to, finished)
+            by_operation.setdefault(restore.operation_id, []).append(change)
     writing = builtin_registry().subset(WRITING_TOOLS)
     for intent in state.tool_intents.values():
         if intent.operation_id not in since or intent.tool.source != "builtin":
