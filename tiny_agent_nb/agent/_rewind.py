@@ -24,7 +24,7 @@ from ..tools import Notebook, Tool, ToolArgumentError, builtin_registry
 from ..words import first_line, shorten
 from ._kernel_notice import defined_names
 from ._restore import Found, digest_of, look
-from ._rewind_cells import CellAction, CellPlan, changed_lines, plan_cells
+from ._rewind_cells import CellAction, CellPlan, changed_lines, plan_cells, string_or_none
 from ._types import AgentError
 
 FileAction = Literal["restore", "unchanged", "conflict", "unrestorable"]
@@ -199,17 +199,13 @@ def _tool_change(arguments: dict[str, object], *, finished: bool) -> Change:
         return Change(path, None, None, None, False, False, "no file history was kept")
     return Change(
         str(member.get("path", path)),
-        _digest(member.get("before")),
+        string_or_none(member.get("before")),
         _mode(member.get("mode")),
-        _digest(member.get("after")),
+        string_or_none(member.get("after")),
         finished,  # one that did not complete may have written or not
         member.get("kept") is True,
         str(member["why"]) if member.get("why") else None,
     )
-
-
-def _digest(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _mode(value: object) -> int | None:
