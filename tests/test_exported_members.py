@@ -181,7 +181,6 @@ EXPORTS: dict[str, set[str]] = {
         "NoCleanCut",
         # a rewind (docs/spec.md §17): its plan, and the rewind carried out
         "RewindPlan",
-        "RewindDone",
         "plan_rewind",
         "operation_numbered",
         "undo_target",
@@ -204,6 +203,7 @@ EXPORTS: dict[str, set[str]] = {
         "ToolCallStarted",
         "Waiting",
         "backoff_delay",
+        "plausible_window",  # the one test of a believable window, the agent's too
         "DemoProvider",
         "DEMO_LABEL",
         "DEMO_MODEL",
@@ -239,6 +239,7 @@ EXPORTS: dict[str, set[str]] = {
         "clean_text",
         "truncate",
         "unescape_path",
+        "parent_directory",  # a rewind restores files through the walk file tools use
         # the notebook as tools see it, which the notebook layer implements
         "Notebook",
         "NotebookCell",

@@ -20,7 +20,7 @@ def result(content: list[dict[str, Any]], **extra: Any) -> CallToolResult:
 def test_audio_is_described_with_its_size() -> None:
     data = base64.b64encode(bytes(3 * 1024 * 1024)).decode()
     text = result_text(result([{"type": "audio", "data": data, "mimeType": "audio/wav"}]))
-    assert text == "[audio audio/wav, 3.0 MB, not shown]"
+    assert text == "[audio audio/wav, 3 MB, not shown]"
 
 
 def test_blocks_are_joined_in_order_and_structured_content_follows_unless_carried() -> None:

@@ -121,7 +121,7 @@ def test_resources_are_shown_by_uri_with_text_and_blobs_described(
     assert output.content.splitlines() == [
         "[resource file:///notes.txt]",
         "hello",
-        "[resource file:///data.bin, application/zip, 2.0 KB, not shown]",
+        "[resource file:///data.bin, application/zip, 2 KB, not shown]",
         "[resource link file:///big.csv (big.csv)]",
     ]
     assert base64.b64encode(bytes(2048)).decode()[:40] not in output.content

@@ -113,7 +113,7 @@ def test_an_answer_larger_than_max_response_bytes_is_cut_and_not_retried(
         # the connection was closed, not left open
         assert server.client_gone.wait(ENDS_WITHIN_S)
     assert (error.kind, error.retryable) == ("protocol", False)
-    assert "more than 256 KiB" in error.message and "max_response_bytes" in error.message
+    assert "more than 256 KB" in error.message and "max_response_bytes" in error.message
     assert "none of it was kept" in error.message
     assert server.bytes_sent < 64 * LIMIT  # read no further than needed (plus socket buffers)
 
@@ -173,7 +173,7 @@ def test_a_compressed_body_is_cut_at_max_response_bytes_as_it_inflates() -> None
         finally:
             tracemalloc.stop()
     assert (error.kind, error.retryable) == ("protocol", False)
-    assert "more than 256 KiB" in error.message
+    assert "more than 256 KB" in error.message
     assert peak < 16 * 1024 * 1024  # not the 200 MB the body inflates to
     assert s.accept_encoding == ["gzip, deflate"]
 

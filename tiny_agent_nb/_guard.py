@@ -5,28 +5,22 @@ nothing more, so another process must end its children: this one, run by path
 
     sys.executable -I -S .../_guard.py KERNEL_PID [OPTION...] -- COMMAND ARGS...
 
-The guard starts the command in a process group of its own (to end all it started: `npx`
-starts node) and, on Linux, makes itself a child subreaper, so that what leaves the group
-(`setsid`, a daemon's double fork) is handed to the guard, not to init. It ends the group
-when the kernel dies (Linux: PR_SET_PDEATHSIG sends it SIGTERM; everywhere: it compares
-`os.getppid()` every WATCH_INTERVAL_S), when it gets SIGTERM, SIGINT or SIGHUP (SIGTERM to
-the group, GRACE_S or `--grace` to exit, cut short by a second stop signal, then
-SIGKILL), or when the command exits by itself (SIGKILL to what it left); then, on Linux,
-it SIGKILLs every process still below it. Its exit code is the command's (128+N for
-signal N); a command that cannot start is one line on stderr and 127, as in a shell.
+The command runs in a process group of its own (`npx` starts node); on Linux the guard is
+a child subreaper, so what leaves the group (`setsid`, a double fork) is handed to it,
+not to init. The group ends when the kernel dies (PR_SET_PDEATHSIG, and everywhere a
+look at `os.getppid()`), on SIGTERM, SIGINT or SIGHUP (SIGTERM, a grace, then SIGKILL),
+or when the command exits by itself; then, on Linux, every process still below the guard
+is killed. Its exit code is the command's (128+N for signal N); a command that cannot
+start is one line on stderr and 127, as in a shell.
 
-`--report FD` (the bash tool): when the command exits by itself, its exit code (negative
-for a signal, as `Popen.returncode`) and a newline go to FD, and the group is *not*
-ended: what the command started in the background runs on, until the kernel dies.
-`--watch-only`: no PR_SET_PDEATHSIG, for a guard started from a thread that may end
-before the kernel (the signal follows the starting *thread*). `--sweep NAME=VALUE` (the
-python tool, Linux): no command; when the kernel dies, end every process whose
-environment holds NAME=VALUE (set while `python` code ran).
+`--report FD` (bash): the command's own exit code goes to FD, and what it started in the
+background runs on until the kernel dies. `--watch-only`: no PR_SET_PDEATHSIG (the
+signal follows the starting *thread*, which may end first). `--sweep NAME=VALUE`
+(python, Linux): no command; when the kernel dies, end every process whose environment
+holds NAME=VALUE.
 
-Once the command runs the guard lets go of its stdin and stdout (with `--report`, stderr
-too), so closing the pipes works as if it were not there. Stdlib only, nothing from
-tiny_agent_nb, run with `-S`: it sits in front of every server start and bash command, so
-it must start in a few milliseconds.
+Stdlib only and run with `-S`: it sits in front of every server start and bash command,
+so it must start in a few milliseconds.
 """
 
 from __future__ import annotations
@@ -74,11 +68,8 @@ def guard_argv(
     thread_bound: bool = True,
 ) -> tuple[str, list[str]]:
     """(command, args) that run `command args` under the guard, watched for the death of
-    this process; `report`, `grace` and `thread_bound=False` are the options above.
-
-    On Linux PR_SET_PDEATHSIG follows the *thread* that started the guard: start it from
-    a thread that lives as long as the command (the MCP package's event-loop thread), or
-    pass `thread_bound=False`."""
+    this process. `thread_bound=False`: `--watch-only`, for a starting thread that may end
+    before the command (the MCP package's event-loop thread lives as long)."""
     if os.name != "posix":
         # Windows: the SDK runs the server in a Job Object that is killed when the kernel's
         # handle on it closes, which the OS does when the kernel dies.

@@ -97,6 +97,14 @@ def cap(text: str, limit: int) -> str:
     )
 
 
+def byte_size(n: int) -> str:
+    """`70 B`, `2.5 KB`, `32 MB` (a KB is 1024 bytes): a size on every surface."""
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{round(n / scale, 1):g} {unit}"
+    return f"{n} B"
+
+
 def shown_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments as a person reads them: a writing call's "file" member (digests,
     docs/spec.md §16) as whether a rewind can put the file back."""

@@ -8,7 +8,7 @@ from ._context import ContextProjection
 from ._loop import AgentLoop
 from ._planner import INTERRUPTED_RESULT, plan_recovery, resumable_operation, resumable_run
 from ._replay import Replayed, reruns_of
-from ._restore import RewindDone, carry_out, interrupted_rewind
+from ._restore import carry_out, interrupted_rewind
 from ._rewind import RewindPlan, operation_numbered, plan_rewind, undo_target
 from ._system_prompt import notebook_system_prompt
 from ._turns import NOT_STARTED
@@ -53,7 +53,6 @@ __all__ = [
     "NoCleanCut",
     "RecoveryReport",
     "Replayed",
-    "RewindDone",
     "RewindPlan",
     "RunResult",
     "StepsReached",

@@ -17,7 +17,7 @@ from itertools import islice
 
 from ..provider import messages as m
 from ..render import when
-from ..session import Kernel, NewFact, SessionState, SessionStore
+from ..session import Kernel, NewFact, SessionState, SessionStore, ToolIntent
 from ..session import facts as f
 
 NAMES_SHOWN = 40  # names listed in a notice; the rest are counted
@@ -86,13 +86,9 @@ def _replayed_codes(state: SessionState, current: Kernel) -> list[str]:
     """The code replayed runs ran again, and completed, in the current kernel."""
     intents = islice(state.tool_intents.values(), current.intents_before, None)
     return _newest(
-        [
-            code
-            for i in intents
-            if i.status == "completed"
-            and state.operations[i.operation_id].kind == "replay"
-            and isinstance(code := i.arguments.get("code"), str)
-        ]
+        i
+        for i in intents
+        if i.status == "completed" and state.operations[i.operation_id].kind == "replay"
     )
 
 
@@ -100,19 +96,16 @@ def _python_codes(state: SessionState, start: int, current: Kernel) -> list[str]
     """The code of the `python` calls from the `start`-th intent up to the current kernel
     (a denied call never ran)."""
     intents = islice(state.tool_intents.values(), start, current.intents_before)
-    codes = [
-        code
+    return _newest(
+        i
         for i in intents
-        if i.tool.name == PYTHON_TOOL
-        and i.tool.source == "builtin"
-        and i.status != "denied"
-        and isinstance(code := i.arguments.get("code"), str)
-    ]
-    return _newest(codes)
+        if i.tool.name == PYTHON_TOOL and i.tool.source == "builtin" and i.status != "denied"
+    )
 
 
-def _newest(codes: list[str]) -> list[str]:
-    """The newest of `codes` that fit in CODE_CHARS together, oldest first."""
+def _newest(intents: Iterable[ToolIntent]) -> list[str]:
+    """The code of the calls, the newest that fit in CODE_CHARS together, oldest first."""
+    codes = [code for i in intents if isinstance(code := i.arguments.get("code"), str)]
     kept: list[str] = []
     budget = CODE_CHARS
     for code in reversed(codes):

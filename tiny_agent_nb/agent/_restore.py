@@ -25,13 +25,12 @@ from typing import TYPE_CHECKING, NamedTuple
 from .._exceptions import TinyAgentError
 from ..session import FileStore, SessionState, SessionStore, new_id
 from ..session import facts as f
-from ..tools import Notebook, unescape_path
+from ..tools import Notebook, parent_directory, unescape_path
 from ._rewind_cells import restore_cells
 
 if TYPE_CHECKING:
     from ._rewind import RewindPlan
 
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
 
 
@@ -60,28 +59,15 @@ def _directory(root: Path, parts: tuple[str, ...], *, make: bool) -> int | str |
     """A descriptor of the directory holding the file `parts` names; None when it is
     missing (and not `make`); words when a component is no directory (a symlink?)."""
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:  # the recorded workspace is gone, or was moved
-        return f"the workspace {root} cannot be reached: {exc.strerror}"
-    try:
-        for part in parts[:-1]:
-            try:
-                inner = os.open(part, _DIRECTORY, dir_fd=fd)
-            except FileNotFoundError:
-                if not make:
-                    os.close(fd)
-                    return None
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                inner = os.open(part, _DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = inner
+        return parent_directory(root, parts, make=make)
     except OSError as exc:
-        os.close(fd)
+        if exc.filename == str(root):  # the recorded workspace is gone, or was moved
+            return f"the workspace {root} cannot be reached: {exc.strerror}"
+        if isinstance(exc, FileNotFoundError) and not make:
+            return None
         if exc.errno in (errno.ENOTDIR, errno.ELOOP):
             return "a directory on its path became a symlink or a file"
         return f"it cannot be reached: {exc.strerror}"
-    return fd
 
 
 def _read(directory: int, name: str) -> Found | str:

@@ -24,7 +24,7 @@ from ..tools import Notebook, Tool, ToolArgumentError, builtin_registry
 from ..words import first_line, shorten
 from ._kernel_notice import defined_names
 from ._restore import Found, digest_of, look
-from ._rewind_cells import CellAction, CellPlan, changed_lines, plan_cells
+from ._rewind_cells import CellAction, CellPlan, changed_lines, plan_cells, string_or_none
 from ._types import AgentError
 
 FileAction = Literal["restore", "unchanged", "conflict", "unrestorable"]
@@ -159,15 +159,12 @@ def plan_rewind(
 def _changes(state: SessionState, since: set[str]) -> Iterator[Change]:
     """The file changes of the operations `since`, in file order (operations never
     interleave: one is open at a time, and each one's intents and restores are in order)."""
-    restores = iter(state.file_restores.values())
-    pending = next(restores, None)
     by_operation: dict[str, list[Change]] = {}
-    while pending is not None:
-        if pending.operation_id in since:
-            finished = state.operations[pending.operation_id].status == "completed"
-            change = Change(pending.path, pending.from_, pending.from_mode, pending.to, finished)
-            by_operation.setdefault(pending.operation_id, []).append(change)
-        pending = next(restores, None)
+    for restore in state.file_restores.values():
+        if restore.operation_id in since:
+            finished = state.operations[restore.operation_id].status == "completed"
+            change = Change(restore.path, restore.from_, restore.from_mode, restore.to, finished)
+            by_operation.setdefault(restore.operation_id, []).append(change)
     writing = builtin_registry().subset(WRITING_TOOLS)
     for intent in state.tool_intents.values():
         if intent.operation_id not in since or intent.tool.source != "builtin":
@@ -202,17 +199,13 @@ def _tool_change(arguments: dict[str, object], *, finished: bool) -> Change:
         return Change(path, None, None, None, False, False, "no file history was kept")
     return Change(
         str(member.get("path", path)),
-        _digest(member.get("before")),
+        string_or_none(member.get("before")),
         _mode(member.get("mode")),
-        _digest(member.get("after")),
+        string_or_none(member.get("after")),
         finished,  # one that did not complete may have written or not
         member.get("kept") is True,
         str(member["why"]) if member.get("why") else None,
     )
-
-
-def _digest(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _mode(value: object) -> int | None:

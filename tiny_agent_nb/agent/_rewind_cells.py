@@ -98,9 +98,8 @@ def plan_cells(
 
 def _links(state: SessionState, since: set[str]) -> Iterator[_Link]:
     for intent in state.tool_intents.values():
-        if intent.operation_id not in since or intent.tool.source != "builtin":
-            continue
-        if intent.tool.name not in _TOOLS:
+        tool = intent.tool
+        if intent.operation_id not in since or tool.source != "builtin" or tool.name not in _TOOLS:
             continue
         result = state.entries.get(intent.result_entry_id)
         applied = (
@@ -111,29 +110,27 @@ def _links(state: SessionState, since: set[str]) -> Iterator[_Link]:
         if not applied and intent.status != "interrupted":
             continue  # rejected, refused, proposed as a new cell instead, or still open
         a = intent.arguments
-        old, new = a.get("old_source"), a.get("source")
+        old, new = string_or_none(a.get("old_source")), string_or_none(a.get("source"))
         number, count = a.get("cell_number"), a.get("cell_count")
         if intent.tool.name == "insert_cell" and isinstance(number, int):
             number, count = number + 1, (count or 0) + 1  # the new cell's place
         place = f"{number or '?'} of {count or '?'}"
         if intent.tool.name == "edit_cell":
-            link = _Link(
-                str(a.get("cell_id")), _text(old), _text(new), applied, place, "code", None
-            )
+            link = _Link(str(a.get("cell_id")), old, new, applied, place, "code", None)
         elif intent.tool.name == "insert_cell":
             made = a.get("new_cell_id")
             if not isinstance(made, str):
                 continue  # recorded before inserted cells were given their id: not found
             kind = _kind(a.get("cell_type"))
-            link = _Link(made, None, _text(new), applied, place, kind, None)
+            link = _Link(made, None, new, applied, place, kind, None)
         else:
             kind, previous = _kind(a.get("old_cell_type")), a.get("previous_cell_id")
-            previous = previous if isinstance(previous, str) else None
-            link = _Link(str(a.get("cell_id")), _text(old), None, applied, place, kind, previous)
+            previous = string_or_none(previous)
+            link = _Link(str(a.get("cell_id")), old, None, applied, place, kind, previous)
         yield link
 
 
-def _text(value: object) -> str | None:
+def string_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..provider import plausible_window
 from ..session import (
-    MAX_WINDOW,
-    MIN_WINDOW,
     LearnedWindow,
     NewFact,
     SessionState,
@@ -47,15 +46,11 @@ class Measure:
     bytes: int
 
 
-def plausible(tokens: int | None) -> int | None:
-    return tokens if tokens is not None and MIN_WINDOW <= tokens <= MAX_WINDOW else None
-
-
 def truncated(sent: Measure, previous: Measure | None) -> bool:
     """Whether the server's count of `sent` suggests it read only part of it: fewer than one
     token per 16 bytes, or grown by less than that since `previous` (the last request of
     the same context). Only a count that could be a window is judged."""
-    if plausible(sent.tokens) is None:
+    if plausible_window(sent.tokens) is None:
         return False
     if sent.tokens * TRUNCATED_BYTES_PER_TOKEN < sent.bytes:
         return True
@@ -99,7 +94,7 @@ class RunWindow:
         self.learned: LearnedWindow | None = None
         if key is not None:
             self.learned = store.learned_window(*key)
-        self._listed = plausible(listed) if self.learned is None else None
+        self._listed = plausible_window(listed) if self.learned is None else None
         self.tokens_per_byte = MIN_TOKENS_PER_BYTE
 
     @property
@@ -136,7 +131,7 @@ class RunWindow:
     def learning(self, tokens: int | None, attempt_id: str) -> list[NewFact]:
         """The record of the window a server's refusal stated, if believable and new: the
         caller commits it with the attempt's failure, then calls `learned_from`."""
-        tokens = plausible(tokens)
+        tokens = plausible_window(tokens)
         if self.key is None or tokens is None:
             return []
         if self.learned is not None and self.learned.tokens == tokens:
@@ -154,7 +149,7 @@ class RunWindow:
     def calibrate(self, measure: Measure | None) -> None:
         """Take the tokens per byte of a request the server counted, when more than the
         estimate uses: it errs on the large side (each loop calibrates afresh)."""
-        if measure is None or measure.bytes <= 0 or plausible(measure.tokens) is None:
+        if measure is None or measure.bytes <= 0 or plausible_window(measure.tokens) is None:
             return
         ratio = min(MAX_TOKENS_PER_BYTE, measure.tokens / measure.bytes)
         self.tokens_per_byte = max(self.tokens_per_byte, ratio)

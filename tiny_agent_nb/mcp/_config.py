@@ -33,6 +33,7 @@ from ..redaction import (
     secrets_of,
     url_secrets,
 )
+from ..words import byte_size
 
 __all__ = ["McpConfig", "McpConfigError", "ServerConfig", "parse_config"]
 
@@ -190,7 +191,7 @@ def read_config_file(path: Path) -> str:
             raise OSError(errno.EINVAL, "not a regular file")
         data = f.read(MAX_FILE_SIZE + 1)
     if len(data) > MAX_FILE_SIZE:
-        raise OSError(errno.EFBIG, f"larger than {MAX_FILE_SIZE // (1024 * 1024)} MB")
+        raise OSError(errno.EFBIG, f"larger than {byte_size(MAX_FILE_SIZE)}")
     return data.decode("utf-8")
 
 

@@ -22,6 +22,7 @@ import httpx2
 
 from .._exceptions import TinyAgentError
 from ..provider import ACCEPT_ENCODING, BodyDecoder, UnsupportedEncoding
+from ..words import byte_size
 
 
 class RefusedAnswer(TinyAgentError, httpx2.StreamError):
@@ -91,7 +92,7 @@ class _Decoded(httpx2.AsyncByteStream):
         self._size += len(piece)
         if self._limit is not None and self._size > self._limit:
             raise self._refused(
-                f"its answer was larger than {self._limit // (1024 * 1024)} MB once decoded, "
+                f"its answer was larger than {byte_size(self._limit)} once decoded, "
                 "and was not read"
             )
         return piece

@@ -13,7 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..session import MAX_REPORTED
 from ..tools import ToolUsage
+from ..words import byte_size
 
 __all__ = ["result_text", "result_usage"]
 
@@ -55,11 +57,7 @@ def _size(data: str) -> str:
         size = len(base64.b64decode(data, validate=False))
     except (binascii.Error, ValueError):
         size = len(data) * 3 // 4
-    if size < 1024:
-        return f"{size} B"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
+    return byte_size(size)
 
 
 def _carried(structured: Any, texts: list[str]) -> bool:
@@ -79,11 +77,6 @@ def _carried(structured: Any, texts: list[str]) -> bool:
     return False
 
 
-# The largest count or cost a report may claim: an exact JSON number everywhere (what the
-# file also bounds its times by). A server's 1e308 would otherwise make every total it is
-# summed into infinite, and 10**30 tokens is no report, only an attack on the totals.
-_MAX_REPORTED = 2**53 - 1
-
 # Field names read for each count: our file's camelCase, snake_case, OpenAI's names.
 _COUNTS = {
     "input_tokens": ("inputTokens", "input_tokens", "prompt_tokens"),
@@ -94,8 +87,9 @@ _COUNTS = {
 
 
 def result_usage(result: Any) -> ToolUsage | None:
-    """The usage in the result's `_meta.usage`; None when there is none or it is malformed
-    (a wrong count is worse than none: it would be summed into the session's totals)."""
+    """The usage in the result's `_meta.usage`; None when there is none, it is malformed or
+    past MAX_REPORTED (a wrong count is worse than none: it would be summed into the
+    session's totals, and a server's 1e308 would make them infinite)."""
     meta = result.meta
     usage = meta.get("usage") if isinstance(meta, Mapping) else None
     if not isinstance(usage, Mapping):
@@ -104,7 +98,7 @@ def result_usage(result: Any) -> ToolUsage | None:
     for field, names in _COUNTS.items():
         found = [usage[name] for name in names if name in usage]
         value = found[0] if found else 0
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_REPORTED:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPORTED:
             return None
         counts[field] = value
     cost = usage.get("cost")
@@ -112,7 +106,7 @@ def result_usage(result: Any) -> ToolUsage | None:
         isinstance(cost, bool)
         or not isinstance(cost, int | float)
         or not math.isfinite(cost)
-        or not 0 <= cost <= _MAX_REPORTED
+        or not 0 <= cost <= MAX_REPORTED
     ):
         return None
     return ToolUsage(**counts, cost=None if cost is None else float(cost))

@@ -31,6 +31,7 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 from .._guard import guard_argv
+from ..words import byte_size
 from ._config import ServerConfig
 
 STDERR_TAIL = 4096  # bytes of a stdio server's stderr kept for the "failed" line
@@ -104,7 +105,7 @@ async def bounded_stdio_client(
                             break
                     if reading and len(buffer) > limit:
                         on_refused(
-                            f"it wrote a line longer than {limit // (1024 * 1024)} MB to its "
+                            f"it wrote a line longer than {byte_size(limit)} to its "
                             "stdout, which was not read; it was stopped"
                         )
                         reading, buffer = False, bytearray()

@@ -32,7 +32,7 @@ from ._types import (
     UsageReport,
     Waiting,
 )
-from ._window import METADATA_SECONDS
+from ._window import METADATA_SECONDS, plausible_window
 from ._wire import encoded
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
@@ -77,5 +77,6 @@ __all__ = [
     "encoded",
     "http_client",
     "messages",
+    "plausible_window",
     "wire",
 ]

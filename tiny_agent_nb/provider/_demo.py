@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..session import AssistantMessage, ToolCall
+from ..words import first_line
 from ._messages import Assistant, Context, Message, ToolResult, User, prompt_of, size, tools_size
 from ._types import Completion, StreamEvent, TextDelta, ToolCallStarted, UsageReport
 
@@ -124,7 +125,7 @@ class DemoProvider:
                 "The `bash` tool is not among this cell's tools, so I could not run "
                 + ("this command:" if len(left) == 1 else f"these {len(left)} commands:")
             )
-            lines += [f"- {_code_span(_first_line(c))}" for c in left]
+            lines += [f"- {_code_span(first_line(c, _SHOWN_COMMAND))}" for c in left]
         if self._advice:
             lines += ["", self._advice]
         return "\n".join(lines)
@@ -133,7 +134,7 @@ class DemoProvider:
 def _report(command: str, content: str) -> list[str]:
     """What happened to one command, read from its result as the model was given it: a
     bash result ends with its exit note; anything else means the command did not run."""
-    head = f"- {_code_span(_first_line(command))} →"
+    head = f"- {_code_span(first_line(command, _SHOWN_COMMAND))} →"
     if content.startswith(_INTERRUPTED):
         return [f"{head} **interrupted** — it may have run; it was not run again"]
     if content.startswith(_NOT_STARTED):
@@ -146,12 +147,6 @@ def _report(command: str, content: str) -> list[str]:
     note = ending.group(1)
     verdict = "ran" if note == "exit code 0" else f"ran, **{note}**"
     return [f"{head} {verdict}; its output:", *_quote(content[: ending.start()])]
-
-
-def _first_line(text: str) -> str:
-    lines = text.strip().splitlines() or [""]
-    first = lines[0][:_SHOWN_COMMAND]
-    return first + " …" if len(lines) > 1 or len(lines[0]) > _SHOWN_COMMAND else first
 
 
 def _code_span(text: str) -> str:

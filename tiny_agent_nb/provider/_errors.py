@@ -24,7 +24,7 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-from ..words import shorten
+from ..words import byte_size, shorten
 from ._text import MESSAGE_LIMIT, encoded, get_path, parsed
 from ._types import ProviderConfig, ProviderError
 from ._window import context_too_long, is_context_length
@@ -307,7 +307,7 @@ def not_an_answer(config: ProviderConfig, what: str, *, retryable: bool) -> Prov
 def too_large(config: ProviderConfig) -> ProviderError:
     # Not retried: the same question most likely gets the same endless answer again.
     return ProviderError(
-        f"{config.redacted_base_url} sent more than {_size(config.max_response_bytes)} for "
+        f"{config.redacted_base_url} sent more than {byte_size(config.max_response_bytes)} for "
         "one answer, so it was cut off and none of it was kept (the model may be stuck "
         "repeating itself). Ask for a shorter answer (max_tokens), or raise "
         "max_response_bytes if answers this long are expected.",
@@ -339,10 +339,3 @@ def attempt_timed_out(config: ProviderConfig) -> ProviderError:
         kind="timeout",
         retryable=True,
     )
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n} bytes"

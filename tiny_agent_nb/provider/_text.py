@@ -13,7 +13,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._exceptions import TinyAgentError
 from ..session import MAX_JSON_DEPTH, json_depth, json_value_problem
 from ..words import clean_unicode, shorten
 
@@ -25,12 +24,8 @@ INVALID_ARGUMENTS_LIMIT = 16 * 1024
 # ---------------------------------------------------------------- tool-call arguments
 
 
-class _NotJson(TinyAgentError, ValueError):
-    pass
-
-
 def _reject_constant(name: str) -> Any:
-    raise _NotJson(name)  # NaN / Infinity: valid Python, not JSON, not canonical
+    raise ValueError(name)  # NaN / Infinity: valid Python, not JSON, not canonical
 
 
 def _clean_value(value: Any) -> Any:

@@ -30,6 +30,7 @@ from ._notebook import (
     NotebookCell,
     NotebookCells,
 )
+from ._paths import parent_directory
 from ._registry import NOTEBOOK_TOOLS, ToolRegistry, builtin_registry
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "builtin_registry",
     "change_diff",
     "clean_text",
+    "parent_directory",
     "truncate",
     "unescape_path",
 ]

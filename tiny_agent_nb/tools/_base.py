@@ -10,7 +10,6 @@ written for the model.
 
 from __future__ import annotations
 
-import errno
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -40,8 +39,6 @@ class ToolSchema:
 
 
 class ToolArguments(BaseModel):
-    """Base of every tool's argument model."""
-
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
@@ -120,7 +117,6 @@ class ToolOutput:
 
     @property
     def ending(self) -> str:
-        """The last non-blank line: why a failed call failed."""
         lines = [line for line in self.content.splitlines() if line.strip()]
         return lines[-1].strip() if lines else ""
 
@@ -158,7 +154,7 @@ class Tool(ABC):
         return arguments
 
     def effective_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Validated arguments with defaults filled in, as recorded in toolStarted."""
+        """As recorded in toolStarted: validated, defaults filled in."""
         return self.parse_arguments(arguments).model_dump(mode="json")
 
     def parse_arguments(self, arguments: dict[str, Any]) -> ToolArguments:
@@ -173,8 +169,7 @@ class Tool(ABC):
             raise ToolArgumentError(f"invalid arguments for {self.name}: {problems}") from None
 
     @abstractmethod
-    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
-        """Perform the effect with effective arguments."""
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput: ...
 
 
 ArgumentsT = TypeVar("ArgumentsT", bound=ToolArguments)
@@ -203,21 +198,10 @@ class BuiltinTool(Tool, Generic[ArgumentsT]):
         """Perform the effect; raise ToolError / OSError for failures the model should see."""
 
 
-_PLAIN = {
-    errno.ENOENT: "no such file or directory",
-    errno.EISDIR: "is a directory",
-    errno.ENOTDIR: "not a directory",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.EEXIST: "already exists",
-    errno.ENOSPC: "no space left on device",
-    errno.EROFS: "read-only file system",
-}
-
-
 def describe_os_error(exc: OSError, workspace: Path) -> str:
     """`<path>: <what went wrong>`, with the path as the model would write it."""
-    what = _PLAIN.get(exc.errno or 0) or exc.strerror or str(exc)
+    what = exc.strerror or str(exc)
+    what = what[:1].lower() + what[1:]  # "no such file or directory", after a path
     if exc.filename is None:
         return what
     return f"{display_path(os.fsdecode(exc.filename), workspace)}: {what}"

@@ -19,6 +19,7 @@ from typing import BinaryIO, ClassVar
 from pydantic import Field
 
 from ..session import ReplayPolicy
+from ..words import byte_size
 from ._base import (
     ArgumentsT,
     BuiltinTool,
@@ -221,7 +222,7 @@ class Grep(_Reading[GrepArguments]):
         "Search text files in the workspace for a regular expression. Each match is one "
         "line 'path:line: text'. Binary files, .git, node_modules, virtualenvs and caches "
         f"are skipped. At most {MAX_GREP_MATCHES} matches; only the first "
-        f"{MAX_SEARCHED_LINE // (1 << 20)} MiB of a line is searched; stops after "
+        f"{byte_size(MAX_SEARCHED_LINE)} of a line is searched; stops after "
         f"{DEFAULT_TIME_LIMIT:g} seconds."
     )
     Arguments = GrepArguments

@@ -17,7 +17,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -89,39 +89,48 @@ def open_file(real: Path, root: Path, shown: str, flags: int, *, make_parents: b
     parts = real.relative_to(root).parts
     if not parts:
         raise ToolError(f"{shown}: is a directory")
-    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for part in parts[:-1]:
-            inner = _enter(directory, part, shown, make_parents=make_parents)
+        directory = parent_directory(root, parts, make=make_parents)
+        try:
+            return _open_regular(directory, parts[-1], shown, flags)
+        finally:
             os.close(directory)
-            directory = inner
-        fd = _open_regular(directory, parts[-1], shown, flags)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _swapped(shown) from None
+        if exc.errno == errno.ENOTDIR and make_parents:
+            raise ToolError(f"{shown}: cannot be created, a parent on its path is a file") from None
         # The OS names only the last component it was given; name the whole path.
         raise OSError(exc.errno, exc.strerror, str(real)) from None
-    finally:
-        os.close(directory)
-    return fd
 
 
-def _enter(directory: int, name: str, shown: str, *, make_parents: bool) -> int:
-    """A descriptor of subdirectory `name` of `directory`, never through a symlink."""
+def parent_directory(root: Path, parts: Sequence[str], *, make: bool) -> int:
+    """A descriptor of the directory holding the file `parts` names under `root`, entered
+    one name at a time, never through a symlink; `make`: missing directories are created.
+    OSError: ELOOP where a name on the way is a symlink, ENOTDIR where it is a file."""
+    directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        try:
-            return os.open(name, _DIRECTORY, dir_fd=directory)
-        except FileNotFoundError:
-            if not make_parents:
+        for name in parts[:-1]:
+            try:
+                try:
+                    inner = os.open(name, _DIRECTORY, dir_fd=directory)
+                except FileNotFoundError:
+                    if not make:
+                        raise
+                    # Another writer may create it at the same moment; either way it exists.
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o777, dir_fd=directory)
+                    inner = os.open(name, _DIRECTORY, dir_fd=directory)
+            except NotADirectoryError:
+                if stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
+                    raise OSError(errno.ELOOP, "a symbolic link on the path", name) from None
                 raise
-            # Another writer may create it at the same moment; either way it now exists.
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, 0o777, dir_fd=directory)
-            return os.open(name, _DIRECTORY, dir_fd=directory)
-    except NotADirectoryError:
-        if stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode):
-            raise _swapped(shown) from None
-        if make_parents:
-            raise ToolError(f"{shown}: cannot be created, a parent on its path is a file") from None
+            os.close(directory)
+            directory = inner
+    except BaseException:
+        os.close(directory)
         raise
+    return directory
 
 
 def _open_regular(directory: int, name: str, shown: str, flags: int) -> int:
