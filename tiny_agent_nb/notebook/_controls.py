@@ -345,7 +345,7 @@ class RunControls:
                 with interrupt_held():
                     control.settle(record("■", "not answered: the run was stopped"))
             raise
-        choice = answer.choice or "deny"
+        choice = cast(Choice, answer.choice or "deny")
         said = {
             "allow": "accepted by you" if change else "allowed by you",
             "always": f"allowed by you, with every {cell_text(tool)} call for the rest of this "
@@ -358,18 +358,21 @@ class RunControls:
 
 
 class Answer:
-    """A click, from whichever thread handles it; the first counts."""
+    """The answer to a control's question (approval, rewind confirmation, Resume): a press,
+    from whichever thread handles it. The first counts; `give` says if this one did."""
 
     def __init__(self) -> None:
         self.given = threading.Event()
-        self.choice: Choice | None = None
+        self.choice: str | None = None
         self._lock = threading.Lock()
 
-    def give(self, choice: Choice) -> None:
+    def give(self, choice: str) -> bool:
         with self._lock:
-            if self.choice is None:
-                self.choice = choice
-                self.given.set()
+            if self.choice is not None:
+                return False
+            self.choice = choice
+            self.given.set()
+            return True
 
 
 def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None], change: bool) -> Any:
@@ -394,6 +397,6 @@ def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None], ch
         if name == "stop":
             stop()
         else:
-            answer.give(cast(Choice, name))
+            answer.give(name)
 
     return KeyedButtons(text, buttons, press)
