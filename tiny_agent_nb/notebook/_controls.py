@@ -27,9 +27,8 @@ from types import FrameType
 from typing import Any, cast
 
 from ..render import cell_text
-from ..tools import change_diff
 from ..words import short_arguments
-from ._approval import SHOWABLE, Choice, approval_text, deny_unshowable
+from ._approval import SHOWABLE, Choice, approval_text, change_text, deny_unshowable
 from ._comm_pump import (
     CommPump,
     handle_on_controls_subshell,
@@ -296,12 +295,9 @@ class RunControls:
         """The call, whole, with Allow · Allow <tool> for the rest of this session · Deny ·
         Stop the run, each with its key; a cell change as its diff, with Accept · Reject ·
         Stop the run. Waits for a press (Ctrl-C or Stop end the wait and the run)."""
-        diff = change_diff(tool, dict(arguments))
+        diff = change_text(tool, arguments)
         change = diff is not None
-        if diff is None:
-            text, _ = approval_text(tool, arguments, whole=True)
-        else:
-            text = cell_text(diff, keep_lines=True)
+        text = diff if diff is not None else approval_text(tool, arguments, whole=True)[0]
         if len(text) > SHOWABLE:
             return deny_unshowable(tool, len(text))
 
