@@ -344,8 +344,7 @@ class RunControls:
         choice = cast(Choice, answer.choice or "deny")
         said = {
             "allow": "accepted by you" if change else "allowed by you",
-            "always": f"allowed by you, with every {cell_text(tool)} call for the rest of this "
-            "session",
+            "always": f"allowed by you, with every {name} call for the rest of this session",
             "deny": "rejected by you" if change else "denied by you",
         }[choice]
         with interrupt_held():
