@@ -66,6 +66,12 @@ def approval_text(
     return "\n".join(out), shortened
 
 
+def change_text(tool: str, arguments: Mapping[str, object]) -> str | None:
+    """A cell change's diff as asked about, made printable; None for any other call."""
+    diff = change_diff(tool, dict(arguments))
+    return None if diff is None else cell_text(diff, keep_lines=True)
+
+
 def deny_unshowable(tool: str, length: int) -> Choice:
     print(
         f"{cell_text(tool)} was not allowed: its arguments are {length} characters long, too "
@@ -79,11 +85,9 @@ def ask_approval(tool: str, arguments: Mapping[str, object], read: Callable[[str
     """Show the call, then ask `read` (the kernel's `input`): `y`/`yes` allows it, `a`/`all`
     allows every call of `tool` for the rest of the session, anything else denies it.
     A cell change is shown as its diff, and only `y` accepts it."""
-    diff = change_diff(tool, dict(arguments))
-    if diff is not None:
-        text = (
-            f"{cell_text(tool)} wants to change the notebook:\n{cell_text(diff, keep_lines=True)}"
-        )
+    change = change_text(tool, arguments)
+    if change is not None:
+        text = f"{cell_text(tool)} wants to change the notebook:\n{change}"
         if len(text) > SHOWABLE:
             return deny_unshowable(tool, len(text))
         print(text, flush=True)

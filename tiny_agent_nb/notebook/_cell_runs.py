@@ -27,7 +27,7 @@ from ..session import Operation, ToolCall
 from ..tools import ToolError, ToolOutput, change_diff
 from ._approval import Choice, ask_approval
 from ._comm_pump import CommPump, later_in_this_cell
-from ._controls import Control, Record, RunControls, controls_available
+from ._controls import Answer, Control, Record, RunControls, controls_available
 from ._display import CellDisplay
 from ._loops import AskFn
 from ._report import resume_words
@@ -295,17 +295,15 @@ class ResumeOffer:
 
         self._resume = resume
         self._schedule = schedule
-        self._lock = threading.Lock()
-        self._clicked = False
+        self._answer = Answer()
+        kept = f": {options}" if options else ""
         self._button = w.Button(
             description="Resume",
             icon="play",
             button_style="primary",
-            tooltip="Continue this run, as `%agent resume` does"
-            + (f": {options}" if options else ""),
+            tooltip=f"Continue this run, as `%agent resume` does{kept}",
         )
         self._button.on_click(lambda _: self._click())
-        kept = f": {options}" if options else ""
         waiting = Record.of(
             "↻ `%agent resume` continues this run{kept} (the Resume button shown here "
             "needs the kernel that showed it)",
@@ -314,10 +312,8 @@ class ResumeOffer:
         self.control = Control(w.HBox([self._button]), waiting, ipython_publish)
 
     def _click(self) -> None:
-        with self._lock:
-            if self._clicked or self.control.settled:
-                return
-            self._clicked = True
+        if self.control.settled or not self._answer.give("resume"):
+            return
         # Said at once, from whichever thread handles the click: the kernel may be busy.
         self._button.disabled = True
         self._button.description = "Resume: waiting for the kernel"
@@ -332,7 +328,7 @@ class ResumeOffer:
     def withdraw(self) -> None:
         """A later run started (or the session changed, or the extension was unloaded):
         the button would no longer resume what it was shown under."""
-        first = "↻ clicked, but another run started first; " if self._clicked else "↻ "
+        first = "↻ clicked, but another run started first; " if self._answer.choice else "↻ "
         self.control.settle(
             Record.of("{first}`%agent resume` continues the latest stopped run", first=first)
         )

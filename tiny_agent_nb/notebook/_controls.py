@@ -27,9 +27,8 @@ from types import FrameType
 from typing import Any, cast
 
 from ..render import cell_text
-from ..tools import change_diff
 from ..words import short_arguments
-from ._approval import SHOWABLE, Choice, approval_text, deny_unshowable
+from ._approval import SHOWABLE, Choice, approval_text, change_text, deny_unshowable
 from ._comm_pump import (
     CommPump,
     handle_on_controls_subshell,
@@ -296,12 +295,9 @@ class RunControls:
         """The call, whole, with Allow · Allow <tool> for the rest of this session · Deny ·
         Stop the run, each with its key; a cell change as its diff, with Accept · Reject ·
         Stop the run. Waits for a press (Ctrl-C or Stop end the wait and the run)."""
-        diff = change_diff(tool, dict(arguments))
+        diff = change_text(tool, arguments)
         change = diff is not None
-        if diff is None:
-            text, _ = approval_text(tool, arguments, whole=True)
-        else:
-            text = cell_text(diff, keep_lines=True)
+        text = diff if diff is not None else approval_text(tool, arguments, whole=True)[0]
         if len(text) > SHOWABLE:
             return deny_unshowable(tool, len(text))
 
@@ -345,11 +341,10 @@ class RunControls:
                 with interrupt_held():
                     control.settle(record("■", "not answered: the run was stopped"))
             raise
-        choice = answer.choice or "deny"
+        choice = cast(Choice, answer.choice or "deny")
         said = {
             "allow": "accepted by you" if change else "allowed by you",
-            "always": f"allowed by you, with every {cell_text(tool)} call for the rest of this "
-            "session",
+            "always": f"allowed by you, with every {name} call for the rest of this session",
             "deny": "rejected by you" if change else "denied by you",
         }[choice]
         with interrupt_held():
@@ -358,18 +353,21 @@ class RunControls:
 
 
 class Answer:
-    """A click, from whichever thread handles it; the first counts."""
+    """The answer to a control's question (approval, rewind confirmation, Resume): a press,
+    from whichever thread handles it. The first counts; `give` says if this one did."""
 
     def __init__(self) -> None:
         self.given = threading.Event()
-        self.choice: Choice | None = None
+        self.choice: str | None = None
         self._lock = threading.Lock()
 
-    def give(self, choice: Choice) -> None:
+    def give(self, choice: str) -> bool:
         with self._lock:
-            if self.choice is None:
-                self.choice = choice
-                self.given.set()
+            if self.choice is not None:
+                return False
+            self.choice = choice
+            self.given.set()
+            return True
 
 
 def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None], change: bool) -> Any:
@@ -394,6 +392,6 @@ def _question(tool: str, text: str, answer: Answer, stop: Callable[[], None], ch
         if name == "stop":
             stop()
         else:
-            answer.give(cast(Choice, name))
+            answer.give(name)
 
     return KeyedButtons(text, buttons, press)

@@ -2,8 +2,8 @@
 
 In a Jupyter kernel the answer is one display updated in place (markdown made safe by
 `safe_markdown`, the answer itself as text/plain); in a terminal the text is printed as it
-arrives. Text that came inside the update interval before a pause (the model thinking) is
-drawn by one trailing render from a timer thread, not only when the next piece arrives.
+arrives, at most every UPDATE_INTERVAL (a `Throttle`: a pause, the model thinking, still
+shows what came just before it).
 
 Until the answer begins, the cell counts the seconds it waits, in one display (a slow
 local model once showed a Stop button alone for 50 s). The count is drawn on the main
@@ -46,7 +46,7 @@ from ..timeline import outcome_note
 from ..tools import ToolError, ToolOutput, truncate
 from ..words import printable, short_arguments, whole_sentences
 from ._comm_pump import has_reply
-from ._timeline_view import Publish, ipython_publish, trailing_render
+from ._timeline_view import Publish, Throttle, ipython_publish
 from ._user_cells import fence
 
 UPDATE_INTERVAL = 0.1
@@ -84,18 +84,16 @@ class CellDisplay(LoopObserver):
         self._rich = rich
         self._secrets = tuple(secrets)
         self._publish = publish
-        self._clock = clock
         self._text = StreamRedactor(self._secrets)  # the paragraph streaming now
         self._printed = ""  # in a terminal: what of it was printed
         self._display_id: str | None = None  # the display of the paragraph streaming now
         self._drawn = ""  # what it shows
-        self._last = 0.0
         self._thinking_shown = False
         # Held while the answer's display is drawn or its paragraph ends: the trailing
         # render (a timer thread) must never draw over the final answer (redacted as
         # committed) nor into a paragraph a tool line has closed.
         self._lock = threading.Lock()
-        self._trailing: threading.Timer | None = None
+        self._throttle = Throttle(UPDATE_INTERVAL, self._draw_late, clock)
         self._running: dict[str, str] = {}  # the calls started and not ended: id -> name
         self._counted: str | None = None  # the display counting the wait for the model
         # The model's answer has begun (text, reasoning, a call) since the cell's last
@@ -123,11 +121,8 @@ class CellDisplay(LoopObserver):
                 self._display_id = counted or _new_id()
                 self._draw(update=counted is not None)
                 return
-            waited = self._clock() - self._last
-            if waited >= UPDATE_INTERVAL:
+            if self._throttle.due():
                 self._draw(update=True)
-            elif self._trailing is None:
-                self._trailing = trailing_render(UPDATE_INTERVAL - waited, self._draw_late)
 
     def _count(self, seconds: float) -> None:
         """The model has sent nothing of its answer yet: say so, with the seconds, in one
@@ -164,24 +159,18 @@ class CellDisplay(LoopObserver):
         self._drawn = self._text.text
         # Counted from the end of a render: a long hostile answer slow to make safe
         # leaves the stream time to be read between two renders.
-        self._last = self._clock()
+        self._throttle.rendered()
 
     def _draw_late(self) -> None:
-        try:
-            with self._lock:
-                self._trailing = None
-                if self._display_id is not None and self._text.text != self._drawn:
-                    self._draw(update=True)
-        except Exception:
-            log.exception("the streamed answer's display failed to update")
+        with self._lock:
+            if self._display_id is not None and self._text.text != self._drawn:
+                self._draw(update=True)
 
     def _close_paragraph(self) -> str | None:
         """Forget the paragraph's display (the lock held): returns its id, if it has one,
         for one last update. (A terminal's paragraph has an id too, never published: it
         is printed, at most every UPDATE_INTERVAL, as the rich display is drawn.)"""
-        if self._trailing is not None:
-            self._trailing.cancel()
-            self._trailing = None
+        self._throttle.cancel()
         display_id, self._display_id = self._display_id, None
         self._drawn = ""
         return display_id

@@ -7,7 +7,6 @@ committed since) changes nothing and says so.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,30 +91,26 @@ def confirm_button(shell: Any, run: Callable[[], None], command: str) -> bool:
     """Show a Confirm and a Cancel button below this cell, as a control: the notebook
     keeps what was asked and, once answered, the answer. Confirm calls `run()` on the main
     shell once it is free. False where no click can reach the kernel."""
-    from ._controls import Control, Record  # noqa: PLC0415
+    from ._controls import Answer, Control, Record  # noqa: PLC0415
     from ._keyed_buttons import Button, KeyedButtons  # noqa: PLC0415
 
     schedule = later_in_this_cell(shell)
     if schedule is None:
         return False
-    pressed = threading.Lock()
-    shown: list[Control] = []
+    answer = Answer()
+
+    def answered() -> None:
+        confirmed = answer.choice == "confirm"
+        words = "✓ rewind confirmed by you" if confirmed else "✗ rewind cancelled by you"
+        control.settle(Record.of(words))
+        if confirmed:
+            run()
+        else:
+            print(f"Cancelled. {UNCONFIRMED}")
 
     def press(choice: str) -> None:
-        if not pressed.acquire(blocking=False):
-            return  # one answer: a second click or key does nothing
-
-        def answered() -> None:
-            confirmed = choice == "confirm"
-            words = "✓ rewind confirmed by you" if confirmed else "✗ rewind cancelled by you"
-            shown[0].settle(Record.of(words))
-            if confirmed:
-                run()
-            else:
-                print(f"Cancelled. {UNCONFIRMED}")
-
-        # On the main shell either way: what it shows goes below this cell.
-        schedule(answered)
+        if answer.give(choice):  # on the main shell either way: its output goes below this cell
+            schedule(answered)
 
     buttons = KeyedButtons(
         "",
@@ -130,5 +125,5 @@ def confirm_button(shell: Any, run: Callable[[], None], command: str) -> bool:
         "(`{command}` carries it out)",
         command=command,
     )
-    shown.append(Control(buttons, waiting, ipython_publish))
+    control = Control(buttons, waiting, ipython_publish)
     return True

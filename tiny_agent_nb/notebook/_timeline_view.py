@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.display import display, update_display
@@ -89,11 +90,9 @@ class TimelineView:
         self._source = source
         self._rewind = rewind
         self._publish = publish
-        self._clock = clock
         self._display_id = f"tan-timeline-{uuid.uuid4().hex}"
         self._lock = threading.Lock()
-        self._trailing: threading.Timer | None = None
-        self._last_render = float("-inf")
+        self._throttle = Throttle(REFRESH_INTERVAL, self.refresh, clock)
         state, self._note = source.read_state()
         self._session_id = state.header.id
         self._drawn = (state.last_seq, self._note)  # what the display shows now
@@ -112,7 +111,7 @@ class TimelineView:
             self._rewind.settle(bundle)
         else:
             self._rewind.draw(bundle, self._timeline)
-        self._last_render = self._clock()
+        self._throttle.rendered()
 
     def bundle(self) -> dict[str, str]:
         return {
@@ -152,37 +151,53 @@ class TimelineView:
         self._note = CLOSED_NOTE
         if self._unwatch is not None:
             self._unwatch()
-        if self._trailing is not None:
-            self._trailing.cancel()
+        self._throttle.cancel()
 
     def on_commit(self, facts: Sequence[Fact]) -> None:
-        """Renders at once when a run starts or finishes, when the session changed (no
-        facts) or when the last render is older than REFRESH_INTERVAL; otherwise once
-        more when the interval is over, so the facts committed just before a long model
-        call or tool are drawn while it runs, not after."""
+        """Renders at once when a run starts or finishes or the session changed (no
+        facts), else as the throttle lets it: the facts committed just before a long
+        model call or tool are drawn while it runs, not after."""
         milestone = not facts or any(
             isinstance(f, RecordFact) and f.record.type in ("runStarted", "operationFinished")
             for f in facts
         )
-        waited = self._clock() - self._last_render
-        if milestone or waited >= REFRESH_INTERVAL:
+        if milestone or self._throttle.due():
             self.refresh()
-        elif self._trailing is None:
-            self._trailing = trailing_render(REFRESH_INTERVAL - waited, self._render_late)
 
-    def _render_late(self) -> None:
-        self._trailing = None
+
+@dataclass
+class Throttle:
+    """At most one render every `interval` s from the last one's end (`rendered`); `due`
+    inside it sets one trailing render (`late`) for its end on a daemon thread, so what
+    came inside is drawn then, not only when something more arrives."""
+
+    _interval: float
+    _late: Callable[[], None]
+    _clock: Callable[[], float]
+    _last: float = field(default=float("-inf"), init=False)
+    _timer: threading.Timer | None = field(default=None, init=False)
+
+    def due(self) -> bool:
+        waited = self._clock() - self._last
+        if waited >= self._interval:
+            return True
+        if self._timer is None:
+            self._timer = threading.Timer(self._interval - waited, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+        return False
+
+    def rendered(self) -> None:
+        self._last = self._clock()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fire(self) -> None:
+        self._timer = None
         try:
-            self.refresh()
+            self._late()
         except Exception:
-            log.exception("timeline display %s failed to update", self._display_id)
-
-
-def trailing_render(delay: float, render: Callable[[], None]) -> threading.Timer:
-    """One render `delay` seconds from now, on a daemon thread (a kernel exiting does not
-    wait for it): what came inside a display's update interval is drawn after it, not
-    only when something more arrives."""
-    timer = threading.Timer(delay, render)
-    timer.daemon = True
-    timer.start()
-    return timer
+            log.exception("a display failed to update")
