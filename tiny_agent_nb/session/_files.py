@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Protocol
 
 from ._exceptions import NotASessionError
-from ._source import Source
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -93,7 +92,7 @@ class StoreFile(Protocol):
     """What a SessionStore needs of the file it is the one writer of."""
 
     def read(self) -> bytes: ...
-    def reader(self, name: str) -> tuple[Source, int]: ...
+    def read_again(self) -> bytes: ...
     def append(self, data: bytes) -> None: ...
     def truncate(self, size: int) -> None: ...
     def sync(self) -> None: ...
@@ -134,18 +133,10 @@ class DescriptorFile:
     def read(self) -> bytes:
         return read_fd(self.fd)
 
-    def reader(self, name: str) -> tuple[Source, int]:
-        """A read-only descriptor of this very file (its own open file description: it
-        holds no lock) for a state to read its lines back from, and the file's size."""
-        try:
-            fd = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:  # no /proc: the path, if it still names this file
-            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-            mine, theirs = os.fstat(self.fd), os.fstat(fd)
-            if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
-                os.close(fd)
-                raise OSError(f"{name} was replaced while it was opened") from None
-        return Source(name, fd=fd), os.fstat(self.fd).st_size
+    def read_again(self) -> bytes:
+        """The file read again by its path, for a state (which outlives the store): the
+        state checks it still holds what it validated."""
+        return read_session_file(self.path)
 
     def append(self, data: bytes) -> None:
         write_all(self.fd, data)
@@ -187,9 +178,8 @@ class MemoryFile:
     def read(self) -> bytes:
         return bytes(self.buffer)
 
-    def reader(self, name: str) -> tuple[Source, int]:
-        data = bytes(self.buffer)
-        return Source(name, data=data), len(data)
+    def read_again(self) -> bytes:
+        return bytes(self.buffer)
 
     def append(self, data: bytes) -> None:
         self.buffer += data
