@@ -1,5 +1,6 @@
-"""Session files at the OS level: open, read, write; and the two kinds of file a store
-writes through (a descriptor, or bytes in memory: LevelDB's StringDest).
+"""Session files at the OS level: open, read, write; the bytes a state validated, checked
+when read again (`ReadBytes`); and the two kinds of file a store writes through (a
+descriptor, or bytes in memory: LevelDB's StringDest).
 
 A path may name anything: a FIFO (opening it for reading waits forever), a device
 (`/dev/zero` never ends), a directory. Each is opened with O_NONBLOCK, identified with
@@ -9,12 +10,14 @@ fstat on the descriptor (no race with a rename), and refused unless a regular fi
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ._exceptions import NotASessionError
+from ._exceptions import NotASessionError, SessionError
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -86,6 +89,43 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class ReadBytes:
+    """The bytes of its file a state validated: how many (the header included) and their
+    SHA-256, and how to read the file again. What needs the lines' bytes (a fork's copy,
+    `SessionState.facts`) reads them again, and they must be these (docs/session-format.md
+    §8.1)."""
+
+    __slots__ = ("_digest", "path", "read", "size")
+
+    def __init__(self, path: str, read: Callable[[], bytes], data: bytes | memoryview) -> None:
+        self.path = path
+        self.read = read
+        self.size = len(data)
+        self._digest = hashlib.sha256(data)
+
+    def add(self, line: bytes) -> None:
+        """A line this process committed (LF included), now in the file after them."""
+        self.size += len(line)
+        self._digest.update(line)
+
+    def copy(self) -> ReadBytes:
+        copied = ReadBytes.__new__(ReadBytes)
+        copied.path, copied.read, copied.size = self.path, self.read, self.size
+        copied._digest = self._digest.copy()
+        return copied
+
+    def lines(self) -> list[bytes]:
+        """The transaction lines (LF excluded), read again and checked."""
+        data = self.read()[: self.size]
+        if hashlib.sha256(data).digest() != self._digest.digest():
+            raise SessionError(
+                f"{self.path} changed on disk after it was read: its first {self.size:,} "
+                "bytes are no longer the ones validated (it was truncated, rewritten or "
+                "replaced). Nothing was written; load the session again."
+            )
+        return data.split(b"\n")[1:-1]
 
 
 class StoreFile(Protocol):

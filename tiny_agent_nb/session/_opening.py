@@ -15,13 +15,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ._exceptions import InvalidTransactionError, NotASessionError
-from ._files import DescriptorFile, StoreFile, fsync_dir, open_regular
+from ._files import DescriptorFile, ReadBytes, StoreFile, fsync_dir, open_regular
 from ._framing import describe_validation_error, is_torn_header
 from ._ids import new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Header
 from ._reader import reduce_bytes
-from ._state import ReadBytes, SessionState
+from ._state import SessionState
 
 Durability = Literal["process", "power"]
 Clock = Callable[[], int]

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from ._exceptions import NotASessionError, SessionCorruptError
-from ._files import read_session_file
+from ._files import ReadBytes, read_session_file
 from ._framing import (
     describe_validation_error,
     is_torn_header,
@@ -26,7 +26,7 @@ from ._framing import (
     parse_transaction,
 )
 from ._reducer import apply_transaction
-from ._state import ReadBytes, SessionState
+from ._state import SessionState
 from ._tables import Tables, Violation
 
 

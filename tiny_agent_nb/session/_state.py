@@ -3,13 +3,12 @@ the validated entries themselves (docs/session-format.md §8.1)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from ._exceptions import SessionError
 from ._facts import NewFact
+from ._files import ReadBytes
 from ._framing import encode_transaction, parse_transaction
 from ._models import EntryFact, Fact, Header, RecordFact, Usage
 from ._records import MAX_WINDOW, MIN_WINDOW, OperationFinished
@@ -27,43 +26,6 @@ from ._tables import (
     entry_type,
 )
 from ._usage import UsageTotals, usage_in_range
-
-
-class ReadBytes:
-    """The bytes of its file a state validated: how many (the header included) and their
-    SHA-256, and how to read the file again. What needs the lines' bytes (a fork's copy,
-    `SessionState.facts`) reads them again, and they must be these (docs/session-format.md
-    §8.1)."""
-
-    __slots__ = ("_digest", "path", "read", "size")
-
-    def __init__(self, path: str, read: Callable[[], bytes], data: bytes | memoryview) -> None:
-        self.path = path
-        self.read = read
-        self.size = len(data)
-        self._digest = hashlib.sha256(data)
-
-    def add(self, line: bytes) -> None:
-        """A line this process committed (LF included), now in the file after them."""
-        self.size += len(line)
-        self._digest.update(line)
-
-    def copy(self) -> ReadBytes:
-        copied = ReadBytes.__new__(ReadBytes)
-        copied.path, copied.read, copied.size = self.path, self.read, self.size
-        copied._digest = self._digest.copy()
-        return copied
-
-    def lines(self) -> list[bytes]:
-        """The transaction lines (LF excluded), read again and checked."""
-        data = self.read()[: self.size]
-        if hashlib.sha256(data).digest() != self._digest.digest():
-            raise SessionError(
-                f"{self.path} changed on disk after it was read: its first {self.size:,} "
-                "bytes are no longer the ones validated (it was truncated, rewritten or "
-                "replaced). Nothing was written; load the session again."
-            )
-        return data.split(b"\n")[1:-1]
 
 
 class SessionState:
