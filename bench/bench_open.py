@@ -57,9 +57,7 @@ def cpu_of(fn: Callable[[], object]) -> float:
 
 def measure(path: Path, repeats: int) -> dict[str, list[float]]:
     def reader() -> object:
-        state = load_session(path)
-        state.close()
-        return state
+        return load_session(path)
 
     def writer() -> object:
         SessionStore.open(path).close()
@@ -125,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nload average now {os.getloadavg()[0]:.2f}")
         if args.profile:
             profiler = cProfile.Profile()
-            profiler.runcall(lambda: load_session(path).close())
+            profiler.runcall(load_session, path)
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     return 0
 

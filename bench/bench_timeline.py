@@ -6,10 +6,9 @@ What the timeline display does on every (throttled) refresh: `store.load()` snap
 `build_timeline` (one pass over the facts, rows for the current page only) and
 `timeline_html` (bounded: one page of runs, at most 60 attempt and 60 tool rows per run).
 The raw baseline, measured in the same run, is the cheapest possible pass over what the
-timeline reads: counting the operations, attempts and tool intents by status (the state
-keeps history as line bytes, so a pass over `state.facts` would time JSON decoding, not
-the timeline). The payload (HTML bytes sent to the browser) must stay bounded as the
-session grows.
+timeline reads: counting the operations, attempts and tool intents by status (a pass
+over `state.facts` would time reading the file again and decoding it, not the timeline).
+The payload (HTML bytes sent to the browser) must stay bounded as the session grows.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ def measure(size: int) -> dict[str, float]:
             for _ in range(size // FACTS_PER_RUN):
                 complete_run(store, "x" * 200)
             state = store.load()
-            facts = len(state.facts)
+            facts = state.last_seq
 
             def raw() -> None:
                 counts: dict[str, int] = {}

@@ -46,10 +46,10 @@ def _finishing_line(path: Path, number: int) -> int:
 
 
 def _context(state_path: Path) -> list[object]:
-    with load_session(state_path) as state:
-        return json.loads(
-            b"[" + b",".join(encoded(ContextProjection.from_state(state, None).context())) + b"]"
-        )  # type: ignore[no-any-return]
+    state = load_session(state_path)
+    return json.loads(
+        b"[" + b",".join(encoded(ContextProjection.from_state(state, None).context())) + b"]"
+    )  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("number", [1, 2])

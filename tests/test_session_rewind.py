@@ -58,8 +58,7 @@ def test_a_rewind_moves_the_head_back_and_an_undo_moves_it_forward(store: Sessio
     assert prompts(state) == ["run 1", "run 2", "run 3"]
     assert [op.id for op in state.operation_path()] == [r.operation_id for r in runs]
     # The file says the same to a reader that loads it again.
-    with load_session(store.path) as again:
-        assert again.entry_path() == state.entry_path()
+    assert load_session(store.path).entry_path() == state.entry_path()
 
 
 def test_a_rewind_to_the_first_run_leaves_no_entry_on_the_path(store: SessionStore) -> None:

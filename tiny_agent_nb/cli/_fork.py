@@ -32,7 +32,7 @@ def configure_fork(parser: argparse.ArgumentParser) -> None:
 
 def run_fork(args: argparse.Namespace) -> int:
     source: str = args.file
-    _read(source).close()  # a file that is no session, or damaged, said as every command says it
+    _read(source)  # a file that is no session, or damaged, said as every command says it
     out: Path = args.out or next_archive_path(Path(source))
     try:
         fork_session(source, out, through=args.run, refuse_open=True)

@@ -1,5 +1,6 @@
-"""Session files at the OS level: open, read, write; and the two kinds of file a store
-writes through (a descriptor, or bytes in memory: LevelDB's StringDest).
+"""Session files at the OS level: open, read, write; the bytes a state validated, checked
+when read again (`ReadBytes`); and the two kinds of file a store writes through (a
+descriptor, or bytes in memory: LevelDB's StringDest).
 
 A path may name anything: a FIFO (opening it for reading waits forever), a device
 (`/dev/zero` never ends), a directory. Each is opened with O_NONBLOCK, identified with
@@ -9,13 +10,14 @@ fstat on the descriptor (no race with a rename), and refused unless a regular fi
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ._exceptions import NotASessionError
-from ._source import Source
+from ._exceptions import NotASessionError, SessionError
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -89,11 +91,48 @@ def fsync_dir(directory: Path) -> None:
         os.close(dir_fd)
 
 
+class ReadBytes:
+    """The bytes of its file a state validated: how many (the header included) and their
+    SHA-256, and how to read the file again. What needs the lines' bytes (a fork's copy,
+    `SessionState.facts`) reads them again, and they must be these (docs/session-format.md
+    §8.1)."""
+
+    __slots__ = ("_digest", "path", "read", "size")
+
+    def __init__(self, path: str, read: Callable[[], bytes], data: bytes | memoryview) -> None:
+        self.path = path
+        self.read = read
+        self.size = len(data)
+        self._digest = hashlib.sha256(data)
+
+    def add(self, line: bytes) -> None:
+        """A line this process committed (LF included), now in the file after them."""
+        self.size += len(line)
+        self._digest.update(line)
+
+    def copy(self) -> ReadBytes:
+        copied = ReadBytes.__new__(ReadBytes)
+        copied.path, copied.read, copied.size = self.path, self.read, self.size
+        copied._digest = self._digest.copy()
+        return copied
+
+    def lines(self) -> list[bytes]:
+        """The transaction lines (LF excluded), read again and checked."""
+        data = self.read()[: self.size]
+        if hashlib.sha256(data).digest() != self._digest.digest():
+            raise SessionError(
+                f"{self.path} changed on disk after it was read: its first {self.size:,} "
+                "bytes are no longer the ones validated (it was truncated, rewritten or "
+                "replaced). Nothing was written; load the session again."
+            )
+        return data.split(b"\n")[1:-1]
+
+
 class StoreFile(Protocol):
     """What a SessionStore needs of the file it is the one writer of."""
 
     def read(self) -> bytes: ...
-    def reader(self, name: str) -> tuple[Source, int]: ...
+    def read_again(self) -> bytes: ...
     def append(self, data: bytes) -> None: ...
     def truncate(self, size: int) -> None: ...
     def sync(self) -> None: ...
@@ -134,18 +173,10 @@ class DescriptorFile:
     def read(self) -> bytes:
         return read_fd(self.fd)
 
-    def reader(self, name: str) -> tuple[Source, int]:
-        """A read-only descriptor of this very file (its own open file description: it
-        holds no lock) for a state to read its lines back from, and the file's size."""
-        try:
-            fd = os.open(f"/proc/self/fd/{self.fd}", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:  # no /proc: the path, if it still names this file
-            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-            mine, theirs = os.fstat(self.fd), os.fstat(fd)
-            if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
-                os.close(fd)
-                raise OSError(f"{name} was replaced while it was opened") from None
-        return Source(name, fd=fd), os.fstat(self.fd).st_size
+    def read_again(self) -> bytes:
+        """The file read again by its path, for a state (which outlives the store): the
+        state checks it still holds what it validated."""
+        return read_session_file(self.path)
 
     def append(self, data: bytes) -> None:
         write_all(self.fd, data)
@@ -187,9 +218,8 @@ class MemoryFile:
     def read(self) -> bytes:
         return bytes(self.buffer)
 
-    def reader(self, name: str) -> tuple[Source, int]:
-        data = bytes(self.buffer)
-        return Source(name, data=data), len(data)
+    def read_again(self) -> bytes:
+        return bytes(self.buffer)
 
     def append(self, data: bytes) -> None:
         self.buffer += data

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from ._exceptions import ForkRefusedError, NotASessionError
@@ -23,7 +23,6 @@ from ._opening import Clock, epoch_ms
 from ._reader import load_session
 from ._state import SessionState
 
-_CHUNK = 1 << 20  # bytes written at a time
 _HEADER_BYTES = 1 << 16  # a header line is far shorter (its longest member is a path)
 
 
@@ -71,40 +70,31 @@ def fork_session(
     `source` raises, FileExistsError when `target` exists, OSError when it cannot be
     written (nothing is left behind then)."""
     target = Path(target)
-    with load_session(source) as state:
-        count = _lines_through(state, through, refuse_open=refuse_open)
-        header = state.header.model_copy(update={"id": new_id(), "createdAt": clock()})
-        draft = target.with_name(f".{target.name}.fork.{secrets.token_hex(6)}.tmp")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(draft, flags, 0o644)
-        try:
-            _write(fd, header, state.transaction_bytes(count))
-            # Before the fork is published: no fork is ever without the blobs it names,
-            # so a rewind inside it can restore them.
-            FileStore.for_session(header.id).adopt(
-                FileStore.for_session(state.header.id), state.transaction_bytes(count)
-            )
-            if before_publish is not None:
-                before_publish()
-            _publish(draft, target)
-            fsync_dir(target.parent)
-        finally:
-            draft.unlink(missing_ok=True)
+    state = load_session(source)
+    count = _lines_through(state, through, refuse_open=refuse_open)
+    header = state.header.model_copy(update={"id": new_id(), "createdAt": clock()})
+    draft = target.with_name(f".{target.name}.fork.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(draft, flags, 0o644)
+    try:
+        lines = list(state.transaction_bytes(count))
+        _write(fd, header, lines)
+        # Before the fork is published: no fork is ever without the blobs it names, so
+        # a rewind inside it can restore them.
+        FileStore.for_session(header.id).adopt(FileStore.for_session(state.header.id), lines)
+        if before_publish is not None:
+            before_publish()
+        _publish(draft, target)
+        fsync_dir(target.parent)
+    finally:
+        draft.unlink(missing_ok=True)
     return header
 
 
-def _write(fd: int, header: Header, lines: Iterator[bytes]) -> None:
+def _write(fd: int, header: Header, lines: list[bytes]) -> None:
     """`header` then `lines` into the new file `fd`, synced; `fd` closed."""
     try:
-        pending = [header.model_dump_json().encode("utf-8") + b"\n"]
-        size = len(pending[0])
-        for piece in lines:
-            pending.append(piece)
-            size += len(piece)
-            if size >= _CHUNK:
-                write_all(fd, b"".join(pending))
-                pending, size = [], 0
-        write_all(fd, b"".join(pending))
+        write_all(fd, b"".join([header.model_dump_json().encode("utf-8") + b"\n", *lines]))
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -15,12 +15,12 @@ from typing import Literal
 from pydantic import ValidationError
 
 from ._exceptions import InvalidTransactionError, NotASessionError
-from ._files import DescriptorFile, StoreFile, fsync_dir, open_regular
+from ._files import DescriptorFile, ReadBytes, StoreFile, fsync_dir, open_regular
 from ._framing import describe_validation_error, is_torn_header
 from ._ids import new_id
 from ._lock import claim_in_process, lock_exclusive, release_in_process
 from ._models import Header
-from ._reader import reduce_source
+from ._reader import reduce_bytes
 from ._state import SessionState
 
 Durability = Literal["process", "power"]
@@ -121,11 +121,11 @@ def open_state(
 ) -> tuple[SessionState, bool]:
     """The state of the file the writer just opened and locked, and whether it was
     created."""
-    source, size = file.reader(str(path))
+    data = file.read()
     try:
-        state = reduce_source(path, source, size)
+        state = reduce_bytes(path, data, file.read_again)
     except NotASessionError:
-        if create is None or not is_torn_header(file.read()):
+        if create is None or not is_torn_header(data):
             raise
         # Empty, or a header torn by a writer that died while creating: start over.
         state = _write_header(file, path, create, durability, clock)
@@ -137,7 +137,7 @@ def open_state(
     if state.torn_tail_bytes:
         # The previous writer died mid-append; its partial line was never
         # committed. Cut it so the next line starts on a clean boundary.
-        file.truncate(size - state.torn_tail_bytes)
+        file.truncate(len(data) - state.torn_tail_bytes)
         if durability == "power":
             file.sync()
     return state, False
@@ -169,4 +169,4 @@ def _write_header(
     file.append(line)
     if durability == "power":
         file.sync()
-    return SessionState(str(path), header)
+    return SessionState(header, ReadBytes(str(path), file.read_again, line))

@@ -11,7 +11,7 @@ an operation ends with none pending.
 from __future__ import annotations
 
 from ._canonical import json_value_problem, replay_key
-from ._models import EntryFact, KernelNotice, RecordFact
+from ._models import EntryFact, KernelNotice, RecordFact, UserEntry
 from ._records import (
     FileRestore,
     KernelOpened,
@@ -65,7 +65,7 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
     _claim_fresh(t, body.operationId, "operationId")
     if body.inputEntryId is not None:
         entry = t.entries.get(body.inputEntryId)
-        if entry is None or entry[2] != "user":
+        if entry is None or not isinstance(entry.entry, UserEntry):
             raise Violation(f"inputEntryId {body.inputEntryId} is no earlier user entry")
         if body.inputEntryId in t.consumed_inputs:
             raise Violation(
@@ -103,7 +103,7 @@ def apply_operation_started(t: Tables, fact: RecordFact, body: OperationStarted)
             target.cut_before,
         )
         t.detached = True
-        t.rewound_at = len(t.lines)
+        t.rewound_at = fact.seq
     else:
         t.head_operation = body.operationId
     t.put(t.ids, body.operationId, "operation")

@@ -9,25 +9,23 @@ after the last LF are a torn tail, never a transaction.
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 from pydantic import ValidationError
 
 from ._exceptions import NotASessionError, SessionCorruptError
-from ._files import open_regular
+from ._files import ReadBytes, read_session_file
 from ._framing import (
     describe_validation_error,
     is_torn_header,
     parse_header,
     parse_transaction,
 )
-from ._lines import Lines
 from ._reducer import apply_transaction
-from ._source import BLOCK, Scan, Source
 from ._state import SessionState
 from ._tables import Tables, Violation
 
@@ -46,8 +44,8 @@ Reporter = Callable[[Damage], None]
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """The cyclic GC off while a file is reduced: each line makes a dozen pydantic objects
-    that die young, and nothing made here forms a cycle worth collecting mid-load."""
+    """The cyclic GC off while a file is reduced: each line makes a dozen pydantic objects,
+    kept or dying young, and nothing made here forms a cycle worth collecting mid-load."""
     # perf: register row "gc-load" (docs/benchmarks.md)
     enabled = gc.isenabled()
     gc.disable()
@@ -59,77 +57,74 @@ def gc_paused() -> Iterator[None]:
 
 
 def load_session(path: str | Path) -> SessionState:
-    """Read-only load: takes no lock, never writes, ignores a torn tail. The state keeps
-    the descriptor it read through, to read lines back (docs/session-format.md §8.1)."""
-    fd = open_regular(path, os.O_RDONLY)
-    source = Source(str(path), fd=fd)  # owns fd from here on
-    return reduce_source(path, source, os.fstat(fd).st_size)
+    """Read-only load: takes no lock, never writes, ignores a torn tail."""
+    again = partial(read_session_file, Path(path).absolute())  # a kernel's cwd changes
+    return reduce_bytes(path, read_session_file(path), again)
 
 
 def load_session_bytes(data: bytes, name: str = "<memory>") -> SessionState:
     """`load_session` of a session file's bytes already in memory; `name` stands for its
-    path in errors and in the state (which reads its lines back from `data`)."""
-    return reduce_source(name, Source(name, data=data), len(data))
+    path in errors and in the state."""
+    return reduce_bytes(name, data, lambda: data)
 
 
-def reduce_source(
-    path: str | Path, source: Source, size: int, reporter: Reporter | None = None
+def reduce_bytes(
+    path: str | Path,
+    data: bytes,
+    read_again: Callable[[], bytes],
+    reporter: Reporter | None = None,
 ) -> SessionState:
-    """The file's first `size` bytes reduced into a SessionState, up to the first damaged
-    line, which is given to `reporter` (by default, raised as SessionCorruptError). A
-    missing or invalid header raises whatever the reporter: there is nothing to read."""
+    """The file's bytes `data` reduced into a SessionState, up to the first damaged line,
+    which is given to `reporter` (by default, raised as SessionCorruptError). A missing or
+    invalid header raises whatever the reporter: there is nothing to read. `read_again`
+    reads the file again, for what needs its lines' bytes later."""
 
     def corrupt(damage: Damage) -> None:
         raise SessionCorruptError(path, damage.line, damage.reason)
 
     with gc_paused():
-        return _read(path, source, size, reporter or corrupt)
+        return _read(str(path), data, read_again, reporter or corrupt)
 
 
-def _read(path: str | Path, source: Source, size: int, reporter: Reporter) -> SessionState:
-    # perf: register row "header-read" (docs/benchmarks.md)
-    # The header line alone first (BLOCK: below glibc's mmap threshold, see `Scan`),
-    # then the lines, scanned from `start`.
-    chunks = source.chunks(0, size, first=BLOCK)
-    head = b""
-    for chunk in chunks:
-        head += chunk
-        if b"\n" in chunk:
-            break
-    header_end = head.find(b"\n")
-    if header_end < 0:
-        torn = len(head)
-        if not head:
+def _read(
+    path: str, data: bytes, read_again: Callable[[], bytes], reporter: Reporter
+) -> SessionState:
+    start = data.find(b"\n") + 1
+    if not start:
+        if not data:
             reason = "the file is empty"
-        elif is_torn_header(head):
-            reason = f"the header line is torn ({torn} bytes, no LF)"
+        elif is_torn_header(data):
+            reason = f"the header line is torn ({len(data)} bytes, no LF)"
         else:  # a foreign file with no line end (one line of JSON, a note)
-            reason = f"its {torn} bytes hold no complete line and do not begin a session header"
+            reason = (
+                f"its {len(data)} bytes hold no complete line and do not begin a session header"
+            )
         raise NotASessionError(path, reason)
-    header = parse_header(path, head[:header_end])
-    start = header_end + 1
-    # Every line: the scan takes the block digests that check them (docs/session-format.md
-    # §8.1), from the header's bytes on.
-    tables = Tables(lines=Lines(source, start))
-    scan = Scan(source, start, size, head[:start])
-    del head, chunks
-    lines = tables.lines
-    for lineno, line in enumerate(scan, start=2):
+    header = parse_header(path, data[: start - 1])
+    tables = Tables()
+    lineno = 1
+    while (end := data.find(b"\n", start)) >= 0:
+        lineno += 1
+        line = data[start:end]
         try:
             apply_transaction(tables, parse_transaction(line))
-            # An entry's slot names its line, and the reducer compares slots (a
-            # compaction's cut never moves backwards): the line is kept as it is applied.
-            lines.add_scanned(line)
-            continue
         except ValidationError as exc:
             reason = describe_validation_error(exc)
         except Violation as exc:
             reason = str(exc)
-        lines.cover(scan.blocks(lines.end()))
+        else:
+            tables.transactions += 1
+            start = end + 1
+            continue
         # The state of the lines before it; its torn tail is not counted: the file does
         # not load as it is.
-        state = SessionState(str(path), header, tables)
-        reporter(Damage(lineno, lines.end(), len(line), reason))
+        state = SessionState(header, _read_bytes(path, read_again, data, start), tables)
+        reporter(Damage(lineno, start, len(line), reason))
         return state
-    lines.cover(scan.blocks(lines.end()))
-    return SessionState(str(path), header, tables, torn_tail_bytes=len(scan.tail))
+    read = _read_bytes(path, read_again, data, start)
+    return SessionState(header, read, tables, torn_tail_bytes=len(data) - start)
+
+
+def _read_bytes(path: str, read_again: Callable[[], bytes], data: bytes, end: int) -> ReadBytes:
+    with memoryview(data) as view:
+        return ReadBytes(path, read_again, view[:end])

@@ -53,14 +53,8 @@ from ._records import (
     SystemPrompt,
     ToolStarted,
 )
-from ._tables import (
-    EntryType,
-    LearnedWindow,
-    Spend,
-    Tables,
-    Violation,
-)
-from ._usage import row_in_range, usage_in_range, usage_row
+from ._tables import LearnedWindow, Spend, Tables, Violation
+from ._usage import usage_in_range
 
 
 def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list[Fact]:
@@ -80,7 +74,7 @@ def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list
                 reason = f"id {fact_id!r} is not a UUIDv7"
             raise InvalidTransactionError(reason, index=index) from None
         try:
-            apply_fact(tables, fact, index)
+            apply_fact(tables, fact)
         except Violation as exc:
             raise InvalidTransactionError(str(exc), index=index) from None
         built.append(fact)
@@ -90,21 +84,20 @@ def build_transaction(tables: Tables, facts: Sequence[NewFact], at: int) -> list
 def apply_transaction(tables: Tables, facts: Sequence[Fact]) -> None:
     for index, fact in enumerate(facts):
         try:
-            apply_fact(tables, fact, index)
+            apply_fact(tables, fact)
         except Violation as exc:
             exc.args = (f"fact {index + 1} (seq {fact.seq}): {exc.args[0]}",)
             raise
 
 
-def apply_fact(t: Tables, fact: Fact, position: int) -> None:
-    """Check and record `fact`, the `position`-th fact of the transaction whose line will
-    be `t.lines[len(t.lines)]` (the caller appends the line once all its facts apply)."""
+def apply_fact(t: Tables, fact: Fact) -> None:
+    """Check and record `fact`."""
     if fact.seq != t.last_seq + 1:
         raise Violation(f"seq {fact.seq} should be {t.last_seq + 1}")
     if isinstance(fact, EntryFact):
-        _apply_entry(t, fact, position)
+        _apply_entry(t, fact)
     elif isinstance(fact, RecordFact):
-        _apply_record(t, fact, position)
+        _apply_record(t, fact)
     else:
         _apply_usage(t, fact)
     t.last_seq = fact.seq
@@ -119,31 +112,25 @@ def _claim_fact_id(t: Tables, fact_id: str) -> None:
 # ---------------------------------------------------------------- entries
 
 
-def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
+def _apply_entry(t: Tables, fact: EntryFact) -> None:
     body = fact.entry
-    entry_type: EntryType
     if isinstance(body, ToolResultEntry):
         _apply_tool_result(t, fact, body)  # claims its reserved id itself
-        entry_type = "toolResult"
     else:
         _claim_fact_id(t, fact.id)
         if isinstance(body, AssistantEntry):
             _apply_assistant(t, fact, body)
-            entry_type = "assistant"
         elif isinstance(body, CompactionEntry):
             _apply_compaction(t, fact, body)
-            entry_type = "compaction"
         elif isinstance(body, KernelNotice):
             apply_kernel_notice(t, fact, body)
-            entry_type = "kernelNotice"
         else:
             assert isinstance(body, UserEntry)
-            entry_type = "user"
     if t.detached:  # the first entry after a rewind: its parent is not the one before it
         t.put(t.parents, fact.id, t.head)
         t.detached = False
     t.head = fact.id
-    t.put(t.entries, fact.id, (len(t.lines), position, entry_type))
+    t.put(t.entries, fact.id, fact)
     op_id = t.open_operation_id
     if op_id is not None:
         op = t.operations[op_id]
@@ -153,10 +140,10 @@ def _apply_entry(t: Tables, fact: EntryFact, position: int) -> None:
 
 def _apply_compaction(t: Tables, fact: EntryFact, body: CompactionEntry) -> None:
     through = body.throughEntryId
-    slot = t.entries.get(through)
-    if slot is None:
+    entry = t.entries.get(through)
+    if entry is None:
         raise Violation(f"compaction throughEntryId {through} is no earlier entry")
-    cut = (slot[0], slot[1])
+    cut = entry.seq
     if (t.parents or t.detached) and through not in t.entry_path():
         raise Violation(f"compaction throughEntryId {through} is not on the conversation's path")
     if t.last_cut is not None and cut < t.last_cut:
@@ -217,7 +204,7 @@ def _apply_tool_result(t: Tables, fact: EntryFact, body: ToolResultEntry) -> Non
 # ---------------------------------------------------------------- records
 
 
-def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
+def _apply_record(t: Tables, fact: RecordFact) -> None:
     _claim_fact_id(t, fact.id)
     body = fact.record
     if isinstance(body, OperationStarted):
@@ -242,7 +229,7 @@ def _apply_record(t: Tables, fact: RecordFact, position: int) -> None:
         t.put(t.operations, op.id, op._replace(aborted_reason=body.reason))
     elif isinstance(body, SystemPrompt):
         open_operation(t, body.operationId, "systemPrompt")
-        t.system_prompt = (len(t.lines), position)  # read back from its line when asked
+        t.system_prompt = body.content
     elif isinstance(body, ContextWindow):
         # Learned between runs too (a listing): it names no run, only what told it.
         if body.attemptId is not None and body.attemptId not in t.attempts:
@@ -279,7 +266,7 @@ def _apply_usage(t: Tables, fact: UsageFact) -> None:
         raise Violation(f"{target} already has usage (one usage fact per attempt or tool)")
     if open_operation(t, op_id, "usage").kind == "replay":
         raise Violation(f"operation {op_id} is a replay: it spends nothing, so has no usage")
-    t.put(t.usage, target, usage_row(u))
+    t.put(t.usage, target, u)
     t.add_usage(u)
     if usage_in_range(u):  # else no usage (docs/spec.md §4)
         # A settled attempt was billed as unknown when it settled without usage.
@@ -314,6 +301,6 @@ def _bill(t: Tables, op_id: str, cost: float = 0.0, unknown: int = 0, operations
 
 def _bill_settled(t: Tables, attempt_id: str, op_id: str) -> None:
     """An answered request was billed: at a price unknown until its usage says one."""
-    row = t.usage.get(attempt_id)
-    if row is None or not row_in_range(row):
+    usage = t.usage.get(attempt_id)
+    if usage is None or not usage_in_range(usage):
         _bill(t, op_id, unknown=1)

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._framing import split_complete
-from ._reader import Damage, reduce_source
-from ._source import Source
+from ._reader import Damage, reduce_bytes
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def salvage(data: bytes, path: str | Path) -> SalvageResult:
     `path` only names the file in errors and in the result.
     """
     found: list[Damage] = []
-    reduce_source(path, Source(str(path), data=data), len(data), found.append)
+    reduce_bytes(path, data, lambda: data, found.append)
     complete, torn = split_complete(data)
     if not found:
         kept_end = len(complete) + 1  # every complete line, the header included

@@ -1,9 +1,5 @@
-"""SessionState: what a session file says, reduced into lookup tables (`_tables`).
-
-History stays in the transaction lines. Entries are found through an `EntrySlot` and
-decoded when read: a kept pydantic fact is ~10 objects the cyclic GC rescans for the life
-of the kernel, and a second copy of its text.
-"""
+"""SessionState: what a session file says, reduced into lookup tables (`_tables`), and
+the validated entries themselves (docs/session-format.md §8.1)."""
 
 from __future__ import annotations
 
@@ -12,14 +8,13 @@ from types import MappingProxyType
 from typing import Any
 
 from ._facts import NewFact
+from ._files import ReadBytes
 from ._framing import encode_transaction, parse_transaction
-from ._lines import Lines
 from ._models import EntryFact, Fact, Header, RecordFact, Usage
-from ._records import MAX_WINDOW, MIN_WINDOW, OperationFinished, SystemPrompt
+from ._records import MAX_WINDOW, MIN_WINDOW, OperationFinished
 from ._reducer import build_transaction
 from ._tables import (
     Attempt,
-    EntrySlot,
     EntryType,
     Kernel,
     LearnedWindow,
@@ -28,8 +23,9 @@ from ._tables import (
     Spend,
     Tables,
     ToolIntent,
+    entry_type,
 )
-from ._usage import UsageRow, UsageTotals, row_in_range, usage_of
+from ._usage import UsageTotals, usage_in_range
 
 
 class SessionState:
@@ -38,35 +34,20 @@ class SessionState:
 
     def __init__(
         self,
-        path: str,
         header: Header,
+        read: ReadBytes,
         tables: Tables | None = None,
         *,
         torn_tail_bytes: int = 0,
     ) -> None:
-        self._path = path
         self._header = header
+        self._read = read
         self._tables = tables if tables is not None else Tables()
         self._torn_tail_bytes = torn_tail_bytes
 
-    def close(self) -> None:
-        """Let go of the descriptor this state reads its lines back from (docs/session-format.md
-        §8.1); it closes once no other state holds it. The state's lines cannot be read
-        after this (ValueError); its tables can. `with load_session(path) as state:`
-        closes it at the block's end; a state never closed lets go when it is freed."""
-        self._tables.lines.close()
-
     def with_torn_tail(self, torn_tail_bytes: int) -> SessionState:
         """This state saying another torn tail (0 once the writer cut it)."""
-        return self._with(self._tables, torn_tail_bytes)
-
-    def _with(self, tables: Tables, torn_tail_bytes: int) -> SessionState:
-        return SessionState(
-            self._path,
-            self._header,
-            tables,
-            torn_tail_bytes=torn_tail_bytes,
-        )
+        return SessionState(self._header, self._read, self._tables, torn_tail_bytes=torn_tail_bytes)
 
     def append_transaction(
         self, facts: Sequence[NewFact], at: int, write: Callable[[list[Fact], bytes], None]
@@ -84,19 +65,14 @@ class SessionState:
             tables.rollback(savepoint)
             raise
         tables.commit()
-        tables.lines.append(line)
+        tables.transactions += 1
+        self._read.add(line)
         return built
-
-    def __enter__(self) -> SessionState:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def path(self) -> str:
         """The file this state was read from (as it was named when opened)."""
-        return self._path
+        return self._read.path
 
     @property
     def header(self) -> Header:
@@ -111,7 +87,7 @@ class SessionState:
     @property
     def transaction_count(self) -> int:
         """Lines after the header: one per committed transaction."""
-        return len(self._tables.lines)
+        return self._tables.transactions
 
     @property
     def last_seq(self) -> int:
@@ -148,37 +124,32 @@ class SessionState:
         for attempt in reversed(t.attempts.values()):
             if attempt.status != "settled":
                 continue
-            slot = t.entries.get(attempt.entry_id or "")
-            row = t.usage.get(attempt.id)
-            if slot is None or slot[2] != "assistant" or row is None or not row_in_range(row):
+            entry = t.entries.get(attempt.entry_id or "")
+            usage = t.usage.get(attempt.id)
+            if entry is None or entry_type(entry) != "assistant":
                 return None
-            if slot[0] < t.rewound_at:
+            if usage is None or not usage_in_range(usage) or entry.seq < t.rewound_at:
                 return None
-            return row[2]  # inputTokens
+            return usage.inputTokens
         return None
 
     @property
     def system_prompt(self) -> str | None:
         """The content of the latest systemPrompt record (docs/spec.md §7): what the model
         requests since it sent as their system message; None when none is recorded."""
-        where = self._tables.system_prompt
-        if where is None:
-            return None
-        fact = parse_transaction(self._tables.lines[where[0]])[where[1]]
-        assert isinstance(fact, RecordFact) and isinstance(fact.record, SystemPrompt)
-        return fact.record.content
+        return self._tables.system_prompt
 
     def transaction_bytes(self, count: int | None = None) -> Iterator[bytes]:
         """The first `count` transaction lines' bytes (None: all) as the file holds them,
-        every LF included, each read back checked (docs/session-format.md §8.1): what a
+        every LF included, read again and checked (docs/session-format.md §8.1): what a
         fork copies."""
-        return self._tables.lines.pieces(count)
+        return (line + b"\n" for line in self._read.lines()[:count])
 
     def lines_through(self, operation_id: str) -> int | None:
         """How many transaction lines there are up to and including the one holding
         `operation_id`'s operationFinished (None: it has none): a fork's prefix."""
         needle = operation_id.encode()
-        for count, line in enumerate(self._tables.lines, start=1):
+        for count, line in enumerate(self._read.lines(), start=1):
             # Only a line naming the operation is decoded: a fork reads the file once.
             if needle in line and any(
                 isinstance(fact, RecordFact)
@@ -191,17 +162,17 @@ class SessionState:
 
     @property
     def facts(self) -> list[Fact]:
-        """Every committed fact, decoded from the transaction lines: O(history), for tools
-        and tests; the views above are what a running notebook reads."""
+        """Every committed fact, decoded from the transaction lines read again: O(history),
+        for tools and tests; the views above are what a running notebook reads."""
         facts: list[Fact] = []
-        for line in self._tables.lines:
+        for line in self._read.lines():
             facts.extend(parse_transaction(line))
         return facts
 
     @property
     def entries(self) -> EntryView:
-        """Entries in commit order; each is decoded from its line when read."""
-        return EntryView(self._tables.entries, self._tables.lines)
+        """The entries in commit order."""
+        return EntryView(self._tables.entries)
 
     def entry_path(self) -> list[str]:
         """The ids of the entries on the conversation's path, from its start to its head, in
@@ -286,14 +257,19 @@ class SessionState:
         file order; together the sums are exactly `totals`."""
         t = self._tables
         by_operation = {op_id: UsageTotals() for op_id in t.operations}
-        for target, row in t.usage.items():
+        for target, usage in t.usage.items():
             attempt = t.attempts.get(target)
             owner = attempt.operation_id if attempt else t.intents[target].operation_id
-            by_operation[owner].add(usage_of(row))
+            by_operation[owner].add(usage)
         return by_operation
 
     def copy(self) -> SessionState:
-        return self._with(self._tables.copy(), self._torn_tail_bytes)
+        return SessionState(
+            self._header,
+            self._read.copy(),
+            self._tables.copy(),
+            torn_tail_bytes=self._torn_tail_bytes,
+        )
 
     def summary(self) -> dict[str, Any]:
         """The canonical, language-neutral summary the conformance fixtures compare."""
@@ -352,68 +328,56 @@ class SessionState:
 
 
 class EntryView(Mapping[str, EntryFact]):
-    """`SessionState.entries`: a read-only mapping that decodes entries on access.
+    """`SessionState.entries`: the validated entries, read-only, in commit order."""
 
-    Lines were validated when they were committed or loaded, so decoding one cannot fail.
-    """
+    __slots__ = ("_entries",)
 
-    __slots__ = ("_lines", "_slots")
-
-    def __init__(self, slots: dict[str, EntrySlot], lines: Lines) -> None:
-        self._slots = slots
-        self._lines = lines
+    def __init__(self, entries: dict[str, EntryFact]) -> None:
+        self._entries = entries
 
     def __getitem__(self, entry_id: str) -> EntryFact:
-        line, position, _ = self._slots[entry_id]
-        return _as_entry(parse_transaction(self._lines[line])[position])
+        return self._entries[entry_id]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._slots)
+        return iter(self._entries)
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return len(self._entries)
 
     def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._slots
+        return entry_id in self._entries
 
     def type_of(self, entry_id: str) -> EntryType | None:
-        """The entry's type without decoding it (None: no such entry)."""
-        slot = self._slots.get(entry_id)
-        return None if slot is None else slot[2]
+        """The entry's type (None: no such entry)."""
+        entry = self._entries.get(entry_id)
+        return None if entry is None else entry_type(entry)
 
     def last(self) -> EntryFact | None:
-        """The most recent entry (cheap: one line is decoded)."""
-        if not self._slots:
-            return None
-        return self[next(reversed(self._slots))]
+        """The most recent entry."""
+        return next(reversed(self._entries.values()), None)
 
 
 class UsageView(Mapping[str, Usage]):
-    """`SessionState.usage`: a read-only mapping that makes each Usage when read, and
-    leaves out the rows out of range (`row_in_range`): those read as no usage."""
+    """`SessionState.usage`: the usage table, read-only, without the usage facts out of
+    range (`usage_in_range`): those read as no usage."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_usage",)
 
-    def __init__(self, rows: dict[str, UsageRow]) -> None:
-        self._rows = rows
+    def __init__(self, usage: dict[str, Usage]) -> None:
+        self._usage = usage
 
     def __getitem__(self, target: str) -> Usage:
-        row = self._rows[target]
-        if not row_in_range(row):
+        usage = self._usage[target]
+        if not usage_in_range(usage):
             raise KeyError(target)
-        return usage_of(row)
+        return usage
 
     def __iter__(self) -> Iterator[str]:
-        return (target for target, row in self._rows.items() if row_in_range(row))
+        return (target for target, usage in self._usage.items() if usage_in_range(usage))
 
     def __len__(self) -> int:
-        return sum(1 for row in self._rows.values() if row_in_range(row))
+        return sum(1 for usage in self._usage.values() if usage_in_range(usage))
 
     def __contains__(self, target: object) -> bool:
-        row = self._rows.get(target) if isinstance(target, str) else None
-        return row is not None and row_in_range(row)
-
-
-def _as_entry(fact: Fact) -> EntryFact:
-    assert isinstance(fact, EntryFact)  # a slot only ever points at an entry fact
-    return fact
+        usage = self._usage.get(target) if isinstance(target, str) else None
+        return usage is not None and usage_in_range(usage)

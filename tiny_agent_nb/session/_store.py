@@ -37,7 +37,7 @@ from ._opening import (
     move_claimed,
     open_state,
 )
-from ._reader import reduce_source
+from ._reader import reduce_bytes
 from ._state import SessionState
 from ._tables import Kernel, LearnedWindow, Operation, Spend
 
@@ -182,14 +182,14 @@ class SessionStore:
             return built
 
     def _resync(self, file: StoreFile) -> None:
-        source, size = file.reader(str(self._path))
+        data = file.read()
         known = self._state.last_seq
-        state = reduce_source(self._path, source, size)
+        state = reduce_bytes(self._path, data, file.read_again)
+        size = len(data)
         if state.torn_tail_bytes:
             size -= state.torn_tail_bytes
             file.truncate(size)
             state = state.with_torn_tail(0)
-        self._state.close()
         self._state = state
         self._size = size
         self._stale = False
@@ -372,7 +372,6 @@ class SessionStore:
         if self._file is not None:
             self._file.close()  # a descriptor's close also releases the flock
             self._file = None
-            self._state.close()  # its descriptor, once no state handed out holds it
             if self._key is not None:
                 release_in_process(self._key)
 

@@ -18,8 +18,16 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from pydantic import BaseModel
 
 from .._exceptions import TinyAgentError
-from ._lines import Lines
-from ._models import ToolOutcome, Usage
+from ._models import (
+    AssistantEntry,
+    CompactionEntry,
+    EntryFact,
+    KernelNotice,
+    ToolOutcome,
+    ToolResultEntry,
+    Usage,
+    UserEntry,
+)
 from ._records import (
     AttemptError,
     OperationKind,
@@ -29,18 +37,26 @@ from ._records import (
     ToolIdentity,
     WindowSource,
 )
-from ._usage import UsageRow, UsageTotals
+from ._usage import UsageTotals
 
 OperationStatus = Literal["open"] | OperationOutcome
 AttemptStatus = Literal["pending", "settled", "failed"]
 IntentStatus = Literal["pending"] | ToolOutcome
 IdRole = Literal["fact", "operation", "reserved"]
 EntryType = Literal["user", "assistant", "toolResult", "compaction", "kernelNotice"]
-# perf: register row "history-bytes" (docs/benchmarks.md)
-# (index in `Tables.lines`, position in that transaction, entry type). A plain tuple of
-# atoms, which the cyclic GC stops tracking after its first look (a NamedTuple it never
-# does).
-EntrySlot = tuple[int, int, EntryType]
+_ENTRY_TYPES: dict[type, EntryType] = {
+    UserEntry: "user",
+    AssistantEntry: "assistant",
+    ToolResultEntry: "toolResult",
+    CompactionEntry: "compaction",
+    KernelNotice: "kernelNotice",
+}
+
+
+def entry_type(fact: EntryFact) -> EntryType:
+    return _ENTRY_TYPES[type(fact.entry)]
+
+
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
@@ -69,11 +85,11 @@ class Operation(NamedTuple):
     replays_operation_id: str | None = None  # the run a replay replays
     rewinds_operation_id: str | None = None  # the operation a rewind goes back before
     # Where the conversation stood when it started (docs/spec.md §17): the head entry,
-    # the operation head, and the cut of the last compaction on the path. A rewind to
-    # before it puts all three back.
+    # the operation head, and the cut (seq of its throughEntryId) of the last compaction
+    # on the path. A rewind to before it puts all three back.
     head_before: str | None = None
     parent: str | None = None
-    cut_before: tuple[int, int] | None = None
+    cut_before: int | None = None
 
     # perf: register row "record-updates" (docs/benchmarks.md)
     def counted(
@@ -226,8 +242,8 @@ def _copied(fields: tuple[str, ...], payload: type[BaseModel]) -> tuple[tuple[st
 class Savepoint(NamedTuple):
     last_seq: int
     open_operation_id: str | None
-    last_cut: tuple[int, int] | None
-    system_prompt: tuple[int, int] | None
+    last_cut: int | None
+    system_prompt: str | None
     totals: UsageTotals  # never mutated during a commit (see `Tables.add_usage`)
     head: tuple[str | None, str | None, bool, int]
 
@@ -242,12 +258,12 @@ class Tables:
     """
 
     ids: dict[str, IdRole] = field(default_factory=dict)
-    entries: dict[str, EntrySlot] = field(default_factory=dict)
+    entries: dict[str, EntryFact] = field(default_factory=dict)
     operations: dict[str, Operation] = field(default_factory=dict)
     attempts: dict[str, Attempt] = field(default_factory=dict)
     intents: dict[str, ToolIntent] = field(default_factory=dict)
     intent_by_call: dict[tuple[str, str], str] = field(default_factory=dict)
-    usage: dict[str, UsageRow] = field(default_factory=dict)  # target id -> its usage
+    usage: dict[str, Usage] = field(default_factory=dict)  # target id -> its usage
     consumed_inputs: dict[str, str] = field(default_factory=dict)
     # Entries committed while an assistant entry's tool calls were still unanswered in
     # the open operation: entry id -> (operation id, its answered_tool_calls then). A
@@ -265,16 +281,14 @@ class Tables:
     # The kernels that opened the session for writing, in file order (the last one is
     # the latest: a notice may only name it).
     kernels: dict[str, Kernel] = field(default_factory=dict)
-    # The transaction lines: where each read from the file lies (its content stays on
-    # disk, `_lines`), then those committed here as written (LF included).
-    lines: Lines = field(default_factory=Lines)
+    transactions: int = 0  # lines after the header, each one transaction
     totals: UsageTotals = field(default_factory=UsageTotals)
     last_seq: int = 0
     open_operation_id: str | None = None
-    # (line, position) of the latest compaction's throughEntryId: a cut never moves back.
-    last_cut: tuple[int, int] | None = None
-    # (line, position) of the latest systemPrompt record (docs/spec.md §7).
-    system_prompt: tuple[int, int] | None = None
+    # The seq of the latest compaction's throughEntryId: a cut never moves back.
+    last_cut: int | None = None
+    # The content of the latest systemPrompt record (docs/spec.md §7).
+    system_prompt: str | None = None
     # The conversation's head (docs/spec.md §17): the entry the next one follows, and the
     # operation the next one follows. Each entry's parent is the one before it in the
     # file, but where a rewind moved the head: those few are kept in `parents` (entry id
@@ -283,7 +297,7 @@ class Tables:
     head: str | None = None
     head_operation: str | None = None
     detached: bool = False  # a rewind moved the head; the next entry records its parent
-    rewound_at: int = -1  # the line of the latest rewind: a request measured before is gone
+    rewound_at: int = -1  # the seq of the latest rewind: a request measured before is gone
     parents: dict[str, str | None] = field(default_factory=dict)
     undo: list[tuple[dict[Any, Any], Any, Any]] | None = None
     # One object per value the records repeat (a provider's name, a tool's identity):
@@ -324,8 +338,7 @@ class Tables:
 
     def copy(self) -> Tables:
         """A copy for a reader to keep: each table copied (its records are immutable)."""
-        lines, totals = self.lines.copy(), self.totals.copy()
-        copied = replace(self, lines=lines, totals=totals, undo=None, shared={})
+        copied = replace(self, totals=self.totals.copy(), undo=None, shared={})
         for name in (f.name for f in fields(self) if f.name != "shared"):
             value = getattr(self, name)
             if isinstance(value, dict):
