@@ -8,9 +8,9 @@ transport (`ScriptedTransport`) that answers from a script of canned chat-comple
 responses (one JSON
 object per request, or the same answers streamed as SSE chunks), and a trivial
 in-process tool that returns a constant ~1 KB result at once. Everything the loop
-itself does is inside the measurement: the context projection, the four commits of a
+itself does is inside the measurement: the context built per request, the four commits of a
 step (stepAttempt / assistant entry + usage / toolStarted / tool result: validation,
-encoding, the `os.write`, the projection update), tool-argument validation, and the
+encoding, the `os.write`), tool-argument validation, and the
 provider's request building, httpx plumbing and response parsing. Two things are not:
 
 - model time: wall time inside the transport (it takes the request body piece by piece,
@@ -271,8 +271,8 @@ class Lookup(Tool):
 
 
 class TimedStore(SessionStore):
-    """The real store; adds up the wall time of `commit` (which includes the projection
-    update, a subscriber) and of `load` (the snapshot `run()` takes)."""
+    """The real store; adds up the wall time of `commit` (its subscribers included) and
+    of `load` (each copy of the state the loop takes)."""
 
     commit_seconds = 0.0
     load_seconds = 0.0
@@ -579,7 +579,7 @@ class Report:
         print()
         print(
             "| variant | history | overhead/step | Provider.complete excl. model | "
-            "4 store.commit (incl. projection) | rest of the loop | cyclic GC per step | "
+            "4 store.commit | rest of the loop | cyclic GC per step | "
             "minor page faults per step |"
         )
         print("|---|---|---|---|---|---|---|---|")

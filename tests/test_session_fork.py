@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.agent import ContextProjection
-from tiny_agent_nb.provider import encoded
+from tiny_agent_nb.agent import build_context
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import (
     FileStore,
     ForkRefusedError,
@@ -47,9 +47,7 @@ def _finishing_line(path: Path, number: int) -> int:
 
 def _context(state_path: Path) -> list[object]:
     with load_session(state_path) as state:
-        return json.loads(
-            b"[" + b",".join(encoded(ContextProjection.from_state(state, None).context())) + b"]"
-        )  # type: ignore[no-any-return]
+        return json.loads(messages.encode(build_context(state, None)))  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("number", [1, 2])

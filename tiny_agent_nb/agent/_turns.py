@@ -61,22 +61,6 @@ def entry_message(entry: EntryFact) -> m.Message | None:
     return None
 
 
-# perf: register row "projection-tuples" (docs/benchmarks.md)
-# (its message, the call ids it opens (assistant), or the one it answers (tool result)).
-Projected = tuple[m.Message, tuple[str, ...], tuple[str, ...]]
-
-
-def project(entry: EntryFact) -> Projected:
-    body = entry.entry
-    message = entry_message(entry)
-    assert message is not None  # compactions are handled before projecting
-    if isinstance(body, AssistantEntry):
-        return message, tuple(c.id for c in body.message.toolCalls), ()
-    if isinstance(body, ToolResultEntry):
-        return message, (), (body.message.toolCallId,)
-    return message, (), ()
-
-
 def synthetic_result(call_id: str) -> m.ToolResult:
     return m.ToolResult(call_id, NOT_STARTED)
 
