@@ -120,7 +120,7 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
             open_calls = set()
         message = entry_message(entry)
         assert message is not None  # compactions are not candidates
-        sizes.append(len(json.dumps(m.as_dict(message), ensure_ascii=False).encode()) + 1)
+        sizes.append(m.size(message) + 1)  # as the context counts it, with its comma
         # A run's kernel notice shares its prompt's user turn (agent/_context.py): a cut
         # between the two would keep the notice's text and summarize it too.
         clean.append(not open_calls and not isinstance(body, KernelNotice))
