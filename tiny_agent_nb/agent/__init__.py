@@ -1,4 +1,4 @@
-"""The agent: pure planner, context projection, and the loop that executes them.
+"""The agent: pure planner, context builder, and the loop that executes them.
 
 Nothing here imports IPython; the notebook layer is glue over this package.
 """

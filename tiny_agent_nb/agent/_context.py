@@ -27,7 +27,7 @@ from ._turns import (
     CONTINUED_MESSAGE,
     NO_ANSWER_MESSAGE,
     entry_message,
-    in_replay,
+    replayed_calls,
     summary_messages,
     synthetic_result,
     user_content,
@@ -53,6 +53,7 @@ def build_context(
             summary = checkpoint.summary
             start = path.index(checkpoint.throughEntryId) + 1
             break
+    replayed = replayed_calls(state)
     sent: list[m.Message] = []
     unanswered: dict[str, None] = {}  # the calls of the last assistant message
     ends_with_user = False
@@ -76,7 +77,7 @@ def build_context(
     for entry_id in path[start:]:
         entry = entries[entry_id]
         body = entry.entry
-        if isinstance(body, ToolResultEntry) and in_replay(state, entry):
+        if isinstance(body, ToolResultEntry) and body.toolStartedId in replayed:
             continue
         waiting, notice = notice, None
         if isinstance(body, UserEntry) and waiting is not None:

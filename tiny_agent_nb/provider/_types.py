@@ -1,9 +1,8 @@
 """What the agent loop and a provider exchange. No HTTP here.
 
-The loop hands the provider pre-encoded wire messages (bytes of one OpenAI
-chat-completions message each, kept by the context projection so a step never
-re-encodes history) and tool schemas; one `Provider.complete` call is one physical HTTP
-request, i.e. one `stepAttempt`, and returns a `Completion` or raises `ProviderError`.
+The loop hands the provider provider-neutral messages (`messages.Context`) and tool
+schemas; one `Provider.complete` call is one physical HTTP request, i.e. one
+`stepAttempt`, and returns a `Completion` or raises `ProviderError`.
 """
 
 from __future__ import annotations
