@@ -153,8 +153,8 @@ class AgentLoop:
         return self._label.configuration_digest
 
     def close(self) -> None:
-        """Nothing to let go of since the context is built per request: callers that
-        make a loop close it, so one that needs closing again costs no caller a change."""
+        """The loop holds nothing open (its context is built per request); its callers
+        close what they make all the same."""
 
     # ------------------------------------------------------------------ entry points
     def run(
@@ -177,7 +177,7 @@ class AgentLoop:
             f.user_message(prompt, user_cells=cells, id=entry_id),
             f.run_started(operation_id, entry_id, self._options, cell_id=cell_id),
         ]
-        return self._drive(start, operation_id, self._steps)
+        return self._operations.run(start, operation_id, self._steps)
 
     def resume(self) -> RunResult:
         """Continue the latest run if `resumable_operation` allows, under this loop's
@@ -203,7 +203,7 @@ class AgentLoop:
                 operation_id,
                 lambda op: self._operations.end(op, "completed", text=answer, detail=detail),
             )
-        return self._drive([started, *self._kernel_notice()], operation_id, self._steps)
+        return self._operations.run([started, *self._kernel_notice()], operation_id, self._steps)
 
     def recover(self) -> RecoveryReport | None:
         """Settle what a dead process left open (docs/spec.md §2.1). Idempotent. Ctrl-C
@@ -285,14 +285,9 @@ class AgentLoop:
                 return end(operation_id, "failed", detail=self._tool_step.clean(str(exc)))
             return end(operation_id, "completed")
 
-        return self._drive([f.compaction_started(operation_id)], operation_id, body)
+        return self._operations.run([f.compaction_started(operation_id)], operation_id, body)
 
     # ------------------------------------------------------------------ the loop
-    def _drive(
-        self, start: list[NewFact], operation_id: str, body: Callable[[str], RunResult]
-    ) -> RunResult:
-        return self._operations.run(start, operation_id, body)
-
     def _steps(self, operation_id: str) -> RunResult:
         step = 0
         while True:
