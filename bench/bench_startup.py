@@ -21,12 +21,12 @@ the offline demo model (no key), and times:
 - report: the rest of `%load_ext` (the open report and its text, the magics);
 - and then what the first request of the first `%%agent` cell does before it is sent:
   build the model's context as the OpenAI-compatible provider sends it
-  (`encoded(NotebookRuntime.context().context())`).
+  (`messages.encode(build_context(...))`, what every request does).
 
 Memory is the session's: resident memory after `%load_ext` minus before it (the
 import done), the peak resident memory during it (VmHWM, reset before it), and what
 tracemalloc holds after it (a separate process: tracing slows everything down; with the
-context built, plus what the context's memory maps hold, which tracemalloc does not see). Targets:
+context built). Targets:
 import + open + recovery + report ≤ 300 ms at 10k facts and ≤ 1 s at 100k; memory ≤ 5.5x
 the file (a state keeps the entries it validated, docs/session-format.md §8.1).
 Repetitions alternate the sizes. It is a report, not a test: it exits 0.
@@ -277,21 +277,19 @@ def child(directory: Path, trace: int) -> dict[str, Any]:
         result["traced_peak"] = tracemalloc.get_traced_memory()[1] - traced_before
     # What the first cell's first request does before it is sent: build the model's
     # context. (A demo-model cell would not show it: its small window compacts first.)
-    from tiny_agent_nb.provider import encoded  # noqa: PLC0415 (after the timed import)
+    from tiny_agent_nb.agent import build_context  # noqa: PLC0415 (after the timed import)
+    from tiny_agent_nb.provider import messages  # noqa: PLC0415
 
     agent = shell.magics_manager.registry["AgentMagics"].runtime
     c0, w0 = cpu(), wall()
-    sent = encoded(agent.context().context())
+    sent = messages.encode(build_context(agent.require_store().load(), None))
     timed["cell"], timed["cell_wall"] = cpu() - c0, wall() - w0
-    result["context_bytes"] = sum(len(m) for m in sent)
+    result["context_bytes"] = len(sent)
     result["cell_rss"] = _status("VmRSS") - rss_before
     result["cell_heap"] = {k: v - heap_before[k] for k, v in _heap().items()}
     if trace:
         snapshot = tracemalloc.take_snapshot()
-        # The context's messages are in memory maps (register row "projection-maps"),
-        # which tracemalloc does not see: counted here at what they hold.
-        in_maps = sum(len(m) for m in sent if isinstance(m, memoryview))
-        result["cell_traced"] = tracemalloc.get_traced_memory()[0] - traced_before + in_maps
+        result["cell_traced"] = tracemalloc.get_traced_memory()[0] - traced_before
         result["sites"] = [
             (_site(s.traceback), s.size, s.count)
             for s in snapshot.statistics("traceback" if trace > 1 else "lineno")[:25]
@@ -403,7 +401,7 @@ def report(facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, 
             "RSS with the context built (first request)",
             statistics.median(r["cell_rss"] for r in runs),
         ),
-        ("tracemalloc with the context built (+ its memory maps)", traced["cell_traced"]),
+        ("tracemalloc with the context built", traced["cell_traced"]),
     ):
         ratio = value / size
         verdict = "PASS" if ratio <= TARGET_MEMORY else "FAIL"
@@ -432,7 +430,7 @@ def report(facts: int, size: int, runs: list[dict[str, Any]], traced: dict[str, 
         ("open the store (`_open_store`)", "open"),
         ("recovery (`_recover`)", "recovery"),
         ("report and magics (the rest)", "rest"),
-        ("then the first request's context (`encoded(context().context())`)", "cell"),
+        ("then a request's context (`build_context`, encoded)", "cell"),
     ):
         print(f"| {part} | {ms(med(key))} ({every(key)}) |")
     print()

@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 from test_agent_loop import KEY, Harness, workspace
 
-from tiny_agent_nb.agent import AgentError, ContextFull, ContextProjection
+from tiny_agent_nb.agent import AgentError, ContextFull, build_context
 from tiny_agent_nb.provider import (
     Completion,
     Provider,
     ProviderConfig,
     ProviderError,
     StreamEvent,
-    encoded,
     messages,
 )
 from tiny_agent_nb.session import CompactionEntry, load_session
@@ -125,7 +124,7 @@ class TooLong:
         *,
         on_event: Callable[[StreamEvent], None] | None = None,
     ) -> Completion:
-        if sum(len(m) for m in encoded(context)) > self.limit:
+        if len(messages.encode(context)) > self.limit:
             self.refused += 1
             raise ProviderError(
                 "This model's maximum context length is 4000 tokens",
@@ -294,7 +293,7 @@ def test_ctrl_c_during_a_compaction_records_the_abort_and_changes_no_context(
     assert (last.status, last.error and last.error.kind) == ("failed", "aborted")
     assert not any(isinstance(e.entry, CompactionEntry) for e in state.entries.values())
     # the context is every entry, as it was: both reads verbatim
-    sent = b",".join(encoded(ContextProjection.from_state(state, None).context())).decode()
+    sent = messages.encode(build_context(state, None)).decode()
     assert sent.count(BIG) == 2
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from test_agent_crash import TIMEOUT_S, Bench
 
-from tiny_agent_nb.agent import ContextProjection
-from tiny_agent_nb.provider import encoded
+from tiny_agent_nb.agent import build_context
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
 from helpers.openai_server import OpenAIServer, text_reply, tool_call, tool_calls_reply
@@ -35,8 +35,8 @@ def _compactions(state: SessionState) -> list[CompactionEntry]:
     return [e.entry for e in state.entries.values() if isinstance(e.entry, CompactionEntry)]
 
 
-def _context(path: Path) -> list[bytes]:
-    return encoded(ContextProjection.from_state(load_session(path), None).context())
+def _context(path: Path) -> list[messages.Message]:
+    return build_context(load_session(path), None)
 
 
 def _restart_changes_nothing(bench: Bench) -> None:

@@ -157,7 +157,7 @@ EXPORTS: dict[str, set[str]] = {
         "DEFAULT_KEEP_TAIL_TOKENS",
         "DEFAULT_APPROVAL",
         "notebook_system_prompt",
-        "ContextProjection",
+        "build_context",  # what the model is sent (docs/spec.md §3)
         "RecoveryReport",
         "plan_recovery",
         "resumable_operation",
@@ -194,7 +194,6 @@ EXPORTS: dict[str, set[str]] = {
         "http_client",
         "messages",  # the provider-neutral messages the agent builds
         "wire",
-        "encoded",
         "Completion",
         "UsageReport",
         "StreamEvent",

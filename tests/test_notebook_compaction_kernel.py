@@ -12,8 +12,8 @@ from typing import Any
 
 from test_notebook_kernel import SESSION, assert_clean, load, markdown
 
-from tiny_agent_nb.agent import ContextProjection
-from tiny_agent_nb.provider import encoded
+from tiny_agent_nb.agent import build_context
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import CompactionEntry, SessionState, load_session
 
 from helpers.kernel_helpers import Kernel, StartKernel, start_kernel, workspace
@@ -39,8 +39,8 @@ def _compactions(state: SessionState) -> list[CompactionEntry]:
     return [e.entry for e in state.entries.values() if isinstance(e.entry, CompactionEntry)]
 
 
-def _context(session: Path) -> list[bytes]:
-    return encoded(ContextProjection.from_state(load_session(session), None).context())
+def _context(session: Path) -> list[messages.Message]:
+    return build_context(load_session(session), None)
 
 
 def _summarizing(server: OpenAIServer) -> list[RecordedRequest]:

@@ -1,5 +1,5 @@
 """A kernel's start on a long session a dead kernel left open: `%load_ext` settles the
-run without projecting the history; the first request after it sends all of it."""
+run; the first request after it sends all of it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from tiny_agent_nb.provider import Provider
-from tiny_agent_nb.session import HeaderInit, SessionStore, load_session
+from tiny_agent_nb.session import HeaderInit, SessionStore
 
 from helpers.bench_scripts import bench_startup
 from helpers.ipython_shell import run, shell
@@ -35,42 +34,21 @@ def _left_open(path: Path) -> None:
         store.commit([last.intent("call_deploy", BASH, {"command": "./deploy.sh"})])
 
 
-def test_load_ext_settles_a_long_session_without_projecting_its_history(
+def test_load_ext_settles_a_long_session_and_the_next_request_sends_all_of_it(
     shell: InteractiveShell,
     server: OpenAIServer,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = tmp_path / "analysis.agent.jsonl"
     _left_open(path)
-    # Every message the context projects reaches the provider's cache here, once.
-    projected: list[str] = []
-    key, make = Provider.HISTORY_CACHE
-
-    class Counted:
-        def __init__(self) -> None:
-            self.inner = make()
-
-        def append(self, message: object, canonical: bytes) -> None:
-            projected.append(type(message).__name__)
-            self.inner.append(message, canonical)  # type: ignore[arg-type]
-
-        def drop(self, count: int, size: int) -> None:
-            self.inner.drop(count, size)
-
-        def parts(self) -> object:
-            return self.inner.parts()
-
-    monkeypatch.setattr(Provider, "HISTORY_CACHE", (key, Counted))
     out = run(shell, "%load_ext tiny_agent_nb", capsys)
     assert "marked interrupted" in out and "./deploy.sh" in out, out
-    assert projected == []  # the recovery did not pay per history entry
 
     server.enqueue(text_reply("all done"))
     out = run(shell, "%%agent\nwhat is left?", capsys)
     assert "all done" in out, out
-    # The first request, the projection built for it, sends the whole history: every
+    # The first request sends the whole history: every
     # question, the interrupted call answered by the recovery's result, the notice that
     # the kernel changed (the writer before recorded none), the new prompt.
     (request,) = server.requests
@@ -83,12 +61,6 @@ def test_load_ext_settles_a_long_session_without_projecting_its_history(
     deploy = [m for m in messages if m.get("tool_call_id") == "call_deploy"]
     assert len(deploy) == 1 and deploy[0]["content"].startswith("Interrupted:"), deploy
     assert len(messages) == 1 + RUNS * 4 + 3 + 1  # system, runs, Deploy's three, the turn
-    # Built once, for that request, straight into the provider's cache, then followed:
-    # each message handed to it exactly once (the notice and its prompt as the one turn
-    # they make): those the request sent but the system prompt, then the answer.
-    entries = load_session(path).entries
-    assert len(entries) == RUNS * 4 + 3 + 3  # Deploy's three, notice, prompt, answer
-    assert len(projected) == len(messages) - 1 + 1 == len(entries) - 1
 
 
 def test_a_fresh_kernel_holds_at_most_4_5x_a_10k_fact_session_it_resumes(

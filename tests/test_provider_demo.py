@@ -12,7 +12,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from tiny_agent_nb.agent import INTERRUPTED_RESULT, NOT_STARTED
-from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta, encoded
+from tiny_agent_nb.provider import DEMO_LABEL, DemoProvider, TextDelta
 from tiny_agent_nb.provider import messages as m
 from tiny_agent_nb.session import ToolCall
 from tiny_agent_nb.tools import ToolSchema, builtin_registry
@@ -23,9 +23,9 @@ BASH = ToolSchema(name="bash", version="1", description="run", parameters={"type
 PROMPT = "Do this:\n```bash\necho one\n```\nand then\n```sh\necho two\n```\n"
 
 
-def enc(*messages: dict[str, Any]) -> m.Context:
+def enc(*messages: dict[str, Any]) -> list[m.Message]:
     """The conversation, written as chat messages, as the agent hands it to a provider."""
-    return m.Context.of([neutral(message) for message in messages])
+    return [neutral(message) for message in messages]
 
 
 def neutral(message: dict[str, Any]) -> m.Message:
@@ -206,7 +206,7 @@ def test_its_prompt_count_covers_the_tool_schemas_as_a_server_counts_them() -> N
     schemas = builtin_registry().schemas()
     messages = enc({"role": "system", "content": "s" * 1200}, {"role": "user", "content": PROMPT})
     answer = DemoProvider().complete(messages, schemas)
-    sent = sum(len(part) for part in encoded(messages)) + m.tools_size(schemas)
+    sent = sum(m.size(message) for message in messages) + m.tools_size(schemas)
     assert answer.usage is not None
     assert answer.usage.input_tokens == sent // 4
 

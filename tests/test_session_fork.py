@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tiny_agent_nb.agent import ContextProjection
-from tiny_agent_nb.provider import encoded
+from tiny_agent_nb.agent import build_context
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import (
     FileStore,
     ForkRefusedError,
@@ -46,10 +46,7 @@ def _finishing_line(path: Path, number: int) -> int:
 
 
 def _context(state_path: Path) -> list[object]:
-    state = load_session(state_path)
-    return json.loads(
-        b"[" + b",".join(encoded(ContextProjection.from_state(state, None).context())) + b"]"
-    )  # type: ignore[no-any-return]
+    return json.loads(messages.encode(build_context(load_session(state_path), None)))  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("number", [1, 2])

@@ -2,36 +2,41 @@
 
     provider.complete(verbatim(b'{"role":"user","content":"hi"}'), [])
 
-`verbatim` makes a `Context` whose history the provider's encoding cache holds as the
-given bytes, as they are: a test of the request body, the server's validation or its
-answers sends exactly the messages it wrote, malformed ones included (a `content: null`
-the agent never sends). The agent's own messages reach the wire through its context
-projection (tests/test_agent_context*.py).
+`verbatim` makes the neutral messages of chat-completions messages a test wrote, so a
+test of the request body, the server's validation or its answers reads as the wire it
+expects. The agent's own messages reach the wire through `build_context`
+(tests/test_agent_context.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import TypeVar
+import json
+from typing import Any
 
 from tiny_agent_nb.provider import messages
-
-C = TypeVar("C", bound=messages.HistoryCache)
-
-
-class _Verbatim:
-    """A `History` that feeds each cache the given bytes as a message's encoding."""
-
-    def __init__(self, raw: tuple[bytes, ...]) -> None:
-        self._raw = raw
-
-    def cache(self, key: Hashable, make: Callable[[], C]) -> C:
-        made = make()
-        for encoded in self._raw:
-            made.append(messages.User(encoded.decode()), encoded)
-        return made
+from tiny_agent_nb.session import ToolCall
 
 
-def verbatim(*raw: bytes) -> messages.Context:
-    """A context whose messages the OpenAI-compatible provider sends as `raw`, verbatim."""
-    return messages.Context(history=_Verbatim(raw))
+def _message(wire: dict[str, Any]) -> messages.Message:
+    role, content = wire["role"], wire.get("content")
+    if role == "system":
+        return messages.System(content)
+    if role == "user":
+        return messages.User(content)
+    if role == "tool":
+        return messages.ToolResult(wire["tool_call_id"], content)
+    calls = tuple(
+        ToolCall(
+            id=call["id"],
+            name=call["function"]["name"],
+            arguments=json.loads(call["function"]["arguments"]),
+        )
+        for call in wire.get("tool_calls", ())
+    )
+    return messages.Assistant(content, calls)
+
+
+def verbatim(*raw: bytes) -> list[messages.Message]:
+    """The neutral messages the OpenAI-compatible provider sends as `raw` (each one
+    chat-completions message, in JSON)."""
+    return [_message(json.loads(one)) for one in raw]

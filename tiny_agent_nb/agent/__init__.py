@@ -1,10 +1,10 @@
-"""The agent: pure planner, context projection, and the loop that executes them.
+"""The agent: pure planner, context builder, and the loop that executes them.
 
 Nothing here imports IPython; the notebook layer is glue over this package.
 """
 
 from ._compaction import Compacted, compaction_line, compaction_status
-from ._context import ContextProjection
+from ._context import build_context
 from ._loop import AgentLoop
 from ._planner import INTERRUPTED_RESULT, plan_recovery, resumable_operation, resumable_run
 from ._replay import Replayed, reruns_of
@@ -46,7 +46,6 @@ __all__ = [
     "ChatProvider",
     "Compacted",
     "ContextFull",
-    "ContextProjection",
     "FixedFill",
     "LoopConfig",
     "LoopObserver",
@@ -57,6 +56,7 @@ __all__ = [
     "RunResult",
     "StepsReached",
     "StopReason",
+    "build_context",
     "carry_out",
     "compaction_line",
     "compaction_status",

@@ -103,7 +103,8 @@ class Compactor:
         on_compaction: Callable[[Compacted], None],
         clean: Callable[[str], str],
     ) -> None:
-        """`request_bytes`: the size of the request the run would send now; `fixed_bytes`:
+        """`request_bytes`: the size of the request the run would send now (built: a step
+        gives the size of the one it built instead); `fixed_bytes`:
         the part no compaction changes (system prompt, tool schemas); `clean`: the run's
         secret filter."""
         self._on_compaction = on_compaction
@@ -117,17 +118,16 @@ class Compactor:
         self._request_bytes = request_bytes
         self._fixed_bytes = fixed_bytes
 
-    def context_tokens(self) -> int:
+    def context_tokens(self, request_bytes: int | None = None) -> int:
         """The larger of the last request's count and the next one's estimate (tool
         results since are not in the former)."""
-        estimate = self.window.estimate(self._request_bytes())
+        if request_bytes is None:
+            request_bytes = self._request_bytes()
+        estimate = self.window.estimate(request_bytes)
         return max(estimate, self._store.last_input_tokens() or 0)
 
     def limit(self) -> int:
         return int(self._threshold * self.window.tokens)
-
-    def needed(self) -> bool:
-        return self.context_tokens() >= self.limit()
 
     def budget(self) -> Budget:
         return Budget(self.window.tokens, self._keep_tail_tokens)
@@ -137,15 +137,22 @@ class Compactor:
         choose_cut(self._store.load(), self.budget(), self.window.estimate)
 
     def make_room(
-        self, operation_id: str, step: int, attempt: int, *, refused: Refused | None
-    ) -> ContextFull | None:
-        """Compact when the context passed its threshold, or the server refused the request
-        as too long (`refused`). Why the run cannot go on, else None."""
+        self,
+        operation_id: str,
+        step: int,
+        attempt: int,
+        *,
+        refused: Refused | None,
+        request_bytes: int,
+    ) -> ContextFull | Compacted | None:
+        """Compact when the context (a request of `request_bytes`) passed its threshold,
+        or the server refused the request as too long (`refused`). Why the run cannot go
+        on, else the compaction made, if any."""
         self.window.record_listing()
-        if refused is None and not self.needed():
+        if refused is None and self.context_tokens(request_bytes) < self.limit():
             return None
         try:
-            self.run(operation_id, step, attempt)
+            return self.run(operation_id, step, attempt, request_bytes=request_bytes)
         except NoRoom as exc:
             if refused is None:
                 return None  # past the threshold is not yet too long: the request may fit
@@ -153,7 +160,6 @@ class Compactor:
             return self.too_long(str(exc), fixed=fixed, refused=refused)
         except CompactionFailed as exc:
             return self.too_long(str(exc), refused=refused)
-        return None
 
     def too_long(
         self, cause: str, *, fixed: bool = False, refused: Refused | None = None
@@ -161,23 +167,29 @@ class Compactor:
         what: Literal["fixed", "conversation"] = "fixed" if fixed else "conversation"
         return ContextFull(what, self.window.tokens, self.window.origin, cause, refused)
 
-    def refused(self, request: int | None, window: int | None) -> Refused:
+    def refused(self, request: int | None, window: int | None, request_bytes: int) -> Refused:
         fixed = self.window.estimate(self._fixed_bytes)
         if request is None:
-            request = self.window.estimate(self._request_bytes())
+            request = self.window.estimate(request_bytes)
         return Refused(request, fixed, window)
 
     def run(
-        self, operation_id: str, step: int, attempt: int, instructions: str | None = None
+        self,
+        operation_id: str,
+        step: int,
+        attempt: int,
+        instructions: str | None = None,
+        *,
+        request_bytes: int | None = None,
     ) -> Compacted:
         """One compaction. NoRoom before committing anything; CompactionFailed after
         committing the attempt's failure."""
         fixed = self.window.estimate(self._fixed_bytes)
+        tokens_before = self.context_tokens(request_bytes)
         if fixed >= self.limit():  # checked first: it would be a summarization paid for nothing
-            freeable = max(0, self.context_tokens() - fixed)
+            freeable = max(0, tokens_before - fixed)
             limit, window = self.limit(), self.window.tokens
             raise NoRoom(FixedFill(fixed, limit, self._threshold, window, freeable))
-        tokens_before = self.context_tokens()
         state = self._store.load()
         budget = self.budget()
         cut = choose_cut(state, budget, self.window.estimate)
@@ -233,10 +245,9 @@ class Compactor:
             assert attempt_id is not None
             self._store.commit([started])
             try:
-                context = m.Context.of(messages)
                 if stream is None:
-                    return attempt_id, self._provider.complete(context, [])
-                return attempt_id, self._provider.complete(context, [], stream=stream)
+                    return attempt_id, self._provider.complete(messages, [])
+                return attempt_id, self._provider.complete(messages, [], stream=stream)
             except ProviderError as error:
                 learned: list[NewFact] = []
                 if error.kind == CONTEXT_LENGTH:
@@ -251,8 +262,7 @@ class Compactor:
 
     def _tokens_after(self, summary: str, cut: Cut) -> int:
         """The context `summary` leaves: the system prompt, tools, summary and tail."""
-        summary_bytes = sum(m.size(x) + 1 for x in summary_messages(summary))
-        summary_bytes += m.size(CONTINUED_MESSAGE)
+        summary_bytes = len(m.encode([*summary_messages(summary), CONTINUED_MESSAGE]))
         return self.window.estimate(self._fixed_bytes + summary_bytes + cut.tail_bytes)
 
     def _too_large(self, summary: str, after: int) -> str | None:

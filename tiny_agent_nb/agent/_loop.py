@@ -37,7 +37,7 @@ from ..tools import ToolContext, ToolRegistry
 from ..words import clean_unicode
 from ._budget import budget_reached
 from ._compaction import AttemptLabel, CompactionFailed, Compactor
-from ._context import ContextProjection
+from ._context import build_context
 from ._kernel_notice import due_kernel_notice
 from ._model_step import ModelStep
 from ._operation import OperationGuard
@@ -78,12 +78,9 @@ class AgentLoop:
         observer: LoopObserver | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
-        projection: ContextProjection | None = None,
         stopped_by: Callable[[], str | None] | None = None,
     ) -> None:
-        """`projection`: one the caller keeps following the store across loops (a notebook
-        does); without one the loop follows the store until `close()` with one built at
-        its first request. `stopped_by`: asked when a KeyboardInterrupt stops a run, what
+        """`stopped_by`: asked when a KeyboardInterrupt stops a run, what
         sent it when not the user (a kernel restart), as the abort's reason."""
         self._store = store
         self._tools = tools
@@ -118,15 +115,6 @@ class AgentLoop:
             }
         )
         self._label = label = AttemptLabel(asked.provider, asked.model, digest)
-        self._unsubscribe: Callable[[], None] = lambda: None
-        if projection is None:
-            projection = ContextProjection.following(store.load, config.system_prompt)
-            self._unsubscribe = store.subscribe(projection.apply)
-        else:
-            projection.set_system_prompt(config.system_prompt)
-        self._projection = projection
-        # Kept from the first request of a run on (not by a loop that only recovers).
-        self._history_cache = m.history_cache(provider)
         tool_bytes = m.tools_size(self._schemas)
         system = m.size(m.System(config.system_prompt)) if config.system_prompt else 0
         key = asked.window_key if asked.redacted_base_url else None
@@ -139,7 +127,9 @@ class AgentLoop:
             ),
             threshold=config.compact_threshold,
             keep_tail_tokens=config.keep_tail_tokens,
-            request_bytes=lambda: self._projection.size() + tool_bytes,
+            request_bytes=lambda: (
+                len(m.encode(build_context(store.load(), config.system_prompt))) + tool_bytes
+            ),
             fixed_bytes=system + tool_bytes,
             on_compaction=self._observer.on_compaction,
             clean=self._tool_step.clean,
@@ -151,7 +141,6 @@ class AgentLoop:
             self._operations,
             schemas=self._schemas,
             label=label,
-            projection=projection,
             compactor=self._compactor,
             tool_step=self._tool_step,
             observer=self._observer,
@@ -164,7 +153,8 @@ class AgentLoop:
         return self._label.configuration_digest
 
     def close(self) -> None:
-        self._unsubscribe()
+        """The loop holds nothing open (its context is built per request); its callers
+        close what they make all the same."""
 
     # ------------------------------------------------------------------ entry points
     def run(
@@ -187,7 +177,7 @@ class AgentLoop:
             f.user_message(prompt, user_cells=cells, id=entry_id),
             f.run_started(operation_id, entry_id, self._options, cell_id=cell_id),
         ]
-        return self._drive(start, operation_id, self._steps)
+        return self._operations.run(start, operation_id, self._steps)
 
     def resume(self) -> RunResult:
         """Continue the latest run if `resumable_operation` allows, under this loop's
@@ -213,7 +203,7 @@ class AgentLoop:
                 operation_id,
                 lambda op: self._operations.end(op, "completed", text=answer, detail=detail),
             )
-        return self._drive([started, *self._kernel_notice()], operation_id, self._steps)
+        return self._operations.run([started, *self._kernel_notice()], operation_id, self._steps)
 
     def recover(self) -> RecoveryReport | None:
         """Settle what a dead process left open (docs/spec.md §2.1). Idempotent. Ctrl-C
@@ -295,20 +285,9 @@ class AgentLoop:
                 return end(operation_id, "failed", detail=self._tool_step.clean(str(exc)))
             return end(operation_id, "completed")
 
-        return self._drive([f.compaction_started(operation_id)], operation_id, body)
+        return self._operations.run([f.compaction_started(operation_id)], operation_id, body)
 
     # ------------------------------------------------------------------ the loop
-    def _drive(
-        self, start: list[NewFact], operation_id: str, body: Callable[[str], RunResult]
-    ) -> RunResult:
-        def run(operation_id: str) -> RunResult:
-            # Before the context is first read: a deferred projection is then built
-            # straight into the provider's cache.
-            self._projection.keep(*self._history_cache)
-            return body(operation_id)
-
-        return self._operations.run(start, operation_id, run)
-
     def _steps(self, operation_id: str) -> RunResult:
         step = 0
         while True:

@@ -16,16 +16,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..provider import Completion, ProviderError, backoff_delay
-from ..session import NewFact, SessionStore
+from ..provider import messages as m
+from ..session import NewFact, SessionState, SessionStore
 from ..session import facts as f
 from ..tools import ToolSchema
 from ._budget import budget_reached, unknown_cost_note
-from ._compaction import CONTEXT_LENGTH, AttemptLabel, Compactor
-from ._context import ContextProjection
+from ._compaction import CONTEXT_LENGTH, AttemptLabel, Compacted, Compactor
+from ._context import build_context
 from ._operation import OperationGuard
 from ._planner import attempt_failure, attempt_usage
 from ._tool_step import ToolStep
-from ._types import BudgetReached, ChatProvider, LoopConfig, LoopObserver, RunResult
+from ._types import (
+    BudgetReached,
+    ChatProvider,
+    ContextFull,
+    LoopConfig,
+    LoopObserver,
+    RunResult,
+)
 from ._window import Measure, largest_count, truncated
 
 MAX_ATTEMPTS = 5  # physical requests per step, the first one included
@@ -43,7 +51,6 @@ class ModelStep:
         *,
         schemas: Sequence[ToolSchema],
         label: AttemptLabel,
-        projection: ContextProjection,
         compactor: Compactor,
         tool_step: ToolStep,
         observer: LoopObserver,
@@ -57,7 +64,6 @@ class ModelStep:
         self._config = config
         self._schemas = schemas
         self._label = label  # what each stepAttempt says of the model
-        self._projection = projection
         self._compactor = compactor
         self._tool_step = tool_step  # its secret filter cleans what the model sent
         self._observer = observer
@@ -67,6 +73,8 @@ class ModelStep:
         self._told: str | object | None = _UNREAD
         # The operation whose notice of a count that suggests a cut was said: once per run.
         self._cut_said: str | None = None
+        # The attempt this step last sent, and the bytes of its messages and tools.
+        self._sent: tuple[str, int] | None = None
 
     def run(self, operation_id: str, step: int) -> tuple[str, Completion] | RunResult:
         """The settled attempt's id and completion, or the (committed) end of the run."""
@@ -74,20 +82,23 @@ class ModelStep:
         unstreamed: bool | None = None  # False: ask this attempt without streaming
         window = self._compactor.window
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            ended = self._before_request(operation_id, step, attempt)
-            if ended is not None:
+            state, context, sent = self._context()
+            ended = self._before_request(operation_id, step, attempt, sent)
+            if isinstance(ended, RunResult):
                 return ended
-            previous = self._last_request()
+            if ended is not None:  # compacted: the context is another one now
+                state, context, sent = self._context()
+            previous = self._last_request(state)
             window.calibrate(previous)
             started = self._label.attempt(operation_id, step, attempt)
             attempt_id = started.id
             assert attempt_id is not None
             self._store.commit([*self._system_prompt_record(operation_id), started])
             self._told = self._config.system_prompt
-            sent = self._projection.size() + self._tool_bytes
+            self._sent = (attempt_id, sent)
             last = attempt == MAX_ATTEMPTS
             try:
-                completion = self._ask(unstreamed)
+                completion = self._ask(context, unstreamed)
                 _check_call_ids(completion)
                 self._cut_notice(operation_id, completion, sent, previous)
             except ProviderError as error:
@@ -103,15 +114,15 @@ class ModelStep:
                 if error.kind == CONTEXT_LENGTH:
                     learning = self._learning(error, attempt_id, sent)
                     failing = [*failed, *learning]
-                    refused = self._compactor.refused(error.prompt_tokens, error.window)
+                    refused = self._compactor.refused(error.prompt_tokens, error.window, sent)
                     if not too_long and not last:
                         too_long = True  # compact, then retry as a new attempt, once
                         self._store.commit(failing)
                         window.learned_from(learning)
                         stopped = self._compactor.make_room(
-                            operation_id, step, attempt, refused=refused
+                            operation_id, step, attempt, refused=refused, request_bytes=sent
                         )
-                        if stopped is None:
+                        if not isinstance(stopped, ContextFull):
                             continue
                         return self._operations.end(operation_id, "failed", reason=stopped)
                     full = self._compactor.too_long(error.message, refused=refused)
@@ -152,20 +163,31 @@ class ModelStep:
             else [f.NewFact(f.SystemPrompt(operationId=operation_id, content=prompt))]
         )
 
-    def _ask(self, stream: bool | None) -> Completion:
-        context = self._projection.context()
+    def _context(self) -> tuple[SessionState, list[m.Message], int]:
+        """The state, the context the next request sends, and its bytes with the tools'."""
+        state = self._store.load()
+        context = build_context(state, self._config.system_prompt)
+        return state, context, len(m.encode(context)) + self._tool_bytes
+
+    def _ask(self, context: list[m.Message], stream: bool | None) -> Completion:
         on_event = self._observer.on_stream
         if stream is None:
             return self._provider.complete(context, self._schemas, on_event=on_event)
         return self._provider.complete(context, self._schemas, on_event=on_event, stream=stream)
 
-    def _last_request(self) -> Measure | None:
-        """The newest answered request, counted by its server, when this kernel sent it."""
-        sent = self._projection.sent_bytes()
-        tokens = self._store.last_input_tokens()
-        if sent is None or tokens is None:
+    def _last_request(self, state: SessionState) -> Measure | None:
+        """The newest answered request, as its server counted it."""
+        tokens = state.last_input_tokens()
+        if tokens is None:
             return None
-        return Measure(tokens, sent + self._tool_bytes)
+        settled = (a for a in state.attempts_newest_first() if a.status == "settled")
+        answered = next(settled)  # an answer is counted: `last_input_tokens`
+        if self._sent is not None and self._sent[0] == answered.id:
+            return Measure(tokens, self._sent[1])
+        assert answered.entry_id is not None
+        # Sent by an earlier loop (a notebook's earlier cell): what it sent, built again.
+        context = build_context(state, self._config.system_prompt, until=answered.entry_id)
+        return Measure(tokens, len(m.encode(context)) + self._tool_bytes)
 
     def _cut_notice(
         self, operation_id: str, completion: Completion, sent: int, previous: Measure | None
@@ -214,18 +236,24 @@ class ModelStep:
             self._observer.on_notice(self._operations.note)
         return budget_reached(spend, budget, not_run=not_run)
 
-    def _before_request(self, operation_id: str, step: int, attempt: int) -> RunResult | None:
-        """The budget, the room the request needs, then the budget again (a compaction is
-        billed): the run's committed end when one stops it, else None."""
+    def _before_request(
+        self, operation_id: str, step: int, attempt: int, request_bytes: int
+    ) -> RunResult | Compacted | None:
+        """The budget, the room the request of `request_bytes` needs, then the budget again
+        (a compaction is billed): the run's committed end when one stops it, else the
+        compaction made, if any."""
         over = self.over_budget(operation_id)
-        if over is None:
-            stopped = self._compactor.make_room(operation_id, step, attempt, refused=None)
-            if stopped is not None:
-                return self._operations.end(operation_id, "failed", reason=stopped)
-            over = self.over_budget(operation_id)
-        return (
-            None if over is None else self._operations.end(operation_id, "budgetLimit", reason=over)
+        if over is not None:
+            return self._operations.end(operation_id, "budgetLimit", reason=over)
+        made = self._compactor.make_room(
+            operation_id, step, attempt, refused=None, request_bytes=request_bytes
         )
+        if isinstance(made, ContextFull):
+            return self._operations.end(operation_id, "failed", reason=made)
+        over = self.over_budget(operation_id)
+        if over is not None:
+            return self._operations.end(operation_id, "budgetLimit", reason=over)
+        return made
 
 
 _UNREAD = object()

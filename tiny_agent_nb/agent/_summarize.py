@@ -23,7 +23,7 @@ from ..session import (
     ToolResultEntry,
     UserEntry,
 )
-from ._turns import entry_message, in_replay, user_content
+from ._turns import entry_message, replayed_calls, user_content
 from ._types import NoCleanCut, NoRoomReason
 
 TAIL_SHARE = 0.25  # of the window: the most the verbatim tail keeps
@@ -98,11 +98,11 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
             start = ids.index(body.throughEntryId) + 1
             break
     # A replayed run's results are no part of the conversation (docs/spec.md §12).
+    replayed = replayed_calls(state)
     candidates = [
         i
         for i in ids[start:]
-        if entries.type_of(i) != "compaction"
-        and not (entries.type_of(i) == "toolResult" and in_replay(state, entries[i]))
+        if entries.type_of(i) != "compaction" and not _replayed(state, i, replayed)
     ]
     sizes: list[int] = []
     clean: list[bool] = []
@@ -120,7 +120,7 @@ def choose_cut(state: SessionState, budget: Budget, tokens: Tokens) -> Cut:
             open_calls = set()
         message = entry_message(entry)
         assert message is not None  # compactions are not candidates
-        sizes.append(len(json.dumps(m.as_dict(message), ensure_ascii=False).encode()) + 1)
+        sizes.append(m.size(message) + 1)  # as the context counts it, with its comma
         # A run's kernel notice shares its prompt's user turn (agent/_context.py): a cut
         # between the two would keep the notice's text and summarize it too.
         clean.append(not open_calls and not isinstance(body, KernelNotice))
@@ -197,3 +197,10 @@ def clip(text: str, limit: int) -> str:
     head = text[: limit * 3 // 4]
     tail = text[len(text) - limit // 4 :]
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
+
+
+def _replayed(state: SessionState, entry_id: str, replayed: set[str]) -> bool:
+    if not replayed or state.entries.type_of(entry_id) != "toolResult":
+        return False
+    body = state.entries[entry_id].entry
+    return isinstance(body, ToolResultEntry) and body.toolStartedId in replayed

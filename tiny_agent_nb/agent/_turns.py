@@ -61,22 +61,6 @@ def entry_message(entry: EntryFact) -> m.Message | None:
     return None
 
 
-# perf: register row "projection-tuples" (docs/benchmarks.md)
-# (its message, the call ids it opens (assistant), or the one it answers (tool result)).
-Projected = tuple[m.Message, tuple[str, ...], tuple[str, ...]]
-
-
-def project(entry: EntryFact) -> Projected:
-    body = entry.entry
-    message = entry_message(entry)
-    assert message is not None  # compactions are handled before projecting
-    if isinstance(body, AssistantEntry):
-        return message, tuple(c.id for c in body.message.toolCalls), ()
-    if isinstance(body, ToolResultEntry):
-        return message, (), (body.message.toolCallId,)
-    return message, (), ()
-
-
 def synthetic_result(call_id: str) -> m.ToolResult:
     return m.ToolResult(call_id, NOT_STARTED)
 
@@ -89,11 +73,10 @@ def summary_messages(summary: str) -> list[m.Message]:
     return [m.User(SUMMARY_LEAD), m.Note(f"{SUMMARY_HEADER}\n{summary}")]
 
 
-def in_replay(state: SessionState, entry: EntryFact) -> bool:
-    """Whether `entry` is the result of a replayed run's call (docs/spec.md §12), which the
+def replayed_calls(state: SessionState) -> set[str]:
+    """The toolStarted ids of replayed runs' calls (docs/spec.md §12), whose results the
     model is never sent."""
-    body = entry.entry
-    if not isinstance(body, ToolResultEntry):
-        return False
-    intent = state.tool_intents.get(body.toolStartedId)
-    return intent is not None and state.operations[intent.operation_id].kind == "replay"
+    replays = {op.id for op in state.operations.values() if op.kind == "replay"}
+    if not replays:
+        return set()
+    return {i.id for i in state.tool_intents.values() if i.operation_id in replays}

@@ -1,8 +1,6 @@
-"""What follows a kernel's open session commit by commit: its displays and the context
-the model is sent. Both must let go of a store the kernel switches away from, or a display
-would keep drawing a file the kernel left and the next run would be sent its conversation.
-Displays follow "the current session" (so `%agent new`/`session` keep them); the context
-is built per store.
+"""What follows a kernel's open session commit by commit: its displays. They must let
+go of a store the kernel switches away from, or a display would keep drawing a file the
+kernel left. Displays follow "the current session" (so `%agent new`/`session` keep them).
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from ..agent import ContextProjection
 from ..session import Fact, SessionStore
 
 Watcher = Callable[[Sequence[Fact]], None]
@@ -22,11 +19,6 @@ class SessionFollowers:
     def __init__(self) -> None:
         self._watchers: list[Watcher] = []
         self._unfollow_store: Callable[[], None] | None = None
-        # Built once per open session, at its first model request (not by the recovery
-        # at open), and kept current by its subscription, so a cell does not decode and
-        # re-encode the whole history before its first request.
-        self._context: ContextProjection | None = None
-        self._unfollow_context: Callable[[], None] | None = None
 
     def follow(self, store: SessionStore) -> None:
         """Tell the displays of `store`'s commits from now on, and that it is current."""
@@ -34,8 +26,7 @@ class SessionFollowers:
         self.tell(())
 
     def unfollow(self) -> None:
-        """Let go of the current store: its context is forgotten, its commits unheard."""
-        self.forget_context()
+        """Let go of the current store: its commits unheard."""
         if self._unfollow_store is not None:
             self._unfollow_store()
             self._unfollow_store = None
@@ -63,26 +54,3 @@ class SessionFollowers:
                 # A display that fails must not fail the commit, the run or the switch
                 # it was told about: the facts are durable already.
                 log.exception("timeline display %r failed", watcher)
-
-    def context(self, store: SessionStore) -> ContextProjection:
-        """What the model is sent, followed for `store` (the open session) across cells."""
-        if self._context is None:
-            context = ContextProjection.following(store.load, None)
-
-            def follow(facts: Sequence[Fact]) -> None:
-                try:
-                    context.apply(facts)
-                except Exception:
-                    # Out of step with the file from here on: the next cell rebuilds it
-                    # from the file instead of sending a conversation with a hole in it.
-                    self.forget_context()
-                    raise
-
-            self._context = context
-            self._unfollow_context = store.subscribe(follow)
-        return self._context
-
-    def forget_context(self) -> None:
-        if self._unfollow_context is not None:
-            self._unfollow_context()
-        self._context = self._unfollow_context = None

@@ -21,7 +21,6 @@ from typing import Any
 from ..agent import (
     AgentLoop,
     ChatProvider,
-    ContextProjection,
     LoopConfig,
     LoopObserver,
     notebook_system_prompt,
@@ -131,7 +130,6 @@ class LoopBuilder:
     def build(
         self,
         store: SessionStore,
-        projection: ContextProjection,
         *,
         stopped_by: Callable[[], str | None] | None,
         observer: LoopObserver | None = None,
@@ -147,8 +145,7 @@ class LoopBuilder:
         recorded: RunOptions | None = None,
     ) -> AgentLoop:
         """`run`'s options (None: the run's as `recorded`, else the configured value, see
-        `continuing`); `provider`: a recovery's, which asks no server; `projection`: the
-        context the kernel follows for `store`."""
+        `continuing`); `provider`: a recovery's, which asks no server."""
         chosen = chosen_options(
             self.config,
             recorded,
@@ -221,7 +218,6 @@ class LoopBuilder:
             config,
             ask=ask,
             observer=observer,
-            projection=projection,
             stopped_by=stopped_by,
         )
 

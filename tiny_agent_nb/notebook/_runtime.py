@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 from ..agent import (
     AgentError,
     AgentLoop,
-    ContextProjection,
     LoopObserver,
     RecoveryReport,
     Replayed,
@@ -227,10 +226,6 @@ class NotebookRuntime:
             return read_unlocked(self.location.path), self.read_only
         return self.require_store().load(), None
 
-    def context(self) -> ContextProjection:
-        """What the model is sent, followed for the open session across cells."""
-        return self._followers.context(self.require_store())
-
     def new(self) -> tuple[Path, OpenReport]:
         """`%agent new`: keep the current file under its archive name and open a fresh one
         where it was."""
@@ -388,4 +383,4 @@ class NotebookRuntime:
 
     def _loop(self, **options: Any) -> AgentLoop:  # `LoopBuilder.build`'s options
         store = self.require_store()
-        return self.loops.build(store, self.context(), stopped_by=self.stopped_by, **options)
+        return self.loops.build(store, stopped_by=self.stopped_by, **options)

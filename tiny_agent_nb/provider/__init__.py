@@ -4,8 +4,8 @@
         completion = provider.complete(context, tools, on_event=show)
 
 The agent hands a provider provider-neutral messages (`messages.Context`); each provider
-encodes them in its own wire format (this one: `wire`, with the history kept encoded in
-its cache). One `complete` is one HTTP request (one stepAttempt);
+encodes them in its own wire format (this one: `wire`), afresh for each request. One
+`complete` is one HTTP request (one stepAttempt);
 failures raise `ProviderError` whose `retryable`/`retry_after` feed `backoff_delay` in
 the agent loop.
 """
@@ -33,7 +33,6 @@ from ._types import (
     Waiting,
 )
 from ._window import METADATA_SECONDS, plausible_window
-from ._wire import encoded
 
 if _typing.TYPE_CHECKING:  # what __getattr__ gives, for type checkers
     from ._client import Provider, http_client
@@ -74,7 +73,6 @@ __all__ = [
     "UsageReport",
     "Waiting",
     "backoff_delay",
-    "encoded",
     "http_client",
     "messages",
     "plausible_window",

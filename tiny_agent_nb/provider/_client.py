@@ -1,8 +1,6 @@
 """`Provider`: one `complete` call = one HTTP POST to `{base_url}/chat/completions`.
 
-The request body is assembled from the caller's pre-encoded messages by byte
-concatenation, so history is never decoded or re-encoded (the bytes the session's
-projection produced are the bytes the server reads). The answer is read as SSE or JSON,
+The request body is the context encoded afresh (`_wire`). The answer is read as SSE or JSON,
 whichever the server actually sent (`_answer`), and normalized by `_normalize`. Every
 failure leaves as one `ProviderError`; nothing else escapes except `KeyboardInterrupt`
 (and other `BaseException`s), which close the response on the way out.
@@ -18,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -39,7 +37,7 @@ from ._normalize import CompletionAssembler
 from ._types import Completion, ProviderConfig, ProviderError, StreamEvent, Waiting
 from ._urls import redact_httpx_logs, request_target
 from ._window import METADATA_SECONDS, window_in_listing, window_in_props, window_in_ps
-from ._wire import CACHE_KEY, Encoded, EncodedHistory, encoded, request_parts
+from ._wire import request_body
 
 if TYPE_CHECKING:
     from ..tools import ToolSchema
@@ -75,9 +73,6 @@ class Provider:
 
     `client`: an `http_client()` the caller keeps and closes (shared across providers);
     without one the provider makes its own and `close()` closes it."""
-
-    # The cache it keeps of a context's history (`messages.history_cache`).
-    HISTORY_CACHE = (CACHE_KEY, EncodedHistory)
 
     def __init__(
         self,
@@ -164,7 +159,7 @@ class Provider:
         `ProviderError` (see `_errors`) for anything else. `stream` overrides the
         configuration's for this one request (after an empty stream)."""
         config = self._config if stream is None else replace(self._config, stream=stream)
-        body = request_parts(config, encoded(context), tools)
+        body = request_body(config, context, tools)
         log.debug("POST %s: %d tools, stream=%s", self._shown_url, len(tools), config.stream)
         assembler = CompletionAssembler()
         try:
@@ -215,36 +210,29 @@ class Provider:
         deadline: float,
         timeout: httpx.Timeout,
         *,
-        body: list[Encoded] | None = None,
+        body: bytes | None = None,
         waiting: Callable[[], None] | None = None,
     ) -> Iterator[tuple[httpx.Response, Iterator[bytes]]]:
         """One request to `endpoint` under `base`, and its body's chunks: decoded, and
         bounded by `max_response_bytes` and `deadline`. Raises httpx's errors."""
         headers = {"accept": "application/json", "accept-encoding": ACCEPT_ENCODING}
         if body is not None:
-            # perf: register row "body-pieces" (docs/benchmarks.md). An explicit
-            # Content-Length makes httpx send the pieces as one plain body (not chunked),
-            # without joining a history of megabytes into a new buffer per step.
             headers["content-type"] = "application/json"
-            headers["content-length"] = str(sum(len(part) for part in body))
         headers.update(self._headers)
         url, basic = request_target(base, endpoint)
         if basic is not None:  # as httpx would from the URL (it replaces a Bearer key)
             headers["authorization"] = basic
-        # httpx types its pieces as bytes, but writes any bytes-like one: the context's
-        # views of its memory maps (`Encoded`) go out as they are, uncopied.
-        content = None if body is None else cast("Iterator[bytes]", iter(body))
         with (
             within(lambda: deadline - self._clock(), waiting),
             self._client.stream(
-                method, url, content=content, headers=headers, timeout=timeout
+                method, url, content=body, headers=headers, timeout=timeout
             ) as response,
         ):
             raw = decoded(response.iter_raw(), response.headers.get("content-encoding", ""))
             yield response, self._metered(raw, deadline)
 
     def _post(
-        self, body: list[Encoded], on_event: EventSink | None, assembler: CompletionAssembler
+        self, body: bytes, on_event: EventSink | None, assembler: CompletionAssembler
     ) -> Completion:
         sent = self._clock()
         deadline = sent + self._config.attempt_timeout

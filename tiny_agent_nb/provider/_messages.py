@@ -7,25 +7,21 @@ and an assistant note of ours (the package's own words in the assistant's voice:
 checkpoint's summary, or the note that a prompt got no answer). A provider that has no
 such thing as a note sends it as an assistant turn.
 
-A context is three parts (`Context`): a short head (system prompt, a checkpoint's
-summary), the history (`History`: the long, append-only part) and a short tail (answers
-for tool calls that never started, a kernel notice waiting for its prompt). The history
-feeds each message, as it is appended, to the caches kept of it (`HistoryCache`): a
-provider that iterates the context reads a `MessageList`; the OpenAI-compatible one
-declares its own (`HISTORY_CACHE`: the history encoded once, `_wire`), which the agent
-loop keeps from a run's start so the history is built straight into it.
+A context (`Context`) is the messages of one request, in order: the agent builds them
+afresh for each request (agent/_context.py) and the provider encodes them afresh.
 
-Sizes (`size`) are estimates, counted on each message's canonical JSON (`canonical`: its
-role, content and tool calls in the common chat shape); a server's own token count
-calibrates them (agent/_window.py).
+Sizes (`size`) are estimates, counted on the messages' compact UTF-8 JSON in the common
+chat shape (`encode`: role, content, tool calls), the chat-completions body's own; a
+server's token count calibrates them (agent/_window.py).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_json
 
 from ..session import ToolCall
 
@@ -67,14 +63,18 @@ class ToolResult:
 Message = System | User | Assistant | Note | ToolResult
 
 
-def canonical(message: Message) -> bytes:
-    """`message` as compact UTF-8 JSON in the common chat shape: what `size` counts."""
-    return json.dumps(as_dict(message), ensure_ascii=False, separators=(",", ":")).encode()
+Context = Sequence[Message]  # what one request sends, in order
+
+
+def encode(messages: Sequence[Message]) -> bytes:
+    """`messages` as a compact UTF-8 JSON array in the common chat shape (the
+    chat-completions body's "messages"): the size of a context, estimated, is its length."""
+    return to_json([as_dict(message) for message in messages])
 
 
 def size(message: Message) -> int:
     """Bytes of `message` as a request carries it, estimated (see the module's note)."""
-    return len(canonical(message))
+    return len(to_json(as_dict(message)))
 
 
 def as_dict(message: Message) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def as_dict(message: Message) -> dict[str, Any]:
                 "function": {
                     "name": call.name,
                     # Malformed arguments are not echoed back: some servers reject them.
-                    "arguments": json.dumps(call.arguments, ensure_ascii=False),
+                    "arguments": to_json(call.arguments).decode(),
                 },
             }
             for call in message.tool_calls
@@ -118,101 +118,7 @@ def tool_as_dict(schema: ToolSchema) -> dict[str, Any]:
 
 def tools_size(schemas: Sequence[ToolSchema]) -> int:
     """Bytes of the tool definitions a request carries, estimated as `size` is."""
-    shaped = {"tools": [tool_as_dict(schema) for schema in schemas]}
-    return len(json.dumps(shaped, ensure_ascii=False, separators=(",", ":")).encode())
-
-
-class HistoryCache(Protocol):
-    """A provider's own copy of a history, kept in step with it by the history: fed each
-    message as it is appended (with its `canonical` JSON, made already for its size), and
-    told when a checkpoint drops the oldest ones."""
-
-    def append(self, message: Message, canonical: bytes) -> None: ...
-
-    def drop(self, count: int, size: int) -> None:
-        """Forget the first `count` messages held; `size`: their canonical JSON's bytes,
-        each with a comma (where the rest starts in them, comma-joined)."""
-        ...
-
-
-C = TypeVar("C", bound=HistoryCache)
-MESSAGES = "messages"  # the key of the `MessageList` that iterating a context keeps
-
-
-class History(Protocol):
-    """The long part of a context (what a request sends between head and tail)."""
-
-    def cache(self, key: Hashable, make: Callable[[], C]) -> C:
-        """The cache kept under `key`, made and filled with the messages when first
-        asked for, then fed as messages are appended, for as long as the history lives."""
-        ...
-
-
-def history_cache(provider: object) -> tuple[Hashable, Callable[[], HistoryCache]]:
-    """The cache `provider` keeps of a history, as (key, how to make one): what its
-    `HISTORY_CACHE` declares, else the messages themselves (what iterating a context
-    reads). Whoever holds a history for a provider asks it to keep that cache before its
-    first request, so a history not built yet is built straight into it."""
-    declared: tuple[Hashable, Callable[[], HistoryCache]] | None
-    declared = getattr(provider, "HISTORY_CACHE", None)
-    return declared if declared is not None else (MESSAGES, MessageList)
-
-
-class MessageList:
-    """The simplest `HistoryCache`: the messages themselves, in a list (what iterating a
-    context keeps, under MESSAGES)."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    def append(self, message: Message, canonical: bytes) -> None:
-        self.messages.append(message)
-
-    def drop(self, count: int, size: int) -> None:
-        del self.messages[:count]
-
-
-class Context:
-    """What one request sends: `head`, then the `history`, then `tail`.
-
-    The agent's context reads its head and tail when asked (they depend on a history
-    that is built when first read): a provider that keeps a `HistoryCache` asks for it
-    first (`history_cache`), so a history not built yet is built straight into it."""
-
-    def __init__(
-        self,
-        head: Sequence[Message] = (),
-        history: History | None = None,
-        tail: Sequence[Message] = (),
-    ) -> None:
-        self._head, self._tail = tuple(head), tuple(tail)
-        self.history = history
-
-    @classmethod
-    def of(cls, messages: Sequence[Message]) -> Context:
-        """A context of these messages alone (a summarization request's, a test's)."""
-        return cls(messages)
-
-    @property
-    def head(self) -> Sequence[Message]:
-        return self._head
-
-    @property
-    def tail(self) -> Sequence[Message]:
-        return self._tail
-
-    def __iter__(self) -> Iterator[Message]:
-        history = self.history
-        cached = None if history is None else history.cache(MESSAGES, MessageList)
-        yield from self.head
-        if cached is not None:
-            yield from cached.messages
-        yield from self.tail
-
-    def history_cache(self, key: Hashable, make: Callable[[], C]) -> C | None:
-        """The history's cache under `key` (None when the context has no history)."""
-        history = self.history
-        return None if history is None else history.cache(key, make)
+    return len(to_json({"tools": [tool_as_dict(schema) for schema in schemas]}))
 
 
 # The lines that open and close a prompt's user cells (docs/spec.md §6): what the

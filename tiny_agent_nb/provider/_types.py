@@ -1,5 +1,8 @@
-"""What the agent loop and a provider exchange: one `complete` is one HTTP request (one
-`stepAttempt`), a `Completion` or a `ProviderError`. No HTTP here.
+"""What the agent loop and a provider exchange. No HTTP here.
+
+The loop hands the provider provider-neutral messages (`messages.Context`) and tool
+schemas; one `Provider.complete` call is one physical HTTP request, i.e. one
+`stepAttempt`, and returns a `Completion` or raises `ProviderError`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""The deferred context projection (`ContextProjection.following`) against the eager one it
-replaced: whatever commits before, between and after, the first request's body is what
-the old way sent.
+"""`build_context` against an independent reference of docs/spec.md §3: for every
+state a session passes through (after each of its lines), what the model is sent equals
+what a reference that encodes each entry as the wire did before the context became
+provider-neutral sends.
 
-For a session of N transactions, every (s, b) with s <= b is tried: the projection is made
-when the session holds s transactions (a kernel's start, or `%agent session` switching to
-it), the transactions up to b commit before its first read (a recovery, a user's entry),
-and it is built at b, then follows the rest. Each view it gives (the bytes of the messages
-the OpenAI-compatible provider sends, the unanswered calls)
-must equal a rebuild from the file at that point, and the eager projection made at s and
-followed (the old way) must agree too; the bytes must be those of a reference that
-encodes each message as the wire did before the context became provider-neutral.
 Sessions: the valid conformance fixtures, and runs built with tests/helpers/scenario.py that go
 through retries, aborts with never-started calls, a crash with an interrupted tool,
 recovery, resume, a context-length refusal, checkpoints mid-run and a checkpoint that keeps
@@ -18,7 +11,6 @@ nothing.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from tiny_agent_nb.agent import NOT_STARTED, ContextProjection, LoopObserver
+from tiny_agent_nb.agent import NOT_STARTED, LoopObserver, build_context
 from tiny_agent_nb.agent._turns import CONTINUED, NO_ANSWER, SUMMARY_HEADER, SUMMARY_LEAD
 from tiny_agent_nb.notebook import NotebookRuntime, TinyAgent, resolve_session_path
-from tiny_agent_nb.provider import encoded
+from tiny_agent_nb.provider import messages
 from tiny_agent_nb.session import (
     AssistantEntry,
     CompactionEntry,
@@ -37,7 +29,6 @@ from tiny_agent_nb.session import (
     Fact,
     HeaderInit,
     KernelNotice,
-    OperationStarted,
     RecordFact,
     SessionState,
     SessionStore,
@@ -56,7 +47,6 @@ VALID = sorted(
     for p in FIXTURES.glob("*.expected.json")
     if "summary" in json.loads(p.read_text())
 )
-View = tuple[bytes, list[str]]
 
 
 def _at(path: Path) -> Any:  # a SessionLocation (a private name of the notebook)
@@ -113,10 +103,10 @@ def _entry_message(entry: EntryFact) -> dict[str, Any]:
     }
 
 
-def _reference(state: SessionState, system: str | None) -> View:
-    """The bytes the eager projection sent before checkpoints sliced their runs (e0f3e51),
-    each message encoded as main (51170d6) encoded it: at a checkpoint whose cut it still
-    holds, a summary, then the kept entries replayed."""
+def _reference(state: SessionState, system: str | None) -> list[Any]:
+    """The messages a projection kept entry by entry sent (e0f3e51), each encoded as main
+    (51170d6) encoded it: at a checkpoint whose cut it still holds, a summary, then the
+    kept entries replayed."""
     kept: list[EntryFact] = []
     summary: str | None = None
     cut: str | None = None
@@ -163,7 +153,16 @@ def _reference(state: SessionState, system: str | None) -> View:
         if isinstance(body, AssistantEntry):
             unanswered = [c.id for c in body.message.toolCalls]
     messages += [_not_started(c) for c in unanswered]
-    return b",".join(messages), unanswered
+    return _plain(b"[" + b",".join(messages) + b"]")
+
+
+def _plain(encoded: bytes) -> list[Any]:
+    """Messages as JSON values, each call's arguments parsed (their spacing is free)."""
+    sent: list[Any] = json.loads(encoded)
+    for message in sent:
+        for call in message.get("tool_calls", ()):
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    return sent
 
 
 def _replayed(state: SessionState, body: ToolResultEntry) -> bool:
@@ -171,17 +170,9 @@ def _replayed(state: SessionState, body: ToolResultEntry) -> bool:
     return state.operations[intent.operation_id].kind == "replay"
 
 
-def _rewinds(fact: Fact) -> bool:
-    record = fact.record if isinstance(fact, RecordFact) else None
-    return isinstance(record, OperationStarted) and record.operationKind == "rewind"
-
-
-def _view(projection: ContextProjection) -> View:
-    """What the OpenAI-compatible provider sends of the projection, byte for byte."""
-    return (
-        b",".join(encoded(projection.context())),
-        projection.unanswered_tool_calls(),
-    )
+def _built(state: SessionState, system: str | None) -> list[Any]:
+    """What the OpenAI-compatible provider sends of `build_context(state, system)`."""
+    return _plain(messages.encode(build_context(state, system)))
 
 
 def _states(data: bytes) -> list[SessionState]:
@@ -190,43 +181,16 @@ def _states(data: bytes) -> list[SessionState]:
     return [SessionStore.in_memory(bytearray(data[:end])).load() for end in ends]
 
 
-def _reading(reading: list[SessionState]) -> Callable[[], SessionState]:
-    """`store.load` of a session that is at `reading[0]` when it is called."""
-    return lambda: reading[0]
-
-
-def assert_every_way_agrees(data: bytes, system: str | None = "be brief") -> int:
+def assert_every_state_sends_the_reference(data: bytes, system: str | None = "be brief") -> int:
     states = _states(data)
-    txs: list[Sequence[Fact]] = [()] + [
-        later.facts[earlier.last_seq :] for earlier, later in itertools.pairwise(states)
-    ]
-    rebuilt = [_view(ContextProjection.from_state(state, system)) for state in states]
-    assert rebuilt == [_reference(state, system) for state in states]
-    last = len(states) - 1
-    for s in range(len(states)):
-        eager = ContextProjection.from_state(states[s], system)
-        for k in range(s + 1, len(states)):
-            if any(_rewinds(fact) for fact in txs[k]):
-                break  # one made from a state has no session to rebuild from (spec §17)
-            eager.apply(txs[k])
-            assert _view(eager) == rebuilt[k], f"eager from {s}, after {k}"
-        for b in range(s, len(states)):
-            reading = [states[s]]
-            lazy = ContextProjection.following(_reading(reading), system)
-            for k in range(s + 1, b + 1):
-                reading[0] = states[k]
-                lazy.apply(txs[k])  # committed before the first request: skipped
-            assert _view(lazy) == rebuilt[b], f"made at {s}, built at {b}"
-            for k in range(b + 1, len(states)):
-                reading[0] = states[k]
-                lazy.apply(txs[k])
-            assert _view(lazy) == rebuilt[last], f"made at {s}, built at {b}, at the end"
+    for index, state in enumerate(states):
+        assert _built(state, system) == _reference(state, system), f"after line {index}"
     return len(states)
 
 
 @pytest.mark.parametrize("name", VALID)
-def test_a_deferred_projection_of_a_fixture_sends_what_a_rebuild_sends(name: str) -> None:
-    assert_every_way_agrees((FIXTURES / f"{name}.jsonl").read_bytes())
+def test_the_context_of_a_fixture_is_the_references(name: str) -> None:
+    assert_every_state_sends_the_reference((FIXTURES / f"{name}.jsonl").read_bytes())
 
 
 def _session(build: Callable[[SessionStore], None]) -> bytes:
@@ -394,10 +358,10 @@ def _checkpoint_after_never_started_calls(store: SessionStore) -> None:
         _checkpoint_after_never_started_calls,
     ],
 )
-def test_a_deferred_projection_of_a_hostile_run_sends_what_a_rebuild_sends(
+def test_the_context_of_a_hostile_run_is_the_references(
     build: Callable[[SessionStore], None],
 ) -> None:
-    assert assert_every_way_agrees(_session(build)) > 15
+    assert assert_every_state_sends_the_reference(_session(build)) > 15
 
 
 def _crashed(path: Path, prompt: str) -> None:
@@ -426,7 +390,7 @@ def _crashed(path: Path, prompt: str) -> None:
         store.commit([run.intent("b1", BASH, {"command": "touch x"})])
 
 
-def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_sends(
+def test_the_first_request_after_a_switch_and_a_recovery_sends_the_references(
     server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -436,13 +400,12 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
     agent = NotebookRuntime(TinyAgent(base_url=server.base_url, model="test/model"), {})
     try:
         assert agent.open(_at(first)).recovery is not None
-        encoded(agent.context().context())  # a's context is built and followed...
-        # ...then `%agent session` switches: b's dead run is settled at open, and a note
-        # is committed before b's first request.
+        # `%agent session` switches: b's dead run is settled at open, and a note is
+        # committed before b's first request.
         assert agent.open(_at(second)).recovery is not None
         store = agent.require_store()
         store.commit([f.user_message("a note before the next run")])
-        expected: list[View] = []
+        expected: list[list[Any]] = []
 
         def at_request(facts: Sequence[Fact]) -> None:
             if any(
@@ -458,8 +421,7 @@ def test_the_first_request_after_a_switch_and_a_recovery_sends_what_a_rebuild_se
         assert result.outcome == "completed"
     finally:
         agent.close()
-    # Byte for byte, as the server read it.
-    assert b'"messages":[' + expected[0][0] + b"]," in server.requests[0].raw
     sent = server.requests[0].body["messages"]
+    assert _plain(json.dumps(sent).encode()) == expected[0]
     assert "in b listed files" in sent[2]["content"]
     assert [m.get("tool_call_id") for m in sent if m["role"] == "tool"] == ["b1", "b2"]
