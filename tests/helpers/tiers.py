@@ -38,6 +38,7 @@ INTEGRATION_HELPERS = {
     "helpers.mcp_helpers.HttpTestServer": "an MCP server over HTTP",
     "helpers.mcp_helpers.process_entry": "MCP server processes",
     "helpers.bench_scripts.run_bench": "a benchmark script, run whole",
+    "helpers.crash_children.run_child": "a crash loop's SIGKILLed children",
 }
 # What each kind of process has as one word of its command line.
 PROCESSES = {
