@@ -39,6 +39,7 @@ INTEGRATION_HELPERS = {
     "helpers.mcp_helpers.process_entry": "MCP server processes",
     "helpers.bench_scripts.run_bench": "a benchmark script, run whole",
     "helpers.crash_children.run_child": "a crash loop's SIGKILLed children",
+    "helpers.crash_children.start_child": "a child crashed, interrupted or out of disk",
 }
 # What each kind of process has as one word of its command line.
 PROCESSES = {
