@@ -255,6 +255,20 @@ def forkserver() -> ForkServerContext:
     return ctx
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many workers `-n auto` (pyproject's addopts) starts: four for a run with the
+    integration tier, so that while one waits (a kernel starting, a timeout, a crash loop
+    between kills) others compute; for the fast tier (`-m "not integration"`), whose tests
+    compute, one per core (at most four). Every worker imports and collects the whole
+    suite (~6 s of CPU each): on two cores, two workers ran the fast tier in 12% less CPU
+    than four. PYTEST_XDIST_AUTO_NUM_WORKERS still decides where it is set."""
+    if "PYTEST_XDIST_AUTO_NUM_WORKERS" in os.environ:
+        return None
+    if config.getoption("markexpr") == "not integration":
+        return min(len(os.sched_getaffinity(0)), 4)
+    return 4
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that starts a kernel, JupyterLab, Chromium, a crash loop, an MCP server
     or a real model server is marked `integration`, by what it uses (tests/helpers/tiers.py).
