@@ -265,7 +265,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if "PYTEST_XDIST_AUTO_NUM_WORKERS" in os.environ:
         return None
     if config.getoption("markexpr") == "not integration":
-        return min(len(os.sched_getaffinity(0)), 4)
+        # the cores this process may use (Linux); macOS has no affinity: all of them
+        affinity = getattr(os, "sched_getaffinity", None)
+        cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+        return min(cores, 4)
     return 4
 
 
