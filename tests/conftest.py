@@ -255,6 +255,26 @@ def forkserver() -> ForkServerContext:
     return ctx
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many workers `-n auto` (pyproject's addopts) starts: four for a run with the
+    integration tier, so that while one waits (a kernel starting, a timeout, a crash loop
+    between kills) others compute; for the fast tier (`-m "not integration"`), one per
+    core and one more (at most four), the one more for the socket waits of the group
+    `provider_limits` (~22 s on one worker). Every worker imports and collects the whole
+    suite (~6 s of CPU each): on two cores the fast tier took 111-121 s of CPU in two
+    workers, 127 s in three and 137 s in four; 103 s of wall in three, 116-157 s in two,
+    154 s in four (01:00-01:14 UTC, load 3-6). PYTEST_XDIST_AUTO_NUM_WORKERS still decides
+    where it is set."""
+    if "PYTEST_XDIST_AUTO_NUM_WORKERS" in os.environ:
+        return None
+    if config.getoption("markexpr") == "not integration":
+        # the cores this process may use (Linux); macOS has no affinity: all of them
+        affinity = getattr(os, "sched_getaffinity", None)
+        cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+        return min(cores + 1, 4)
+    return 4
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that starts a kernel, JupyterLab, Chromium, a crash loop, an MCP server
     or a real model server is marked `integration`, by what it uses (tests/helpers/tiers.py).

@@ -8,10 +8,7 @@ what it found."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from test_agent_rewind import rewind, run_writing
@@ -21,7 +18,8 @@ from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import FileStore, SessionStore
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
-CHILD = Path(__file__).parent / "children" / "rewind_kill.py"
+from helpers.crash_children import run_child
+
 NAMES = ("a.txt", "b.txt", "sub/c.bin")
 OLD = {"a.txt": b"a1\n", "b.txt": b"b1\n", "sub/c.bin": b"\x00c1\xff"}
 NEW = {"a.txt": b"a2\n", "b.txt": b"b2\n", "sub/c.bin": b"\x00c2\xff"}
@@ -55,11 +53,8 @@ def kill_at(step: int, base: Path, header_init: object) -> bool:
     with SessionStore.open(session, create=header_init) as store:  # type: ignore[arg-type]
         run_writing(store, files, root, OLD)
         run_writing(store, files, root, NEW)
-    child = subprocess.run(
-        [sys.executable, str(CHILD), str(session), str(root), str(base / "state"), "2", str(step)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        capture_output=True,
-        check=False,
+    child = run_child(
+        "rewind_kill.py", str(session), str(root), str(base / "state"), "2", str(step)
     )
     if child.returncode == 0:
         return False

@@ -157,7 +157,9 @@ def _expected(raw: bytes, k: int, summaries: list[dict[str, Any]]) -> dict[str, 
 
 
 @pytest.mark.slow
-@settings(max_examples=20)
+# Ten sessions: each draws runs that fail, retry, abort, crash and resume, and is cut
+# ~1,400 times, at every byte near a line end (20 sessions took 11 s of CPU, 10 take 5).
+@settings(max_examples=10)
 @given(data=st.data())
 def test_every_truncation_loads_the_longest_whole_prefix_and_repairs(data: st.DataObject) -> None:
     init = HeaderInit(cwd="/w", provider="openrouter", model="m", environment_identity="/w")

@@ -164,7 +164,7 @@ def _json_at_depth(depth: int) -> st.SearchStrategy[dict[str, Any]]:
     return spine()
 
 
-@settings(max_examples=25)
+@settings(max_examples=10)
 @given(arguments=_json_at_depth(MAX_JSON_DEPTH))
 def test_arguments_nested_right_up_to_the_limit_come_back_from_the_file_as_they_went_in(
     tmp_path_factory: pytest.TempPathFactory, arguments: dict[str, Any]
@@ -180,7 +180,7 @@ def test_arguments_nested_right_up_to_the_limit_come_back_from_the_file_as_they_
     assert entry.entry.message.toolCalls[0].arguments == arguments  # type: ignore[union-attr]
 
 
-@settings(max_examples=25)
+@settings(max_examples=10)
 @given(arguments=_json_at_depth(MAX_JSON_DEPTH + 1))
 def test_arguments_one_level_deeper_are_refused(
     tmp_path_factory: pytest.TempPathFactory, arguments: dict[str, Any]

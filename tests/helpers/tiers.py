@@ -1,8 +1,8 @@
 """The suite's two tiers. `integration`: the tests that start a Jupyter kernel, JupyterLab,
-Chromium, a crash loop's SIGKILLed children, an MCP server process or a real model server,
-that build the wheel, a 10k-fact session or run a benchmark script whole, and the `slow`
-ones (long by themselves). The rest is the loop a contributor runs after every edit,
-`python3 -m pytest -m "not integration"`.
+Chromium, a crash loop's SIGKILLed children (or a child interrupted or out of disk), an MCP
+server process or a real model server, that build the wheel, a 10k-fact session or run a
+benchmark script whole, and the `slow` ones (long by themselves). The rest is the loop a
+contributor runs after every edit, `python3 -m pytest -m "not integration"`.
 
 A test is in the tier by what it uses, never by a marker of its own (tests/conftest.py
 calls `mark`): a fixture of INTEGRATION_FIXTURES (asked for however indirectly), or a
@@ -38,6 +38,8 @@ INTEGRATION_HELPERS = {
     "helpers.mcp_helpers.HttpTestServer": "an MCP server over HTTP",
     "helpers.mcp_helpers.process_entry": "MCP server processes",
     "helpers.bench_scripts.run_bench": "a benchmark script, run whole",
+    "helpers.crash_children.run_child": "a crash loop's SIGKILLed children",
+    "helpers.crash_children.start_child": "a child crashed, interrupted or out of disk",
 }
 # What each kind of process has as one word of its command line.
 PROCESSES = {
