@@ -71,7 +71,7 @@ def build_context(
         ends_with_user = user
         sent.append(message)
         if isinstance(message, m.Assistant):
-            unanswered = dict.fromkeys(call.id for call in message.tool_calls)
+            unanswered = {call.id: None for call in message.tool_calls}
 
     # `type(...) is`, not `isinstance`: the latter is Python code on a pydantic model.
     for entry_id in path[start:]:

@@ -31,17 +31,19 @@ if TYPE_CHECKING:  # only named: importing the tools is not a provider's busines
     from ..tools import ToolSchema
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, 5x the
+# cost of a plain one, and a request builds one message per entry of the history.
+@dataclass(slots=True)
 class System:
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class User:
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Assistant:
     """A turn of the model's: its text (else its refusal, else "") and its tool calls."""
 
@@ -49,14 +51,14 @@ class Assistant:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Note:
     """The package's own words in the assistant's voice (never the model's answer)."""
 
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolResult:
     tool_call_id: str
     content: str
