@@ -25,8 +25,8 @@ from ..session import (
 )
 from ._turns import (
     CONTINUED_MESSAGE,
+    MESSAGE_OF,
     NO_ANSWER_MESSAGE,
-    entry_message,
     replayed_calls,
     summary_messages,
     synthetic_result,
@@ -36,7 +36,7 @@ from ._turns import (
 
 def build_context(
     state: SessionState, system_prompt: str | None, *, until: str | None = None
-) -> list[m.Message]:
+) -> m.Built:
     """What the next request sends (docs/spec.md §3); `until`: what the request answered
     by that entry of the path sent (the entries before it)."""
     path = state.entry_path()
@@ -47,24 +47,23 @@ def build_context(
     summary: str | None = None
     start = 0
     for entry_id in reversed(path):
-        if entries.type_of(entry_id) == "compaction":
-            checkpoint = entries[entry_id].entry
-            assert isinstance(checkpoint, CompactionEntry)
+        checkpoint = entries[entry_id].entry
+        if type(checkpoint) is CompactionEntry:
             summary = checkpoint.summary
             start = path.index(checkpoint.throughEntryId) + 1
             break
     replayed = replayed_calls(state)
-    sent: list[m.Message] = []
+    sent = m.Built()
     unanswered: dict[str, None] = {}  # the calls of the last assistant message
     ends_with_user = False
     notice: str | None = None  # a kernel notice waiting for the next entry
 
     def send(message: m.Message) -> None:
         nonlocal unanswered, ends_with_user
-        user = isinstance(message, m.User)
+        user = isinstance(message, m.User)  # plain dataclasses: a cheap check
         if isinstance(message, m.ToolResult):
             unanswered.pop(message.tool_call_id, None)
-        else:
+        elif unanswered:
             sent.extend(synthetic_result(call_id) for call_id in unanswered)
             unanswered = {}
         if user and ends_with_user:
@@ -72,25 +71,23 @@ def build_context(
         ends_with_user = user
         sent.append(message)
         if isinstance(message, m.Assistant):
-            unanswered = dict.fromkeys(call.id for call in message.tool_calls)
+            unanswered = {call.id: None for call in message.tool_calls}
 
+    # `type(...) is`, not `isinstance`: the latter is Python code on a pydantic model.
     for entry_id in path[start:]:
-        entry = entries[entry_id]
-        body = entry.entry
-        if isinstance(body, ToolResultEntry) and body.toolStartedId in replayed:
+        body = entries[entry_id].entry
+        if type(body) is ToolResultEntry and body.toolStartedId in replayed:
             continue
-        waiting, notice = notice, None
-        if isinstance(body, UserEntry) and waiting is not None:
-            send(m.User(m.with_notice(waiting, user_content(body))))
-            continue
-        if waiting is not None:
+        if notice is not None:
+            waiting, notice = notice, None
+            if type(body) is UserEntry:
+                send(m.User(m.with_notice(waiting, user_content(body))))
+                continue
             send(m.User(waiting))
-        if isinstance(body, KernelNotice):
+        if type(body) is KernelNotice:
             notice = body.message.content
-        elif not isinstance(body, CompactionEntry):
-            message = entry_message(entry)
-            assert message is not None
-            send(message)
+        elif type(body) is not CompactionEntry:
+            send(MESSAGE_OF[type(body)](body))
     sent.extend(synthetic_result(call_id) for call_id in unanswered)
     if notice is not None:
         if ends_with_user:
@@ -101,4 +98,5 @@ def build_context(
         head += summary_messages(summary)
         if not (sent and isinstance(sent[0], m.User)):
             head.append(CONTINUED_MESSAGE)
-    return [*head, *sent]
+    sent[:0] = head
+    return sent

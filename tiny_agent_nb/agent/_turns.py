@@ -11,6 +11,9 @@ on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..provider import messages as m
 from ..session import (
     AssistantEntry,
@@ -48,17 +51,23 @@ def user_content(body: UserEntry) -> str:
 
 def entry_message(entry: EntryFact) -> m.Message | None:
     """The message of one entry (None for compactions)."""
-    body = entry.entry
-    if isinstance(body, UserEntry):
-        return m.User(user_content(body))
-    if isinstance(body, KernelNotice):
-        return m.User(body.message.content)
-    if isinstance(body, AssistantEntry):
-        msg = body.message
-        return m.Assistant(msg.content or msg.refusal or "", msg.toolCalls)
-    if isinstance(body, ToolResultEntry):
-        return m.ToolResult(body.message.toolCallId, body.message.content)
-    return None
+    shape = MESSAGE_OF.get(type(entry.entry))
+    return None if shape is None else shape(entry.entry)
+
+
+def _assistant(body: AssistantEntry) -> m.Assistant:
+    msg = body.message
+    return m.Assistant(msg.content or msg.refusal or "", msg.toolCalls)
+
+
+# One lookup per entry by its exact type: `isinstance` on a pydantic model is Python code
+# (its metaclass's `__instancecheck__`), a dozen of them per entry was half a step's time.
+MESSAGE_OF: dict[type, Callable[[Any], m.Message]] = {
+    UserEntry: lambda body: m.User(user_content(body)),
+    KernelNotice: lambda body: m.User(body.message.content),
+    AssistantEntry: _assistant,
+    ToolResultEntry: lambda body: m.ToolResult(body.message.toolCallId, body.message.content),
+}
 
 
 def synthetic_result(call_id: str) -> m.ToolResult:

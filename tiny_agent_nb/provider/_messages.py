@@ -8,7 +8,8 @@ checkpoint's summary, or the note that a prompt got no answer). A provider that 
 such thing as a note sends it as an assistant turn.
 
 A context (`Context`) is the messages of one request, in order: the agent builds them
-afresh for each request (agent/_context.py) and the provider encodes them afresh.
+afresh for each request (agent/_context.py, a `Built` list), and encodes them once: the
+bytes it measures are the bytes the provider sends.
 
 Sizes (`size`) are estimates, counted on the messages' compact UTF-8 JSON in the common
 chat shape (`encode`: role, content, tool calls), the chat-completions body's own; a
@@ -17,8 +18,9 @@ server's token count calibrates them (agent/_window.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
@@ -29,17 +31,19 @@ if TYPE_CHECKING:  # only named: importing the tools is not a provider's busines
     from ..tools import ToolSchema
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, 5x the
+# cost of a plain one, and a request builds one message per entry of the history.
+@dataclass(slots=True)
 class System:
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class User:
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Assistant:
     """A turn of the model's: its text (else its refusal, else "") and its tool calls."""
 
@@ -47,14 +51,14 @@ class Assistant:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Note:
     """The package's own words in the assistant's voice (never the model's answer)."""
 
     content: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolResult:
     tool_call_id: str
     content: str
@@ -66,10 +70,24 @@ Message = System | User | Assistant | Note | ToolResult
 Context = Sequence[Message]  # what one request sends, in order
 
 
+class Built(list[Message]):
+    """A context as `build_context` returns it: its encoding (`encode`) is made once, on
+    first use, so the size the window check reads is the request body's own bytes, not a
+    second encoding. Built afresh for each request: nothing outlives it."""
+
+    @cached_property
+    def encoded(self) -> bytes:
+        return _json(self)
+
+
 def encode(messages: Sequence[Message]) -> bytes:
     """`messages` as a compact UTF-8 JSON array in the common chat shape (the
     chat-completions body's "messages"): the size of a context, estimated, is its length."""
-    return to_json([as_dict(message) for message in messages])
+    return messages.encoded if isinstance(messages, Built) else _json(messages)
+
+
+def _json(messages: Sequence[Message]) -> bytes:
+    return to_json([_SHAPES[type(message)](message) for message in messages])
 
 
 def size(message: Message) -> int:
@@ -79,14 +97,10 @@ def size(message: Message) -> int:
 
 def as_dict(message: Message) -> dict[str, Any]:
     """`message` in the common chat shape ({"role", "content"}, tool calls, call id)."""
-    if isinstance(message, System):
-        return {"role": "system", "content": message.content}
-    if isinstance(message, User):
-        return {"role": "user", "content": message.content}
-    if isinstance(message, Note):
-        return {"role": "assistant", "content": message.content}
-    if isinstance(message, ToolResult):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    return _SHAPES[type(message)](message)
+
+
+def _assistant(message: Assistant) -> dict[str, Any]:
     shaped: dict[str, Any] = {"role": "assistant", "content": message.content}
     if message.tool_calls:
         shaped["tool_calls"] = [
@@ -102,6 +116,20 @@ def as_dict(message: Message) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     return shaped
+
+
+# One lookup per message, by its exact type (the five are final dataclasses).
+_SHAPES: dict[type, Callable[[Any], dict[str, Any]]] = {
+    System: lambda message: {"role": "system", "content": message.content},
+    User: lambda message: {"role": "user", "content": message.content},
+    Note: lambda message: {"role": "assistant", "content": message.content},
+    ToolResult: lambda message: {
+        "role": "tool",
+        "tool_call_id": message.tool_call_id,
+        "content": message.content,
+    },
+    Assistant: _assistant,
+}
 
 
 def tool_as_dict(schema: ToolSchema) -> dict[str, Any]:
