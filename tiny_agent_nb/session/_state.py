@@ -379,5 +379,10 @@ class UsageView(Mapping[str, Usage]):
         return sum(1 for usage in self._usage.values() if usage_in_range(usage))
 
     def __contains__(self, target: object) -> bool:
+        return self.get(target) is not None
+
+    def get(self, target: object, default: Any = None) -> Any:
+        """Direct, not Mapping's `get` through `__getitem__` and a KeyError: the loop
+        reads the usage of every attempt per step (`agent._window.largest_count`)."""
         usage = self._usage.get(target) if isinstance(target, str) else None
-        return usage is not None and usage_in_range(usage)
+        return usage if usage is not None and usage_in_range(usage) else default
