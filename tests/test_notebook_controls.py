@@ -410,7 +410,7 @@ def test_the_kernel_after_a_dead_one_offers_to_resume_the_run_it_settled(
     hold.set()
 
     server.enqueue(text_reply("Resumed after the crash."))
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel(shared="widgets"))
     loaded = ui.finish(ui.send("%load_ext tiny_agent_nb"))
     assert "The previous kernel stopped during a run" in loaded.stdout
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["interrupted"]
