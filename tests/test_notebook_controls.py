@@ -277,7 +277,7 @@ def test_a_cell_run_without_stdin_shows_no_buttons_and_runs_nothing_it_cannot_as
     """nbclient, papermill and `tiny-agent-nb demo` run cells with stdin off: nobody is
     there to click, so nothing waits for a click (as `input()` could not ask either), and
     under the default approval the call does not run; the cell says how to choose auto."""
-    kernel = start_kernel(approve=None)
+    kernel = start_kernel(shared="widgets", approve=None)  # as frontend(..., approve=None)
     kernel.execute("%load_ext tiny_agent_nb")
     server.enqueue(
         tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})),
