@@ -421,15 +421,16 @@ def rows_of(size: Size) -> tuple[list[Row], list[tuple[str, str, str]]]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sizes", default="10,100,1000", help="earlier runs in the session")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="10 earlier runs, 2 repeats")
+    parser.add_argument("--sizes", help="earlier runs in the session (default 10,100,1000)")
+    parser.add_argument("--repeats", type=int, help="(default 5)")
+    parser.add_argument("--quick", action="store_true", help="default 10 earlier runs, 2 repeats")
     parser.add_argument("--profile", action="store_true", help="+ cProfile at the largest size")
     parser.add_argument("--targets", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--dir", type=Path, default=None, help="where the sessions are written")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.sizes, args.repeats = "10", 2
+    # An explicit --sizes or --repeats wins over --quick's.
+    args.sizes = args.sizes or ("10" if args.quick else "10,100,1000")
+    args.repeats = args.repeats or (2 if args.quick else 5)
     return args
 
 

@@ -463,9 +463,9 @@ def memory_sites(facts: int, traced: dict[str, Any]) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="1k and 5k facts, one repetition")
+    parser.add_argument("--sizes", help="facts per session (default 10000,100000)")
+    parser.add_argument("--repeats", type=int, help="(default 3)")
+    parser.add_argument("--quick", action="store_true", help="default to 1k and 5k facts, once")
     parser.add_argument("--dir", type=Path, default=None, help="where the sessions are written")
     parser.add_argument("--memory-sites", action="store_true")
     parser.add_argument("--peer", help="a Python with jupyter-ai-magics: + its %%load_ext")
@@ -473,8 +473,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.sizes, args.repeats = "1000,5000", 1
+    # An explicit --sizes or --repeats wins over --quick's.
+    args.sizes = args.sizes or ("1000,5000" if args.quick else "10000,100000")
+    args.repeats = args.repeats or (1 if args.quick else 3)
     return args
 
 

@@ -214,13 +214,13 @@ def lab(_state_home: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield started
 
 
-# The crash loops (test_session_store_crash, test_agent_crash) fork their SIGKILLed
-# children from one multiprocessing forkserver per test process. There is only one per
-# process and its preload list is fixed when it starts, so every loop asks for the union:
-# whichever runs first on a worker, children of the other still import nothing heavy
-# (a fresh interpreter spends ~0.3 s importing pydantic and httpx; hundreds of kills
-# cannot afford it), nor their own modules (the children's entry points, tests/helpers/scenario.py
-# and what they build at import).
+# The crash loops (test_session_store_crash, test_agent_crash, test_rewind_killed) fork
+# their SIGKILLed children from one multiprocessing forkserver per test process. There is
+# only one per process and its preload list is fixed when it starts, so every loop asks
+# for the union: whichever runs first on a worker, children of the others still import
+# nothing heavy (a fresh interpreter spends ~0.3 s importing pydantic and httpx; hundreds
+# of kills cannot afford it), nor their own modules (the children's entry points,
+# tests/helpers/scenario.py and what they build at import).
 FORKSERVER_PRELOAD = [
     "tiny_agent_nb.session",
     "tiny_agent_nb.agent",
@@ -230,6 +230,7 @@ FORKSERVER_PRELOAD = [
     "httpcore",
     "children.commit_loop",
     "crash.agent_child",
+    "children.rewind_kill",
 ]
 
 

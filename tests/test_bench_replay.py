@@ -1,6 +1,6 @@
-"""bench/bench_replay.py --quick: a restarted kernel replays a 20-cell notebook of agent
-cells (no request sent), beside its python calls run as plain cells, and the script
-reports each replay's cost and a cell's wait before its first request."""
+"""bench/bench_replay.py --quick --repeats 1: a restarted kernel replays a 20-cell notebook
+of agent cells (no request sent), beside its python calls run as plain cells, and the
+script reports each replay's cost and a cell's wait before its first request."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ def test_quick_run_times_replayed_cells_and_the_first_request_against_plain_cell
 ) -> None:
     done = run_bench(
         "bench_replay.py",
+        "--repeats",
+        "1",
         "--dir",
         str(tmp_path),
         cwd=tmp_path,

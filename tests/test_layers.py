@@ -18,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "tiny_agent_nb"
 
 # Low to high: a layer imports only layers of a lower rank (never one of its own rank
@@ -58,9 +60,14 @@ def _modules() -> Iterator[tuple[str, Path]]:
         yield ".".join(parts), path
 
 
+# The three checks that walk every module's tree (~0.45 s to parse them all) run on one
+# worker, in order (`xdist_group`), so that they parse once.
+WALKS_EVERY_MODULE = pytest.mark.xdist_group("walks_every_module")
+
+
 @functools.cache
 def _tree(path: Path) -> ast.Module:
-    """`path` parsed, once per test process: three checks here walk every module."""
+    """`path` parsed, once per test process (see WALKS_EVERY_MODULE)."""
     return ast.parse(path.read_text(encoding="utf-8"))
 
 
@@ -82,11 +89,15 @@ def _imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"{source}.{alias.name}"
 
 
-def _own_imports() -> Iterator[tuple[str, int, str]]:
-    for module, path in _modules():
-        for line, target in _imports(module, path):
-            if target == "tiny_agent_nb" or target.startswith("tiny_agent_nb."):
-                yield module, line, target
+@functools.cache
+def _own_imports() -> tuple[tuple[str, int, str], ...]:
+    """(module, line, imported) for each import of the package's own, once per process."""
+    return tuple(
+        (module, line, target)
+        for module, path in _modules()
+        for line, target in _imports(module, path)
+        if target == "tiny_agent_nb" or target.startswith("tiny_agent_nb.")
+    )
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -104,6 +115,7 @@ def test_every_module_belongs_to_a_ranked_layer() -> None:
     assert not unranked, f"give these layers a rank in RANKS: {sorted(unranked)}"
 
 
+@WALKS_EVERY_MODULE
 def test_every_import_arrow_points_down_the_layers() -> None:
     upward = [
         f"{module} (line {line}) imports {target}: {_layer(module)} "
@@ -116,6 +128,7 @@ def test_every_import_arrow_points_down_the_layers() -> None:
     assert not upward, "\n".join(upward)
 
 
+@WALKS_EVERY_MODULE
 def test_no_module_imports_another_packages_private_module() -> None:
     private = []
     for module, line, target in _own_imports():
@@ -294,6 +307,7 @@ def private_field_uses(paths: list[Path]) -> list[str]:
     return found
 
 
+@WALKS_EVERY_MODULE
 def test_no_module_touches_another_classs_private_fields() -> None:
     # A class's underscore fields are its own: a state's tables change through its
     # methods, a source's descriptor is read through its own (`held_bytes`, `read_into`).

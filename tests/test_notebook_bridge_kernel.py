@@ -81,7 +81,7 @@ def send(ui: WidgetFrontend, comm_id: str, content: dict[str, Any]) -> None:
 def test_the_running_cell_reads_and_changes_the_live_notebook(
     start_kernel: StartKernel, route: str
 ) -> None:
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel(shared="widgets"))
     if route == "comm subshell":
         ui.use_comm_subshell()
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
@@ -113,7 +113,7 @@ def test_a_frontend_without_the_notebook_leaves_the_saved_file_and_nothing_appli
         "cells": [{"id": "s", "cell_type": "code", "source": "saved = 1", "metadata": {}}],
     }
     (workspace / "analysis.ipynb").write_text(json.dumps(saved))
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel(shared="widgets"))
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
     cell = ui.send(USE)
     answer(ui, cell, reachable=False)
@@ -131,7 +131,7 @@ def test_a_frontend_that_says_hello_and_never_answers_costs_one_bounded_wait(
     waited for, and how often, is the same.)"""
     saved = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}
     (workspace / "analysis.ipynb").write_text(json.dumps(saved))
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel())  # its own: it shortens the bridge's waits in it
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
     shorter = "import tiny_agent_nb.notebook._bridge as b\nb.REPLY_TIMEOUT, b.FIRST_CONTACT = 1, 3"
     ui.finish(ui.send(shorter))
@@ -153,7 +153,7 @@ def test_where_two_notebooks_share_the_kernel_the_one_named_after_its_file_is_re
 ) -> None:
     """A JupyterLab notebook switched to another's kernel: both pages answer; this
     kernel's notebook (analysis.ipynb, from JPY_SESSION_NAME) is asked, the other is not."""
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel(shared="widgets"))
     ui.finish(ui.send("%load_ext tiny_agent_nb"))
     cell = ui.send(USE)
     pages = {"f0": ("other.ipynb", [LIVE_CELLS[0]]), "f1": ("work/analysis.ipynb", LIVE_CELLS)}

@@ -30,7 +30,7 @@ NOTEBOOK = (
 
 
 def frontend(start_kernel: StartKernel) -> WidgetFrontend:
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel(shared="widgets"))
     assert "session" in ui.finish(ui.send("%load_ext tiny_agent_nb")).stdout
     ui.finish(ui.send(NOTEBOOK))
     return ui
@@ -130,7 +130,7 @@ def test_a_cell_run_without_stdin_proposes_the_new_source_and_tells_the_model(
 ) -> None:
     """nbclient runs cells with stdin off: no one can accept a diff, so the edit becomes
     the proposed cell below (the execute reply's set_next_input)."""
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     kernel.execute("%load_ext tiny_agent_nb")
     kernel.execute(NOTEBOOK)
     server.enqueue(

@@ -277,7 +277,7 @@ def test_a_cell_run_without_stdin_shows_no_buttons_and_runs_nothing_it_cannot_as
     """nbclient, papermill and `tiny-agent-nb demo` run cells with stdin off: nobody is
     there to click, so nothing waits for a click (as `input()` could not ask either), and
     under the default approval the call does not run; the cell says how to choose auto."""
-    kernel = start_kernel(approve=None)
+    kernel = start_kernel(shared="widgets", approve=None)  # as frontend(..., approve=None)
     kernel.execute("%load_ext tiny_agent_nb")
     server.enqueue(
         tool_calls_reply(tool_call("c1", "bash", {"command": "touch ran.txt"})),
@@ -410,7 +410,7 @@ def test_the_kernel_after_a_dead_one_offers_to_resume_the_run_it_settled(
     hold.set()
 
     server.enqueue(text_reply("Resumed after the crash."))
-    ui = WidgetFrontend(start_kernel())
+    ui = WidgetFrontend(start_kernel(shared="widgets"))
     loaded = ui.finish(ui.send("%load_ext tiny_agent_nb"))
     assert "The previous kernel stopped during a run" in loaded.stdout
     assert [r["outcome"] for r in records(workspace, "operationFinished")] == ["interrupted"]

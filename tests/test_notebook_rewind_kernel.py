@@ -120,7 +120,7 @@ def test_a_rewind_killed_mid_way_is_reported_by_the_next_load_and_finished(
     )
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
     assert [(workspace / n).read_bytes() for n in names] == [b"mine\n", b"agent\n", b"agent\n"]
-    kernel = start_kernel()
+    kernel = start_kernel(shared=True)
     report = kernel.execute("%load_ext tiny_agent_nb").stdout
     assert "The previous kernel stopped during a rewind to before run 1:" in report
     assert "restored: a.txt" in report and "not restored: b.txt" in report

@@ -19,11 +19,11 @@ def test_a_second_kernel_cannot_rewind_the_session_the_first_holds(
         tool_calls_reply(tool_call("c1", "write_file", {"path": "a.txt", "content": "agent\n"})),
         text_reply("Done."),
     )
-    first = start_kernel()
+    first = start_kernel(shared=True)
     assert first.execute("%load_ext tiny_agent_nb").error is None
     assert first.execute("%%agent\nWrite it.").error is None
     before = (workspace / "analysis.agent.jsonl").read_bytes()
-    second = start_kernel()
+    second = start_kernel(shared=True)
     second.execute("%load_ext tiny_agent_nb")
     refused = second.execute("%agent rewind 1 --yes")
     said = refused.stdout + (refused.error or "")

@@ -4,11 +4,16 @@ replace's temporary file written but not renamed, after each replace, before and
 `operationFinished`. At each, every file is wholly its old or its new content, the next
 load reports which files are restored and which not (and removes a temporary file a
 replace left), running the rewind again finishes it, and `--undo` after that brings back
-what it found."""
+what it found.
+
+Each child is forked by the crash loops' forkserver (tests/conftest.py), which has
+already imported the package: it opens the session itself and dies by a real SIGKILL
+mid-rewind, without a fresh interpreter's second of imports per kill."""
 
 from __future__ import annotations
 
 import signal
+from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
 from test_agent_rewind import rewind, run_writing
@@ -18,7 +23,7 @@ from tiny_agent_nb.provider import Provider, ProviderConfig
 from tiny_agent_nb.session import FileStore, SessionStore
 from tiny_agent_nb.tools import ToolContext, builtin_registry
 
-from helpers.crash_children import run_child
+from children.rewind_kill import rewind_killed
 
 NAMES = ("a.txt", "b.txt", "sub/c.bin")
 OLD = {"a.txt": b"a1\n", "b.txt": b"b1\n", "sub/c.bin": b"\x00c1\xff"}
@@ -45,7 +50,7 @@ def recover(session: Path, root: Path) -> tuple[SessionStore, list[str] | None]:
     return store, interrupted_rewind(state, recovery.operation_id, root)
 
 
-def kill_at(step: int, base: Path, header_init: object) -> bool:
+def kill_at(step: int, base: Path, header_init: object, forkserver: ForkServerContext) -> bool:
     """Rewind a run that changed three files, killed at `step`; True if it was killed."""
     root, session = base / "work", base / "notebook.agent.jsonl"
     root.mkdir(parents=True)
@@ -53,12 +58,14 @@ def kill_at(step: int, base: Path, header_init: object) -> bool:
     with SessionStore.open(session, create=header_init) as store:  # type: ignore[arg-type]
         run_writing(store, files, root, OLD)
         run_writing(store, files, root, NEW)
-    child = run_child(
-        "rewind_kill.py", str(session), str(root), str(base / "state"), "2", str(step)
+    child = forkserver.Process(
+        target=rewind_killed, args=(str(session), str(root), str(base / "state"), 2, step)
     )
-    if child.returncode == 0:
+    child.start()
+    child.join()
+    if child.exitcode == 0:
         return False
-    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    assert child.exitcode == -signal.SIGKILL, f"the child exited {child.exitcode}"
     disk = {name: (root / name).read_bytes() for name in NAMES}
     assert all(disk[name] in (OLD[name], NEW[name]) for name in NAMES), disk  # wholly one
     store, report = recover(session, root)
@@ -86,10 +93,10 @@ def kill_at(step: int, base: Path, header_init: object) -> bool:
 
 
 def test_a_rewind_killed_at_every_step_is_reported_whole_and_finished(
-    tmp_path: Path, header_init: object
+    tmp_path: Path, header_init: object, forkserver: ForkServerContext
 ) -> None:
     step = 0
-    while kill_at(step, tmp_path / str(step), header_init):
+    while kill_at(step, tmp_path / str(step), header_init, forkserver):
         step += 1
     # runStarted (2), three files x (record 2 + rename 1 + replace 1), operationFinished (2)
     assert step == 16

@@ -27,6 +27,14 @@ from tiny_agent_nb.session import FileStore, SessionStore
 def main() -> None:
     session, root, state_root, number = sys.argv[1:5]
     kill_at = int(sys.argv[5]) if len(sys.argv) > 5 else None
+    rewind_killed(session, root, state_root, int(number), kill_at)
+
+
+def rewind_killed(
+    session: str, root: str, state_root: str, number: int, kill_at: int | None
+) -> None:
+    """The rewind to before operation `number`, killed at step `kill_at` (None: at the
+    second file's replace): this script's work, also a forkserver's child's target."""
     steps = 0
 
     def step() -> None:
@@ -66,7 +74,7 @@ def main() -> None:
             files = FileStore.for_session(state.header.id)
         else:
             files = FileStore.for_session("session", Path(state_root))
-        plan = plan_rewind(state, operation_numbered(state, int(number)), files, Path(root))
+        plan = plan_rewind(state, operation_numbered(state, number), files, Path(root))
         carry_out(store, plan, files, Path(root))
 
 
