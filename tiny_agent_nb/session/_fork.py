@@ -16,11 +16,12 @@ from pathlib import Path
 from ._exceptions import ForkRefusedError, NotASessionError
 from ._file_store import FileStore
 from ._files import fsync_dir, open_regular, write_all
-from ._framing import parse_header
+from ._framing import parse_header, parse_transaction
 from ._ids import new_id
-from ._models import Header
+from ._models import Header, RecordFact
 from ._opening import Clock, epoch_ms
 from ._reader import load_session
+from ._records import OperationFinished
 from ._state import SessionState
 
 _HEADER_BYTES = 1 << 16  # a header line is far shorter (its longest member is a path)
@@ -71,13 +72,14 @@ def fork_session(
     written (nothing is left behind then)."""
     target = Path(target)
     state = load_session(source)
-    count = _lines_through(state, through, refuse_open=refuse_open)
+    lines = list(state.transaction_bytes())  # read again and checked, once
+    count = _lines_through(state, lines, through, refuse_open=refuse_open)
     header = state.header.model_copy(update={"id": new_id(), "createdAt": clock()})
     draft = target.with_name(f".{target.name}.fork.{secrets.token_hex(6)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(draft, flags, 0o644)
     try:
-        lines = list(state.transaction_bytes(count))
+        lines = lines[:count]
         _write(fd, header, lines)
         # Before the fork is published: no fork is ever without the blobs it names, so
         # a rewind inside it can restore them.
@@ -100,8 +102,11 @@ def _write(fd: int, header: Header, lines: list[bytes]) -> None:
         os.close(fd)
 
 
-def _lines_through(state: SessionState, through: int | None, *, refuse_open: bool) -> int | None:
-    """How many transaction lines a fork through run `through` copies (None: all)."""
+def _lines_through(
+    state: SessionState, lines: list[bytes], through: int | None, *, refuse_open: bool
+) -> int | None:
+    """How many of the transaction `lines` a fork through run `through` copies (None:
+    all): up to and including the one holding its operationFinished."""
     operations = list(state.operations.values())
     if through is None:
         if refuse_open and state.open_operation is not None:
@@ -113,10 +118,18 @@ def _lines_through(state: SessionState, through: int | None, *, refuse_open: boo
             f"{state.path} has no run {through} ({held}, numbered as its timeline numbers "
             "them); nothing was written."
         )
-    count = state.lines_through(operations[through - 1].id)
-    if count is None:
-        raise _still_open(state, through)
-    return count
+    operation_id = operations[through - 1].id
+    needle = operation_id.encode()
+    for count, line in enumerate(lines, start=1):
+        # Only a line naming the operation is decoded.
+        if needle in line and any(
+            isinstance(fact, RecordFact)
+            and isinstance(fact.record, OperationFinished)
+            and fact.record.operationId == operation_id
+            for fact in parse_transaction(line)
+        ):
+            return count
+    raise _still_open(state, through)
 
 
 def _still_open(state: SessionState, number: int) -> ForkRefusedError:

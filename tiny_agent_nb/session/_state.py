@@ -10,8 +10,8 @@ from typing import Any
 from ._facts import NewFact
 from ._files import ReadBytes
 from ._framing import encode_transaction, parse_transaction
-from ._models import EntryFact, Fact, Header, RecordFact, Usage
-from ._records import MAX_WINDOW, MIN_WINDOW, OperationFinished
+from ._models import EntryFact, Fact, Header, Usage
+from ._records import MAX_WINDOW, MIN_WINDOW
 from ._reducer import build_transaction
 from ._tables import (
     Attempt,
@@ -144,21 +144,6 @@ class SessionState:
         every LF included, read again and checked (docs/session-format.md §8.1): what a
         fork copies."""
         return (line + b"\n" for line in self._read.lines()[:count])
-
-    def lines_through(self, operation_id: str) -> int | None:
-        """How many transaction lines there are up to and including the one holding
-        `operation_id`'s operationFinished (None: it has none): a fork's prefix."""
-        needle = operation_id.encode()
-        for count, line in enumerate(self._read.lines(), start=1):
-            # Only a line naming the operation is decoded: a fork reads the file once.
-            if needle in line and any(
-                isinstance(fact, RecordFact)
-                and isinstance(fact.record, OperationFinished)
-                and fact.record.operationId == operation_id
-                for fact in parse_transaction(line)
-            ):
-                return count
-        return None
 
     @property
     def facts(self) -> list[Fact]:
